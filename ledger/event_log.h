@@ -1,0 +1,71 @@
+#pragma once
+// The append-only log of events: the only way to the ledger. See docs/ledger.md.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schema/event_codec.h"
+#include "schema/result.h"
+
+namespace admission::ledger {
+
+using Sequence = uint64_t;
+
+// Limits (TigerBeetle style: everything bounded, named).
+inline constexpr size_t kAppendBatchEventsMax = 4096;   // events in one Append call
+inline constexpr size_t kGroupEventsMax = 16384;        // events in one group commit
+inline constexpr size_t kReadEventsMax = 65536;         // events returned by one Read call
+inline constexpr size_t kIdempotencyKeyBytesMax = 512;
+
+struct Head {
+  Sequence sequence = 0;                  // 0: empty ledger
+  schema::Hash hash = schema::kGenesisHash;
+  int64_t recorded_at_ns = 0;
+};
+
+// One stored event: its sequence and its canonical bytes exactly as stored.
+struct StoredEvent {
+  Sequence sequence = 0;
+  std::string bytes;
+};
+
+// The outcome of one Append. Events whose idempotency key was recorded before with the same
+// payload are not written again: they carry the original sequence and duplicate == true.
+struct AppendAck {
+  std::vector<Sequence> sequences;
+  std::vector<bool> duplicate;
+  size_t written = 0;  // events actually appended
+  Sequence first() const { return sequences.empty() ? 0 : sequences.front(); }
+  bool all_duplicates() const { return written == 0; }
+};
+
+// Interface: no fields. Implementations: MemoryLog, RocksDbLog (and later a Kafka log).
+// Thread safety: every method may be called from any thread concurrently.
+class EventLog {
+ public:
+  virtual ~EventLog() = default;
+
+  // Appends the batch atomically: either every new event is written (with dense sequences,
+  // in batch order) or none is. Each element is a serialized schema::Event whose envelope
+  // (recordedAtNs, actor, idempotencyKey, causationSequence, engineVersion) is filled in;
+  // the log assigns sequence and prevHash. Returns when the events are durable.
+  // REQUIRES: 1 <= batch.size() <= kAppendBatchEventsMax.
+  // Errors: kInvalidArgument (malformed event), kConflict (key reused with another payload,
+  // message names the first differing field), kTimeWentBackwards, kIoError.
+  virtual Result<AppendAck> Append(std::span<const std::string> batch) = 0;
+
+  // Up to max_count events from sequence `from` on, in order (fewer at the head).
+  // REQUIRES: max_count <= kReadEventsMax.
+  virtual Result<std::vector<StoredEvent>> Read(Sequence from, size_t max_count) = 0;
+
+  virtual Head GetHead() = 0;
+
+  // The sequence of the event recorded with this idempotency key, if any.
+  virtual Result<std::optional<Sequence>> FindKey(std::string_view key) = 0;
+};
+
+}  // namespace admission::ledger

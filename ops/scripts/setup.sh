@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency that is missing. Idempotent: a second run does
+# nothing but check. Debian packages only (plus Java 17 and Maven for the Kafka test broker).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  librocksdb-dev librdkafka-dev
+  capnproto libcapnp-dev
+  libspdlog-dev libfmt-dev
+  librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libyaml-cpp-dev libcli11-dev libssl-dev
+  openjdk-17-jre-headless maven
+  curl ca-certificates
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+# Java and Maven may come from outside Debian on a developer machine; accept them if present.
+if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then
+  filtered=()
+  for p in "${missing[@]}"; do
+    case "$p" in openjdk-17-jre-headless|maven) ;; *) filtered+=("$p") ;; esac
+  done
+  missing=("${filtered[@]+"${filtered[@]}"}")
+fi
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all dependencies present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,13 @@
+#pragma once
+// The decider's behaviour version. Every decision records it; a behaviour change bumps it.
+
+#include <cstdint>
+
+namespace admission::projections {
+
+inline constexpr uint32_t kEngineVersion = 1;
+
+// A human-readable description of what each engine version changed.
+const char* EngineVersionNote(uint32_t version);
+
+}  // namespace admission::projections

@@ -1,0 +1,478 @@
+@0xb6274ef902ef47f1;
+# The admission ledger's events: inputs (facts from outside) and decisions (what the engine
+# concluded from them). Every stored event is one `Event` message in canonical form.
+#
+# How this schema may evolve: fields and union members are only ever appended, with the next
+# ordinal. Nothing is renamed to mean something else, removed, renumbered or retyped; a field
+# that is no longer used stays, documented as obsolete. Defaults are never changed. This keeps
+# every ledger ever written readable, and keeps its hashes (over canonical bytes) valid: an
+# old event read by new code re-encodes to the same canonical bytes.
+#
+# Units are in the names: `Ns` is nanoseconds of logical time since the Unix epoch, `Milli`
+# is thousandths of the Kubernetes base unit (cpu cores, bytes, gpus, pods...). No floating
+# point anywhere: the decider must be deterministic.
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("admission::schema");
+using Json = import "/capnp/compat/json.capnp";
+
+# ---------------------------------------------------------------------------------------------
+# Building blocks.
+
+struct ResourceAmount {
+  name @0 :Text;          # e.g. "cpu", "memory", "nvidia.com/gpu"
+  milli @1 :Int64;        # exact: 1500 for "1.5" cpu, 1024000 for "1Ki" bytes
+}
+
+struct Label {
+  key @0 :Text;
+  value @1 :Text;
+}
+
+struct Taint {
+  key @0 :Text;
+  value @1 :Text;
+  effect @2 :Text;        # NoSchedule, PreferNoSchedule, NoExecute
+}
+
+struct Toleration {
+  key @0 :Text;
+  operator @1 :Text;      # Equal (default) or Exists
+  value @2 :Text;
+  effect @3 :Text;        # empty matches every effect
+}
+
+struct SelectorRequirement {
+  key @0 :Text;
+  operator @1 :Text;      # In, NotIn, Exists, DoesNotExist
+  values @2 :List(Text);
+}
+
+struct LabelSelector {
+  # Empty selector: `matchesAll` tells "{}" (everything) from absent (nothing) where it matters.
+  matchesAll @0 :Bool;
+  matchLabels @1 :List(Label);
+  matchExpressions @2 :List(SelectorRequirement);
+}
+
+# ---------------------------------------------------------------------------------------------
+# Definitions (inputs). Each accepted definition is a new version of that object; its sequence
+# number is the version that decisions cite (the "quota version" of a ClusterQueue).
+
+struct ResourceFlavorDef {
+  name @0 :Text;
+  nodeLabels @1 :List(Label);       # GPU model, GPU memory, topology block, region...
+  nodeTaints @2 :List(Taint);
+  tolerations @3 :List(Toleration);
+  topologyName @4 :Text;
+}
+
+struct ResourceQuota {
+  name @0 :Text;
+  nominalQuotaMilli @1 :Int64;
+  hasBorrowingLimit @2 :Bool;
+  borrowingLimitMilli @3 :Int64;
+  hasLendingLimit @4 :Bool;
+  lendingLimitMilli @5 :Int64;
+}
+
+struct FlavorQuotas {
+  name @0 :Text;
+  resources @1 :List(ResourceQuota);
+}
+
+struct ResourceGroup {
+  coveredResources @0 :List(Text);
+  flavors @1 :List(FlavorQuotas);   # in preference order
+}
+
+struct CohortDef {
+  name @0 :Text;
+  parentName @1 :Text;
+  resourceGroups @2 :List(ResourceGroup);
+  fairSharingWeightMilli @3 :Int64 = 1000;
+}
+
+enum QueueingStrategy {
+  bestEffortFifo @0;
+  strictFifo @1;
+}
+
+enum StopPolicy {
+  none @0;
+  hold @1;
+  holdAndDrain @2;
+}
+
+enum WithinClusterQueuePolicy {
+  never @0;
+  lowerPriority @1;
+  lowerOrNewerEqualPriority @2;
+}
+
+enum ReclaimWithinCohortPolicy {
+  never @0;
+  lowerPriority @1;
+  any @2;
+}
+
+struct PreemptionPolicy {
+  withinClusterQueue @0 :WithinClusterQueuePolicy;
+  reclaimWithinCohort @1 :ReclaimWithinCohortPolicy;
+  borrowWithinCohort @2 :ReclaimWithinCohortPolicy;   # never or lowerPriority
+  hasMaxPriorityThreshold @3 :Bool;
+  maxPriorityThreshold @4 :Int32;
+}
+
+enum FungibilityAction {
+  borrow @0;           # whenCanBorrow: Borrow (default)
+  tryNextFlavor @1;
+  preempt @2;          # whenCanPreempt: Preempt
+}
+
+enum FungibilityPreference {
+  borrowingOverPreemption @0;
+  preemptionOverBorrowing @1;
+}
+
+struct FlavorFungibility {
+  whenCanBorrow @0 :FungibilityAction = borrow;
+  whenCanPreempt @1 :FungibilityAction = tryNextFlavor;
+  preference @2 :FungibilityPreference;
+}
+
+struct AdmissionCheckStrategyRule {
+  name @0 :Text;
+  onFlavors @1 :List(Text);          # empty: every flavor
+}
+
+struct ClusterQueueDef {
+  name @0 :Text;
+  cohortName @1 :Text;
+  resourceGroups @2 :List(ResourceGroup);
+  queueingStrategy @3 :QueueingStrategy;
+  namespaceSelector @4 :LabelSelector;
+  stopPolicy @5 :StopPolicy;
+  preemption @6 :PreemptionPolicy;
+  flavorFungibility @7 :FlavorFungibility;
+  admissionChecks @8 :List(Text);
+  admissionChecksStrategy @9 :List(AdmissionCheckStrategyRule);
+  fairSharingWeightMilli @10 :Int64 = 1000;
+  maxWaitNs @11 :Int64;              # 0: no starvation alert
+}
+
+struct LocalQueueDef {
+  namespace @0 :Text;
+  name @1 :Text;
+  clusterQueue @2 :Text;
+  stopPolicy @3 :StopPolicy;
+}
+
+enum OnTimeout {
+  retry @0;
+  reject @1;
+}
+
+struct AdmissionCheckDef {
+  name @0 :Text;
+  controllerName @1 :Text;           # the owner identity: the only reporter allowed
+  pendingTtlNs @2 :Int64;            # 0: no TTL
+  onTimeout @3 :OnTimeout;
+  retryLimit @4 :UInt32;
+  backoffBaseNs @5 :Int64;
+  backoffMaxNs @6 :Int64;
+}
+
+struct PriorityClassDef {
+  name @0 :Text;
+  value @1 :Int32;
+  description @2 :Text;
+}
+
+struct EngineConfigDef {
+  # Knobs of the decider that are part of its input, so replay sees the same values.
+  waitForPodsReadyEnabled @0 :Bool;
+  podsReadyTimeoutNs @1 :Int64;
+  backoffBaseSeconds @2 :Int32 = 60;
+  backoffMaxSeconds @3 :Int32 = 3600;
+  backoffLimitCount @4 :Int32;
+  agingStepNs @5 :Int64;             # 0: no aging
+  agingPriorityMax @6 :Int32;
+  fairSharingEnabled @7 :Bool;
+}
+
+# ---------------------------------------------------------------------------------------------
+# Workloads.
+
+struct PodSet {
+  name @0 :Text;
+  count @1 :Int32;
+  minCount @2 :Int32;                # 0: partial admission not allowed
+  requests @3 :List(ResourceAmount); # per pod
+  nodeSelector @4 :List(Label);
+  tolerations @5 :List(Toleration);
+  requiredAffinity @6 :List(SelectorRequirement);  # one nodeSelectorTerm, ANDed
+}
+
+struct Workload {
+  namespace @0 :Text;
+  name @1 :Text;
+  uid @2 :Text;
+  queueName @3 :Text;
+  hasPriority @4 :Bool;
+  priority @5 :Int32;
+  priorityClassName @6 :Text;
+  podSets @7 :List(PodSet);
+  labels @8 :List(Label);
+  annotations @9 :List(Label);
+  creationTimestampNs @10 :Int64;
+  expectedRuntimeNs @11 :Int64;       # for maintenance windows; 0: unknown
+  maxExecutionNs @12 :Int64;          # 0: unlimited
+  active @13 :Bool = true;
+  namespaceLabels @14 :List(Label);   # the namespace's labels, for namespaceSelector
+}
+
+struct FlavorRef {
+  resource @0 :Text;
+  flavor @1 :Text;
+}
+
+struct PodSetAssignment {
+  name @0 :Text;
+  flavors @1 :List(FlavorRef);
+  resourceUsage @2 :List(ResourceAmount);   # total for the podSet
+  count @3 :Int32;
+}
+
+struct Admission {
+  clusterQueue @0 :Text;
+  podSetAssignments @1 :List(PodSetAssignment);
+}
+
+struct WorkloadRef {
+  namespace @0 :Text;
+  name @1 :Text;
+  uid @2 :Text;
+}
+
+enum CheckState {
+  pending @0;
+  ready @1;
+  retry @2;
+  rejected @3;
+}
+
+enum PodsReport {
+  released @0;       # write-ahead: the runtime is about to create pods
+  ready @1;
+  terminated @2;
+  finished @3;
+}
+
+enum PodSetAction {
+  terminate @0;
+  drain @1;
+}
+
+# ---------------------------------------------------------------------------------------------
+# Inputs.
+
+struct WorkloadSubmitted {
+  workload @0 :Workload;
+}
+
+struct WorkloadImported {
+  workload @0 :Workload;
+  admission @1 :Admission;
+}
+
+struct WorkloadDeleted {
+  workload @0 :WorkloadRef;
+}
+
+struct WorkloadFinished {
+  workload @0 :WorkloadRef;
+  message @1 :Text;
+}
+
+struct CheckStateReported {
+  workload @0 :WorkloadRef;
+  check @1 :Text;
+  generation @2 :UInt64;
+  state @3 :CheckState;
+  message @4 :Text;
+  requeueAfterNs @5 :Int64;
+}
+
+struct PodsReported {
+  workload @0 :WorkloadRef;
+  report @1 :PodsReport;
+  fencingToken @2 :Text;
+}
+
+struct NodeCapacity {
+  node @0 :Text;
+  flavor @1 :Text;
+  capacity @2 :List(ResourceAmount);
+}
+
+struct MaintenanceWindow {
+  name @0 :Text;
+  flavor @1 :Text;
+  startNs @2 :Int64;
+  endNs @3 :Int64;
+}
+
+struct RevocationRequested {
+  target :union {
+    workload @0 :WorkloadRef;
+    check @1 :Text;
+    flavor @2 :Text;
+  }
+  reason @3 :Text;
+  podSetAction @4 :PodSetAction;
+  drainDeadlineNs @5 :Int64;
+}
+
+struct ClockAdvanced {
+  toNs @0 :Int64;
+}
+
+struct ObjectDeleted {
+  kind @0 :Text;
+  namespace @1 :Text;
+  name @2 :Text;
+}
+
+# ---------------------------------------------------------------------------------------------
+# Decisions. Each names the workload, the reason in Kueue's vocabulary where one exists, and the
+# versions (sequences) of the definitions and reports it was made from.
+
+struct QuotaReserved {
+  workload @0 :WorkloadRef;
+  generation @1 :UInt64;
+  admission @2 :Admission;
+  quotaVersion @3 :UInt64;            # sequence of the ClusterQueue definition used
+  borrowing @4 :Bool;
+  message @5 :Text;
+}
+
+struct Admitted {
+  workload @0 :WorkloadRef;
+  generation @1 :UInt64;
+  fencingToken @2 :Text;
+  quotaVersion @3 :UInt64;
+  checkVersions @4 :List(UInt64);     # sequences of the check reports used
+}
+
+struct PendingReasonChanged {
+  workload @0 :WorkloadRef;
+  reason @1 :Text;                    # NoMatchingFlavor, WaitingForQuota, ...
+  message @2 :Text;
+  resource @3 :Text;
+  flavor @4 :Text;
+  shortfallMilli @5 :Int64;
+}
+
+struct EvictionStarted {
+  workload @0 :WorkloadRef;
+  generation @1 :UInt64;
+  reason @2 :Text;                    # Preempted, PodsReadyTimeout, AdmissionCheck, ...
+  message @3 :Text;
+  podSetAction @4 :PodSetAction;
+  drainDeadlineNs @5 :Int64;
+}
+
+struct QuotaReleased {
+  workload @0 :WorkloadRef;
+  generation @1 :UInt64;
+  reason @2 :Text;
+}
+
+struct Requeued {
+  workload @0 :WorkloadRef;
+  requeueAtNs @1 :Int64;
+  attempt @2 :UInt32;
+  reason @3 :Text;
+}
+
+struct Rejected {
+  workload @0 :WorkloadRef;
+  reason @1 :Text;
+  message @2 :Text;
+}
+
+struct Deactivated {
+  workload @0 :WorkloadRef;
+  reason @1 :Text;
+  message @2 :Text;
+}
+
+struct Preempted {
+  workload @0 :WorkloadRef;           # the victim
+  preemptor @1 :WorkloadRef;
+  reason @2 :Text;                    # InClusterQueue, InCohortReclamation, ...
+  message @3 :Text;
+}
+
+struct StarvationAlert {
+  workload @0 :WorkloadRef;
+  waitingNs @1 :Int64;
+  message @2 :Text;
+}
+
+struct DrainDeadlinePassed {
+  workload @0 :WorkloadRef;
+  generation @1 :UInt64;
+  message @2 :Text;
+}
+
+# ---------------------------------------------------------------------------------------------
+# The envelope.
+
+struct Event {
+  sequence @0 :UInt64;                # dense, from 1; assigned by the ledger
+  recordedAtNs @1 :Int64;             # logical time; never decreases along the ledger
+  actor @2 :Text;                     # identity of the caller (or "engine" for decisions)
+  idempotencyKey @3 :Text;            # empty: not deduplicated
+  causationSequence @4 :UInt64;       # for decisions: the input that caused them
+  engineVersion @5 :UInt32;           # for decisions: the decider version that made them
+  prevHash @6 :Data $Json.hex;        # SHA-256 chain value after the previous event
+
+  body :union {
+    # Inputs: definitions.
+    flavorDefined @7 :ResourceFlavorDef;
+    cohortDefined @8 :CohortDef;
+    clusterQueueDefined @9 :ClusterQueueDef;
+    localQueueDefined @10 :LocalQueueDef;
+    admissionCheckDefined @11 :AdmissionCheckDef;
+    priorityClassDefined @12 :PriorityClassDef;
+    engineConfigDefined @13 :EngineConfigDef;
+    objectDeleted @14 :ObjectDeleted;
+    # Inputs: workloads and the world.
+    workloadSubmitted @15 :WorkloadSubmitted;
+    workloadImported @16 :WorkloadImported;
+    workloadDeleted @17 :WorkloadDeleted;
+    workloadFinished @18 :WorkloadFinished;
+    checkStateReported @19 :CheckStateReported;
+    podsReported @20 :PodsReported;
+    nodeCapacityChanged @21 :NodeCapacity;
+    nodeFailed @22 :NodeCapacity;
+    nodeRecovered @23 :NodeCapacity;
+    maintenanceWindowDefined @24 :MaintenanceWindow;
+    revocationRequested @25 :RevocationRequested;
+    clockAdvanced @26 :ClockAdvanced;
+    # Decisions.
+    quotaReserved @27 :QuotaReserved;
+    admitted @28 :Admitted;
+    pendingReasonChanged @29 :PendingReasonChanged;
+    evictionStarted @30 :EvictionStarted;
+    quotaReleased @31 :QuotaReleased;
+    requeued @32 :Requeued;
+    rejected @33 :Rejected;
+    deactivated @34 :Deactivated;
+    preempted @35 :Preempted;
+    starvationAlert @36 :StarvationAlert;
+    drainDeadlinePassed @37 :DrainDeadlinePassed;
+  }
+}

@@ -96,7 +96,35 @@ Hash HashFromData(capnp::Data::Reader data) {
   return out;
 }
 
-bool DecodedEvent::canonical() const { return reader_->isCanonical(); }
+namespace {
+
+void TouchValue(const capnp::DynamicValue::Reader& value);
+
+void TouchAll(const capnp::DynamicStruct::Reader& reader) {
+  for (capnp::StructSchema::Field field : reader.getSchema().getNonUnionFields()) {
+    TouchValue(reader.get(field));
+  }
+  KJ_IF_MAYBE(field, reader.which()) { TouchValue(reader.get(*field)); }
+}
+
+void TouchValue(const capnp::DynamicValue::Reader& value) {
+  switch (value.getType()) {
+    case capnp::DynamicValue::TEXT: {
+      capnp::Text::Reader text = value.as<capnp::Text>();
+      (void)text.cStr();
+      break;
+    }
+    case capnp::DynamicValue::DATA: (void)value.as<capnp::Data>().size(); break;
+    case capnp::DynamicValue::LIST:
+      for (auto element : value.as<capnp::DynamicList>()) TouchValue(element);
+      break;
+    case capnp::DynamicValue::STRUCT: TouchAll(value.as<capnp::DynamicStruct>()); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
 
 Result<DecodedEvent> DecodeEvent(std::string_view bytes) {
   if (bytes.size() > kEventBytesMax) {
@@ -119,12 +147,10 @@ Result<DecodedEvent> DecodeEvent(std::string_view bytes) {
         kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>>(decoded.segments_, 1),
         EventReaderOptions());
     decoded.root_ = decoded.reader_->getRoot<Event>();
-    // Touch the body so a malformed pointer is found here, not later in a caller.
-    capnp::DynamicStruct::Reader dynamic = decoded.root_;
-    KJ_IF_MAYBE(field, dynamic.get("body").as<capnp::DynamicStruct>().which()) {
-      (void)dynamic.get("body").as<capnp::DynamicStruct>().get(*field);
-    }
-    (void)decoded.root_.totalSize();
+    // Read every field once, so a malformed pointer or text is found here, not later in a
+    // caller that trusted a decoded event.
+    TouchAll(capnp::DynamicStruct::Reader(decoded.root_));
+    decoded.canonical_ = decoded.reader_->isCanonical();
   });
   KJ_IF_MAYBE(e, error) {
     return Status(Code::kCorruption,
@@ -156,14 +182,56 @@ std::string EventToJson(Event::Reader event) {
   return std::string(json.cStr(), json.size());
 }
 
+namespace {
+
+// Cap'n Proto's JSON decoder skips unknown fields; a typo in an event must not vanish silently,
+// so every object member is checked against the schema first. Returns the path of the first
+// unknown field, or empty.
+std::string FirstUnknownField(capnp::JsonValue::Reader value, capnp::Type type,
+                              const std::string& path) {
+  if (type.isList() && value.isArray()) {
+    capnp::Type element = type.asList().getElementType();
+    uint32_t i = 0;
+    for (capnp::JsonValue::Reader item : value.getArray()) {
+      std::string bad = FirstUnknownField(item, element, path + "[" + std::to_string(i++) + "]");
+      if (!bad.empty()) return bad;
+    }
+    return "";
+  }
+  if (!type.isStruct() || !value.isObject()) return "";
+  capnp::StructSchema schema = type.asStruct();
+  for (capnp::JsonValue::Field::Reader member : value.getObject()) {
+    std::string name = member.getName().cStr();
+    std::string here = path.empty() ? name : path + "." + name;
+    KJ_IF_MAYBE(field, schema.findFieldByName(member.getName())) {
+      std::string bad = FirstUnknownField(member.getValue(), field->getType(), here);
+      if (!bad.empty()) return bad;
+    } else {
+      return here;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 Result<std::string> EventFromJson(std::string_view json) {
   std::string out;
+  std::string unknown;
   kj::Maybe<kj::Exception> error = kj::runCatchingExceptions([&]() {
+    capnp::MallocMessageBuilder raw;
+    capnp::JsonValue::Builder value = raw.initRoot<capnp::JsonValue>();
+    Codec().decodeRaw(kj::ArrayPtr<const char>(json.data(), json.size()), value);
+    unknown = FirstUnknownField(value.asReader(), capnp::Type(capnp::Schema::from<Event>()), "");
+    if (!unknown.empty()) return;
     capnp::MallocMessageBuilder message;
     Event::Builder root = message.initRoot<Event>();
-    Codec().decode(kj::ArrayPtr<const char>(json.data(), json.size()), root);
+    Codec().decode(value.asReader(), capnp::DynamicStruct::Builder(root));
     out = EncodeEvent(message);
   });
+  if (!unknown.empty()) {
+    return Status(Code::kInvalidArgument, "event JSON refused: unknown field " + unknown);
+  }
   KJ_IF_MAYBE(e, error) {
     return Status(Code::kInvalidArgument,
                   std::string("event JSON refused: ") + e->getDescription().cStr());

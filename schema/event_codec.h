@@ -43,7 +43,7 @@ class DecodedEvent {
  public:
   Event::Reader root() const { return root_; }
   // The bytes were already in canonical form (what the ledger stores).
-  bool canonical() const;
+  bool canonical() const { return canonical_; }
 
  private:
   friend Result<DecodedEvent> DecodeEvent(std::string_view bytes);
@@ -53,6 +53,7 @@ class DecodedEvent {
   kj::ArrayPtr<const capnp::word> segments_[1];
   std::unique_ptr<capnp::SegmentArrayMessageReader> reader_;
   Event::Reader root_;
+  bool canonical_ = false;
 };
 
 // Decodes one event in the form every event travels and is stored in: canonical bytes (one

@@ -1,6 +1,7 @@
 #include "ledger/rocksdb_log.h"
 
 #include <cstring>
+#include <filesystem>
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
@@ -72,6 +73,11 @@ RocksDbLog::~RocksDbLog() {
 
 Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
                                                      const RocksDbLogOptions& options) {
+  // RocksDB creates the directory even when it then refuses to create a database; a read of
+  // a missing ledger must leave nothing behind.
+  if (!options.create_if_missing && !std::filesystem::exists(dir + "/CURRENT")) {
+    return Status(Code::kNotFound, "no ledger at " + dir);
+  }
   rocksdb::Options db_options;
   db_options.create_if_missing = options.create_if_missing;
   db_options.paranoid_checks = true;

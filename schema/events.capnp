@@ -166,6 +166,7 @@ struct LocalQueueDef {
   name @1 :Text;
   clusterQueue @2 :Text;
   stopPolicy @3 :StopPolicy;
+  fairSharingWeightMilli @4 :Int64 = 1000;  # spec.fairSharing.weight (admission fair sharing)
 }
 
 enum OnTimeout {
@@ -230,6 +231,10 @@ struct Workload {
   maxExecutionNs @12 :Int64;          # 0: unlimited
   active @13 :Bool = true;
   namespaceLabels @14 :List(Label);   # the namespace's labels, for namespaceSelector
+  priorityClassSource @15 :Text;
+  # Which kind of class priorityClassName names: "kueue.x-k8s.io/workloadpriorityclass" or
+  # "scheduling.k8s.io/priorityclass" (Kueue v1beta1 spelling; v1beta2 priorityClassRef maps to
+  # it). Empty: unknown or no class.
 }
 
 struct FlavorRef {
@@ -475,4 +480,8 @@ struct Event {
     starvationAlert @36 :StarvationAlert;
     drainDeadlinePassed @37 :DrainDeadlinePassed;
   }
+
+  endsBatch @38 :Bool;
+  # Set by intake on the last input of one atomic append: the decider runs its admission cycles
+  # after this input, and the decisions they make follow it in the same append.
 }

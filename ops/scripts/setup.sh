@@ -9,7 +9,7 @@ packages=(
   capnproto libcapnp-dev
   libspdlog-dev libfmt-dev
   librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libyaml-cpp-dev libcli11-dev libssl-dev
+  libyaml-cpp-dev libcli11-dev libssl-dev nlohmann-json3-dev
   openjdk-17-jre-headless maven
   curl ca-certificates
 )

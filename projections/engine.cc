@@ -1,0 +1,386 @@
+// Engine: queues, the admission cycle, flavor assignment, preemption, decisions.
+
+#include "projections/engine.h"
+
+#include <algorithm>
+
+#include <capnp/message.h>
+
+#include "projections/engine_internal.h"
+#include "projections/engine_version.h"
+#include "schema/event_codec.h"
+
+namespace admission::projections {
+
+const char* PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kPending: return "Pending";
+    case Phase::kAdmitted: return "Admitted";
+    case Phase::kEvicting: return "Evicting";
+    case Phase::kFinished: return "Finished";
+    case Phase::kRejected: return "Rejected";
+    case Phase::kDeleted: return "Deleted";
+  }
+  return "Unknown";
+}
+
+Engine::Engine() = default;
+
+// ---------------------------------------------------------------------------------------------
+// Decisions.
+
+schema::Event::Builder Engine::NewDecision(uint64_t causation) {
+  decisions_.push_back(PendingDecision{std::make_unique<capnp::MallocMessageBuilder>(256),
+                                       causation});
+  return decisions_.back().message->initRoot<schema::Event>();
+}
+
+schema::WorkloadRef::Builder Engine::Ref(schema::WorkloadRef::Builder b,
+                                         const WorkloadState& wl) const {
+  b.setNamespace(wl.ns);
+  b.setName(wl.name);
+  b.setUid(wl.uid);
+  return b;
+}
+
+std::string Engine::FencingToken(const WorkloadState& wl) {
+  return wl.uid + "/" + std::to_string(wl.generation);
+}
+
+void Engine::SetCondition(WorkloadState& wl, const std::string& type, bool status,
+                          const std::string& reason, const std::string& message, int64_t now) {
+  Condition& c = wl.conditions[type];
+  if (c.type.empty() || c.status != status) c.last_transition_ns = now;
+  c.type = type;
+  c.status = status;
+  c.reason = reason;
+  c.message = message;
+}
+
+std::vector<std::string> Engine::EndBatch(uint64_t batch_last_sequence, int64_t now_ns) {
+  now_ns_ = std::max(now_ns_, now_ns);
+  current_sequence_ = 0;  // decisions made by cycles cite the batch's last input
+  int cycles = 0;
+  while (RunCycle(now_ns_)) {
+    ++cycles;
+    ADM_CHECK(cycles < kCyclesPerBatchMax, "admission cycles do not converge");
+  }
+  std::vector<std::string> out;
+  out.reserve(decisions_.size());
+  for (PendingDecision& d : decisions_) {
+    schema::Event::Builder e = d.message->getRoot<schema::Event>();
+    e.setRecordedAtNs(now_ns_);
+    e.setActor("engine");
+    e.setCausationSequence(d.causation != 0 ? d.causation : batch_last_sequence);
+    e.setEngineVersion(kEngineVersion);
+    out.push_back(schema::EncodeEvent(*d.message));
+  }
+  decisions_made_ += out.size();
+  decisions_.clear();
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queues.
+
+std::string Engine::ClassKey(const WorkloadState& wl) {
+  // Everything that decides whether a workload fits, and nothing else: two workloads with
+  // the same key fit or fail together (Kueue's scheduling equivalence hash).
+  std::string key = std::to_string(wl.priority) + "|" + wl.queue_name + "|" + wl.ns;
+  for (const PodSetSpec& ps : wl.pod_sets) {
+    key += "|" + ps.name + ":" + std::to_string(ps.count) + ":" + std::to_string(ps.min_count);
+    for (const auto& [r, v] : ps.requests) key += ":" + std::to_string(r) + "=" + std::to_string(v);
+    for (const auto& [k, v] : ps.node_selector) key += ";s" + k + "=" + v;
+    for (const Toleration& t : ps.tolerations) key += ";t" + t.key + t.op + t.value + t.effect;
+    for (const Requirement& r : ps.affinity) {
+      key += ";a" + r.key + r.op;
+      for (const std::string& v : r.values) key += "," + v;
+    }
+  }
+  return key;
+}
+
+std::string Engine::ResolveClusterQueue(const WorkloadState& wl, std::string* reason,
+                                        std::string* message) const {
+  auto lq = lqs_.find(wl.ns + "/" + wl.queue_name);
+  if (lq == lqs_.end()) {
+    *reason = "LocalQueueDoesNotExist";
+    *message = "LocalQueue " + wl.queue_name + " doesn't exist";
+    return "";
+  }
+  auto cq = cq_specs_.find(lq->second.cluster_queue);
+  if (cq == cq_specs_.end()) {
+    *reason = "ClusterQueueDoesNotExist";
+    *message = "ClusterQueue " + lq->second.cluster_queue + " doesn't exist";
+    return "";
+  }
+  if (!SelectorMatches(cq->second.namespace_selector, wl.namespace_labels)) {
+    *reason = "NamespaceNotSelected";
+    *message = "Workload namespace doesn't match ClusterQueue selector";
+    return "";
+  }
+  return cq->first;
+}
+
+void Engine::Enqueue(WorkloadState& wl, int64_t now) {
+  ADM_CHECK(!wl.queued, "%s/%s queued twice", wl.ns.c_str(), wl.name.c_str());
+  std::string reason, message;
+  const std::string cq_name = ResolveClusterQueue(wl, &reason, &message);
+  if (cq_name.empty()) {
+    orphans_.insert(wl.ns + "/" + wl.name);
+    SetPending(wl, "Inadmissible", message, "", "", 0, now, /*emit=*/true);
+    return;
+  }
+  orphans_.erase(wl.ns + "/" + wl.name);
+  wl.cluster_queue = cq_name;
+  ClusterQueueState& cq = cqs_[cq_name];
+  EquivalenceClass& cls = cq.classes[wl.class_key];
+  cls.members.insert(QueueKey{wl.priority, wl.queued_at_ns, wl.uid, wl.ns + "/" + wl.name});
+  // A new member does not change whether its class fits; a new class deserves a look.
+  if (cls.members.size() == 1) cls.inadmissible = false;
+  ++cq.pending;
+  wl.queued = true;
+  if (!cls.inadmissible) active_.insert(cq_name);
+}
+
+void Engine::Dequeue(WorkloadState& wl) {
+  ADM_CHECK(wl.queued, "%s/%s not queued", wl.ns.c_str(), wl.name.c_str());
+  ClusterQueueState& cq = cqs_[wl.cluster_queue];
+  auto cls = cq.classes.find(wl.class_key);
+  ADM_CHECK(cls != cq.classes.end(), "class of %s missing", wl.name.c_str());
+  size_t erased = cls->second.members.erase(
+      QueueKey{wl.priority, wl.queued_at_ns, wl.uid, wl.ns + "/" + wl.name});
+  ADM_CHECK(erased == 1, "%s/%s not in its class", wl.ns.c_str(), wl.name.c_str());
+  if (cls->second.members.empty()) cq.classes.erase(cls);
+  --cq.pending;
+  wl.queued = false;
+}
+
+void Engine::RequeueOrphans(int64_t now) {
+  std::vector<std::string> keys(orphans_.begin(), orphans_.end());
+  for (const std::string& key : keys) {
+    WorkloadState& wl = workloads_.at(key);
+    if (wl.phase != Phase::kPending || wl.queued) {
+      orphans_.erase(key);
+      continue;
+    }
+    std::string reason, message;
+    if (!ResolveClusterQueue(wl, &reason, &message).empty()) Enqueue(wl, now);
+  }
+}
+
+void Engine::ReactivateTree(const std::string& cq_name) {
+  RebuildTreeIfNeeded();
+  int node = tree_.FindClusterQueue(cq_name);
+  if (node < 0) return;
+  for (int id : tree_.ClusterQueuesUnder(tree_.Root(node))) {
+    const std::string& name = tree_.node(id).name;
+    auto it = cqs_.find(name);
+    if (it == cqs_.end() || it->second.pending == 0) continue;
+    for (auto& [key, cls] : it->second.classes) cls.inadmissible = false;
+    active_.insert(name);
+  }
+}
+
+void Engine::RebuildTreeIfNeeded() {
+  if (!tree_dirty_) return;
+  std::map<std::string, FrQuantities> usage;
+  for (const auto& [name, cq] : cqs_) {
+    if (!cq.usage.empty()) usage[name] = cq.usage;
+  }
+  // A ClusterQueue whose spec was deleted keeps holding its admitted usage in the tree until
+  // those workloads release it, so the tree includes it with no quota.
+  std::map<std::string, ClusterQueueSpec> specs = cq_specs_;
+  for (const auto& [name, cq] : cqs_) {
+    if (!cq.spec && !cq.usage.empty()) {
+      ClusterQueueSpec placeholder;
+      placeholder.name = name;
+      specs[name] = placeholder;
+    }
+  }
+  tree_.Rebuild(specs, cohort_specs_, usage);
+  // Activity: a ClusterQueue is inactive while it names a flavor that is not defined.
+  for (auto& [name, cq] : cqs_) {
+    cq.inactive_reason.clear();
+    if (!cq.spec) {
+      cq.inactive_reason = "ClusterQueue " + name + " is deleted";
+      continue;
+    }
+    for (const ResourceGroup& g : cq.spec->resource_groups) {
+      for (const FlavorQuotas& f : g.flavors) {
+        if (flavors_.count(flavor_ids_.Name(f.flavor)) == 0) {
+          cq.inactive_reason = "Can't admit new workloads; ClusterQueue " + name +
+                               " references a missing ResourceFlavor " + flavor_ids_.Name(f.flavor);
+          break;
+        }
+      }
+      if (!cq.inactive_reason.empty()) break;
+    }
+  }
+  tree_dirty_ = false;
+}
+
+void Engine::AddUsage(const std::string& cq_name, const FrQuantities& usage, int sign) {
+  ClusterQueueState& cq = cqs_[cq_name];
+  for (const auto& [fr, amount] : usage) {
+    int64_t& u = cq.usage[fr];
+    u += sign * amount;
+    ADM_CHECK(u >= 0, "usage of %s below zero", cq_name.c_str());
+    if (u == 0) cq.usage.erase(fr);
+  }
+  if (tree_dirty_) return;  // the rebuild reads cq.usage
+  int node = tree_.FindClusterQueue(cq_name);
+  if (node < 0) {
+    tree_dirty_ = true;
+    return;
+  }
+  tree_.AddUsage(node, usage, sign);
+}
+
+std::vector<std::string> Engine::PendingInOrder(const std::string& cq_name) const {
+  std::vector<std::pair<QueueKey, std::string>> all;
+  auto it = cqs_.find(cq_name);
+  if (it == cqs_.end()) return {};
+  for (const auto& [key, cls] : it->second.classes) {
+    for (const QueueKey& k : cls.members) all.emplace_back(k, k.key);
+  }
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (auto& [k, key] : all) out.push_back(key);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reservations, evictions, releases.
+
+void Engine::SetPending(WorkloadState& wl, const std::string& reason, const std::string& message,
+                        const std::string& resource, const std::string& flavor,
+                        int64_t shortfall, int64_t now, bool emit) {
+  SetCondition(wl, "QuotaReserved", false, reason == "Inadmissible" ? "Inadmissible" : "Pending",
+               message, now);
+  if (wl.pending_reason == reason && wl.pending_message == message) return;
+  wl.pending_reason = reason;
+  wl.pending_message = message;
+  if (!emit) return;
+  auto d = NewDecision(current_sequence_).initBody().initPendingReasonChanged();
+  Ref(d.initWorkload(), wl);
+  d.setReason(reason);
+  d.setMessage(message);
+  d.setResource(resource);
+  d.setFlavor(flavor);
+  d.setShortfallMilli(shortfall);
+}
+
+void Engine::Reserve(WorkloadState& wl, const Nomination& n, int64_t now) {
+  ClusterQueueState& cq = cqs_[wl.cluster_queue];
+  Dequeue(wl);
+  wl.phase = Phase::kAdmitted;
+  wl.admission = n.assignment;
+  ++wl.generation;
+  wl.quota_version = cq.spec->version;
+  wl.reserved_at_ns = now;
+  wl.pending_reason.clear();
+  wl.pending_message.clear();
+  cq.admitted.insert(wl.ns + "/" + wl.name);
+  AddUsage(wl.cluster_queue, wl.admission.usage, +1);
+
+  const std::string message = "Quota reserved in ClusterQueue " + wl.cluster_queue;
+  SetCondition(wl, "QuotaReserved", true, "QuotaReserved", message, now);
+  SetCondition(wl, "Evicted", false, "", "", now);
+  SetCondition(wl, "Preempted", false, "", "", now);
+  auto r = NewDecision(current_sequence_).initBody().initQuotaReserved();
+  Ref(r.initWorkload(), wl);
+  r.setGeneration(wl.generation);
+  r.setQuotaVersion(wl.quota_version);
+  r.setBorrowing(n.assignment.borrows);
+  r.setMessage(message + (n.partial ? " (partial admission)" : ""));
+  auto adm = r.initAdmission();
+  adm.setClusterQueue(wl.cluster_queue);
+  auto psas = adm.initPodSetAssignments(static_cast<unsigned>(wl.admission.pod_sets.size()));
+  for (size_t i = 0; i < wl.admission.pod_sets.size(); ++i) {
+    const PodSetAssignment& a = wl.admission.pod_sets[i];
+    auto b = psas[static_cast<unsigned>(i)];
+    b.setName(a.name);
+    b.setCount(a.count);
+    auto flavors = b.initFlavors(static_cast<unsigned>(a.flavors.size()));
+    unsigned j = 0;
+    for (const auto& [res, flv] : a.flavors) {
+      flavors[j].setResource(resources_.Name(res));
+      flavors[j].setFlavor(flavor_ids_.Name(flv));
+      ++j;
+    }
+    auto usage = b.initResourceUsage(static_cast<unsigned>(a.usage.size()));
+    j = 0;
+    for (const auto& [res, amount] : a.usage) {
+      usage[j].setName(resources_.Name(res));
+      usage[j].setMilli(amount);
+      ++j;
+    }
+  }
+  // Until admission checks exist, a reservation with no required checks is an admission.
+  SetCondition(wl, "Admitted", true, "Admitted", "The workload is admitted", now);
+  auto a = NewDecision(current_sequence_).initBody().initAdmitted();
+  Ref(a.initWorkload(), wl);
+  a.setGeneration(wl.generation);
+  a.setFencingToken(FencingToken(wl));
+  a.setQuotaVersion(wl.quota_version);
+}
+
+void Engine::ReleaseQuota(WorkloadState& wl, const std::string& reason, int64_t now) {
+  ClusterQueueState& cq = cqs_[wl.cluster_queue];
+  size_t erased = cq.admitted.erase(wl.ns + "/" + wl.name);
+  ADM_CHECK(erased == 1, "%s/%s held no quota", wl.ns.c_str(), wl.name.c_str());
+  AddUsage(wl.cluster_queue, wl.admission.usage, -1);
+  SetCondition(wl, "QuotaReserved", false, reason, "Quota released: " + reason, now);
+  SetCondition(wl, "Admitted", false, reason, "Quota released: " + reason, now);
+  auto d = NewDecision(current_sequence_).initBody().initQuotaReleased();
+  Ref(d.initWorkload(), wl);
+  d.setGeneration(wl.generation);
+  d.setReason(reason);
+  ReactivateTree(wl.cluster_queue);
+}
+
+void Engine::RequeueAfterEviction(WorkloadState& wl, int64_t now) {
+  wl.phase = Phase::kPending;
+  wl.admission = Assignment{};
+  // A preempted workload keeps its creation time as its queue position (Kueue's
+  // GetQueueOrderTimestamp only moves it for PodsReadyTimeout and AdmissionCheck evictions).
+  ++wl.requeue_count;
+  SetCondition(wl, "Requeued", true, "Preempted", "Requeued after eviction", now);
+  auto d = NewDecision(current_sequence_).initBody().initRequeued();
+  Ref(d.initWorkload(), wl);
+  d.setRequeueAtNs(now);
+  d.setAttempt(wl.requeue_count);
+  d.setReason("Evicted");
+  Enqueue(wl, now);
+}
+
+void Engine::Evict(WorkloadState& victim, const std::string& reason, const std::string& message,
+                   const std::string& preempt_reason, const WorkloadState* preemptor,
+                   int64_t now) {
+  ADM_CHECK(victim.phase == Phase::kAdmitted, "evicting %s in phase %s", victim.name.c_str(),
+            PhaseName(victim.phase));
+  victim.phase = Phase::kEvicting;
+  SetCondition(victim, "Evicted", true, reason, message, now);
+  auto e = NewDecision(current_sequence_).initBody().initEvictionStarted();
+  Ref(e.initWorkload(), victim);
+  e.setGeneration(victim.generation);
+  e.setReason(reason);
+  e.setMessage(message);
+  if (preemptor != nullptr) {
+    SetCondition(victim, "Preempted", true, preempt_reason, message, now);
+    auto p = NewDecision(current_sequence_).initBody().initPreempted();
+    Ref(p.initWorkload(), victim);
+    Ref(p.initPreemptor(), *preemptor);
+    p.setReason(preempt_reason);
+    p.setMessage(message);
+  }
+  // Pods exist only after the runtime reported them released. None released: nothing to
+  // wait for, the quota is free at once. Otherwise it stays held until they are gone.
+  if (!victim.pods_released) {
+    ReleaseQuota(victim, reason, now);
+    RequeueAfterEviction(victim, now);
+  }
+}
+
+}  // namespace admission::projections

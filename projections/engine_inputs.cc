@@ -1,0 +1,403 @@
+// Engine: applying input events to the state (definitions, workloads, pod reports).
+
+#include <algorithm>
+
+#include "projections/engine.h"
+#include "projections/engine_internal.h"
+#include "schema/event_codec.h"
+#include "schema/result.h"
+
+namespace admission::projections {
+
+namespace {
+
+Labels ToLabels(capnp::List<schema::Label>::Reader list) {
+  Labels out;
+  for (auto l : list) out[l.getKey().cStr()] = l.getValue().cStr();
+  return out;
+}
+
+std::vector<Toleration> ToTolerations(capnp::List<schema::Toleration>::Reader list) {
+  std::vector<Toleration> out;
+  for (auto t : list) {
+    out.push_back(Toleration{t.getKey().cStr(), t.getOperator().cStr(), t.getValue().cStr(),
+                             t.getEffect().cStr()});
+  }
+  return out;
+}
+
+std::vector<Requirement> ToRequirements(capnp::List<schema::SelectorRequirement>::Reader list) {
+  std::vector<Requirement> out;
+  for (auto r : list) {
+    Requirement req{r.getKey().cStr(), r.getOperator().cStr(), {}};
+    for (auto v : r.getValues()) req.values.push_back(v.cStr());
+    out.push_back(std::move(req));
+  }
+  return out;
+}
+
+StopPolicy ToStopPolicy(schema::StopPolicy p) {
+  switch (p) {
+    case schema::StopPolicy::HOLD: return StopPolicy::kHold;
+    case schema::StopPolicy::HOLD_AND_DRAIN: return StopPolicy::kHoldAndDrain;
+    default: return StopPolicy::kNone;
+  }
+}
+
+ReclaimPolicy ToReclaim(schema::ReclaimWithinCohortPolicy p) {
+  switch (p) {
+    case schema::ReclaimWithinCohortPolicy::LOWER_PRIORITY: return ReclaimPolicy::kLowerPriority;
+    case schema::ReclaimWithinCohortPolicy::ANY: return ReclaimPolicy::kAny;
+    default: return ReclaimPolicy::kNever;
+  }
+}
+
+FungibilityAction ToAction(schema::FungibilityAction a) {
+  switch (a) {
+    case schema::FungibilityAction::BORROW: return FungibilityAction::kBorrow;
+    case schema::FungibilityAction::PREEMPT: return FungibilityAction::kPreempt;
+    default: return FungibilityAction::kTryNextFlavor;
+  }
+}
+
+}  // namespace
+
+std::vector<ResourceGroup> Engine::ToGroups(capnp::List<schema::ResourceGroup>::Reader groups) {
+  std::vector<ResourceGroup> out;
+  for (auto g : groups) {
+    ResourceGroup group;
+    for (auto r : g.getCoveredResources()) group.covered.push_back(resources_.Id(r.cStr()));
+    for (auto f : g.getFlavors()) {
+      FlavorQuotas fq;
+      fq.flavor = flavor_ids_.Id(f.getName().cStr());
+      for (auto r : f.getResources()) {
+        ResourceQuota q;
+        q.nominal = r.getNominalQuotaMilli();
+        if (r.getHasBorrowingLimit()) q.borrowing_limit = r.getBorrowingLimitMilli();
+        if (r.getHasLendingLimit()) q.lending_limit = r.getLendingLimitMilli();
+        fq.resources[resources_.Id(r.getName().cStr())] = q;
+      }
+      group.flavors.push_back(std::move(fq));
+    }
+    out.push_back(std::move(group));
+  }
+  return out;
+}
+
+void Engine::ApplyInput(schema::Event::Reader event) {
+  ADM_CHECK(!schema::IsDecision(event.getBody().which()), "decision %d applied as an input",
+            static_cast<int>(event.getBody().which()));
+  current_sequence_ = event.getSequence();
+  now_ns_ = std::max(now_ns_, event.getRecordedAtNs());
+  const uint64_t seq = event.getSequence();
+  const int64_t now = now_ns_;
+  auto body = event.getBody();
+  switch (body.which()) {
+    case schema::Event::Body::FLAVOR_DEFINED: {
+      auto def = body.getFlavorDefined();
+      Flavor f;
+      f.name = def.getName().cStr();
+      f.node_labels = ToLabels(def.getNodeLabels());
+      for (auto t : def.getNodeTaints()) {
+        f.node_taints.push_back(Taint{t.getKey().cStr(), t.getValue().cStr(), t.getEffect().cStr()});
+      }
+      f.tolerations = ToTolerations(def.getTolerations());
+      f.version = seq;
+      flavor_ids_.Id(f.name);
+      flavors_[f.name] = std::move(f);
+      DefinitionsChanged();
+      break;
+    }
+    case schema::Event::Body::COHORT_DEFINED: {
+      auto def = body.getCohortDefined();
+      CohortSpec c;
+      c.name = def.getName().cStr();
+      c.parent = def.getParentName().cStr();
+      c.resource_groups = ToGroups(def.getResourceGroups());
+      c.fair_weight_milli = def.getFairSharingWeightMilli();
+      c.version = seq;
+      cohort_specs_[c.name] = std::move(c);
+      DefinitionsChanged();
+      break;
+    }
+    case schema::Event::Body::CLUSTER_QUEUE_DEFINED: {
+      auto def = body.getClusterQueueDefined();
+      ClusterQueueSpec cq;
+      cq.name = def.getName().cStr();
+      cq.cohort = def.getCohortName().cStr();
+      cq.resource_groups = ToGroups(def.getResourceGroups());
+      cq.queueing = def.getQueueingStrategy() == schema::QueueingStrategy::STRICT_FIFO
+                        ? QueueingStrategy::kStrictFifo
+                        : QueueingStrategy::kBestEffortFifo;
+      auto sel = def.getNamespaceSelector();
+      cq.namespace_selector.present =
+          !sel.getMatchesAll() || sel.getMatchLabels().size() > 0 ||
+          sel.getMatchExpressions().size() > 0;
+      cq.namespace_selector.match_labels = ToLabels(sel.getMatchLabels());
+      cq.namespace_selector.match_expressions = ToRequirements(sel.getMatchExpressions());
+      if (!def.hasNamespaceSelector()) cq.namespace_selector.present = false;
+      cq.stop_policy = ToStopPolicy(def.getStopPolicy());
+      auto p = def.getPreemption();
+      switch (p.getWithinClusterQueue()) {
+        case schema::WithinClusterQueuePolicy::LOWER_PRIORITY:
+          cq.preemption.within_cluster_queue = WithinCq::kLowerPriority;
+          break;
+        case schema::WithinClusterQueuePolicy::LOWER_OR_NEWER_EQUAL_PRIORITY:
+          cq.preemption.within_cluster_queue = WithinCq::kLowerOrNewerEqualPriority;
+          break;
+        default: cq.preemption.within_cluster_queue = WithinCq::kNever;
+      }
+      cq.preemption.reclaim_within_cohort = ToReclaim(p.getReclaimWithinCohort());
+      cq.preemption.borrow_within_cohort = ToReclaim(p.getBorrowWithinCohort());
+      if (p.getHasMaxPriorityThreshold()) {
+        cq.preemption.max_priority_threshold = p.getMaxPriorityThreshold();
+      }
+      auto fung = def.getFlavorFungibility();
+      cq.when_can_borrow = ToAction(fung.getWhenCanBorrow());
+      cq.when_can_preempt = ToAction(fung.getWhenCanPreempt());
+      cq.preference = fung.getPreference() == schema::FungibilityPreference::PREEMPTION_OVER_BORROWING
+                          ? FungibilityPreference::kPreemptionOverBorrowing
+                          : FungibilityPreference::kBorrowingOverPreemption;
+      for (auto c : def.getAdmissionChecks()) cq.admission_checks.push_back(c.cStr());
+      for (auto c : def.getAdmissionChecksStrategy()) cq.admission_checks.push_back(c.getName().cStr());
+      cq.fair_weight_milli = def.getFairSharingWeightMilli();
+      cq.version = seq;
+      const std::string name = cq.name;
+      cq_specs_[name] = cq;
+      cqs_[name].spec = std::move(cq);
+      DefinitionsChanged();
+      // Workloads of LocalQueues pointing here may now have a home.
+      RequeueOrphans(now);
+      break;
+    }
+    case schema::Event::Body::LOCAL_QUEUE_DEFINED: {
+      auto def = body.getLocalQueueDefined();
+      LocalQueueSpec lq{def.getNamespace().cStr(), def.getName().cStr(),
+                        def.getClusterQueue().cStr(), ToStopPolicy(def.getStopPolicy())};
+      lqs_[lq.ns + "/" + lq.name] = lq;
+      RequeueOrphans(now);
+      break;
+    }
+    case schema::Event::Body::PRIORITY_CLASS_DEFINED: {
+      auto def = body.getPriorityClassDefined();
+      priority_classes_[def.getName().cStr()] = def.getValue();
+      break;
+    }
+    case schema::Event::Body::OBJECT_DELETED: {
+      auto del = body.getObjectDeleted();
+      std::string kind = del.getKind().cStr();
+      std::string name = del.getName().cStr();
+      if (kind == "ClusterQueue") {
+        cq_specs_.erase(name);
+        if (auto it = cqs_.find(name); it != cqs_.end()) it->second.spec.reset();
+      } else if (kind == "Cohort") {
+        cohort_specs_.erase(name);
+      } else if (kind == "ResourceFlavor") {
+        flavors_.erase(name);
+      } else if (kind == "LocalQueue") {
+        lqs_.erase(std::string(del.getNamespace().cStr()) + "/" + name);
+      } else if (kind == "WorkloadPriorityClass") {
+        priority_classes_.erase(name);
+      }
+      DefinitionsChanged();
+      break;
+    }
+    case schema::Event::Body::WORKLOAD_SUBMITTED:
+      Submit(body.getWorkloadSubmitted().getWorkload(), seq, now);
+      break;
+    case schema::Event::Body::WORKLOAD_IMPORTED:
+      Import(body.getWorkloadImported(), seq, now);
+      break;
+    case schema::Event::Body::WORKLOAD_FINISHED: {
+      auto ref = body.getWorkloadFinished().getWorkload();
+      Finish(KeyOf(ref), body.getWorkloadFinished().getMessage().cStr(), now);
+      break;
+    }
+    case schema::Event::Body::WORKLOAD_DELETED:
+      Remove(KeyOf(body.getWorkloadDeleted().getWorkload()), now);
+      break;
+    case schema::Event::Body::PODS_REPORTED:
+      PodsReport(body.getPodsReported(), now);
+      break;
+    default:
+      // Inputs the later issues give meaning to (checks, nodes, revocation, clock) change
+      // nothing yet; they are recorded facts all the same.
+      break;
+  }
+}
+
+std::string Engine::KeyOf(schema::WorkloadRef::Reader ref) const {
+  std::string key = std::string(ref.getNamespace().cStr()) + "/" + ref.getName().cStr();
+  if (ref.getName().size() == 0 && ref.getUid().size() > 0) {
+    auto it = uid_to_key_.find(ref.getUid().cStr());
+    if (it != uid_to_key_.end()) return it->second;
+  }
+  return key;
+}
+
+void Engine::DefinitionsChanged() {
+  tree_dirty_ = true;
+  // Any definition may make room or make a class fit: every class is worth another look.
+  for (auto& [name, cq] : cqs_) {
+    for (auto& [key, cls] : cq.classes) cls.inadmissible = false;
+    if (cq.pending > 0) active_.insert(name);
+  }
+}
+
+void Engine::ReadPodSets(capnp::List<schema::PodSet>::Reader list, std::vector<PodSetSpec>* out) {
+  for (auto ps : list) {
+    PodSetSpec spec;
+    spec.name = ps.getName().cStr();
+    spec.count = ps.getCount();
+    spec.min_count = ps.getMinCount();
+    for (auto r : ps.getRequests()) {
+      if (r.getMilli() != 0) spec.requests[resources_.Id(r.getName().cStr())] += r.getMilli();
+    }
+    spec.node_selector = ToLabels(ps.getNodeSelector());
+    spec.tolerations = ToTolerations(ps.getTolerations());
+    spec.affinity = ToRequirements(ps.getRequiredAffinity());
+    out->push_back(std::move(spec));
+  }
+}
+
+void Engine::InitWorkload(schema::Workload::Reader wl, uint64_t seq, int64_t now,
+                          WorkloadState* out) {
+  out->ns = wl.getNamespace().cStr();
+  out->name = wl.getName().cStr();
+  out->uid = wl.getUid().cStr();
+  out->queue_name = wl.getQueueName().cStr();
+  out->priority_class = wl.getPriorityClassName().cStr();
+  if (wl.getHasPriority()) {
+    out->priority = wl.getPriority();
+  } else if (auto it = priority_classes_.find(out->priority_class); it != priority_classes_.end()) {
+    out->priority = it->second;
+  }
+  out->creation_ns = wl.getCreationTimestampNs() != 0 ? wl.getCreationTimestampNs() : now;
+  out->queued_at_ns = out->creation_ns;
+  ReadPodSets(wl.getPodSets(), &out->pod_sets);
+  out->namespace_labels = ToLabels(wl.getNamespaceLabels());
+  out->namespace_labels["kubernetes.io/metadata.name"] = out->ns;
+  out->submitted_sequence = seq;
+  out->class_key = ClassKey(*out);
+}
+
+void Engine::Submit(schema::Workload::Reader wl, uint64_t seq, int64_t now) {
+  const std::string key = std::string(wl.getNamespace().cStr()) + "/" + wl.getName().cStr();
+  if (auto it = workloads_.find(key); it != workloads_.end()) {
+    const Phase p = it->second.phase;
+    if (p != Phase::kFinished && p != Phase::kRejected && p != Phase::kDeleted) {
+      // Intake refuses this; a ledger written by hand may still hold it. The decider records
+      // that it ignored the duplicate rather than silently doing so.
+      NewDecision(seq).initBody().initRejected().setReason("AlreadyExists");
+      return;
+    }
+    uid_to_key_.erase(it->second.uid);
+    workloads_.erase(it);
+  }
+  WorkloadState state;
+  InitWorkload(wl, seq, now, &state);
+  if (!wl.getActive()) state.phase = Phase::kRejected;
+  auto [it, inserted] = workloads_.emplace(key, std::move(state));
+  ADM_CHECK(inserted, "workload %s inserted twice", key.c_str());
+  uid_to_key_[it->second.uid] = key;
+  if (it->second.phase == Phase::kPending) Enqueue(it->second, now);
+}
+
+void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int64_t now) {
+  auto wl = imported.getWorkload();
+  const std::string key = std::string(wl.getNamespace().cStr()) + "/" + wl.getName().cStr();
+  if (workloads_.count(key) != 0) {
+    NewDecision(seq).initBody().initRejected().setReason("AlreadyExists");
+    return;
+  }
+  WorkloadState state;
+  InitWorkload(wl, seq, now, &state);
+  state.imported = true;
+  state.pods_released = true;  // an imported workload's pods may already run
+  auto adm = imported.getAdmission();
+  state.cluster_queue = adm.getClusterQueue().cStr();
+  for (auto psa : adm.getPodSetAssignments()) {
+    PodSetAssignment a;
+    a.name = psa.getName().cStr();
+    a.count = psa.getCount();
+    for (auto f : psa.getFlavors()) {
+      a.flavors[resources_.Id(f.getResource().cStr())] = flavor_ids_.Id(f.getFlavor().cStr());
+    }
+    for (auto u : psa.getResourceUsage()) a.usage[resources_.Id(u.getName().cStr())] = u.getMilli();
+    for (const auto& [r, amount] : a.usage) {
+      auto f = a.flavors.find(r);
+      if (f != a.flavors.end()) state.admission.usage[MakeFr(f->second, r)] += amount;
+    }
+    state.admission.pod_sets.push_back(std::move(a));
+  }
+  auto [it, inserted] = workloads_.emplace(key, std::move(state));
+  uid_to_key_[it->second.uid] = key;
+  WorkloadState& w = it->second;
+  ClusterQueueState& cq = cqs_[w.cluster_queue];
+  RebuildTreeIfNeeded();
+  w.phase = Phase::kAdmitted;
+  w.generation = 1;
+  w.quota_version = cq.spec ? cq.spec->version : 0;
+  w.reserved_at_ns = now;
+  cq.admitted.insert(key);
+  AddUsage(w.cluster_queue, w.admission.usage, +1);
+  SetCondition(w, "QuotaReserved", true, "QuotaReserved",
+               "Imported with its admission in ClusterQueue " + w.cluster_queue, now);
+  SetCondition(w, "Admitted", true, "Admitted", "Imported as admitted", now);
+  auto d = NewDecision(seq).initBody().initAdmitted();
+  Ref(d.initWorkload(), w);
+  d.setGeneration(w.generation);
+  d.setFencingToken(FencingToken(w));
+  d.setQuotaVersion(w.quota_version);
+}
+
+void Engine::Finish(const std::string& key, const std::string& message, int64_t now) {
+  auto it = workloads_.find(key);
+  if (it == workloads_.end()) return;
+  WorkloadState& wl = it->second;
+  if (wl.phase == Phase::kFinished || wl.phase == Phase::kDeleted || wl.phase == Phase::kRejected) return;
+  if (wl.queued) Dequeue(wl);
+  if (wl.phase == Phase::kAdmitted || wl.phase == Phase::kEvicting) {
+    ReleaseQuota(wl, "Finished", now);
+  }
+  wl.phase = Phase::kFinished;
+  SetCondition(wl, "Finished", true, "Succeeded", message.empty() ? "Job finished" : message, now);
+}
+
+void Engine::Remove(const std::string& key, int64_t now) {
+  auto it = workloads_.find(key);
+  if (it == workloads_.end()) return;
+  WorkloadState& wl = it->second;
+  if (wl.queued) Dequeue(wl);
+  if (wl.phase == Phase::kAdmitted || wl.phase == Phase::kEvicting) {
+    ReleaseQuota(wl, "Deleted", now);
+  }
+  wl.phase = Phase::kDeleted;
+  SetCondition(wl, "Finished", true, "Deleted", "Workload deleted", now);
+}
+
+void Engine::PodsReport(schema::PodsReported::Reader report, int64_t now) {
+  const std::string key = KeyOf(report.getWorkload());
+  auto it = workloads_.find(key);
+  if (it == workloads_.end()) return;
+  WorkloadState& wl = it->second;
+  switch (report.getReport()) {
+    case schema::PodsReport::RELEASED:
+      if (wl.phase == Phase::kAdmitted) wl.pods_released = true;
+      break;
+    case schema::PodsReport::TERMINATED:
+      wl.pods_released = false;
+      if (wl.phase == Phase::kEvicting) {
+        ReleaseQuota(wl, "PodsTerminated", now);
+        RequeueAfterEviction(wl, now);
+      }
+      break;
+    case schema::PodsReport::FINISHED:
+      Finish(key, "pods finished", now);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace admission::projections

@@ -1,0 +1,21 @@
+#pragma once
+// Helpers shared by the engine's translation units. Pure functions only.
+
+#include <string>
+#include <vector>
+
+#include "projections/model.h"
+
+namespace admission::projections {
+
+// Kueue's node matching, restricted to the label keys the resource group's flavors use.
+bool SelectorMatchesFlavor(const PodSetSpec& ps, const Labels& flavor_labels,
+                           const std::vector<std::string>& allowed_keys);
+// The first taint (NoSchedule/NoExecute) the tolerations do not tolerate, or nullptr.
+const Taint* FindUntoleratedTaint(const std::vector<Taint>& taints,
+                                  const std::vector<Toleration>& tolerations);
+bool SelectorMatches(const LabelSelector& selector, const Labels& labels);
+
+std::string FormatMilli(int64_t milli);
+
+}  // namespace admission::projections

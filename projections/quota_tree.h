@@ -1,0 +1,69 @@
+#pragma once
+// Kueue's quota model over a tree of cohorts with ClusterQueues as leaves
+// (pkg/cache resource_node.go): subtree quota, guaranteed quota, usage above guaranteed
+// propagated to the parent, and the recursive `available` / `potentialAvailable`.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "projections/model.h"
+
+namespace admission::projections {
+
+class QuotaTree {
+ public:
+  struct Node {
+    std::string name;
+    bool is_cluster_queue = false;
+    int parent = -1;
+    std::vector<int> children;
+    std::map<Fr, ResourceQuota> quota;   // the node's own quota
+    FrQuantities subtree;                // own nominal + what the children lend
+    FrQuantities usage;                  // CQ: reserved; cohort: children's above guaranteed
+  };
+
+  // Rebuilds the tree from the definitions. `cq_usage` is the reserved usage of each CQ.
+  // Cohorts named by a ClusterQueue or as a parent but never defined exist with no quota.
+  // A parent cycle is broken by ignoring the parent link that closes it (the cohort keeps
+  // its children and becomes a root); see docs/semantics.md.
+  void Rebuild(const std::map<std::string, ClusterQueueSpec>& cqs,
+               const std::map<std::string, CohortSpec>& cohorts,
+               const std::map<std::string, FrQuantities>& cq_usage);
+
+  int FindClusterQueue(const std::string& name) const;   // -1 if absent
+  int FindCohort(const std::string& name) const;         // -1 if absent
+  const Node& node(int id) const { return nodes_[static_cast<size_t>(id)]; }
+  size_t size() const { return nodes_.size(); }
+  int Root(int id) const;
+
+  int64_t Guaranteed(int id, Fr fr) const;
+  int64_t Available(int id, Fr fr) const;
+  int64_t PotentialAvailable(int id, Fr fr) const;
+  int64_t Nominal(int id, Fr fr) const;    // the node's SubtreeQuota
+  int64_t Usage(int id, Fr fr) const;
+  // Borrowed by a node: usage above its subtree quota (0 if none).
+  int64_t Borrowed(int id, Fr fr) const;
+
+  // Adds (or with negative values removes) reserved usage of a ClusterQueue and propagates
+  // the change of its usage above guaranteed quota up to the root.
+  void AddUsage(int cq, const FrQuantities& delta, int sign);
+
+  // True when every flavor-resource of `request` fits what the ClusterQueue may use now.
+  bool Fits(int cq, const FrQuantities& request) const;
+
+  // ClusterQueues in the subtree of `id` (sorted by node id).
+  std::vector<int> ClusterQueuesUnder(int id) const;
+
+ private:
+  static int64_t Get(const FrQuantities& m, Fr fr) {
+    auto it = m.find(fr);
+    return it == m.end() ? 0 : it->second;
+  }
+  void ComputeSubtree(int id);
+  std::vector<Node> nodes_;
+  std::map<std::string, int> cq_ids_;
+  std::map<std::string, int> cohort_ids_;
+};
+
+}  // namespace admission::projections

@@ -1,0 +1,560 @@
+// Engine: the admission cycle (Kueue's scheduler.schedule), flavor assignment
+// (flavorassigner), partial admission (podset reducer) and preemption (preemption.go).
+
+#include <algorithm>
+
+#include "projections/engine.h"
+#include "projections/engine_internal.h"
+#include "schema/result.h"
+
+namespace admission::projections {
+
+namespace {
+
+using Mode = NominationMode;
+
+struct FlavorChoice {
+  int flavor = -1;
+  Mode mode = kNoFit;
+  bool borrow = false;
+};
+
+// Kueue's preference between two candidate flavors when the search continues.
+bool Better(const FlavorChoice& a, const FlavorChoice& b, FungibilityPreference pref) {
+  if (b.flavor < 0) return a.flavor >= 0;
+  if (pref == FungibilityPreference::kPreemptionOverBorrowing) {
+    if (a.borrow != b.borrow) return !a.borrow;
+    return a.mode > b.mode;
+  }
+  if (a.mode != b.mode) return a.mode > b.mode;
+  return !a.borrow && b.borrow;
+}
+
+bool ShouldTryNextFlavor(const FlavorChoice& c, const ClusterQueueSpec& spec) {
+  if (c.mode == kFit && !c.borrow) return false;
+  if (c.mode == kFit && c.borrow && spec.when_can_borrow == FungibilityAction::kBorrow) return false;
+  if (c.mode == kPreempt && spec.when_can_preempt == FungibilityAction::kPreempt) return false;
+  return true;
+}
+
+}  // namespace
+
+
+// Flavor assignment for the given pod counts (Kueue: FlavorAssigner.assignFlavors).
+Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec& spec,
+                                         int cq_node, const std::vector<int32_t>& counts) const {
+  Nomination n;
+  n.mode = kFit;
+  std::vector<std::string> messages;
+  FrQuantities total;  // usage of the podSets assigned so far
+  bool never = false;
+  for (size_t i = 0; i < wl.pod_sets.size(); ++i) {
+    const PodSetSpec& ps = wl.pod_sets[i];
+    const int32_t count = counts[i];
+    PodSetAssignment psa;
+    psa.name = ps.name;
+    psa.count = count;
+    int ps_mode = kFit;
+    std::string ps_message;
+    // Every requested resource must be covered by one resource group.
+    for (const auto& [res, per_pod] : ps.requests) {
+      bool covered = false;
+      for (const ResourceGroup& g : spec.resource_groups) {
+        covered = covered || std::find(g.covered.begin(), g.covered.end(), res) != g.covered.end();
+      }
+      if (!covered) {
+        ps_mode = kNoFit;
+        never = true;
+        ps_message = "resource " + resources_.Name(res) + " unavailable in ClusterQueue";
+        n.resource = resources_.Name(res);
+      }
+    }
+    for (const ResourceGroup& g : spec.resource_groups) {
+      if (ps_mode == kNoFit) break;
+      std::vector<int> wanted;
+      for (int r : g.covered) {
+        if (ps.requests.count(r) != 0) wanted.push_back(r);
+      }
+      if (wanted.empty()) continue;
+      std::vector<std::string> allowed_keys;
+      for (const FlavorQuotas& fq : g.flavors) {
+        auto f = flavors_.find(flavor_ids_.Name(fq.flavor));
+        if (f == flavors_.end()) continue;
+        for (const auto& [k, v] : f->second.node_labels) allowed_keys.push_back(k);
+      }
+      std::sort(allowed_keys.begin(), allowed_keys.end());
+      FlavorChoice best;
+      std::vector<std::string> reasons;
+      bool any_flavor_quota_tried = false;
+      bool no_match = false;        // some flavor was excluded by selectors or taints
+      bool exceeds_max = false;     // some flavor could never hold the request
+      bool any_could_ever_fit = false;
+      for (const FlavorQuotas& fq : g.flavors) {
+        const std::string& fname = flavor_ids_.Name(fq.flavor);
+        auto f = flavors_.find(fname);
+        if (f == flavors_.end()) {
+          reasons.push_back("flavor " + fname + " not found");
+          continue;
+        }
+        if (!SelectorMatchesFlavor(ps, f->second.node_labels, allowed_keys)) {
+          reasons.push_back("flavor " + fname + " doesn't match node affinity");
+          no_match = true;
+          continue;
+        }
+        std::vector<Toleration> tolerations = ps.tolerations;
+        tolerations.insert(tolerations.end(), f->second.tolerations.begin(),
+                           f->second.tolerations.end());
+        if (const Taint* t = FindUntoleratedTaint(f->second.node_taints, tolerations)) {
+          reasons.push_back("untolerated taint " + t->key + (t->value.empty() ? "" : "=" + t->value) +
+                            ":" + t->effect + " in flavor " + fname);
+          no_match = true;
+          continue;
+        }
+        any_flavor_quota_tried = true;
+        FlavorChoice choice{fq.flavor, kFit, false};
+        bool ever = true;
+        for (int r : wanted) {
+          const Fr fr = MakeFr(fq.flavor, r);
+          auto tf = total.find(fr);
+          const int64_t val = ps.requests.at(r) * count + (tf == total.end() ? 0 : tf->second);
+          const int64_t max_capacity = tree_.PotentialAvailable(cq_node, fr);
+          // Never fits: even the smallest admissible count exceeds the most this flavor could
+          // ever provide.
+          const int32_t min_count = ps.min_count > 0 ? ps.min_count : ps.count;
+          if (ps.requests.at(r) * min_count > max_capacity) ever = false;
+          if (val > max_capacity) {
+            choice.mode = kNoFit;
+            exceeds_max = true;
+            reasons.push_back("insufficient quota for " + resources_.Name(r) + " in flavor " +
+                              fname + ", request > maximum capacity (" + FormatMilli(val) +
+                              " > " + FormatMilli(max_capacity) + ")");
+            if (n.resource.empty()) {
+              n.resource = resources_.Name(r);
+              n.flavor = fname;
+              n.shortfall = val - max_capacity;
+            }
+            break;
+          }
+          const bool has_parent = tree_.node(cq_node).parent != -1;
+          const bool borrow = has_parent && tree_.Usage(cq_node, fr) + val > tree_.Nominal(cq_node, fr);
+          const int64_t available = tree_.Available(cq_node, fr);
+          if (val <= available) {
+            choice.borrow = choice.borrow || borrow;
+            continue;
+          }
+          reasons.push_back("insufficient unused quota for " + resources_.Name(r) +
+                            " in flavor " + fname + ", " + FormatMilli(val - available) +
+                            " more needed");
+          if (n.resource.empty()) {
+            n.resource = resources_.Name(r);
+            n.flavor = fname;
+            n.shortfall = val - std::max<int64_t>(0, available);
+          }
+          const bool can_preempt_while_borrowing =
+              spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever;
+          if (val <= tree_.Nominal(cq_node, fr) || (borrow && can_preempt_while_borrowing)) {
+            choice.mode = std::min(choice.mode, kPreempt);
+            choice.borrow = choice.borrow || borrow;
+          } else {
+            choice.mode = kNoFit;
+            break;
+          }
+        }
+        any_could_ever_fit = any_could_ever_fit || ever;
+        if (choice.mode == kNoFit) continue;
+        if (Better(choice, best, spec.preference)) best = choice;
+        if (!ShouldTryNextFlavor(choice, spec)) {
+          best = choice;
+          break;
+        }
+      }
+      if (!any_could_ever_fit) never = true;
+      if (best.flavor < 0) {
+        ps_mode = kNoFit;
+        // Kueue sorts the reasons of every flavor tried before joining them.
+        std::sort(reasons.begin(), reasons.end());
+        // Granular reason: the least severe flavor outcome of the group.
+        const std::string group_reason = !exceeds_max && no_match && !any_flavor_quota_tried
+                                             ? "NoMatchingFlavor"
+                                             : never ? "ExceedsMaxQuota" : "WaitingForQuota";
+        if (n.reason == "Pending" || group_reason == "NoMatchingFlavor" ||
+            (group_reason == "ExceedsMaxQuota" && n.reason == "WaitingForQuota")) {
+          n.reason = group_reason;
+        }
+        std::string joined;
+        for (const std::string& r : reasons) joined += (joined.empty() ? "" : ", ") + r;
+        ps_message = joined;
+        break;
+      }
+      ps_mode = std::min(ps_mode, static_cast<int>(best.mode));
+      n.assignment.borrows = n.assignment.borrows || best.borrow;
+      for (int r : wanted) {
+        psa.flavors[r] = best.flavor;
+        const int64_t amount = ps.requests.at(r) * count;
+        psa.usage[r] = amount;
+        total[MakeFr(best.flavor, r)] += amount;
+      }
+    }
+    if (ps_mode == kNoFit) {
+      messages.push_back("couldn't assign flavors to pod set " + ps.name + ": " + ps_message);
+    } else if (ps_mode == kPreempt) {
+      messages.push_back("pod set " + ps.name + " needs preemption");
+    }
+    n.mode = std::min(n.mode, ps_mode);
+    n.assignment.pod_sets.push_back(std::move(psa));
+  }
+  n.assignment.usage = std::move(total);
+  n.never_fits = never;
+  for (const std::string& m : messages) n.message += (n.message.empty() ? "" : "; ") + m;
+  if (n.mode == kNoFit && never && n.reason != "NoMatchingFlavor") n.reason = "ExceedsMaxQuota";
+  if (n.mode != kNoFit && n.reason == "Pending") n.reason = "WaitingForQuota";
+  return n;
+}
+
+Nomination Engine::Nominate(const WorkloadState& wl) {
+  const ClusterQueueState& cq = cqs_.at(wl.cluster_queue);
+  const ClusterQueueSpec& spec = *cq.spec;
+  const int node = tree_.FindClusterQueue(wl.cluster_queue);
+  ADM_CHECK(node >= 0, "ClusterQueue %s not in the tree", wl.cluster_queue.c_str());
+  std::vector<int32_t> full;
+  for (const PodSetSpec& ps : wl.pod_sets) full.push_back(ps.count);
+  Nomination n = AssignFlavors(wl, spec, node, full);
+  if (n.mode == kFit) return n;
+  if (n.mode == kPreempt) {
+    n.victims = FindVictims(wl, spec, node, n.assignment);
+    if (!n.victims.empty()) return n;
+  }
+  // Partial admission (Kueue's PodSetReducer): shrink every podSet with a minCount by the
+  // same fraction of its slack, binary-searching the smallest reduction that fits.
+  int64_t total_delta = 0;
+  for (const PodSetSpec& ps : wl.pod_sets) {
+    if (ps.min_count > 0 && ps.min_count < ps.count) total_delta += ps.count - ps.min_count;
+  }
+  if (total_delta > 0 && !n.never_fits) {
+    auto counts_for = [&](int64_t k) {
+      std::vector<int32_t> counts;
+      for (const PodSetSpec& ps : wl.pod_sets) {
+        int64_t delta = (ps.min_count > 0 && ps.min_count < ps.count) ? ps.count - ps.min_count : 0;
+        // Kueue's PodSetReducer: floor(delta_i * k / totalDelta); k == totalDelta is minCount.
+        int64_t reduce = delta * k / total_delta;
+        counts.push_back(static_cast<int32_t>(ps.count - reduce));
+      }
+      return counts;
+    };
+    int64_t lo = 1, hi = total_delta;
+    std::optional<Nomination> found;
+    while (lo <= hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      Nomination candidate = AssignFlavors(wl, spec, node, counts_for(mid));
+      bool fits = candidate.mode == kFit;
+      if (candidate.mode == kPreempt) {
+        candidate.victims = FindVictims(wl, spec, node, candidate.assignment);
+        fits = !candidate.victims.empty();
+      }
+      if (fits) {
+        found = std::move(candidate);
+        hi = mid - 1;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    if (found) {
+      found->partial = true;
+      return *found;
+    }
+  }
+  if (n.mode == kPreempt) {
+    n.mode = kNoFit;  // no victim set frees enough
+  }
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Preemption (Kueue's classic algorithm: candidates, ordering, minimal set with fill-back).
+
+bool Engine::WorkloadFits(int cq_node, const FrQuantities& request, bool allow_borrowing) const {
+  for (const auto& [fr, amount] : request) {
+    if (!allow_borrowing && tree_.Usage(cq_node, fr) + amount > tree_.Nominal(cq_node, fr)) {
+      return false;
+    }
+    if (amount > tree_.Available(cq_node, fr)) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> Engine::FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec,
+                                             int cq_node, const Assignment& assignment) {
+  // Flavor-resources where the request does not fit what is available now.
+  std::set<Fr> needing;
+  for (const auto& [fr, amount] : assignment.usage) {
+    if (amount > tree_.Available(cq_node, fr)) needing.insert(fr);
+  }
+  if (needing.empty()) return {};
+  auto uses_needed = [&](const WorkloadState& w) {
+    for (const auto& [fr, amount] : w.admission.usage) {
+      if (amount > 0 && needing.count(fr) != 0) return true;
+    }
+    return false;
+  };
+  auto borrowing_in_needed = [&](int node) {
+    for (Fr fr : needing) {
+      if (tree_.Usage(node, fr) > tree_.Nominal(node, fr)) return true;
+    }
+    return false;
+  };
+
+  struct Candidate {
+    const WorkloadState* wl;
+    bool same_cq;
+    int node;
+  };
+  std::vector<Candidate> candidates;
+  const ClusterQueueState& own = cqs_.at(wl.cluster_queue);
+  if (spec.preemption.within_cluster_queue != WithinCq::kNever) {
+    for (const std::string& key : own.admitted) {
+      const WorkloadState& c = workloads_.at(key);
+      if (c.phase != Phase::kAdmitted || !uses_needed(c)) continue;
+      bool lower = c.priority < wl.priority;
+      if (spec.preemption.within_cluster_queue == WithinCq::kLowerOrNewerEqualPriority) {
+        lower = lower || (c.priority == wl.priority && c.queued_at_ns > wl.queued_at_ns);
+      }
+      if (lower) candidates.push_back(Candidate{&c, true, cq_node});
+    }
+  }
+  const bool in_cohort = tree_.node(cq_node).parent != -1;
+  if (in_cohort && (spec.preemption.reclaim_within_cohort != ReclaimPolicy::kNever ||
+                    spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever)) {
+    for (int other : tree_.ClusterQueuesUnder(tree_.Root(cq_node))) {
+      if (other == cq_node || !borrowing_in_needed(other)) continue;
+      auto it = cqs_.find(tree_.node(other).name);
+      if (it == cqs_.end()) continue;
+      for (const std::string& key : it->second.admitted) {
+        const WorkloadState& c = workloads_.at(key);
+        if (c.phase != Phase::kAdmitted || !uses_needed(c)) continue;
+        bool allowed = spec.preemption.reclaim_within_cohort == ReclaimPolicy::kAny ||
+                       (spec.preemption.reclaim_within_cohort == ReclaimPolicy::kLowerPriority &&
+                        c.priority < wl.priority);
+        if (spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever &&
+            c.priority < wl.priority &&
+            (!spec.preemption.max_priority_threshold ||
+             c.priority <= *spec.preemption.max_priority_threshold)) {
+          allowed = true;
+        }
+        if (allowed) candidates.push_back(Candidate{&c, false, other});
+      }
+    }
+  }
+  if (candidates.empty()) return {};
+  // Kueue's candidatesOrdering: other ClusterQueues first, lower priority first, most
+  // recently reserved first, then uid.
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.same_cq != b.same_cq) return !a.same_cq;
+    if (a.wl->priority != b.wl->priority) return a.wl->priority < b.wl->priority;
+    if (a.wl->reserved_at_ns != b.wl->reserved_at_ns) return a.wl->reserved_at_ns > b.wl->reserved_at_ns;
+    return a.wl->uid < b.wl->uid;
+  });
+
+  auto minimal = [&](const std::vector<Candidate>& cands, bool allow_borrowing,
+                     std::optional<int32_t> borrow_below) -> std::vector<Candidate> {
+    std::vector<Candidate> targets;
+    bool fits = false;
+    for (const Candidate& c : cands) {
+      if (!c.same_cq && !borrowing_in_needed(c.node)) continue;
+      bool borrowing_ok = allow_borrowing;
+      if (!c.same_cq && borrow_below && c.wl->priority >= *borrow_below) borrowing_ok = false;
+      tree_.AddUsage(c.node, c.wl->admission.usage, -1);
+      targets.push_back(c);
+      if (WorkloadFits(cq_node, assignment.usage, borrowing_ok)) {
+        fits = true;
+        break;
+      }
+    }
+    if (fits) {
+      // Fill back: try returning each target but the last, newest first removed last.
+      for (int i = static_cast<int>(targets.size()) - 2; i >= 0; --i) {
+        const Candidate& c = targets[static_cast<size_t>(i)];
+        tree_.AddUsage(c.node, c.wl->admission.usage, +1);
+        if (WorkloadFits(cq_node, assignment.usage, allow_borrowing)) {
+          targets.erase(targets.begin() + i);
+        } else {
+          tree_.AddUsage(c.node, c.wl->admission.usage, -1);
+        }
+      }
+    }
+    for (const Candidate& c : targets) tree_.AddUsage(c.node, c.wl->admission.usage, +1);
+    if (!fits) return {};
+    return targets;
+  };
+
+  std::vector<Candidate> same_queue;
+  for (const Candidate& c : candidates) {
+    if (c.same_cq) same_queue.push_back(c);
+  }
+  std::vector<Candidate> chosen;
+  if (same_queue.size() == candidates.size()) {
+    chosen = minimal(candidates, true, std::nullopt);
+  } else if (spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever) {
+    std::optional<int32_t> threshold;
+    if (spec.preemption.max_priority_threshold) threshold = *spec.preemption.max_priority_threshold + 1;
+    chosen = minimal(candidates, true, threshold);
+  } else {
+    bool under_nominal = true;
+    for (const auto& [fr, amount] : assignment.usage) {
+      if (tree_.Usage(cq_node, fr) + amount > tree_.Nominal(cq_node, fr)) under_nominal = false;
+    }
+    if (under_nominal) chosen = minimal(candidates, false, std::nullopt);
+    if (chosen.empty()) chosen = minimal(same_queue, true, std::nullopt);
+  }
+  std::vector<std::string> keys;
+  for (const Candidate& c : chosen) keys.push_back(c.wl->ns + "/" + c.wl->name);
+  return keys;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cycle.
+
+std::optional<std::string> Engine::Head(const std::string& cq_name) const {
+  const ClusterQueueState& cq = cqs_.at(cq_name);
+  const QueueKey* best = nullptr;
+  for (const auto& [key, cls] : cq.classes) {
+    if (cls.members.empty()) continue;
+    const QueueKey& head = *cls.members.begin();
+    if (cq.spec && cq.spec->queueing == QueueingStrategy::kStrictFifo) {
+      // StrictFIFO: the overall head, admissible or not, blocks the queue.
+      if (best == nullptr || head < *best) best = &head;
+      continue;
+    }
+    if (cls.inadmissible) continue;
+    if (best == nullptr || head < *best) best = &head;
+  }
+  if (best == nullptr) return std::nullopt;
+  if (cq.spec && cq.spec->queueing == QueueingStrategy::kStrictFifo) {
+    auto it = cq.classes.find(workloads_.at(best->key).class_key);
+    if (it != cq.classes.end() && it->second.inadmissible) return std::nullopt;
+  }
+  return best->key;
+}
+
+bool Engine::RunCycle(int64_t now) {
+  RebuildTreeIfNeeded();
+  struct Entry {
+    std::string key;
+    Nomination n;
+  };
+  std::vector<Entry> entries;
+  std::vector<std::string> idle;
+  for (const std::string& cq_name : active_) {
+    ClusterQueueState& cq = cqs_[cq_name];
+    if (!cq.spec || !cq.inactive_reason.empty() || cq.spec->stop_policy != StopPolicy::kNone) {
+      // Inactive or held: every head waits with that reason until a definition changes.
+      for (auto& [k, cls] : cq.classes) {
+        cls.inadmissible = true;
+        if (!cls.members.empty()) {
+          WorkloadState& wl = workloads_.at(cls.members.begin()->key);
+          SetPending(wl, "Inadmissible",
+                     !cq.spec ? "ClusterQueue " + cq_name + " doesn't exist"
+                     : !cq.inactive_reason.empty() ? cq.inactive_reason
+                                                   : "ClusterQueue " + cq_name + " is stopped",
+                     "", "", 0, now, true);
+        }
+      }
+      idle.push_back(cq_name);
+      continue;
+    }
+    std::optional<std::string> head = Head(cq_name);
+    if (!head) {
+      idle.push_back(cq_name);
+      continue;
+    }
+    WorkloadState& wl = workloads_.at(*head);
+    auto lq = lqs_.find(wl.ns + "/" + wl.queue_name);
+    if (lq != lqs_.end() && lq->second.stop_policy != StopPolicy::kNone) {
+      cq.classes.at(wl.class_key).inadmissible = true;
+      SetPending(wl, "Inadmissible", "LocalQueue " + wl.queue_name + " is stopped", "", "", 0,
+                 now, true);
+      continue;
+    }
+    entries.push_back(Entry{*head, Nominate(wl)});
+  }
+  for (const std::string& name : idle) active_.erase(name);
+  if (entries.empty()) return false;
+
+  // Kueue's entry order: not borrowing first, then priority, then FIFO timestamp (uid last).
+  std::sort(entries.begin(), entries.end(), [&](const Entry& a, const Entry& b) {
+    const WorkloadState& wa = workloads_.at(a.key);
+    const WorkloadState& wb = workloads_.at(b.key);
+    if (a.n.assignment.borrows != b.n.assignment.borrows) return !a.n.assignment.borrows;
+    if (wa.priority != wb.priority) return wa.priority > wb.priority;
+    if (wa.queued_at_ns != wb.queued_at_ns) return wa.queued_at_ns < wb.queued_at_ns;
+    return wa.uid < wb.uid;
+  });
+
+  bool changed = false;
+  std::set<int> touched_roots;  // cohort trees changed earlier in this cycle
+  for (Entry& e : entries) {
+    WorkloadState& wl = workloads_.at(e.key);
+    ClusterQueueState& cq = cqs_.at(wl.cluster_queue);
+    const int node = tree_.FindClusterQueue(wl.cluster_queue);
+    const int root = tree_.Root(node);
+    if (e.n.mode == kFit) {
+      if (tree_.Fits(node, e.n.assignment.usage)) {
+        Reserve(wl, e.n, now);
+        touched_roots.insert(root);
+        changed = true;
+      } else {
+        // Another workload of the cohort took the room in this cycle: try again next cycle.
+        SetPending(wl, "Pending",
+                   "Workload no longer fits after processing another workload", "", "", 0, now,
+                   false);
+      }
+      continue;
+    }
+    if (e.n.mode == kPreempt) {
+      if (touched_roots.count(root) != 0) continue;  // victims chosen on a stale view
+      touched_roots.insert(root);
+      const std::string message =
+          "Preempted to accommodate a workload (UID: " + wl.uid + ") due to ";
+      for (const std::string& vkey : e.n.victims) {
+        WorkloadState& v = workloads_.at(vkey);
+        std::string reason, human;
+        if (v.cluster_queue == wl.cluster_queue) {
+          reason = "InClusterQueue";
+          human = "prioritization in the ClusterQueue";
+        } else if (e.n.assignment.borrows) {
+          reason = "InCohortReclaimWhileBorrowing";
+          human = "reclamation within the cohort while borrowing";
+        } else {
+          reason = "InCohortReclamation";
+          human = "reclamation within the cohort";
+        }
+        Evict(v, "Preempted", message + human, reason, &wl, now);
+      }
+      // The preemptor waits for the victims' quota; a release re-activates its class.
+      cq.classes.at(wl.class_key).inadmissible = true;
+      SetPending(wl, "Pending",
+                 "Preempting " + std::to_string(e.n.victims.size()) +
+                     " workload(s) to make room: " + e.n.message,
+                 e.n.resource, e.n.flavor, e.n.shortfall, now, true);
+      changed = true;
+      continue;
+    }
+    // NoFit.
+    if (e.n.never_fits) {
+      Dequeue(wl);
+      wl.phase = Phase::kRejected;
+      SetCondition(wl, "QuotaReserved", false, "Rejected", e.n.message, now);
+      auto r = NewDecision(current_sequence_).initBody().initRejected();
+      Ref(r.initWorkload(), wl);
+      r.setReason(e.n.reason);
+      r.setMessage(e.n.message);
+      changed = true;
+      continue;
+    }
+    cq.classes.at(wl.class_key).inadmissible = true;
+    SetPending(wl, e.n.reason, e.n.message, e.n.resource, e.n.flavor, e.n.shortfall, now, true);
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace admission::projections

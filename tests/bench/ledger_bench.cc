@@ -1,0 +1,1092 @@
+// ledger_bench: durable append throughput of RocksDbLog, measured against raw RocksDB doing the
+// same writes in the same process, so the figures say what the ledger's own work (decode,
+// canonicalize, hash chain, index, group commit) costs on top of the storage engine.
+//
+// Prints `name: value unit` lines and `ratio` lines with their goals. Speed goals are printed,
+// never enforced; the exit status is non-zero only when the ledger misbehaves (an Append error,
+// a head that does not match what was appended, a chain that fails VerifyChain).
+// See docs/benchmarks.md for the command, figures and reading.
+
+#include <sys/resource.h>
+#include <sys/statfs.h>
+#include <sys/utsname.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <latch>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <capnp/message.h>
+#include <openssl/evp.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/statistics.h>
+#include <rocksdb/version.h>
+#include <rocksdb/write_batch.h>
+
+#include "ledger/rocksdb_log.h"
+#include "ledger/sequencer.h"
+#include "ledger/verify.h"
+#include "schema/event_codec.h"
+
+namespace admission::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ledger::RocksDbLog;
+using ledger::RocksDbLogOptions;
+using ledger::RocksDbLogStats;
+using ledger::Sequence;
+
+// Logical time of every event. One fixed value: concurrent appenders race for their place in
+// the queue, and a clock read before the race could go backwards along the ledger.
+constexpr int64_t kEventTimeNs = 1'795'910'400'000'000'000;  // 2026-11-29T00:00:00Z
+constexpr double kRatioGoal = 0.8;
+
+struct Params {
+  bool quick = false;
+  double seconds = 2.0;       // duration of each time-bound phase
+  size_t batch_size = 256;    // events per Append in the batched phase
+  size_t batches = 0;         // batched phase: 0 = calibrated so ours takes ~`seconds`
+  size_t appenders = 64;      // concurrent phase threads
+  size_t rounds = 8;          // each phase's contenders are interleaved over this many rounds
+  size_t stored_bytes = 200;  // target size of one stored event
+  std::string phases = "batched,concurrent,breakdown";  // which phases run (for profiling)
+  std::string dir;
+};
+
+// ------------------------------------------------------------------------------------------
+// Reporting.
+
+int g_failures = 0;
+
+// Records a ledger misbehaviour; the run goes on so every figure still prints, but exits 1.
+void Fail(const std::string& what) {
+  ++g_failures;
+  std::printf("FAIL: %s\n", what.c_str());
+  std::fflush(stdout);
+}
+
+void Line(const std::string& name, const std::string& value, const std::string& unit = "") {
+  std::printf("%s: %s%s%s\n", name.c_str(), value.c_str(), unit.empty() ? "" : " ",
+              unit.c_str());
+  std::fflush(stdout);
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string Int(uint64_t v) { return std::to_string(v); }
+
+double Seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// Wall time, and the whole process's CPU time and context switches, over a span of a run:
+// where a contender is CPU-bound or spends its time handing off between threads.
+struct Span {
+  double seconds = 0;
+  double cpu_seconds = 0;
+  uint64_t switches = 0;  // voluntary + involuntary
+};
+
+class Stopwatch {
+ public:
+  Stopwatch() : wall_(Clock::now()) { ::getrusage(RUSAGE_SELF, &usage_); }
+  Span Stop() const {
+    struct rusage now {};
+    ::getrusage(RUSAGE_SELF, &now);
+    auto cpu = [](const struct rusage& u) {
+      return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+             static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+    };
+    return Span{Seconds(wall_, Clock::now()), cpu(now) - cpu(usage_),
+                static_cast<uint64_t>((now.ru_nvcsw - usage_.ru_nvcsw) +
+                                      (now.ru_nivcsw - usage_.ru_nivcsw))};
+  }
+
+ private:
+  Clock::time_point wall_;
+  struct rusage usage_ {};
+};
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1));
+  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(i), v.end());
+  return v[i];
+}
+
+// ------------------------------------------------------------------------------------------
+// Machine facts.
+
+std::string FsTypeName(long type) {
+  switch (static_cast<unsigned long>(type)) {
+    case 0xEF53: return "ext4";
+    case 0x58465342: return "xfs";
+    case 0x9123683E: return "btrfs";
+    case 0x01021994: return "tmpfs";
+    case 0x794C7630: return "overlayfs";
+    case 0x2FC12FC1: return "zfs";
+    case 0x65735546: return "fuse";
+    default: {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "0x%lx", static_cast<unsigned long>(type));
+      return buf;
+    }
+  }
+}
+
+// The /proc/self/mounts entry whose mount point is the longest prefix of `path`.
+struct MountInfo {
+  std::string source, point, type;
+};
+
+MountInfo MountOf(const std::string& path) {
+  MountInfo best;
+  std::ifstream mounts("/proc/self/mounts");
+  std::string source, point, type, rest;
+  while (mounts >> source >> point >> type && std::getline(mounts, rest)) {
+    bool prefix = path.compare(0, point.size(), point) == 0 &&
+                  (point == "/" || path.size() == point.size() || path[point.size()] == '/');
+    if (prefix && point.size() >= best.point.size()) best = {source, point, type};
+  }
+  return best;
+}
+
+std::string ReadFirstLine(const std::string& file) {
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Latency of appending 4 KiB to a file and fdatasync-ing it: what one WAL sync costs here.
+std::vector<double> FdatasyncLatencies(const std::string& dir, int count) {
+  std::vector<double> out;
+  std::string path = dir + "/fdatasync_probe";
+  int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  if (fd < 0) return out;
+  std::string block(4096, 'x');
+  for (int i = 0; i < count; ++i) {
+    auto t0 = Clock::now();
+    if (::write(fd, block.data(), block.size()) != static_cast<ssize_t>(block.size())) break;
+    if (::fdatasync(fd) != 0) break;
+    out.push_back(Seconds(t0, Clock::now()));
+  }
+  ::close(fd);
+  std::filesystem::remove(path);
+  return out;
+}
+
+void PrintMachine(const Params& p, const std::string& work_dir) {
+  struct utsname u {};
+  ::uname(&u);
+  Line("machine.nproc", Int(static_cast<uint64_t>(::sysconf(_SC_NPROCESSORS_ONLN))), "cores");
+  Line("machine.kernel", std::string(u.sysname) + " " + u.release + " " + u.machine);
+  std::error_code ec;
+  std::string canonical = std::filesystem::canonical(p.dir, ec).string();
+  struct statfs fs {};
+  std::string fs_type = ::statfs(p.dir.c_str(), &fs) == 0 ? FsTypeName(fs.f_type) : "unknown";
+  MountInfo mount = MountOf(canonical);
+  std::string device = mount.source;
+  std::string rotational;
+  if (device.rfind("/dev/", 0) == 0) {
+    rotational = ReadFirstLine("/sys/class/block/" + device.substr(5) + "/queue/rotational");
+  }
+  Line("machine.dir", canonical);
+  Line("machine.fs", fs_type + " on " + device + " (mounted at " + mount.point + ")");
+  if (!rotational.empty()) {
+    Line("machine.disk_rotational_flag", rotational, "(as the kernel reports it)");
+  }
+  // Enough syncs to get past a burst allowance, if the virtual disk has one.
+  std::vector<double> sync = FdatasyncLatencies(work_dir, p.quick ? 20 : 400);
+  if (!sync.empty()) {
+    double total = 0;
+    for (double s : sync) total += s;
+    Line("machine.fdatasync_4k_append",
+         "mean " + Fixed(total / static_cast<double>(sync.size()) * 1e3, 3) + " p50 " +
+             Fixed(Percentile(sync, 0.5) * 1e3, 3) + " p90 " +
+             Fixed(Percentile(sync, 0.9) * 1e3, 3) + " p99 " +
+             Fixed(Percentile(sync, 0.99) * 1e3, 3),
+         "ms (" + Int(sync.size()) + " appends of 4 KiB + fdatasync)");
+  }
+  Line("machine.rocksdb_version",
+       Int(ROCKSDB_MAJOR) + "." + Int(ROCKSDB_MINOR) + "." + Int(ROCKSDB_PATCH));
+}
+
+// ------------------------------------------------------------------------------------------
+// Events.
+
+// An index lookup that finds nothing: for running the sequencer step outside a log.
+ledger::KeyLookup NoKeys() {
+  return [](std::string_view) {
+    return Result<std::optional<ledger::RecordedKey>>(std::optional<ledger::RecordedKey>());
+  };
+}
+
+// Builds client events (envelope filled, no sequence, no prevHash) whose STORED form, after
+// the ledger adds sequence and the 32-byte prevHash, is exactly `stored_bytes` long (or the
+// next whole word above: canonical events are whole words). The body is workloadDeleted; the
+// WorkloadRef uid carries the padding. Every id gives the same size, so all events are alike.
+class EventFactory {
+ public:
+  EventFactory(size_t stored_bytes, bool keyed) : keyed_(keyed) {
+    for (size_t pad = 0; pad < stored_bytes + 64; ++pad) {
+      padding_.assign(pad, 'p');
+      size_t size = StoredSizeOf(Make(0));
+      if (size >= stored_bytes) {
+        stored_bytes_ = size;
+        break;
+      }
+    }
+    ADM_CHECK(stored_bytes_ >= stored_bytes, "no padding reaches %zu bytes", stored_bytes);
+    client_bytes_ = Make(0).size();
+  }
+
+  std::string Make(uint64_t id) const {
+    char name[32];
+    std::snprintf(name, sizeof name, "wl-%016" PRIx64, id);
+    capnp::MallocMessageBuilder message;
+    schema::Event::Builder event = message.initRoot<schema::Event>();
+    event.setRecordedAtNs(kEventTimeNs);
+    event.setActor("bench");
+    if (keyed_) {
+      // Short enough that the keyed event reaches the same stored size as the plain one.
+      char key[32];
+      std::snprintf(key, sizeof key, "k%014" PRIx64, id);
+      event.setIdempotencyKey(key);
+    }
+    schema::WorkloadRef::Builder ref =
+        event.getBody().initWorkloadDeleted().initWorkload();
+    ref.setNamespace("bench");
+    ref.setName(name);
+    if (!padding_.empty()) ref.setUid(padding_);  // "" would still take a word
+    return schema::EncodeEvent(message);
+  }
+
+  // The size the ledger stores this event at: the same step the logs run (PrepareAppend).
+  static size_t StoredSizeOf(const std::string& client_event) {
+    ledger::GroupKeys group_keys;
+    ledger::KeyLookup no_keys = NoKeys();
+    ledger::AppendAck ack;
+    ledger::PreparedAppend prepared;
+    std::span<const std::string> batch(&client_event, 1);
+    Status s = ledger::PrepareAppend(batch, ledger::Head{}, group_keys, no_keys, &ack,
+                                     &prepared);
+    ADM_CHECK(s.ok() && prepared.events.size() == 1, "%s", s.ToString().c_str());
+    return prepared.events[0].bytes.size();
+  }
+
+  bool keyed() const { return keyed_; }
+  size_t stored_bytes() const { return stored_bytes_; }
+  size_t client_bytes() const { return client_bytes_; }
+
+ private:
+  bool keyed_;
+  std::string padding_;
+  size_t stored_bytes_ = 0;
+  size_t client_bytes_ = 0;
+};
+
+// Events with ids [first_id, first_id + count).
+std::vector<std::string> MakeEvents(const EventFactory& factory, uint64_t first_id,
+                                    size_t count) {
+  std::vector<std::string> out;
+  out.reserve(count);
+  for (size_t i = 0; i < count; ++i) out.push_back(factory.Make(first_id + i));
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------
+// Checks on a log after a run: the head, the chain, the index, and a reopen.
+
+// Closes `log`, reopens the ledger at `dir` (which checks its tail) and checks the whole chain
+// and index. Fails the run on any disagreement with `appended`. Returns VerifyChain's rate.
+double CheckLedger(const std::string& label, std::unique_ptr<RocksDbLog> log,
+                 const std::string& dir, uint64_t appended, size_t stored_bytes) {
+  Sequence head_before = log->GetHead().sequence;
+  if (head_before != appended) {
+    Fail(label + ": head sequence " + Int(head_before) + " != " + Int(appended) +
+         " events appended");
+  }
+  log.reset();
+  Result<std::unique_ptr<RocksDbLog>> reopened = RocksDbLog::Open(dir);
+  if (!reopened.ok()) {
+    Fail(label + ": reopening the ledger: " + reopened.status().ToString());
+    return 0;
+  }
+  RocksDbLog& l = **reopened;
+  if (l.GetHead().sequence != appended) {
+    Fail(label + ": head sequence after reopen " + Int(l.GetHead().sequence) + " != " +
+         Int(appended));
+  }
+  auto t0 = Clock::now();
+  Result<ledger::VerifyReport> report = ledger::VerifyChain(l, 1, schema::kGenesisHash, true);
+  double verify_s = Seconds(t0, Clock::now());
+  if (!report.ok()) {
+    Fail(label + ": VerifyChain: " + report.status().ToString());
+    return 0;
+  }
+  if (report->fault) {
+    Fail(label + ": VerifyChain fault at sequence " + Int(report->fault->sequence) + ": " +
+         report->fault->reason);
+  }
+  if (report->events_checked != appended) {
+    Fail(label + ": VerifyChain checked " + Int(report->events_checked) + " events, not " +
+         Int(appended));
+  }
+  if (appended > 0) {
+    Result<std::vector<ledger::StoredEvent>> first = l.Read(1, 1);
+    if (!first.ok() || first->size() != 1) {
+      Fail(label + ": reading event 1 back");
+    } else if (first->front().bytes.size() != stored_bytes) {
+      Fail(label + ": stored event 1 has " + Int(first->front().bytes.size()) +
+           " bytes, expected " + Int(stored_bytes));
+    }
+  }
+  return verify_s > 0 ? static_cast<double>(appended) / verify_s : 0;
+}
+
+// ------------------------------------------------------------------------------------------
+// Contenders. Each one is opened once and kept open across rounds; every round runs each
+// contender for a slice of the work, in an order rotated by the round. The disk of this kind of
+// machine is shared and its fsync time drifts by several times within seconds, so running all
+// of one contender and then all of the other would measure the drift, not the contenders.
+
+// Accumulated figures of one contender over all rounds.
+struct Tally {
+  uint64_t events = 0;
+  double seconds = 0;
+  double cpu_seconds = 0;
+  uint64_t switches = 0;
+  std::vector<double> round_rates;
+  void Add(uint64_t n, const Span& span) {
+    events += n;
+    seconds += span.seconds;
+    cpu_seconds += span.cpu_seconds;
+    switches += span.switches;
+    round_rates.push_back(span.seconds > 0 ? static_cast<double>(n) / span.seconds : 0);
+  }
+  double rate() const { return seconds > 0 ? static_cast<double>(events) / seconds : 0; }
+};
+
+void RunRounds(size_t rounds, const std::vector<std::function<void(size_t round)>>& contenders) {
+  for (size_t r = 0; r < rounds; ++r) {
+    for (size_t i = 0; i < contenders.size(); ++i) contenders[(i + r) % contenders.size()](r);
+  }
+}
+
+// The ratio of the totals decides the goal; the per-round ratios and their median show how
+// much the disk moved under the run.
+void RatioLine(const std::string& name, const Tally& ours, const Tally& raw) {
+  double ratio = raw.rate() > 0 ? ours.rate() / raw.rate() : 0;
+  std::string rounds;
+  std::vector<double> round_ratios;
+  for (size_t r = 0; r < ours.round_rates.size() && r < raw.round_rates.size(); ++r) {
+    round_ratios.push_back(raw.round_rates[r] > 0 ? ours.round_rates[r] / raw.round_rates[r]
+                                                  : 0);
+    rounds += " " + Fixed(round_ratios.back(), 2);
+  }
+  std::printf("%s: %.3f (ours/raw; goal >= %.1f: %s; per round:%s; median %.2f)\n",
+              name.c_str(), ratio, kRatioGoal, ratio >= kRatioGoal ? "met" : "NOT met",
+              rounds.c_str(), Percentile(round_ratios, 0.5));
+  std::fflush(stdout);
+}
+
+void RateLine(const std::string& name, const Tally& t, const std::string& what) {
+  Line(name + ".events_per_s", Fixed(t.rate(), 0),
+       "events/s (" + Int(t.events) + " events in " + Fixed(t.seconds, 3) + " s; " + what + ")");
+  if (t.events == 0 || t.seconds <= 0) return;
+  const double events = static_cast<double>(t.events);
+  Line(name + ".cpu", Fixed(t.cpu_seconds / events * 1e6, 2),
+       "us CPU/event (process user+sys; " + Fixed(t.cpu_seconds / t.seconds, 2) +
+           " cores busy; " + Fixed(static_cast<double>(t.switches) / events, 2) +
+           " context switches/event)");
+}
+
+// Raw RocksDB, configured like RocksDbLog::Open so only the write path differs.
+struct RawDb {
+  std::unique_ptr<rocksdb::DB> db;
+  std::shared_ptr<rocksdb::Statistics> stats;  // only where the tickers are reported
+  uint64_t next = 1;                           // sequence of the next key
+};
+
+RawDb OpenRawDb(const std::string& dir, bool with_statistics) {
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.paranoid_checks = true;
+  options.max_open_files = 256;
+  options.keep_log_file_num = 4;
+  if (with_statistics) options.statistics = rocksdb::CreateDBStatistics();
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
+  ADM_CHECK(s.ok(), "opening raw RocksDB at %s: %s", dir.c_str(), s.ToString().c_str());
+  return RawDb{std::unique_ptr<rocksdb::DB>(raw), options.statistics, 1};
+}
+
+// A value of `bytes` bytes, distinct per sequence.
+void FillValue(std::string* value, size_t bytes, uint64_t sequence) {
+  value->assign(bytes, 'v');
+  std::memcpy(value->data(), &sequence, std::min(bytes, sizeof sequence));
+}
+
+// Writes `count` values under keys `e` + big-endian sequence, in WriteBatches of `batch_size`,
+// one Write each.
+Span WriteRawBatches(RawDb& raw, uint64_t count, size_t batch_size, size_t value_bytes,
+                       bool sync) {
+  rocksdb::WriteOptions write_options;
+  write_options.sync = sync;
+  std::string value;
+  const uint64_t end = raw.next + count;
+  Stopwatch watch;
+  while (raw.next < end) {
+    rocksdb::WriteBatch batch;
+    for (size_t i = 0; i < batch_size && raw.next < end; ++i, ++raw.next) {
+      FillValue(&value, value_bytes, raw.next);
+      batch.Put(RocksDbLog::EventKey(raw.next), value);
+    }
+    rocksdb::Status s = raw.db->Write(write_options, &batch);
+    ADM_CHECK(s.ok(), "raw write: %s", s.ToString().c_str());
+  }
+  return watch.Stop();
+}
+
+// A RocksDbLog under test.
+struct OursLog {
+  std::string label;
+  std::string dir;
+  std::unique_ptr<RocksDbLog> log;
+  uint64_t appended = 0;
+  bool failed = false;  // after the first error the log is left alone
+};
+
+OursLog OpenOurs(const std::string& label, const std::string& dir, bool sync) {
+  RocksDbLogOptions options;
+  options.sync = sync;
+  Result<std::unique_ptr<RocksDbLog>> opened = RocksDbLog::Open(dir, options);
+  ADM_CHECK(opened.ok(), "%s", opened.status().ToString().c_str());
+  return OursLog{label, dir, std::move(*opened), 0, false};
+}
+
+// Appends `events` in Appends of `batch_size`.
+Span AppendBatches(OursLog& ours, std::span<const std::string> events, size_t batch_size) {
+  Stopwatch watch;
+  for (size_t i = 0; i < events.size() && !ours.failed; i += batch_size) {
+    std::span<const std::string> batch =
+        events.subspan(i, std::min(batch_size, events.size() - i));
+    Result<ledger::AppendAck> ack = ours.log->Append(batch);
+    if (!ack.ok()) {
+      Fail(ours.label + ": Append: " + ack.status().ToString());
+      ours.failed = true;
+    } else {
+      if (ack->written != batch.size()) {
+        Fail(ours.label + ": Append wrote " + Int(ack->written) + " of " + Int(batch.size()));
+      }
+      ours.appended += ack->written;
+    }
+  }
+  return watch.Stop();
+}
+
+double Ratio(uint64_t a, uint64_t b) {
+  return b ? static_cast<double>(a) / static_cast<double>(b) : 0;
+}
+
+// ------------------------------------------------------------------------------------------
+// Phase 1: batched durable appends.
+
+void PhaseBatched(const Params& p, const std::string& work) {
+  std::printf("\n# 1. batched durable appends (one Append of %zu events = one fsync)\n",
+              p.batch_size);
+  EventFactory plain(p.stored_bytes, false);
+  EventFactory keyed(p.stored_bytes, true);
+  ADM_CHECK(plain.stored_bytes() == keyed.stored_bytes(), "stored sizes differ: %zu vs %zu",
+            plain.stored_bytes(), keyed.stored_bytes());
+  const size_t stored = plain.stored_bytes();
+
+  size_t batches = p.batches;
+  if (batches == 0) {
+    // Calibrate: a short run of ours sizes the measured run to ~p.seconds.
+    OursLog probe = OpenOurs("calibration", work + "/calibrate", true);
+    std::vector<std::string> events = MakeEvents(plain, 0, p.batch_size * 16);
+    double s = AppendBatches(probe, events, p.batch_size).seconds;
+    probe.log.reset();
+    std::filesystem::remove_all(work + "/calibrate");
+    batches = static_cast<size_t>(static_cast<double>(events.size()) / s * p.seconds /
+                                  static_cast<double>(p.batch_size));
+  }
+  batches = std::max(batches, p.rounds);
+  batches -= batches % p.rounds;  // whole batches in every round
+  const size_t per_round = batches / p.rounds * p.batch_size;
+  const size_t count = batches * p.batch_size;
+  Line("batched.batch_size", Int(p.batch_size), "events");
+  Line("batched.batches", Int(batches), p.batches == 0 ? "(calibrated to ~seconds)" : "");
+  Line("batched.events", Int(count), "events per contender");
+  Line("batched.rounds", Int(p.rounds), "(contenders interleaved, order rotated per round)");
+  Line("batched.client_event_bytes", Int(plain.client_bytes()), "bytes (no key)");
+  Line("batched.client_event_bytes_keyed", Int(keyed.client_bytes()), "bytes (unique key)");
+  Line("batched.stored_event_bytes", Int(stored), "bytes (all variants; raw value size too)");
+
+  RawDb raw = OpenRawDb(work + "/raw", false);
+  OursLog ours = OpenOurs("batched.ours", work + "/ours", true);
+  OursLog ours_keyed = OpenOurs("batched.ours_keyed", work + "/ours_keyed", true);
+  Tally raw_t, ours_t, ours_keyed_t;
+  // Events are built before each timed slice: building them is intake's cost, not the log's.
+  RunRounds(p.rounds, {
+      [&](size_t) {
+        raw_t.Add(per_round, WriteRawBatches(raw, per_round, p.batch_size, stored, true));
+      },
+      [&](size_t r) {
+        std::vector<std::string> events = MakeEvents(plain, r * per_round, per_round);
+        ours_t.Add(per_round, AppendBatches(ours, events, p.batch_size));
+      },
+      [&](size_t r) {
+        std::vector<std::string> events = MakeEvents(keyed, r * per_round, per_round);
+        ours_keyed_t.Add(per_round, AppendBatches(ours_keyed, events, p.batch_size));
+      },
+  });
+  const RocksDbLogStats stats = ours.log->GetStats();
+
+  // The same without fsync: what the CPU side costs (run apart, so its unsynced writeback
+  // does not land on the synced contenders).
+  RawDb raw_nosync = OpenRawDb(work + "/raw_nosync", false);
+  OursLog ours_nosync = OpenOurs("batched.ours_nosync", work + "/ours_nosync", false);
+  Tally raw_nosync_t, ours_nosync_t;
+  RunRounds(p.rounds, {
+      [&](size_t) {
+        raw_nosync_t.Add(per_round,
+                         WriteRawBatches(raw_nosync, per_round, p.batch_size, stored, false));
+      },
+      [&](size_t r) {
+        std::vector<std::string> events = MakeEvents(plain, r * per_round, per_round);
+        ours_nosync_t.Add(per_round, AppendBatches(ours_nosync, events, p.batch_size));
+      },
+  });
+
+  RateLine("batched.raw", raw_t, "one WriteBatch of " + Int(p.batch_size) + ", sync");
+  Line("batched.raw.batch_ms", Fixed(raw_t.seconds * 1e3 / static_cast<double>(batches), 3),
+       "ms per batch (write + fsync)");
+  RateLine("batched.ours", ours_t, "no idempotency keys");
+  Line("batched.ours.batch_ms", Fixed(ours_t.seconds * 1e3 / static_cast<double>(batches), 3),
+       "ms per batch");
+  Line("batched.ours.events_per_fsync", Fixed(Ratio(stats.events_written, stats.writes), 1),
+       "events (" + Int(stats.writes) + " WriteBatches)");
+  RatioLine("batched.ratio", ours_t, raw_t);
+  RateLine("batched.ours_keyed", ours_keyed_t,
+           "every event has a unique idempotency key: index lookup + index entry");
+  Line("batched.ours_keyed.batch_ms",
+       Fixed(ours_keyed_t.seconds * 1e3 / static_cast<double>(batches), 3), "ms per batch");
+  RatioLine("batched.ratio_keyed", ours_keyed_t, raw_t);
+  RateLine("batched.raw_nosync", raw_nosync_t, "sync=false, for information");
+  RateLine("batched.ours_nosync", ours_nosync_t, "sync=false: the CPU side, for information");
+  Line("batched.ratio_nosync",
+       Fixed(raw_nosync_t.rate() > 0 ? ours_nosync_t.rate() / raw_nosync_t.rate() : 0, 3),
+       "(ours/raw without fsync, for information; no goal)");
+
+  for (OursLog* o : {&ours, &ours_keyed, &ours_nosync}) {
+    double verify_rate = CheckLedger(o->label, std::move(o->log), o->dir, o->appended, stored);
+    Line(o->label + ".verify_events_per_s", Fixed(verify_rate, 0),
+         "events/s (VerifyChain of the result with index check, for information)");
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Phase 2: concurrent appenders, one event per Append, each waiting for its own ack.
+
+// `threads` appenders for `seconds`, each appending one event and waiting for its ack.
+// Returns the events appended.
+uint64_t RunAppenders(OursLog& ours, const EventFactory& factory, size_t threads,
+                      double seconds, std::atomic<uint64_t>& next_id,
+                      std::vector<double>* latencies, Span* span) {
+  if (ours.failed) {
+    *span = Span{};
+    return 0;
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<bool> failed{false};
+  std::vector<uint64_t> counts(threads, 0);
+  std::vector<std::vector<double>> thread_latencies(threads);
+  std::latch ready(static_cast<ptrdiff_t>(threads) + 1);
+  std::vector<std::thread> workers;
+  for (size_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      ready.arrive_and_wait();
+      while (!stop.load(std::memory_order_relaxed) && !failed.load()) {
+        std::string event = factory.Make(next_id.fetch_add(1));
+        auto a0 = Clock::now();
+        Result<ledger::AppendAck> ack = ours.log->Append(std::span<const std::string>(&event, 1));
+        thread_latencies[t].push_back(Seconds(a0, Clock::now()));
+        if (!ack.ok() || ack->written != 1) {
+          if (!failed.exchange(true)) {
+            Fail(ours.label + ": Append: " +
+                 (ack.ok() ? "wrote " + Int(ack->written) + " of 1" : ack.status().ToString()));
+          }
+          return;
+        }
+        ++counts[t];
+      }
+    });
+  }
+  Stopwatch watch;
+  ready.arrive_and_wait();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop.store(true);
+  for (std::thread& w : workers) w.join();
+  *span = watch.Stop();
+  uint64_t events = 0;
+  for (uint64_t c : counts) events += c;
+  for (auto& l : thread_latencies) latencies->insert(latencies->end(), l.begin(), l.end());
+  ours.appended += events;
+  if (failed.load()) ours.failed = true;
+  return events;
+}
+
+// `threads` threads for `seconds`, each doing one single-Put Write with sync=true at a time:
+// RocksDB's own write grouping of concurrent writers. Returns the events written.
+uint64_t RunRawThreaded(RawDb& raw, size_t threads, double seconds, size_t value_bytes,
+                        Span* span) {
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> next{raw.next};
+  const uint64_t first = raw.next;
+  std::latch ready(static_cast<ptrdiff_t>(threads) + 1);
+  std::vector<std::thread> workers;
+  for (size_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      rocksdb::WriteOptions write_options;
+      write_options.sync = true;
+      std::string value;
+      ready.arrive_and_wait();
+      while (!stop.load(std::memory_order_relaxed)) {
+        uint64_t sequence = next.fetch_add(1);
+        FillValue(&value, value_bytes, sequence);
+        rocksdb::WriteBatch batch;
+        batch.Put(RocksDbLog::EventKey(sequence), value);
+        rocksdb::Status s = raw.db->Write(write_options, &batch);
+        ADM_CHECK(s.ok(), "raw write: %s", s.ToString().c_str());
+      }
+    });
+  }
+  Stopwatch watch;
+  ready.arrive_and_wait();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop.store(true);
+  for (std::thread& w : workers) w.join();
+  *span = watch.Stop();
+  raw.next = next.load();
+  return raw.next - first;
+}
+
+void ConcurrentLines(const std::string& label, const Tally& t, const RocksDbLogStats& stats,
+                     const std::vector<double>& latencies) {
+  RateLine(label, t, "one event per Append");
+  Line(label + ".fsyncs", Int(stats.writes), "WriteBatches (one fsync each)");
+  Line(label + ".events_per_fsync", Fixed(Ratio(stats.events_written, stats.writes), 1),
+       "events (RocksDbLogStats events_written / writes)");
+  Line(label + ".ack_latency_p50", Fixed(Percentile(latencies, 0.5) * 1e3, 3), "ms");
+  Line(label + ".ack_latency_p99", Fixed(Percentile(latencies, 0.99) * 1e3, 3), "ms");
+}
+
+void PhaseConcurrent(const Params& p, const std::string& work) {
+  std::printf("\n# 2. %zu concurrent appenders, one event per Append, each awaiting its ack\n",
+              p.appenders);
+  EventFactory plain(p.stored_bytes, false);
+  EventFactory keyed(p.stored_bytes, true);
+  const size_t stored = plain.stored_bytes();
+  const double slice = p.seconds / static_cast<double>(p.rounds);
+  Line("concurrent.appenders", Int(p.appenders), "threads");
+  Line("concurrent.seconds", Fixed(p.seconds, 1),
+       "s per time-bound contender, in " + Int(p.rounds) + " rounds");
+  Line("concurrent.stored_event_bytes", Int(stored), "bytes");
+
+  OursLog ours = OpenOurs("concurrent.ours", work + "/c_ours", true);
+  OursLog ours_keyed = OpenOurs("concurrent.ours_keyed", work + "/c_ours_keyed", true);
+  RawDb raw = OpenRawDb(work + "/c_raw", false);
+  RawDb raw_threaded = OpenRawDb(work + "/c_raw_threaded", true);
+  rocksdb::Statistics& tickers = *raw_threaded.stats;
+  const uint64_t syncs0 = tickers.getTickerCount(rocksdb::WAL_FILE_SYNCED);
+  const uint64_t keys0 = tickers.getTickerCount(rocksdb::NUMBER_KEYS_WRITTEN);
+  const uint64_t self0 = tickers.getTickerCount(rocksdb::WRITE_DONE_BY_SELF);
+  const uint64_t other0 = tickers.getTickerCount(rocksdb::WRITE_DONE_BY_OTHER);
+
+  Tally ours_t, ours_keyed_t, raw_t, threaded_t;
+  std::vector<double> ours_latencies, keyed_latencies;
+  std::atomic<uint64_t> next_id{0}, next_keyed_id{0};
+  uint64_t round_events = 0;  // ours' events of this round: raw writes as many
+  auto run_ours = [&](size_t) {
+    Span s;
+    round_events = RunAppenders(ours, plain, p.appenders, slice, next_id, &ours_latencies, &s);
+    ours_t.Add(round_events, s);
+  };
+  auto run_raw = [&](size_t) {
+    raw_t.Add(round_events, WriteRawBatches(raw, round_events, p.appenders, stored, true));
+  };
+  auto run_threaded = [&](size_t) {
+    Span s;
+    uint64_t n = RunRawThreaded(raw_threaded, p.appenders, slice, stored, &s);
+    threaded_t.Add(n, s);
+  };
+  auto run_keyed = [&](size_t) {
+    Span s;
+    uint64_t n = RunAppenders(ours_keyed, keyed, p.appenders, slice, next_keyed_id,
+                              &keyed_latencies, &s);
+    ours_keyed_t.Add(n, s);
+  };
+  // Raw batched writes exactly ours' count of the round, so it always follows ours; the
+  // others move around it from round to round.
+  for (size_t r = 0; r < p.rounds; ++r) {
+    if (r % 2 == 0) {
+      run_ours(r), run_raw(r), run_threaded(r), run_keyed(r);
+    } else {
+      run_keyed(r), run_threaded(r), run_ours(r), run_raw(r);
+    }
+  }
+
+  ConcurrentLines("concurrent.ours", ours_t, ours.log->GetStats(), ours_latencies);
+  Line("concurrent.ours.events_per_fsync_goal", Int(p.appenders),
+       "events (close to the number of waiting appenders)");
+  RateLine("concurrent.raw_batched", raw_t,
+           "one thread, WriteBatches of " + Int(p.appenders) +
+               " events, sync, same events as ours");
+  RatioLine("concurrent.ratio", ours_t, raw_t);
+  const uint64_t syncs = tickers.getTickerCount(rocksdb::WAL_FILE_SYNCED) - syncs0;
+  const uint64_t keys = tickers.getTickerCount(rocksdb::NUMBER_KEYS_WRITTEN) - keys0;
+  RateLine("concurrent.raw_threaded", threaded_t,
+           Int(p.appenders) + " threads, one single-Put sync Write each, for information");
+  Line("concurrent.raw_threaded.wal_syncs", Int(syncs), "(WAL_FILE_SYNCED)");
+  Line("concurrent.raw_threaded.writes_per_fsync", Fixed(Ratio(keys, syncs), 1),
+       "writes (NUMBER_KEYS_WRITTEN / WAL_FILE_SYNCED)");
+  Line("concurrent.raw_threaded.write_groups",
+       Int(tickers.getTickerCount(rocksdb::WRITE_DONE_BY_SELF) - self0),
+       "(WRITE_DONE_BY_SELF; WRITE_DONE_BY_OTHER " +
+           Int(tickers.getTickerCount(rocksdb::WRITE_DONE_BY_OTHER) - other0) + ")");
+  ConcurrentLines("concurrent.ours_keyed", ours_keyed_t, ours_keyed.log->GetStats(),
+                  keyed_latencies);
+
+  for (OursLog* o : {&ours, &ours_keyed}) {
+    double verify_rate = CheckLedger(o->label, std::move(o->log), o->dir, o->appended, stored);
+    Line(o->label + ".verify_events_per_s", Fixed(verify_rate, 0),
+         "events/s (VerifyChain of the result with index check, for information)");
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Phase 3: per-event cost of each step the leader runs, timed outside the log with the same
+// functions the Sequencer calls, so a gap between ours and raw can be attributed.
+
+void PhaseBreakdown(const Params& p, const std::string& work) {
+  std::printf("\n# 3. per-event cost of the ledger's steps (single thread, for attribution)\n");
+  EventFactory plain(p.stored_bytes, false);
+  EventFactory keyed(p.stored_bytes, true);
+  const size_t batch_size = p.batch_size;
+  const size_t rounds = p.quick ? 8 : 200;
+  const size_t n = rounds * batch_size;
+  const double per_event_us = 1e6 / static_cast<double>(n);
+  std::vector<std::string> events = MakeEvents(plain, 0, batch_size);
+  size_t sink = 0;
+
+  // The steps of PrepareAppend for one new event, one by one.
+  double decode_s = 0, rebuild_s = 0, canonical_s = 0, hash_s = 0;
+  schema::Hash chain = schema::kGenesisHash;
+  for (size_t r = 0; r < rounds; ++r) {
+    for (const std::string& bytes : events) {
+      auto t0 = Clock::now();
+      Result<schema::DecodedEvent> decoded = schema::DecodeEvent(bytes);
+      ADM_CHECK(decoded.ok(), "%s", decoded.status().ToString().c_str());
+      auto t1 = Clock::now();
+      capnp::MallocMessageBuilder message(
+          static_cast<unsigned>(bytes.size() / sizeof(capnp::word) + 8));
+      message.setRoot(decoded->root());
+      schema::Event::Builder root = message.getRoot<schema::Event>();
+      root.setSequence(r + 1);
+      root.setPrevHash(capnp::Data::Reader(chain.data(), chain.size()));
+      auto t2 = Clock::now();
+      std::string canonical = schema::CanonicalBytes(root.asReader());
+      auto t3 = Clock::now();
+      chain = schema::ChainHash(chain, canonical);
+      auto t4 = Clock::now();
+      decode_s += Seconds(t0, t1);
+      rebuild_s += Seconds(t1, t2);
+      canonical_s += Seconds(t2, t3);
+      hash_s += Seconds(t3, t4);
+      sink += canonical.size();
+    }
+  }
+
+  // For comparison: decoding without the reflective body check, and SHA-256 with the digest
+  // fetched once instead of at every EVP_DigestInit_ex(EVP_sha256()) (OpenSSL 3 looks the
+  // algorithm up in its provider tables on every init when given the legacy EVP_sha256()).
+  double static_decode_s = 0, fetched_hash_s = 0;
+  EVP_MD* md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  ADM_CHECK(md != nullptr && ctx != nullptr, "EVP_MD_fetch SHA256");
+  std::string stored_sample;
+  {
+    ledger::PreparedAppend prepared;
+    ledger::AppendAck ack;
+    ledger::GroupKeys group_keys;
+    Status s = ledger::PrepareAppend(std::span<const std::string>(events.data(), 1),
+                                     ledger::Head{}, group_keys, NoKeys(), &ack, &prepared);
+    ADM_CHECK(s.ok(), "%s", s.ToString().c_str());
+    stored_sample = prepared.events[0].bytes;
+  }
+  for (size_t r = 0; r < rounds; ++r) {
+    for (const std::string& bytes : events) {
+      auto t0 = Clock::now();
+      const size_t words = bytes.size() / sizeof(capnp::word);
+      auto aligned = std::make_unique<capnp::word[]>(words);
+      std::memcpy(aligned.get(), bytes.data(), bytes.size());
+      kj::ArrayPtr<const capnp::word> segment(aligned.get(), words);
+      capnp::SegmentArrayMessageReader reader(kj::arrayPtr(&segment, 1),
+                                              schema::EventReaderOptions());
+      sink += reader.getRoot<schema::Event>().totalSize().wordCount;
+      auto t1 = Clock::now();
+      unsigned int length = 0;
+      ADM_CHECK(EVP_DigestInit_ex2(ctx, md, nullptr) == 1 &&
+                    EVP_DigestUpdate(ctx, chain.data(), chain.size()) == 1 &&
+                    EVP_DigestUpdate(ctx, stored_sample.data(), stored_sample.size()) == 1 &&
+                    EVP_DigestFinal_ex(ctx, chain.data(), &length) == 1,
+                "sha256");
+      auto t2 = Clock::now();
+      static_decode_s += Seconds(t0, t1);
+      fetched_hash_s += Seconds(t1, t2);
+    }
+  }
+  EVP_MD_CTX_free(ctx);
+  EVP_MD_free(md);
+
+  // The whole PrepareAppend of a batch as the leader runs it, without and with keys (the
+  // index lookup answered "absent" without RocksDB, so only the sequencer's own work counts).
+  auto time_prepare = [&](const std::vector<std::string>& batch, double* build_s) {
+    double prepare_s = 0;
+    ledger::Head head;
+    for (size_t r = 0; r < rounds; ++r) {
+      ledger::GroupKeys group_keys;
+      ledger::AppendAck ack;
+      ledger::PreparedAppend prepared;
+      auto t0 = Clock::now();
+      Status s = ledger::PrepareAppend(batch, head, group_keys, NoKeys(), &ack, &prepared);
+      auto t1 = Clock::now();
+      ADM_CHECK(s.ok(), "%s", s.ToString().c_str());
+      rocksdb::WriteBatch write_batch;
+      for (const ledger::StoredEvent& e : prepared.events) {
+        write_batch.Put(RocksDbLog::EventKey(e.sequence), e.bytes);
+      }
+      auto t2 = Clock::now();
+      prepare_s += Seconds(t0, t1);
+      if (build_s != nullptr) *build_s += Seconds(t1, t2);
+      head = prepared.head;
+      sink += write_batch.GetDataSize();
+    }
+    return prepare_s;
+  };
+  double batch_build_s = 0;
+  const double prepare_s = time_prepare(events, &batch_build_s);
+  const double prepare_keyed_s = time_prepare(MakeEvents(keyed, 0, batch_size), nullptr);
+
+  // The durable write of one ready batch, and an index lookup that misses (what the leader
+  // asks RocksDB for each new keyed event), on a DB holding the events just written.
+  const size_t write_rounds = p.quick ? 8 : 100;
+  RawDb raw = OpenRawDb(work + "/bd_raw", false);
+  const double nosync_s = WriteRawBatches(raw, write_rounds * batch_size, batch_size,
+                                          plain.stored_bytes(), false)
+                              .seconds;
+  const double sync_s = WriteRawBatches(raw, write_rounds * batch_size, batch_size,
+                                        plain.stored_bytes(), true)
+                            .seconds;
+  double get_s = 0;
+  std::string value;
+  for (size_t i = 0; i < n; ++i) {
+    char key[32];
+    std::snprintf(key, sizeof key, "k%014zx", i);
+    auto t0 = Clock::now();
+    rocksdb::Status s = raw.db->Get(rocksdb::ReadOptions(), RocksDbLog::IndexKey(key), &value);
+    get_s += Seconds(t0, Clock::now());
+    ADM_CHECK(s.IsNotFound(), "index key found: %s", s.ToString().c_str());
+  }
+  ADM_CHECK(sink > 0, "nothing measured");
+
+  Line("breakdown.events", Int(n), "events in batches of " + Int(batch_size));
+  Line("breakdown.decode_us", Fixed(decode_s * per_event_us, 3),
+       "us/event (schema::DecodeEvent: aligned copy, reader, reflective walk of every field, "
+       "isCanonical)");
+  Line("breakdown.decode_static_us", Fixed(static_decode_s * per_event_us, 3),
+       "us/event (for comparison: aligned copy, reader, totalSize; no reflection, no "
+       "isCanonical)");
+  Line("breakdown.rebuild_us", Fixed(rebuild_s * per_event_us, 3),
+       "us/event (MallocMessageBuilder setRoot + setSequence + setPrevHash)");
+  Line("breakdown.canonicalize_us", Fixed(canonical_s * per_event_us, 3),
+       "us/event (schema::CanonicalBytes)");
+  Line("breakdown.sha256_us", Fixed(hash_s * per_event_us, 3),
+       "us/event (schema::ChainHash over " + Int(plain.stored_bytes() + 32) + " bytes)");
+  Line("breakdown.sha256_fetched_us", Fixed(fetched_hash_s * per_event_us, 3),
+       "us/event (for comparison: EVP_MD_fetch once + EVP_DigestInit_ex2)");
+  Line("breakdown.prepare_append_us", Fixed(prepare_s * per_event_us, 3),
+       "us/event (ledger::PrepareAppend, whole step, no keys)");
+  Line("breakdown.prepare_append_keyed_us", Fixed(prepare_keyed_s * per_event_us, 3),
+       "us/event (ledger::PrepareAppend with unique keys, lookup answered without RocksDB)");
+  Line("breakdown.rocksdb_index_get_miss_us", Fixed(get_s * per_event_us, 3),
+       "us/event (DB::Get of an absent `i` key, " + Int(raw.next - 1) + " events in the DB)");
+  Line("breakdown.write_batch_build_us", Fixed(batch_build_s * per_event_us, 3),
+       "us/event (WriteBatch::Put of stored events)");
+  Line("breakdown.prepare_append_per_batch_ms",
+       Fixed(prepare_s * 1e3 / static_cast<double>(rounds), 3),
+       "ms per " + Int(batch_size) + "-event batch");
+  Line("breakdown.raw_write_nosync_per_batch_ms",
+       Fixed(nosync_s * 1e3 / static_cast<double>(write_rounds), 3), "ms");
+  Line("breakdown.raw_write_sync_per_batch_ms",
+       Fixed(sync_s * 1e3 / static_cast<double>(write_rounds), 3), "ms (write + fsync)");
+}
+
+// ------------------------------------------------------------------------------------------
+
+void Usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s [--quick] [--seconds S] [--batches N] [--batch-size B]\n"
+               "          [--appenders T] [--event-bytes E] [--rounds R] [--phases LIST]\n"
+               "          [--dir DIR]\n"
+               "  --quick          small counts for a CI smoke run (a few seconds)\n"
+               "  --seconds S      duration of each time-bound phase (default 2)\n"
+               "  --batches N      batched phase: N Appends (default: calibrated to ~S s)\n"
+               "  --batch-size B   events per Append in the batched phase (default 256)\n"
+               "  --appenders T    threads in the concurrent phase (default 64)\n"
+               "  --event-bytes E  stored size of one event (default 200)\n"
+               "  --rounds R       interleave each phase's contenders over R rounds (default 8)\n"
+               "  --phases LIST    comma-separated subset of batched,concurrent,breakdown\n"
+               "  --dir DIR        where temporary ledgers go (default $TMPDIR or /tmp)\n",
+               argv0);
+}
+
+std::optional<Params> ParseFlags(int argc, char** argv) {
+  Params p;
+  const char* tmp = std::getenv("TMPDIR");
+  p.dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+  bool seconds_set = false;
+  bool rounds_set = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    auto next = [&]() -> std::optional<std::string> {
+      if (i + 1 >= argc) return std::nullopt;
+      return std::string(argv[++i]);
+    };
+    auto number = [&](double* out) {
+      std::optional<std::string> v = next();
+      if (!v) return false;
+      char* end = nullptr;
+      *out = std::strtod(v->c_str(), &end);
+      return end != v->c_str() && *end == '\0' && *out > 0;
+    };
+    double v = 0;
+    if (flag == "--quick") {
+      p.quick = true;
+    } else if (flag == "--seconds" && number(&v)) {
+      p.seconds = v;
+      seconds_set = true;
+    } else if (flag == "--batches" && number(&v)) {
+      p.batches = static_cast<size_t>(v);
+    } else if (flag == "--batch-size" && number(&v) && v <= ledger::kAppendBatchEventsMax) {
+      p.batch_size = static_cast<size_t>(v);
+    } else if (flag == "--appenders" && number(&v) && v <= 4096) {
+      p.appenders = static_cast<size_t>(v);
+    } else if (flag == "--event-bytes" && number(&v) && v <= 65536) {
+      p.stored_bytes = static_cast<size_t>(v);
+    } else if (flag == "--rounds" && number(&v) && v <= 1000) {
+      p.rounds = static_cast<size_t>(v);
+      rounds_set = true;
+    } else if (flag == "--phases") {
+      std::optional<std::string> list = next();
+      if (!list) return std::nullopt;
+      p.phases = *list;
+    } else if (flag == "--dir") {
+      std::optional<std::string> d = next();
+      if (!d) return std::nullopt;
+      p.dir = *d;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (p.quick) {
+    if (!seconds_set) p.seconds = 0.3;
+    if (p.batches == 0) p.batches = 8;
+    if (!rounds_set) p.rounds = 2;
+  }
+  return p;
+}
+
+int Main(int argc, char** argv) {
+  std::optional<Params> parsed = ParseFlags(argc, argv);
+  if (!parsed) {
+    Usage(argv[0]);
+    return 2;
+  }
+  const Params& p = *parsed;
+  std::string pattern = p.dir + "/ledger_bench.XXXXXX";
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr) {
+    std::fprintf(stderr, "cannot create a temporary directory under %s: %s\n", p.dir.c_str(),
+                 std::strerror(errno));
+    return 2;
+  }
+  const std::string work = buf.data();
+  // Removed however the phases end (a failed ADM_CHECK aborts and leaves it, on purpose: the
+  // ledger is evidence then).
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{work};
+
+  auto t0 = Clock::now();
+  std::string command = argv[0];
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  Line("ledger_bench", command);
+  PrintMachine(p, work);
+  Line("params.mode", p.quick ? "quick" : "full");
+  Line("params.seconds", Fixed(p.seconds, 1), "s per time-bound phase");
+  Line("params.batch_size", Int(p.batch_size), "events");
+  Line("params.batches", p.batches ? Int(p.batches) : "calibrated");
+  Line("params.appenders", Int(p.appenders), "threads");
+  Line("params.rounds", Int(p.rounds), "(contenders interleaved, order rotated per round)");
+  Line("params.stored_event_bytes_target", Int(p.stored_bytes), "bytes");
+  Line("params.phases", p.phases);
+  Line("params.work_dir", work);
+  Line("params.sync", "true (RocksDbLog default; raw WriteOptions.sync=true) unless noted");
+
+  auto wanted = [&](const std::string& phase) {
+    return ("," + p.phases + ",").find("," + phase + ",") != std::string::npos;
+  };
+  if (wanted("batched")) PhaseBatched(p, work);
+  if (wanted("concurrent")) PhaseConcurrent(p, work);
+  if (wanted("breakdown")) PhaseBreakdown(p, work);
+
+  std::printf("\n");
+  Line("total_seconds", Fixed(Seconds(t0, Clock::now()), 1), "s");
+  Line("result", g_failures == 0 ? "ok" : Int(static_cast<uint64_t>(g_failures)) + " failures");
+  return g_failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace admission::bench
+
+int main(int argc, char** argv) { return admission::bench::Main(argc, argv); }

@@ -135,7 +135,7 @@ void Engine::Enqueue(WorkloadState& wl, int64_t now) {
   wl.cluster_queue = cq_name;
   ClusterQueueState& cq = cqs_[cq_name];
   EquivalenceClass& cls = cq.classes[wl.class_key];
-  cls.members.insert(QueueKey{wl.priority, wl.queued_at_ns, wl.uid, wl.ns + "/" + wl.name});
+  cls.members.insert(QueueKey{wl.priority, wl.queued_at_ns, wl.submitted_sequence, wl.uid, wl.ns + "/" + wl.name});
   // A new member does not change whether its class fits; a new class deserves a look.
   if (cls.members.size() == 1) cls.inadmissible = false;
   ++cq.pending;
@@ -149,7 +149,7 @@ void Engine::Dequeue(WorkloadState& wl) {
   auto cls = cq.classes.find(wl.class_key);
   ADM_CHECK(cls != cq.classes.end(), "class of %s missing", wl.name.c_str());
   size_t erased = cls->second.members.erase(
-      QueueKey{wl.priority, wl.queued_at_ns, wl.uid, wl.ns + "/" + wl.name});
+      QueueKey{wl.priority, wl.queued_at_ns, wl.submitted_sequence, wl.uid, wl.ns + "/" + wl.name});
   ADM_CHECK(erased == 1, "%s/%s not in its class", wl.ns.c_str(), wl.name.c_str());
   if (cls->second.members.empty()) cq.classes.erase(cls);
   --cq.pending;

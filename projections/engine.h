@@ -67,15 +67,18 @@ struct WorkloadState {
   uint64_t submitted_sequence = 0;
 };
 
-// The order of a pending queue: priority desc, FIFO timestamp asc, uid asc.
+// The order of a pending queue: priority desc, FIFO timestamp asc, then the order of
+// submission (the sequence of the submitting input: file order within one batch), then uid.
 struct QueueKey {
   int32_t priority = 0;
   int64_t timestamp = 0;
+  uint64_t sequence = 0;
   std::string uid;
   std::string key;  // namespace/name
   bool operator<(const QueueKey& o) const {
     if (priority != o.priority) return priority > o.priority;
     if (timestamp != o.timestamp) return timestamp < o.timestamp;
+    if (sequence != o.sequence) return sequence < o.sequence;
     if (uid != o.uid) return uid < o.uid;
     return key < o.key;
   }

@@ -187,6 +187,10 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
         break;
       }
       ps_mode = std::min(ps_mode, static_cast<int>(best.mode));
+      if (best.mode != kFit) {
+        std::sort(reasons.begin(), reasons.end());
+        for (const std::string& r : reasons) ps_message += (ps_message.empty() ? "" : ", ") + r;
+      }
       n.assignment.borrows = n.assignment.borrows || best.borrow;
       for (int r : wanted) {
         psa.flavors[r] = best.flavor;
@@ -195,10 +199,8 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
         total[MakeFr(best.flavor, r)] += amount;
       }
     }
-    if (ps_mode == kNoFit) {
+    if (ps_mode != kFit) {
       messages.push_back("couldn't assign flavors to pod set " + ps.name + ": " + ps_message);
-    } else if (ps_mode == kPreempt) {
-      messages.push_back("pod set " + ps.name + " needs preemption");
     }
     n.mode = std::min(n.mode, ps_mode);
     n.assignment.pod_sets.push_back(std::move(psa));
@@ -479,13 +481,17 @@ bool Engine::RunCycle(int64_t now) {
   for (const std::string& name : idle) active_.erase(name);
   if (entries.empty()) return false;
 
-  // Kueue's entry order: not borrowing first, then priority, then FIFO timestamp (uid last).
+  // Kueue's entry order: not borrowing first, then priority, then FIFO timestamp; ties by
+  // submission order, then uid (Kueue leaves ties to an unstable sort).
   std::sort(entries.begin(), entries.end(), [&](const Entry& a, const Entry& b) {
     const WorkloadState& wa = workloads_.at(a.key);
     const WorkloadState& wb = workloads_.at(b.key);
     if (a.n.assignment.borrows != b.n.assignment.borrows) return !a.n.assignment.borrows;
     if (wa.priority != wb.priority) return wa.priority > wb.priority;
     if (wa.queued_at_ns != wb.queued_at_ns) return wa.queued_at_ns < wb.queued_at_ns;
+    if (wa.submitted_sequence != wb.submitted_sequence) {
+      return wa.submitted_sequence < wb.submitted_sequence;
+    }
     return wa.uid < wb.uid;
   });
 
@@ -512,6 +518,9 @@ bool Engine::RunCycle(int64_t now) {
     if (e.n.mode == kPreempt) {
       if (touched_roots.count(root) != 0) continue;  // victims chosen on a stale view
       touched_roots.insert(root);
+      // The preemptor waits for the victims' quota. Mark it first: a victim whose pods never
+      // started releases at once, and that release must wake the preemptor's class.
+      cq.classes.at(wl.class_key).inadmissible = true;
       const std::string message =
           "Preempted to accommodate a workload (UID: " + wl.uid + ") due to ";
       for (const std::string& vkey : e.n.victims) {
@@ -529,8 +538,6 @@ bool Engine::RunCycle(int64_t now) {
         }
         Evict(v, "Preempted", message + human, reason, &wl, now);
       }
-      // The preemptor waits for the victims' quota; a release re-activates its class.
-      cq.classes.at(wl.class_key).inadmissible = true;
       SetPending(wl, "Pending",
                  "Preempting " + std::to_string(e.n.victims.size()) +
                      " workload(s) to make room: " + e.n.message,

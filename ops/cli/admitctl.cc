@@ -20,6 +20,9 @@
 #include "ledger/verify.h"
 #include "ops/clock.h"
 #include "ops/intake.h"
+#include "ops/kueue_yaml.h"
+#include "ops/render.h"
+#include "ops/service.h"
 #include "ops/time_format.h"
 #include "schema/event_codec.h"
 
@@ -204,6 +207,188 @@ int RunDevAppend(const GlobalOptions& global, const std::vector<std::string>& js
   return 0;
 }
 
+Result<IntakeOptions> IntakeFrom(const GlobalOptions& global, const std::string& default_actor) {
+  IntakeOptions options;
+  if (!global.at.empty()) {
+    auto at = ParseRfc3339(global.at);
+    if (!at.ok()) return at.status();
+    options.at_ns = *at;
+  }
+  options.actor = global.actor.empty() ? default_actor : global.actor;
+  return options;
+}
+
+// An open ledger with the decider folded over it.
+struct Session {
+  std::unique_ptr<ledger::RocksDbLog> log;
+  SystemClock clock;
+  std::unique_ptr<Service> service;
+};
+
+Result<std::unique_ptr<Session>> OpenSession(const GlobalOptions& global, bool create) {
+  auto session = std::make_unique<Session>();
+  auto log = OpenLedger(global, create);
+  if (!log.ok()) return log.status();
+  session->log = std::move(*log);
+  Progress progress("loading the ledger");
+  auto service = Service::Open(*session->log, session->clock, [&](uint64_t done, uint64_t total) {
+    if (total > 100000) progress.Update(done, total);
+  });
+  if (!service.ok()) return service.status();
+  session->service = std::move(*service);
+  return session;
+}
+
+void PrintOutcome(const std::vector<std::string>& labels, const RecordOutcome& outcome,
+                  const std::string& format) {
+  if (format == "json") {
+    Json out;
+    Json objects = Json::array();
+    for (size_t i = 0; i < labels.size(); ++i) {
+      objects.push_back({{"object", labels[i]},
+                         {"sequence", outcome.sequences[i]},
+                         {"unchanged", static_cast<bool>(outcome.unchanged[i])}});
+    }
+    out["inputs"] = objects;
+    Json decisions = Json::array();
+    uint64_t seq = outcome.first_decision_sequence;
+    for (const std::string& bytes : outcome.decisions) {
+      auto d = schema::DecodeEvent(bytes);
+      if (!d.ok()) continue;
+      decisions.push_back({{"sequence", seq++},
+                           {"type", schema::BodyName(d->root())},
+                           {"summary", DescribeDecision(d->root())}});
+    }
+    out["decisions"] = decisions;
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  for (size_t i = 0; i < labels.size(); ++i) {
+    std::cout << labels[i] << (outcome.unchanged[i] ? " unchanged" : " recorded") << " (sequence "
+              << outcome.sequences[i] << ")\n";
+  }
+  uint64_t seq = outcome.first_decision_sequence;
+  for (const std::string& bytes : outcome.decisions) {
+    auto d = schema::DecodeEvent(bytes);
+    if (d.ok()) std::cout << "  " << seq << "  " << DescribeDecision(d->root()) << "\n";
+    ++seq;
+  }
+}
+
+enum class FileKind { kApply, kSubmit, kImport };
+
+int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
+            const std::string& format) {
+  auto text = ReadAll(path);
+  if (!text.ok()) return Fail(text.status());
+  auto session = OpenSession(global, true);
+  if (!session.ok()) return Fail(session.status());
+  SubmitContext ctx;
+  ctx.name_seed = std::to_string((*session)->log->GetHead().sequence);
+  Result<std::vector<ParsedObject>> objects =
+      kind == FileKind::kApply    ? ParseApplyYaml(*text)
+      : kind == FileKind::kSubmit ? ParseSubmitYaml(*text, ctx)
+                                  : ParseImportYaml(*text, ctx);
+  if (!objects.ok()) return Fail(objects.status());
+  if (objects->empty()) return Fail(Status(Code::kInvalidArgument, path + " holds no objects"));
+  std::vector<std::string> inputs;
+  std::vector<std::string> labels;
+  for (const ParsedObject& o : *objects) {
+    labels.push_back(o.kind + " " + (o.ns.empty() ? "" : o.ns + "/") + o.name);
+    if (kind == FileKind::kApply) {
+      inputs.push_back(o.event);
+      continue;
+    }
+    // A workload is submitted (or imported) once: its name is its idempotency key.
+    auto decoded = schema::DecodeEvent(o.event);
+    if (!decoded.ok()) return Fail(decoded.status());
+    capnp::MallocMessageBuilder message;
+    message.setRoot(decoded->root());
+    message.getRoot<schema::Event>().setIdempotencyKey(
+        std::string(kind == FileKind::kSubmit ? "submit/" : "import/") + o.ns + "/" + o.name);
+    inputs.push_back(schema::EncodeEvent(message));
+  }
+  auto options = IntakeFrom(global, kind == FileKind::kApply ? "operator" : "submitter");
+  if (!options.ok()) return Fail(options.status());
+  auto outcome = (*session)->service->Record(inputs, *options);
+  if (!outcome.ok()) return Fail(outcome.status());
+  PrintOutcome(labels, *outcome, format);
+  return 0;
+}
+
+Result<std::pair<std::string, std::string>> SplitName(const std::string& ns_name) {
+  auto slash = ns_name.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == ns_name.size()) {
+    return Status(Code::kInvalidArgument,
+                  "workload '" + ns_name + "': expected NAMESPACE/NAME, e.g. default/job-sample");
+  }
+  return std::make_pair(ns_name.substr(0, slash), ns_name.substr(slash + 1));
+}
+
+int RunWorkloadInput(const GlobalOptions& global, const std::string& ns_name, bool finish,
+                     const std::string& message_text, const std::string& format) {
+  auto name = SplitName(ns_name);
+  if (!name.ok()) return Fail(name.status());
+  auto session = OpenSession(global, false);
+  if (!session.ok()) return Fail(session.status());
+  const auto& workloads = (*session)->service->engine().workloads();
+  auto it = workloads.find(ns_name);
+  if (it == workloads.end()) {
+    return Fail(Status(Code::kNotFound, "no workload " + ns_name + " in the ledger"));
+  }
+  capnp::MallocMessageBuilder message;
+  auto event = message.initRoot<schema::Event>();
+  auto make_ref = [&]() {
+    if (finish) {
+      auto f = event.initBody().initWorkloadFinished();
+      f.setMessage(message_text);
+      return f.initWorkload();
+    }
+    return event.initBody().initWorkloadDeleted().initWorkload();
+  };
+  schema::WorkloadRef::Builder ref = make_ref();
+  ref.setNamespace(name->first);
+  ref.setName(name->second);
+  ref.setUid(it->second.uid);
+  // Once per workload incarnation: a retried command is a no-op.
+  event.setIdempotencyKey(std::string(finish ? "finish/" : "delete/") + it->second.uid);
+  auto options = IntakeFrom(global, "runtime");
+  if (!options.ok()) return Fail(options.status());
+  auto outcome = (*session)->service->Record({schema::EncodeEvent(message)}, *options);
+  if (!outcome.ok()) return Fail(outcome.status());
+  PrintOutcome({std::string(finish ? "finish " : "delete ") + ns_name}, *outcome, format);
+  return 0;
+}
+
+int RunGet(const GlobalOptions& global, const std::string& what, const std::string& format) {
+  auto session = OpenSession(global, false);
+  if (!session.ok()) return Fail(session.status());
+  const projections::Engine& engine = (*session)->service->engine();
+  Json items;
+  std::string table;
+  if (what == "workloads" || what == "workload" || what == "wl") {
+    items = WorkloadsJson(engine);
+    if (format == "table") table = WorkloadsTable(engine);
+  } else if (what == "clusterqueues" || what == "clusterqueue" || what == "cq") {
+    items = ClusterQueuesJson(engine);
+    if (format == "table") table = ClusterQueuesTable(engine);
+  } else if (what == "localqueues" || what == "localqueue" || what == "lq") {
+    items = LocalQueuesJson(engine);
+    if (format == "table") table = LocalQueuesTable(engine);
+  } else {
+    items = CohortsJson(engine);
+    if (format == "table") table = CohortsTable(engine);
+  }
+  if (format == "json") {
+    std::cout << ListOf(items).dump(2) << "\n";
+  } else if (format == "yaml") {
+    std::cout << ToYaml(ListOf(items));
+  } else {
+    std::cout << table;
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace admission::ops
 
@@ -252,6 +437,40 @@ int main(int argc, char** argv) {
   dev_append->add_option("--json", json_args, "one event as JSON (repeatable)");
   dev_append->add_option("-f,--file", json_file, "file of JSON events, one per line ('-': stdin)");
 
+  std::string file_path, out_format = "text";
+  auto* apply_cmd = app.add_subcommand(
+      "apply", "record Kueue definitions (ResourceFlavor, Cohort, ClusterQueue, LocalQueue, "
+               "AdmissionCheck, WorkloadPriorityClass; v1beta1 or v1beta2 YAML). Identical "
+               "objects are no-ops; a changed ClusterQueue is a new quota version");
+  auto* submit_cmd = app.add_subcommand(
+      "submit", "submit Workloads and batch/v1 Jobs (label kueue.x-k8s.io/queue-name) as one "
+                "atomic batch; prints the decisions they caused");
+  auto* import_cmd = app.add_subcommand(
+      "import", "adopt Workloads that carry status.admission (kubectl get workloads -o yaml) as "
+                "admitted");
+  for (auto* cmd : {apply_cmd, submit_cmd, import_cmd}) {
+    cmd->add_option("-f,--filename", file_path, "YAML file ('-': stdin)")->required();
+    cmd->add_option("-o,--output", out_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  }
+  std::string workload_name, finish_message;
+  auto* finish_cmd = app.add_subcommand("finish", "record that a workload finished; frees its quota");
+  finish_cmd->add_option("workload", workload_name, "NAMESPACE/NAME")->required();
+  finish_cmd->add_option("--message", finish_message, "why or how it finished");
+  finish_cmd->add_option("-o,--output", out_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  auto* delete_cmd = app.add_subcommand("delete", "record that a workload was deleted; frees its quota");
+  delete_cmd->add_option("workload", workload_name, "NAMESPACE/NAME")->required();
+  delete_cmd->add_option("-o,--output", out_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  std::string get_what, get_format = "table";
+  auto* get_cmd = app.add_subcommand(
+      "get", "show the current state as Kueue-shaped objects: workloads, clusterqueues, "
+             "localqueues or cohorts");
+  get_cmd->add_option("kind", get_what, "workloads|clusterqueues|localqueues|cohorts")
+      ->required()
+      ->check(CLI::IsMember({"workloads", "workload", "wl", "clusterqueues", "clusterqueue", "cq",
+                             "localqueues", "localqueue", "lq", "cohorts", "cohort"}));
+  get_cmd->add_option("-o,--output", get_format, "table (default), json or yaml")
+      ->check(CLI::IsMember({"table", "json", "yaml"}));
+
   CLI11_PARSE(app, argc, argv);
 
   auto logger = spdlog::stderr_color_mt("admitctl");
@@ -261,6 +480,12 @@ int main(int argc, char** argv) {
   if (*log_cmd) return RunLog(global, from, limit, log_format);
   if (*verify_cmd) return RunVerify(global, verify_format);
   if (*dev_append) return RunDevAppend(global, json_args, json_file);
+  if (*apply_cmd) return RunFile(global, FileKind::kApply, file_path, out_format);
+  if (*submit_cmd) return RunFile(global, FileKind::kSubmit, file_path, out_format);
+  if (*import_cmd) return RunFile(global, FileKind::kImport, file_path, out_format);
+  if (*finish_cmd) return RunWorkloadInput(global, workload_name, true, finish_message, out_format);
+  if (*delete_cmd) return RunWorkloadInput(global, workload_name, false, "", out_format);
+  if (*get_cmd) return RunGet(global, get_what, get_format);
   std::cerr << app.help();
   return 2;
 }

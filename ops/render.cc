@@ -1,0 +1,401 @@
+#include "ops/render.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "ops/quantity.h"
+#include "ops/time_format.h"
+
+namespace admission::ops {
+
+namespace {
+
+using projections::Engine;
+using projections::Phase;
+using projections::WorkloadState;
+
+Json Condition(const projections::Condition& c) {
+  Json j;
+  j["type"] = c.type;
+  j["status"] = c.status ? "True" : "False";
+  j["reason"] = c.reason;
+  j["message"] = c.message;
+  j["lastTransitionTime"] = FormatRfc3339(c.last_transition_ns);
+  return j;
+}
+
+// Kueue's condition order for a workload.
+const char* const kConditionOrder[] = {"QuotaReserved", "Admitted", "Evicted", "Preempted",
+                                       "Requeued", "Finished"};
+
+Json FlavorsUsage(const Engine& engine, const std::string& cq_name, bool with_borrowed) {
+  Json out = Json::array();
+  const auto& cq = engine.cluster_queues().at(cq_name);
+  if (!cq.spec) return out;
+  const int node = engine.tree().FindClusterQueue(cq_name);
+  for (const auto& group : cq.spec->resource_groups) {
+    for (const auto& fq : group.flavors) {
+      Json flavor;
+      flavor["name"] = engine.flavor_names().Name(fq.flavor);
+      Json resources = Json::array();
+      for (int r : group.covered) {
+        const std::string& rname = engine.resource_names().Name(r);
+        const projections::Fr fr = projections::MakeFr(fq.flavor, r);
+        auto u = cq.usage.find(fr);
+        const int64_t total = u == cq.usage.end() ? 0 : u->second;
+        Json res;
+        res["name"] = rname;
+        res["total"] = FormatQuantityMilli(total, rname);
+        if (with_borrowed) {
+          const int64_t borrowed = node < 0 ? 0 : engine.tree().Borrowed(node, fr);
+          res["borrowed"] = FormatQuantityMilli(borrowed, rname);
+        }
+        resources.push_back(res);
+      }
+      flavor["resources"] = resources;
+      out.push_back(flavor);
+    }
+  }
+  return out;
+}
+
+
+YAML::Node JsonToYaml(const Json& j) {
+  YAML::Node n;
+  switch (j.type()) {
+    case Json::value_t::object:
+      n = YAML::Node(YAML::NodeType::Map);
+      for (auto it = j.begin(); it != j.end(); ++it) n[it.key()] = JsonToYaml(it.value());
+      return n;
+    case Json::value_t::array:
+      n = YAML::Node(YAML::NodeType::Sequence);
+      for (const auto& v : j) n.push_back(JsonToYaml(v));
+      return n;
+    case Json::value_t::string: return YAML::Node(j.get<std::string>());
+    case Json::value_t::boolean: return YAML::Node(j.get<bool>());
+    case Json::value_t::number_integer: return YAML::Node(j.get<int64_t>());
+    case Json::value_t::number_unsigned: return YAML::Node(j.get<uint64_t>());
+    case Json::value_t::null: return YAML::Node(YAML::NodeType::Null);
+    default: return YAML::Node(j.dump());
+  }
+}
+
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::ostringstream out;
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      out << row[i];
+      if (i + 1 < row.size()) out << std::string(widths[i] - row[i].size() + 3, ' ');
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string FlavorSummary(const Engine& engine, const WorkloadState& wl) {
+  std::string out;
+  for (const auto& psa : wl.admission.pod_sets) {
+    std::vector<std::string> flavors;
+    for (const auto& [r, f] : psa.flavors) flavors.push_back(engine.flavor_names().Name(f));
+    std::sort(flavors.begin(), flavors.end());
+    flavors.erase(std::unique(flavors.begin(), flavors.end()), flavors.end());
+    std::string joined;
+    for (const auto& f : flavors) joined += (joined.empty() ? "" : ",") + f;
+    out += (out.empty() ? "" : " ") + psa.name + "=" + joined + "x" + std::to_string(psa.count);
+  }
+  return out;
+}
+
+}  // namespace
+
+Json WorkloadsJson(const Engine& engine) {
+  Json items = Json::array();
+  for (const auto& [key, wl] : engine.workloads()) {
+    Json w;
+    w["apiVersion"] = "kueue.x-k8s.io/v1beta2";
+    w["kind"] = "Workload";
+    w["metadata"] = {{"name", wl.name},
+                     {"namespace", wl.ns},
+                     {"uid", wl.uid},
+                     {"creationTimestamp", FormatRfc3339(wl.creation_ns)}};
+    Json pod_sets = Json::array();
+    for (const auto& ps : wl.pod_sets) {
+      Json p{{"name", ps.name}, {"count", ps.count}};
+      if (ps.min_count > 0) p["minCount"] = ps.min_count;
+      Json requests = Json::object();
+      for (const auto& [r, v] : ps.requests) {
+        const std::string& rn = engine.resource_names().Name(r);
+        requests[rn] = FormatQuantityMilli(v, rn);
+      }
+      p["requests"] = requests;
+      pod_sets.push_back(p);
+    }
+    w["spec"] = {{"queueName", wl.queue_name}, {"priority", wl.priority}, {"podSets", pod_sets}};
+    if (!wl.priority_class.empty()) w["spec"]["priorityClassName"] = wl.priority_class;
+    Json status;
+    Json conditions = Json::array();
+    for (const char* type : kConditionOrder) {
+      auto it = wl.conditions.find(type);
+      if (it != wl.conditions.end() && !it->second.reason.empty()) {
+        conditions.push_back(Condition(it->second));
+      }
+    }
+    status["conditions"] = conditions;
+    if (wl.phase == Phase::kAdmitted || wl.phase == Phase::kEvicting) {
+      Json psas = Json::array();
+      for (const auto& psa : wl.admission.pod_sets) {
+        Json flavors = Json::object(), usage = Json::object();
+        for (const auto& [r, f] : psa.flavors) {
+          flavors[engine.resource_names().Name(r)] = engine.flavor_names().Name(f);
+        }
+        for (const auto& [r, v] : psa.usage) {
+          const std::string& rn = engine.resource_names().Name(r);
+          usage[rn] = FormatQuantityMilli(v, rn);
+        }
+        psas.push_back({{"name", psa.name},
+                        {"flavors", flavors},
+                        {"resourceUsage", usage},
+                        {"count", psa.count}});
+      }
+      status["admission"] = {{"clusterQueue", wl.cluster_queue}, {"podSetAssignments", psas}};
+      status["admissionGeneration"] = wl.generation;
+      status["quotaVersion"] = wl.quota_version;
+    }
+    status["phase"] = projections::PhaseName(wl.phase);
+    if (wl.phase == Phase::kPending && !wl.pending_reason.empty()) {
+      status["pendingReason"] = {{"reason", wl.pending_reason}, {"message", wl.pending_message}};
+    }
+    if (wl.requeue_count > 0) status["requeueState"] = {{"count", wl.requeue_count}};
+    w["status"] = status;
+    items.push_back(w);
+  }
+  return items;
+}
+
+Json ClusterQueuesJson(const Engine& engine) {
+  Json items = Json::array();
+  for (const auto& [name, cq] : engine.cluster_queues()) {
+    if (!cq.spec) continue;
+    Json c;
+    c["apiVersion"] = "kueue.x-k8s.io/v1beta2";
+    c["kind"] = "ClusterQueue";
+    c["metadata"] = {{"name", name}};
+    c["spec"] = {{"cohortName", cq.spec->cohort},
+                 {"queueingStrategy", cq.spec->queueing == projections::QueueingStrategy::kStrictFifo
+                                          ? "StrictFIFO"
+                                          : "BestEffortFIFO"}};
+    size_t admitted = 0;
+    for (const auto& key : cq.admitted) {
+      if (engine.workloads().at(key).phase == Phase::kAdmitted) ++admitted;
+    }
+    Json status;
+    status["flavorsReservation"] = FlavorsUsage(engine, name, true);
+    status["flavorsUsage"] = FlavorsUsage(engine, name, true);
+    status["pendingWorkloads"] = cq.pending;
+    status["reservingWorkloads"] = cq.admitted.size();
+    status["admittedWorkloads"] = admitted;
+    status["quotaVersion"] = cq.spec->version;
+    status["conditions"] = Json::array(
+        {{{"type", "Active"},
+          {"status", cq.inactive_reason.empty() ? "True" : "False"},
+          {"reason", cq.inactive_reason.empty() ? "Ready" : "Inactive"},
+          {"message", cq.inactive_reason.empty() ? "Can admit new workloads" : cq.inactive_reason}}});
+    c["status"] = status;
+    items.push_back(c);
+  }
+  return items;
+}
+
+Json LocalQueuesJson(const Engine& engine) {
+  Json items = Json::array();
+  for (const auto& [key, lq] : engine.local_queues()) {
+    size_t pending = 0, reserving = 0;
+    for (const auto& [wkey, wl] : engine.workloads()) {
+      if (wl.ns != lq.ns || wl.queue_name != lq.name) continue;
+      if (wl.phase == Phase::kPending) ++pending;
+      if (wl.phase == Phase::kAdmitted || wl.phase == Phase::kEvicting) ++reserving;
+    }
+    Json l;
+    l["apiVersion"] = "kueue.x-k8s.io/v1beta2";
+    l["kind"] = "LocalQueue";
+    l["metadata"] = {{"name", lq.name}, {"namespace", lq.ns}};
+    l["spec"] = {{"clusterQueue", lq.cluster_queue}};
+    l["status"] = {{"pendingWorkloads", pending},
+                   {"reservingWorkloads", reserving},
+                   {"admittedWorkloads", reserving}};
+    items.push_back(l);
+  }
+  return items;
+}
+
+Json CohortsJson(const Engine& engine) {
+  Json items = Json::array();
+  const auto& tree = engine.tree();
+  for (size_t id = 0; id < tree.size(); ++id) {
+    const auto& node = tree.node(static_cast<int>(id));
+    if (node.is_cluster_queue) continue;
+    Json c;
+    c["apiVersion"] = "kueue.x-k8s.io/v1beta2";
+    c["kind"] = "Cohort";
+    c["metadata"] = {{"name", node.name}};
+    c["spec"] = {{"parentName", node.parent >= 0 ? tree.node(node.parent).name : ""}};
+    Json members = Json::array();
+    for (int child : node.children) members.push_back(tree.node(child).name);
+    Json resources = Json::array();
+    for (const auto& [fr, quota] : node.subtree) {
+      const std::string& rn = engine.resource_names().Name(projections::FrResource(fr));
+      auto u = node.usage.find(fr);
+      resources.push_back(
+          {{"flavor", engine.flavor_names().Name(projections::FrFlavor(fr))},
+           {"resource", rn},
+           {"subtreeQuota", FormatQuantityMilli(quota, rn)},
+           {"usage", FormatQuantityMilli(u == node.usage.end() ? 0 : u->second, rn)}});
+    }
+    c["status"] = {{"members", members}, {"resources", resources}};
+    items.push_back(c);
+  }
+  return items;
+}
+
+Json ListOf(const Json& items) {
+  return Json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", items}};
+}
+
+std::string ToYaml(const Json& value) {
+  YAML::Emitter out;
+  out << JsonToYaml(value);
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string WorkloadsTable(const Engine& engine) {
+  std::vector<std::vector<std::string>> rows{
+      {"NAMESPACE", "NAME", "QUEUE", "PRIORITY", "STATE", "CLUSTERQUEUE", "ADMISSION", "REASON"}};
+  for (const auto& [key, wl] : engine.workloads()) {
+    std::string reason = wl.phase == Phase::kPending ? wl.pending_reason : "";
+    if (wl.phase == Phase::kRejected) {
+      auto it = wl.conditions.find("QuotaReserved");
+      if (it != wl.conditions.end()) reason = it->second.message;
+    }
+    rows.push_back({wl.ns, wl.name, wl.queue_name, std::to_string(wl.priority),
+                    projections::PhaseName(wl.phase), wl.cluster_queue,
+                    FlavorSummary(engine, wl), reason});
+  }
+  return Table(rows);
+}
+
+std::string ClusterQueuesTable(const Engine& engine) {
+  std::vector<std::vector<std::string>> rows{
+      {"NAME", "COHORT", "STRATEGY", "PENDING", "RESERVING", "USAGE", "ACTIVE"}};
+  for (const auto& [name, cq] : engine.cluster_queues()) {
+    if (!cq.spec) continue;
+    std::string usage;
+    for (const auto& [fr, amount] : cq.usage) {
+      const std::string& rn = engine.resource_names().Name(projections::FrResource(fr));
+      usage += (usage.empty() ? "" : " ") + engine.flavor_names().Name(projections::FrFlavor(fr)) +
+               "/" + rn + "=" + FormatQuantityMilli(amount, rn);
+    }
+    rows.push_back({name, cq.spec->cohort,
+                    cq.spec->queueing == projections::QueueingStrategy::kStrictFifo ? "StrictFIFO"
+                                                                                    : "BestEffortFIFO",
+                    std::to_string(cq.pending), std::to_string(cq.admitted.size()), usage,
+                    cq.inactive_reason.empty() ? "True" : "False"});
+  }
+  return Table(rows);
+}
+
+std::string LocalQueuesTable(const Engine& engine) {
+  std::vector<std::vector<std::string>> rows{{"NAMESPACE", "NAME", "CLUSTERQUEUE", "PENDING", "ADMITTED"}};
+  Json items = LocalQueuesJson(engine);
+  for (const auto& l : items) {
+    rows.push_back({l["metadata"]["namespace"], l["metadata"]["name"], l["spec"]["clusterQueue"],
+                    std::to_string(l["status"]["pendingWorkloads"].get<size_t>()),
+                    std::to_string(l["status"]["admittedWorkloads"].get<size_t>())});
+  }
+  return Table(rows);
+}
+
+std::string CohortsTable(const Engine& engine) {
+  std::vector<std::vector<std::string>> rows{{"NAME", "PARENT", "MEMBERS", "QUOTA / USAGE"}};
+  for (const auto& c : CohortsJson(engine)) {
+    std::string members, resources;
+    for (const auto& m : c["status"]["members"]) members += (members.empty() ? "" : ",") + m.get<std::string>();
+    for (const auto& r : c["status"]["resources"]) {
+      resources += (resources.empty() ? "" : " ") + r["flavor"].get<std::string>() + "/" +
+                   r["resource"].get<std::string>() + "=" + r["usage"].get<std::string>() + "/" +
+                   r["subtreeQuota"].get<std::string>();
+    }
+    rows.push_back({c["metadata"]["name"], c["spec"]["parentName"], members, resources});
+  }
+  return Table(rows);
+}
+
+std::string DescribeDecision(schema::Event::Reader event) {
+  auto body = event.getBody();
+  auto name = [](schema::WorkloadRef::Reader r) {
+    return std::string(r.getNamespace().cStr()) + "/" + r.getName().cStr();
+  };
+  std::ostringstream out;
+  switch (body.which()) {
+    case schema::Event::Body::QUOTA_RESERVED: {
+      auto d = body.getQuotaReserved();
+      out << "quota reserved for " << name(d.getWorkload()) << " in ClusterQueue "
+          << d.getAdmission().getClusterQueue().cStr() << ":";
+      for (auto psa : d.getAdmission().getPodSetAssignments()) {
+        out << " " << psa.getName().cStr() << " x" << psa.getCount() << " [";
+        bool first = true;
+        for (auto f : psa.getFlavors()) {
+          out << (first ? "" : ", ") << f.getResource().cStr() << "=" << f.getFlavor().cStr();
+          first = false;
+        }
+        out << "]";
+      }
+      if (d.getBorrowing()) out << " (borrowing from the cohort)";
+      out << " quota version " << d.getQuotaVersion();
+      break;
+    }
+    case schema::Event::Body::ADMITTED:
+      out << "admitted " << name(body.getAdmitted().getWorkload()) << ", fencing token "
+          << body.getAdmitted().getFencingToken().cStr();
+      break;
+    case schema::Event::Body::PENDING_REASON_CHANGED: {
+      auto d = body.getPendingReasonChanged();
+      out << "pending " << name(d.getWorkload()) << ": " << d.getReason().cStr() << ": "
+          << d.getMessage().cStr();
+      break;
+    }
+    case schema::Event::Body::EVICTION_STARTED:
+      out << "evicting " << name(body.getEvictionStarted().getWorkload()) << ": "
+          << body.getEvictionStarted().getReason().cStr() << ": "
+          << body.getEvictionStarted().getMessage().cStr();
+      break;
+    case schema::Event::Body::PREEMPTED:
+      out << "preempted " << name(body.getPreempted().getWorkload()) << " for "
+          << name(body.getPreempted().getPreemptor()) << " ("
+          << body.getPreempted().getReason().cStr() << ")";
+      break;
+    case schema::Event::Body::QUOTA_RELEASED:
+      out << "quota released by " << name(body.getQuotaReleased().getWorkload()) << " ("
+          << body.getQuotaReleased().getReason().cStr() << ")";
+      break;
+    case schema::Event::Body::REQUEUED:
+      out << "requeued " << name(body.getRequeued().getWorkload()) << " (attempt "
+          << body.getRequeued().getAttempt() << ")";
+      break;
+    case schema::Event::Body::REJECTED:
+      out << "rejected " << name(body.getRejected().getWorkload()) << ": "
+          << body.getRejected().getReason().cStr() << ": " << body.getRejected().getMessage().cStr();
+      break;
+    default:
+      out << "decision";
+  }
+  return out.str();
+}
+
+}  // namespace admission::ops

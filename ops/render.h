@@ -1,0 +1,34 @@
+#pragma once
+// Read models rendered as Kueue-shaped objects (JSON, YAML, tables), and decisions described
+// in one line for people.
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "projections/engine.h"
+#include "schema/events.capnp.h"
+
+namespace admission::ops {
+
+using Json = nlohmann::ordered_json;
+
+Json WorkloadsJson(const projections::Engine& engine);
+Json ClusterQueuesJson(const projections::Engine& engine);
+Json LocalQueuesJson(const projections::Engine& engine);
+Json CohortsJson(const projections::Engine& engine);
+
+// `kind: List` with the items, as `kubectl get -o json` prints it.
+Json ListOf(const Json& items);
+std::string ToYaml(const Json& value);
+
+// Fixed-width tables for people.
+std::string WorkloadsTable(const projections::Engine& engine);
+std::string ClusterQueuesTable(const projections::Engine& engine);
+std::string LocalQueuesTable(const projections::Engine& engine);
+std::string CohortsTable(const projections::Engine& engine);
+
+// "admitted team-a/train-1 in ClusterQueue gpu-a: main[nvidia.com/gpu=h100] x4 (borrowing)".
+std::string DescribeDecision(schema::Event::Reader event);
+
+}  // namespace admission::ops

@@ -1,0 +1,351 @@
+// Scenario tests: Kueue YAML in, expected workload and queue states out. Each file in
+// tests/scenarios/*.yaml is one test; see tests/scenarios/README.md for the format.
+//
+// Every scenario runs through the real intake path (Service: stamping, idempotency, decider,
+// atomic append) on an in-memory ledger, then is replayed from that ledger into a fresh
+// decider, which must reach the same state (a restart changes nothing).
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <capnp/message.h>
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include "ledger/memory_log.h"
+#include "ledger/verify.h"
+#include "ops/kueue_yaml.h"
+#include "ops/quantity.h"
+#include "ops/render.h"
+#include "ops/service.h"
+#include "ops/time_format.h"
+#include "schema/event_codec.h"
+
+namespace admission::testing {
+namespace {
+
+class FixedClock final : public ops::Clock {
+ public:
+  int64_t NowNs() override { return now_ns; }
+  int64_t now_ns = 0;
+};
+
+
+std::vector<std::string> ScenarioFiles() {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(SCENARIO_DIR)) {
+    if (entry.path().extension() == ".yaml") files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string TestName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = std::filesystem::path(info.param).stem().string();
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+}
+
+class Scenario : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto service = ops::Service::Open(log_, clock_);
+    ASSERT_TRUE(service.ok()) << service.status().ToString();
+    service_ = std::move(*service);
+  }
+
+  // Records the inputs of one step; returns the decisions' one-line descriptions.
+  std::vector<std::string> Record(const std::vector<std::string>& inputs, const std::string& actor) {
+    ops::IntakeOptions options;
+    options.at_ns = clock_.now_ns;
+    options.actor = actor;
+    auto outcome = service_->Record(inputs, options);
+    EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
+    std::vector<std::string> described;
+    if (!outcome.ok()) return described;
+    for (const std::string& bytes : outcome->decisions) {
+      auto d = schema::DecodeEvent(bytes);
+      described.push_back(schema::BodyName(d->root()) + " " + ops::DescribeDecision(d->root()));
+    }
+    return described;
+  }
+
+  // The compact `workloads:` form becomes Kueue Workload YAML, parsed by the real parser.
+  static std::string WorkloadYaml(const YAML::Node& list) {
+    YAML::Emitter out;
+    for (const auto& w : list) {
+      const std::string key = w["name"].as<std::string>();
+      const auto slash = key.find('/');
+      YAML::Node doc;
+      doc["apiVersion"] = "kueue.x-k8s.io/v1beta2";
+      doc["kind"] = "Workload";
+      doc["metadata"]["namespace"] = key.substr(0, slash);
+      doc["metadata"]["name"] = key.substr(slash + 1);
+      doc["spec"]["queueName"] = w["queue"] ? w["queue"].as<std::string>() : "lq";
+      if (w["priority"]) doc["spec"]["priority"] = w["priority"].as<int>();
+      if (w["priorityClassName"]) {
+        doc["spec"]["priorityClassRef"]["group"] = "kueue.x-k8s.io";
+        doc["spec"]["priorityClassRef"]["kind"] = "WorkloadPriorityClass";
+        doc["spec"]["priorityClassRef"]["name"] = w["priorityClassName"].as<std::string>();
+      }
+      YAML::Node pod_sets = w["podSets"] ? w["podSets"] : YAML::Node(YAML::NodeType::Sequence);
+      if (!w["podSets"]) {
+        YAML::Node main;
+        main["name"] = "main";
+        main["count"] = w["count"] ? w["count"].as<int>() : 1;
+        if (w["minCount"]) main["minCount"] = w["minCount"];
+        main["requests"] = w["requests"];
+        if (w["nodeSelector"]) main["nodeSelector"] = w["nodeSelector"];
+        if (w["tolerations"]) main["tolerations"] = w["tolerations"];
+        pod_sets.push_back(main);
+      }
+      YAML::Node out_sets(YAML::NodeType::Sequence);
+      for (const auto& ps : pod_sets) {
+        YAML::Node p;
+        p["name"] = ps["name"] ? ps["name"].as<std::string>() : "main";
+        p["count"] = ps["count"] ? ps["count"].as<int>() : 1;
+        if (ps["minCount"]) p["minCount"] = ps["minCount"].as<int>();
+        YAML::Node container;
+        container["name"] = "c";
+        container["image"] = "busybox";
+        container["resources"]["requests"] = ps["requests"];
+        p["template"]["spec"]["containers"].push_back(container);
+        if (ps["nodeSelector"]) p["template"]["spec"]["nodeSelector"] = ps["nodeSelector"];
+        if (ps["tolerations"]) p["template"]["spec"]["tolerations"] = ps["tolerations"];
+        out_sets.push_back(p);
+      }
+      doc["spec"]["podSets"] = out_sets;
+      out << YAML::BeginDoc << doc;
+    }
+    return out.c_str();
+  }
+
+  std::vector<std::string> RunStep(const YAML::Node& step, size_t index) {
+    if (step["at"]) {
+      auto at = ops::ParseRfc3339(step["at"].as<std::string>());
+      EXPECT_TRUE(at.ok()) << "step " << index << ": " << at.status().ToString();
+      clock_.now_ns = *at;
+    } else {
+      clock_.now_ns += 1'000'000'000;  // one second per step unless told
+    }
+    std::vector<std::string> decisions;
+    auto add = [&](std::vector<std::string> d) { decisions.insert(decisions.end(), d.begin(), d.end()); };
+    if (step["apply"]) {
+      auto objects = ops::ParseApplyYaml(step["apply"].as<std::string>());
+      EXPECT_TRUE(objects.ok()) << "step " << index << ": " << objects.status().ToString();
+      if (objects.ok()) {
+        std::vector<std::string> inputs;
+        for (const auto& o : *objects) inputs.push_back(o.event);
+        add(Record(inputs, "operator"));
+      }
+    }
+    for (const char* verb : {"submit", "import", "workloads"}) {
+      if (!step[verb]) continue;
+      const bool compact = std::string(verb) == "workloads";
+      const std::string text = compact ? WorkloadYaml(step[verb]) : step[verb].as<std::string>();
+      if (compact) verb = "submit";
+      ops::SubmitContext ctx;
+      ctx.name_seed = std::to_string(log_.GetHead().sequence);
+      auto objects = std::string(verb) == "submit" ? ops::ParseSubmitYaml(text, ctx)
+                                                   : ops::ParseImportYaml(text, ctx);
+      EXPECT_TRUE(objects.ok()) << "step " << index << ": " << objects.status().ToString();
+      if (!objects.ok()) continue;
+      std::vector<std::string> inputs;
+      for (const auto& o : *objects) {
+        auto decoded = schema::DecodeEvent(o.event);
+        capnp::MallocMessageBuilder message;
+        message.setRoot(decoded->root());
+        message.getRoot<schema::Event>().setIdempotencyKey(std::string(verb) + "/" + o.ns + "/" + o.name);
+        inputs.push_back(schema::EncodeEvent(message));
+      }
+      add(Record(inputs, "submitter"));
+    }
+    for (const char* verb : {"finish", "delete"}) {
+      if (!step[verb]) continue;
+      std::vector<std::string> names;
+      if (step[verb].IsSequence()) {
+        for (const auto& n : step[verb]) names.push_back(n.as<std::string>());
+      } else {
+        names.push_back(step[verb].as<std::string>());
+      }
+      std::vector<std::string> inputs;
+      for (const std::string& key : names) {
+        auto it = service_->engine().workloads().find(key);
+        EXPECT_NE(it, service_->engine().workloads().end()) << "step " << index << ": no " << key;
+        if (it == service_->engine().workloads().end()) continue;
+        capnp::MallocMessageBuilder message;
+        auto event = message.initRoot<schema::Event>();
+        auto ref = std::string(verb) == "finish"
+                       ? event.initBody().initWorkloadFinished().initWorkload()
+                       : event.initBody().initWorkloadDeleted().initWorkload();
+        ref.setNamespace(it->second.ns);
+        ref.setName(it->second.name);
+        ref.setUid(it->second.uid);
+        inputs.push_back(schema::EncodeEvent(message));
+      }
+      if (!inputs.empty()) add(Record(inputs, "runtime"));
+    }
+    return decisions;
+  }
+
+  void CheckWorkload(const std::string& key, const YAML::Node& want, const std::string& where) {
+    const auto& workloads = service_->engine().workloads();
+    auto it = workloads.find(key);
+    ASSERT_NE(it, workloads.end()) << where << ": no workload " << key;
+    const projections::WorkloadState& wl = it->second;
+    const auto& engine = service_->engine();
+    const std::string ctx = where + ": " + key;
+    if (want["phase"]) {
+      EXPECT_EQ(projections::PhaseName(wl.phase), want["phase"].as<std::string>())
+          << ctx << " (pending reason: " << wl.pending_reason << ": " << wl.pending_message << ")";
+    }
+    if (want["clusterQueue"]) {
+      EXPECT_EQ(wl.cluster_queue, want["clusterQueue"].as<std::string>()) << ctx;
+    }
+    if (want["reason"]) {
+      EXPECT_EQ(wl.pending_reason, want["reason"].as<std::string>()) << ctx << ": " << wl.pending_message;
+    }
+    if (want["message"]) {
+      std::string text = wl.pending_message;
+      for (const auto& [type, c] : wl.conditions) text += " | " + c.message;
+      EXPECT_NE(text.find(want["message"].as<std::string>()), std::string::npos)
+          << ctx << ": message '" << want["message"].as<std::string>() << "' not in: " << text;
+    }
+    if (want["flavors"]) {
+      for (const auto& ps : want["flavors"]) {
+        const std::string ps_name = ps.first.as<std::string>();
+        const projections::PodSetAssignment* psa = nullptr;
+        for (const auto& a : wl.admission.pod_sets) {
+          if (a.name == ps_name) psa = &a;
+        }
+        ASSERT_NE(psa, nullptr) << ctx << ": no assignment for podSet " << ps_name;
+        for (const auto& rf : ps.second) {
+          auto rid = engine.resource_names().Find(rf.first.as<std::string>());
+          ASSERT_TRUE(rid.has_value()) << ctx;
+          auto f = psa->flavors.find(*rid);
+          ASSERT_NE(f, psa->flavors.end()) << ctx << ": " << rf.first.as<std::string>() << " unassigned";
+          EXPECT_EQ(engine.flavor_names().Name(f->second), rf.second.as<std::string>())
+              << ctx << " podSet " << ps_name << " resource " << rf.first.as<std::string>();
+        }
+      }
+    }
+    if (want["counts"]) {
+      for (const auto& ps : want["counts"]) {
+        bool found = false;
+        for (const auto& a : wl.admission.pod_sets) {
+          if (a.name == ps.first.as<std::string>()) {
+            found = true;
+            EXPECT_EQ(a.count, ps.second.as<int>()) << ctx << " podSet " << a.name;
+          }
+        }
+        EXPECT_TRUE(found) << ctx << ": no podSet " << ps.first.as<std::string>();
+      }
+    }
+    if (want["preempted"]) {
+      auto c = wl.conditions.find("Preempted");
+      const bool preempted = c != wl.conditions.end() && c->second.status;
+      EXPECT_EQ(preempted, want["preempted"].as<bool>()) << ctx;
+    }
+    if (want["preemptedReason"]) {
+      auto c = wl.conditions.find("Preempted");
+      ASSERT_NE(c, wl.conditions.end()) << ctx;
+      EXPECT_EQ(c->second.reason, want["preemptedReason"].as<std::string>()) << ctx;
+    }
+    if (want["requeues"]) {
+      EXPECT_EQ(wl.requeue_count, want["requeues"].as<uint32_t>()) << ctx;
+    }
+  }
+
+  void CheckClusterQueue(const std::string& name, const YAML::Node& want, const std::string& where) {
+    const auto& engine = service_->engine();
+    auto it = engine.cluster_queues().find(name);
+    ASSERT_NE(it, engine.cluster_queues().end()) << where << ": no ClusterQueue " << name;
+    const std::string ctx = where + ": ClusterQueue " + name;
+    if (want["pending"]) {
+      EXPECT_EQ(it->second.pending, want["pending"].as<size_t>()) << ctx;
+    }
+    if (want["reserving"]) {
+      EXPECT_EQ(it->second.admitted.size(), want["reserving"].as<size_t>()) << ctx;
+    }
+    if (want["usage"]) {
+      for (const auto& u : want["usage"]) {
+        const std::string fr = u.first.as<std::string>();  // flavor/resource
+        const auto slash = fr.find('/');
+        auto f = engine.flavor_names().Find(fr.substr(0, slash));
+        auto r = engine.resource_names().Find(fr.substr(slash + 1));
+        int64_t actual = 0;
+        if (f && r) {
+          auto v = it->second.usage.find(projections::MakeFr(*f, *r));
+          if (v != it->second.usage.end()) actual = v->second;
+        }
+        auto expected = ops::ParseQuantityMilli(u.second.as<std::string>());
+        ASSERT_TRUE(expected.ok()) << ctx;
+        EXPECT_EQ(actual, *expected) << ctx << " usage of " << fr;
+      }
+    }
+    if (want["active"]) {
+      EXPECT_EQ(it->second.inactive_reason.empty(), want["active"].as<bool>())
+          << ctx << ": " << it->second.inactive_reason;
+    }
+  }
+
+  void CheckExpect(const YAML::Node& expect, const std::vector<std::string>& decisions,
+                   const std::string& where) {
+    if (expect["workloads"]) {
+      for (const auto& w : expect["workloads"]) CheckWorkload(w.first.as<std::string>(), w.second, where);
+    }
+    if (expect["clusterQueues"]) {
+      for (const auto& c : expect["clusterQueues"]) {
+        CheckClusterQueue(c.first.as<std::string>(), c.second, where);
+      }
+    }
+    if (expect["decisions"]) {
+      std::string all;
+      for (const auto& d : decisions) all += d + "\n";
+      for (const auto& want : expect["decisions"]) {
+        EXPECT_NE(all.find(want.as<std::string>()), std::string::npos)
+            << where << ": decision '" << want.as<std::string>() << "' not among:\n" << all;
+      }
+    }
+    if (expect["noDecisions"] && expect["noDecisions"].as<bool>()) {
+      EXPECT_TRUE(decisions.empty()) << where << ": unexpected decisions";
+    }
+  }
+
+  ledger::MemoryLog log_;
+  FixedClock clock_;
+  std::unique_ptr<ops::Service> service_;
+};
+
+TEST_P(Scenario, ReachesExpectedStates) {
+  YAML::Node doc = YAML::LoadFile(GetParam());
+  ASSERT_TRUE(doc["steps"]) << GetParam() << ": no steps";
+  size_t index = 0;
+  for (const auto& step : doc["steps"]) {
+    ++index;
+    const std::string where = std::filesystem::path(GetParam()).filename().string() + " step " +
+                              std::to_string(index) +
+                              (step["name"] ? " (" + step["name"].as<std::string>() + ")" : "");
+    auto decisions = RunStep(step, index);
+    if (step["expect"]) CheckExpect(step["expect"], decisions, where);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  // The ledger verifies, and a restart from it reaches the same state.
+  auto report = ledger::VerifyChain(log_, 1, schema::kGenesisHash, true);
+  ASSERT_TRUE(report.ok());
+  EXPECT_FALSE(report->fault.has_value());
+  auto replayed = ops::Service::Open(log_, clock_);
+  ASSERT_TRUE(replayed.ok());
+  EXPECT_EQ(ops::WorkloadsJson((*replayed)->engine()).dump(),
+            ops::WorkloadsJson(service_->engine()).dump());
+  EXPECT_EQ(ops::ClusterQueuesJson((*replayed)->engine()).dump(),
+            ops::ClusterQueuesJson(service_->engine()).dump());
+}
+
+INSTANTIATE_TEST_SUITE_P(Kueue, Scenario, ::testing::ValuesIn(ScenarioFiles()), TestName);
+
+}  // namespace
+}  // namespace admission::testing

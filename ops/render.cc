@@ -1,6 +1,7 @@
 #include "ops/render.h"
 
 #include <algorithm>
+#include <cctype>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
@@ -62,23 +63,52 @@ Json FlavorsUsage(const Engine& engine, const std::string& cq_name, bool with_bo
 }
 
 
-YAML::Node JsonToYaml(const Json& j) {
-  YAML::Node n;
+// Strings that a YAML reader would take for a boolean, null or number are quoted, so
+// "False" in a condition stays the string Kubernetes means.
+bool NeedsQuotes(const std::string& s) {
+  if (s.empty()) return true;
+  static const char* const kWords[] = {"true", "false", "yes", "no", "on", "off", "null", "~",
+                                       "True", "False", "Yes", "No", "On", "Off", "Null",
+                                       "TRUE", "FALSE", "YES", "NO", "ON", "OFF", "NULL"};
+  for (const char* w : kWords) {
+    if (s == w) return true;
+  }
+  bool numeric = true;
+  for (char c : s) {
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+' ||
+          c == 'e' || c == 'E')) {
+      numeric = false;
+    }
+  }
+  return numeric;
+}
+
+void EmitYaml(YAML::Emitter& out, const Json& j) {
   switch (j.type()) {
     case Json::value_t::object:
-      n = YAML::Node(YAML::NodeType::Map);
-      for (auto it = j.begin(); it != j.end(); ++it) n[it.key()] = JsonToYaml(it.value());
-      return n;
+      out << YAML::BeginMap;
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        out << YAML::Key << it.key() << YAML::Value;
+        EmitYaml(out, it.value());
+      }
+      out << YAML::EndMap;
+      return;
     case Json::value_t::array:
-      n = YAML::Node(YAML::NodeType::Sequence);
-      for (const auto& v : j) n.push_back(JsonToYaml(v));
-      return n;
-    case Json::value_t::string: return YAML::Node(j.get<std::string>());
-    case Json::value_t::boolean: return YAML::Node(j.get<bool>());
-    case Json::value_t::number_integer: return YAML::Node(j.get<int64_t>());
-    case Json::value_t::number_unsigned: return YAML::Node(j.get<uint64_t>());
-    case Json::value_t::null: return YAML::Node(YAML::NodeType::Null);
-    default: return YAML::Node(j.dump());
+      out << YAML::BeginSeq;
+      for (const auto& v : j) EmitYaml(out, v);
+      out << YAML::EndSeq;
+      return;
+    case Json::value_t::string: {
+      const std::string& s = j.get_ref<const std::string&>();
+      if (NeedsQuotes(s)) out << YAML::DoubleQuoted;
+      out << s;
+      return;
+    }
+    case Json::value_t::boolean: out << j.get<bool>(); return;
+    case Json::value_t::number_integer: out << j.get<int64_t>(); return;
+    case Json::value_t::number_unsigned: out << j.get<uint64_t>(); return;
+    case Json::value_t::null: out << YAML::Null; return;
+    default: out << j.dump(); return;
   }
 }
 
@@ -270,7 +300,7 @@ Json ListOf(const Json& items) {
 
 std::string ToYaml(const Json& value) {
   YAML::Emitter out;
-  out << JsonToYaml(value);
+  EmitYaml(out, value);
   return std::string(out.c_str()) + "\n";
 }
 

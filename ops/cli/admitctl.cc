@@ -19,6 +19,7 @@
 #include "ledger/rocksdb_log.h"
 #include "ledger/verify.h"
 #include "ops/clock.h"
+#include "ops/demo.h"
 #include "ops/intake.h"
 #include "ops/kueue_yaml.h"
 #include "ops/render.h"
@@ -471,6 +472,11 @@ int main(int argc, char** argv) {
   get_cmd->add_option("-o,--output", get_format, "table (default), json or yaml")
       ->check(CLI::IsMember({"table", "json", "yaml"}));
 
+  std::string demo_dir = "admission-demo-ledger";
+  auto* demo_cmd = app.add_subcommand(
+      "demo", "run the GPU platform demo on a fresh embedded ledger and narrate its decisions");
+  demo_cmd->add_option("--dir", demo_dir, "fresh ledger directory (must not exist or be empty)");
+
   CLI11_PARSE(app, argc, argv);
 
   auto logger = spdlog::stderr_color_mt("admitctl");
@@ -486,6 +492,10 @@ int main(int argc, char** argv) {
   if (*finish_cmd) return RunWorkloadInput(global, workload_name, true, finish_message, out_format);
   if (*delete_cmd) return RunWorkloadInput(global, workload_name, false, "", out_format);
   if (*get_cmd) return RunGet(global, get_what, get_format);
+  if (*demo_cmd) {
+    admission::Status s = RunDemo(demo_dir, std::cout);
+    return s.ok() ? 0 : Fail(s);
+  }
   std::cerr << app.help();
   return 2;
 }

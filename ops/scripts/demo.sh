@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The main job: sets up the machine, builds admitctl, and runs the demo on a fresh embedded
-# RocksDB ledger. (Until the decider lands, the demo records a small GPU platform's inputs,
-# prints the ledger and verifies its hash chain.)
+# The main job: sets up the machine, builds admitctl, and runs `admitctl demo` on a fresh
+# embedded RocksDB ledger (build/demo-ledger, replaced on every run).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 "$top/ops/scripts/setup.sh"
 "$top/ops/scripts/build.sh" admitctl
-exec "$top/ops/scripts/demo_run.sh" "$top/build/ops/admitctl" "${1:-$top/build/demo-ledger}"
+ledger="${1:-$top/build/demo-ledger}"
+rm -rf "$ledger"
+exec "$top/build/ops/admitctl" demo --dir "$ledger"

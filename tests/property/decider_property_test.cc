@@ -1,0 +1,396 @@
+// Properties of the decider over random configurations and workload streams (rapidcheck).
+//
+// - Quota is never over-committed at any level of the cohort tree.
+// - Every admitted podSet's flavors satisfy its node selector and tolerate the flavor's taints.
+// - The decisions for the same input stream are byte-identical across two runs, and across a
+//   restart that folds the ledger written so far and carries on.
+
+#include <map>
+#include <set>
+
+#include <capnp/message.h>
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include "ledger/memory_log.h"
+#include "ops/service.h"
+#include "schema/event_codec.h"
+
+namespace admission::testing {
+namespace {
+
+class FixedClock final : public ops::Clock {
+ public:
+  int64_t NowNs() override { return 0; }
+};
+
+constexpr const char* kFlavors[] = {"h100", "a100", "spot"};
+constexpr const char* kResources[] = {"cpu", "nvidia.com/gpu"};
+
+struct QueueSpec {
+  int cohort = 0;                     // -1: none
+  std::vector<int64_t> nominal;       // per flavor, for both resources (milli)
+  int64_t borrowing_limit = -1;       // -1: none
+  int64_t lending_limit = -1;
+  int within = 0, reclaim = 0, borrow_within = 0;
+  bool strict = false;
+  int when_can_borrow = 0;
+};
+
+struct Config {
+  bool spot_tainted = true;
+  bool hierarchical = false;          // cohort 1's parent is cohort 0
+  int64_t cohort0_quota = 0;          // cohort 0's own quota of h100 gpus
+  std::vector<QueueSpec> queues;
+};
+
+struct Step {
+  int kind = 0;        // 0 submit, 1 finish, 2 delete
+  int queue = 0;
+  int count = 1, min_count = 0;
+  int64_t cpu = 1000, gpu = 0;
+  int priority = 0;
+  int selector = -1;   // -1 none, else flavor index required (by gpu.product label)
+  bool tolerate_spot = false;
+  int target = 0;      // finish/delete: index into submitted workloads
+  bool batch_end = true;
+};
+
+rc::Gen<QueueSpec> GenQueue() {
+  return rc::gen::build<QueueSpec>(
+      rc::gen::set(&QueueSpec::cohort, rc::gen::inRange(-1, 2)),
+      rc::gen::set(&QueueSpec::nominal,
+                   rc::gen::container<std::vector<int64_t>>(
+                       3, rc::gen::map(rc::gen::inRange(0, 9), [](int v) { return int64_t{v} * 1000; }))),
+      rc::gen::set(&QueueSpec::borrowing_limit,
+                   rc::gen::map(rc::gen::inRange(-1, 6), [](int v) { return v < 0 ? int64_t{-1} : int64_t{v} * 1000; })),
+      rc::gen::set(&QueueSpec::lending_limit,
+                   rc::gen::map(rc::gen::inRange(-1, 6), [](int v) { return v < 0 ? int64_t{-1} : int64_t{v} * 1000; })),
+      rc::gen::set(&QueueSpec::within, rc::gen::inRange(0, 3)),
+      rc::gen::set(&QueueSpec::reclaim, rc::gen::inRange(0, 3)),
+      rc::gen::set(&QueueSpec::borrow_within, rc::gen::inRange(0, 2)),
+      rc::gen::set(&QueueSpec::strict, rc::gen::arbitrary<bool>()),
+      rc::gen::set(&QueueSpec::when_can_borrow, rc::gen::inRange(0, 2)));
+}
+
+rc::Gen<Config> GenConfig() {
+  return rc::gen::build<Config>(
+      rc::gen::set(&Config::spot_tainted, rc::gen::arbitrary<bool>()),
+      rc::gen::set(&Config::hierarchical, rc::gen::arbitrary<bool>()),
+      rc::gen::set(&Config::cohort0_quota,
+                   rc::gen::map(rc::gen::inRange(0, 5), [](int v) { return int64_t{v} * 1000; })),
+      rc::gen::set(&Config::queues, rc::gen::container<std::vector<QueueSpec>>(
+                                        static_cast<size_t>(*rc::gen::inRange(1, 5)), GenQueue())));
+}
+
+rc::Gen<Step> GenStep() {
+  return rc::gen::build<Step>(
+      rc::gen::set(&Step::kind, rc::gen::weightedElement<int>({{6, 0}, {3, 1}, {1, 2}})),
+      rc::gen::set(&Step::queue, rc::gen::inRange(0, 4)),
+      rc::gen::set(&Step::count, rc::gen::inRange(1, 5)),
+      rc::gen::set(&Step::min_count, rc::gen::inRange(0, 3)),
+      rc::gen::set(&Step::cpu, rc::gen::map(rc::gen::inRange(0, 5), [](int v) { return int64_t{v} * 500; })),
+      rc::gen::set(&Step::gpu, rc::gen::map(rc::gen::inRange(0, 4), [](int v) { return int64_t{v} * 1000; })),
+      rc::gen::set(&Step::priority, rc::gen::inRange(0, 4)),
+      rc::gen::set(&Step::selector, rc::gen::inRange(-1, 3)),
+      rc::gen::set(&Step::tolerate_spot, rc::gen::arbitrary<bool>()),
+      rc::gen::set(&Step::target, rc::gen::inRange(0, 1000)),
+      rc::gen::set(&Step::batch_end, rc::gen::weightedElement<bool>({{3, true}, {1, false}})));
+}
+
+std::string Encode(capnp::MallocMessageBuilder& m) { return schema::EncodeEvent(m); }
+
+std::vector<std::string> ConfigInputs(const Config& config) {
+  std::vector<std::string> out;
+  for (int f = 0; f < 3; ++f) {
+    capnp::MallocMessageBuilder m;
+    auto def = m.initRoot<schema::Event>().initBody().initFlavorDefined();
+    def.setName(kFlavors[f]);
+    auto labels = def.initNodeLabels(1);
+    labels[0].setKey("gpu.product");
+    labels[0].setValue(kFlavors[f]);
+    if (f == 2 && config.spot_tainted) {
+      auto taints = def.initNodeTaints(1);
+      taints[0].setKey("spot");
+      taints[0].setValue("true");
+      taints[0].setEffect("NoSchedule");
+    }
+    out.push_back(Encode(m));
+  }
+  for (int c = 0; c < 2; ++c) {
+    capnp::MallocMessageBuilder m;
+    auto def = m.initRoot<schema::Event>().initBody().initCohortDefined();
+    def.setName("cohort-" + std::to_string(c));
+    if (c == 1 && config.hierarchical) def.setParentName("cohort-0");
+    if (c == 0 && config.cohort0_quota > 0) {
+      auto group = def.initResourceGroups(1)[0];
+      auto covered = group.initCoveredResources(1);
+      covered.set(0, "nvidia.com/gpu");
+      auto flavor = group.initFlavors(1)[0];
+      flavor.setName("h100");
+      auto r = flavor.initResources(1)[0];
+      r.setName("nvidia.com/gpu");
+      r.setNominalQuotaMilli(config.cohort0_quota);
+    }
+    out.push_back(Encode(m));
+  }
+  for (size_t q = 0; q < config.queues.size(); ++q) {
+    const QueueSpec& spec = config.queues[q];
+    capnp::MallocMessageBuilder m;
+    auto def = m.initRoot<schema::Event>().initBody().initClusterQueueDefined();
+    def.setName("cq-" + std::to_string(q));
+    if (spec.cohort >= 0) def.setCohortName("cohort-" + std::to_string(spec.cohort));
+    def.initNamespaceSelector().setMatchesAll(true);
+    def.setQueueingStrategy(spec.strict ? schema::QueueingStrategy::STRICT_FIFO
+                                        : schema::QueueingStrategy::BEST_EFFORT_FIFO);
+    auto p = def.initPreemption();
+    p.setWithinClusterQueue(static_cast<schema::WithinClusterQueuePolicy>(spec.within));
+    p.setReclaimWithinCohort(static_cast<schema::ReclaimWithinCohortPolicy>(spec.reclaim));
+    p.setBorrowWithinCohort(static_cast<schema::ReclaimWithinCohortPolicy>(spec.borrow_within));
+    def.initFlavorFungibility().setWhenCanBorrow(spec.when_can_borrow == 0
+                                                     ? schema::FungibilityAction::BORROW
+                                                     : schema::FungibilityAction::TRY_NEXT_FLAVOR);
+    auto group = def.initResourceGroups(1)[0];
+    auto covered = group.initCoveredResources(2);
+    covered.set(0, kResources[0]);
+    covered.set(1, kResources[1]);
+    auto flavors = group.initFlavors(3);
+    for (int f = 0; f < 3; ++f) {
+      flavors[f].setName(kFlavors[f]);
+      auto resources = flavors[f].initResources(2);
+      for (int r = 0; r < 2; ++r) {
+        resources[r].setName(kResources[r]);
+        resources[r].setNominalQuotaMilli(spec.nominal[f] * (r == 0 ? 2 : 1));
+        if (spec.borrowing_limit >= 0 && spec.cohort >= 0) {
+          resources[r].setHasBorrowingLimit(true);
+          resources[r].setBorrowingLimitMilli(spec.borrowing_limit);
+        }
+        if (spec.lending_limit >= 0 && spec.cohort >= 0) {
+          resources[r].setHasLendingLimit(true);
+          resources[r].setLendingLimitMilli(std::min(spec.lending_limit, spec.nominal[f] * (r == 0 ? 2 : 1)));
+        }
+      }
+    }
+    out.push_back(Encode(m));
+    capnp::MallocMessageBuilder lm;
+    auto lq = lm.initRoot<schema::Event>().initBody().initLocalQueueDefined();
+    lq.setNamespace("ns");
+    lq.setName("lq-" + std::to_string(q));
+    lq.setClusterQueue("cq-" + std::to_string(q));
+    out.push_back(Encode(lm));
+  }
+  return out;
+}
+
+// Drives a Service through the stream; returns the stored bytes of every decision.
+class Runner {
+ public:
+  Runner(ledger::MemoryLog& log, size_t queues) : log_(log), queues_(queues) {
+    service_ = std::move(*ops::Service::Open(log_, clock_));
+  }
+  void Reopen() { service_ = std::move(*ops::Service::Open(log_, clock_)); }
+
+  void Record(const std::vector<std::string>& inputs) {
+    if (inputs.empty()) return;
+    ops::IntakeOptions options;
+    options.at_ns = now_ += 1'000'000'000;
+    options.actor = "test";
+    auto outcome = service_->Record(inputs, options);
+    RC_ASSERT(outcome.ok());
+    for (auto& d : outcome->decisions) decisions_.push_back(d);
+  }
+
+  std::string StepInput(const Step& step, size_t index) {
+    capnp::MallocMessageBuilder m;
+    auto event = m.initRoot<schema::Event>();
+    if (step.kind == 0 || submitted_.empty()) {
+      auto wl = event.initBody().initWorkloadSubmitted().initWorkload();
+      const std::string name = "w" + std::to_string(index);
+      wl.setNamespace("ns");
+      wl.setName(name);
+      wl.setUid("uid-" + name);
+      wl.setQueueName("lq-" + std::to_string(static_cast<size_t>(step.queue) % queues_));
+      wl.setHasPriority(true);
+      wl.setPriority(step.priority);
+      auto ps = wl.initPodSets(1)[0];
+      ps.setName("main");
+      ps.setCount(step.count);
+      if (step.min_count > 0 && step.min_count < step.count) ps.setMinCount(step.min_count);
+      auto req = ps.initRequests(2);
+      req[0].setName("cpu");
+      req[0].setMilli(step.cpu);
+      req[1].setName("nvidia.com/gpu");
+      req[1].setMilli(step.gpu);
+      if (step.selector >= 0) {
+        auto sel = ps.initNodeSelector(1);
+        sel[0].setKey("gpu.product");
+        sel[0].setValue(kFlavors[step.selector]);
+      }
+      if (step.tolerate_spot) {
+        auto tol = ps.initTolerations(1);
+        tol[0].setKey("spot");
+        tol[0].setOperator("Exists");
+      }
+      submitted_.push_back(name);
+    } else {
+      const std::string& name = submitted_[static_cast<size_t>(step.target) % submitted_.size()];
+      auto ref = step.kind == 1 ? event.initBody().initWorkloadFinished().initWorkload()
+                                : event.initBody().initWorkloadDeleted().initWorkload();
+      ref.setNamespace("ns");
+      ref.setName(name);
+      ref.setUid("uid-" + name);
+    }
+    return Encode(m);
+  }
+
+  const projections::Engine& engine() const { return service_->engine(); }
+  const std::vector<std::string>& decisions() const { return decisions_; }
+
+ private:
+  ledger::MemoryLog& log_;
+  FixedClock clock_;
+  std::unique_ptr<ops::Service> service_;
+  size_t queues_;
+  int64_t now_ = 1'800'000'000'000'000'000;
+  std::vector<std::string> submitted_;
+  std::vector<std::string> decisions_;
+};
+
+// Runs the whole stream, optionally reopening (refolding the ledger) at `restart_at`.
+std::vector<std::string> RunStream(const Config& config, const std::vector<Step>& steps,
+                             std::optional<size_t> restart_at,
+                             const std::function<void(const projections::Engine&)>& check) {
+  ledger::MemoryLog log;
+  Runner runner(log, config.queues.size());
+  runner.Record(ConfigInputs(config));
+  std::vector<std::string> pending;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (restart_at && *restart_at == i) runner.Reopen();
+    pending.push_back(runner.StepInput(steps[i], i));
+    if (steps[i].batch_end || i + 1 == steps.size()) {
+      runner.Record(pending);
+      pending.clear();
+      if (check) check(runner.engine());
+    }
+  }
+  return runner.decisions();
+}
+
+void CheckQuota(const projections::Engine& engine) {
+  const projections::QuotaTree& tree = engine.tree();
+  // Usage held per ClusterQueue equals the sum of its workloads' admissions.
+  std::map<std::string, projections::FrQuantities> recomputed;
+  for (const auto& [key, wl] : engine.workloads()) {
+    if (wl.phase != projections::Phase::kAdmitted && wl.phase != projections::Phase::kEvicting) continue;
+    for (const auto& [fr, v] : wl.admission.usage) {
+      if (v != 0) recomputed[wl.cluster_queue][fr] += v;
+    }
+  }
+  for (const auto& [name, cq] : engine.cluster_queues()) {
+    projections::FrQuantities held;
+    for (const auto& [fr, v] : cq.usage) {
+      if (v != 0) held[fr] = v;
+    }
+    RC_ASSERT(held == recomputed[name]);
+  }
+  for (size_t id = 0; id < tree.size(); ++id) {
+    const auto& node = tree.node(static_cast<int>(id));
+    for (const auto& [fr, usage] : node.usage) {
+      // Nothing may use more than the tree above it holds: every node's available is >= 0,
+      // a root holds at most its subtree quota, and a borrowing limit caps a node's usage.
+      RC_ASSERT(tree.Available(static_cast<int>(id), fr) >= 0);
+      if (node.parent == -1) RC_ASSERT(usage <= tree.Nominal(static_cast<int>(id), fr));
+      auto q = node.quota.find(fr);
+      if (q != node.quota.end() && q->second.borrowing_limit && node.parent != -1) {
+        RC_ASSERT(usage <= tree.Nominal(static_cast<int>(id), fr) + *q->second.borrowing_limit);
+      }
+    }
+  }
+}
+
+void CheckFlavors(const projections::Engine& engine) {
+  for (const auto& [key, wl] : engine.workloads()) {
+    if (wl.phase != projections::Phase::kAdmitted) continue;
+    for (size_t i = 0; i < wl.admission.pod_sets.size(); ++i) {
+      const auto& psa = wl.admission.pod_sets[i];
+      const auto& ps = wl.pod_sets[i];
+      for (const auto& [resource, flavor_id] : psa.flavors) {
+        const projections::Flavor& flavor = engine.flavors().at(engine.flavor_names().Name(flavor_id));
+        for (const auto& [k, v] : ps.node_selector) {
+          auto label = flavor.node_labels.find(k);
+          RC_ASSERT(label != flavor.node_labels.end());
+          RC_ASSERT(label->second == v);
+        }
+        for (const auto& taint : flavor.node_taints) {
+          bool tolerated = false;
+          for (const auto& t : ps.tolerations) {
+            tolerated = tolerated || (t.key == taint.key && t.op == "Exists");
+          }
+          RC_ASSERT(tolerated);
+        }
+      }
+    }
+  }
+}
+
+RC_GTEST_PROP(Decider, NeverOvercommitsAnyCohortLevel, ()) {
+  const Config config = *GenConfig();
+  const auto steps = *rc::gen::container<std::vector<Step>>(static_cast<size_t>(*rc::gen::inRange(1, 60)), GenStep());
+  const auto decisions = RunStream(config, steps, std::nullopt, CheckQuota);
+  // Show the distribution, so a generator that stopped producing admissions or preemptions
+  // is visible in the output.
+  bool admitted = false, preempted = false, borrowed = false;
+  for (const auto& d : decisions) {
+    auto body = schema::DecodeEvent(d)->root().getBody();
+    admitted = admitted || body.isAdmitted();
+    preempted = preempted || body.isPreempted();
+    borrowed = borrowed || (body.isQuotaReserved() && body.getQuotaReserved().getBorrowing());
+  }
+  RC_TAG(admitted, preempted, borrowed);
+}
+
+RC_GTEST_PROP(Decider, AdmittedFlavorsSatisfySelectorsAndTaints, ()) {
+  const Config config = *GenConfig();
+  const auto steps = *rc::gen::container<std::vector<Step>>(static_cast<size_t>(*rc::gen::inRange(1, 60)), GenStep());
+  RunStream(config, steps, std::nullopt, CheckFlavors);
+}
+
+RC_GTEST_PROP(Decider, DecisionsAreIdenticalAcrossRunsAndRestarts, ()) {
+  const Config config = *GenConfig();
+  const auto steps = *rc::gen::container<std::vector<Step>>(static_cast<size_t>(*rc::gen::inRange(1, 60)), GenStep());
+  const size_t restart = *rc::gen::inRange<size_t>(0, steps.size());
+  const auto first = RunStream(config, steps, std::nullopt, nullptr);
+  const auto second = RunStream(config, steps, std::nullopt, nullptr);
+  RC_ASSERT(first == second);
+  const auto restarted = RunStream(config, steps, restart, nullptr);
+  RC_ASSERT(first == restarted);
+}
+
+// The properties above would pass vacuously if nothing were ever admitted or preempted.
+TEST(Decider, RandomStreamsExerciseAdmissionAndPreemption) {
+  size_t admitted = 0, preempted = 0;
+  // A fixed, hand-built stream: one queue, low then high priority.
+  Config config;
+  QueueSpec q;
+  q.cohort = -1;
+  q.nominal = {2000, 0, 0};
+  q.within = 1;
+  config.queues = {q};
+  Step low;
+  low.gpu = 2000;
+  low.priority = 0;
+  Step high = low;
+  high.priority = 3;
+  auto decisions = RunStream(config, {low, high}, std::nullopt, nullptr);
+  for (const auto& d : decisions) {
+    auto e = schema::DecodeEvent(d);
+    if (e->root().getBody().isAdmitted()) ++admitted;
+    if (e->root().getBody().isPreempted()) ++preempted;
+  }
+  EXPECT_EQ(admitted, 2u);
+  EXPECT_EQ(preempted, 1u);
+}
+
+}  // namespace
+}  // namespace admission::testing

@@ -349,3 +349,69 @@ INSTANTIATE_TEST_SUITE_P(Kueue, Scenario, ::testing::ValuesIn(ScenarioFiles()), 
 
 }  // namespace
 }  // namespace admission::testing
+
+namespace admission::testing {
+namespace {
+
+// Every manifest in ../shared/kueue-examples/ is recorded through the real intake path: setup
+// files with apply, Jobs with submit (on top of the quick-start setup they name).
+TEST(KueueExamples, EveryManifestAppliesOrSubmitsCleanly) {
+  const std::string dir = KUEUE_EXAMPLES_DIR;
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << dir << " not found";
+  size_t applied = 0, submitted = 0;
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".yaml") files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    return buffer.str();
+  };
+  for (const std::string& path : files) {
+    SCOPED_TRACE(path);
+    ledger::MemoryLog log;
+    FixedClock clock;
+    clock.now_ns = 1'800'000'000'000'000'000;
+    auto service = ops::Service::Open(log, clock);
+    ASSERT_TRUE(service.ok());
+    ops::IntakeOptions options;
+    options.actor = "operator";
+    const std::string text = read(path);
+    const bool is_job = text.find("kind: Job") != std::string::npos;
+    if (is_job) {
+      auto setup = ops::ParseApplyYaml(read(dir + "/getting-started-quick-start-setup.yaml"));
+      ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+      std::vector<std::string> inputs;
+      for (const auto& o : *setup) inputs.push_back(o.event);
+      ASSERT_TRUE((*service)->Record(inputs, options).ok());
+      ops::SubmitContext ctx;
+      ctx.name_seed = "1";
+      auto jobs = ops::ParseSubmitYaml(text, ctx);
+      ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+      inputs.clear();
+      for (const auto& o : *jobs) inputs.push_back(o.event);
+      auto outcome = (*service)->Record(inputs, options);
+      ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+      EXPECT_FALSE(outcome->decisions.empty()) << "a submitted Job got no decision";
+      ++submitted;
+    } else {
+      auto objects = ops::ParseApplyYaml(text);
+      ASSERT_TRUE(objects.ok()) << objects.status().ToString();
+      std::vector<std::string> inputs;
+      for (const auto& o : *objects) inputs.push_back(o.event);
+      auto outcome = (*service)->Record(inputs, options);
+      ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+      EXPECT_EQ(log.GetHead().sequence, inputs.size());
+      ++applied;
+    }
+  }
+  EXPECT_EQ(applied + submitted, files.size());
+  EXPECT_GE(applied, 9u);
+  EXPECT_GE(submitted, 4u);
+}
+
+}  // namespace
+}  // namespace admission::testing

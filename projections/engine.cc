@@ -346,12 +346,14 @@ void Engine::RequeueAfterEviction(WorkloadState& wl, int64_t now) {
   // A preempted workload keeps its creation time as its queue position (Kueue's
   // GetQueueOrderTimestamp only moves it for PodsReadyTimeout and AdmissionCheck evictions).
   ++wl.requeue_count;
-  SetCondition(wl, "Requeued", true, "Preempted", "Requeued after eviction", now);
+  auto evicted = wl.conditions.find("Evicted");
+  const std::string reason = evicted != wl.conditions.end() ? evicted->second.reason : "Evicted";
+  SetCondition(wl, "Requeued", true, reason, "Requeued after eviction", now);
   auto d = NewDecision(current_sequence_).initBody().initRequeued();
   Ref(d.initWorkload(), wl);
   d.setRequeueAtNs(now);
   d.setAttempt(wl.requeue_count);
-  d.setReason("Evicted");
+  d.setReason(reason);
   Enqueue(wl, now);
 }
 

@@ -5,6 +5,7 @@
 // unordered containers. Time is the recordedAt of the events applied.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -149,6 +150,9 @@ class Engine {
   void ReadPodSets(capnp::List<schema::PodSet>::Reader list, std::vector<PodSetSpec>* out);
   void InitWorkload(schema::Workload::Reader wl, uint64_t seq, int64_t now, WorkloadState* out);
   void DefinitionsChanged();
+  // Evicts every admitted workload `selected` accepts (stopPolicy HoldAndDrain).
+  void Drain(const std::function<bool(const WorkloadState&)>& selected, const std::string& reason,
+             const std::string& message, int64_t now);
   std::string KeyOf(schema::WorkloadRef::Reader ref) const;
   void Submit(schema::Workload::Reader wl, uint64_t seq, int64_t now);
   void Import(schema::WorkloadImported::Reader imported, uint64_t seq, int64_t now);

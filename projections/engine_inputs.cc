@@ -168,6 +168,10 @@ void Engine::ApplyInput(schema::Event::Reader event) {
       DefinitionsChanged();
       // Workloads of LocalQueues pointing here may now have a home.
       RequeueOrphans(now);
+      if (cq_specs_.at(name).stop_policy == StopPolicy::kHoldAndDrain) {
+        Drain([&](const WorkloadState& wl) { return wl.cluster_queue == name; },
+              "ClusterQueueStopped", "The ClusterQueue is stopped", now);
+      }
       break;
     }
     case schema::Event::Body::LOCAL_QUEUE_DEFINED: {
@@ -176,6 +180,12 @@ void Engine::ApplyInput(schema::Event::Reader event) {
                         def.getClusterQueue().cStr(), ToStopPolicy(def.getStopPolicy())};
       lqs_[lq.ns + "/" + lq.name] = lq;
       RequeueOrphans(now);
+      if (lq.stop_policy == StopPolicy::kHoldAndDrain) {
+        Drain([&](const WorkloadState& wl) { return wl.ns == lq.ns && wl.queue_name == lq.name; },
+              "LocalQueueStopped", "The LocalQueue is stopped", now);
+      }
+      // A LocalQueue resumed (or stopped) changes which heads may be tried.
+      DefinitionsChanged();
       break;
     }
     case schema::Event::Body::PRIORITY_CLASS_DEFINED: {
@@ -223,6 +233,17 @@ void Engine::ApplyInput(schema::Event::Reader event) {
       // Inputs the later issues give meaning to (checks, nodes, revocation, clock) change
       // nothing yet; they are recorded facts all the same.
       break;
+  }
+}
+
+void Engine::Drain(const std::function<bool(const WorkloadState&)>& selected,
+                   const std::string& reason, const std::string& message, int64_t now) {
+  std::vector<std::string> keys;
+  for (const auto& [key, wl] : workloads_) {
+    if (wl.phase == Phase::kAdmitted && selected(wl)) keys.push_back(key);
+  }
+  for (const std::string& key : keys) {
+    Evict(workloads_.at(key), reason, message, "", nullptr, now);
   }
 }
 

@@ -79,5 +79,153 @@ echo "$out" | python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["ok"
 # Progress goes to a terminal only: piped verify prints nothing on stderr.
 [ -z "$err" ] || fail "verify wrote to stderr in a pipe: $err"
 
+# ---- The decider through the CLI: apply, submit, get, finish, import; bad input writes nothing.
+D="$work/decider"
+cat > "$work/setup.yaml" <<'YAML'
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: h100}
+spec:
+  nodeLabels: {nvidia.com/gpu.product: H100}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: gpu}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: ml}
+spec: {clusterQueue: gpu}
+YAML
+cat > "$work/jobs.yaml" <<'YAML'
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train
+  namespace: ml
+  labels: {kueue.x-k8s.io/queue-name: lq}
+spec:
+  parallelism: 2
+  template:
+    spec:
+      containers:
+      - name: c
+        image: trainer
+        resources: {requests: {nvidia.com/gpu: "4"}}
+      restartPolicy: Never
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: waits
+  namespace: ml
+  labels: {kueue.x-k8s.io/queue-name: lq}
+spec:
+  template:
+    spec:
+      containers:
+      - name: c
+        image: trainer
+        resources: {requests: {nvidia.com/gpu: "2"}}
+      restartPolicy: Never
+YAML
+expect_rc 0 $admitctl --ledger "$D" --at 2026-11-29T10:00:00Z apply -f "$work/setup.yaml"
+contains "$out" "ClusterQueue gpu recorded"
+expect_rc 0 $admitctl --ledger "$D" --at 2026-11-29T10:00:01Z apply -f "$work/setup.yaml"
+contains "$out" "ClusterQueue gpu unchanged"
+expect_rc 0 $admitctl --ledger "$D" --at 2026-11-29T10:01:00Z submit -f "$work/jobs.yaml"
+contains "$out" "admitted ml/job-train"
+contains "$out" "pending ml/job-waits: WaitingForQuota"
+# Resubmitting the same file is a no-op.
+expect_rc 0 $admitctl --ledger "$D" --at 2026-11-29T10:02:00Z submit -f "$work/jobs.yaml"
+contains "$out" "Workload ml/job-train unchanged"
+expect_rc 0 $admitctl --ledger "$D" get workloads -o json
+echo "$out" | python3 -c '
+import json, sys
+items = {w["metadata"]["name"]: w for w in json.load(sys.stdin)["items"]}
+t = items["job-train"]["status"]
+assert t["admission"]["clusterQueue"] == "gpu", t
+assert t["admission"]["podSetAssignments"][0]["flavors"]["nvidia.com/gpu"] == "h100", t
+assert t["admission"]["podSetAssignments"][0]["count"] == 2, t
+assert [c["type"] for c in t["conditions"]][:2] == ["QuotaReserved", "Admitted"], t
+w = items["job-waits"]["status"]
+assert w["phase"] == "Pending" and w["pendingReason"]["reason"] == "WaitingForQuota", w
+' || fail "get workloads -o json: $out"
+expect_rc 0 $admitctl --ledger "$D" get clusterqueues -o yaml
+contains "$out" "flavorsReservation"
+contains "$out" "pendingWorkloads: 1"
+expect_rc 0 $admitctl --ledger "$D" get cq
+contains "$out" "h100/nvidia.com/gpu=8"
+expect_rc 0 $admitctl --ledger "$D" --at 2026-11-29T10:03:00Z finish ml/job-train
+contains "$out" "admitted ml/job-waits"
+expect_rc 1 $admitctl --ledger "$D" finish ml/nope
+contains "$err" "no workload ml/nope"
+expect_rc 1 $admitctl --ledger "$D" finish nonamespace
+contains "$err" "expected NAMESPACE/NAME"
+
+# An invalid file is refused with document, field and reason, and nothing is written.
+head_before=$($admitctl --ledger "$D" verify -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["head"])')
+cat > "$work/bad.yaml" <<'YAML'
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: fine}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: broken}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: fine
+      resources: [{name: cpu, nominalQuota: 9Qi}]
+YAML
+expect_rc 1 $admitctl --ledger "$D" apply -f "$work/bad.yaml"
+contains "$err" "document 2"
+contains "$err" "nominalQuota"
+head_after=$($admitctl --ledger "$D" verify -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["head"])')
+[ "$head_before" = "$head_after" ] || fail "a refused file wrote events ($head_before -> $head_after)"
+
+# Import adopts an admitted workload.
+cat > "$work/import.yaml" <<'YAML'
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: legacy, namespace: ml, uid: 11111111-2222-4333-8444-555555555555}
+spec:
+  queueName: lq
+  podSets:
+  - name: main
+    count: 1
+    template:
+      spec:
+        containers:
+        - name: c
+          image: old
+          resources: {requests: {nvidia.com/gpu: "2"}}
+status:
+  admission:
+    clusterQueue: gpu
+    podSetAssignments:
+    - name: main
+      count: 1
+      flavors: {nvidia.com/gpu: h100}
+      resourceUsage: {nvidia.com/gpu: "2"}
+YAML
+expect_rc 0 $admitctl --ledger "$D" --at 2026-11-29T10:04:00Z import -f "$work/import.yaml" -o json
+echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert any(x["type"]=="admitted" for x in d["decisions"]), d' \
+  || fail "import -o json: $out"
+expect_rc 0 $admitctl --ledger "$D" verify
+for cmd in apply submit import finish delete get demo; do
+  expect_rc 0 $admitctl $cmd --help
+done
+
 if ((failures)); then echo "$failures failure(s)"; exit 1; fi
 echo "cli_test: all passed"

@@ -18,6 +18,7 @@
 
 #include "ledger/rocksdb_log.h"
 #include "ledger/verify.h"
+#include "ops/cli/common.h"
 #include "ops/clock.h"
 #include "ops/demo.h"
 #include "ops/intake.h"
@@ -29,47 +30,6 @@
 
 namespace admission::ops {
 namespace {
-
-struct GlobalOptions {
-  std::string ledger_dir = "admission-ledger";
-  std::string at;
-  std::string log_level = "warn";
-  std::string actor;
-};
-
-int Fail(const Status& status) {
-  std::cerr << "admitctl: " << status.ToString() << "\n";
-  return 1;
-}
-
-Result<std::unique_ptr<ledger::RocksDbLog>> OpenLedger(const GlobalOptions& global,
-                                                        bool create) {
-  ledger::RocksDbLogOptions options;
-  options.create_if_missing = create;
-  spdlog::debug("opening ledger at {}", global.ledger_dir);
-  return ledger::RocksDbLog::Open(global.ledger_dir, options);
-}
-
-// Progress on a terminal only; pipes and files stay quiet.
-class Progress {
- public:
-  explicit Progress(std::string what) : what_(std::move(what)), enabled_(isatty(2) == 1) {}
-  void Update(uint64_t done, uint64_t total) {
-    if (!enabled_) return;
-    std::fprintf(stderr, "\r%s: %llu / %llu events", what_.c_str(),
-                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total));
-    std::fflush(stderr);
-    shown_ = true;
-  }
-  ~Progress() {
-    if (shown_) std::fputc('\n', stderr);
-  }
-
- private:
-  std::string what_;
-  bool enabled_;
-  bool shown_ = false;
-};
 
 std::string EnvelopeJson(const ledger::StoredEvent& stored, schema::Event::Reader event) {
   // The event as Cap'n Proto's JSON codec renders it, plus fields a reader of the log wants
@@ -150,18 +110,6 @@ int RunVerify(const GlobalOptions& global, const std::string& format) {
   return report->fault ? 1 : 0;
 }
 
-Result<std::string> ReadAll(const std::string& path) {
-  std::ostringstream buffer;
-  if (path == "-") {
-    buffer << std::cin.rdbuf();
-  } else {
-    std::ifstream in(path);
-    if (!in) return Status(Code::kInvalidArgument, "cannot read " + path);
-    buffer << in.rdbuf();
-  }
-  return buffer.str();
-}
-
 int RunDevAppend(const GlobalOptions& global, const std::vector<std::string>& json_args,
                  const std::string& file) {
   // Each event is one JSON object (schema::Event as Cap'n Proto's JSON codec reads it); in a
@@ -208,74 +156,6 @@ int RunDevAppend(const GlobalOptions& global, const std::vector<std::string>& js
   return 0;
 }
 
-Result<IntakeOptions> IntakeFrom(const GlobalOptions& global, const std::string& default_actor) {
-  IntakeOptions options;
-  if (!global.at.empty()) {
-    auto at = ParseRfc3339(global.at);
-    if (!at.ok()) return at.status();
-    options.at_ns = *at;
-  }
-  options.actor = global.actor.empty() ? default_actor : global.actor;
-  return options;
-}
-
-// An open ledger with the decider folded over it.
-struct Session {
-  std::unique_ptr<ledger::RocksDbLog> log;
-  SystemClock clock;
-  std::unique_ptr<Service> service;
-};
-
-Result<std::unique_ptr<Session>> OpenSession(const GlobalOptions& global, bool create) {
-  auto session = std::make_unique<Session>();
-  auto log = OpenLedger(global, create);
-  if (!log.ok()) return log.status();
-  session->log = std::move(*log);
-  Progress progress("loading the ledger");
-  auto service = Service::Open(*session->log, session->clock, [&](uint64_t done, uint64_t total) {
-    if (total > 100000) progress.Update(done, total);
-  });
-  if (!service.ok()) return service.status();
-  session->service = std::move(*service);
-  return session;
-}
-
-void PrintOutcome(const std::vector<std::string>& labels, const RecordOutcome& outcome,
-                  const std::string& format) {
-  if (format == "json") {
-    Json out;
-    Json objects = Json::array();
-    for (size_t i = 0; i < labels.size(); ++i) {
-      objects.push_back({{"object", labels[i]},
-                         {"sequence", outcome.sequences[i]},
-                         {"unchanged", static_cast<bool>(outcome.unchanged[i])}});
-    }
-    out["inputs"] = objects;
-    Json decisions = Json::array();
-    uint64_t seq = outcome.first_decision_sequence;
-    for (const std::string& bytes : outcome.decisions) {
-      auto d = schema::DecodeEvent(bytes);
-      if (!d.ok()) continue;
-      decisions.push_back({{"sequence", seq++},
-                           {"type", schema::BodyName(d->root())},
-                           {"summary", DescribeDecision(d->root())}});
-    }
-    out["decisions"] = decisions;
-    std::cout << out.dump(2) << "\n";
-    return;
-  }
-  for (size_t i = 0; i < labels.size(); ++i) {
-    std::cout << labels[i] << (outcome.unchanged[i] ? " unchanged" : " recorded") << " (sequence "
-              << outcome.sequences[i] << ")\n";
-  }
-  uint64_t seq = outcome.first_decision_sequence;
-  for (const std::string& bytes : outcome.decisions) {
-    auto d = schema::DecodeEvent(bytes);
-    if (d.ok()) std::cout << "  " << seq << "  " << DescribeDecision(d->root()) << "\n";
-    ++seq;
-  }
-}
-
 enum class FileKind { kApply, kSubmit, kImport };
 
 int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
@@ -315,15 +195,6 @@ int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
   if (!outcome.ok()) return Fail(outcome.status());
   PrintOutcome(labels, *outcome, format);
   return 0;
-}
-
-Result<std::pair<std::string, std::string>> SplitName(const std::string& ns_name) {
-  auto slash = ns_name.find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == ns_name.size()) {
-    return Status(Code::kInvalidArgument,
-                  "workload '" + ns_name + "': expected NAMESPACE/NAME, e.g. default/job-sample");
-  }
-  return std::make_pair(ns_name.substr(0, slash), ns_name.substr(slash + 1));
 }
 
 int RunWorkloadInput(const GlobalOptions& global, const std::string& ns_name, bool finish,

@@ -1,0 +1,117 @@
+#include "ops/cli/common.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "ops/render.h"
+#include "ops/time_format.h"
+#include "schema/event_codec.h"
+
+namespace admission::ops {
+
+
+int Fail(const Status& status) {
+  std::cerr << "admitctl: " << status.ToString() << "\n";
+  return 1;
+}
+
+Result<std::unique_ptr<ledger::RocksDbLog>> OpenLedger(const GlobalOptions& global,
+                                                        bool create) {
+  ledger::RocksDbLogOptions options;
+  options.create_if_missing = create;
+  spdlog::debug("opening ledger at {}", global.ledger_dir);
+  return ledger::RocksDbLog::Open(global.ledger_dir, options);
+}
+
+
+Result<std::string> ReadAll(const std::string& path) {
+  std::ostringstream buffer;
+  if (path == "-") {
+    buffer << std::cin.rdbuf();
+  } else {
+    std::ifstream in(path);
+    if (!in) return Status(Code::kInvalidArgument, "cannot read " + path);
+    buffer << in.rdbuf();
+  }
+  return buffer.str();
+}
+
+Result<IntakeOptions> IntakeFrom(const GlobalOptions& global, const std::string& default_actor) {
+  IntakeOptions options;
+  if (!global.at.empty()) {
+    auto at = ParseRfc3339(global.at);
+    if (!at.ok()) return at.status();
+    options.at_ns = *at;
+  }
+  options.actor = global.actor.empty() ? default_actor : global.actor;
+  return options;
+}
+
+
+Result<std::unique_ptr<Session>> OpenSession(const GlobalOptions& global, bool create) {
+  auto session = std::make_unique<Session>();
+  auto log = OpenLedger(global, create);
+  if (!log.ok()) return log.status();
+  session->log = std::move(*log);
+  Progress progress("loading the ledger");
+  auto service = Service::Open(*session->log, session->clock, [&](uint64_t done, uint64_t total) {
+    if (total > 100000) progress.Update(done, total);
+  });
+  if (!service.ok()) return service.status();
+  session->service = std::move(*service);
+  return session;
+}
+
+void PrintOutcome(const std::vector<std::string>& labels, const RecordOutcome& outcome,
+                  const std::string& format) {
+  if (format == "json") {
+    Json out;
+    Json objects = Json::array();
+    for (size_t i = 0; i < labels.size(); ++i) {
+      objects.push_back({{"object", labels[i]},
+                         {"sequence", outcome.sequences[i]},
+                         {"unchanged", static_cast<bool>(outcome.unchanged[i])}});
+    }
+    out["inputs"] = objects;
+    Json decisions = Json::array();
+    uint64_t seq = outcome.first_decision_sequence;
+    for (const std::string& bytes : outcome.decisions) {
+      auto d = schema::DecodeEvent(bytes);
+      if (!d.ok()) continue;
+      decisions.push_back({{"sequence", seq++},
+                           {"type", schema::BodyName(d->root())},
+                           {"summary", DescribeDecision(d->root())}});
+    }
+    out["decisions"] = decisions;
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  for (size_t i = 0; i < labels.size(); ++i) {
+    std::cout << labels[i] << (outcome.unchanged[i] ? " unchanged" : " recorded") << " (sequence "
+              << outcome.sequences[i] << ")\n";
+  }
+  uint64_t seq = outcome.first_decision_sequence;
+  for (const std::string& bytes : outcome.decisions) {
+    auto d = schema::DecodeEvent(bytes);
+    if (d.ok()) std::cout << "  " << seq << "  " << DescribeDecision(d->root()) << "\n";
+    ++seq;
+  }
+}
+
+Result<std::pair<std::string, std::string>> SplitName(const std::string& ns_name) {
+  auto slash = ns_name.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == ns_name.size()) {
+    return Status(Code::kInvalidArgument,
+                  "workload '" + ns_name + "': expected NAMESPACE/NAME, e.g. default/job-sample");
+  }
+  return std::make_pair(ns_name.substr(0, slash), ns_name.substr(slash + 1));
+}
+
+
+}  // namespace admission::ops

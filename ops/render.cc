@@ -29,7 +29,7 @@ Json Condition(const projections::Condition& c) {
 
 // Kueue's condition order for a workload.
 const char* const kConditionOrder[] = {"QuotaReserved", "Admitted", "Evicted", "Preempted",
-                                       "Requeued", "Finished"};
+                                       "Requeued", "Deactivated", "Finished"};
 
 Json FlavorsUsage(const Engine& engine, const std::string& cq_name, bool with_borrowed) {
   Json out = Json::array();
@@ -178,7 +178,19 @@ Json WorkloadsJson(const Engine& engine) {
       }
     }
     status["conditions"] = conditions;
-    if (wl.phase == Phase::kAdmitted || wl.phase == Phase::kEvicting) {
+    if (!wl.checks.empty()) {
+      Json checks = Json::array();
+      for (const auto& [name, cs] : wl.checks) {
+        checks.push_back({{"name", name},
+                          {"state", cs.state},
+                          {"lastTransitionTime", FormatRfc3339(cs.last_transition_ns)},
+                          {"message", cs.message},
+                          {"retryCount", wl.check_retries},
+                          {"reportSequence", cs.report_sequence}});
+      }
+      status["admissionChecks"] = checks;
+    }
+    if (projections::HoldsQuota(wl.phase)) {
       Json psas = Json::array();
       for (const auto& psa : wl.admission.pod_sets) {
         Json flavors = Json::object(), usage = Json::object();
@@ -195,9 +207,15 @@ Json WorkloadsJson(const Engine& engine) {
                         {"count", psa.count}});
       }
       status["admission"] = {{"clusterQueue", wl.cluster_queue}, {"podSetAssignments", psas}};
-      status["admissionGeneration"] = wl.generation;
       status["quotaVersion"] = wl.quota_version;
     }
+    if (wl.generation > 0) status["admissionGeneration"] = wl.generation;
+    if (!wl.fencing_token.empty()) status["fencingToken"] = wl.fencing_token;
+    if (wl.phase == Phase::kEvicting) {
+      status["podsReleased"] = wl.pods_released;
+      if (wl.drain_deadline_ns > 0) status["drainDeadline"] = FormatRfc3339(wl.drain_deadline_ns);
+    }
+    if (wl.requeue_at_ns > 0) status["requeueAt"] = FormatRfc3339(wl.requeue_at_ns);
     status["phase"] = projections::PhaseName(wl.phase);
     if (wl.phase == Phase::kPending && !wl.pending_reason.empty()) {
       status["pendingReason"] = {{"reason", wl.pending_reason}, {"message", wl.pending_message}};
@@ -223,7 +241,7 @@ Json ClusterQueuesJson(const Engine& engine) {
                                           : "BestEffortFIFO"}};
     size_t admitted = 0;
     for (const auto& key : cq.admitted) {
-      if (engine.workloads().at(key).phase == Phase::kAdmitted) ++admitted;
+      if (engine.workloads().at(key).phase == Phase::kAdmitted) ++admitted;  // reserving counts all
     }
     Json status;
     status["flavorsReservation"] = FlavorsUsage(engine, name, true);
@@ -250,7 +268,7 @@ Json LocalQueuesJson(const Engine& engine) {
     for (const auto& [wkey, wl] : engine.workloads()) {
       if (wl.ns != lq.ns || wl.queue_name != lq.name) continue;
       if (wl.phase == Phase::kPending) ++pending;
-      if (wl.phase == Phase::kAdmitted || wl.phase == Phase::kEvicting) ++reserving;
+      if (projections::HoldsQuota(wl.phase)) ++reserving;
     }
     Json l;
     l["apiVersion"] = "kueue.x-k8s.io/v1beta2";
@@ -393,6 +411,10 @@ std::string DescribeDecision(schema::Event::Reader event) {
     case schema::Event::Body::ADMITTED:
       out << "admitted " << name(body.getAdmitted().getWorkload()) << ", fencing token "
           << body.getAdmitted().getFencingToken().cStr();
+      if (body.getAdmitted().getCheckVersions().size() > 0) {
+        out << ", checks at sequences";
+        for (auto v : body.getAdmitted().getCheckVersions()) out << " " << v;
+      }
       break;
     case schema::Event::Body::PENDING_REASON_CHANGED: {
       auto d = body.getPendingReasonChanged();
@@ -404,6 +426,7 @@ std::string DescribeDecision(schema::Event::Reader event) {
       out << "evicting " << name(body.getEvictionStarted().getWorkload()) << ": "
           << body.getEvictionStarted().getReason().cStr() << ": "
           << body.getEvictionStarted().getMessage().cStr();
+      if (body.getEvictionStarted().getPodSetAction() == schema::PodSetAction::DRAIN) out << " (drain)";
       break;
     case schema::Event::Body::PREEMPTED:
       out << "preempted " << name(body.getPreempted().getWorkload()) << " for "
@@ -416,7 +439,22 @@ std::string DescribeDecision(schema::Event::Reader event) {
       break;
     case schema::Event::Body::REQUEUED:
       out << "requeued " << name(body.getRequeued().getWorkload()) << " (attempt "
-          << body.getRequeued().getAttempt() << ")";
+          << body.getRequeued().getAttempt() << ", at "
+          << FormatRfc3339(body.getRequeued().getRequeueAtNs()) << "): "
+          << body.getRequeued().getReason().cStr();
+      break;
+    case schema::Event::Body::DEACTIVATED:
+      out << "deactivated " << name(body.getDeactivated().getWorkload()) << ": "
+          << body.getDeactivated().getReason().cStr() << ": "
+          << body.getDeactivated().getMessage().cStr();
+      break;
+    case schema::Event::Body::STARVATION_ALERT:
+      out << "starvation alert for " << name(body.getStarvationAlert().getWorkload()) << ": "
+          << body.getStarvationAlert().getMessage().cStr();
+      break;
+    case schema::Event::Body::DRAIN_DEADLINE_PASSED:
+      out << "drain deadline passed for " << name(body.getDrainDeadlinePassed().getWorkload())
+          << ": " << body.getDrainDeadlinePassed().getMessage().cStr();
       break;
     case schema::Event::Body::REJECTED:
       out << "rejected " << name(body.getRejected().getWorkload()) << ": "

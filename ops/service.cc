@@ -174,6 +174,18 @@ Result<RecordOutcome> Service::Record(const std::vector<std::string>& inputs,
     root.setSequence(next_sequence);
     root.setRecordedAtNs(at);
     if (root.getActor().size() == 0) root.setActor(options.actor);
+    // The decider's own view: a report from the wrong identity, for a stale generation or
+    // with a stale token is refused; an identical repeat is a no-op that says so.
+    projections::InputVerdict verdict = engine_.Validate(root.asReader());
+    if (!verdict.status.ok()) {
+      return Status(verdict.status.code(),
+                    "input " + std::to_string(i) + " refused: " + verdict.status.message());
+    }
+    if (verdict.noop) {
+      outcome.unchanged[i] = true;
+      outcome.notes.push_back(verdict.note);
+      continue;
+    }
     outcome.sequences[i] = next_sequence++;
     fresh.push_back(schema::EncodeEvent(message));
     fresh_index.push_back(i);

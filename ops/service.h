@@ -23,6 +23,7 @@ namespace admission::ops {
 struct RecordOutcome {
   std::vector<uint64_t> sequences;   // per input: its sequence (the original one if a no-op)
   std::vector<bool> unchanged;       // per input: already recorded (same key or definition)
+  std::vector<std::string> notes;    // why inputs were no-ops, for people
   std::vector<std::string> decisions;  // stored bytes of the decisions appended
   uint64_t first_decision_sequence = 0;
 };

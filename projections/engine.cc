@@ -15,7 +15,9 @@ namespace admission::projections {
 const char* PhaseName(Phase phase) {
   switch (phase) {
     case Phase::kPending: return "Pending";
+    case Phase::kReserved: return "QuotaReserved";
     case Phase::kAdmitted: return "Admitted";
+    case Phase::kDeactivated: return "Deactivated";
     case Phase::kEvicting: return "Evicting";
     case Phase::kFinished: return "Finished";
     case Phase::kRejected: return "Rejected";
@@ -32,7 +34,10 @@ Engine::Engine() = default;
 schema::Event::Builder Engine::NewDecision(uint64_t causation) {
   decisions_.push_back(PendingDecision{std::make_unique<capnp::MallocMessageBuilder>(256),
                                        causation});
-  return decisions_.back().message->initRoot<schema::Event>();
+  schema::Event::Builder e = decisions_.back().message->initRoot<schema::Event>();
+  // A decision forced by an input records who asked; cycle decisions are the engine's own.
+  e.setActor(causation != 0 && !current_actor_.empty() ? current_actor_ : "engine");
+  return e;
 }
 
 schema::WorkloadRef::Builder Engine::Ref(schema::WorkloadRef::Builder b,
@@ -61,16 +66,23 @@ std::vector<std::string> Engine::EndBatch(uint64_t batch_last_sequence, int64_t 
   now_ns_ = std::max(now_ns_, now_ns);
   current_sequence_ = 0;  // decisions made by cycles cite the batch's last input
   int cycles = 0;
-  while (RunCycle(now_ns_)) {
-    ++cycles;
-    ADM_CHECK(cycles < kCyclesPerBatchMax, "admission cycles do not converge");
+  // Timers due now, then cycles to a fixpoint; a cycle may start timers that are due at once
+  // (a zero TTL), so repeat until neither changes anything.
+  bool more = true;
+  while (more) {
+    more = FireTimers(now_ns_);
+    while (RunCycle(now_ns_)) {
+      ++cycles;
+      ADM_CHECK(cycles < kCyclesPerBatchMax, "admission cycles do not converge");
+      more = true;
+    }
+    more = more && !timers_.empty() && timers_.begin()->first <= now_ns_;
   }
   std::vector<std::string> out;
   out.reserve(decisions_.size());
   for (PendingDecision& d : decisions_) {
     schema::Event::Builder e = d.message->getRoot<schema::Event>();
     e.setRecordedAtNs(now_ns_);
-    e.setActor("engine");
     e.setCausationSequence(d.causation != 0 ? d.causation : batch_last_sequence);
     e.setEngineVersion(kEngineVersion);
     out.push_back(schema::EncodeEvent(*d.message));
@@ -140,6 +152,14 @@ void Engine::Enqueue(WorkloadState& wl, int64_t now) {
   if (cls.members.size() == 1) cls.inadmissible = false;
   ++cq.pending;
   wl.queued = true;
+  if (wl.pending_since_ns == 0) {
+    wl.pending_since_ns = now;
+    wl.starvation_alerted = false;
+    if (cq.spec && cq.spec->max_wait_ns > 0) {
+      AddTimer(now + cq.spec->max_wait_ns, "maxwait", wl.ns + "/" + wl.name, wl.generation,
+               std::to_string(now));
+    }
+  }
   if (!cls.inadmissible) active_.insert(cq_name);
 }
 
@@ -274,7 +294,8 @@ void Engine::SetPending(WorkloadState& wl, const std::string& reason, const std:
 void Engine::Reserve(WorkloadState& wl, const Nomination& n, int64_t now) {
   ClusterQueueState& cq = cqs_[wl.cluster_queue];
   Dequeue(wl);
-  wl.phase = Phase::kAdmitted;
+  wl.phase = Phase::kReserved;
+  wl.pending_since_ns = 0;
   wl.admission = n.assignment;
   ++wl.generation;
   wl.quota_version = cq.spec->version;
@@ -317,19 +338,15 @@ void Engine::Reserve(WorkloadState& wl, const Nomination& n, int64_t now) {
       ++j;
     }
   }
-  // Until admission checks exist, a reservation with no required checks is an admission.
-  SetCondition(wl, "Admitted", true, "Admitted", "The workload is admitted", now);
-  auto a = NewDecision(current_sequence_).initBody().initAdmitted();
-  Ref(a.initWorkload(), wl);
-  a.setGeneration(wl.generation);
-  a.setFencingToken(FencingToken(wl));
-  a.setQuotaVersion(wl.quota_version);
+  // Admitted at once when the ClusterQueue requires no checks for these flavors.
+  StartChecks(wl, now);
 }
 
 void Engine::ReleaseQuota(WorkloadState& wl, const std::string& reason, int64_t now) {
   ClusterQueueState& cq = cqs_[wl.cluster_queue];
   size_t erased = cq.admitted.erase(wl.ns + "/" + wl.name);
   ADM_CHECK(erased == 1, "%s/%s held no quota", wl.ns.c_str(), wl.name.c_str());
+  wl.fencing_token.clear();
   AddUsage(wl.cluster_queue, wl.admission.usage, -1);
   SetCondition(wl, "QuotaReserved", false, reason, "Quota released: " + reason, now);
   SetCondition(wl, "Admitted", false, reason, "Quota released: " + reason, now);
@@ -343,6 +360,8 @@ void Engine::ReleaseQuota(WorkloadState& wl, const std::string& reason, int64_t 
 void Engine::RequeueAfterEviction(WorkloadState& wl, int64_t now) {
   wl.phase = Phase::kPending;
   wl.admission = Assignment{};
+  wl.checks.clear();
+  wl.fencing_token.clear();
   // A preempted workload keeps its creation time as its queue position (Kueue's
   // GetQueueOrderTimestamp only moves it for PodsReadyTimeout and AdmissionCheck evictions).
   ++wl.requeue_count;
@@ -360,15 +379,8 @@ void Engine::RequeueAfterEviction(WorkloadState& wl, int64_t now) {
 void Engine::Evict(WorkloadState& victim, const std::string& reason, const std::string& message,
                    const std::string& preempt_reason, const WorkloadState* preemptor,
                    int64_t now) {
-  ADM_CHECK(victim.phase == Phase::kAdmitted, "evicting %s in phase %s", victim.name.c_str(),
+  ADM_CHECK(Evictable(victim.phase), "evicting %s in phase %s", victim.name.c_str(),
             PhaseName(victim.phase));
-  victim.phase = Phase::kEvicting;
-  SetCondition(victim, "Evicted", true, reason, message, now);
-  auto e = NewDecision(current_sequence_).initBody().initEvictionStarted();
-  Ref(e.initWorkload(), victim);
-  e.setGeneration(victim.generation);
-  e.setReason(reason);
-  e.setMessage(message);
   if (preemptor != nullptr) {
     SetCondition(victim, "Preempted", true, preempt_reason, message, now);
     auto p = NewDecision(current_sequence_).initBody().initPreempted();
@@ -379,10 +391,7 @@ void Engine::Evict(WorkloadState& victim, const std::string& reason, const std::
   }
   // Pods exist only after the runtime reported them released. None released: nothing to
   // wait for, the quota is free at once. Otherwise it stays held until they are gone.
-  if (!victim.pods_released) {
-    ReleaseQuota(victim, reason, now);
-    RequeueAfterEviction(victim, now);
-  }
+  EvictForReason(victim, reason, message, 0, 0, now);
 }
 
 }  // namespace admission::projections

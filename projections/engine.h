@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "projections/model.h"
-#include "projections/quota_tree.h"
 #include <capnp/message.h>
+
+#include "projections/quota_tree.h"
+#include "schema/result.h"
 
 #include "schema/events.capnp.h"
 
@@ -26,14 +28,34 @@ inline constexpr int kCyclesPerBatchMax = 1'000'000;
 inline constexpr int kPodSetsMax = 8;
 
 enum class Phase {
-  kPending,      // queued, no quota
-  kAdmitted,     // quota reserved (and admitted: no checks until the checks issue)
-  kEvicting,     // evicted, quota held until the pods are gone
+  kPending,      // queued (or waiting out a backoff), no quota
+  kReserved,     // quota reserved, waiting for its admission checks
+  kAdmitted,     // quota reserved and every required check Ready: may run with its token
+  kEvicting,     // evicted, quota held until the pods are gone or a drain deadline passes
   kFinished,
-  kRejected,     // can never fit, or refused: final
+  kRejected,     // can never fit, or a duplicate: final
+  kDeactivated,  // a check rejected it, retries ran out, or it ran too long: final
   kDeleted,
 };
 const char* PhaseName(Phase phase);
+// Holds quota: reserved, admitted or still draining.
+inline bool HoldsQuota(Phase p) {
+  return p == Phase::kReserved || p == Phase::kAdmitted || p == Phase::kEvicting;
+}
+// May be evicted (preempted, revoked, drained).
+inline bool Evictable(Phase p) { return p == Phase::kReserved || p == Phase::kAdmitted; }
+inline bool Terminal(Phase p) {
+  return p == Phase::kFinished || p == Phase::kRejected || p == Phase::kDeactivated ||
+         p == Phase::kDeleted;
+}
+
+// One required admission check of the current reservation.
+struct CheckStatus {
+  std::string state = "Pending";   // Pending, Ready, Retry, Rejected
+  std::string message;
+  int64_t last_transition_ns = 0;  // Pending since, Ready since...
+  uint64_t report_sequence = 0;    // the report this state came from (0: none yet)
+};
 
 struct Condition {
   std::string type;      // QuotaReserved, Admitted, Evicted, Preempted, Requeued, Finished...
@@ -62,6 +84,24 @@ struct WorkloadState {
   bool pods_released = false;      // the runtime reported pods may exist
   bool imported = false;
   uint32_t requeue_count = 0;
+  // Part 2: checks, pods, timers.
+  std::map<std::string, CheckStatus> checks;   // required checks of the current generation
+  uint32_t check_retries = 0;      // reservations released by a check's Retry (or TTL)
+  uint32_t pods_ready_requeues = 0;
+  std::string fencing_token;       // set while admitted
+  bool pods_ready = false;
+  int64_t admitted_at_ns = 0;
+  int64_t requeue_at_ns = 0;       // waiting out a backoff until then (not queued)
+  int64_t drain_deadline_ns = 0;   // evicting: quota released at the latest then
+  int64_t pending_since_ns = 0;    // start of the current wait, for the starvation alert
+  bool starvation_alerted = false;
+  int64_t expected_runtime_ns = 0;
+  int64_t max_execution_ns = 0;
+  // What happens once an eviction's pods are gone: "" requeue at once, "retry" requeue after
+  // a check's backoff, "podsready" requeue after Kueue's backoff, "deactivate".
+  std::string after_eviction;
+  int64_t retry_after_ns = 0;
+  std::string deactivate_reason, deactivate_message;
   std::string pending_reason;
   std::string pending_message;
   std::map<std::string, Condition> conditions;  // by type
@@ -99,6 +139,41 @@ struct ClusterQueueState {
   std::string inactive_reason;                      // empty: active
 };
 
+struct AdmissionCheckSpec {
+  std::string name;
+  std::string controller;          // the only identity allowed to report
+  int64_t pending_ttl_ns = 0;      // 0: none
+  bool reject_on_timeout = false;  // else Retry
+  uint32_t retry_limit = 0;
+  int64_t backoff_base_ns = 0;
+  int64_t backoff_max_ns = 0;
+  uint64_t version = 0;
+};
+
+struct EngineConfig {
+  bool wait_for_pods_ready = false;
+  int64_t pods_ready_timeout_ns = 0;
+  int32_t backoff_base_seconds = 60;
+  int32_t backoff_max_seconds = 3600;
+  int32_t backoff_limit_count = 0;   // 0: no limit
+  int64_t aging_step_ns = 0;         // 0: no aging
+  int32_t aging_priority_max = 0;
+  bool fair_sharing = false;
+};
+
+struct MaintenanceWindowSpec {
+  std::string name, flavor;
+  int64_t start_ns = 0, end_ns = 0;
+};
+
+// The verdict on an input before it is recorded: refused (nothing is written), a no-op, or
+// accepted.
+struct InputVerdict {
+  Status status;
+  bool noop = false;
+  std::string note;  // why it is a no-op
+};
+
 // The outcome of nominating a queue head (flavor assignment, maybe preemption).
 enum NominationMode { kNoFit = 0, kPreempt = 1, kFit = 2 };  // larger is better
 struct Nomination {
@@ -121,6 +196,11 @@ class Engine {
   // sequence is set. Decisions it forces are kept until EndBatch.
   void ApplyInput(schema::Event::Reader event);
 
+  // Checks an input against the current state before intake records it: a check report
+  // from the wrong identity or for a stale generation, a pod report with a stale token, a
+  // revocation of nothing are refused; an identical repeated report is a no-op. Pure.
+  InputVerdict Validate(schema::Event::Reader event) const;
+
   // Runs admission cycles to a fixpoint and returns every decision since the last EndBatch,
   // as canonical Event bytes stamped with (causation, time) and this engine's version.
   std::vector<std::string> EndBatch(uint64_t batch_last_sequence, int64_t now_ns);
@@ -134,6 +214,10 @@ class Engine {
   const QuotaTree& tree() const { return tree_; }
   const Interner& resource_names() const { return resources_; }
   const Interner& flavor_names() const { return flavor_ids_; }
+  const std::map<std::string, AdmissionCheckSpec>& admission_checks() const { return checks_; }
+  const EngineConfig& config() const { return config_; }
+  // Effective priority for ordering: priority plus aging for the time waited (bounded).
+  int64_t EffectivePriority(const WorkloadState& wl, int64_t now) const;
   uint64_t decisions_made() const { return decisions_made_; }
 
   // Pending workloads of a ClusterQueue in queue order (for reading; O(pending)).
@@ -159,6 +243,33 @@ class Engine {
   void Finish(const std::string& key, const std::string& message, int64_t now);
   void Remove(const std::string& key, int64_t now);
   void PodsReport(schema::PodsReported::Reader report, int64_t now);
+
+  // Part 2 (lifecycle.cc): checks, pods, timers, revocation, nodes, maintenance.
+  void DefineAdmissionCheck(schema::AdmissionCheckDef::Reader def, uint64_t seq);
+  void DefineEngineConfig(schema::EngineConfigDef::Reader def);
+  void ReportCheck(schema::CheckStateReported::Reader report, uint64_t seq, int64_t now);
+  void Revoke(schema::RevocationRequested::Reader revocation, int64_t now);
+  void NodeChanged(schema::NodeCapacity::Reader node, int kind, int64_t now);
+  void DefineMaintenance(schema::MaintenanceWindow::Reader window, int64_t now);
+  std::vector<std::string> RequiredChecks(const WorkloadState& wl) const;
+  void StartChecks(WorkloadState& wl, int64_t now);
+  void TryAdmit(WorkloadState& wl, int64_t now);
+  void ReleaseAndRetry(WorkloadState& wl, const std::string& reason, const std::string& message,
+                       int64_t requeue_after_ns, int64_t now);
+  void Deactivate(WorkloadState& wl, const std::string& reason, const std::string& message,
+                  int64_t now);
+  void EvictForReason(WorkloadState& wl, const std::string& reason, const std::string& message,
+                      int pod_set_action, int64_t drain_deadline_ns, int64_t now);
+  void PodsGone(WorkloadState& wl, const std::string& why, int64_t now);
+  void AddTimer(int64_t at_ns, const std::string& kind, const std::string& key,
+                uint64_t generation, const std::string& detail = "");
+  // Fires every timer due at `now`; returns true if any changed the state.
+  bool FireTimers(int64_t now);
+  int64_t Backoff(const WorkloadState& wl, int64_t base_ns, int64_t max_ns, uint32_t attempt) const;
+  void EnforceCapacity(int64_t now);   // node failures and quota reclaims
+  std::optional<std::string> MaintenanceConflict(const WorkloadState& wl, int flavor,
+                                                 int64_t now) const;
+  int64_t FlavorCapacityLeft(int flavor, int resource) const;   // INT64_MAX: unknown
 
   // Queues (engine.cc).
   static std::string ClassKey(const WorkloadState& wl);
@@ -187,6 +298,7 @@ class Engine {
   // The cycle (scheduler.cc).
   bool RunCycle(int64_t now);
   std::optional<std::string> Head(const std::string& cq_name) const;
+  bool HeadBefore(const QueueKey& a, const QueueKey& b) const;
   Nomination Nominate(const WorkloadState& wl);
   Nomination AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec& spec, int cq_node,
                            const std::vector<int32_t>& counts) const;
@@ -203,6 +315,19 @@ class Engine {
   std::map<std::string, CohortSpec> cohort_specs_;
   std::map<std::string, LocalQueueSpec> lqs_;       // by namespace/name
   std::map<std::string, int32_t> priority_classes_;
+  std::map<std::string, AdmissionCheckSpec> checks_;
+  EngineConfig config_;
+  std::map<std::string, MaintenanceWindowSpec> windows_;
+  // Node capacity: node -> (flavor, capacity by resource id, failed).
+  struct NodeState {
+    std::string flavor;
+    std::map<int, int64_t> capacity;
+    bool failed = false;
+  };
+  std::map<std::string, NodeState> nodes_;
+  // Timers: (time, kind|key|generation|detail), fired in order at EndBatch.
+  std::set<std::pair<int64_t, std::string>> timers_;
+  std::string current_actor_;
   std::map<std::string, ClusterQueueState> cqs_;
   std::map<std::string, WorkloadState> workloads_;  // by namespace/name
   std::map<std::string, std::string> uid_to_key_;

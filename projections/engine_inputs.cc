@@ -88,6 +88,7 @@ void Engine::ApplyInput(schema::Event::Reader event) {
   ADM_CHECK(!schema::IsDecision(event.getBody().which()), "decision %d applied as an input",
             static_cast<int>(event.getBody().which()));
   current_sequence_ = event.getSequence();
+  current_actor_ = event.getActor().cStr();
   now_ns_ = std::max(now_ns_, event.getRecordedAtNs());
   const uint64_t seq = event.getSequence();
   const int64_t now = now_ns_;
@@ -158,8 +159,12 @@ void Engine::ApplyInput(schema::Event::Reader event) {
       cq.preference = fung.getPreference() == schema::FungibilityPreference::PREEMPTION_OVER_BORROWING
                           ? FungibilityPreference::kPreemptionOverBorrowing
                           : FungibilityPreference::kBorrowingOverPreemption;
-      for (auto c : def.getAdmissionChecks()) cq.admission_checks.push_back(c.cStr());
-      for (auto c : def.getAdmissionChecksStrategy()) cq.admission_checks.push_back(c.getName().cStr());
+      for (auto c : def.getAdmissionChecks()) cq.admission_checks[c.cStr()];
+      for (auto c : def.getAdmissionChecksStrategy()) {
+        auto& flavors = cq.admission_checks[c.getName().cStr()];
+        for (auto f : c.getOnFlavors()) flavors.push_back(f.cStr());
+      }
+      cq.max_wait_ns = def.getMaxWaitNs();
       cq.fair_weight_milli = def.getFairSharingWeightMilli();
       cq.version = seq;
       const std::string name = cq.name;
@@ -168,6 +173,7 @@ void Engine::ApplyInput(schema::Event::Reader event) {
       DefinitionsChanged();
       // Workloads of LocalQueues pointing here may now have a home.
       RequeueOrphans(now);
+      EnforceCapacity(now);  // a lowered quota evicts what no longer fits
       if (cq_specs_.at(name).stop_policy == StopPolicy::kHoldAndDrain) {
         Drain([&](const WorkloadState& wl) { return wl.cluster_queue == name; },
               "ClusterQueueStopped", "The ClusterQueue is stopped", now);
@@ -229,9 +235,32 @@ void Engine::ApplyInput(schema::Event::Reader event) {
     case schema::Event::Body::PODS_REPORTED:
       PodsReport(body.getPodsReported(), now);
       break;
+    case schema::Event::Body::ADMISSION_CHECK_DEFINED:
+      DefineAdmissionCheck(body.getAdmissionCheckDefined(), seq);
+      break;
+    case schema::Event::Body::ENGINE_CONFIG_DEFINED:
+      DefineEngineConfig(body.getEngineConfigDefined());
+      break;
+    case schema::Event::Body::CHECK_STATE_REPORTED:
+      ReportCheck(body.getCheckStateReported(), seq, now);
+      break;
+    case schema::Event::Body::REVOCATION_REQUESTED:
+      Revoke(body.getRevocationRequested(), now);
+      break;
+    case schema::Event::Body::NODE_CAPACITY_CHANGED:
+      NodeChanged(body.getNodeCapacityChanged(), 0, now);
+      break;
+    case schema::Event::Body::NODE_FAILED:
+      NodeChanged(body.getNodeFailed(), 1, now);
+      break;
+    case schema::Event::Body::NODE_RECOVERED:
+      NodeChanged(body.getNodeRecovered(), 2, now);
+      break;
+    case schema::Event::Body::MAINTENANCE_WINDOW_DEFINED:
+      DefineMaintenance(body.getMaintenanceWindowDefined(), now);
+      break;
     default:
-      // Inputs the later issues give meaning to (checks, nodes, revocation, clock) change
-      // nothing yet; they are recorded facts all the same.
+      // clockAdvanced: time moved (above); the timers due fire at the end of the batch.
       break;
   }
 }
@@ -240,10 +269,10 @@ void Engine::Drain(const std::function<bool(const WorkloadState&)>& selected,
                    const std::string& reason, const std::string& message, int64_t now) {
   std::vector<std::string> keys;
   for (const auto& [key, wl] : workloads_) {
-    if (wl.phase == Phase::kAdmitted && selected(wl)) keys.push_back(key);
+    if (Evictable(wl.phase) && selected(wl)) keys.push_back(key);
   }
   for (const std::string& key : keys) {
-    Evict(workloads_.at(key), reason, message, "", nullptr, now);
+    EvictForReason(workloads_.at(key), reason, message, 0, 0, now);
   }
 }
 
@@ -299,6 +328,8 @@ void Engine::InitWorkload(schema::Workload::Reader wl, uint64_t seq, int64_t now
   out->namespace_labels = ToLabels(wl.getNamespaceLabels());
   out->namespace_labels["kubernetes.io/metadata.name"] = out->ns;
   out->submitted_sequence = seq;
+  out->expected_runtime_ns = wl.getExpectedRuntimeNs();
+  out->max_execution_ns = wl.getMaxExecutionNs();
   out->class_key = ClassKey(*out);
 }
 
@@ -358,6 +389,8 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
   RebuildTreeIfNeeded();
   w.phase = Phase::kAdmitted;
   w.generation = 1;
+  w.fencing_token = w.uid + "/1";
+  w.admitted_at_ns = now;
   w.quota_version = cq.spec ? cq.spec->version : 0;
   w.reserved_at_ns = now;
   cq.admitted.insert(key);
@@ -376,11 +409,10 @@ void Engine::Finish(const std::string& key, const std::string& message, int64_t 
   auto it = workloads_.find(key);
   if (it == workloads_.end()) return;
   WorkloadState& wl = it->second;
-  if (wl.phase == Phase::kFinished || wl.phase == Phase::kDeleted || wl.phase == Phase::kRejected) return;
+  if (Terminal(wl.phase)) return;
   if (wl.queued) Dequeue(wl);
-  if (wl.phase == Phase::kAdmitted || wl.phase == Phase::kEvicting) {
-    ReleaseQuota(wl, "Finished", now);
-  }
+  if (HoldsQuota(wl.phase)) ReleaseQuota(wl, "Finished", now);
+  wl.fencing_token.clear();
   wl.phase = Phase::kFinished;
   SetCondition(wl, "Finished", true, "Succeeded", message.empty() ? "Job finished" : message, now);
 }
@@ -389,10 +421,10 @@ void Engine::Remove(const std::string& key, int64_t now) {
   auto it = workloads_.find(key);
   if (it == workloads_.end()) return;
   WorkloadState& wl = it->second;
+  if (Terminal(wl.phase)) return;
   if (wl.queued) Dequeue(wl);
-  if (wl.phase == Phase::kAdmitted || wl.phase == Phase::kEvicting) {
-    ReleaseQuota(wl, "Deleted", now);
-  }
+  if (HoldsQuota(wl.phase)) ReleaseQuota(wl, "Deleted", now);
+  wl.fencing_token.clear();
   wl.phase = Phase::kDeleted;
   SetCondition(wl, "Finished", true, "Deleted", "Workload deleted", now);
 }
@@ -402,19 +434,27 @@ void Engine::PodsReport(schema::PodsReported::Reader report, int64_t now) {
   auto it = workloads_.find(key);
   if (it == workloads_.end()) return;
   WorkloadState& wl = it->second;
+  const std::string token = report.getFencingToken().cStr();
+  const bool current = wl.phase == Phase::kAdmitted && token == wl.fencing_token;
+  const bool of_evicted = wl.phase == Phase::kEvicting && token == wl.uid + "/" + std::to_string(wl.generation);
+  // Intake refuses stale tokens; a hand-written ledger's stale report changes nothing.
   switch (report.getReport()) {
     case schema::PodsReport::RELEASED:
-      if (wl.phase == Phase::kAdmitted) wl.pods_released = true;
+      if (current) wl.pods_released = true;
+      break;
+    case schema::PodsReport::READY:
+      if (current) wl.pods_ready = true;
       break;
     case schema::PodsReport::TERMINATED:
-      wl.pods_released = false;
-      if (wl.phase == Phase::kEvicting) {
-        ReleaseQuota(wl, "PodsTerminated", now);
-        RequeueAfterEviction(wl, now);
+      if (of_evicted) {
+        PodsGone(wl, "PodsTerminated", now);
+      } else if (current) {
+        wl.pods_released = false;
+        wl.pods_ready = false;
       }
       break;
     case schema::PodsReport::FINISHED:
-      Finish(key, "pods finished", now);
+      if (current || of_evicted) Finish(key, "pods finished", now);
       break;
     default:
       break;

@@ -112,8 +112,10 @@ struct ClusterQueueSpec {
   FungibilityAction when_can_borrow = FungibilityAction::kBorrow;
   FungibilityAction when_can_preempt = FungibilityAction::kTryNextFlavor;
   FungibilityPreference preference = FungibilityPreference::kBorrowingOverPreemption;
-  std::vector<std::string> admission_checks;
+  // Required checks: name -> flavors it applies to (empty: every flavor).
+  std::map<std::string, std::vector<std::string>> admission_checks;
   int64_t fair_weight_milli = 1000;
+  int64_t max_wait_ns = 0;   // 0: no starvation alert
   uint64_t version = 0;  // sequence of the definition: the quota version
 };
 

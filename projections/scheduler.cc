@@ -86,6 +86,7 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
       FlavorChoice best;
       std::vector<std::string> reasons;
       bool any_flavor_quota_tried = false;
+      bool blocked_for_now = false;
       bool no_match = false;        // some flavor was excluded by selectors or taints
       bool exceeds_max = false;     // some flavor could never hold the request
       bool any_could_ever_fit = false;
@@ -108,6 +109,11 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
           reasons.push_back("untolerated taint " + t->key + (t->value.empty() ? "" : "=" + t->value) +
                             ":" + t->effect + " in flavor " + fname);
           no_match = true;
+          continue;
+        }
+        if (auto conflict = MaintenanceConflict(wl, fq.flavor, now_ns_)) {
+          reasons.push_back(*conflict);
+          blocked_for_now = true;  // not "never": the window ends
           continue;
         }
         any_flavor_quota_tried = true;
@@ -133,6 +139,15 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
               n.flavor = fname;
               n.shortfall = val - max_capacity;
             }
+            break;
+          }
+          // Node capacity of the flavor (when nodes were reported) bounds it too.
+          const int64_t capacity_left = FlavorCapacityLeft(fq.flavor, r);
+          if (val > capacity_left) {
+            choice.mode = kNoFit;
+            reasons.push_back("insufficient node capacity for " + resources_.Name(r) +
+                              " in flavor " + fname + ", " + FormatMilli(val - capacity_left) +
+                              " more needed");
             break;
           }
           const bool has_parent = tree_.node(cq_node).parent != -1;
@@ -168,7 +183,7 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
           break;
         }
       }
-      if (!any_could_ever_fit) never = true;
+      if (!any_could_ever_fit && !blocked_for_now) never = true;
       if (best.flavor < 0) {
         ps_mode = kNoFit;
         // Kueue sorts the reasons of every flavor tried before joining them.
@@ -315,7 +330,7 @@ std::vector<std::string> Engine::FindVictims(const WorkloadState& wl, const Clus
   if (spec.preemption.within_cluster_queue != WithinCq::kNever) {
     for (const std::string& key : own.admitted) {
       const WorkloadState& c = workloads_.at(key);
-      if (c.phase != Phase::kAdmitted || !uses_needed(c)) continue;
+      if (!Evictable(c.phase) || !uses_needed(c)) continue;
       bool lower = c.priority < wl.priority;
       if (spec.preemption.within_cluster_queue == WithinCq::kLowerOrNewerEqualPriority) {
         lower = lower || (c.priority == wl.priority && c.queued_at_ns > wl.queued_at_ns);
@@ -332,7 +347,7 @@ std::vector<std::string> Engine::FindVictims(const WorkloadState& wl, const Clus
       if (it == cqs_.end()) continue;
       for (const std::string& key : it->second.admitted) {
         const WorkloadState& c = workloads_.at(key);
-        if (c.phase != Phase::kAdmitted || !uses_needed(c)) continue;
+        if (!Evictable(c.phase) || !uses_needed(c)) continue;
         bool allowed = spec.preemption.reclaim_within_cohort == ReclaimPolicy::kAny ||
                        (spec.preemption.reclaim_within_cohort == ReclaimPolicy::kLowerPriority &&
                         c.priority < wl.priority);
@@ -415,6 +430,14 @@ std::vector<std::string> Engine::FindVictims(const WorkloadState& wl, const Clus
 // ---------------------------------------------------------------------------------------------
 // The cycle.
 
+bool Engine::HeadBefore(const QueueKey& a, const QueueKey& b) const {
+  if (config_.aging_step_ns <= 0) return a < b;
+  const int64_t pa = EffectivePriority(workloads_.at(a.key), now_ns_);
+  const int64_t pb = EffectivePriority(workloads_.at(b.key), now_ns_);
+  if (pa != pb) return pa > pb;
+  return a < b;
+}
+
 std::optional<std::string> Engine::Head(const std::string& cq_name) const {
   const ClusterQueueState& cq = cqs_.at(cq_name);
   const QueueKey* best = nullptr;
@@ -423,11 +446,11 @@ std::optional<std::string> Engine::Head(const std::string& cq_name) const {
     const QueueKey& head = *cls.members.begin();
     if (cq.spec && cq.spec->queueing == QueueingStrategy::kStrictFifo) {
       // StrictFIFO: the overall head, admissible or not, blocks the queue.
-      if (best == nullptr || head < *best) best = &head;
+      if (best == nullptr || HeadBefore(head, *best)) best = &head;
       continue;
     }
     if (cls.inadmissible) continue;
-    if (best == nullptr || head < *best) best = &head;
+    if (best == nullptr || HeadBefore(head, *best)) best = &head;
   }
   if (best == nullptr) return std::nullopt;
   if (cq.spec && cq.spec->queueing == QueueingStrategy::kStrictFifo) {
@@ -487,7 +510,8 @@ bool Engine::RunCycle(int64_t now) {
     const WorkloadState& wa = workloads_.at(a.key);
     const WorkloadState& wb = workloads_.at(b.key);
     if (a.n.assignment.borrows != b.n.assignment.borrows) return !a.n.assignment.borrows;
-    if (wa.priority != wb.priority) return wa.priority > wb.priority;
+    const int64_t pa = EffectivePriority(wa, now), pb = EffectivePriority(wb, now);
+    if (pa != pb) return pa > pb;
     if (wa.queued_at_ns != wb.queued_at_ns) return wa.queued_at_ns < wb.queued_at_ns;
     if (wa.submitted_sequence != wb.submitted_sequence) {
       return wa.submitted_sequence < wb.submitted_sequence;

@@ -19,6 +19,7 @@
 #include "ledger/rocksdb_log.h"
 #include "ledger/verify.h"
 #include "ops/cli/common.h"
+#include "ops/cli/replay_commands.h"
 #include "ops/clock.h"
 #include "ops/demo.h"
 #include "ops/intake.h"
@@ -26,6 +27,7 @@
 #include "ops/render.h"
 #include "ops/service.h"
 #include "ops/time_format.h"
+#include "replay/replayer.h"
 #include "schema/event_codec.h"
 
 namespace admission::ops {
@@ -232,10 +234,30 @@ int RunWorkloadInput(const GlobalOptions& global, const std::string& ns_name, bo
   return 0;
 }
 
-int RunGet(const GlobalOptions& global, const std::string& what, const std::string& format) {
-  auto session = OpenSession(global, false);
-  if (!session.ok()) return Fail(session.status());
-  const projections::Engine& engine = (*session)->service->engine();
+int RunGet(const GlobalOptions& global, const std::string& what, const std::string& format,
+           uint64_t at_sequence) {
+  // With --at N: the read models as they were after sequence N (the end of its append).
+  std::unique_ptr<Session> session;
+  std::unique_ptr<ledger::RocksDbLog> at_log;
+  replay::StateAt at_state;
+  if (at_sequence != 0) {
+    auto log = OpenLedger(global, false);
+    if (!log.ok()) return Fail(log.status());
+    at_log = std::move(*log);
+    auto state = replay::FoldToSequence(*at_log, at_sequence);
+    if (!state.ok()) return Fail(state.status());
+    at_state = std::move(*state);
+    if (at_state.at != at_sequence) {
+      std::cerr << "as of sequence " << at_state.at << ", the end of the append holding sequence "
+                << at_sequence << "\n";
+    }
+  } else {
+    auto opened = OpenSession(global, false);
+    if (!opened.ok()) return Fail(opened.status());
+    session = std::move(*opened);
+  }
+  const projections::Engine& engine =
+      at_state.engine ? *at_state.engine : session->service->engine();
   Json items;
   std::string table;
   if (what == "workloads" || what == "workload" || what == "wl") {
@@ -342,13 +364,24 @@ int main(int argc, char** argv) {
                              "localqueues", "localqueue", "lq", "cohorts", "cohort"}));
   get_cmd->add_option("-o,--output", get_format, "table (default), json or yaml")
       ->check(CLI::IsMember({"table", "json", "yaml"}));
+  uint64_t get_at = 0;
+  get_cmd->add_option("--at", get_at,
+                      "the state after this ledger sequence (rounded up to the end of its "
+                      "append); default: the head");
 
   std::string demo_dir = "admission-demo-ledger";
   auto* demo_cmd = app.add_subcommand(
       "demo", "run the GPU platform demo on a fresh embedded ledger and narrate its decisions");
   demo_cmd->add_option("--dir", demo_dir, "fresh ledger directory (must not exist or be empty)");
 
+  int group_exit_code = -1;
+  AddLifecycleCommands(app, global, &group_exit_code);
+
+  int replay_exit = -1;
+  AddReplayCommands(app, global, &replay_exit);
   CLI11_PARSE(app, argc, argv);
+  if (replay_exit >= 0) return replay_exit;
+  if (group_exit_code >= 0) return group_exit_code;
 
   auto logger = spdlog::stderr_color_mt("admitctl");
   spdlog::set_default_logger(logger);
@@ -362,7 +395,7 @@ int main(int argc, char** argv) {
   if (*import_cmd) return RunFile(global, FileKind::kImport, file_path, out_format);
   if (*finish_cmd) return RunWorkloadInput(global, workload_name, true, finish_message, out_format);
   if (*delete_cmd) return RunWorkloadInput(global, workload_name, false, "", out_format);
-  if (*get_cmd) return RunGet(global, get_what, get_format);
+  if (*get_cmd) return RunGet(global, get_what, get_format, get_at);
   if (*demo_cmd) {
     admission::Status s = RunDemo(demo_dir, std::cout);
     return s.ok() ? 0 : Fail(s);

@@ -79,6 +79,7 @@ void PrintOutcome(const std::vector<std::string>& labels, const RecordOutcome& o
                          {"unchanged", static_cast<bool>(outcome.unchanged[i])}});
     }
     out["inputs"] = objects;
+    out["notes"] = outcome.notes;
     Json decisions = Json::array();
     uint64_t seq = outcome.first_decision_sequence;
     for (const std::string& bytes : outcome.decisions) {
@@ -93,9 +94,11 @@ void PrintOutcome(const std::vector<std::string>& labels, const RecordOutcome& o
     return;
   }
   for (size_t i = 0; i < labels.size(); ++i) {
-    std::cout << labels[i] << (outcome.unchanged[i] ? " unchanged" : " recorded") << " (sequence "
-              << outcome.sequences[i] << ")\n";
+    std::cout << labels[i] << (outcome.unchanged[i] ? " unchanged" : " recorded");
+    if (outcome.sequences[i] != 0) std::cout << " (sequence " << outcome.sequences[i] << ")";
+    std::cout << "\n";
   }
+  for (const std::string& note : outcome.notes) std::cout << "  no-op: " << note << "\n";
   uint64_t seq = outcome.first_decision_sequence;
   for (const std::string& bytes : outcome.decisions) {
     auto d = schema::DecodeEvent(bytes);

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -75,4 +77,13 @@ void PrintOutcome(const std::vector<std::string>& labels, const RecordOutcome& o
 // "ns/name" -> (ns, name), refusing anything else.
 Result<std::pair<std::string, std::string>> SplitName(const std::string& ns_name);
 
+}  // namespace admission::ops
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace admission::ops {
+// Command groups (each in its own file) register subcommands whose callbacks set *exit_code.
+void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code);
 }  // namespace admission::ops

@@ -62,8 +62,21 @@ class Scenario : public ::testing::TestWithParam<std::string> {
     ops::IntakeOptions options;
     options.at_ns = clock_.now_ns;
     options.actor = actor;
+    const uint64_t head_before = log_.GetHead().sequence;
     auto outcome = service_->Record(inputs, options);
+    if (!expect_refused_.empty()) {
+      EXPECT_FALSE(outcome.ok()) << "expected a refusal containing '" << expect_refused_ << "'";
+      if (!outcome.ok()) {
+        EXPECT_NE(outcome.status().message().find(expect_refused_), std::string::npos)
+            << outcome.status().ToString();
+      }
+      EXPECT_EQ(log_.GetHead().sequence, head_before) << "a refused input wrote events";
+      return {};
+    }
     EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
+    if (outcome.ok()) {
+      last_noop_ = !outcome->unchanged.empty() && outcome->unchanged.back();
+    }
     std::vector<std::string> described;
     if (!outcome.ok()) return described;
     for (const std::string& bytes : outcome->decisions) {
@@ -188,6 +201,126 @@ class Scenario : public ::testing::TestWithParam<std::string> {
       }
       if (!inputs.empty()) add(Record(inputs, "runtime"));
     }
+    expect_refused_ = step["refused"] ? step["refused"].as<std::string>() : "";
+    auto workload = [&](const std::string& key) -> const projections::WorkloadState* {
+      auto it = service_->engine().workloads().find(key);
+      EXPECT_NE(it, service_->engine().workloads().end()) << "step " << index << ": no " << key;
+      return it == service_->engine().workloads().end() ? nullptr : &it->second;
+    };
+    auto set_ref = [](schema::WorkloadRef::Builder ref, const projections::WorkloadState& wl) {
+      ref.setNamespace(wl.ns);
+      ref.setName(wl.name);
+      ref.setUid(wl.uid);
+    };
+    if (const auto& r = step["report"]) {
+      const projections::WorkloadState* wl = workload(r["workload"].as<std::string>());
+      if (wl != nullptr) {
+        capnp::MallocMessageBuilder m;
+        auto rep = m.initRoot<schema::Event>().initBody().initCheckStateReported();
+        set_ref(rep.initWorkload(), *wl);
+        rep.setCheck(r["check"].as<std::string>());
+        const std::string gen = r["generation"] ? r["generation"].as<std::string>() : "current";
+        rep.setGeneration(gen == "current" ? wl->generation : std::stoull(gen));
+        const std::string state = r["state"].as<std::string>();
+        rep.setState(state == "Ready"      ? schema::CheckState::READY
+                     : state == "Retry"    ? schema::CheckState::RETRY
+                     : state == "Rejected" ? schema::CheckState::REJECTED
+                                           : schema::CheckState::PENDING);
+        if (r["message"]) rep.setMessage(r["message"].as<std::string>());
+        if (r["requeueAfter"]) rep.setRequeueAfterNs(*ops::ParseDurationNs(r["requeueAfter"].as<std::string>()));
+        add(Record({schema::EncodeEvent(m)}, r["as"] ? r["as"].as<std::string>() : "nobody"));
+      }
+    }
+    if (const auto& p = step["pods"]) {
+      const projections::WorkloadState* wl = workload(p["workload"].as<std::string>());
+      if (wl != nullptr) {
+        capnp::MallocMessageBuilder m;
+        auto rep = m.initRoot<schema::Event>().initBody().initPodsReported();
+        set_ref(rep.initWorkload(), *wl);
+        const std::string token = p["token"] ? p["token"].as<std::string>() : "current";
+        rep.setFencingToken(token == "current" ? (wl->fencing_token.empty()
+                                                      ? wl->uid + "/" + std::to_string(wl->generation)
+                                                      : wl->fencing_token)
+                                               : token);
+        const std::string what = p["report"].as<std::string>();
+        rep.setReport(what == "released"     ? schema::PodsReport::RELEASED
+                      : what == "ready"      ? schema::PodsReport::READY
+                      : what == "terminated" ? schema::PodsReport::TERMINATED
+                                             : schema::PodsReport::FINISHED);
+        add(Record({schema::EncodeEvent(m)}, "pod-runtime"));
+      }
+    }
+    if (const auto& r = step["revoke"]) {
+      capnp::MallocMessageBuilder m;
+      auto rev = m.initRoot<schema::Event>().initBody().initRevocationRequested();
+      if (r["workload"]) {
+        const projections::WorkloadState* wl = workload(r["workload"].as<std::string>());
+        if (wl != nullptr) set_ref(rev.getTarget().initWorkload(), *wl);
+      } else if (r["check"]) {
+        rev.getTarget().setCheck(r["check"].as<std::string>());
+      } else {
+        rev.getTarget().setFlavor(r["flavor"].as<std::string>());
+      }
+      rev.setReason(r["reason"] ? r["reason"].as<std::string>() : "test");
+      if (r["drain"] && r["drain"].as<bool>()) rev.setPodSetAction(schema::PodSetAction::DRAIN);
+      if (r["drainDeadline"]) {
+        rev.setDrainDeadlineNs(clock_.now_ns + *ops::ParseDurationNs(r["drainDeadline"].as<std::string>()));
+      }
+      add(Record({schema::EncodeEvent(m)}, r["as"] ? r["as"].as<std::string>() : "security"));
+    }
+    if (step["tick"]) {
+      capnp::MallocMessageBuilder m;
+      m.initRoot<schema::Event>().initBody().initClockAdvanced().setToNs(clock_.now_ns);
+      add(Record({schema::EncodeEvent(m)}, "clock"));
+    }
+    if (const auto& n = step["node"]) {
+      capnp::MallocMessageBuilder m;
+      auto body = m.initRoot<schema::Event>().initBody();
+      const std::string action = n["action"].as<std::string>();
+      auto node = action == "capacity" ? body.initNodeCapacityChanged()
+                  : action == "fail"   ? body.initNodeFailed()
+                                       : body.initNodeRecovered();
+      node.setNode(n["node"].as<std::string>());
+      if (n["flavor"]) node.setFlavor(n["flavor"].as<std::string>());
+      if (n["capacity"]) {
+        auto list = node.initCapacity(static_cast<unsigned>(n["capacity"].size()));
+        unsigned i = 0;
+        for (const auto& c : n["capacity"]) {
+          list[i].setName(c.first.as<std::string>());
+          list[i].setMilli(*ops::ParseQuantityMilli(c.second.as<std::string>()));
+          ++i;
+        }
+      }
+      add(Record({schema::EncodeEvent(m)}, "node-monitor"));
+    }
+    if (const auto& w = step["maintenance"]) {
+      capnp::MallocMessageBuilder m;
+      auto win = m.initRoot<schema::Event>().initBody().initMaintenanceWindowDefined();
+      win.setName(w["name"].as<std::string>());
+      win.setFlavor(w["flavor"].as<std::string>());
+      win.setStartNs(*ops::ParseRfc3339(w["from"].as<std::string>()));
+      win.setEndNs(*ops::ParseRfc3339(w["to"].as<std::string>()));
+      add(Record({schema::EncodeEvent(m)}, "operator"));
+    }
+    if (const auto& c = step["configure"]) {
+      capnp::MallocMessageBuilder m;
+      auto cfg = m.initRoot<schema::Event>().initBody().initEngineConfigDefined();
+      if (c["podsReadyTimeout"]) {
+        cfg.setWaitForPodsReadyEnabled(true);
+        cfg.setPodsReadyTimeoutNs(*ops::ParseDurationNs(c["podsReadyTimeout"].as<std::string>()));
+      }
+      if (c["backoffBaseSeconds"]) cfg.setBackoffBaseSeconds(c["backoffBaseSeconds"].as<int>());
+      if (c["backoffMaxSeconds"]) cfg.setBackoffMaxSeconds(c["backoffMaxSeconds"].as<int>());
+      if (c["backoffLimitCount"]) cfg.setBackoffLimitCount(c["backoffLimitCount"].as<int>());
+      if (c["agingStep"]) cfg.setAgingStepNs(*ops::ParseDurationNs(c["agingStep"].as<std::string>()));
+      if (c["agingMax"]) cfg.setAgingPriorityMax(c["agingMax"].as<int>());
+      if (c["fairSharing"]) cfg.setFairSharingEnabled(c["fairSharing"].as<bool>());
+      add(Record({schema::EncodeEvent(m)}, "operator"));
+    }
+    if (step["noop"]) {
+      EXPECT_EQ(last_noop_, step["noop"].as<bool>()) << "step " << index;
+    }
+    expect_refused_.clear();
     return decisions;
   }
 
@@ -254,6 +387,19 @@ class Scenario : public ::testing::TestWithParam<std::string> {
       ASSERT_NE(c, wl.conditions.end()) << ctx;
       EXPECT_EQ(c->second.reason, want["preemptedReason"].as<std::string>()) << ctx;
     }
+    if (want["checks"]) {
+      for (const auto& c : want["checks"]) {
+        auto cs = wl.checks.find(c.first.as<std::string>());
+        ASSERT_NE(cs, wl.checks.end()) << ctx << ": no check " << c.first.as<std::string>();
+        EXPECT_EQ(cs->second.state, c.second.as<std::string>()) << ctx << " check " << cs->first;
+      }
+    }
+    if (want["token"]) {
+      EXPECT_EQ(!wl.fencing_token.empty(), want["token"].as<bool>()) << ctx;
+    }
+    if (want["generation"]) {
+      EXPECT_EQ(wl.generation, want["generation"].as<uint64_t>()) << ctx;
+    }
     if (want["requeues"]) {
       EXPECT_EQ(wl.requeue_count, want["requeues"].as<uint32_t>()) << ctx;
     }
@@ -318,6 +464,8 @@ class Scenario : public ::testing::TestWithParam<std::string> {
   ledger::MemoryLog log_;
   FixedClock clock_;
   std::unique_ptr<ops::Service> service_;
+  std::string expect_refused_;
+  bool last_noop_ = false;
 };
 
 TEST_P(Scenario, ReachesExpectedStates) {

@@ -1,0 +1,360 @@
+// admitctl commands of the admission lifecycle: check reports, pod runtime reports, clock
+// ticks, revocations, nodes, maintenance windows and engine configuration. Every command is
+// one input event through intake; refusals write nothing and exit 1 with the reason.
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <capnp/message.h>
+
+#include "ops/cli/common.h"
+#include "ops/quantity.h"
+#include "ops/time_format.h"
+#include "schema/event_codec.h"
+
+namespace admission::ops {
+
+namespace {
+
+// Records one input built by `fill` (which gets the open session, to look workloads up).
+int RecordOne(const GlobalOptions& global, const std::string& label, const std::string& actor,
+              const std::function<Status(Session&, schema::Event::Builder)>& fill,
+              const std::string& format, std::optional<int64_t> at = std::nullopt) {
+  auto session = OpenSession(global, false);
+  if (!session.ok()) return Fail(session.status());
+  capnp::MallocMessageBuilder message;
+  Status s = fill(**session, message.initRoot<schema::Event>());
+  if (!s.ok()) return Fail(s);
+  auto options = IntakeFrom(global, actor);
+  if (!options.ok()) return Fail(options.status());
+  if (at) options->at_ns = *at;
+  auto outcome = (*session)->service->Record({schema::EncodeEvent(message)}, *options);
+  if (!outcome.ok()) return Fail(outcome.status());
+  PrintOutcome({label}, *outcome, format);
+  return 0;
+}
+
+Result<const projections::WorkloadState*> FindWorkload(Session& session, const std::string& ns_name) {
+  auto name = SplitName(ns_name);
+  if (!name.ok()) return name.status();
+  const auto& workloads = session.service->engine().workloads();
+  auto it = workloads.find(ns_name);
+  if (it == workloads.end()) return Status(Code::kNotFound, "no workload " + ns_name);
+  return &it->second;
+}
+
+void SetRef(schema::WorkloadRef::Builder ref, const projections::WorkloadState& wl) {
+  ref.setNamespace(wl.ns);
+  ref.setName(wl.name);
+  ref.setUid(wl.uid);
+}
+
+}  // namespace
+
+void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
+  // report-check
+  struct ReportArgs {
+    std::string workload, check, state, message, requeue_after, format = "text";
+    uint64_t generation = 0;
+  };
+  auto report = std::make_shared<ReportArgs>();
+  auto* rc = app.add_subcommand(
+      "report-check",
+      "report the state of an admission check for a workload's reservation (as the check's "
+      "owner, --as). STATE: Pending, Ready, Retry, Rejected. A report for an old generation is "
+      "refused as stale; an identical repeat is a no-op");
+  rc->add_option("workload", report->workload, "NAMESPACE/NAME")->required();
+  rc->add_option("check", report->check, "AdmissionCheck name")->required();
+  rc->add_option("state", report->state, "Pending, Ready, Retry or Rejected")
+      ->required()
+      ->check(CLI::IsMember({"Pending", "Ready", "Retry", "Rejected"}));
+  rc->add_option("--generation", report->generation,
+                 "the reservation generation reported on (status.admissionGeneration)")
+      ->required();
+  rc->add_option("--message", report->message, "what the check found");
+  rc->add_option("--requeue-after", report->requeue_after, "Retry only: wait this long (e.g. 5m)");
+  rc->add_option("-o,--output", report->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  rc->callback([&global, report, exit_code] {
+    *exit_code = RecordOne(
+        global, "check " + report->check + " " + report->state + " for " + report->workload,
+        "unknown",
+        [&](Session& session, schema::Event::Builder event) -> Status {
+          auto wl = FindWorkload(session, report->workload);
+          if (!wl.ok()) return wl.status();
+          auto r = event.initBody().initCheckStateReported();
+          SetRef(r.initWorkload(), **wl);
+          r.setCheck(report->check);
+          r.setGeneration(report->generation);
+          r.setState(report->state == "Ready"     ? schema::CheckState::READY
+                     : report->state == "Retry"   ? schema::CheckState::RETRY
+                     : report->state == "Rejected" ? schema::CheckState::REJECTED
+                                                   : schema::CheckState::PENDING);
+          r.setMessage(report->message);
+          if (!report->requeue_after.empty()) {
+            auto d = ParseDurationNs(report->requeue_after);
+            if (!d.ok()) return d.status();
+            r.setRequeueAfterNs(*d);
+          }
+          return Status::Ok();
+        },
+        report->format);
+  });
+
+  // tick
+  auto tick_to = std::make_shared<std::string>();
+  auto* tick = app.add_subcommand(
+      "tick", "advance logical time: timers (check TTLs, backoffs, podsReady, drain deadlines, "
+              "max wait, max execution, maintenance windows) due by then fire");
+  tick->add_option("--to", *tick_to, "the time to advance to (RFC 3339); default --at or now");
+  tick->callback([&global, tick_to, exit_code] {
+    std::optional<int64_t> at;
+    if (!tick_to->empty()) {
+      auto t = ParseRfc3339(*tick_to);
+      if (!t.ok()) {
+        *exit_code = Fail(t.status());
+        return;
+      }
+      at = *t;
+    }
+    *exit_code = RecordOne(
+        global, "clock advanced", "clock",
+        [&](Session& session, schema::Event::Builder event) -> Status {
+          (void)session;
+          int64_t to = at ? *at : 0;
+          if (!at) {
+            auto opts = IntakeFrom(global, "clock");
+            if (!opts.ok()) return opts.status();
+            to = opts->at_ns ? *opts->at_ns : SystemClock().NowNs();
+            at = to;
+          }
+          event.initBody().initClockAdvanced().setToNs(to);
+          return Status::Ok();
+        },
+        "text", at);
+  });
+
+  // pods
+  struct PodsArgs {
+    std::string report, workload, token, format = "text";
+  };
+  auto pods = std::make_shared<PodsArgs>();
+  auto* pods_cmd = app.add_subcommand(
+      "pods", "pod runtime reports: released (before creating any pod), ready, terminated, "
+              "finished; each must carry the admission's fencing token");
+  pods_cmd->add_option("report", pods->report, "released, ready, terminated or finished")
+      ->required()
+      ->check(CLI::IsMember({"released", "ready", "terminated", "finished"}));
+  pods_cmd->add_option("workload", pods->workload, "NAMESPACE/NAME")->required();
+  pods_cmd->add_option("--token", pods->token, "fencing token (status.fencingToken)")->required();
+  pods_cmd->add_option("-o,--output", pods->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  pods_cmd->callback([&global, pods, exit_code] {
+    *exit_code = RecordOne(
+        global, "pods " + pods->report + " for " + pods->workload, "pod-runtime",
+        [&](Session& session, schema::Event::Builder event) -> Status {
+          auto wl = FindWorkload(session, pods->workload);
+          if (!wl.ok()) return wl.status();
+          auto r = event.initBody().initPodsReported();
+          SetRef(r.initWorkload(), **wl);
+          r.setFencingToken(pods->token);
+          r.setReport(pods->report == "released"     ? schema::PodsReport::RELEASED
+                      : pods->report == "ready"      ? schema::PodsReport::READY
+                      : pods->report == "terminated" ? schema::PodsReport::TERMINATED
+                                                     : schema::PodsReport::FINISHED);
+          return Status::Ok();
+        },
+        pods->format);
+  });
+
+  // revoke
+  struct RevokeArgs {
+    std::string workload, check, flavor, reason, drain_deadline, format = "text";
+    bool drain = false;
+  };
+  auto rv = std::make_shared<RevokeArgs>();
+  auto* revoke = app.add_subcommand(
+      "revoke", "revoke admissions (one workload, every workload using a check, or a flavor): "
+                "their pods are told to stop, their tokens become invalid, and their quota is "
+                "held until the runtime confirms the pods gone or the drain deadline passes");
+  revoke->add_option("workload", rv->workload, "NAMESPACE/NAME");
+  revoke->add_option("--check", rv->check, "revoke every admission that required this check");
+  revoke->add_option("--flavor", rv->flavor, "revoke every admission using this flavor");
+  revoke->add_option("--reason", rv->reason, "why (recorded)")->required();
+  revoke->add_flag("--drain", rv->drain, "drain the pods (default: terminate)");
+  revoke->add_option("--drain-deadline", rv->drain_deadline,
+                     "release the quota at the latest after this long (e.g. 30m)");
+  revoke->add_option("-o,--output", rv->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  revoke->callback([&global, rv, exit_code] {
+    const int targets = !rv->workload.empty() + !rv->check.empty() + !rv->flavor.empty();
+    if (targets != 1) {
+      *exit_code = Fail(Status(Code::kInvalidArgument,
+                               "name exactly one target: NAMESPACE/NAME, --check C or --flavor F"));
+      return;
+    }
+    *exit_code = RecordOne(
+        global, "revocation", "unknown",
+        [&](Session& session, schema::Event::Builder event) -> Status {
+          auto r = event.initBody().initRevocationRequested();
+          if (!rv->workload.empty()) {
+            auto wl = FindWorkload(session, rv->workload);
+            if (!wl.ok()) return wl.status();
+            SetRef(r.getTarget().initWorkload(), **wl);
+          } else if (!rv->check.empty()) {
+            r.getTarget().setCheck(rv->check);
+          } else {
+            r.getTarget().setFlavor(rv->flavor);
+          }
+          r.setReason(rv->reason);
+          r.setPodSetAction(rv->drain ? schema::PodSetAction::DRAIN : schema::PodSetAction::TERMINATE);
+          if (!rv->drain_deadline.empty()) {
+            auto d = ParseDurationNs(rv->drain_deadline);
+            if (!d.ok()) return d.status();
+            auto now = IntakeFrom(global, "");
+            if (!now.ok()) return now.status();
+            const int64_t base = now->at_ns ? *now->at_ns
+                                            : std::max(SystemClock().NowNs(),
+                                                       session.log->GetHead().recorded_at_ns);
+            r.setDrainDeadlineNs(base + *d);
+          }
+          return Status::Ok();
+        },
+        rv->format);
+  });
+
+  // node
+  struct NodeArgs {
+    std::string action, node, flavor, capacity, format = "text";
+  };
+  auto node = std::make_shared<NodeArgs>();
+  auto* node_cmd = app.add_subcommand(
+      "node", "node capacity of a flavor: capacity (report), fail, recover. When a flavor's "
+              "healthy nodes hold less than is admitted, the lowest-priority, newest workloads "
+              "are evicted");
+  node_cmd->add_option("action", node->action, "capacity, fail or recover")
+      ->required()
+      ->check(CLI::IsMember({"capacity", "fail", "recover"}));
+  node_cmd->add_option("node", node->node, "node name")->required();
+  node_cmd->add_option("--flavor", node->flavor, "the node's ResourceFlavor");
+  node_cmd->add_option("--capacity", node->capacity,
+                       "resources, e.g. nvidia.com/gpu=8,cpu=96,memory=1Ti");
+  node_cmd->add_option("-o,--output", node->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  node_cmd->callback([&global, node, exit_code] {
+    *exit_code = RecordOne(
+        global, "node " + node->node + " " + node->action, "node-monitor",
+        [&](Session& session, schema::Event::Builder event) -> Status {
+          (void)session;
+          auto body = event.initBody();
+          auto n = node->action == "capacity" ? body.initNodeCapacityChanged()
+                   : node->action == "fail"   ? body.initNodeFailed()
+                                              : body.initNodeRecovered();
+          n.setNode(node->node);
+          n.setFlavor(node->flavor);
+          std::vector<std::pair<std::string, int64_t>> capacity;
+          std::string rest = node->capacity;
+          while (!rest.empty()) {
+            const size_t comma = rest.find(',');
+            const std::string item = rest.substr(0, comma);
+            rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+            const size_t eq = item.find('=');
+            if (eq == std::string::npos) {
+              return Status(Code::kInvalidArgument,
+                            "--capacity: '" + item + "' is not RESOURCE=QUANTITY");
+            }
+            auto q = ParseQuantityMilli(item.substr(eq + 1));
+            if (!q.ok()) return Status(Code::kInvalidArgument, "--capacity " + item + ": " + q.status().message());
+            capacity.emplace_back(item.substr(0, eq), *q);
+          }
+          if (node->action == "capacity" && (node->flavor.empty() || capacity.empty())) {
+            return Status(Code::kInvalidArgument, "node capacity needs --flavor and --capacity");
+          }
+          auto list = n.initCapacity(static_cast<unsigned>(capacity.size()));
+          for (size_t i = 0; i < capacity.size(); ++i) {
+            list[static_cast<unsigned>(i)].setName(capacity[i].first);
+            list[static_cast<unsigned>(i)].setMilli(capacity[i].second);
+          }
+          return Status::Ok();
+        },
+        node->format);
+  });
+
+  // maintenance
+  struct WindowArgs {
+    std::string name, flavor, from, to;
+  };
+  auto window = std::make_shared<WindowArgs>();
+  auto* mw = app.add_subcommand(
+      "maintenance", "define a maintenance window on a flavor: admissions whose expected "
+                     "runtime would overlap it wait until it is over");
+  mw->add_option("name", window->name, "window name")->required();
+  mw->add_option("--flavor", window->flavor, "ResourceFlavor")->required();
+  mw->add_option("--from", window->from, "start (RFC 3339)")->required();
+  mw->add_option("--to", window->to, "end (RFC 3339)")->required();
+  mw->callback([&global, window, exit_code] {
+    *exit_code = RecordOne(
+        global, "maintenance window " + window->name, "operator",
+        [&](Session& session, schema::Event::Builder event) -> Status {
+          (void)session;
+          auto from = ParseRfc3339(window->from);
+          if (!from.ok()) return from.status();
+          auto to = ParseRfc3339(window->to);
+          if (!to.ok()) return to.status();
+          if (*to <= *from) return Status(Code::kInvalidArgument, "--to must be after --from");
+          auto w = event.initBody().initMaintenanceWindowDefined();
+          w.setName(window->name);
+          w.setFlavor(window->flavor);
+          w.setStartNs(*from);
+          w.setEndNs(*to);
+          return Status::Ok();
+        },
+        "text");
+  });
+
+  // configure
+  struct ConfigArgs {
+    std::string pods_ready_timeout, aging_step;
+    int32_t backoff_base = 60, backoff_max = 3600, backoff_limit = 0, aging_max = 0;
+    bool fair_sharing = false;
+  };
+  auto cfg = std::make_shared<ConfigArgs>();
+  auto* configure = app.add_subcommand(
+      "configure", "set the decider's configuration (an input event, so replay sees it): "
+                   "waitForPodsReady, Kueue's requeue backoff, aging, fair sharing");
+  configure->add_option("--pods-ready-timeout", cfg->pods_ready_timeout,
+                        "enable waitForPodsReady with this timeout (e.g. 5m)");
+  configure->add_option("--backoff-base-seconds", cfg->backoff_base, "Kueue backoffBaseSeconds");
+  configure->add_option("--backoff-max-seconds", cfg->backoff_max, "Kueue backoffMaxSeconds");
+  configure->add_option("--backoff-limit-count", cfg->backoff_limit,
+                        "Kueue backoffLimitCount (0: none)");
+  configure->add_option("--aging-step", cfg->aging_step,
+                        "pending workloads gain one priority point per this long (e.g. 10m)");
+  configure->add_option("--aging-max", cfg->aging_max, "at most this many points of aging");
+  configure->add_flag("--fair-sharing", cfg->fair_sharing,
+                      "order entries by weighted dominant resource share");
+  configure->callback([&global, cfg, exit_code] {
+    *exit_code = RecordOne(
+        global, "engine configuration", "operator",
+        [&](Session& session, schema::Event::Builder event) -> Status {
+          (void)session;
+          auto c = event.initBody().initEngineConfigDefined();
+          if (!cfg->pods_ready_timeout.empty()) {
+            auto d = ParseDurationNs(cfg->pods_ready_timeout);
+            if (!d.ok()) return d.status();
+            c.setWaitForPodsReadyEnabled(true);
+            c.setPodsReadyTimeoutNs(*d);
+          }
+          c.setBackoffBaseSeconds(cfg->backoff_base);
+          c.setBackoffMaxSeconds(cfg->backoff_max);
+          c.setBackoffLimitCount(cfg->backoff_limit);
+          if (!cfg->aging_step.empty()) {
+            auto d = ParseDurationNs(cfg->aging_step);
+            if (!d.ok()) return d.status();
+            c.setAgingStepNs(*d);
+          }
+          c.setAgingPriorityMax(cfg->aging_max);
+          c.setFairSharingEnabled(cfg->fair_sharing);
+          return Status::Ok();
+        },
+        "text");
+  });
+}
+
+}  // namespace admission::ops

@@ -1,0 +1,854 @@
+#include "replay/explain.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "projections/engine_version.h"
+#include "schema/event_codec.h"
+
+namespace admission::replay {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+using W = schema::Event::Body::Which;
+
+// ---------------------------------------------------------------------------------------------
+// Small formatting helpers.
+
+void CivilFromDays(int64_t z, int64_t* y, int64_t* m, int64_t* d) {
+  // Howard Hinnant's civil_from_days.
+  z += 719468;
+  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const int64_t doe = z - era * 146097;
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const int64_t mp = (5 * doy + 2) / 153;
+  *d = doy - (153 * mp + 2) / 5 + 1;
+  *m = mp + (mp < 10 ? 3 : -9);
+  *y = yoe + era * 400 + (*m <= 2);
+}
+
+// 1500 -> "1.5", 2000 -> "2", -250 -> "-0.25".
+std::string Milli(int64_t milli) {
+  const bool negative = milli < 0;
+  const uint64_t v = negative ? static_cast<uint64_t>(-(milli + 1)) + 1 : static_cast<uint64_t>(milli);
+  std::string out = std::to_string(v / 1000);
+  uint64_t frac = v % 1000;
+  if (frac != 0) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, ".%03" PRIu64, frac);
+    std::string f = buf;
+    while (f.back() == '0') f.pop_back();
+    out += f;
+  }
+  return negative ? "-" + out : out;
+}
+
+// "3m20s", "2h", "450ms".
+std::string Duration(int64_t ns) {
+  if (ns < 0) return "-" + Duration(-ns);
+  if (ns < 1'000'000'000) return std::to_string(ns / 1'000'000) + "ms";
+  int64_t s = ns / 1'000'000'000;
+  std::string out;
+  if (s >= 86400) out += std::to_string(s / 86400) + "d", s %= 86400;
+  if (s >= 3600) out += std::to_string(s / 3600) + "h", s %= 3600;
+  if (s >= 60) out += std::to_string(s / 60) + "m", s %= 60;
+  if (s > 0 || out.empty()) out += std::to_string(s) + "s";
+  return out;
+}
+
+std::string Key(schema::WorkloadRef::Reader ref) {
+  return std::string(ref.getNamespace().cStr()) + "/" + ref.getName().cStr();
+}
+
+std::string FlavorsOf(schema::Admission::Reader admission) {
+  std::string out;
+  for (auto psa : admission.getPodSetAssignments()) {
+    if (!out.empty()) out += "; ";
+    out += std::string(psa.getName().cStr()) + " x" + std::to_string(psa.getCount()) + ":";
+    bool first = true;
+    for (auto f : psa.getFlavors()) {
+      out += std::string(first ? " " : ", ") + f.getResource().cStr() + "=" + f.getFlavor().cStr();
+      first = false;
+    }
+  }
+  return out;
+}
+
+std::string FlavorsOf(const projections::Engine& engine, const projections::Assignment& a) {
+  std::string out;
+  for (const projections::PodSetAssignment& psa : a.pod_sets) {
+    if (!out.empty()) out += "; ";
+    out += psa.name + " x" + std::to_string(psa.count) + ":";
+    bool first = true;
+    for (const auto& [resource, flavor] : psa.flavors) {
+      out += std::string(first ? " " : ", ") + engine.resource_names().Name(resource) + "=" +
+             engine.flavor_names().Name(flavor);
+      first = false;
+    }
+  }
+  return out;
+}
+
+const char* CheckStateName(schema::CheckState s) {
+  switch (s) {
+    case schema::CheckState::PENDING: return "Pending";
+    case schema::CheckState::READY: return "Ready";
+    case schema::CheckState::RETRY: return "Retry";
+    case schema::CheckState::REJECTED: return "Rejected";
+  }
+  return "Unknown";
+}
+
+const char* PodsReportName(schema::PodsReport r) {
+  switch (r) {
+    case schema::PodsReport::RELEASED: return "released";
+    case schema::PodsReport::READY: return "ready";
+    case schema::PodsReport::TERMINATED: return "terminated";
+    case schema::PodsReport::FINISHED: return "finished";
+  }
+  return "unknown";
+}
+
+// The workload an event is about (for decisions and workload inputs), if any.
+std::optional<schema::WorkloadRef::Reader> SubjectOf(schema::Event::Reader event) {
+  auto b = event.getBody();
+  switch (b.which()) {
+    case W::WORKLOAD_DELETED: return b.getWorkloadDeleted().getWorkload();
+    case W::WORKLOAD_FINISHED: return b.getWorkloadFinished().getWorkload();
+    case W::CHECK_STATE_REPORTED: return b.getCheckStateReported().getWorkload();
+    case W::PODS_REPORTED: return b.getPodsReported().getWorkload();
+    case W::REVOCATION_REQUESTED:
+      if (b.getRevocationRequested().getTarget().isWorkload()) {
+        return b.getRevocationRequested().getTarget().getWorkload();
+      }
+      return std::nullopt;
+    case W::QUOTA_RESERVED: return b.getQuotaReserved().getWorkload();
+    case W::ADMITTED: return b.getAdmitted().getWorkload();
+    case W::PENDING_REASON_CHANGED: return b.getPendingReasonChanged().getWorkload();
+    case W::EVICTION_STARTED: return b.getEvictionStarted().getWorkload();
+    case W::QUOTA_RELEASED: return b.getQuotaReleased().getWorkload();
+    case W::REQUEUED: return b.getRequeued().getWorkload();
+    case W::REJECTED: return b.getRejected().getWorkload();
+    case W::DEACTIVATED: return b.getDeactivated().getWorkload();
+    case W::PREEMPTED: return b.getPreempted().getWorkload();
+    case W::STARVATION_ALERT: return b.getStarvationAlert().getWorkload();
+    case W::DRAIN_DEADLINE_PASSED: return b.getDrainDeadlinePassed().getWorkload();
+    default: return std::nullopt;
+  }
+}
+
+// Collects the history of one workload while the ledger is folded.
+class HistoryCollector {
+ public:
+  HistoryCollector(std::string ns, std::string name)
+      : ns_(std::move(ns)), name_(std::move(name)), key_(ns_ + "/" + name_) {}
+
+  void Observe(Sequence sequence, schema::Event::Reader event) {
+    last_time_ns_ = event.getRecordedAtNs();
+    auto body = event.getBody();
+    std::optional<schema::Workload::Reader> spec;
+    if (body.isWorkloadSubmitted()) spec = body.getWorkloadSubmitted().getWorkload();
+    if (body.isWorkloadImported()) spec = body.getWorkloadImported().getWorkload();
+    if (spec) {
+      if (spec->getNamespace() != ns_.c_str() || spec->getName() != name_.c_str()) return;
+      uids_.insert(spec->getUid().cStr());
+      HistoryEntry e = Base(sequence, event, spec->getUid().cStr());
+      Describe(event, &e);
+      history_.push_back(std::move(e));
+      return;
+    }
+    std::optional<schema::WorkloadRef::Reader> ref = SubjectOf(event);
+    bool mine = ref && Matches(*ref);
+    bool preemptor = false;
+    if (!mine && body.isPreempted() && Matches(body.getPreempted().getPreemptor())) {
+      mine = preemptor = true;
+    }
+    if (!mine) return;
+    HistoryEntry e =
+        Base(sequence, event,
+             preemptor ? body.getPreempted().getPreemptor().getUid().cStr() : ref->getUid().cStr());
+    Describe(event, &e);
+    if (body.isPreempted()) {
+      auto p = body.getPreempted();
+      e.role = preemptor ? "preemptor" : "victim";
+      e.other = preemptor ? Key(p.getWorkload()) : Key(p.getPreemptor());
+      e.summary = preemptor ? "preempted " + e.other + " to make room (" + e.reason + ")"
+                            : "preempted by " + e.other + " (" + e.reason + ")";
+    }
+    history_.push_back(std::move(e));
+  }
+
+  std::vector<HistoryEntry> Take() { return std::move(history_); }
+  int64_t last_time_ns() const { return last_time_ns_; }
+
+ private:
+  bool Matches(schema::WorkloadRef::Reader ref) const {
+    if (ref.getNamespace() == ns_.c_str() && ref.getName() == name_.c_str()) return true;
+    return ref.getUid().size() > 0 && uids_.count(ref.getUid().cStr()) != 0;
+  }
+
+  static HistoryEntry Base(Sequence sequence, schema::Event::Reader event, const std::string& uid) {
+    HistoryEntry e;
+    e.sequence = sequence;
+    e.recorded_at_ns = event.getRecordedAtNs();
+    e.actor = event.getActor().cStr();
+    e.type = schema::BodyName(event);
+    e.decision = schema::IsDecision(event.getBody().which());
+    e.uid = uid;
+    e.idempotency_key = event.getIdempotencyKey().cStr();
+    if (e.decision) {
+      e.causation = event.getCausationSequence();
+      e.engine_version = event.getEngineVersion();
+    }
+    return e;
+  }
+
+  static void Describe(schema::Event::Reader event, HistoryEntry* e) {
+    auto b = event.getBody();
+    switch (b.which()) {
+      case W::WORKLOAD_SUBMITTED: {
+        auto w = b.getWorkloadSubmitted().getWorkload();
+        std::string sets;
+        for (auto ps : w.getPodSets()) {
+          if (!sets.empty()) sets += ", ";
+          sets += std::string(ps.getName().cStr()) + " x" + std::to_string(ps.getCount());
+          std::string req;
+          for (auto r : ps.getRequests()) {
+            req += (req.empty() ? "" : " ") + std::string(r.getName().cStr()) + "=" +
+                   Milli(r.getMilli());
+          }
+          if (!req.empty()) sets += " {" + req + "}";
+        }
+        e->summary = "submitted to LocalQueue " + std::string(w.getQueueName().cStr()) +
+                     (w.getHasPriority() ? ", priority " + std::to_string(w.getPriority()) : "") +
+                     (sets.empty() ? "" : ", pods " + sets);
+        break;
+      }
+      case W::WORKLOAD_IMPORTED: {
+        auto i = b.getWorkloadImported();
+        e->cluster_queue = i.getAdmission().getClusterQueue().cStr();
+        e->flavors = FlavorsOf(i.getAdmission());
+        e->summary = "imported as admitted in ClusterQueue " + e->cluster_queue + ": " + e->flavors;
+        break;
+      }
+      case W::WORKLOAD_DELETED:
+        e->summary = "deleted";
+        break;
+      case W::WORKLOAD_FINISHED:
+        e->message = b.getWorkloadFinished().getMessage().cStr();
+        e->summary = "finished" + (e->message.empty() ? "" : ": " + e->message);
+        break;
+      case W::CHECK_STATE_REPORTED: {
+        auto c = b.getCheckStateReported();
+        e->check = c.getCheck().cStr();
+        e->check_state = CheckStateName(c.getState());
+        e->generation = c.getGeneration();
+        e->message = c.getMessage().cStr();
+        e->summary = "check " + e->check + " reported " + e->check_state + " for generation " +
+                     std::to_string(e->generation) + (e->message.empty() ? "" : ": " + e->message);
+        break;
+      }
+      case W::PODS_REPORTED: {
+        auto p = b.getPodsReported();
+        e->summary = std::string("pods ") + PodsReportName(p.getReport()) + " (token " +
+                     p.getFencingToken().cStr() + ")";
+        break;
+      }
+      case W::REVOCATION_REQUESTED:
+        e->reason = b.getRevocationRequested().getReason().cStr();
+        e->summary = "revocation requested: " + e->reason;
+        break;
+      case W::QUOTA_RESERVED: {
+        auto q = b.getQuotaReserved();
+        e->cluster_queue = q.getAdmission().getClusterQueue().cStr();
+        e->flavors = FlavorsOf(q.getAdmission());
+        e->borrowing = q.getBorrowing();
+        e->generation = q.getGeneration();
+        e->quota_version = q.getQuotaVersion();
+        e->message = q.getMessage().cStr();
+        e->reason = "QuotaReserved";
+        e->summary = "quota reserved in ClusterQueue " + e->cluster_queue + ": " + e->flavors +
+                     (e->borrowing ? " (borrowing from the cohort)" : "") + ", quota version " +
+                     std::to_string(e->quota_version) + ", generation " +
+                     std::to_string(e->generation);
+        break;
+      }
+      case W::ADMITTED: {
+        auto a = b.getAdmitted();
+        e->generation = a.getGeneration();
+        e->quota_version = a.getQuotaVersion();
+        for (uint64_t v : a.getCheckVersions()) e->check_versions.push_back(v);
+        e->reason = "Admitted";
+        std::string checks;
+        for (uint64_t v : e->check_versions) checks += (checks.empty() ? "" : ", ") + std::to_string(v);
+        e->summary = "admitted, fencing token " + std::string(a.getFencingToken().cStr()) +
+                     ", quota version " + std::to_string(e->quota_version) +
+                     (checks.empty() ? ", no admission checks"
+                                     : ", check reports at sequences " + checks);
+        break;
+      }
+      case W::PENDING_REASON_CHANGED: {
+        auto p = b.getPendingReasonChanged();
+        e->reason = p.getReason().cStr();
+        e->message = p.getMessage().cStr();
+        e->resource = p.getResource().cStr();
+        e->flavor = p.getFlavor().cStr();
+        e->shortfall_milli = p.getShortfallMilli();
+        e->summary = "pending: " + e->reason + (e->message.empty() ? "" : ": " + e->message);
+        break;
+      }
+      case W::EVICTION_STARTED: {
+        auto v = b.getEvictionStarted();
+        e->reason = v.getReason().cStr();
+        e->message = v.getMessage().cStr();
+        e->generation = v.getGeneration();
+        e->summary = "eviction started: " + e->reason + (e->message.empty() ? "" : ": " + e->message);
+        break;
+      }
+      case W::QUOTA_RELEASED: {
+        auto r = b.getQuotaReleased();
+        e->reason = r.getReason().cStr();
+        e->generation = r.getGeneration();
+        e->summary = "quota released (" + e->reason + ")";
+        break;
+      }
+      case W::REQUEUED: {
+        auto r = b.getRequeued();
+        e->reason = r.getReason().cStr();
+        e->summary = "requeued (attempt " + std::to_string(r.getAttempt()) + ", " + e->reason +
+                     ") at " + FormatTimeNs(r.getRequeueAtNs());
+        break;
+      }
+      case W::REJECTED:
+        e->reason = b.getRejected().getReason().cStr();
+        e->message = b.getRejected().getMessage().cStr();
+        e->summary = "rejected: " + e->reason + (e->message.empty() ? "" : ": " + e->message);
+        break;
+      case W::DEACTIVATED:
+        e->reason = b.getDeactivated().getReason().cStr();
+        e->message = b.getDeactivated().getMessage().cStr();
+        e->summary = "deactivated: " + e->reason + (e->message.empty() ? "" : ": " + e->message);
+        break;
+      case W::PREEMPTED:
+        e->reason = b.getPreempted().getReason().cStr();
+        e->message = b.getPreempted().getMessage().cStr();
+        break;
+      case W::STARVATION_ALERT:
+        e->message = b.getStarvationAlert().getMessage().cStr();
+        e->summary = "starvation alert: waiting " + Duration(b.getStarvationAlert().getWaitingNs()) +
+                     (e->message.empty() ? "" : ": " + e->message);
+        break;
+      case W::DRAIN_DEADLINE_PASSED:
+        e->generation = b.getDrainDeadlinePassed().getGeneration();
+        e->message = b.getDrainDeadlinePassed().getMessage().cStr();
+        e->summary = "drain deadline passed" + (e->message.empty() ? "" : ": " + e->message);
+        break;
+      default:
+        e->summary = e->type;
+        break;
+    }
+  }
+
+  const std::string ns_, name_, key_;
+  std::set<std::string> uids_;
+  std::vector<HistoryEntry> history_;
+  int64_t last_time_ns_ = 0;
+};
+
+std::string BlockedBy(const WorkloadNow& now, int64_t at_ns) {
+  const std::string& p = now.phase;
+  if (p == "Pending") {
+    if (now.requeue_at_ns > at_ns) {
+      return "waiting out a backoff until " + FormatTimeNs(now.requeue_at_ns) + " (" +
+             Duration(now.requeue_at_ns - at_ns) + " more), then queued again";
+    }
+    std::string s = now.pending_reason.empty() ? "queued, not yet nominated"
+                                               : now.pending_reason + ": " + now.pending_message;
+    if (now.shortfall_known && !now.short_resource.empty()) {
+      s += " [short of " + now.short_resource +
+           (now.short_flavor.empty() ? "" : " in flavor " + now.short_flavor) + " by " +
+           Milli(now.shortfall_milli) + "]";
+    }
+    if (now.queue_position > 0) {
+      s += "; position " + std::to_string(now.queue_position) + " of " +
+           std::to_string(now.queue_length) + " in ClusterQueue " + now.cluster_queue;
+    } else if (now.cluster_queue.empty()) {
+      s += "; not in any ClusterQueue's queue";
+    }
+    return s;
+  }
+  if (p == "QuotaReserved") {
+    std::string waiting;
+    for (const CheckNow& c : now.checks) {
+      if (c.state == "Ready") continue;
+      waiting += (waiting.empty() ? "" : "; ") + c.name + " " + c.state + " since " +
+                 FormatTimeNs(c.since_ns) + " (" + Duration(at_ns - c.since_ns) + ")" +
+                 (c.report_sequence == 0 ? ", no report yet"
+                                         : ", last report at sequence " +
+                                               std::to_string(c.report_sequence)) +
+                 (c.message.empty() ? "" : ": " + c.message);
+    }
+    return "quota reserved in ClusterQueue " + now.cluster_queue + "; waiting for admission " +
+           "checks: " + (waiting.empty() ? "(none pending)" : waiting);
+  }
+  if (p == "Admitted") {
+    return "nothing: admitted in ClusterQueue " + now.cluster_queue + " since " +
+           FormatTimeNs(now.admitted_at_ns != 0 ? now.admitted_at_ns : now.reserved_at_ns) +
+           ", fencing token " + now.fencing_token;
+  }
+  if (p == "Evicting") {
+    return "evicting: its quota is held until the runtime reports its pods gone" +
+           (now.drain_deadline_ns != 0 ? " or the drain deadline " + FormatTimeNs(now.drain_deadline_ns) +
+                                             " passes"
+                                       : std::string());
+  }
+  return "nothing: it is " + p + " (final)";
+}
+
+// The page's phases, derived from the history: [start, end) with a label and a CSS class.
+struct Segment {
+  std::string label, css;
+  int64_t start_ns = 0, end_ns = 0;
+};
+
+std::vector<Segment> Segments(const Explanation& x) {
+  std::vector<Segment> out;
+  auto open = [&](const std::string& label, const std::string& css, int64_t t) {
+    if (!out.empty() && out.back().end_ns < 0) {
+      if (out.back().label == label) return;
+      out.back().end_ns = t;
+    }
+    out.push_back(Segment{label, css, t, -1});
+  };
+  auto close = [&](int64_t t) {
+    if (!out.empty() && out.back().end_ns < 0) out.back().end_ns = t;
+  };
+  for (const HistoryEntry& e : x.history) {
+    const int64_t t = e.recorded_at_ns;
+    if (e.type == "workloadSubmitted") open("queued", "queued", t);
+    else if (e.type == "workloadImported") open("admitted", "admitted", t);
+    else if (e.type == "quotaReserved") open("reserved", "reserved", t);
+    else if (e.type == "admitted") open("admitted", "admitted", t);
+    else if (e.type == "podsReported" && e.summary.rfind("pods ready", 0) == 0) open("running", "running", t);
+    else if (e.type == "evictionStarted") open("evicting", "evicting", t);
+    else if (e.type == "requeued" || (e.type == "quotaReleased" && !out.empty() &&
+                                      out.back().css == "evicting")) {
+      open("queued", "queued", t);
+    } else if (e.type == "workloadFinished" || e.type == "workloadDeleted" ||
+               e.type == "rejected" || e.type == "deactivated") {
+      close(t);
+      out.push_back(Segment{e.type == "workloadFinished" ? "finished"
+                            : e.type == "workloadDeleted" ? "deleted"
+                                                          : e.type,
+                            "final", t, t});
+    }
+  }
+  close(x.at_time_ns);
+  // Reserved and admitted in the same cycle (no admission checks) is one step for a reader;
+  // every other phase stays, however short (an eviction whose quota was released at once).
+  std::erase_if(out, [](const Segment& s) { return s.css == "reserved" && s.end_ns <= s.start_ns; });
+  return out;
+}
+
+std::string Html(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+const char* EntryClass(const HistoryEntry& e) {
+  const std::string& t = e.type;
+  if (t == "workloadSubmitted" || t == "requeued") return "queued";
+  if (t == "pendingReasonChanged" || t == "starvationAlert") return "pending";
+  if (t == "quotaReserved") return "reserved";
+  if (t == "checkStateReported") return "check";
+  if (t == "admitted" || t == "workloadImported") return "admitted";
+  if (t == "podsReported") return "running";
+  if (t == "evictionStarted" || t == "preempted" || t == "revocationRequested" ||
+      t == "drainDeadlinePassed") {
+    return "evicting";
+  }
+  if (t == "quotaReleased") return "released";
+  return "final";
+}
+
+// A few words for the milestone row.
+std::string StepLabel(const HistoryEntry& e) {
+  const std::string& t = e.type;
+  if (t == "workloadSubmitted") return "submitted";
+  if (t == "workloadImported") return "imported (admitted)";
+  if (t == "quotaReserved") return "quota reserved" + std::string(e.borrowing ? " (borrowing)" : "");
+  if (t == "admitted") return "admitted";
+  if (t == "checkStateReported") return "check " + e.check + ": " + e.check_state;
+  if (t == "podsReported") return e.summary.substr(0, e.summary.find(" ("));
+  if (t == "preempted") return e.role == "preemptor" ? "preempted " + e.other : "preempted by " + e.other;
+  if (t == "evictionStarted") return "evicted: " + e.reason;
+  if (t == "quotaReleased") return "quota released";
+  if (t == "requeued") return "requeued";
+  if (t == "workloadFinished") return "finished";
+  if (t == "workloadDeleted") return "deleted";
+  if (t == "rejected") return "rejected: " + e.reason;
+  if (t == "deactivated") return "deactivated: " + e.reason;
+  if (t == "revocationRequested") return "revocation requested";
+  if (t == "drainDeadlinePassed") return "drain deadline passed";
+  if (t == "starvationAlert") return "starvation alert";
+  return t;
+}
+
+}  // namespace
+
+std::string FormatTimeNs(int64_t ns) {
+  int64_t secs = ns / 1'000'000'000;
+  int64_t frac = ns % 1'000'000'000;
+  if (frac < 0) {
+    frac += 1'000'000'000;
+    --secs;
+  }
+  int64_t days = secs / 86400;
+  int64_t rem = secs % 86400;
+  if (rem < 0) {
+    rem += 86400;
+    --days;
+  }
+  int64_t y, m, d;
+  CivilFromDays(days, &y, &m, &d);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04" PRId64 "-%02" PRId64 "-%02" PRId64 "T%02" PRId64
+                                 ":%02" PRId64 ":%02" PRId64,
+                y, m, d, rem / 3600, rem % 3600 / 60, rem % 60);
+  std::string out = buf;
+  if (frac != 0) {
+    std::snprintf(buf, sizeof buf, ".%09" PRId64, frac);
+    std::string f = buf;
+    while (f.back() == '0') f.pop_back();
+    out += f;
+  }
+  return out + "Z";
+}
+
+Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const std::string& name,
+                            Sequence at, const ReplayProgress& progress) {
+  HistoryCollector collector(ns, name);
+  auto state = FoldToSequence(log, at, progress, [&](Sequence s, schema::Event::Reader e) {
+    collector.Observe(s, e);
+  });
+  if (!state.ok()) return state.status();
+  Explanation x;
+  x.ns = ns;
+  x.name = name;
+  x.requested = state->requested;
+  x.at = state->at;
+  x.at_time_ns = collector.last_time_ns();
+  x.engine_version = projections::kEngineVersion;
+  x.history = collector.Take();
+  const projections::Engine& engine = *state->engine;
+  auto it = engine.workloads().find(ns + "/" + name);
+  if (it == engine.workloads().end() && x.history.empty()) {
+    return Status(Code::kNotFound, "no workload " + ns + "/" + name +
+                                       " in the ledger up to sequence " + std::to_string(x.at));
+  }
+  WorkloadNow& now = x.now;
+  if (it == engine.workloads().end()) {
+    now.phase = "Unknown";
+    now.blocked_by = "the decider holds no workload " + ns + "/" + name + " at sequence " +
+                     std::to_string(x.at);
+    return x;
+  }
+  const projections::WorkloadState& wl = it->second;
+  now.uid = wl.uid;
+  now.phase = projections::PhaseName(wl.phase);
+  now.queue_name = wl.queue_name;
+  now.cluster_queue = wl.cluster_queue;
+  now.priority = wl.priority;
+  now.requeue_count = wl.requeue_count;
+  now.pending_reason = wl.pending_reason;
+  now.pending_message = wl.pending_message;
+  now.reserved_at_ns = wl.reserved_at_ns;
+  now.admitted_at_ns = wl.admitted_at_ns;
+  now.requeue_at_ns = wl.requeue_at_ns;
+  now.drain_deadline_ns = wl.drain_deadline_ns;
+  now.pending_since_ns = wl.pending_since_ns;
+  now.fencing_token = wl.fencing_token;
+  if (projections::HoldsQuota(wl.phase)) now.flavors = FlavorsOf(engine, wl.admission);
+  for (const auto& [check, status] : wl.checks) {
+    now.checks.push_back(CheckNow{check, status.state, status.message, status.last_transition_ns,
+                                  status.report_sequence});
+  }
+  // The shortfall of the latest pending reason of this incarnation, if it is the current one.
+  for (auto e = x.history.rbegin(); e != x.history.rend(); ++e) {
+    if (e->uid != wl.uid) continue;
+    if (e->type == "quotaReserved" || e->type == "workloadImported") break;
+    if (e->type != "pendingReasonChanged") continue;
+    if (e->reason == wl.pending_reason) {
+      now.shortfall_known = e->shortfall_milli != 0 || !e->resource.empty();
+      now.short_resource = e->resource;
+      now.short_flavor = e->flavor;
+      now.shortfall_milli = e->shortfall_milli;
+    }
+    break;
+  }
+  if (wl.queued && !wl.cluster_queue.empty()) {
+    const std::vector<std::string> order = engine.PendingInOrder(wl.cluster_queue);
+    now.queue_length = order.size();
+    auto pos = std::find(order.begin(), order.end(), ns + "/" + name);
+    if (pos != order.end()) now.queue_position = static_cast<size_t>(pos - order.begin()) + 1;
+  }
+  now.blocked_by = BlockedBy(now, x.at_time_ns);
+  return x;
+}
+
+std::string ExplainText(const Explanation& x) {
+  std::ostringstream out;
+  out << "workload " << x.ns << "/" << x.name << " as of sequence " << x.at;
+  if (x.requested != x.at) out << " (the end of the append holding sequence " << x.requested << ")";
+  out << ", " << FormatTimeNs(x.at_time_ns) << "\n";
+  const WorkloadNow& n = x.now;
+  out << "  phase:        " << n.phase;
+  if (!n.cluster_queue.empty()) out << " in ClusterQueue " << n.cluster_queue;
+  if (!n.queue_name.empty()) out << " (LocalQueue " << n.queue_name << ")";
+  out << "\n";
+  if (!n.uid.empty()) out << "  uid:          " << n.uid << ", priority " << n.priority << "\n";
+  if (!n.flavors.empty()) out << "  admission:    " << n.flavors << "\n";
+  for (const CheckNow& c : n.checks) {
+    out << "  check:        " << c.name << " " << c.state << " since " << FormatTimeNs(c.since_ns)
+        << (c.report_sequence == 0 ? " (no report yet)"
+                                   : " (report at sequence " + std::to_string(c.report_sequence) + ")")
+        << (c.message.empty() ? "" : ": " + c.message) << "\n";
+  }
+  out << "  blocked by:   " << n.blocked_by << "\n";
+  out << "\nhistory (" << x.history.size() << " events):\n";
+  for (const HistoryEntry& e : x.history) {
+    out << "  #" << e.sequence << "  " << FormatTimeNs(e.recorded_at_ns) << "  "
+        << (e.decision ? "decision" : "input   ") << "  " << e.type << "  actor=" << e.actor;
+    if (e.decision) out << "  cause=" << e.causation << "  engine=v" << e.engine_version;
+    out << "\n      " << e.summary << "\n";
+  }
+  return out.str();
+}
+
+std::string ExplainJson(const Explanation& x) {
+  Json out;
+  out["workload"] = x.ns + "/" + x.name;
+  out["requestedSequence"] = x.requested;
+  out["atSequence"] = x.at;
+  out["at"] = FormatTimeNs(x.at_time_ns);
+  out["engineVersion"] = x.engine_version;
+  const WorkloadNow& n = x.now;
+  Json now;
+  now["uid"] = n.uid;
+  now["phase"] = n.phase;
+  now["localQueue"] = n.queue_name;
+  now["clusterQueue"] = n.cluster_queue;
+  now["priority"] = n.priority;
+  now["requeueCount"] = n.requeue_count;
+  now["pendingReason"] = n.pending_reason;
+  now["pendingMessage"] = n.pending_message;
+  if (n.shortfall_known) {
+    now["shortfall"] = {{"resource", n.short_resource},
+                        {"flavor", n.short_flavor},
+                        {"milli", n.shortfall_milli}};
+  }
+  if (n.queue_position > 0) {
+    now["queuePosition"] = n.queue_position;
+    now["queueLength"] = n.queue_length;
+  }
+  if (!n.flavors.empty()) now["flavors"] = n.flavors;
+  Json checks = Json::array();
+  for (const CheckNow& c : n.checks) {
+    checks.push_back({{"name", c.name},
+                      {"state", c.state},
+                      {"since", FormatTimeNs(c.since_ns)},
+                      {"reportSequence", c.report_sequence},
+                      {"message", c.message}});
+  }
+  now["checks"] = checks;
+  if (n.requeue_at_ns != 0) now["requeueAt"] = FormatTimeNs(n.requeue_at_ns);
+  if (n.drain_deadline_ns != 0) now["drainDeadline"] = FormatTimeNs(n.drain_deadline_ns);
+  if (!n.fencing_token.empty()) now["fencingToken"] = n.fencing_token;
+  now["blockedBy"] = n.blocked_by;
+  out["now"] = now;
+  Json history = Json::array();
+  for (const HistoryEntry& e : x.history) {
+    Json h;
+    h["sequence"] = e.sequence;
+    h["recordedAt"] = FormatTimeNs(e.recorded_at_ns);
+    h["kind"] = e.decision ? "decision" : "input";
+    h["type"] = e.type;
+    h["actor"] = e.actor;
+    h["uid"] = e.uid;
+    h["summary"] = e.summary;
+    if (!e.reason.empty()) h["reason"] = e.reason;
+    if (!e.message.empty()) h["message"] = e.message;
+    if (!e.cluster_queue.empty()) h["clusterQueue"] = e.cluster_queue;
+    if (!e.flavors.empty()) h["flavors"] = e.flavors;
+    if (e.borrowing) h["borrowing"] = true;
+    if (e.generation != 0) h["generation"] = e.generation;
+    if (e.quota_version != 0) h["quotaVersion"] = e.quota_version;
+    if (e.type == "admitted") h["checkVersions"] = e.check_versions;
+    if (!e.check.empty()) h["check"] = {{"name", e.check}, {"state", e.check_state}};
+    if (!e.resource.empty() || e.shortfall_milli != 0) {
+      h["shortfall"] = {{"resource", e.resource}, {"flavor", e.flavor}, {"milli", e.shortfall_milli}};
+    }
+    if (!e.role.empty()) h["preemption"] = {{"role", e.role}, {"other", e.other}};
+    if (e.decision) {
+      h["causationSequence"] = e.causation;
+      h["engineVersion"] = e.engine_version;
+    }
+    if (!e.idempotency_key.empty()) h["idempotencyKey"] = e.idempotency_key;
+    history.push_back(std::move(h));
+  }
+  out["history"] = history;
+  return out.dump(2);
+}
+
+std::string ExplainHtml(const Explanation& x) {
+  const WorkloadNow& n = x.now;
+  std::ostringstream out;
+  out << R"(<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>)" << Html(x.ns + "/" + x.name) << R"( - admission history</title>
+<style>
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1100px;color:#1d2330;padding:0 1em}
+h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.6em 0 .5em}
+.sub{color:#5a6372}.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
+.now{border:1px solid #d5dae3;border-left:6px solid #888;border-radius:6px;padding:.8em 1em;background:#f8f9fb}
+.now.Pending{border-left-color:#e0a100}.now.QuotaReserved{border-left-color:#3b82f6}
+.now.Admitted{border-left-color:#16a34a}.now.Evicting{border-left-color:#dc2626}
+.now .phase{font-weight:700;font-size:1.15em}
+.bar{display:flex;height:34px;border-radius:6px;overflow:hidden;border:1px solid #d5dae3;margin:.4em 0}
+.seg{display:flex;align-items:center;justify-content:center;color:#fff;font-size:12px;white-space:nowrap;overflow:hidden;min-width:6px;border-right:1px solid #fff}
+.axis{display:flex;justify-content:space-between;color:#5a6372;font-size:12px}
+.queued{background:#e0a100}.pending{background:#f59e0b}.reserved{background:#3b82f6}.check{background:#8b5cf6}
+.admitted{background:#16a34a}.running{background:#0f766e}.evicting{background:#dc2626}.released{background:#64748b}
+.final{background:#1f2937}
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.35em .5em;border-bottom:1px solid #e6e9ef;vertical-align:top}
+th{font-size:12px;color:#5a6372;font-weight:600}
+.dot{display:inline-block;width:10px;height:10px;border-radius:50%;margin-right:.4em;vertical-align:middle}
+.kind{font-size:11px;color:#5a6372;text-transform:uppercase;letter-spacing:.04em}
+.legend span{margin-right:1em;font-size:12px}
+.steps{margin:.8em 0;line-height:2.2}.step{white-space:nowrap;border:1px solid #d5dae3;border-radius:12px;padding:.15em .6em;font-size:12.5px;background:#fff}
+.arrow{color:#94a3b8;margin:0 .35em}
+</style></head><body>
+)";
+  out << "<h1>" << Html(x.ns + "/" + x.name) << "</h1>\n<div class=\"sub\">as of ledger sequence "
+      << x.at;
+  if (x.requested != x.at) out << " (end of the append holding sequence " << x.requested << ")";
+  out << " &middot; " << Html(FormatTimeNs(x.at_time_ns)) << " &middot; engine v" << x.engine_version
+      << "</div>\n";
+
+  out << "<h2>Now</h2>\n<div class=\"now " << Html(n.phase) << "\"><div class=\"phase\">"
+      << Html(n.phase) << (n.cluster_queue.empty() ? "" : " in ClusterQueue " + Html(n.cluster_queue))
+      << "</div>\n";
+  out << "<div>" << Html(n.blocked_by) << "</div>\n";
+  if (!n.flavors.empty()) out << "<div class=\"mono\">admission: " << Html(n.flavors) << "</div>\n";
+  if (!n.checks.empty()) {
+    out << "<table><tr><th>check</th><th>state</th><th>since</th><th>report</th><th>message</th></tr>\n";
+    for (const CheckNow& c : n.checks) {
+      out << "<tr><td>" << Html(c.name) << "</td><td>" << Html(c.state) << "</td><td>"
+          << Html(FormatTimeNs(c.since_ns)) << "</td><td>"
+          << (c.report_sequence == 0 ? std::string("none yet") : "#" + std::to_string(c.report_sequence))
+          << "</td><td>" << Html(c.message) << "</td></tr>\n";
+    }
+    out << "</table>\n";
+  }
+  out << "</div>\n";
+
+  const std::vector<Segment> segments = Segments(x);
+  if (!segments.empty()) {
+    const int64_t begin = segments.front().start_ns;
+    const int64_t end = std::max(x.at_time_ns, segments.back().end_ns);
+    const int64_t span = std::max<int64_t>(end - begin, 1);
+    out << "<h2>Timeline</h2>\n<div class=\"bar\">";
+    for (const Segment& s : segments) {
+      // Widths in per-mille of the span, at least 3% so a short phase stays visible.
+      const int64_t width = std::max<int64_t>((s.end_ns - s.start_ns) * 1000 / span, 30);
+      out << "<div class=\"seg " << s.css << "\" style=\"flex:" << width << "\" title=\""
+          << Html(s.label + ": " + FormatTimeNs(s.start_ns) + " .. " + FormatTimeNs(s.end_ns) +
+                  " (" + Duration(s.end_ns - s.start_ns) + ")")
+          << "\">" << Html(s.label) << "</div>";
+    }
+    out << "</div>\n<div class=\"axis\"><span>" << Html(FormatTimeNs(begin)) << "</span><span>"
+        << Html(Duration(end - begin)) << "</span><span>" << Html(FormatTimeNs(end))
+        << "</span></div>\n";
+    // Milestones in order, for reading the story left to right.
+    out << "<div class=\"steps\">";
+    bool first_step = true;
+    for (const HistoryEntry& e : x.history) {
+      const std::string cls = EntryClass(e);
+      if (cls == "pending" && e.type != "starvationAlert") continue;  // reasons: in the table
+      out << (first_step ? "" : "<span class=\"arrow\">&rarr;</span>") << "<span class=\"step\">"
+          << "<i class=\"dot " << cls << "\"></i><b>" << Html(FormatTimeNs(e.recorded_at_ns).substr(11))
+          << "</b> " << Html(StepLabel(e)) << "</span>";
+      first_step = false;
+    }
+    out << "</div>\n";
+    out << "<div class=\"legend\">";
+    for (const char* c : {"queued", "pending", "reserved", "check", "admitted", "running",
+                          "evicting", "released", "final"}) {
+      out << "<span><i class=\"dot " << c << "\"></i>" << c << "</span>";
+    }
+    out << "</div>\n";
+  }
+
+  out << "<h2>History</h2>\n<table>\n<tr><th>#</th><th>time</th><th>event</th><th>what</th>"
+         "<th>actor</th><th>versions</th></tr>\n";
+  for (const HistoryEntry& e : x.history) {
+    std::string versions;
+    if (e.quota_version != 0) versions += "quota v" + std::to_string(e.quota_version);
+    if (!e.check_versions.empty()) {
+      versions += std::string(versions.empty() ? "" : ", ") + "checks";
+      for (uint64_t v : e.check_versions) versions += " #" + std::to_string(v);
+    }
+    if (e.decision) {
+      versions += std::string(versions.empty() ? "" : ", ") + "engine v" +
+                  std::to_string(e.engine_version) + ", cause #" + std::to_string(e.causation);
+    }
+    out << "<tr><td class=\"mono\">" << e.sequence << "</td><td class=\"mono\">"
+        << Html(FormatTimeNs(e.recorded_at_ns)) << "</td><td><i class=\"dot " << EntryClass(e)
+        << "\"></i>" << Html(e.type) << "<div class=\"kind\">" << (e.decision ? "decision" : "input")
+        << "</div></td><td>" << Html(e.summary);
+    if (!e.flavors.empty() && e.type != "quotaReserved" && e.type != "workloadImported") {
+      out << "<div class=\"mono\">" << Html(e.flavors) << "</div>";
+    }
+    out << "</td><td>" << Html(e.actor) << "</td><td class=\"mono\">" << Html(versions)
+        << "</td></tr>\n";
+  }
+  out << "</table>\n<p class=\"sub\">Generated from the admission ledger by "
+         "<span class=\"mono\">admitctl explain</span>: every row is a recorded event; "
+         "the state above is the decider folded to sequence "
+      << x.at << ".</p>\n</body></html>\n";
+  return out.str();
+}
+
+Status WriteExplainPage(ledger::EventLog& log, const std::string& ns, const std::string& name,
+                        const std::string& path) {
+  auto x = Explain(log, ns, name, 0);
+  if (!x.ok()) return x.status();
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  if (!file) return Status(Code::kIoError, "cannot write " + path);
+  file << ExplainHtml(*x);
+  file.close();
+  if (!file) return Status(Code::kIoError, "cannot write " + path);
+  return Status::Ok();
+}
+
+}  // namespace admission::replay

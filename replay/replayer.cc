@@ -1,0 +1,329 @@
+#include "replay/replayer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+#include <vector>
+
+#include "projections/engine_version.h"
+
+namespace admission::replay {
+
+namespace {
+
+Status CorruptAt(Sequence sequence, const Status& status) {
+  return Status(Code::kCorruption,
+                "event " + std::to_string(sequence) + " does not decode: " + status.message());
+}
+
+// The refusal for a decision this build cannot reproduce.
+Status VersionRefusal(Sequence sequence, uint32_t recorded) {
+  return Status(
+      Code::kInvalidArgument,
+      "the decision at sequence " + std::to_string(sequence) + " was made by engine v" +
+          std::to_string(recorded) + " (" + projections::EngineVersionNote(recorded) +
+          "); this build runs engine v" + std::to_string(projections::kEngineVersion) + " (" +
+          projections::EngineVersionNote(projections::kEngineVersion) +
+          ") and keeps no other version's behaviour, so it cannot reproduce that decision. "
+          "Replay this ledger with a build of engine v" + std::to_string(recorded) +
+          " (docs/semantics.md, \"Engine versions and replay\")");
+}
+
+// The bytes the ledger would have stored for a decision the decider made, had it been appended
+// at the recorded position: the ledger's own layout step (schema::MakeStoredEventTemplate, what
+// the Sequencer runs on every append) with the recorded event's sequence and prevHash filled in.
+// Every other field is the decider's. So "equal to the stored bytes" means: the same canonical
+// Event in every field, the two that the ledger assigns taken from the record.
+Result<std::string> AsStored(const std::string& produced, Sequence sequence,
+                             const schema::Hash& prev_hash) {
+  auto decoded = schema::DecodeEvent(produced);
+  if (!decoded.ok()) {
+    return Status(Code::kCorruption,
+                  "the replayed decision does not decode: " + decoded.status().message());
+  }
+  auto stored = schema::MakeStoredEventTemplate(produced, *decoded);
+  if (!stored.ok()) return stored.status();
+  schema::FillStoredEvent(sequence, prev_hash, &*stored);
+  return std::move(stored->bytes);
+}
+
+std::string JsonOf(const std::string& bytes) {
+  auto decoded = schema::DecodeEvent(bytes);
+  if (!decoded.ok()) return "\"(does not decode: " + decoded.status().message() + ")\"";
+  return schema::EventToJson(decoded->root());
+}
+
+}  // namespace
+
+ReplayStart Genesis() {
+  ReplayStart start;
+  start.engine = std::make_unique<projections::Engine>();
+  start.after = 0;
+  return start;
+}
+
+bool EngineVersionReplayable(uint32_t version) { return version == projections::kEngineVersion; }
+
+Replayer::Replayer(ledger::EventLog& log, ReplayStart start)
+    : log_(log), engine_(std::move(start.engine)), position_(start.after) {
+  ADM_CHECK(engine_ != nullptr, "a replay needs a decider to start from (after %llu)",
+            static_cast<unsigned long long>(position_));
+}
+
+Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
+  ADM_CHECK(engine_ != nullptr, "Run after TakeEngine");
+  const ledger::Head head = log_.GetHead();
+  const Sequence to = options.to == 0 ? head.sequence : options.to;
+  if (to > head.sequence) {
+    return Status(Code::kInvalidArgument, "sequence " + std::to_string(to) +
+                                              " is beyond the ledger's head " +
+                                              std::to_string(head.sequence));
+  }
+  if (to <= position_) {
+    return Status(Code::kInvalidArgument,
+                  "nothing to replay: the replay stands after sequence " +
+                      std::to_string(position_) + " and was asked to stop at " +
+                      std::to_string(to));
+  }
+  const Sequence compare_from = std::max<Sequence>(options.compare_from, 1);
+  if (options.verify && compare_from > to) {
+    return Status(Code::kInvalidArgument, "--from " + std::to_string(compare_from) +
+                                              " is after --to " + std::to_string(to));
+  }
+
+  ReplayReport report;
+  report.first = position_ + 1;
+  const uint64_t total = to - position_;
+  const auto started = std::chrono::steady_clock::now();
+
+  // The decisions the decider made at the end of the last batch, not yet matched with the
+  // recorded ones that follow that batch's last input.
+  std::vector<std::string> produced;
+  size_t produced_next = 0;
+
+  auto finish = [&]() {
+    report.last = position_;
+    report.events = position_ + 1 - report.first;
+    report.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    report.events_per_second =
+        report.seconds > 0 ? static_cast<double>(report.events) / report.seconds : 0;
+    return report;
+  };
+  auto diverge = [&](Sequence sequence, const std::string* recorded_bytes,
+                     schema::Event::Reader* recorded, const std::string* replayed_bytes) {
+    Divergence d;
+    d.sequence = sequence;
+    std::optional<schema::DecodedEvent> replayed;
+    if (replayed_bytes != nullptr) {
+      d.replayed_json = JsonOf(*replayed_bytes);
+      auto decoded = schema::DecodeEvent(*replayed_bytes);
+      if (decoded.ok()) {
+        d.replayed_type = schema::BodyName(decoded->root());
+        replayed = std::move(*decoded);
+      }
+    }
+    if (recorded != nullptr) {
+      d.recorded_json = schema::EventToJson(*recorded);
+      d.recorded_type = schema::BodyName(*recorded);
+    }
+    (void)recorded_bytes;
+    if (recorded != nullptr && replayed) {
+      d.first_differing_field = schema::FirstDifferingPayloadField(*recorded, replayed->root());
+      if (d.first_differing_field.empty()) {
+        d.first_differing_field =
+            recorded->getRecordedAtNs() != replayed->root().getRecordedAtNs()
+                ? "recordedAtNs"
+                : "(no field differs, but the canonical bytes do)";
+      }
+    } else if (recorded == nullptr) {
+      d.first_differing_field = "the ledger holds no decision here; the replayed decider made one";
+    } else if (!replayed) {
+      d.first_differing_field = schema::IsDecision(recorded->getBody().which())
+                                    ? "the replayed decider made no decision here"
+                                    : "the replayed decider made one more decision before this "
+                                      "input";
+    }
+    report.divergence = std::move(d);
+  };
+
+  Sequence next = position_ + 1;
+  uint64_t since_progress = 0;
+  while (next <= to) {
+    const size_t want = static_cast<size_t>(std::min<Sequence>(kReplayReadChunk, to - next + 1));
+    auto chunk = log_.Read(next, want);
+    if (!chunk.ok()) return chunk.status();
+    if (chunk->empty()) {
+      return Status(Code::kCorruption, "the ledger has no event " + std::to_string(next) +
+                                           " below its head " + std::to_string(head.sequence));
+    }
+    for (const ledger::StoredEvent& stored : *chunk) {
+      if (stored.sequence != next) {
+        return Status(Code::kCorruption, "expected event " + std::to_string(next) +
+                                             ", the ledger gave " +
+                                             std::to_string(stored.sequence));
+      }
+      auto decoded = schema::DecodeEvent(stored.bytes);
+      if (!decoded.ok()) return CorruptAt(stored.sequence, decoded.status());
+      schema::Event::Reader event = decoded->root();
+      const bool compared = options.verify && stored.sequence >= compare_from;
+      if (schema::IsDecision(event.getBody().which())) {
+        if (!EngineVersionReplayable(event.getEngineVersion())) {
+          return VersionRefusal(stored.sequence, event.getEngineVersion());
+        }
+        const std::string* mine =
+            produced_next < produced.size() ? &produced[produced_next++] : nullptr;
+        if (compared) {
+          if (mine == nullptr) {
+            diverge(stored.sequence, &stored.bytes, &event, nullptr);
+            return finish();
+          }
+          auto as_stored =
+              AsStored(*mine, stored.sequence, schema::HashFromData(event.getPrevHash()));
+          if (!as_stored.ok()) return as_stored.status();
+          if (*as_stored != stored.bytes) {
+            diverge(stored.sequence, &stored.bytes, &event, &*as_stored);
+            return finish();
+          }
+          report.decision_stream_hash =
+              schema::ChainHash(report.decision_stream_hash, stored.bytes);
+          ++report.decisions_compared;
+        }
+      } else {
+        if (compared && produced_next < produced.size()) {
+          // The decider made more decisions than the ledger recorded after the last batch.
+          diverge(stored.sequence, &stored.bytes, &event, &produced[produced_next]);
+          return finish();
+        }
+        produced.clear();
+        produced_next = 0;
+        engine_->ApplyInput(event);
+        ++report.inputs;
+        if (event.getEndsBatch()) {
+          produced = engine_->EndBatch(stored.sequence, event.getRecordedAtNs());
+          if (options.alter_replayed) {
+            for (std::string& d : produced) d = options.alter_replayed(d);
+          }
+        }
+      }
+      position_ = stored.sequence;
+      ++next;
+      if (options.observer) options.observer(stored.sequence, event);
+    }
+    since_progress += chunk->size();
+    if (options.progress && (since_progress >= kProgressEveryEvents || next > to)) {
+      options.progress(position_ - report.first + 1, total);
+      since_progress = 0;
+    }
+  }
+
+  // Decisions the decider made that the ledger does not hold: they would have been recorded
+  // right after `to`, before the next input (or past the head).
+  if (options.verify && produced_next < produced.size()) {
+    if (to == head.sequence) {
+      diverge(to + 1, nullptr, nullptr, &produced[produced_next]);
+      return finish();
+    }
+    auto after = log_.Read(to + 1, 1);
+    if (!after.ok()) return after.status();
+    if (!after->empty()) {
+      auto decoded = schema::DecodeEvent(after->front().bytes);
+      if (!decoded.ok()) return CorruptAt(to + 1, decoded.status());
+      schema::Event::Reader event = decoded->root();
+      if (!schema::IsDecision(event.getBody().which())) {
+        diverge(to + 1, &after->front().bytes, &event, &produced[produced_next]);
+        return finish();
+      }
+    }
+  }
+  return finish();
+}
+
+Result<ReplayReport> ReplayAndVerify(ledger::EventLog& log, const ReplayProgress& progress) {
+  if (log.GetHead().sequence == 0) {
+    ReplayReport empty;
+    empty.first = 1;
+    return empty;
+  }
+  Replayer replayer(log, Genesis());
+  ReplayOptions options;
+  options.progress = progress;
+  return replayer.Run(options);
+}
+
+Result<bool> IsBatchBoundary(ledger::EventLog& log, Sequence sequence) {
+  if (sequence == 0) return true;
+  const ledger::Head head = log.GetHead();
+  if (sequence > head.sequence) {
+    return Status(Code::kInvalidArgument, "sequence " + std::to_string(sequence) +
+                                              " is beyond the ledger's head " +
+                                              std::to_string(head.sequence));
+  }
+  if (sequence == head.sequence) return true;
+  auto pair = log.Read(sequence, 2);
+  if (!pair.ok()) return pair.status();
+  if (pair->size() != 2) {
+    return Status(Code::kCorruption,
+                  "the ledger has no event " + std::to_string(sequence + 1) + " below its head");
+  }
+  auto here = schema::DecodeEvent((*pair)[0].bytes);
+  if (!here.ok()) return CorruptAt(sequence, here.status());
+  auto after = schema::DecodeEvent((*pair)[1].bytes);
+  if (!after.ok()) return CorruptAt(sequence + 1, after.status());
+  if (schema::IsDecision(after->root().getBody().which())) return false;
+  return schema::IsDecision(here->root().getBody().which()) || here->root().getEndsBatch();
+}
+
+Result<Sequence> EndOfAppend(ledger::EventLog& log, Sequence sequence) {
+  if (sequence == 0) return Sequence{0};
+  const ledger::Head head = log.GetHead();
+  if (sequence > head.sequence) {
+    return Status(Code::kInvalidArgument, "sequence " + std::to_string(sequence) +
+                                              " is beyond the ledger's head " +
+                                              std::to_string(head.sequence));
+  }
+  // Walk forward until an input follows a decision or a batch's last input.
+  bool closes = false;  // the previous event was a decision or a batch's last input
+  Sequence previous = 0;
+  Sequence next = sequence;
+  while (next <= head.sequence) {
+    auto chunk = log.Read(next, kReplayReadChunk);
+    if (!chunk.ok()) return chunk.status();
+    if (chunk->empty()) break;
+    for (const ledger::StoredEvent& stored : *chunk) {
+      auto decoded = schema::DecodeEvent(stored.bytes);
+      if (!decoded.ok()) return CorruptAt(stored.sequence, decoded.status());
+      schema::Event::Reader event = decoded->root();
+      const bool decision = schema::IsDecision(event.getBody().which());
+      if (previous != 0 && !decision && closes) return previous;
+      closes = decision || event.getEndsBatch();
+      previous = stored.sequence;
+      next = stored.sequence + 1;
+    }
+  }
+  return head.sequence;
+}
+
+Result<StateAt> FoldToSequence(ledger::EventLog& log, Sequence at, const ReplayProgress& progress,
+                               const EventObserver& observer) {
+  StateAt state;
+  const ledger::Head head = log.GetHead();
+  state.requested = at == 0 ? head.sequence : at;
+  auto end = EndOfAppend(log, state.requested);
+  if (!end.ok()) return end.status();
+  state.at = *end;
+  Replayer replayer(log, Genesis());
+  if (state.at > 0) {
+    ReplayOptions options;
+    options.verify = false;
+    options.to = state.at;
+    options.progress = progress;
+    options.observer = observer;
+    auto report = replayer.Run(options);
+    if (!report.ok()) return report.status();
+  }
+  state.engine = replayer.TakeEngine();
+  return state;
+}
+
+}  // namespace admission::replay

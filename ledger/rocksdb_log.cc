@@ -1,7 +1,14 @@
 #include "ledger/rocksdb_log.h"
 
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
@@ -46,11 +53,57 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
 
 }  // namespace
 
+// Where a queued appender waits. The leader sets `state` (release) once it has written
+// everything the appender reads, then notifies; the appender reads `state` (acquire).
+struct RocksDbLog::Waiter {
+  static constexpr uint32_t kWaiting = 0;
+  static constexpr uint32_t kDone = 1;  // the request's result is set
+  static constexpr uint32_t kLead = 2;  // the request is at the front: lead the next group
+  std::atomic<uint32_t> state{kWaiting};
+  Waiter* next = nullptr;  // in free_waiters_ or returned_waiters_
+
+  uint32_t Wait() {
+    for (;;) {
+      const uint32_t s = state.load(std::memory_order_acquire);
+      if (s != kWaiting) return s;
+      SleepWhile(kWaiting);
+    }
+  }
+  // After the store the request may be gone; the waiter is not (the log owns it), so notifying
+  // it is safe even when its appender has already returned. A late notify reaching the next
+  // owner of this waiter is a spurious wake: Wait checks the state again.
+  void Wake(uint32_t s) {
+    state.store(s, std::memory_order_release);
+    WakeOne();
+  }
+
+ private:
+#ifdef __linux__
+  // The futex under std::atomic::wait, without the sched_yield rounds libstdc++ spins first:
+  // with many more appenders than cores, each yield is one more context switch.
+  void SleepWhile(uint32_t value) {
+    static_assert(sizeof(state) == sizeof(uint32_t));
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state), FUTEX_WAIT_PRIVATE, value, nullptr,
+            nullptr, 0);
+  }
+  void WakeOne() {
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state), FUTEX_WAKE_PRIVATE, 1, nullptr,
+            nullptr, 0);
+  }
+#else
+  void SleepWhile(uint32_t value) { state.wait(value, std::memory_order_acquire); }
+  void WakeOne() { state.notify_one(); }
+#endif
+};
+
+// One Append, from intake until its result is set. Lives on the appender's stack; the leader
+// touches it only while the appender waits (before Waiter::Wake).
 struct RocksDbLog::Request {
   std::span<const std::string> batch;
+  Intake intake;  // prepared by the appender before it queued
   Result<AppendAck> result = Status(Code::kIoError, "not written");
   bool done = false;
-  std::condition_variable cv;
+  Waiter* waiter = nullptr;  // set under mu_ when the request queues behind a leader
 };
 
 std::string RocksDbLog::EventKey(Sequence sequence) {
@@ -68,7 +121,8 @@ RocksDbLog::RocksDbLog(std::unique_ptr<rocksdb::DB> db, const RocksDbLogOptions&
 
 RocksDbLog::~RocksDbLog() {
   std::lock_guard<std::mutex> lock(mu_);
-  ADM_CHECK(queue_.empty(), "ledger closed with %zu appends in flight", queue_.size());
+  ADM_CHECK(queue_.empty() && !leading_, "ledger closed with %zu appends in flight%s",
+            queue_.size(), leading_ ? " and a group commit running" : "");
 }
 
 Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
@@ -163,30 +217,177 @@ Result<AppendAck> RocksDbLog::Append(std::span<const std::string> batch) {
   }
   Request request;
   request.batch = batch;
+  // Decoding, validating and laying out the events depends on nothing but the batch: done
+  // here, on the appender's thread and in parallel with other appenders, so the leader's
+  // serial work is sequencing, prevHash and SHA-256 only.
+  request.intake = PrepareIntake(batch);
+  if (request.intake.events.empty()) return request.intake.failure;  // event 0: no head needed
+
   std::unique_lock<std::mutex> lock(mu_);
   queue_.push_back(&request);
-  while (!request.done && queue_.front() != &request) request.cv.wait(lock);
-  if (!request.done) LeadGroup(lock);
+  queued_events_ += batch.size();
+  if (gathering_) {
+    last_arrival_ = std::chrono::steady_clock::now();
+    if (queue_.size() >= gather_target_ || queued_events_ >= kGroupEventsMax) {
+      gather_cv_.notify_one();
+    }
+  }
+  if (!leading_) {
+    ADM_CHECK(queue_.size() == 1, "%zu requests queued without a leader", queue_.size());
+    leading_ = true;
+    LeadGroup(lock);
+  } else {
+    Waiter* waiter = AcquireWaiter();
+    request.waiter = waiter;
+    lock.unlock();
+    const uint32_t state = waiter->Wait();
+    ReleaseWaiter(waiter);
+    if (state == Waiter::kLead) {
+      lock.lock();
+      LeadGroup(lock);
+    } else {
+      ADM_CHECK(state == Waiter::kDone, "waiter state %u", state);
+    }
+  }
   ADM_CHECK(request.done, "request not completed by its group");
   return std::move(request.result);
 }
 
+RocksDbLog::Waiter* RocksDbLog::AcquireWaiter() {
+  if (free_waiters_ == nullptr) {
+    free_waiters_ = returned_waiters_.exchange(nullptr, std::memory_order_acquire);
+  }
+  Waiter* waiter = free_waiters_;
+  if (waiter == nullptr) {
+    waiters_.push_back(std::make_unique<Waiter>());
+    waiter = waiters_.back().get();
+  } else {
+    free_waiters_ = waiter->next;
+  }
+  waiter->next = nullptr;
+  waiter->state.store(Waiter::kWaiting, std::memory_order_relaxed);
+  return waiter;
+}
+
+void RocksDbLog::ReleaseWaiter(Waiter* waiter) {
+  // Pushes only; AcquireWaiter takes the whole list at once, so there is no ABA.
+  Waiter* head = returned_waiters_.load(std::memory_order_relaxed);
+  do {
+    waiter->next = head;
+  } while (!returned_waiters_.compare_exchange_weak(head, waiter, std::memory_order_release,
+                                                    std::memory_order_relaxed));
+}
+
 void RocksDbLog::LeadGroup(std::unique_lock<std::mutex>& lock) {
-  // Take the group: the leader and whoever queued behind it, up to the group limit.
+  ADM_CHECK(lock.owns_lock() && leading_ && !queue_.empty(), "LeadGroup without the lead");
+  Request* const own = queue_.front();
+  Gather(lock);
+  // Take the group: the leader and whoever queued behind it, up to the group limit. Requests
+  // queuing from now on form the next group.
   std::vector<Request*> group;
   size_t events = 0;
-  for (Request* r : queue_) {
+  while (!queue_.empty()) {
+    Request* r = queue_.front();
     if (!group.empty() && events + r->batch.size() > kGroupEventsMax) break;
     group.push_back(r);
     events += r->batch.size();
+    queue_.pop_front();
   }
-  Head head = head_;
+  queued_events_ -= events;
+  const Head before = head_;
   lock.unlock();
 
-  // Only the leader touches head and the index, so reading RocksDB unlocked is consistent.
-  KeyLookup lookup = [this](std::string_view key) -> Result<std::optional<RecordedKey>> {
+  uint64_t events_written = 0;
+  const Head after = CommitGroup(group, before, &events_written);
+
+  // Complete the group under the lock, then wake outside it.
+  lock.lock();
+  ADM_CHECK(head_.sequence == before.sequence, "head moved under the leader: %lu -> %lu",
+            static_cast<unsigned long>(before.sequence),
+            static_cast<unsigned long>(head_.sequence));
+  if (events_written > 0) {
+    ADM_CHECK(after.sequence == before.sequence + events_written, "head %lu after %lu + %lu",
+              static_cast<unsigned long>(after.sequence),
+              static_cast<unsigned long>(before.sequence),
+              static_cast<unsigned long>(events_written));
+    head_ = after;
+    ++stats_.writes;
+    stats_.events_written += events_written;
+  }
+  // Everyone known to be appending: the next leader waits for them.
+  gather_target_ = group.size() + queue_.size();
+  Waiter* next_leader = nullptr;
+  if (queue_.empty()) {
+    leading_ = false;
+  } else {
+    next_leader = queue_.front()->waiter;
+    ADM_CHECK(next_leader != nullptr, "queued request without a waiter");
+  }
+  lock.unlock();
+
+  // Every request of the group has its result; wake each on its own waiter, the next leader
+  // last so that the group's appenders can queue again before it takes its group.
+  for (Request* r : group) {
+    r->done = true;
+    if (r == own) continue;
+    Waiter* waiter = r->waiter;  // r may be gone once woken
+    waiter->Wake(Waiter::kDone);
+  }
+  ADM_CHECK(own->done, "the leader's own request was not in its group");
+  if (next_leader != nullptr) next_leader->Wake(Waiter::kLead);
+}
+
+void RocksDbLog::Gather(std::unique_lock<std::mutex>& lock) {
+  using Clock = std::chrono::steady_clock;
+  if (queue_.size() >= gather_target_ || queued_events_ >= kGroupEventsMax) return;
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + std::chrono::microseconds(kGatherWaitMaxUs);
+  gathering_ = true;
+  last_arrival_ = start;
+  while (queue_.size() < gather_target_ && queued_events_ < kGroupEventsMax) {
+    const Clock::time_point until =
+        std::min(deadline, last_arrival_ + std::chrono::microseconds(kGatherIdleMaxUs));
+    if (Clock::now() >= until) break;
+    gather_cv_.wait_until(lock, until);
+  }
+  gathering_ = false;
+}
+
+Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
+                             uint64_t* events_written) {
+  // The durable index answers for every key of the group in one MultiGet, before sequencing:
+  // only the leader writes the index, so nothing changes it in between.
+  std::vector<std::string_view> keys;
+  for (const Request* r : group) {
+    for (const IntakeEvent& e : r->intake.events) {
+      if (!e.key.empty()) keys.push_back(e.key);
+    }
+  }
+  std::vector<std::string> index_keys;
+  std::vector<rocksdb::Slice> index_slices;
+  std::vector<rocksdb::PinnableSlice> index_values(keys.size());
+  std::vector<rocksdb::Status> index_statuses(keys.size());
+  std::map<std::string_view, size_t> prefetched;  // key -> position in the MultiGet
+  if (!keys.empty()) {
+    index_keys.reserve(keys.size());
+    index_slices.reserve(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      index_keys.push_back(IndexKey(keys[i]));
+      index_slices.emplace_back(index_keys.back());
+      prefetched.emplace(keys[i], i);
+    }
+    db_->MultiGet(rocksdb::ReadOptions(), db_->DefaultColumnFamily(), keys.size(),
+                  index_slices.data(), index_values.data(), index_statuses.data());
+  }
+  KeyLookup lookup = [&](std::string_view key) -> Result<std::optional<RecordedKey>> {
     std::string value;
-    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), IndexKey(key), &value);
+    rocksdb::Status s;
+    if (auto it = prefetched.find(key); it != prefetched.end()) {
+      s = index_statuses[it->second];
+      if (s.ok()) value = index_values[it->second].ToString();
+    } else {
+      s = db_->Get(rocksdb::ReadOptions(), IndexKey(key), &value);
+    }
     if (s.IsNotFound()) return std::optional<RecordedKey>();
     ADM_RETURN_IF_ERROR(FromRocks(s, "reading the idempotency index"));
     if (value.size() != 8) {
@@ -200,63 +401,58 @@ void RocksDbLog::LeadGroup(std::unique_lock<std::mutex>& lock) {
     return std::optional<RecordedKey>(std::move(recorded));
   };
 
-  rocksdb::WriteBatch write_batch;
+  size_t reserve_bytes = 64;
+  for (const Request* r : group) {
+    for (const IntakeEvent& e : r->intake.events) {
+      reserve_bytes += e.stored.bytes.size() + 2 * e.key.size() + 48;
+    }
+  }
+  rocksdb::WriteBatch write_batch(reserve_bytes);
   GroupKeys group_keys;
-  std::vector<Result<AppendAck>> results;
-  std::vector<bool> wrote;
-  uint64_t events_written = 0;
-  for (Request* r : group) {
+  // Kept until the write: group_keys views their stored bytes.
+  std::vector<PreparedAppend> prepared(group.size());
+  std::vector<bool> wrote(group.size(), false);
+  uint64_t written = 0;
+  std::string sequence_bytes;
+  for (size_t i = 0; i < group.size(); ++i) {
+    Request* r = group[i];
     AppendAck ack;
-    PreparedAppend prepared;
-    Status s = PrepareAppend(r->batch, head, group_keys, lookup, &ack, &prepared);
+    Status s = SequenceIntake(r->batch, r->intake, head, group_keys, lookup, &ack, &prepared[i]);
     if (!s.ok()) {
-      results.emplace_back(std::move(s));
-      wrote.push_back(false);
+      r->result = std::move(s);
       continue;
     }
-    for (const StoredEvent& e : prepared.events) {
+    for (const StoredEvent& e : prepared[i].events) {
       write_batch.Put(EventKey(e.sequence), e.bytes);
     }
-    std::string sequence_bytes;
-    for (const auto& [key, sequence] : prepared.index_entries) {
+    for (const auto& [key, sequence] : prepared[i].index_entries) {
       sequence_bytes.clear();
       PutBigEndian64(&sequence_bytes, sequence);
       write_batch.Put(IndexKey(key), sequence_bytes);
     }
-    events_written += prepared.events.size();
-    head = prepared.head;
-    results.emplace_back(std::move(ack));
-    wrote.push_back(!prepared.events.empty());
+    written += prepared[i].events.size();
+    wrote[i] = !prepared[i].events.empty();
+    head = prepared[i].head;
+    r->result = std::move(ack);
   }
 
   Status write_status;
-  if (events_written > 0) {
+  if (written > 0) {
     write_batch.Put(kHeadKey, EncodeHead(head));
     rocksdb::WriteOptions write_options;
     write_options.sync = options_.sync;
     write_status = FromRocks(db_->Write(write_options, &write_batch), "appending to the ledger");
   }
-
-  lock.lock();
-  if (events_written > 0 && write_status.ok()) {
-    ADM_CHECK(head.sequence == head_.sequence + events_written, "head %lu after %lu + %lu",
-              static_cast<unsigned long>(head.sequence),
-              static_cast<unsigned long>(head_.sequence),
-              static_cast<unsigned long>(events_written));
-    head_ = head;
-    ++stats_.writes;
-    stats_.events_written += events_written;
+  if (!write_status.ok()) {
+    // Nothing of the group is durable: every request that wrote fails; the head stays.
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (wrote[i]) group[i]->result = write_status;
+    }
+    *events_written = 0;
+    return Head{};  // unused: nothing written
   }
-  for (size_t i = 0; i < group.size(); ++i) {
-    Request* r = group[i];
-    ADM_CHECK(queue_.front() == r, "group order lost");
-    queue_.pop_front();
-    r->result = (wrote[i] && !write_status.ok()) ? Result<AppendAck>(write_status)
-                                                  : std::move(results[i]);
-    r->done = true;
-    r->cv.notify_one();
-  }
-  if (!queue_.empty()) queue_.front()->cv.notify_one();
+  *events_written = written;
+  return head;
 }
 
 Result<std::vector<StoredEvent>> RocksDbLog::Read(Sequence from, size_t max_count) {

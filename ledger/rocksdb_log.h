@@ -1,11 +1,14 @@
 #pragma once
 // The embedded durable ledger on RocksDB. See docs/ledger.md for layout and group commit.
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "ledger/event_log.h"
 
@@ -24,6 +27,13 @@ struct RocksDbLogOptions {
 
 // How many of the newest links Open checks before it accepts a ledger.
 inline constexpr Sequence kOpenTailCheckEvents = 64;
+
+// Group commit gathering (see docs/ledger.md, "Group commit"): before it takes its group, a
+// leader waits for the appenders of the previous group to queue again, so that N appenders
+// share one fsync instead of splitting into two alternating groups. It stops waiting when they
+// all queued, when none arrived for kGatherIdleMax, or after kGatherWaitMax in all.
+inline constexpr int64_t kGatherIdleMaxUs = 100;
+inline constexpr int64_t kGatherWaitMaxUs = 1000;
 
 struct RocksDbLogStats {
   uint64_t writes = 0;          // WriteBatches written (each one fsync when sync is on)
@@ -52,19 +62,46 @@ class RocksDbLog final : public EventLog {
 
  private:
   struct Request;
+  struct Waiter;
   RocksDbLog(std::unique_ptr<rocksdb::DB> db, const RocksDbLogOptions& options);
   Status LoadHead();
-  // Runs one group commit led by the request at the front of the queue.
-  // REQUIRES: lock holds mu_; queue_.front() is the caller's request.
+  // Runs one group commit led by the request at the front of the queue, then hands the lead to
+  // the next queued request (or gives it up) and wakes the group.
+  // REQUIRES: lock holds mu_; leading_; queue_.front() is the caller's request.
+  // Returns with mu_ released.
   void LeadGroup(std::unique_lock<std::mutex>& lock);
+  // Waits, within the gathering limits, until the requests of gather_target_ have queued.
+  // REQUIRES: lock holds mu_ and the caller leads.
+  void Gather(std::unique_lock<std::mutex>& lock);
+  // Sequences the group's requests on top of `head` and writes them in one WriteBatch; fills
+  // each request's result. Returns the new head and the events written. No lock held: only
+  // the leader runs this, and only the leader writes the head or the index.
+  Head CommitGroup(const std::vector<Request*>& group, Head head, uint64_t* events_written);
+  // A wait object for a queued appender. REQUIRES: mu_ held.
+  Waiter* AcquireWaiter();
+  // Gives a waiter back once its appender has seen it change. Any thread, no lock.
+  void ReleaseWaiter(Waiter* waiter);
 
   const std::unique_ptr<rocksdb::DB> db_;
   const RocksDbLogOptions options_;
 
   std::mutex mu_;
-  std::deque<Request*> queue_;   // GUARDED_BY(mu_); front is the leader
+  std::deque<Request*> queue_;   // GUARDED_BY(mu_); requests not yet taken into a group
+  size_t queued_events_ = 0;     // GUARDED_BY(mu_); events of the requests in queue_
+  bool leading_ = false;         // GUARDED_BY(mu_); a leader is running or being woken
+  // Gathering: the requests the next leader waits for (those of the last group and those
+  // queued behind it), whether a leader is waiting, and when the last request queued.
+  size_t gather_target_ = 0;                            // GUARDED_BY(mu_)
+  bool gathering_ = false;                              // GUARDED_BY(mu_)
+  std::chrono::steady_clock::time_point last_arrival_;  // GUARDED_BY(mu_)
+  std::condition_variable gather_cv_;
   Head head_;                    // GUARDED_BY(mu_); written only by the leader
   RocksDbLogStats stats_;        // GUARDED_BY(mu_)
+  // Wait objects, owned by the log so that a leader may still notify one after its appender
+  // has read its result and returned. One per appender ever waiting at the same time.
+  std::vector<std::unique_ptr<Waiter>> waiters_;  // GUARDED_BY(mu_)
+  Waiter* free_waiters_ = nullptr;                // GUARDED_BY(mu_); list through Waiter::next
+  std::atomic<Waiter*> returned_waiters_{nullptr};  // pushed without a lock, taken whole
 };
 
 }  // namespace admission::ledger

@@ -1,7 +1,5 @@
 #include "ledger/sequencer.h"
 
-#include <capnp/message.h>
-
 namespace admission::ledger {
 
 namespace {
@@ -10,70 +8,121 @@ std::string Describe(size_t index, size_t size) {
   return "event " + std::to_string(index) + " of " + std::to_string(size);
 }
 
-// Compares a new event with the one recorded under the same key.
-Status CompareWithRecorded(std::string_view key, const RecordedKey& recorded,
-                           schema::Event::Reader incoming, size_t index, size_t size,
-                           bool* duplicate) {
-  Result<schema::DecodedEvent> old = schema::DecodeEvent(recorded.bytes);
+Status KeyTooLong(size_t index, size_t size) {
+  return Status(Code::kInvalidArgument, Describe(index, size) + ": idempotency key longer than " +
+                                            std::to_string(kIdempotencyKeyBytesMax));
+}
+
+// Compares a new event with the one recorded under the same key. Both are decoded here: this
+// runs only for a key seen before, so the common path (a new key) never decodes twice.
+Status CompareWithRecorded(std::string_view key, Sequence recorded_sequence,
+                           std::string_view recorded_bytes, std::string_view incoming_bytes,
+                           size_t index, size_t size) {
+  Result<schema::DecodedEvent> old = schema::DecodeEvent(recorded_bytes);
   if (!old.ok()) {
-    return Status(Code::kCorruption, "event " + std::to_string(recorded.sequence) +
+    return Status(Code::kCorruption, "event " + std::to_string(recorded_sequence) +
                                          " (indexed by idempotency key '" + std::string(key) +
                                          "'): " + old.status().message());
   }
-  std::string field = schema::FirstDifferingPayloadField(old->root(), incoming);
+  Result<schema::DecodedEvent> incoming = schema::DecodeEvent(incoming_bytes);
+  ADM_CHECK(incoming.ok(), "event passed intake but does not decode: %s",
+            incoming.status().ToString().c_str());
+  std::string field = schema::FirstDifferingPayloadField(old->root(), incoming->root());
   if (!field.empty()) {
     return Status(Code::kConflict,
                   Describe(index, size) + ": idempotency key '" + std::string(key) +
-                      "' was recorded at sequence " + std::to_string(recorded.sequence) +
+                      "' was recorded at sequence " + std::to_string(recorded_sequence) +
                       " with a different payload; first differing field: " + field);
   }
-  *duplicate = true;
   return Status::Ok();
 }
 
 }  // namespace
 
-Status PrepareAppend(std::span<const std::string> batch, const Head& head,
-                     GroupKeys& group_keys, const KeyLookup& lookup, AppendAck* ack,
-                     PreparedAppend* out) {
-  if (batch.empty() || batch.size() > kAppendBatchEventsMax) {
-    return Status(Code::kInvalidArgument, "an append holds 1 to " +
-                                              std::to_string(kAppendBatchEventsMax) +
-                                              " events, not " + std::to_string(batch.size()));
-  }
-  AppendAck result;
-  PreparedAppend prepared;
-  prepared.head = head;
-  GroupKeys own_keys;  // keys of this request, merged into group_keys only on success
-
+Intake PrepareIntake(std::span<const std::string> batch) {
+  ADM_CHECK(!batch.empty() && batch.size() <= kAppendBatchEventsMax, "intake of %zu events",
+            batch.size());
+  Intake intake;
+  intake.events.reserve(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
+    // The common form in one pass; anything else through the general decode below.
+    {
+      schema::StoredEventTemplate stored;
+      int64_t recorded_at_ns = 0;
+      std::string_view key;
+      if (schema::TakePlainEvent(batch[i], &stored, &recorded_at_ns, &key)) {
+        if (key.size() > kIdempotencyKeyBytesMax) {
+          intake.failure = KeyTooLong(i, batch.size());
+          break;
+        }
+        intake.events.push_back(IntakeEvent{std::move(stored), std::string(key), recorded_at_ns,
+                                            Status::Ok()});
+        continue;
+      }
+    }
     Result<schema::DecodedEvent> decoded = schema::DecodeEvent(batch[i]);
     if (!decoded.ok()) {
-      return Status(Code::kInvalidArgument,
-                    Describe(i, batch.size()) + ": " + decoded.status().message());
+      intake.failure = Status(Code::kInvalidArgument,
+                              Describe(i, batch.size()) + ": " + decoded.status().message());
+      break;
     }
     schema::Event::Reader event = decoded->root();
     std::string_view key(event.getIdempotencyKey().cStr(), event.getIdempotencyKey().size());
     if (key.size() > kIdempotencyKeyBytesMax) {
-      return Status(Code::kInvalidArgument, Describe(i, batch.size()) +
-                                                ": idempotency key longer than " +
-                                                std::to_string(kIdempotencyKeyBytesMax));
+      intake.failure = KeyTooLong(i, batch.size());
+      break;
     }
-    if (!key.empty()) {
-      std::optional<RecordedKey> recorded;
-      if (auto it = own_keys.find(key); it != own_keys.end()) {
+    IntakeEvent& e = intake.events.emplace_back();
+    e.key = std::string(key);
+    e.recorded_at_ns = event.getRecordedAtNs();
+    Result<schema::StoredEventTemplate> stored = schema::MakeStoredEventTemplate(batch[i], *decoded);
+    if (stored.ok()) {
+      e.stored = std::move(*stored);
+    } else {
+      // Only a new event is stored; a duplicate of a recorded one is not refused for this.
+      e.unstorable = Status(Code::kInvalidArgument,
+                            Describe(i, batch.size()) + ": " + stored.status().message());
+    }
+  }
+  ADM_CHECK(intake.events.size() == batch.size() || !intake.failure.ok(),
+            "intake stopped at %zu of %zu events without a reason", intake.events.size(),
+            batch.size());
+  return intake;
+}
+
+Status SequenceIntake(std::span<const std::string> batch, Intake& intake, const Head& head,
+                      GroupKeys& group_keys, const KeyLookup& lookup, AppendAck* ack,
+                      PreparedAppend* out) {
+  ADM_CHECK(intake.events.size() <= batch.size(), "intake of %zu events for %zu",
+            intake.events.size(), batch.size());
+  AppendAck result;
+  result.sequences.reserve(batch.size());
+  result.duplicate.reserve(batch.size());
+  PreparedAppend prepared;
+  prepared.head = head;
+  // Reserved, so the views that own_keys and group_keys keep of the stored bytes stay valid.
+  prepared.events.reserve(intake.events.size());
+  GroupKeys own_keys;  // keys of this request, merged into group_keys only on success
+
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (i == intake.events.size()) return intake.failure;
+    IntakeEvent& e = intake.events[i];
+    if (!e.key.empty()) {
+      std::optional<GroupKey> recorded;
+      std::optional<RecordedKey> durable;  // owns the bytes `recorded` views, if from the index
+      if (auto it = own_keys.find(e.key); it != own_keys.end()) {
         recorded = it->second;
-      } else if (auto it2 = group_keys.find(key); it2 != group_keys.end()) {
+      } else if (auto it2 = group_keys.find(e.key); it2 != group_keys.end()) {
         recorded = it2->second;
       } else {
-        Result<std::optional<RecordedKey>> found = lookup(key);
+        Result<std::optional<RecordedKey>> found = lookup(e.key);
         if (!found.ok()) return found.status();
-        recorded = std::move(*found);
+        durable = std::move(*found);
+        if (durable) recorded = GroupKey{durable->sequence, durable->bytes};
       }
       if (recorded) {
-        bool duplicate = false;
-        ADM_RETURN_IF_ERROR(
-            CompareWithRecorded(key, *recorded, event, i, batch.size(), &duplicate));
+        ADM_RETURN_IF_ERROR(CompareWithRecorded(e.key, recorded->sequence, recorded->bytes,
+                                                batch[i], i, batch.size()));
         result.sequences.push_back(recorded->sequence);
         result.duplicate.push_back(true);
         continue;
@@ -82,33 +131,28 @@ Status PrepareAppend(std::span<const std::string> batch, const Head& head,
 
     // A new event: give it its place in the chain. (A duplicate keeps its recorded time, so
     // only new events must not go back in time.)
-    if (event.getRecordedAtNs() < prepared.head.recorded_at_ns) {
+    if (e.recorded_at_ns < prepared.head.recorded_at_ns) {
       return Status(Code::kTimeWentBackwards,
                     Describe(i, batch.size()) + ": recordedAtNs " +
-                        std::to_string(event.getRecordedAtNs()) +
+                        std::to_string(e.recorded_at_ns) +
                         " is earlier than the ledger's head time " +
                         std::to_string(prepared.head.recorded_at_ns) +
                         "; time never goes backwards in a ledger");
     }
+    if (!e.unstorable.ok()) return e.unstorable;
     const Sequence sequence = prepared.head.sequence + 1;
-    capnp::MallocMessageBuilder message(
-        static_cast<unsigned>(batch[i].size() / sizeof(capnp::word) + 8));
-    message.setRoot(event);
-    schema::Event::Builder root = message.getRoot<schema::Event>();
-    root.setSequence(sequence);
-    root.setPrevHash(capnp::Data::Reader(prepared.head.hash.data(), prepared.head.hash.size()));
-    std::string canonical = schema::CanonicalBytes(root.asReader());
-    ADM_CHECK(canonical.size() <= schema::kEventBytesMax + 64, "canonical event of %zu bytes",
-              canonical.size());
+    schema::FillStoredEvent(sequence, prepared.head.hash, &e.stored);
+    ADM_CHECK(e.stored.bytes.size() <= schema::kEventBytesMax, "stored event of %zu bytes",
+              e.stored.bytes.size());
 
-    prepared.head.hash = schema::ChainHash(prepared.head.hash, canonical);
+    prepared.head.hash = schema::ChainHash(prepared.head.hash, e.stored.bytes);
     prepared.head.sequence = sequence;
-    prepared.head.recorded_at_ns = event.getRecordedAtNs();
-    if (!key.empty()) {
-      own_keys.emplace(std::string(key), RecordedKey{sequence, canonical});
-      prepared.index_entries.emplace_back(std::string(key), sequence);
+    prepared.head.recorded_at_ns = e.recorded_at_ns;
+    prepared.events.push_back(StoredEvent{sequence, std::move(e.stored.bytes)});
+    if (!e.key.empty()) {
+      own_keys.emplace(e.key, GroupKey{sequence, prepared.events.back().bytes});
+      prepared.index_entries.emplace_back(e.key, sequence);
     }
-    prepared.events.push_back(StoredEvent{sequence, std::move(canonical)});
     result.sequences.push_back(sequence);
     result.duplicate.push_back(false);
     ++result.written;
@@ -118,8 +162,20 @@ Status PrepareAppend(std::span<const std::string> batch, const Head& head,
             result.sequences.size(), batch.size());
   group_keys.merge(own_keys);
   *ack = std::move(result);
-  *out = std::move(prepared);
+  *out = std::move(prepared);  // moves the events' buffer: the views stay valid
   return Status::Ok();
+}
+
+Status PrepareAppend(std::span<const std::string> batch, const Head& head,
+                     GroupKeys& group_keys, const KeyLookup& lookup, AppendAck* ack,
+                     PreparedAppend* out) {
+  if (batch.empty() || batch.size() > kAppendBatchEventsMax) {
+    return Status(Code::kInvalidArgument, "an append holds 1 to " +
+                                              std::to_string(kAppendBatchEventsMax) +
+                                              " events, not " + std::to_string(batch.size()));
+  }
+  Intake intake = PrepareIntake(batch);
+  return SequenceIntake(batch, intake, head, group_keys, lookup, ack, out);
 }
 
 }  // namespace admission::ledger

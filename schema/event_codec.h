@@ -34,6 +34,7 @@ capnp::ReaderOptions EventReaderOptions();
 std::string CanonicalBytes(Event::Reader event);
 
 // The chain value after an event: SHA-256(previous chain value || canonical bytes).
+// Thread-safe; reuses one digest context per thread and the SHA-256 implementation fetched once.
 Hash ChainHash(const Hash& previous, std::string_view canonical_bytes);
 std::string HashHex(const Hash& hash);
 Hash HashFromData(capnp::Data::Reader data);  // REQUIRES: data.size() == 32 (else all zero)
@@ -47,6 +48,12 @@ class DecodedEvent {
 
  private:
   friend Result<DecodedEvent> DecodeEvent(std::string_view bytes);
+
+// The one-pass check DecodeEvent tries first, on the raw words: true when `bytes` are in
+// canonical form and every non-null pointer is a field the schema reads, of its type (so the
+// general decode would accept them and find them canonical). False means "not in this form",
+// not "malformed": DecodeEvent then decodes through a capnp reader and decides. Public for tests.
+bool IsPlainCanonicalEvent(std::string_view bytes);
   DecodedEvent() = default;
   std::unique_ptr<capnp::word[]> words_;
   size_t word_count_ = 0;
@@ -57,12 +64,54 @@ class DecodedEvent {
 };
 
 // Decodes one event in the form every event travels and is stored in: canonical bytes (one
-// segment, no segment table), as CanonicalBytes and EncodeEvent produce. Uses EventReaderOptions. Malformed, oversized or truncated bytes give
-// kCorruption naming what failed; nothing throws.
+// segment, no segment table), as CanonicalBytes and EncodeEvent produce. Uses
+// EventReaderOptions. Every pointer field the schema knows is read once, as the typed accessors
+// read it (a walk planned once from the schema), so a malformed pointer, a text without its NUL
+// or a list of the wrong element size is found here, not later in a caller that trusted a
+// decoded event. Malformed, oversized or truncated bytes give kCorruption naming what failed;
+// nothing throws.
 Result<DecodedEvent> DecodeEvent(std::string_view bytes);
+
+// The one-pass check DecodeEvent tries first, on the raw words: true when `bytes` are in
+// canonical form and every non-null pointer is a field the schema reads, of its type (so the
+// general decode would accept them and find them canonical). False means "not in this form",
+// not "malformed": DecodeEvent then decodes through a capnp reader and decides. Public for tests.
+bool IsPlainCanonicalEvent(std::string_view bytes);
 
 // The canonical bytes of the message's root Event, for handing events around.
 std::string EncodeEvent(capnp::MessageBuilder& message);
+
+// An event laid out as the ledger stores it, with `sequence` and `prevHash` still to be
+// written: once FillStoredEvent has set them, `bytes` is exactly CanonicalBytes of the event
+// with those two fields set. Where everything else lies depends only on the sequence being
+// non-zero and prevHash having 32 bytes, which every stored event satisfies; so the ledger's
+// serial step writes 40 bytes in place instead of rebuilding and canonicalizing the event.
+struct StoredEventTemplate {
+  std::string bytes;
+  size_t sequence_offset = 0;   // 8 bytes, little-endian (capnp's byte order)
+  size_t prev_hash_offset = 0;  // 32 bytes
+};
+
+// Lays out a decoded event for storage. Canonical input (what EncodeEvent produces) is spliced
+// word by word: the root struct grows by the sequence word and the prevHash pointer if they
+// were truncated away, and the 32 prevHash bytes take the place of whatever prevHash the input
+// had; everything else is copied with its pointers' offsets moved. Other input is canonicalized
+// first (the slow path). `bytes` must be the bytes `decoded` was decoded from.
+// Errors (kInvalidArgument): the event cannot be canonicalized, or its stored form would
+// exceed kEventBytesMax.
+Result<StoredEventTemplate> MakeStoredEventTemplate(std::string_view bytes,
+                                                    const DecodedEvent& decoded);
+
+// The ledger's intake of one event in a single pass, for the form events normally arrive in
+// (IsPlainCanonicalEvent): the checks DecodeEvent makes, the stored layout, and the two envelope
+// fields sequencing needs; `idempotency_key` views `bytes` ("" when there is none). Returns
+// false, for any other form or an event too large once sequenced, without a verdict: decode
+// the general way then (DecodeEvent, MakeStoredEventTemplate).
+bool TakePlainEvent(std::string_view bytes, StoredEventTemplate* stored,
+                    int64_t* recorded_at_ns, std::string_view* idempotency_key);
+
+// Writes sequence and prevHash into a template. REQUIRES: sequence != 0.
+void FillStoredEvent(uint64_t sequence, const Hash& prev_hash, StoredEventTemplate* stored);
 
 // Human and machine rendering through Cap'n Proto's JSON codec (Data as hex).
 std::string EventToJson(Event::Reader event);

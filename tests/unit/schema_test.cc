@@ -1,3 +1,7 @@
+#include <algorithm>
+#include <cstring>
+
+#include <capnp/dynamic.h>
 #include <capnp/message.h>
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -11,6 +15,131 @@ namespace {
 using admission::testing::BuildEvent;
 using admission::testing::EventSpec;
 using admission::testing::GenEventSpec;
+
+// ---------------------------------------------------------------------------------------------
+// Random events beyond event_gen.h's: any envelope (a sequence and a prevHash of any length
+// already set, or not), null or empty or filled texts, bodies with empty structs, lists and a
+// union inside a group, no body at all; built in a random order, so that the bytes taken
+// straight from the builder's segment are often not canonical.
+
+std::string RandomText() {
+  return *rc::gen::container<std::string>(*rc::gen::inRange<size_t>(0, 20),
+                                          rc::gen::inRange('a', 'z'));
+}
+
+// Sets a text field to absent, "" or a random value.
+template <typename SetFn>
+void MaybeSetText(SetFn set) {
+  switch (*rc::gen::inRange(0, 3)) {
+    case 0: break;
+    case 1: set(""); break;
+    default: set(RandomText()); break;
+  }
+}
+
+void BuildBody(Event::Builder event) {
+  switch (*rc::gen::inRange(0, 7)) {
+    case 0: break;  // no body: the union's first member, a null pointer
+    case 1: {
+      auto clock = event.initBody().initClockAdvanced();  // often an empty struct
+      if (*rc::gen::arbitrary<bool>()) clock.setToNs(*rc::gen::arbitrary<int64_t>());
+      break;
+    }
+    case 2: {
+      auto w = event.initBody().initWorkloadDeleted().initWorkload();
+      MaybeSetText([&](const std::string& t) { w.setUid(t); });
+      MaybeSetText([&](const std::string& t) { w.setName(t); });
+      MaybeSetText([&](const std::string& t) { w.setNamespace(t); });
+      break;
+    }
+    case 3: {
+      auto f = event.initBody().initFlavorDefined();
+      const auto labels = *rc::gen::inRange<unsigned>(0, 4);
+      auto list = f.initNodeLabels(labels);
+      for (unsigned i = 0; i < labels; ++i) {
+        MaybeSetText([&](const std::string& t) { list[i].setValue(t); });
+        MaybeSetText([&](const std::string& t) { list[i].setKey(t); });
+      }
+      MaybeSetText([&](const std::string& t) { f.setName(t); });
+      break;
+    }
+    case 4: {
+      auto r = event.initBody().initRevocationRequested();
+      switch (*rc::gen::inRange(0, 3)) {
+        case 0: r.getTarget().initWorkload().setName(RandomText()); break;
+        case 1: r.getTarget().setCheck(RandomText()); break;
+        default: r.getTarget().setFlavor(RandomText()); break;
+      }
+      MaybeSetText([&](const std::string& t) { r.setReason(t); });
+      r.setDrainDeadlineNs(*rc::gen::arbitrary<int64_t>());
+      break;
+    }
+    case 5: {
+      auto a = event.initBody().initAdmitted();
+      const auto n = *rc::gen::inRange<unsigned>(0, 4);
+      auto versions = a.initCheckVersions(n);
+      for (unsigned i = 0; i < n; ++i) versions.set(i, *rc::gen::arbitrary<uint64_t>());
+      MaybeSetText([&](const std::string& t) { a.setFencingToken(t); });
+      break;
+    }
+    default: {
+      auto q = event.initBody().initClusterQueueDefined();
+      MaybeSetText([&](const std::string& t) { q.setName(t); });
+      const auto groups = *rc::gen::inRange<unsigned>(0, 3);
+      auto list = q.initResourceGroups(groups);
+      for (unsigned g = 0; g < groups; ++g) {
+        const auto covered = *rc::gen::inRange<unsigned>(0, 3);
+        auto names = list[g].initCoveredResources(covered);
+        for (unsigned i = 0; i < covered; ++i) names.set(i, RandomText());
+        auto flavors = list[g].initFlavors(*rc::gen::inRange<unsigned>(0, 3));
+        for (auto flavor : flavors) {
+          MaybeSetText([&](const std::string& t) { flavor.setName(t); });
+          if (*rc::gen::arbitrary<bool>()) flavor.initResources(1)[0].setNominalQuotaMilli(5);
+        }
+      }
+      if (*rc::gen::arbitrary<bool>()) q.setFairSharingWeightMilli(0);
+      break;
+    }
+  }
+}
+
+// Bytes of a random event and whether they were taken canonical (EncodeEvent) or raw.
+std::string RandomEventBytes() {
+  capnp::MallocMessageBuilder message;
+  Event::Builder event = message.initRoot<Event>();
+  std::vector<int> steps = {0, 1, 2, 3, 4, 5};
+  if (*rc::gen::arbitrary<bool>()) steps = *rc::gen::arbitrary<std::vector<int>>();
+  for (int step : steps) {
+    switch (((step % 6) + 6) % 6) {
+      case 0: MaybeSetText([&](const std::string& t) { event.setActor(t); }); break;
+      case 1: MaybeSetText([&](const std::string& t) { event.setIdempotencyKey(t); }); break;
+      case 2: {
+        if (*rc::gen::arbitrary<bool>()) {
+          const auto hash = *rc::gen::container<std::vector<uint8_t>>(
+              *rc::gen::inRange<size_t>(0, 41), rc::gen::arbitrary<uint8_t>());
+          event.setPrevHash(capnp::Data::Reader(hash.data(), hash.size()));
+        }
+        break;
+      }
+      case 3: BuildBody(event); break;
+      case 4:
+        if (*rc::gen::arbitrary<bool>()) event.setSequence(*rc::gen::arbitrary<uint64_t>());
+        if (*rc::gen::arbitrary<bool>()) event.setRecordedAtNs(*rc::gen::arbitrary<int64_t>());
+        break;
+      default:
+        if (*rc::gen::arbitrary<bool>()) event.setCausationSequence(*rc::gen::arbitrary<uint64_t>());
+        if (*rc::gen::arbitrary<bool>()) event.setEngineVersion(*rc::gen::arbitrary<uint32_t>());
+        if (*rc::gen::arbitrary<bool>()) event.setEndsBatch(true);
+        break;
+    }
+  }
+  if (*rc::gen::arbitrary<bool>()) return EncodeEvent(message);
+  // Straight from the builder: pre-order only if the fields happened to be set in order.
+  auto segments = message.getSegmentsForOutput();
+  RC_PRE(segments.size() == 1u);
+  kj::ArrayPtr<const char> chars = segments[0].asChars();
+  return std::string(chars.begin(), chars.size());
+}
 
 TEST(EventCodec, DecodesWhatItEncoded) {
   EventSpec spec{0, "team-a", "train-1", "uid-1", 0, "key-1", "ops"};
@@ -82,5 +211,177 @@ RC_GTEST_PROP(EventCodec, CanonicalBytesSurviveDecodeAndReencode, ()) {
   RC_ASSERT(FirstDifferingPayloadField(decoded->root(), decoded->root()).empty());
 }
 
+
+// The stored bytes the ledger writes must be exactly the canonical bytes of the sequenced
+// event: what the ledger computed before splicing (rebuild, set the two fields, canonicalize).
+RC_GTEST_PROP(StoredEventTemplate, FilledTemplateIsCanonicalBytesOfTheSequencedEvent, ()) {
+  const std::string bytes = RandomEventBytes();
+  Result<DecodedEvent> decoded = DecodeEvent(bytes);
+  RC_ASSERT(decoded.ok());
+  RC_TAG(decoded->canonical() ? "canonical input (spliced)" : "other input (canonicalized)");
+  Result<StoredEventTemplate> stored = MakeStoredEventTemplate(bytes, *decoded);
+  RC_ASSERT(stored.ok());
+  // The ledger's one-pass intake agrees with the general path wherever it applies.
+  StoredEventTemplate plain;
+  int64_t recorded_at_ns = 0;
+  std::string_view key;
+  if (TakePlainEvent(bytes, &plain, &recorded_at_ns, &key)) {
+    RC_ASSERT(decoded->canonical());
+    RC_ASSERT(plain.bytes == stored->bytes);
+    RC_ASSERT(plain.sequence_offset == stored->sequence_offset);
+    RC_ASSERT(plain.prev_hash_offset == stored->prev_hash_offset);
+    RC_ASSERT(recorded_at_ns == decoded->root().getRecordedAtNs());
+    RC_ASSERT(key == std::string_view(decoded->root().getIdempotencyKey().cStr()));
+  }
+  const uint64_t sequence = *rc::gen::inRange<uint64_t>(1, UINT64_MAX);
+  Hash prev{};
+  for (uint8_t& b : prev) b = *rc::gen::arbitrary<uint8_t>();
+  FillStoredEvent(sequence, prev, &*stored);
+
+  capnp::MallocMessageBuilder message;
+  message.setRoot(decoded->root());
+  Event::Builder root = message.getRoot<Event>();
+  root.setSequence(sequence);
+  root.setPrevHash(capnp::Data::Reader(prev.data(), prev.size()));
+  RC_ASSERT(stored->bytes == CanonicalBytes(root.asReader()));
+
+  Result<DecodedEvent> back = DecodeEvent(stored->bytes);
+  RC_ASSERT(back.ok());
+  RC_ASSERT(back->canonical());
+  RC_ASSERT(back->root().getSequence() == sequence);
+  RC_ASSERT(HashFromData(back->root().getPrevHash()) == prev);
+  RC_ASSERT(FirstDifferingPayloadField(back->root(), decoded->root()).empty());
+}
+
+TEST(StoredEventTemplate, SplicesTheSmallestEventsAndRefusesSequenceZero) {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<Event>();  // every field default: the root is the empty struct
+  const std::string bytes = EncodeEvent(message);
+  Result<DecodedEvent> decoded = DecodeEvent(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  Result<StoredEventTemplate> stored = MakeStoredEventTemplate(bytes, *decoded);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  FillStoredEvent(1, kGenesisHash, &*stored);
+  Event::Builder root = message.getRoot<Event>();
+  root.setSequence(1);
+  root.setPrevHash(capnp::Data::Reader(kGenesisHash.data(), kGenesisHash.size()));
+  EXPECT_EQ(stored->bytes, CanonicalBytes(root.asReader()));
+  EXPECT_DEATH(FillStoredEvent(0, kGenesisHash, &*stored), "sequence 0");
+}
+
+// The reflective walk DecodeEvent used before its planned one: every field through the dynamic
+// API. Kept here as the reference the planned walk must agree with.
+void ReflectiveTouch(const capnp::DynamicValue::Reader& value);
+
+void ReflectiveTouchStruct(const capnp::DynamicStruct::Reader& reader) {
+  for (capnp::StructSchema::Field field : reader.getSchema().getNonUnionFields()) {
+    ReflectiveTouch(reader.get(field));
+  }
+  KJ_IF_MAYBE(field, reader.which()) { ReflectiveTouch(reader.get(*field)); }
+}
+
+void ReflectiveTouch(const capnp::DynamicValue::Reader& value) {
+  switch (value.getType()) {
+    case capnp::DynamicValue::TEXT: (void)value.as<capnp::Text>().cStr(); break;
+    case capnp::DynamicValue::DATA: (void)value.as<capnp::Data>().size(); break;
+    case capnp::DynamicValue::LIST:
+      for (auto element : value.as<capnp::DynamicList>()) ReflectiveTouch(element);
+      break;
+    case capnp::DynamicValue::STRUCT: ReflectiveTouchStruct(value.as<capnp::DynamicStruct>()); break;
+    default: break;
+  }
+}
+
+// What DecodeEvent decided before its one-pass check: accepted (every field read through the
+// dynamic API) and canonical (MessageReader::isCanonical).
+struct ReflectiveDecode {
+  bool accepted = false;
+  bool canonical = false;
+};
+
+ReflectiveDecode DecodeReflectively(const std::string& bytes) {
+  ReflectiveDecode out;
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) return out;
+  std::vector<capnp::word> words(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.data(), bytes.data(), bytes.size());
+  kj::ArrayPtr<const capnp::word> segment(words.data(), words.size());
+  out.accepted = kj::runCatchingExceptions([&]() {
+                   capnp::SegmentArrayMessageReader reader(kj::arrayPtr(&segment, 1),
+                                                           EventReaderOptions());
+                   ReflectiveTouchStruct(capnp::DynamicStruct::Reader(reader.getRoot<Event>()));
+                   out.canonical = reader.isCanonical();
+                 }) == nullptr;
+  return out;
+}
+
+bool ReflectiveWalkAccepts(const std::string& bytes) { return DecodeReflectively(bytes).accepted; }
+
+// Random bytes near valid events: a random event with up to 3 edited bytes.
+std::string EditedEventBytes() {
+  std::string bytes = RandomEventBytes();
+  const int edits = *rc::gen::inRange(0, 4);
+  for (int i = 0; i < edits; ++i) {
+    const size_t offset = *rc::gen::inRange<size_t>(0, bytes.size());
+    bytes[offset] = static_cast<char>(bytes[offset] ^ *rc::gen::inRange<int>(1, 256));
+  }
+  return bytes;
+}
+
+// The one-pass check claims only what the general decode would confirm.
+RC_GTEST_PROP(EventCodec, PlainCanonicalCheckImpliesReflectiveAcceptanceAndCanonicalForm, ()) {
+  const std::string bytes = EditedEventBytes();
+  const bool plain = IsPlainCanonicalEvent(bytes);
+  const ReflectiveDecode reference = DecodeReflectively(bytes);
+  RC_TAG(plain ? "plain canonical" : reference.accepted ? "other, accepted" : "other, refused");
+  if (plain) {
+    RC_ASSERT(reference.accepted);
+    RC_ASSERT(reference.canonical);
+  }
+  Result<DecodedEvent> decoded = DecodeEvent(bytes);
+  RC_ASSERT(decoded.ok() == reference.accepted);
+  if (decoded.ok()) RC_ASSERT(decoded->canonical() == reference.canonical);
+}
+
+// Events as EncodeEvent makes them take the one-pass check (else the write path would pay the
+// general decode), unless their root is the empty struct.
+RC_GTEST_PROP(EventCodec, EncodedEventsTakeThePlainCanonicalCheck, ()) {
+  std::string bytes = RandomEventBytes();
+  Result<DecodedEvent> decoded = DecodeEvent(bytes);
+  RC_ASSERT(decoded.ok());
+  RC_PRE(decoded->canonical() && bytes.size() > sizeof(capnp::word));
+  RC_ASSERT(IsPlainCanonicalEvent(bytes));
+}
+
+// Whatever the bytes, DecodeEvent refuses exactly what reading every field through the dynamic
+// API refuses: the planned walk is as strict as the reflective one was, and no stricter.
+RC_GTEST_PROP(EventCodec, DecodeRefusesExactlyWhatTheReflectiveWalkRefuses, ()) {
+  const std::string bytes = EditedEventBytes();
+  const bool accepted = DecodeEvent(bytes).ok();
+  RC_TAG(accepted ? "accepted" : "refused");
+  RC_ASSERT(accepted == ReflectiveWalkAccepts(bytes));
+}
+
+TEST(EventCodec, RefusesTextWithoutNulAndPointersOfTheWrongKind) {
+  capnp::MallocMessageBuilder message;
+  Event::Builder event = message.initRoot<Event>();
+  event.setActor("ab");
+  event.initBody().initWorkloadDeleted().initWorkload().setName("name");
+  const std::string good = EncodeEvent(message);
+  ASSERT_TRUE(DecodeEvent(good).ok());
+  // Word 5 is the actor pointer (after the root pointer and the four data words); its text
+  // "ab\0" is the first object after the root struct.
+  const size_t actor_text = (1 + 4 + 4) * sizeof(capnp::word);
+  ASSERT_EQ(good.substr(actor_text, 3), std::string("ab\0", 3));
+  std::string no_nul = good;
+  no_nul[actor_text + 2] = 'c';
+  EXPECT_EQ(DecodeEvent(no_nul).status().code(), Code::kCorruption);
+  std::string struct_kind = good;
+  struct_kind[5 * sizeof(capnp::word)] = static_cast<char>(struct_kind[5 * sizeof(capnp::word)] & ~3);
+  EXPECT_EQ(DecodeEvent(struct_kind).status().code(), Code::kCorruption);
+  std::string word_elements = good;  // element size 2 (bytes) -> 5 (eight bytes)
+  word_elements[5 * sizeof(capnp::word) + 4] =
+      static_cast<char>((word_elements[5 * sizeof(capnp::word) + 4] & ~7) | 5);
+  EXPECT_EQ(DecodeEvent(word_elements).status().code(), Code::kCorruption);
+}
 }  // namespace
 }  // namespace admission::schema

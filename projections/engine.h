@@ -299,6 +299,9 @@ class Engine {
   bool RunCycle(int64_t now);
   std::optional<std::string> Head(const std::string& cq_name) const;
   bool HeadBefore(const QueueKey& a, const QueueKey& b) const;
+  // Weighted dominant resource share (integer, per mille) of a ClusterQueue, optionally with
+  // `extra` usage added.
+  int64_t DominantShare(int cq_node, const FrQuantities* extra) const;
   Nomination Nominate(const WorkloadState& wl);
   Nomination AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec& spec, int cq_node,
                            const std::vector<int32_t>& counts) const;

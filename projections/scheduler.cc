@@ -351,6 +351,11 @@ std::vector<std::string> Engine::FindVictims(const WorkloadState& wl, const Clus
         bool allowed = spec.preemption.reclaim_within_cohort == ReclaimPolicy::kAny ||
                        (spec.preemption.reclaim_within_cohort == ReclaimPolicy::kLowerPriority &&
                         c.priority < wl.priority);
+        if (config_.fair_sharing && spec.preemption.reclaim_within_cohort != ReclaimPolicy::kNever &&
+            !allowed) {
+          // Fair sharing: a queue above the preemptor's share (after its admission) gives back.
+          allowed = DominantShare(other, nullptr) > DominantShare(cq_node, &assignment.usage);
+        }
         if (spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever &&
             c.priority < wl.priority &&
             (!spec.preemption.max_priority_threshold ||
@@ -430,6 +435,38 @@ std::vector<std::string> Engine::FindVictims(const WorkloadState& wl, const Clus
 // ---------------------------------------------------------------------------------------------
 // The cycle.
 
+int64_t Engine::DominantShare(int cq_node, const FrQuantities* extra) const {
+  // Kueue's dominant resource share in integers (v0.13): for each flavor-resource, what the
+  // ClusterQueue borrows per mille of what its cohort tree can lend, the largest of them, then
+  // divided by the weight (milli). A weight of 0 makes any borrowing infinitely expensive.
+  const int root = tree_.Root(cq_node);
+  if (root == cq_node) return 0;
+  int64_t share = 0;
+  auto consider = [&](Fr fr, int64_t usage) {
+    const int64_t borrowed = std::max<int64_t>(0, usage - tree_.Nominal(cq_node, fr));
+    const int64_t lendable = std::max<int64_t>(1, tree_.Nominal(root, fr));
+    share = std::max(share, borrowed * 1000 / lendable);
+  };
+  const auto& usage = tree_.node(cq_node).usage;
+  for (const auto& [fr, u] : usage) {
+    int64_t total = u;
+    if (extra) {
+      auto e = extra->find(fr);
+      if (e != extra->end()) total += e->second;
+    }
+    consider(fr, total);
+  }
+  if (extra) {
+    for (const auto& [fr, e] : *extra) {
+      if (usage.count(fr) == 0) consider(fr, e);
+    }
+  }
+  auto spec = cq_specs_.find(tree_.node(cq_node).name);
+  const int64_t weight = spec == cq_specs_.end() ? 1000 : spec->second.fair_weight_milli;
+  if (weight <= 0) return share > 0 ? INT64_MAX : 0;
+  return share * 1000 / weight;
+}
+
 bool Engine::HeadBefore(const QueueKey& a, const QueueKey& b) const {
   if (config_.aging_step_ns <= 0) return a < b;
   const int64_t pa = EffectivePriority(workloads_.at(a.key), now_ns_);
@@ -465,6 +502,7 @@ bool Engine::RunCycle(int64_t now) {
   struct Entry {
     std::string key;
     Nomination n;
+    int64_t share = 0;  // fair sharing: the ClusterQueue's share after this admission
   };
   std::vector<Entry> entries;
   std::vector<std::string> idle;
@@ -506,9 +544,18 @@ bool Engine::RunCycle(int64_t now) {
 
   // Kueue's entry order: not borrowing first, then priority, then FIFO timestamp; ties by
   // submission order, then uid (Kueue leaves ties to an unstable sort).
+  if (config_.fair_sharing) {
+    // Fair sharing: the entry whose ClusterQueue would have the lower weighted dominant
+    // share after admitting it goes first.
+    for (Entry& e : entries) {
+      const int node = tree_.FindClusterQueue(workloads_.at(e.key).cluster_queue);
+      e.share = DominantShare(node, &e.n.assignment.usage);
+    }
+  }
   std::sort(entries.begin(), entries.end(), [&](const Entry& a, const Entry& b) {
     const WorkloadState& wa = workloads_.at(a.key);
     const WorkloadState& wb = workloads_.at(b.key);
+    if (config_.fair_sharing && a.share != b.share) return a.share < b.share;
     if (a.n.assignment.borrows != b.n.assignment.borrows) return !a.n.assignment.borrows;
     const int64_t pa = EffectivePriority(wa, now), pb = EffectivePriority(wb, now);
     if (pa != pb) return pa > pb;
@@ -553,6 +600,9 @@ bool Engine::RunCycle(int64_t now) {
         if (v.cluster_queue == wl.cluster_queue) {
           reason = "InClusterQueue";
           human = "prioritization in the ClusterQueue";
+        } else if (config_.fair_sharing) {
+          reason = "InCohortFairSharing";
+          human = "Fair Sharing within the cohort";
         } else if (e.n.assignment.borrows) {
           reason = "InCohortReclaimWhileBorrowing";
           human = "reclamation within the cohort while borrowing";

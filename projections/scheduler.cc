@@ -416,8 +416,12 @@ std::vector<std::string> Engine::FindVictims(const WorkloadState& wl, const Clus
   if (same_queue.size() == candidates.size()) {
     chosen = minimal(candidates, true, std::nullopt);
   } else if (spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever) {
-    std::optional<int32_t> threshold;
-    if (spec.preemption.max_priority_threshold) threshold = *spec.preemption.max_priority_threshold + 1;
+    // Kueue v0.9: while borrowing, only other queues' workloads of strictly lower priority
+    // (and at most maxPriorityThreshold) may be preempted: min(priority, threshold + 1).
+    int32_t threshold = wl.priority;
+    if (spec.preemption.max_priority_threshold) {
+      threshold = std::min(threshold, *spec.preemption.max_priority_threshold + 1);
+    }
     chosen = minimal(candidates, true, threshold);
   } else {
     bool under_nominal = true;
@@ -617,6 +621,14 @@ bool Engine::RunCycle(int64_t now) {
                      " workload(s) to make room: " + e.n.message,
                  e.n.resource, e.n.flavor, e.n.shortfall, now, true);
       changed = true;
+      // Victims whose pods never started released their quota at once: the preemptor takes
+      // it now, before the requeued victims (or anyone else) can be nominated for it again.
+      // Kueue leaves this to the next cycle, where a requeued victim may win it back and be
+      // preempted again without end; see docs/semantics.md.
+      if (tree_.Fits(node, e.n.assignment.usage)) {
+        cq.classes.at(wl.class_key).inadmissible = false;
+        Reserve(wl, e.n, now);
+      }
       continue;
     }
     // NoFit.

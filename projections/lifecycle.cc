@@ -162,6 +162,13 @@ InputVerdict Engine::Validate(schema::Event::Reader event) const {
         return refuse("check " + check + " is not required for " + KeyOf(r.getWorkload()) +
                       " in ClusterQueue " + wl->cluster_queue);
       }
+      if (wl->phase == Phase::kAdmitted && r.getState() == schema::CheckState::PENDING &&
+          cs->second.state == "Ready") {
+        return refuse("check " + check + " is Ready for the admitted generation " +
+                      std::to_string(wl->generation) + " of " + KeyOf(r.getWorkload()) +
+                      "; an admitted workload's check may report Retry or Rejected, or the "
+                      "admission may be revoked, but it cannot go back to Pending");
+      }
       if (cs->second.report_sequence != 0 && cs->second.state == CheckStateName(r.getState()) &&
           cs->second.message == r.getMessage().cStr()) {
         v.noop = true;
@@ -301,6 +308,8 @@ void Engine::ReportCheck(schema::CheckStateReported::Reader report, uint64_t seq
   if (cs_it == wl.checks.end()) return;
   CheckStatus& cs = cs_it->second;
   const std::string state = CheckStateName(report.getState());
+  // Intake refuses this; an admitted workload's checks never go back to Pending.
+  if (wl.phase == Phase::kAdmitted && state == "Pending") return;
   if (cs.state != state) cs.last_transition_ns = now;
   cs.state = state;
   cs.message = report.getMessage().cStr();

@@ -39,6 +39,7 @@ struct QueueSpec {
 };
 
 struct Config {
+  bool checks = false;                // every ClusterQueue requires check "scan" (TTL 10m, Retry)
   bool spot_tainted = true;
   bool hierarchical = false;          // cohort 1's parent is cohort 0
   int64_t cohort0_quota = 0;          // cohort 0's own quota of h100 gpus
@@ -55,6 +56,13 @@ struct Step {
   bool tolerate_spot = false;
   int target = 0;      // finish/delete: index into submitted workloads
   bool batch_end = true;
+  // Lifecycle streams (kinds 3..6): check reports, pod reports, revocations, time jumps.
+  int check_state = 0;    // 0 Pending, 1 Ready, 2 Retry, 3 Rejected
+  int generation_skew = 0;  // 0: current generation; else a stale one
+  bool foreign = false;   // reported by someone who does not own the check
+  int pods = 0;           // 0 released, 1 ready, 2 terminated, 3 finished
+  bool stale_token = false;
+  int jump_minutes = 0;
 };
 
 rc::Gen<QueueSpec> GenQueue() {
@@ -76,6 +84,7 @@ rc::Gen<QueueSpec> GenQueue() {
 
 rc::Gen<Config> GenConfig() {
   return rc::gen::build<Config>(
+      rc::gen::set(&Config::checks, rc::gen::arbitrary<bool>()),
       rc::gen::set(&Config::spot_tainted, rc::gen::arbitrary<bool>()),
       rc::gen::set(&Config::hierarchical, rc::gen::arbitrary<bool>()),
       rc::gen::set(&Config::cohort0_quota,
@@ -97,6 +106,25 @@ rc::Gen<Step> GenStep() {
       rc::gen::set(&Step::tolerate_spot, rc::gen::arbitrary<bool>()),
       rc::gen::set(&Step::target, rc::gen::inRange(0, 1000)),
       rc::gen::set(&Step::batch_end, rc::gen::weightedElement<bool>({{3, true}, {1, false}})));
+}
+
+rc::Gen<Step> GenLifecycleStep() {
+  return rc::gen::build<Step>(
+      rc::gen::set(&Step::kind, rc::gen::weightedElement<int>(
+                                    {{5, 0}, {2, 1}, {1, 2}, {6, 3}, {4, 4}, {1, 5}, {2, 6}})),
+      rc::gen::set(&Step::queue, rc::gen::inRange(0, 4)),
+      rc::gen::set(&Step::count, rc::gen::inRange(1, 3)),
+      rc::gen::set(&Step::cpu, rc::gen::map(rc::gen::inRange(0, 5), [](int v) { return int64_t{v} * 500; })),
+      rc::gen::set(&Step::gpu, rc::gen::map(rc::gen::inRange(0, 4), [](int v) { return int64_t{v} * 1000; })),
+      rc::gen::set(&Step::priority, rc::gen::inRange(0, 4)),
+      rc::gen::set(&Step::target, rc::gen::inRange(0, 1000)),
+      rc::gen::set(&Step::batch_end, rc::gen::weightedElement<bool>({{3, true}, {1, false}})),
+      rc::gen::set(&Step::check_state, rc::gen::weightedElement<int>({{2, 0}, {6, 1}, {1, 2}, {1, 3}})),
+      rc::gen::set(&Step::generation_skew, rc::gen::weightedElement<int>({{6, 0}, {1, 1}, {1, 2}})),
+      rc::gen::set(&Step::foreign, rc::gen::weightedElement<bool>({{6, false}, {1, true}})),
+      rc::gen::set(&Step::pods, rc::gen::inRange(0, 4)),
+      rc::gen::set(&Step::stale_token, rc::gen::weightedElement<bool>({{5, false}, {1, true}})),
+      rc::gen::set(&Step::jump_minutes, rc::gen::inRange(0, 30)));
 }
 
 std::string Encode(capnp::MallocMessageBuilder& m) { return schema::EncodeEvent(m); }
@@ -135,10 +163,22 @@ std::vector<std::string> ConfigInputs(const Config& config) {
     }
     out.push_back(Encode(m));
   }
+  if (config.checks) {
+    capnp::MallocMessageBuilder m;
+    auto def = m.initRoot<schema::Event>().initBody().initAdmissionCheckDefined();
+    def.setName("scan");
+    def.setControllerName("scanner");
+    def.setPendingTtlNs(int64_t{10} * 60 * 1'000'000'000);
+    def.setRetryLimit(2);
+    def.setBackoffBaseNs(int64_t{60} * 1'000'000'000);
+    def.setBackoffMaxNs(int64_t{600} * 1'000'000'000);
+    out.push_back(Encode(m));
+  }
   for (size_t q = 0; q < config.queues.size(); ++q) {
     const QueueSpec& spec = config.queues[q];
     capnp::MallocMessageBuilder m;
     auto def = m.initRoot<schema::Event>().initBody().initClusterQueueDefined();
+    if (config.checks) def.initAdmissionChecks(1).set(0, "scan");
     def.setName("cq-" + std::to_string(q));
     if (spec.cohort >= 0) def.setCohortName("cohort-" + std::to_string(spec.cohort));
     def.initNamespaceSelector().setMatchesAll(true);
@@ -191,14 +231,62 @@ class Runner {
   }
   void Reopen() { service_ = std::move(*ops::Service::Open(log_, clock_)); }
 
-  void Record(const std::vector<std::string>& inputs) {
+  // Records inputs; a refusal (stale report, foreign identity, stale token) is allowed only
+  // when `may_refuse`, and then nothing may have been written.
+  void Record(const std::vector<std::string>& inputs, bool may_refuse = false) {
     if (inputs.empty()) return;
     ops::IntakeOptions options;
     options.at_ns = now_ += 1'000'000'000;
-    options.actor = "test";
+    options.actor = actor_;
+    const uint64_t head = log_.GetHead().sequence;
     auto outcome = service_->Record(inputs, options);
-    RC_ASSERT(outcome.ok());
+    if (!outcome.ok()) {
+      RC_ASSERT(may_refuse);
+      RC_ASSERT(log_.GetHead().sequence == head);
+      return;
+    }
     for (auto& d : outcome->decisions) decisions_.push_back(d);
+  }
+  void SetActor(const std::string& actor) { actor_ = actor; }
+  void Jump(int minutes) { now_ += int64_t{minutes} * 60 * 1'000'000'000; }
+
+  // A lifecycle input about an existing workload, or "" if there is none.
+  std::string LifecycleInput(const Step& step) {
+    if (submitted_.empty()) return "";
+    const std::string& name = submitted_[static_cast<size_t>(step.target) % submitted_.size()];
+    const auto& workloads = service_->engine().workloads();
+    auto it = workloads.find("ns/" + name);
+    if (it == workloads.end()) return "";
+    const projections::WorkloadState& wl = it->second;
+    capnp::MallocMessageBuilder m;
+    auto body = m.initRoot<schema::Event>().initBody();
+    auto ref = [&](schema::WorkloadRef::Builder r) {
+      r.setNamespace(wl.ns);
+      r.setName(wl.name);
+      r.setUid(wl.uid);
+    };
+    if (step.kind == 3) {
+      auto r = body.initCheckStateReported();
+      ref(r.initWorkload());
+      r.setCheck("scan");
+      r.setGeneration(wl.generation >= static_cast<uint64_t>(step.generation_skew)
+                          ? wl.generation - static_cast<uint64_t>(step.generation_skew)
+                          : 0);
+      r.setState(static_cast<schema::CheckState>(step.check_state));
+      r.setMessage("m" + std::to_string(step.check_state));
+    } else if (step.kind == 4) {
+      auto r = body.initPodsReported();
+      ref(r.initWorkload());
+      r.setReport(static_cast<schema::PodsReport>(step.pods));
+      r.setFencingToken(step.stale_token ? wl.uid + "/0"
+                                         : wl.uid + "/" + std::to_string(wl.generation));
+    } else {
+      auto r = body.initRevocationRequested();
+      ref(r.getTarget().initWorkload());
+      r.setReason("policy");
+      r.setPodSetAction(schema::PodSetAction::DRAIN);
+    }
+    return Encode(m);
   }
 
   std::string StepInput(const Step& step, size_t index) {
@@ -255,6 +343,7 @@ class Runner {
   int64_t now_ = 1'800'000'000'000'000'000;
   std::vector<std::string> submitted_;
   std::vector<std::string> decisions_;
+  std::string actor_ = "test";
 };
 
 // Runs the whole stream, optionally reopening (refolding the ledger) at `restart_at`.
@@ -282,7 +371,7 @@ void CheckQuota(const projections::Engine& engine) {
   // Usage held per ClusterQueue equals the sum of its workloads' admissions.
   std::map<std::string, projections::FrQuantities> recomputed;
   for (const auto& [key, wl] : engine.workloads()) {
-    if (wl.phase != projections::Phase::kAdmitted && wl.phase != projections::Phase::kEvicting) continue;
+    if (!projections::HoldsQuota(wl.phase)) continue;
     for (const auto& [fr, v] : wl.admission.usage) {
       if (v != 0) recomputed[wl.cluster_queue][fr] += v;
     }
@@ -332,6 +421,103 @@ void CheckFlavors(const projections::Engine& engine) {
       }
     }
   }
+}
+
+// Runs a lifecycle stream: inputs that may be refused are recorded one by one (a refusal
+// must write nothing); `check` runs after every append.
+std::vector<std::string> RunLifecycle(const Config& config, const std::vector<Step>& steps,
+                                      const std::function<void(const projections::Engine&)>& check) {
+  ledger::MemoryLog log;
+  Runner runner(log, config.queues.size());
+  runner.Record(ConfigInputs(config));
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& step = steps[i];
+    if (step.kind <= 2) {
+      runner.SetActor("test");
+      runner.Record({runner.StepInput(step, i)});
+    } else if (step.kind == 6) {
+      runner.Jump(step.jump_minutes);
+      capnp::MallocMessageBuilder m;
+      m.initRoot<schema::Event>().initBody().initClockAdvanced();
+      runner.SetActor("clock");
+      runner.Record({Encode(m)});
+    } else {
+      const std::string input = runner.LifecycleInput(step);
+      if (input.empty()) continue;
+      runner.SetActor(step.kind == 3 ? (step.foreign ? "intruder" : "scanner")
+                                     : step.kind == 4 ? "pod-runtime" : "security");
+      runner.Record({input}, /*may_refuse=*/true);
+      // The same report again (a duplicate delivery) must change nothing.
+      if (step.kind == 3 && step.check_state == 1) runner.Record({input}, true);
+    }
+    if (check) check(runner.engine());
+  }
+  return runner.decisions();
+}
+
+// Invariants of the lifecycle, checked after every append.
+void CheckLifecycle(const projections::Engine& engine) {
+  CheckQuota(engine);
+  for (const auto& [key, wl] : engine.workloads()) {
+    if (wl.phase == projections::Phase::kAdmitted) {
+      // Admitted only with every required check Ready for the current generation.
+      for (const auto& [name, cs] : wl.checks) RC_ASSERT(cs.state == "Ready");
+      RC_ASSERT(wl.fencing_token == wl.uid + "/" + std::to_string(wl.generation));
+    } else {
+      RC_ASSERT(wl.fencing_token.empty());
+    }
+    // Never stuck without a reason: pending workloads carry a pending reason or wait out a
+    // backoff; terminal ones say why.
+    switch (wl.phase) {
+      case projections::Phase::kPending:
+        RC_ASSERT(!wl.pending_reason.empty() || wl.requeue_at_ns > 0 || wl.queued);
+        break;
+      case projections::Phase::kReserved:
+        RC_ASSERT(!wl.checks.empty());
+        break;
+      case projections::Phase::kEvicting: {
+        auto c = wl.conditions.find("Evicted");
+        RC_ASSERT(c != wl.conditions.end() && !c->second.reason.empty());
+        break;
+      }
+      case projections::Phase::kDeactivated: {
+        auto c = wl.conditions.find("Deactivated");
+        RC_ASSERT(c != wl.conditions.end() && !c->second.reason.empty());
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+RC_GTEST_PROP(Decider, LifecycleInvariantsHoldUnderDuplicatedStaleAndForeignReports, ()) {
+  Config config = *GenConfig();
+  const auto steps = *rc::gen::container<std::vector<Step>>(
+      static_cast<size_t>(*rc::gen::inRange(1, 80)), GenLifecycleStep());
+  const auto decisions = RunLifecycle(config, steps, CheckLifecycle);
+  // Duplicates never produce a second Admitted or a second token.
+  std::set<std::pair<std::string, uint64_t>> admitted;
+  std::set<std::string> tokens;
+  bool any_admitted = false, any_released = false;
+  for (const auto& bytes : decisions) {
+    auto body = schema::DecodeEvent(bytes)->root().getBody();
+    if (body.isAdmitted()) {
+      any_admitted = true;
+      auto a = body.getAdmitted();
+      RC_ASSERT(admitted.insert({a.getWorkload().getUid().cStr(), a.getGeneration()}).second);
+      RC_ASSERT(tokens.insert(a.getFencingToken().cStr()).second);
+    }
+    any_released = any_released || body.isQuotaReleased();
+  }
+  RC_TAG(config.checks, any_admitted, any_released);
+}
+
+RC_GTEST_PROP(Decider, LifecycleDecisionsAreIdenticalAcrossRuns, ()) {
+  Config config = *GenConfig();
+  const auto steps = *rc::gen::container<std::vector<Step>>(
+      static_cast<size_t>(*rc::gen::inRange(1, 60)), GenLifecycleStep());
+  RC_ASSERT(RunLifecycle(config, steps, nullptr) == RunLifecycle(config, steps, nullptr));
 }
 
 RC_GTEST_PROP(Decider, NeverOvercommitsAnyCohortLevel, ()) {

@@ -1,6 +1,7 @@
 #include "ops/demo.h"
 
 #include <filesystem>
+#include <functional>
 #include <vector>
 
 #include <capnp/message.h>
@@ -18,6 +19,29 @@ namespace admission::ops {
 namespace {
 
 constexpr const char* kPlatform = R"(
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata:
+  name: image-scan
+  annotations:
+    admission-ledger.io/pending-ttl: 30m
+    admission-ledger.io/on-timeout: Reject
+spec:
+  controllerName: security.example.com/scanner
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata:
+  name: budget
+  annotations:
+    admission-ledger.io/pending-ttl: 1h
+    admission-ledger.io/on-timeout: Retry
+    admission-ledger.io/retry-limit: "3"
+    admission-ledger.io/backoff-base: 5m
+    admission-ledger.io/backoff-max: 1h
+spec:
+  controllerName: finance.example.com/budget
+---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
 metadata: {name: h100-eu}
@@ -61,9 +85,10 @@ value: 10
 // Four tenants in two cohorts. Research shares H100s; production serves on A100s and lets
 // serving preempt batch evaluation inside its own queue.
 std::string TenantQueue(const std::string& name, const std::string& cohort, int h100, int a100,
-                        const std::string& preemption) {
+                        const std::string& preemption, const std::string& checks = "") {
   return "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: " + name +
          "}\nspec:\n  cohortName: " + cohort + "\n  namespaceSelector: {}\n" + preemption +
+         (checks.empty() ? "" : "  admissionChecks: [" + checks + "]\n") +
          "  resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n    flavors:\n"
          "    - name: h100-eu\n      resources: [{name: nvidia.com/gpu, nominalQuota: " +
          std::to_string(h100) +
@@ -151,11 +176,79 @@ class Demo {
     return Status::Ok();
   }
 
+  // One input built by `fill` from a workload's current state, recorded as `actor`.
+  Status Input(const std::string& at, const std::string& title, const std::string& actor,
+               const std::string& workload,
+               const std::function<void(schema::Event::Builder, const projections::WorkloadState&)>& fill) {
+    auto t = ParseRfc3339(at);
+    if (!t.ok()) return t.status();
+    out_ << "\n== " << at << "  " << title << "\n";
+    const auto& workloads = service_.engine().workloads();
+    auto it = workloads.find(workload);
+    if (it == workloads.end()) return Status(Code::kNotFound, "no workload " + workload);
+    capnp::MallocMessageBuilder message;
+    fill(message.initRoot<schema::Event>(), it->second);
+    IntakeOptions options;
+    options.at_ns = *t;
+    options.actor = actor;
+    auto outcome = service_.Record({schema::EncodeEvent(message)}, options);
+    if (!outcome.ok()) return outcome.status();
+    uint64_t seq = outcome->first_decision_sequence;
+    for (const std::string& bytes : outcome->decisions) {
+      auto d = schema::DecodeEvent(bytes);
+      if (d.ok()) out_ << "   #" << seq << "  " << DescribeDecision(d->root()) << "\n";
+      ++seq;
+    }
+    if (outcome->decisions.empty()) out_ << "   recorded (no decision yet)\n";
+    return Status::Ok();
+  }
+
+  Status Config(const std::string& at) {
+    auto t = ParseRfc3339(at);
+    if (!t.ok()) return t.status();
+    capnp::MallocMessageBuilder message;
+    auto c = message.initRoot<schema::Event>().initBody().initEngineConfigDefined();
+    c.setAgingStepNs(int64_t{60} * 1'000'000'000);  // one priority point per minute waited
+    c.setAgingPriorityMax(500);
+    IntakeOptions options;
+    options.at_ns = *t;
+    options.actor = "platform-ops";
+    auto outcome = service_.Record({schema::EncodeEvent(message)}, options);
+    return outcome.ok() ? Status::Ok() : outcome.status();
+  }
+
  private:
   Service& service_;
   ledger::EventLog& log_;
   std::ostream& out_;
 };
+
+void Ref(schema::WorkloadRef::Builder ref, const projections::WorkloadState& wl) {
+  ref.setNamespace(wl.ns);
+  ref.setName(wl.name);
+  ref.setUid(wl.uid);
+}
+
+auto CheckReport(const std::string& check, schema::CheckState state, const std::string& message) {
+  return [=](schema::Event::Builder e, const projections::WorkloadState& wl) {
+    auto r = e.initBody().initCheckStateReported();
+    Ref(r.initWorkload(), wl);
+    r.setCheck(check);
+    r.setGeneration(wl.generation);
+    r.setState(state);
+    r.setMessage(message);
+  };
+}
+
+auto PodsReport(schema::PodsReport report) {
+  return [=](schema::Event::Builder e, const projections::WorkloadState& wl) {
+    auto r = e.initBody().initPodsReported();
+    Ref(r.initWorkload(), wl);
+    r.setReport(report);
+    r.setFencingToken(wl.fencing_token.empty() ? wl.uid + "/" + std::to_string(wl.generation)
+                                               : wl.fencing_token);
+  };
+}
 
 }  // namespace
 
@@ -179,17 +272,19 @@ Status RunDemo(const std::string& dir, std::ostream& out) {
   const std::string research_preemption = "  preemption: {reclaimWithinCohort: Any}\n";
   const std::string production_preemption =
       "  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}\n";
-  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T08:00:00Z", "platform-ops defines flavors and priorities",
+  ADM_RETURN_IF_ERROR(demo.Config("2026-11-29T08:00:00Z"));
+  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T08:00:00Z",
+                                "platform-ops defines admission checks, flavors and priorities",
                                 "apply", kPlatform));
   ADM_RETURN_IF_ERROR(demo.Step(
       "2026-11-29T08:00:00Z",
       "four tenants' ClusterQueues: research = vision + nlp (H100 heavy), production = "
       "inference + batch (A100 heavy)",
       "apply",
-      TenantQueue("vision", "research", 8, 0, research_preemption) +
+      TenantQueue("vision", "research", 8, 0, research_preemption, "image-scan") +
           TenantQueue("nlp", "research", 8, 0, research_preemption) +
           TenantQueue("inference", "production", 0, 8, production_preemption) +
-          TenantQueue("batch", "production", 0, 8, production_preemption)));
+          TenantQueue("batch", "production", 0, 8, production_preemption, "budget")));
   ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T09:00:00Z",
                                 "nlp starts a 16-GPU pretraining run: 8 of its own H100s plus 8 "
                                 "borrowed from vision's idle quota",
@@ -201,22 +296,78 @@ Status RunDemo(const std::string& dir, std::ostream& out) {
       "submit",
       Job("batch", "eval-sweep", "batch", 6, 2, "", 2) + Job("batch", "eval-small", "batch", 1, 4) +
           Job("inference", "chat-serving", "serving", 1, 4, "us-east")));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T09:10:00Z", "finance's budget controller approves the sweep: now it is admitted",
+      "finance.example.com/budget", "batch/job-eval-sweep",
+      CheckReport("budget", schema::CheckState::READY, "within the November eval budget")));
   ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T09:30:00Z",
                                 "vision needs its own H100s back: reclaiming them preempts the "
-                                "borrowing pretraining run",
+                                "borrowing pretraining run; the detector then waits for its "
+                                "image scan",
                                 "submit", Job("vision", "detector-train", "training", 1, 8)));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T09:32:00Z", "the image scan is still running (Pending, visibly)",
+      "security.example.com/scanner", "vision/job-detector-train",
+      CheckReport("image-scan", schema::CheckState::PENDING, "scanning 14 layers")));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T09:35:00Z", "the scan passes: admitted with a fencing token",
+      "security.example.com/scanner", "vision/job-detector-train",
+      CheckReport("image-scan", schema::CheckState::READY, "no known CVEs")));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T09:36:00Z", "the pod runtime presents the token and starts the pods",
+      "pod-runtime", "vision/job-detector-train", PodsReport(schema::PodsReport::RELEASED)));
   ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T09:45:00Z",
                                 "a serving burst in inference reclaims the A100s batch borrowed; "
-                                "the requeued sweep comes back partially admitted (min 2 pods)",
+                                "the requeued sweep comes back partially admitted (min 2 pods) "
+                                "and needs its budget check again (generation 2)",
                                 "submit", Job("inference", "chat-burst", "serving", 1, 4, "us-east")));
-  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T11:00:00Z",
-                                "the detector finishes: the requeued pretraining run gets its "
-                                "H100s again",
-                                "finish", "vision/job-detector-train"));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T09:50:00Z", "finance rejects the second attempt: the sweep is deactivated",
+      "finance.example.com/budget", "batch/job-eval-sweep",
+      CheckReport("budget", schema::CheckState::REJECTED, "November eval budget exhausted")));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T09:55:00Z", "finance approves the small evaluation job that took the room",
+      "finance.example.com/budget", "batch/job-eval-small",
+      CheckReport("budget", schema::CheckState::READY, "small enough for the remaining budget")));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T10:30:00Z",
+      "security revokes the detector's admission (image signature revoked): its pods are told "
+      "to drain, its token is void, and its quota stays held until the pods are gone",
+      "security.example.com/revoker", "vision/job-detector-train",
+      [](schema::Event::Builder e, const projections::WorkloadState& wl) {
+        auto r = e.initBody().initRevocationRequested();
+        Ref(r.getTarget().initWorkload(), wl);
+        r.setReason("image signature revoked by the supplier");
+        r.setPodSetAction(schema::PodSetAction::DRAIN);
+        r.setDrainDeadlineNs(1795951800000000000);  // 2026-11-29T11:30:00Z
+      }));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T10:40:00Z",
+      "the runtime confirms the detector's pods are gone: only now is the quota released; the "
+      "detector is requeued and, as generation 2, must pass its image scan again",
+      "pod-runtime", "vision/job-detector-train", PodsReport(schema::PodsReport::TERMINATED)));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T10:45:00Z",
+      "the scanner rejects generation 2 (the signature is revoked): the detector is deactivated "
+      "and the pretraining run gets its H100s again",
+      "security.example.com/scanner", "vision/job-detector-train",
+      CheckReport("image-scan", schema::CheckState::REJECTED, "image signature revoked")));
   ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T11:05:00Z",
                                 "a request no flavor could ever hold is rejected, not queued "
                                 "forever",
                                 "submit", Job("nlp", "too-big", "training", 1, 64)));
+  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T11:10:00Z",
+                                "a low-priority nightly index job queues behind the pretraining "
+                                "run (aging: +1 priority per minute waited)",
+                                "submit", Job("nlp", "nightly-index", "batch", 2, 8)));
+  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T13:29:00Z",
+                                "a fresh high-priority fine-tune arrives just before the "
+                                "pretraining run ends",
+                                "submit", Job("nlp", "finetune", "training", 2, 8)));
+  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T13:30:00Z",
+                                "the pretraining run finishes: the nightly job (10 + 140 aged) "
+                                "goes before the fine-tune (100 + 1): low priority still runs",
+                                "finish", "nlp/job-llm-pretrain"));
 
   const projections::Engine& engine = (*service)->engine();
   out << "\n== Workloads now (admitctl get workloads)\n" << WorkloadsTable(engine);

@@ -223,7 +223,75 @@ expect_rc 0 $admitctl --ledger "$D" --at 2026-11-29T10:04:00Z import -f "$work/i
 echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert any(x["type"]=="admitted" for x in d["decisions"]), d' \
   || fail "import -o json: $out"
 expect_rc 0 $admitctl --ledger "$D" verify
-for cmd in apply submit import finish delete get demo; do
+
+# ---- Lifecycle: checks, tokens, revocation, ticks.
+L2="$work/lifecycle"
+cat > "$work/checks.yaml" <<'YAML'
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata:
+  name: scan
+  annotations: {admission-ledger.io/pending-ttl: 10m, admission-ledger.io/on-timeout: Reject}
+spec: {controllerName: scanner}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: h100}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: gpu}
+spec:
+  namespaceSelector: {}
+  admissionChecks: [scan]
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: ml}
+spec: {clusterQueue: gpu}
+YAML
+expect_rc 0 $admitctl --ledger "$L2" --at 2026-11-29T10:00:00Z apply -f "$work/checks.yaml"
+expect_rc 0 $admitctl --ledger "$L2" --at 2026-11-29T10:01:00Z submit -f "$work/jobs.yaml"
+contains "$out" "quota reserved for ml/job-train"
+gen=$($admitctl --ledger "$L2" get workloads -o json | python3 -c 'import json,sys; print([w for w in json.load(sys.stdin)["items"] if w["metadata"]["name"]=="job-train"][0]["status"]["admissionGeneration"])')
+[ "$gen" = 1 ] || fail "admissionGeneration: $gen"
+expect_rc 1 $admitctl --ledger "$L2" --at 2026-11-29T10:02:00Z --as mallory report-check ml/job-train scan Ready --generation 1
+contains "$err" "does not own check scan"
+expect_rc 1 $admitctl --ledger "$L2" --at 2026-11-29T10:02:00Z --as scanner report-check ml/job-train scan Ready --generation 9
+contains "$err" "stale report"
+expect_rc 0 $admitctl --ledger "$L2" --at 2026-11-29T10:02:00Z --as scanner report-check ml/job-train scan Ready --generation 1 --message clean
+contains "$out" "admitted ml/job-train"
+expect_rc 0 $admitctl --ledger "$L2" --at 2026-11-29T10:03:00Z --as scanner report-check ml/job-train scan Ready --generation 1 --message clean
+contains "$out" "unchanged"
+contains "$out" "no-op: check scan is already Ready"
+token=$($admitctl --ledger "$L2" get workloads -o json | python3 -c 'import json,sys; print([w for w in json.load(sys.stdin)["items"] if w["metadata"]["name"]=="job-train"][0]["status"]["fencingToken"])')
+expect_rc 1 $admitctl --ledger "$L2" --at 2026-11-29T10:04:00Z pods released ml/job-train --token bogus/1
+contains "$err" "stale fencing token"
+expect_rc 0 $admitctl --ledger "$L2" --at 2026-11-29T10:04:00Z pods released ml/job-train --token "$token"
+expect_rc 0 $admitctl --ledger "$L2" --at 2026-11-29T10:05:00Z --as security revoke ml/job-train --reason "policy" --drain --drain-deadline 30m
+contains "$out" "evicting ml/job-train: Revoked"
+expect_rc 1 $admitctl --ledger "$L2" --at 2026-11-29T10:06:00Z pods ready ml/job-train --token "$token"
+contains "$err" "stale fencing token"
+# The drain deadline passes at 10:35: the quota is released with an alert, and job-train is
+# reserved again as generation 2 (its scan must pass again).
+expect_rc 0 $admitctl --ledger "$L2" tick --to 2026-11-29T10:40:00Z
+contains "$out" "drain deadline passed for ml/job-train"
+expect_rc 0 $admitctl --ledger "$L2" get workloads -o json
+echo "$out" | python3 -c '
+import json, sys
+items = {w["metadata"]["name"]: w["status"] for w in json.load(sys.stdin)["items"]}
+w = items["job-waits"]
+assert w["phase"] == "Pending" and w["pendingReason"]["reason"] == "WaitingForQuota", w
+t = items["job-train"]
+assert t["admissionGeneration"] == 2 and t["admissionChecks"][0]["state"] == "Pending", t
+' || fail "lifecycle state: $out"
+expect_rc 0 $admitctl --ledger "$L2" verify
+for cmd in apply submit import finish delete get demo report-check tick pods revoke node maintenance configure; do
   expect_rc 0 $admitctl $cmd --help
 done
 

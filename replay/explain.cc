@@ -5,11 +5,10 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "projections/engine_version.h"
 #include "schema/event_codec.h"
@@ -40,7 +39,8 @@ void CivilFromDays(int64_t z, int64_t* y, int64_t* m, int64_t* d) {
 // 1500 -> "1.5", 2000 -> "2", -250 -> "-0.25".
 std::string Milli(int64_t milli) {
   const bool negative = milli < 0;
-  const uint64_t v = negative ? static_cast<uint64_t>(-(milli + 1)) + 1 : static_cast<uint64_t>(milli);
+  const uint64_t v =
+      negative ? static_cast<uint64_t>(-(milli + 1)) + 1 : static_cast<uint64_t>(milli);
   std::string out = std::to_string(v / 1000);
   uint64_t frac = v % 1000;
   if (frac != 0) {
@@ -101,20 +101,28 @@ std::string FlavorsOf(const projections::Engine& engine, const projections::Assi
 
 const char* CheckStateName(schema::CheckState s) {
   switch (s) {
-    case schema::CheckState::PENDING: return "Pending";
-    case schema::CheckState::READY: return "Ready";
-    case schema::CheckState::RETRY: return "Retry";
-    case schema::CheckState::REJECTED: return "Rejected";
+    case schema::CheckState::PENDING:
+      return "Pending";
+    case schema::CheckState::READY:
+      return "Ready";
+    case schema::CheckState::RETRY:
+      return "Retry";
+    case schema::CheckState::REJECTED:
+      return "Rejected";
   }
   return "Unknown";
 }
 
 const char* PodsReportName(schema::PodsReport r) {
   switch (r) {
-    case schema::PodsReport::RELEASED: return "released";
-    case schema::PodsReport::READY: return "ready";
-    case schema::PodsReport::TERMINATED: return "terminated";
-    case schema::PodsReport::FINISHED: return "finished";
+    case schema::PodsReport::RELEASED:
+      return "released";
+    case schema::PodsReport::READY:
+      return "ready";
+    case schema::PodsReport::TERMINATED:
+      return "terminated";
+    case schema::PodsReport::FINISHED:
+      return "finished";
   }
   return "unknown";
 }
@@ -123,27 +131,43 @@ const char* PodsReportName(schema::PodsReport r) {
 std::optional<schema::WorkloadRef::Reader> SubjectOf(schema::Event::Reader event) {
   auto b = event.getBody();
   switch (b.which()) {
-    case W::WORKLOAD_DELETED: return b.getWorkloadDeleted().getWorkload();
-    case W::WORKLOAD_FINISHED: return b.getWorkloadFinished().getWorkload();
-    case W::CHECK_STATE_REPORTED: return b.getCheckStateReported().getWorkload();
-    case W::PODS_REPORTED: return b.getPodsReported().getWorkload();
+    case W::WORKLOAD_DELETED:
+      return b.getWorkloadDeleted().getWorkload();
+    case W::WORKLOAD_FINISHED:
+      return b.getWorkloadFinished().getWorkload();
+    case W::CHECK_STATE_REPORTED:
+      return b.getCheckStateReported().getWorkload();
+    case W::PODS_REPORTED:
+      return b.getPodsReported().getWorkload();
     case W::REVOCATION_REQUESTED:
       if (b.getRevocationRequested().getTarget().isWorkload()) {
         return b.getRevocationRequested().getTarget().getWorkload();
       }
       return std::nullopt;
-    case W::QUOTA_RESERVED: return b.getQuotaReserved().getWorkload();
-    case W::ADMITTED: return b.getAdmitted().getWorkload();
-    case W::PENDING_REASON_CHANGED: return b.getPendingReasonChanged().getWorkload();
-    case W::EVICTION_STARTED: return b.getEvictionStarted().getWorkload();
-    case W::QUOTA_RELEASED: return b.getQuotaReleased().getWorkload();
-    case W::REQUEUED: return b.getRequeued().getWorkload();
-    case W::REJECTED: return b.getRejected().getWorkload();
-    case W::DEACTIVATED: return b.getDeactivated().getWorkload();
-    case W::PREEMPTED: return b.getPreempted().getWorkload();
-    case W::STARVATION_ALERT: return b.getStarvationAlert().getWorkload();
-    case W::DRAIN_DEADLINE_PASSED: return b.getDrainDeadlinePassed().getWorkload();
-    default: return std::nullopt;
+    case W::QUOTA_RESERVED:
+      return b.getQuotaReserved().getWorkload();
+    case W::ADMITTED:
+      return b.getAdmitted().getWorkload();
+    case W::PENDING_REASON_CHANGED:
+      return b.getPendingReasonChanged().getWorkload();
+    case W::EVICTION_STARTED:
+      return b.getEvictionStarted().getWorkload();
+    case W::QUOTA_RELEASED:
+      return b.getQuotaReleased().getWorkload();
+    case W::REQUEUED:
+      return b.getRequeued().getWorkload();
+    case W::REJECTED:
+      return b.getRejected().getWorkload();
+    case W::DEACTIVATED:
+      return b.getDeactivated().getWorkload();
+    case W::PREEMPTED:
+      return b.getPreempted().getWorkload();
+    case W::STARVATION_ALERT:
+      return b.getStarvationAlert().getWorkload();
+    case W::DRAIN_DEADLINE_PASSED:
+      return b.getDrainDeadlinePassed().getWorkload();
+    default:
+      return std::nullopt;
   }
 }
 
@@ -290,11 +314,12 @@ class HistoryCollector {
         for (uint64_t v : a.getCheckVersions()) e->check_versions.push_back(v);
         e->reason = "Admitted";
         std::string checks;
-        for (uint64_t v : e->check_versions) checks += (checks.empty() ? "" : ", ") + std::to_string(v);
-        e->summary = "admitted, fencing token " + std::string(a.getFencingToken().cStr()) +
-                     ", quota version " + std::to_string(e->quota_version) +
-                     (checks.empty() ? ", no admission checks"
-                                     : ", check reports at sequences " + checks);
+        for (uint64_t v : e->check_versions)
+          checks += (checks.empty() ? "" : ", ") + std::to_string(v);
+        e->summary =
+            "admitted, fencing token " + std::string(a.getFencingToken().cStr()) +
+            ", quota version " + std::to_string(e->quota_version) +
+            (checks.empty() ? ", no admission checks" : ", check reports at sequences " + checks);
         break;
       }
       case W::PENDING_REASON_CHANGED: {
@@ -312,7 +337,8 @@ class HistoryCollector {
         e->reason = v.getReason().cStr();
         e->message = v.getMessage().cStr();
         e->generation = v.getGeneration();
-        e->summary = "eviction started: " + e->reason + (e->message.empty() ? "" : ": " + e->message);
+        e->summary =
+            "eviction started: " + e->reason + (e->message.empty() ? "" : ": " + e->message);
         break;
       }
       case W::QUOTA_RELEASED: {
@@ -345,7 +371,8 @@ class HistoryCollector {
         break;
       case W::STARVATION_ALERT:
         e->message = b.getStarvationAlert().getMessage().cStr();
-        e->summary = "starvation alert: waiting " + Duration(b.getStarvationAlert().getWaitingNs()) +
+        e->summary = "starvation alert: waiting " +
+                     Duration(b.getStarvationAlert().getWaitingNs()) +
                      (e->message.empty() ? "" : ": " + e->message);
         break;
       case W::DRAIN_DEADLINE_PASSED:
@@ -393,9 +420,9 @@ std::string BlockedBy(const WorkloadNow& now, int64_t at_ns) {
       if (c.state == "Ready") continue;
       waiting += (waiting.empty() ? "" : "; ") + c.name + " " + c.state + " since " +
                  FormatTimeNs(c.since_ns) + " (" + Duration(at_ns - c.since_ns) + ")" +
-                 (c.report_sequence == 0 ? ", no report yet"
-                                         : ", last report at sequence " +
-                                               std::to_string(c.report_sequence)) +
+                 (c.report_sequence == 0
+                      ? ", no report yet"
+                      : ", last report at sequence " + std::to_string(c.report_sequence)) +
                  (c.message.empty() ? "" : ": " + c.message);
     }
     return "quota reserved in ClusterQueue " + now.cluster_queue + "; waiting for admission " +
@@ -408,9 +435,9 @@ std::string BlockedBy(const WorkloadNow& now, int64_t at_ns) {
   }
   if (p == "Evicting") {
     return "evicting: its quota is held until the runtime reports its pods gone" +
-           (now.drain_deadline_ns != 0 ? " or the drain deadline " + FormatTimeNs(now.drain_deadline_ns) +
-                                             " passes"
-                                       : std::string());
+           (now.drain_deadline_ns != 0
+                ? " or the drain deadline " + FormatTimeNs(now.drain_deadline_ns) + " passes"
+                : std::string());
   }
   return "nothing: it is " + p + " (final)";
 }
@@ -435,19 +462,25 @@ std::vector<Segment> Segments(const Explanation& x) {
   };
   for (const HistoryEntry& e : x.history) {
     const int64_t t = e.recorded_at_ns;
-    if (e.type == "workloadSubmitted") open("queued", "queued", t);
-    else if (e.type == "workloadImported") open("admitted", "admitted", t);
-    else if (e.type == "quotaReserved") open("reserved", "reserved", t);
-    else if (e.type == "admitted") open("admitted", "admitted", t);
-    else if (e.type == "podsReported" && e.summary.rfind("pods ready", 0) == 0) open("running", "running", t);
-    else if (e.type == "evictionStarted") open("evicting", "evicting", t);
-    else if (e.type == "requeued" || (e.type == "quotaReleased" && !out.empty() &&
-                                      out.back().css == "evicting")) {
+    if (e.type == "workloadSubmitted")
+      open("queued", "queued", t);
+    else if (e.type == "workloadImported")
+      open("admitted", "admitted", t);
+    else if (e.type == "quotaReserved")
+      open("reserved", "reserved", t);
+    else if (e.type == "admitted")
+      open("admitted", "admitted", t);
+    else if (e.type == "podsReported" && e.summary.rfind("pods ready", 0) == 0)
+      open("running", "running", t);
+    else if (e.type == "evictionStarted")
+      open("evicting", "evicting", t);
+    else if (e.type == "requeued" ||
+             (e.type == "quotaReleased" && !out.empty() && out.back().css == "evicting")) {
       open("queued", "queued", t);
     } else if (e.type == "workloadFinished" || e.type == "workloadDeleted" ||
                e.type == "rejected" || e.type == "deactivated") {
       close(t);
-      out.push_back(Segment{e.type == "workloadFinished" ? "finished"
+      out.push_back(Segment{e.type == "workloadFinished"  ? "finished"
                             : e.type == "workloadDeleted" ? "deleted"
                                                           : e.type,
                             "final", t, t});
@@ -456,7 +489,8 @@ std::vector<Segment> Segments(const Explanation& x) {
   close(x.at_time_ns);
   // Reserved and admitted in the same cycle (no admission checks) is one step for a reader;
   // every other phase stays, however short (an eviction whose quota was released at once).
-  std::erase_if(out, [](const Segment& s) { return s.css == "reserved" && s.end_ns <= s.start_ns; });
+  std::erase_if(out,
+                [](const Segment& s) { return s.css == "reserved" && s.end_ns <= s.start_ns; });
   return out;
 }
 
@@ -465,11 +499,20 @@ std::string Html(const std::string& s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -496,11 +539,13 @@ std::string StepLabel(const HistoryEntry& e) {
   const std::string& t = e.type;
   if (t == "workloadSubmitted") return "submitted";
   if (t == "workloadImported") return "imported (admitted)";
-  if (t == "quotaReserved") return "quota reserved" + std::string(e.borrowing ? " (borrowing)" : "");
+  if (t == "quotaReserved")
+    return "quota reserved" + std::string(e.borrowing ? " (borrowing)" : "");
   if (t == "admitted") return "admitted";
   if (t == "checkStateReported") return "check " + e.check + ": " + e.check_state;
   if (t == "podsReported") return e.summary.substr(0, e.summary.find(" ("));
-  if (t == "preempted") return e.role == "preemptor" ? "preempted " + e.other : "preempted by " + e.other;
+  if (t == "preempted")
+    return e.role == "preemptor" ? "preempted " + e.other : "preempted by " + e.other;
   if (t == "evictionStarted") return "evicted: " + e.reason;
   if (t == "quotaReleased") return "quota released";
   if (t == "requeued") return "requeued";
@@ -532,8 +577,8 @@ std::string FormatTimeNs(int64_t ns) {
   int64_t y, m, d;
   CivilFromDays(days, &y, &m, &d);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%04" PRId64 "-%02" PRId64 "-%02" PRId64 "T%02" PRId64
-                                 ":%02" PRId64 ":%02" PRId64,
+  std::snprintf(buf, sizeof buf,
+                "%04" PRId64 "-%02" PRId64 "-%02" PRId64 "T%02" PRId64 ":%02" PRId64 ":%02" PRId64,
                 y, m, d, rem / 3600, rem % 3600 / 60, rem % 60);
   std::string out = buf;
   if (frac != 0) {
@@ -548,9 +593,8 @@ std::string FormatTimeNs(int64_t ns) {
 Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const std::string& name,
                             Sequence at, const ReplayProgress& progress) {
   HistoryCollector collector(ns, name);
-  auto state = FoldToSequence(log, at, progress, [&](Sequence s, schema::Event::Reader e) {
-    collector.Observe(s, e);
-  });
+  auto state = FoldToSequence(
+      log, at, progress, [&](Sequence s, schema::Event::Reader e) { collector.Observe(s, e); });
   if (!state.ok()) return state.status();
   Explanation x;
   x.ns = ns;
@@ -569,8 +613,8 @@ Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const 
   WorkloadNow& now = x.now;
   if (it == engine.workloads().end()) {
     now.phase = "Unknown";
-    now.blocked_by = "the decider holds no workload " + ns + "/" + name + " at sequence " +
-                     std::to_string(x.at);
+    now.blocked_by =
+        "the decider holds no workload " + ns + "/" + name + " at sequence " + std::to_string(x.at);
     return x;
   }
   const projections::WorkloadState& wl = it->second;
@@ -630,8 +674,9 @@ std::string ExplainText(const Explanation& x) {
   if (!n.flavors.empty()) out << "  admission:    " << n.flavors << "\n";
   for (const CheckNow& c : n.checks) {
     out << "  check:        " << c.name << " " << c.state << " since " << FormatTimeNs(c.since_ns)
-        << (c.report_sequence == 0 ? " (no report yet)"
-                                   : " (report at sequence " + std::to_string(c.report_sequence) + ")")
+        << (c.report_sequence == 0
+                ? " (no report yet)"
+                : " (report at sequence " + std::to_string(c.report_sequence) + ")")
         << (c.message.empty() ? "" : ": " + c.message) << "\n";
   }
   out << "  blocked by:   " << n.blocked_by << "\n";
@@ -663,9 +708,8 @@ std::string ExplainJson(const Explanation& x) {
   now["pendingReason"] = n.pending_reason;
   now["pendingMessage"] = n.pending_message;
   if (n.shortfall_known) {
-    now["shortfall"] = {{"resource", n.short_resource},
-                        {"flavor", n.short_flavor},
-                        {"milli", n.shortfall_milli}};
+    now["shortfall"] = {
+        {"resource", n.short_resource}, {"flavor", n.short_flavor}, {"milli", n.shortfall_milli}};
   }
   if (n.queue_position > 0) {
     now["queuePosition"] = n.queue_position;
@@ -706,7 +750,8 @@ std::string ExplainJson(const Explanation& x) {
     if (e.type == "admitted") h["checkVersions"] = e.check_versions;
     if (!e.check.empty()) h["check"] = {{"name", e.check}, {"state", e.check_state}};
     if (!e.resource.empty() || e.shortfall_milli != 0) {
-      h["shortfall"] = {{"resource", e.resource}, {"flavor", e.flavor}, {"milli", e.shortfall_milli}};
+      h["shortfall"] = {
+          {"resource", e.resource}, {"flavor", e.flavor}, {"milli", e.shortfall_milli}};
     }
     if (!e.role.empty()) h["preemption"] = {{"role", e.role}, {"other", e.other}};
     if (e.decision) {
@@ -725,7 +770,8 @@ std::string ExplainHtml(const Explanation& x) {
   std::ostringstream out;
   out << R"(<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<title>)" << Html(x.ns + "/" + x.name) << R"( - admission history</title>
+<title>)"
+      << Html(x.ns + "/" + x.name) << R"( - admission history</title>
 <style>
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1100px;color:#1d2330;padding:0 1em}
 h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.6em 0 .5em}
@@ -752,20 +798,22 @@ th{font-size:12px;color:#5a6372;font-weight:600}
   out << "<h1>" << Html(x.ns + "/" + x.name) << "</h1>\n<div class=\"sub\">as of ledger sequence "
       << x.at;
   if (x.requested != x.at) out << " (end of the append holding sequence " << x.requested << ")";
-  out << " &middot; " << Html(FormatTimeNs(x.at_time_ns)) << " &middot; engine v" << x.engine_version
-      << "</div>\n";
+  out << " &middot; " << Html(FormatTimeNs(x.at_time_ns)) << " &middot; engine v"
+      << x.engine_version << "</div>\n";
 
   out << "<h2>Now</h2>\n<div class=\"now " << Html(n.phase) << "\"><div class=\"phase\">"
-      << Html(n.phase) << (n.cluster_queue.empty() ? "" : " in ClusterQueue " + Html(n.cluster_queue))
-      << "</div>\n";
+      << Html(n.phase)
+      << (n.cluster_queue.empty() ? "" : " in ClusterQueue " + Html(n.cluster_queue)) << "</div>\n";
   out << "<div>" << Html(n.blocked_by) << "</div>\n";
   if (!n.flavors.empty()) out << "<div class=\"mono\">admission: " << Html(n.flavors) << "</div>\n";
   if (!n.checks.empty()) {
-    out << "<table><tr><th>check</th><th>state</th><th>since</th><th>report</th><th>message</th></tr>\n";
+    out << "<table><tr><th>check</th><th>state</th><th>since</th><th>report</th><th>message</th></"
+           "tr>\n";
     for (const CheckNow& c : n.checks) {
       out << "<tr><td>" << Html(c.name) << "</td><td>" << Html(c.state) << "</td><td>"
           << Html(FormatTimeNs(c.since_ns)) << "</td><td>"
-          << (c.report_sequence == 0 ? std::string("none yet") : "#" + std::to_string(c.report_sequence))
+          << (c.report_sequence == 0 ? std::string("none yet")
+                                     : "#" + std::to_string(c.report_sequence))
           << "</td><td>" << Html(c.message) << "</td></tr>\n";
     }
     out << "</table>\n";
@@ -796,8 +844,9 @@ th{font-size:12px;color:#5a6372;font-weight:600}
       const std::string cls = EntryClass(e);
       if (cls == "pending" && e.type != "starvationAlert") continue;  // reasons: in the table
       out << (first_step ? "" : "<span class=\"arrow\">&rarr;</span>") << "<span class=\"step\">"
-          << "<i class=\"dot " << cls << "\"></i><b>" << Html(FormatTimeNs(e.recorded_at_ns).substr(11))
-          << "</b> " << Html(StepLabel(e)) << "</span>";
+          << "<i class=\"dot " << cls << "\"></i><b>"
+          << Html(FormatTimeNs(e.recorded_at_ns).substr(11)) << "</b> " << Html(StepLabel(e))
+          << "</span>";
       first_step = false;
     }
     out << "</div>\n";
@@ -824,8 +873,8 @@ th{font-size:12px;color:#5a6372;font-weight:600}
     }
     out << "<tr><td class=\"mono\">" << e.sequence << "</td><td class=\"mono\">"
         << Html(FormatTimeNs(e.recorded_at_ns)) << "</td><td><i class=\"dot " << EntryClass(e)
-        << "\"></i>" << Html(e.type) << "<div class=\"kind\">" << (e.decision ? "decision" : "input")
-        << "</div></td><td>" << Html(e.summary);
+        << "\"></i>" << Html(e.type) << "<div class=\"kind\">"
+        << (e.decision ? "decision" : "input") << "</div></td><td>" << Html(e.summary);
     if (!e.flavors.empty() && e.type != "quotaReserved" && e.type != "workloadImported") {
       out << "<div class=\"mono\">" << Html(e.flavors) << "</div>";
     }

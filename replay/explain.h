@@ -18,34 +18,34 @@ struct HistoryEntry {
   Sequence sequence = 0;
   int64_t recorded_at_ns = 0;
   std::string actor;
-  std::string type;            // body name: workloadSubmitted, quotaReserved, ...
+  std::string type;  // body name: workloadSubmitted, quotaReserved, ...
   bool decision = false;
-  std::string uid;             // of the workload incarnation it is about
-  std::string summary;         // one line for people
+  std::string uid;      // of the workload incarnation it is about
+  std::string summary;  // one line for people
   std::string reason;
   std::string message;
-  std::string cluster_queue;   // quotaReserved, workloadImported
-  std::string flavors;         // "main x4: cpu=on-demand, nvidia.com/gpu=h100"
+  std::string cluster_queue;  // quotaReserved, workloadImported
+  std::string flavors;        // "main x4: cpu=on-demand, nvidia.com/gpu=h100"
   bool borrowing = false;
   uint64_t generation = 0;
-  uint64_t quota_version = 0;  // sequence of the ClusterQueue definition used
+  uint64_t quota_version = 0;            // sequence of the ClusterQueue definition used
   std::vector<uint64_t> check_versions;  // admitted: sequences of the check reports used
-  std::string check;           // checkStateReported: the check and its state
+  std::string check;                     // checkStateReported: the check and its state
   std::string check_state;
-  std::string resource;        // pendingReasonChanged: the first short resource and flavor
+  std::string resource;  // pendingReasonChanged: the first short resource and flavor
   std::string flavor;
   int64_t shortfall_milli = 0;
-  uint64_t causation = 0;      // decisions: the input that caused them
+  uint64_t causation = 0;  // decisions: the input that caused them
   uint32_t engine_version = 0;
   std::string idempotency_key;
-  std::string other;           // preempted: the other workload (NS/NAME)
-  std::string role;            // preempted: "victim" or "preemptor"
+  std::string other;  // preempted: the other workload (NS/NAME)
+  std::string role;   // preempted: "victim" or "preemptor"
 };
 
 // One required admission check of the current reservation, as the decider holds it.
 struct CheckNow {
   std::string name;
-  std::string state;           // Pending, Ready, Retry, Rejected
+  std::string state;  // Pending, Ready, Retry, Rejected
   std::string message;
   int64_t since_ns = 0;
   uint64_t report_sequence = 0;  // 0: no report yet
@@ -54,7 +54,7 @@ struct CheckNow {
 // The workload in the decider's state after the explained sequence.
 struct WorkloadNow {
   std::string uid;
-  std::string phase;           // projections::PhaseName
+  std::string phase;  // projections::PhaseName
   std::string queue_name;
   std::string cluster_queue;
   int32_t priority = 0;
@@ -67,7 +67,7 @@ struct WorkloadNow {
   std::string short_resource;
   std::string short_flavor;
   int64_t shortfall_milli = 0;
-  size_t queue_position = 0;   // 1-based place in its ClusterQueue's pending queue; 0: not queued
+  size_t queue_position = 0;  // 1-based place in its ClusterQueue's pending queue; 0: not queued
   size_t queue_length = 0;
   std::vector<CheckNow> checks;
   int64_t reserved_at_ns = 0;
@@ -76,16 +76,16 @@ struct WorkloadNow {
   int64_t drain_deadline_ns = 0;
   int64_t pending_since_ns = 0;
   std::string fencing_token;
-  std::string flavors;         // of the current admission, as in HistoryEntry
+  std::string flavors;  // of the current admission, as in HistoryEntry
   // One sentence: what blocks it now (or that nothing does, or how it ended).
   std::string blocked_by;
 };
 
 struct Explanation {
   std::string ns, name;
-  Sequence requested = 0;      // --at as asked (0: the head)
-  Sequence at = 0;             // the state explained is after this sequence (end of its append)
-  int64_t at_time_ns = 0;      // recordedAt of event `at`
+  Sequence requested = 0;  // --at as asked (0: the head)
+  Sequence at = 0;         // the state explained is after this sequence (end of its append)
+  int64_t at_time_ns = 0;  // recordedAt of event `at`
   uint32_t engine_version = 0;
   std::vector<HistoryEntry> history;
   WorkloadNow now;

@@ -70,8 +70,8 @@ Result<std::string> ExportLedger(ledger::EventLog& log) {
         return Status(Code::kCorruption, "event " + std::to_string(stored.sequence) + ": " +
                                              decoded.status().message());
       }
-      out << stored.sequence << " " << schema::BodyName(decoded->root()) << " "
-          << Hex(stored.bytes) << "\n";
+      out << stored.sequence << " " << schema::BodyName(decoded->root()) << " " << Hex(stored.bytes)
+          << "\n";
       next = stored.sequence + 1;
     }
   }
@@ -91,7 +91,8 @@ Status ImportLedger(const std::string& text, ledger::EventLog& log) {
   while (std::getline(in, line)) {
     ++line_number;
     if (line_number == 1) {
-      if (line != kHeader) return Refuse(1, "not a ledger file (expected '" + std::string(kHeader) + "')");
+      if (line != kHeader)
+        return Refuse(1, "not a ledger file (expected '" + std::string(kHeader) + "')");
       continue;
     }
     if (line.empty()) continue;
@@ -103,7 +104,8 @@ Status ImportLedger(const std::string& text, ledger::EventLog& log) {
     std::istringstream fields(line);
     uint64_t sequence = 0;
     std::string body, hex;
-    if (!(fields >> sequence >> body >> hex)) return Refuse(line_number, "expected SEQUENCE BODY HEX");
+    if (!(fields >> sequence >> body >> hex))
+      return Refuse(line_number, "expected SEQUENCE BODY HEX");
     if (sequence != events.size() + 1) {
       return Refuse(line_number, "sequence " + std::to_string(sequence) + " where " +
                                      std::to_string(events.size() + 1) + " was expected");
@@ -118,8 +120,8 @@ Status ImportLedger(const std::string& text, ledger::EventLog& log) {
     const size_t n = std::min(ledger::kAppendBatchEventsMax, events.size() - i);
     auto ack = log.Append(std::span<const std::string>(events.data() + i, n));
     if (!ack.ok()) {
-      return Status(ack.status().code(), "loading events " + std::to_string(i + 1) + "..: " +
-                                             ack.status().message());
+      return Status(ack.status().code(),
+                    "loading events " + std::to_string(i + 1) + "..: " + ack.status().message());
     }
     if (ack->written != n) {
       return Status(Code::kCorruption, "events " + std::to_string(i + 1) + ".." +

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <utility>
 #include <vector>
 
@@ -25,8 +26,8 @@ Status VersionRefusal(Sequence sequence, uint32_t recorded) {
           "); this build runs engine v" + std::to_string(projections::kEngineVersion) + " (" +
           projections::EngineVersionNote(projections::kEngineVersion) +
           ") and keeps no other version's behaviour, so it cannot reproduce that decision. "
-          "Replay this ledger with a build of engine v" + std::to_string(recorded) +
-          " (docs/semantics.md, \"Engine versions and replay\")");
+          "Replay this ledger with a build of engine v" +
+          std::to_string(recorded) + " (docs/semantics.md, \"Engine versions and replay\")");
 }
 
 // The bytes the ledger would have stored for a decision the decider made, had it been appended
@@ -34,6 +35,27 @@ Status VersionRefusal(Sequence sequence, uint32_t recorded) {
 // the Sequencer runs on every append) with the recorded event's sequence and prevHash filled in.
 // Every other field is the decider's. So "equal to the stored bytes" means: the same canonical
 // Event in every field, the two that the ledger assigns taken from the record.
+// A chunk of the ledger, read and decoded (off the folding thread).
+struct FetchedChunk {
+  Status status;
+  std::vector<ledger::StoredEvent> events;
+  std::vector<Result<schema::DecodedEvent>> decoded;  // [i] decodes events[i]
+};
+
+FetchedChunk Fetch(ledger::EventLog& log, Sequence from, size_t count) {
+  FetchedChunk chunk;
+  auto read = log.Read(from, count);
+  if (!read.ok()) {
+    chunk.status = read.status();
+    return chunk;
+  }
+  chunk.events = std::move(*read);
+  chunk.decoded.reserve(chunk.events.size());
+  for (const ledger::StoredEvent& e : chunk.events)
+    chunk.decoded.push_back(schema::DecodeEvent(e.bytes));
+  return chunk;
+}
+
 Result<std::string> AsStored(const std::string& produced, Sequence sequence,
                              const schema::Hash& prev_hash) {
   auto decoded = schema::DecodeEvent(produced);
@@ -80,10 +102,9 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
                                               std::to_string(head.sequence));
   }
   if (to <= position_) {
-    return Status(Code::kInvalidArgument,
-                  "nothing to replay: the replay stands after sequence " +
-                      std::to_string(position_) + " and was asked to stop at " +
-                      std::to_string(to));
+    return Status(Code::kInvalidArgument, "nothing to replay: the replay stands after sequence " +
+                                              std::to_string(position_) +
+                                              " and was asked to stop at " + std::to_string(to));
   }
   const Sequence compare_from = std::max<Sequence>(options.compare_from, 1);
   if (options.verify && compare_from > to) {
@@ -110,8 +131,10 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
         report.seconds > 0 ? static_cast<double>(report.events) / report.seconds : 0;
     return report;
   };
-  auto diverge = [&](Sequence sequence, const std::string* recorded_bytes,
-                     schema::Event::Reader* recorded, const std::string* replayed_bytes) {
+  // Records the first divergence: at `sequence`, the recorded event (null past the head) and
+  // the decision the replayed decider made there (null when it made none).
+  auto diverge = [&](Sequence sequence, schema::Event::Reader* recorded,
+                     const std::string* replayed_bytes) {
     Divergence d;
     d.sequence = sequence;
     std::optional<schema::DecodedEvent> replayed;
@@ -127,43 +150,62 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
       d.recorded_json = schema::EventToJson(*recorded);
       d.recorded_type = schema::BodyName(*recorded);
     }
-    (void)recorded_bytes;
-    if (recorded != nullptr && replayed) {
+    const bool recorded_decision =
+        recorded != nullptr && schema::IsDecision(recorded->getBody().which());
+    if (recorded == nullptr) {
+      d.first_differing_field =
+          "the ledger ends here; the replayed decider made one more decision (" +
+          d.replayed_type + ")";
+    } else if (replayed_bytes == nullptr) {
+      d.first_differing_field = "the replayed decider made no decision here";
+    } else if (!recorded_decision) {
+      d.first_differing_field = "the replayed decider made one more decision (" +
+                                d.replayed_type + ") where the ledger has the next input";
+    } else if (!replayed) {
+      d.first_differing_field = "the replayed decision does not decode";
+    } else {
       d.first_differing_field = schema::FirstDifferingPayloadField(*recorded, replayed->root());
       if (d.first_differing_field.empty()) {
-        d.first_differing_field =
-            recorded->getRecordedAtNs() != replayed->root().getRecordedAtNs()
-                ? "recordedAtNs"
-                : "(no field differs, but the canonical bytes do)";
+        d.first_differing_field = recorded->getRecordedAtNs() != replayed->root().getRecordedAtNs()
+                                      ? "recordedAtNs"
+                                      : "(no field differs, but the canonical bytes do)";
       }
-    } else if (recorded == nullptr) {
-      d.first_differing_field = "the ledger holds no decision here; the replayed decider made one";
-    } else if (!replayed) {
-      d.first_differing_field = schema::IsDecision(recorded->getBody().which())
-                                    ? "the replayed decider made no decision here"
-                                    : "the replayed decider made one more decision before this "
-                                      "input";
     }
     report.divergence = std::move(d);
   };
 
+  // The next chunk is read and decoded on a helper thread while this one is folded: reading
+  // and decoding do not depend on the decider, and the fold is the longer of the two.
+  Sequence fetched_to = position_;  // last sequence asked for
+  auto start_fetch = [&]() {
+    const Sequence from = fetched_to + 1;
+    const size_t want = static_cast<size_t>(std::min<Sequence>(kReplayReadChunk, to - from + 1));
+    fetched_to = from + want - 1;
+    return std::async(std::launch::async, [this, from, want]() { return Fetch(log_, from, want); });
+  };
+  std::future<FetchedChunk> pending = start_fetch();
   Sequence next = position_ + 1;
   uint64_t since_progress = 0;
   while (next <= to) {
-    const size_t want = static_cast<size_t>(std::min<Sequence>(kReplayReadChunk, to - next + 1));
-    auto chunk = log_.Read(next, want);
-    if (!chunk.ok()) return chunk.status();
-    if (chunk->empty()) {
+    if (!pending.valid()) {
+      return Status(Code::kCorruption,
+                    "the ledger returned fewer events than asked below " + std::to_string(to));
+    }
+    FetchedChunk chunk = pending.get();
+    if (!chunk.status.ok()) return chunk.status;
+    if (chunk.events.empty()) {
       return Status(Code::kCorruption, "the ledger has no event " + std::to_string(next) +
                                            " below its head " + std::to_string(head.sequence));
     }
-    for (const ledger::StoredEvent& stored : *chunk) {
+    if (fetched_to < to) pending = start_fetch();
+    for (size_t i = 0; i < chunk.events.size(); ++i) {
+      const ledger::StoredEvent& stored = chunk.events[i];
       if (stored.sequence != next) {
         return Status(Code::kCorruption, "expected event " + std::to_string(next) +
                                              ", the ledger gave " +
                                              std::to_string(stored.sequence));
       }
-      auto decoded = schema::DecodeEvent(stored.bytes);
+      Result<schema::DecodedEvent>& decoded = chunk.decoded[i];
       if (!decoded.ok()) return CorruptAt(stored.sequence, decoded.status());
       schema::Event::Reader event = decoded->root();
       const bool compared = options.verify && stored.sequence >= compare_from;
@@ -175,14 +217,14 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
             produced_next < produced.size() ? &produced[produced_next++] : nullptr;
         if (compared) {
           if (mine == nullptr) {
-            diverge(stored.sequence, &stored.bytes, &event, nullptr);
+            diverge(stored.sequence, &event, nullptr);
             return finish();
           }
           auto as_stored =
               AsStored(*mine, stored.sequence, schema::HashFromData(event.getPrevHash()));
           if (!as_stored.ok()) return as_stored.status();
           if (*as_stored != stored.bytes) {
-            diverge(stored.sequence, &stored.bytes, &event, &*as_stored);
+            diverge(stored.sequence, &event, &*as_stored);
             return finish();
           }
           report.decision_stream_hash =
@@ -192,7 +234,7 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
       } else {
         if (compared && produced_next < produced.size()) {
           // The decider made more decisions than the ledger recorded after the last batch.
-          diverge(stored.sequence, &stored.bytes, &event, &produced[produced_next]);
+          diverge(stored.sequence, &event, &produced[produced_next]);
           return finish();
         }
         produced.clear();
@@ -210,7 +252,7 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
       ++next;
       if (options.observer) options.observer(stored.sequence, event);
     }
-    since_progress += chunk->size();
+    since_progress += chunk.events.size();
     if (options.progress && (since_progress >= kProgressEveryEvents || next > to)) {
       options.progress(position_ - report.first + 1, total);
       since_progress = 0;
@@ -221,7 +263,7 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
   // right after `to`, before the next input (or past the head).
   if (options.verify && produced_next < produced.size()) {
     if (to == head.sequence) {
-      diverge(to + 1, nullptr, nullptr, &produced[produced_next]);
+      diverge(to + 1, nullptr, &produced[produced_next]);
       return finish();
     }
     auto after = log_.Read(to + 1, 1);
@@ -231,7 +273,7 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
       if (!decoded.ok()) return CorruptAt(to + 1, decoded.status());
       schema::Event::Reader event = decoded->root();
       if (!schema::IsDecision(event.getBody().which())) {
-        diverge(to + 1, &after->front().bytes, &event, &produced[produced_next]);
+        diverge(to + 1, &event, &produced[produced_next]);
         return finish();
       }
     }

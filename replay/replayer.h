@@ -23,7 +23,7 @@ namespace admission::replay {
 using ledger::Sequence;
 
 // Limits.
-inline constexpr size_t kReplayReadChunk = 4096;    // events per EventLog::Read
+inline constexpr size_t kReplayReadChunk = 4096;  // events per EventLog::Read
 inline constexpr uint64_t kProgressEveryEvents = 65536;
 
 // The state a replay continues from: the decider after event `after`.
@@ -51,7 +51,7 @@ struct Divergence {
   // empty past the head).
   std::string recorded_json;
   std::string replayed_json;
-  std::string recorded_type;   // body name, "" when none
+  std::string recorded_type;  // body name, "" when none
   std::string replayed_type;
   // schema::FirstDifferingPayloadField of the two, when both are events; else a sentence.
   std::string first_differing_field;
@@ -74,17 +74,17 @@ struct ReplayOptions {
   // compare_from are folded without comparing (the state they lead to is what the compared
   // decisions were made from). 0 and 1 both mean "compare everything folded".
   Sequence compare_from = 1;
-  Sequence to = 0;             // last event folded; 0: the head
-  bool verify = true;          // false: fold only (state at a sequence, explain)
+  Sequence to = 0;     // last event folded; 0: the head
+  bool verify = true;  // false: fold only (state at a sequence, explain)
   ReplayProgress progress;
   EventObserver observer;
   DecisionAlteration alter_replayed;
 };
 
 struct ReplayReport {
-  Sequence first = 0;               // first event folded (start.after + 1)
-  Sequence last = 0;                // last event folded
-  uint64_t events = 0;              // events folded: last - first + 1
+  Sequence first = 0;   // first event folded (start.after + 1)
+  Sequence last = 0;    // last event folded
+  uint64_t events = 0;  // events folded: last - first + 1
   uint64_t inputs = 0;
   uint64_t decisions_compared = 0;  // recorded decisions with sequence in [compare_from, last]
   double seconds = 0;

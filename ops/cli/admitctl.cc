@@ -244,7 +244,10 @@ int RunGet(const GlobalOptions& global, const std::string& what, const std::stri
     auto log = OpenLedger(global, false);
     if (!log.ok()) return Fail(log.status());
     at_log = std::move(*log);
-    auto state = replay::FoldToSequence(*at_log, at_sequence);
+    Progress progress("loading the ledger");
+    auto state = replay::FoldToSequence(*at_log, at_sequence, [&](uint64_t done, uint64_t total) {
+      if (total > 100000) progress.Update(done, total);
+    });
     if (!state.ok()) return Fail(state.status());
     at_state = std::move(*state);
     if (at_state.at != at_sequence) {

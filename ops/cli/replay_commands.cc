@@ -83,17 +83,17 @@ int RunReplay(const GlobalOptions& global, const ReplayArgs& args) {
     std::cout << out.dump(2) << "\n";
     return r.divergence ? 1 : 0;
   }
-  std::cout << "replayed " << r.events << " events (sequences " << r.first << ".." << r.last
-            << ", " << r.inputs << " inputs) in " << r.seconds << " s: "
-            << Rate(r.events_per_second) << " events/s\n";
+  std::cout << "replayed " << r.events << " events (sequences " << r.first << ".." << r.last << ", "
+            << r.inputs << " inputs) in " << r.seconds << " s: " << Rate(r.events_per_second)
+            << " events/s\n";
   if (!args.verify) {
     std::cout << "decisions not compared (add --verify)\n";
     return 0;
   }
   std::cout << "decisions compared: " << r.decisions_compared << " (sequences " << compared_from
             << ".." << r.last << ")\n"
-            << "decision-stream sha256: " << hash
-            << (r.divergence ? " (up to the divergence)" : "") << "\n";
+            << "decision-stream sha256: " << hash << (r.divergence ? " (up to the divergence)" : "")
+            << "\n";
   if (!r.divergence) {
     std::cout << "OK: every recorded decision was reproduced byte for byte by engine v"
               << projections::kEngineVersion << "\n";
@@ -174,9 +174,8 @@ void AddReplayCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
   replay_cmd->add_option("--to", replay_args->to, "last sequence folded (default: the head)");
   replay_cmd->add_option("-o,--output", replay_args->format, "text (default) or json")
       ->check(CLI::IsMember({"text", "json"}));
-  replay_cmd->callback([&global, exit_code, replay_args]() {
-    *exit_code = RunReplay(global, *replay_args);
-  });
+  replay_cmd->callback(
+      [&global, exit_code, replay_args]() { *exit_code = RunReplay(global, *replay_args); });
 
   auto explain_args = std::make_shared<ExplainArgs>();
   auto* explain_cmd = app.add_subcommand(
@@ -191,14 +190,14 @@ void AddReplayCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
       "explain the state after this sequence (default: the head). A sequence inside an append "
       "is rounded up to the end of that append: the decider's cycles run once per append, so "
       "the state in between never existed");
-  explain_cmd->add_option("-o,--output", explain_args->format,
-                          "text (default), json, or html (a self-contained page, written to "
-                          "explain-NS-NAME.html unless --out says otherwise; the path is printed)")
+  explain_cmd
+      ->add_option("-o,--output", explain_args->format,
+                   "text (default), json, or html (a self-contained page, written to "
+                   "explain-NS-NAME.html unless --out says otherwise; the path is printed)")
       ->check(CLI::IsMember({"text", "json", "html"}));
   explain_cmd->add_option("--out", explain_args->out, "write to this file ('-': stdout)");
-  explain_cmd->callback([&global, exit_code, explain_args]() {
-    *exit_code = RunExplain(global, *explain_args);
-  });
+  explain_cmd->callback(
+      [&global, exit_code, explain_args]() { *exit_code = RunExplain(global, *explain_args); });
 }
 
 }  // namespace admission::ops

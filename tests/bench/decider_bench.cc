@@ -1,0 +1,1453 @@
+// decider_bench: Kueue's scheduler performance profiles (test/performance/scheduler), replayed
+// in logical time against the pure decider, and a check that the cost of a decision does not
+// grow with the number of pending workloads.
+//
+// The decider (projections::Engine) is driven directly, with no ledger: every input is a
+// canonical Event (built with capnp, decoded with schema::DecodeEvent), applied with
+// ApplyInput; after all inputs of one logical instant, one EndBatch runs the admission cycles.
+// A discrete-event simulation plays Kueue's runner: workloads are created on the generator's
+// schedule, an admitted workload finishes `runtimeMs` after its (last) admission, an eviction
+// cancels the pending finish. The figures are those of Kueue's recorder (docs: the Kueue digest
+// section 8.3), printed beside Kueue's own from the rangespec files.
+//
+// Each profile (and the scaling phase) runs in a child process with an address-space limit,
+// and every EndBatch under a CPU-time watchdog: admission cycles that never converge would
+// otherwise pile decisions up in memory until the machine runs out.
+//
+// The exit status is non-zero only when the decider misbehaves (a decision that does not
+// decode, usage above quota, a workload never admitted or rejected, a read model that
+// disagrees with the decisions, an EndBatch that does not return). Goals are printed, never
+// enforced. See docs/benchmarks.md for the command, figures and reading.
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include <capnp/message.h>
+#include <yaml-cpp/yaml.h>
+
+#include "projections/engine.h"
+#include "schema/event_codec.h"
+
+#ifndef DECIDER_BENCH_PROFILE_DIR
+#define DECIDER_BENCH_PROFILE_DIR "../shared/kueue-perf"
+#endif
+
+namespace admission::bench {
+namespace {
+
+using projections::Engine;
+
+// Logical time 0 of every run: 2026-11-29T00:00:00Z.
+constexpr int64_t kStartNs = 1'795'910'400'000'000'000;
+constexpr int64_t kNsPerMs = 1'000'000;
+constexpr double kLargeScaleCpuGoalSeconds = 5.0;
+// Limits: the simulation stops (and fails) rather than loop forever on a decider bug.
+constexpr uint64_t kInstantsMax = 10'000'000;
+constexpr int64_t kLogicalMsMax = 24LL * 3600 * 1000;
+// Instants whose ApplyInput + EndBatch take longer than this are printed as they happen.
+constexpr double kSlowInstantCpuSeconds = 0.5;
+constexpr int64_t kSlowInstantsPrintedMax = 20;
+
+// ------------------------------------------------------------------------------------------
+// Reporting.
+
+int g_failures = 0;
+
+// Records a decider misbehaviour; the run goes on so every figure still prints, but exits 1.
+// Only the first 20 are printed.
+void Fail(const std::string& what) {
+  ++g_failures;
+  if (g_failures <= 20) std::printf("FAIL: %s\n", what.c_str());
+  if (g_failures == 20) std::printf("FAIL: (further failures counted, not printed)\n");
+  std::fflush(stdout);
+}
+
+void Line(const std::string& name, const std::string& value, const std::string& unit = "") {
+  std::printf("%s: %s%s%s\n", name.c_str(), value.c_str(), unit.empty() ? "" : " ",
+              unit.c_str());
+  std::fflush(stdout);
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string Int(int64_t v) { return std::to_string(v); }
+
+// CPU time of the whole process (user + sys), in seconds, at nanosecond resolution.
+double ProcessCpuSeconds() {
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Accumulates the process CPU time of many short spans.
+class CpuMeter {
+ public:
+  void Start() { started_ = ProcessCpuSeconds(); }
+  void Stop() { total_ += ProcessCpuSeconds() - started_; }
+  double seconds() const { return total_; }
+
+ private:
+  double started_ = 0;
+  double total_ = 0;
+};
+
+// Peak resident set: the kernel's high-water mark since the last ResetPeakRss (VmHWM), and
+// getrusage's ru_maxrss (the whole process's peak, never reset).
+void ResetPeakRss() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";  // 5: reset the peak RSS (Linux >= 4.0)
+}
+
+int64_t VmHwmKib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoll(line.c_str() + 6, nullptr, 10);
+  }
+  return -1;
+}
+
+int64_t MaxRssKib() {
+  struct rusage u {};
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+std::string Mib(int64_t kib) { return Fixed(static_cast<double>(kib) / 1024.0, 1); }
+
+// ------------------------------------------------------------------------------------------
+// Isolation. A decider whose admission cycles never converge keeps appending decisions inside
+// one EndBatch until memory runs out, which on a shared machine takes others down with it. So
+// each run goes in a child process with a memory limit, and every EndBatch under a CPU-time
+// watchdog that reports where it stopped.
+
+constexpr int kExitWatchdog = 3;
+constexpr rlim_t kChildAddressSpaceBytesMax = rlim_t{4} << 30;
+double g_end_batch_cpu_seconds_max = 300;
+char g_watchdog_message[512] = "EndBatch did not return";
+
+void OnWatchdog(int) {
+  // Async-signal-safe: the message was formatted before the timer was armed.
+  const size_t n = std::strlen(g_watchdog_message);
+  ssize_t ignored = ::write(STDOUT_FILENO, g_watchdog_message, n);
+  (void)ignored;
+  ::_exit(kExitWatchdog);
+}
+
+// Arms a one-shot timer on the process's CPU time (user + sys) around one EndBatch.
+class Watchdog {
+ public:
+  explicit Watchdog(const std::string& what) {
+    std::snprintf(g_watchdog_message, sizeof g_watchdog_message,
+                  "FAIL: %s did not return within %.0f CPU seconds: its admission cycles do "
+                  "not converge, or are far too slow\n",
+                  what.c_str(), g_end_batch_cpu_seconds_max);
+    struct itimerval t {};
+    t.it_value.tv_sec = static_cast<time_t>(g_end_batch_cpu_seconds_max);
+    ::setitimer(ITIMER_PROF, &t, nullptr);
+  }
+  ~Watchdog() {
+    struct itimerval t {};
+    ::setitimer(ITIMER_PROF, &t, nullptr);
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+};
+
+void InstallWatchdogHandler() {
+  struct sigaction sa {};
+  sa.sa_handler = OnWatchdog;
+  ::sigaction(SIGPROF, &sa, nullptr);
+}
+
+// Runs `body` in a child process (unless in_process) and returns the number of failures it
+// had; a child killed by a signal or stopped by the watchdog counts as one failure.
+int RunIsolated(const std::string& what, bool in_process, const std::function<int()>& body) {
+  if (in_process) return body();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    std::printf("FAIL: fork for %s: %s\n", what.c_str(), std::strerror(errno));
+    return 1;
+  }
+  if (pid == 0) {
+    struct rlimit limit {kChildAddressSpaceBytesMax, kChildAddressSpaceBytesMax};
+    ::setrlimit(RLIMIT_AS, &limit);
+    g_failures = 0;  // the parent's count is the parent's
+    const int failures = body();
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::_exit(failures == 0 ? 0 : 1);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kExitWatchdog) {
+    std::printf("FAIL: %s stopped by the EndBatch watchdog\n", what.c_str());
+  } else if (WIFEXITED(status)) {
+    std::printf("FAIL: %s had failures (exit %d)\n", what.c_str(), WEXITSTATUS(status));
+  } else if (WIFSIGNALED(status)) {
+    std::printf("FAIL: %s killed by signal %d (%s)\n", what.c_str(), WTERMSIG(status),
+                ::strsignal(WTERMSIG(status)));
+  }
+  std::fflush(stdout);
+  return 1;
+}
+
+// ------------------------------------------------------------------------------------------
+// Events.
+
+// Builds one input event: envelope from the arguments, body filled by `fill`. The last input
+// of an instant carries endsBatch, as intake sets it.
+std::string BuildEvent(uint64_t seq, int64_t now_ns, bool ends_batch,
+                       const std::function<void(schema::Event::Body::Builder)>& fill) {
+  capnp::MallocMessageBuilder message(512);
+  schema::Event::Builder e = message.initRoot<schema::Event>();
+  e.setSequence(seq);
+  e.setRecordedAtNs(now_ns);
+  e.setActor("decider_bench");
+  e.setEndsBatch(ends_batch);
+  fill(e.getBody());
+  return schema::EncodeEvent(message);
+}
+
+// FNV-1a: a deterministic uid that does not favour any ClusterQueue in uid tie-breaks.
+std::string UidOf(const std::string& key) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : key) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, h);
+  return buf;
+}
+
+struct QueueDef {
+  std::string name;    // ClusterQueue, its namespace and its LocalQueue
+  std::string cohort;
+  int64_t nominal_milli = 0;
+  std::optional<int64_t> borrowing_limit_milli;
+  schema::ReclaimWithinCohortPolicy reclaim = schema::ReclaimWithinCohortPolicy::NEVER;
+  schema::WithinClusterQueuePolicy within = schema::WithinClusterQueuePolicy::NEVER;
+};
+
+void FillClusterQueue(schema::Event::Body::Builder body, const QueueDef& q) {
+  auto cq = body.initClusterQueueDefined();
+  cq.setName(q.name);
+  cq.setCohortName(q.cohort);
+  auto group = cq.initResourceGroups(1)[0];
+  group.initCoveredResources(1).set(0, "cpu");
+  auto flavor = group.initFlavors(1)[0];
+  flavor.setName("rf");
+  auto quota = flavor.initResources(1)[0];
+  quota.setName("cpu");
+  quota.setNominalQuotaMilli(q.nominal_milli);
+  if (q.borrowing_limit_milli) {
+    quota.setHasBorrowingLimit(true);
+    quota.setBorrowingLimitMilli(*q.borrowing_limit_milli);
+  }
+  cq.setQueueingStrategy(schema::QueueingStrategy::BEST_EFFORT_FIFO);
+  cq.initNamespaceSelector().setMatchesAll(true);  // namespaceSelector: {}
+  auto preemption = cq.initPreemption();
+  preemption.setReclaimWithinCohort(q.reclaim);
+  preemption.setWithinClusterQueue(q.within);
+}
+
+void FillLocalQueue(schema::Event::Body::Builder body, const QueueDef& q) {
+  auto lq = body.initLocalQueueDefined();
+  lq.setNamespace(q.name);
+  lq.setName(q.name);
+  lq.setClusterQueue(q.name);
+}
+
+struct WorkloadDef {
+  std::string ns, name, uid;
+  int32_t priority = 0;
+  int64_t cpu_milli = 0;
+  int64_t creation_ns = 0;
+};
+
+void FillSubmit(schema::Event::Body::Builder body, const WorkloadDef& w) {
+  auto wl = body.initWorkloadSubmitted().initWorkload();
+  wl.setNamespace(w.ns);
+  wl.setName(w.name);
+  wl.setUid(w.uid);
+  wl.setQueueName(w.ns);
+  wl.setHasPriority(true);
+  wl.setPriority(w.priority);
+  wl.setCreationTimestampNs(w.creation_ns);
+  auto ps = wl.initPodSets(1)[0];
+  ps.setName("main");
+  ps.setCount(1);
+  auto req = ps.initRequests(1)[0];
+  req.setName("cpu");
+  req.setMilli(w.cpu_milli);
+}
+
+void FillFinish(schema::Event::Body::Builder body, const std::string& ns, const std::string& name,
+                const std::string& uid) {
+  auto f = body.initWorkloadFinished();
+  auto ref = f.initWorkload();
+  ref.setNamespace(ns);
+  ref.setName(name);
+  ref.setUid(uid);
+  f.setMessage("By test runner");
+}
+
+// Applies a set of input events as one logical instant and returns the decisions. Sequences
+// advance past the decisions too, as the ledger would number them.
+class Driver {
+ public:
+  explicit Driver(Engine* engine) : engine_(engine) {}
+
+  uint64_t NextSequence() { return ++sequence_; }
+
+  // REQUIRES: inputs were built with sequences from NextSequence, in order.
+  std::vector<std::string> Apply(const std::vector<std::string>& inputs, int64_t now_ns,
+                                 CpuMeter* decider, const std::string& where = "") {
+    std::vector<schema::DecodedEvent> decoded;
+    decoded.reserve(inputs.size());
+    for (const std::string& bytes : inputs) {
+      auto d = schema::DecodeEvent(bytes);
+      if (!d.ok()) {
+        Fail("input does not decode: " + d.status().ToString());
+        continue;
+      }
+      decoded.push_back(std::move(d.value()));
+    }
+    Watchdog watchdog("EndBatch " + where + " (logical t=" +
+                      std::to_string((now_ns - kStartNs) / kNsPerMs) + " ms, " +
+                      std::to_string(inputs.size()) + " inputs)");
+    if (decider != nullptr) decider->Start();
+    for (const schema::DecodedEvent& e : decoded) engine_->ApplyInput(e.root());
+    std::vector<std::string> out = engine_->EndBatch(sequence_, now_ns);
+    if (decider != nullptr) decider->Stop();
+    sequence_ += out.size();
+    return out;
+  }
+
+ private:
+  Engine* engine_;
+  uint64_t sequence_ = 0;
+};
+
+// The body's union member, for counting decisions without reflection.
+const char* DecisionName(schema::Event::Body::Which which) {
+  using W = schema::Event::Body::Which;
+  switch (which) {
+    case W::QUOTA_RESERVED: return "quotaReserved";
+    case W::ADMITTED: return "admitted";
+    case W::PENDING_REASON_CHANGED: return "pendingReasonChanged";
+    case W::EVICTION_STARTED: return "evictionStarted";
+    case W::QUOTA_RELEASED: return "quotaReleased";
+    case W::REQUEUED: return "requeued";
+    case W::REJECTED: return "rejected";
+    case W::DEACTIVATED: return "deactivated";
+    case W::PREEMPTED: return "preempted";
+    case W::STARVATION_ALERT: return "starvationAlert";
+    case W::DRAIN_DEADLINE_PASSED: return "drainDeadlinePassed";
+    default: return "notADecision";
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Kueue's generator configuration (test/performance/scheduler/configs/*/generator.yaml).
+
+struct WorkloadTemplate {
+  std::string class_name;
+  int64_t runtime_ms = 0;
+  int32_t priority = 0;
+  int64_t request_milli = 0;
+};
+
+struct WorkloadsSet {
+  int count = 0;
+  int64_t interval_ms = 0;
+  std::vector<WorkloadTemplate> workloads;
+};
+
+struct QueuesSet {
+  std::string class_name;
+  int count = 0;
+  int64_t nominal_milli = 0;
+  std::optional<int64_t> borrowing_limit_milli;
+  schema::ReclaimWithinCohortPolicy reclaim = schema::ReclaimWithinCohortPolicy::NEVER;
+  schema::WithinClusterQueuePolicy within = schema::WithinClusterQueuePolicy::NEVER;
+  std::vector<WorkloadsSet> sets;
+};
+
+struct CohortClass {
+  std::string class_name;
+  int count = 0;
+  std::vector<QueuesSet> queues_sets;
+};
+
+struct Profile {
+  std::string name;  // "baseline" from ".../baseline-generator.yaml"
+  std::string path;
+  std::vector<CohortClass> cohorts;
+};
+
+int64_t Milli(const YAML::Node& n) {
+  return static_cast<int64_t>(n.as<double>() * 1000.0 + 0.5);
+}
+
+std::optional<Profile> ParseProfile(const std::string& path, int divide) {
+  Profile p;
+  p.path = path;
+  std::string base = path.substr(path.find_last_of('/') + 1);
+  p.name = base.substr(0, base.find("-generator"));
+  if (p.name.size() > 5 && p.name.substr(p.name.size() - 5) == ".yaml") {
+    p.name = p.name.substr(0, p.name.size() - 5);
+  }
+  try {
+    YAML::Node root = YAML::LoadFile(path);
+    for (const YAML::Node& c : root["cohorts"]) {
+      CohortClass cc;
+      cc.class_name = c["className"].as<std::string>();
+      cc.count = c["count"].as<int>();
+      for (const YAML::Node& q : c["queuesSets"]) {
+        QueuesSet qs;
+        qs.class_name = q["className"].as<std::string>();
+        qs.count = q["count"].as<int>();
+        qs.nominal_milli = Milli(q["nominalQuota"]);
+        if (q["borrowingLimit"]) qs.borrowing_limit_milli = Milli(q["borrowingLimit"]);
+        const std::string reclaim = q["reclaimWithinCohort"].as<std::string>("Never");
+        if (reclaim == "Any") {
+          qs.reclaim = schema::ReclaimWithinCohortPolicy::ANY;
+        } else if (reclaim == "LowerPriority") {
+          qs.reclaim = schema::ReclaimWithinCohortPolicy::LOWER_PRIORITY;
+        } else if (reclaim != "Never") {
+          std::fprintf(stderr, "%s: unknown reclaimWithinCohort %s\n", path.c_str(),
+                       reclaim.c_str());
+          return std::nullopt;
+        }
+        const std::string within = q["withinClusterQueue"].as<std::string>("Never");
+        if (within == "LowerPriority") {
+          qs.within = schema::WithinClusterQueuePolicy::LOWER_PRIORITY;
+        } else if (within == "LowerOrNewerEqualPriority") {
+          qs.within = schema::WithinClusterQueuePolicy::LOWER_OR_NEWER_EQUAL_PRIORITY;
+        } else if (within != "Never") {
+          std::fprintf(stderr, "%s: unknown withinClusterQueue %s\n", path.c_str(),
+                       within.c_str());
+          return std::nullopt;
+        }
+        for (const YAML::Node& s : q["workloadsSets"]) {
+          WorkloadsSet ws;
+          ws.count = s["count"].as<int>();
+          if (divide > 1) ws.count = std::max(1, ws.count / divide);
+          ws.interval_ms = s["creationIntervalMs"].as<int64_t>();
+          for (const YAML::Node& w : s["workloads"]) {
+            WorkloadTemplate t;
+            t.class_name = w["className"].as<std::string>();
+            t.runtime_ms = w["runtimeMs"].as<int64_t>();
+            t.priority = w["priority"].as<int32_t>();
+            t.request_milli = Milli(w["request"]);
+            ws.workloads.push_back(t);
+          }
+          qs.sets.push_back(std::move(ws));
+        }
+        cc.queues_sets.push_back(std::move(qs));
+      }
+      p.cohorts.push_back(std::move(cc));
+    }
+  } catch (const YAML::Exception& e) {
+    std::fprintf(stderr, "%s: %s\n", path.c_str(), e.what());
+    return std::nullopt;
+  }
+  return p;
+}
+
+// Kueue's measured averages, from the comments of the profile's rangespec file
+// ("Average value N" in baseline-rangespec.yaml, "mean=N" in large-scale-rangespec.yaml).
+struct KueueFigures {
+  std::optional<double> usage_pct;                 // clusterQueueClassesMinUsage
+  std::map<std::string, double> avg_admission_ms;  // wlClassesMaxAvgTimeToAdmissionMs
+  std::optional<double> wall_ms;                   // cmd.maxWallMs
+  std::string source;
+};
+
+KueueFigures ParseRangespec(const std::string& path) {
+  KueueFigures k;
+  std::ifstream in(path);
+  if (!in) return k;
+  static const std::regex kKey(R"(^\s+([A-Za-z][A-Za-z0-9_]*):\s*[0-9_.]+\s*(#.*)?$)");
+  static const std::regex kMean(R"((?:Average value|mean=)\s*([0-9]+(?:\.[0-9]+)?))");
+  std::string section, comments, line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] != ' ' && line[0] != '#') {
+      section = line.substr(0, line.find(':'));
+      comments.clear();
+      continue;
+    }
+    std::smatch m;
+    if (std::regex_match(line, m, kKey)) {
+      const std::string text = comments + " " + m[2].str();
+      comments.clear();
+      std::smatch mean;
+      if (!std::regex_search(text, mean, kMean)) continue;
+      const double v = std::stod(mean[1].str());
+      if (section == "clusterQueueClassesMinUsage") k.usage_pct = v;
+      if (section == "wlClassesMaxAvgTimeToAdmissionMs") k.avg_admission_ms[m[1].str()] = v;
+      if (section == "cmd" && m[1].str() == "maxWallMs") k.wall_ms = v;
+      continue;
+    }
+    auto hash = line.find('#');
+    if (hash != std::string::npos) comments += " " + line.substr(hash + 1);
+  }
+  if (k.usage_pct || !k.avg_admission_ms.empty()) k.source = path;
+  return k;
+}
+
+// Used only when the rangespec file is missing or its comments no longer parse: the averages
+// noted in /work/shared/kueue-perf/{baseline,large-scale}-rangespec.yaml (Kueue's
+// test/performance/scheduler/configs).
+KueueFigures HardCodedFigures(const std::string& profile) {
+  KueueFigures k;
+  if (profile == "baseline") {
+    k.usage_pct = 55.9;
+    k.avg_admission_ms = {{"large", 16501}, {"medium", 76768}, {"small", 215468}};
+    k.wall_ms = 351116.4;
+  } else if (profile == "large-scale") {
+    k.usage_pct = 38.64;
+    k.avg_admission_ms = {{"large", 105604}, {"medium", 256413}, {"small", 700379}};
+    k.wall_ms = 1179411;
+  } else {
+    return k;
+  }
+  k.source = "hard-coded from " + profile + "-rangespec.yaml comments";
+  return k;
+}
+
+// ------------------------------------------------------------------------------------------
+// The profile simulation.
+
+struct SimWorkload {
+  WorkloadDef def;
+  std::string key;  // namespace/name
+  int class_idx = 0;
+  int queue_idx = 0;
+  int64_t creation_ms = 0;
+  int64_t runtime_ms = 0;
+  // Runtime state, as Kueue's runner and recorder see it.
+  bool holds_quota = false;
+  int64_t usage_milli = 0;      // from its QuotaReserved
+  uint64_t running_generation = 0;  // admitted and running with this generation; 0: not running
+  int64_t last_admission_ms = -1;
+  uint32_t admissions = 0;
+  uint32_t evictions = 0;
+  bool finished = false;
+  int64_t finished_ms = -1;
+};
+
+enum SimKind { kFinish = 0, kCreate = 1 };
+
+struct SimEvent {
+  int64_t t_ms;
+  int kind;
+  std::string key;
+  size_t wl;
+  uint64_t generation;  // for kFinish: the admission it ends
+  bool operator>(const SimEvent& o) const {
+    return std::tie(t_ms, kind, key) > std::tie(o.t_ms, o.kind, o.key);
+  }
+};
+
+struct ClassStats {
+  std::string name;
+  int64_t count = 0;
+  int64_t wait_ms_sum = 0;
+  int64_t wait_ms_max = 0;
+  int64_t never_admitted = 0;
+  int64_t evictions = 0;
+  int64_t readmissions = 0;
+};
+
+struct ProfileResult {
+  std::string name;
+  std::vector<ClassStats> classes;
+  double usage_pct = 0;
+  int64_t makespan_ms = 0;
+  int64_t workloads = 0;
+  int64_t never_admitted = 0;
+  double cpu_sim_s = 0;
+  double cpu_decider_s = 0;
+};
+
+class ProfileRun {
+ public:
+  explicit ProfileRun(const Profile& p) : profile_(p), driver_(&engine_) {}
+
+  ProfileResult Run();
+
+ private:
+  void Define();
+  void ProcessDecisions(const std::vector<std::string>& decisions, int64_t now_ms,
+                        std::set<int>* touched);
+  void CheckQuota(const std::set<int>& touched);
+
+  const Profile& profile_;
+  Engine engine_;
+  Driver driver_;
+  std::vector<QueueDef> queues_;
+  std::map<std::string, int> queue_index_;
+  std::map<std::string, std::vector<int>> cohort_queues_;
+  std::vector<int64_t> queue_usage_milli_;  // from the decisions
+  std::vector<SimWorkload> wls_;
+  std::unordered_map<std::string, size_t> wl_index_;  // key -> index in wls_
+  std::vector<std::string> class_names_;
+  std::priority_queue<SimEvent, std::vector<SimEvent>, std::greater<SimEvent>> events_;
+  std::map<std::string, int64_t> decision_counts_;
+  int64_t total_usage_milli_ = 0;
+  int64_t evictions_ = 0;
+  int64_t preemptions_ = 0;
+  int64_t stale_finishes_ = 0;
+  int64_t decisions_ = 0;
+};
+
+void ProfileRun::Define() {
+  for (const CohortClass& cc : profile_.cohorts) {
+    for (int ci = 0; ci < cc.count; ++ci) {
+      const std::string cohort = cc.class_name + "-" + std::to_string(ci);
+      for (size_t qsi = 0; qsi < cc.queues_sets.size(); ++qsi) {
+        const QueuesSet& qs = cc.queues_sets[qsi];
+        for (int qi = 0; qi < qs.count; ++qi) {
+          QueueDef q;
+          q.name = qs.class_name + "-" + std::to_string(qsi) + "-" + std::to_string(qi) + "-" +
+                   cohort;
+          q.cohort = cohort;
+          q.nominal_milli = qs.nominal_milli;
+          q.borrowing_limit_milli = qs.borrowing_limit_milli;
+          q.reclaim = qs.reclaim;
+          q.within = qs.within;
+          const int idx = static_cast<int>(queues_.size());
+          queue_index_[q.name] = idx;
+          cohort_queues_[cohort].push_back(idx);
+          queues_.push_back(q);
+          // Workloads: every set of every queue starts at t = 0; within a set, Kueue's
+          // generator sleeps creationIntervalMs before each creation.
+          for (size_t si = 0; si < qs.sets.size(); ++si) {
+            const WorkloadsSet& ws = qs.sets[si];
+            int64_t n = 0;
+            for (int k = 0; k < ws.count; ++k) {
+              for (size_t ti = 0; ti < ws.workloads.size(); ++ti) {
+                const WorkloadTemplate& t = ws.workloads[ti];
+                SimWorkload w;
+                w.def.ns = q.name;
+                w.def.name = t.class_name + "-" + std::to_string(si) + "-" + std::to_string(k) +
+                             "-" + std::to_string(ti);
+                w.key = w.def.ns + "/" + w.def.name;
+                w.def.uid = UidOf(w.key);
+                w.def.priority = t.priority;
+                w.def.cpu_milli = t.request_milli;
+                w.creation_ms = (++n) * ws.interval_ms;
+                w.def.creation_ns = kStartNs + w.creation_ms * kNsPerMs;
+                w.runtime_ms = t.runtime_ms;
+                w.queue_idx = idx;
+                auto cls = std::find(class_names_.begin(), class_names_.end(), t.class_name);
+                w.class_idx = static_cast<int>(cls - class_names_.begin());
+                if (cls == class_names_.end()) class_names_.push_back(t.class_name);
+                wls_.push_back(std::move(w));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  std::set<std::string> uids;
+  for (size_t i = 0; i < wls_.size(); ++i) {
+    wl_index_[wls_[i].key] = i;
+    if (!uids.insert(wls_[i].def.uid).second) Fail("uid collision for " + wls_[i].key);
+    events_.push(SimEvent{wls_[i].creation_ms, kCreate, wls_[i].key, i, 0});
+  }
+  queue_usage_milli_.assign(queues_.size(), 0);
+
+  // Definitions at t = 0, one instant: the flavor, then every ClusterQueue and LocalQueue.
+  // Cohorts exist implicitly through cohortName.
+  std::vector<std::string> inputs;
+  const size_t total = 1 + 2 * queues_.size();
+  auto add = [&](const std::function<void(schema::Event::Body::Builder)>& fill) {
+    inputs.push_back(
+        BuildEvent(driver_.NextSequence(), kStartNs, inputs.size() + 1 == total, fill));
+  };
+  add([](schema::Event::Body::Builder b) { b.initFlavorDefined().setName("rf"); });
+  for (const QueueDef& q : queues_) add([&](auto b) { FillClusterQueue(b, q); });
+  for (const QueueDef& q : queues_) add([&](auto b) { FillLocalQueue(b, q); });
+  std::vector<std::string> out = driver_.Apply(inputs, kStartNs, nullptr);
+  if (!out.empty()) Fail("definitions produced " + std::to_string(out.size()) + " decisions");
+}
+
+void ProfileRun::ProcessDecisions(const std::vector<std::string>& decisions, int64_t now_ms,
+                                  std::set<int>* touched) {
+  using W = schema::Event::Body::Which;
+  for (const std::string& bytes : decisions) {
+    auto decoded = schema::DecodeEvent(bytes);
+    if (!decoded.ok()) {
+      Fail("decision does not decode: " + decoded.status().ToString());
+      continue;
+    }
+    schema::Event::Reader e = decoded->root();
+    auto body = e.getBody();
+    ++decisions_;
+    ++decision_counts_[DecisionName(body.which())];
+    if (!schema::IsDecision(body.which())) {
+      Fail("EndBatch returned an input event");
+      continue;
+    }
+    if (e.getRecordedAtNs() != kStartNs + now_ms * kNsPerMs) Fail("decision time is not now");
+    auto find = [&](schema::WorkloadRef::Reader ref) -> SimWorkload* {
+      auto it = wl_index_.find(std::string(ref.getNamespace().cStr()) + "/" +
+                               ref.getName().cStr());
+      if (it == wl_index_.end()) {
+        Fail(std::string("decision names an unknown workload ") + ref.getName().cStr());
+        return nullptr;
+      }
+      return &wls_[it->second];
+    };
+    switch (body.which()) {
+      case W::QUOTA_RESERVED: {
+        auto r = body.getQuotaReserved();
+        SimWorkload* w = find(r.getWorkload());
+        if (w == nullptr) break;
+        if (w->holds_quota || w->finished) Fail("QuotaReserved for " + w->key + " holding quota");
+        if (r.getAdmission().getClusterQueue() != queues_[static_cast<size_t>(w->queue_idx)].name) {
+          Fail("QuotaReserved for " + w->key + " in another ClusterQueue");
+        }
+        int64_t cpu = 0;
+        for (auto psa : r.getAdmission().getPodSetAssignments()) {
+          for (auto u : psa.getResourceUsage()) {
+            if (u.getName() == "cpu") cpu += u.getMilli();
+          }
+        }
+        if (cpu != w->def.cpu_milli) Fail("QuotaReserved for " + w->key + " with other usage");
+        w->holds_quota = true;
+        w->usage_milli = cpu;
+        queue_usage_milli_[static_cast<size_t>(w->queue_idx)] += cpu;
+        total_usage_milli_ += cpu;
+        touched->insert(w->queue_idx);
+        break;
+      }
+      case W::ADMITTED: {
+        auto a = body.getAdmitted();
+        SimWorkload* w = find(a.getWorkload());
+        if (w == nullptr) break;
+        if (!w->holds_quota) Fail("Admitted without QuotaReserved: " + w->key);
+        if (w->running_generation != 0) Fail("Admitted twice: " + w->key);
+        // Kueue's runner: the runtime starts (again, in full) at each admission; the recorder
+        // keeps the last admission time.
+        w->running_generation = a.getGeneration();
+        w->last_admission_ms = now_ms;
+        ++w->admissions;
+        events_.push(SimEvent{now_ms + w->runtime_ms, kFinish, w->key,
+                              static_cast<size_t>(w - wls_.data()), w->running_generation});
+        break;
+      }
+      case W::EVICTION_STARTED: {
+        SimWorkload* w = find(body.getEvictionStarted().getWorkload());
+        if (w == nullptr) break;
+        ++evictions_;
+        ++w->evictions;
+        w->running_generation = 0;  // its pending finish is stale
+        break;
+      }
+      case W::PREEMPTED:
+        ++preemptions_;
+        break;
+      case W::QUOTA_RELEASED: {
+        auto r = body.getQuotaReleased();
+        SimWorkload* w = find(r.getWorkload());
+        if (w == nullptr) break;
+        if (!w->holds_quota) {
+          Fail("QuotaReleased for " + w->key + " holding none");
+          break;
+        }
+        w->holds_quota = false;
+        w->running_generation = 0;
+        queue_usage_milli_[static_cast<size_t>(w->queue_idx)] -= w->usage_milli;
+        total_usage_milli_ -= w->usage_milli;
+        touched->insert(w->queue_idx);
+        if (r.getReason() == "Finished") {
+          w->finished = true;
+          w->finished_ms = now_ms;
+        }
+        break;
+      }
+      case W::REJECTED: {
+        auto r = body.getRejected();
+        Fail(std::string("Rejected ") + r.getWorkload().getName().cStr() + ": " +
+             r.getReason().cStr() + " " + r.getMessage().cStr());
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+// Usage never exceeds what quota allows: a ClusterQueue's nominal + borrowingLimit, a cohort's
+// sum of nominal quotas. The engine's read model agrees with what the decisions say.
+void ProfileRun::CheckQuota(const std::set<int>& touched) {
+  std::set<std::string> cohorts;
+  for (int qi : touched) {
+    const QueueDef& q = queues_[static_cast<size_t>(qi)];
+    const int64_t used = queue_usage_milli_[static_cast<size_t>(qi)];
+    if (used < 0) Fail("usage of " + q.name + " below zero");
+    if (q.borrowing_limit_milli && used > q.nominal_milli + *q.borrowing_limit_milli) {
+      Fail("usage of " + q.name + " above nominal + borrowingLimit: " + Int(used));
+    }
+    int64_t engine_used = 0;
+    auto it = engine_.cluster_queues().find(q.name);
+    if (it != engine_.cluster_queues().end()) {
+      for (const auto& [fr, v] : it->second.usage) engine_used += v;
+    }
+    if (engine_used != used) {
+      Fail("engine usage of " + q.name + " is " + Int(engine_used) + ", decisions say " +
+           Int(used));
+    }
+    cohorts.insert(q.cohort);
+  }
+  for (const std::string& c : cohorts) {
+    int64_t used = 0, nominal = 0;
+    for (int qi : cohort_queues_[c]) {
+      used += queue_usage_milli_[static_cast<size_t>(qi)];
+      nominal += queues_[static_cast<size_t>(qi)].nominal_milli;
+    }
+    if (used > nominal) Fail("usage of cohort " + c + " above its quota: " + Int(used));
+  }
+}
+
+ProfileResult ProfileRun::Run() {
+  const double cpu_begin = ProcessCpuSeconds();
+  const double wall_begin = WallSeconds();
+  Define();
+  const double cpu_setup = ProcessCpuSeconds() - cpu_begin;
+
+  CpuMeter decider, build, harness_total;
+  harness_total.Start();
+  int64_t first_event_ms = -1, prev_ms = -1;
+  double used_milli_ms = 0;  // the integral of admitted cpu over time, mCPU x ms
+  uint64_t instants = 0;
+  int64_t slow_instants = 0;
+  int64_t inputs_applied = 0;
+  std::vector<std::string> inputs;
+  std::vector<std::pair<int, size_t>> batch;  // (kind, workload)
+  while (!events_.empty()) {
+    const int64_t now_ms = events_.top().t_ms;
+    if (++instants > kInstantsMax || now_ms > kLogicalMsMax) {
+      Fail("simulation does not end (instant " + std::to_string(instants) + ", t=" +
+           Int(now_ms) + " ms)");
+      break;
+    }
+    batch.clear();
+    while (!events_.empty() && events_.top().t_ms == now_ms) {
+      const SimEvent& ev = events_.top();
+      const SimWorkload& w = wls_[ev.wl];
+      // A finish is stale when the admission it ends was evicted since.
+      if (ev.kind == kCreate || (w.running_generation == ev.generation && !w.finished)) {
+        batch.emplace_back(ev.kind, ev.wl);
+      } else {
+        ++stale_finishes_;
+      }
+      events_.pop();
+    }
+    if (batch.empty()) continue;
+    // Admitted usage is a step function: it held its level since the previous instant.
+    if (prev_ms >= 0) {
+      used_milli_ms +=
+          static_cast<double>(total_usage_milli_) * static_cast<double>(now_ms - prev_ms);
+    }
+    prev_ms = now_ms;
+    if (first_event_ms < 0) first_event_ms = now_ms;
+
+    const int64_t now_ns = kStartNs + now_ms * kNsPerMs;
+    build.Start();
+    inputs.clear();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const SimWorkload& w = wls_[batch[i].second];
+      const bool last = i + 1 == batch.size();
+      if (batch[i].first == kCreate) {
+        inputs.push_back(BuildEvent(driver_.NextSequence(), now_ns, last,
+                                    [&](auto b) { FillSubmit(b, w.def); }));
+      } else {
+        inputs.push_back(BuildEvent(driver_.NextSequence(), now_ns, last, [&](auto b) {
+          FillFinish(b, w.def.ns, w.def.name, w.def.uid);
+        }));
+      }
+    }
+    build.Stop();
+    inputs_applied += static_cast<int64_t>(inputs.size());
+    const double decider_before = decider.seconds();
+    std::vector<std::string> decisions =
+        driver_.Apply(inputs, now_ns, &decider, "of profile " + profile_.name);
+    const double instant_cpu_s = decider.seconds() - decider_before;
+    if (instant_cpu_s > kSlowInstantCpuSeconds) {
+      ++slow_instants;
+      if (slow_instants <= kSlowInstantsPrintedMax) {
+        Line(profile_.name + ".slow_instant",
+             "t=" + Int(now_ms) + " ms: " + Int(static_cast<int64_t>(inputs.size())) + " inputs, " +
+                 Int(static_cast<int64_t>(decisions.size())) + " decisions, " +
+                 Fixed(instant_cpu_s, 2) + " CPU s in ApplyInput + EndBatch");
+      }
+    }
+    std::set<int> touched;
+    ProcessDecisions(decisions, now_ms, &touched);
+    for (const auto& [kind, idx] : batch) {
+      if (kind == kFinish && !wls_[idx].finished) {
+        Fail("finish of " + wls_[idx].key + " released no quota");
+      }
+    }
+    CheckQuota(touched);
+  }
+  harness_total.Stop();
+  const double wall_s = WallSeconds() - wall_begin;
+
+  ProfileResult r;
+  r.name = profile_.name;
+  r.workloads = static_cast<int64_t>(wls_.size());
+  for (const std::string& c : class_names_) r.classes.push_back(ClassStats{c});
+  int64_t last_finish_ms = -1;
+  for (const SimWorkload& w : wls_) {
+    ClassStats& c = r.classes[static_cast<size_t>(w.class_idx)];
+    ++c.count;
+    c.evictions += w.evictions;
+    if (w.admissions > 1) c.readmissions += w.admissions - 1;
+    if (w.last_admission_ms < 0) {
+      ++c.never_admitted;
+      ++r.never_admitted;
+    } else {
+      const int64_t wait = w.last_admission_ms - w.creation_ms;
+      c.wait_ms_sum += wait;
+      c.wait_ms_max = std::max(c.wait_ms_max, wait);
+    }
+    if (!w.finished) Fail("workload " + w.key + " never finished");
+    last_finish_ms = std::max(last_finish_ms, w.finished_ms);
+  }
+  int64_t nominal_milli = 0;
+  for (const QueueDef& q : queues_) nominal_milli += q.nominal_milli;
+  // Kueue's checker: cpuUsed * 100 / (nominalQuota * (lastEventTime - firstEventTime)), the
+  // event times being the first creation and the last finish.
+  const int64_t span_ms = last_finish_ms - first_event_ms;
+  const double quota_ms = static_cast<double>(nominal_milli) * static_cast<double>(span_ms);
+  r.usage_pct = span_ms > 0 ? used_milli_ms * 100.0 / quota_ms : 0;
+  r.makespan_ms = last_finish_ms;
+  if (total_usage_milli_ != 0) Fail("usage left after the last finish: " + Int(total_usage_milli_));
+  for (const auto& [key, w] : engine_.workloads()) {
+    if (w.phase != projections::Phase::kFinished) {
+      Fail("engine: " + key + " ends in phase " + projections::PhaseName(w.phase));
+      break;
+    }
+  }
+  if (static_cast<uint64_t>(decisions_) != engine_.decisions_made()) {
+    Fail("decisions returned " + Int(decisions_) + " != engine count " +
+         Int(static_cast<int64_t>(engine_.decisions_made())));
+  }
+
+  const std::string p = r.name + ".";
+  Line(p + "workloads", Int(r.workloads), "(" + Int(static_cast<int64_t>(queues_.size())) +
+                                              " ClusterQueues, " +
+                                              Int(static_cast<int64_t>(cohort_queues_.size())) +
+                                              " cohorts)");
+  Line(p + "instants", Int(static_cast<int64_t>(instants)),
+       "logical instants (one EndBatch each; " + Int(slow_instants) + " took over " +
+           Fixed(kSlowInstantCpuSeconds, 1) + " CPU s)");
+  Line(p + "inputs", Int(inputs_applied), "(workloadSubmitted + workloadFinished)");
+  Line(p + "decisions", Int(decisions_));
+  std::string kinds;
+  for (const auto& [name, n] : decision_counts_) kinds += " " + name + "=" + Int(n);
+  Line(p + "decisions.by_kind", kinds.substr(kinds.empty() ? 0 : 1));
+  Line(p + "evictions", Int(evictions_), "(evictionStarted; preempted: " + Int(preemptions_) +
+                                             "; stale finishes ignored: " + Int(stale_finishes_) +
+                                             ")");
+  Line(p + "makespan_ms", Int(r.makespan_ms),
+       "logical (first creation at " + Int(first_event_ms) + " ms, last finish at " +
+           Int(last_finish_ms) + " ms)");
+  Line(p + "never_admitted", Int(r.never_admitted));
+  for (const ClassStats& c : r.classes) {
+    Line(p + c.name + ".avg_time_to_admission_ms", Int(c.count > 0 ? c.wait_ms_sum / c.count : 0),
+         "(" + Int(c.count) + " workloads, max " + Int(c.wait_ms_max) + " ms, never admitted " +
+             Int(c.never_admitted) + ", evictions " + Int(c.evictions) + ", re-admissions " +
+             Int(c.readmissions) + ")");
+  }
+  Line(p + "cq_usage_pct", Fixed(r.usage_pct, 2),
+       "(" + Fixed(used_milli_ms / 1e6, 1) + " cpu-s used / (" + Fixed(nominal_milli / 1000.0, 0) +
+           " cpu nominal x " + Fixed(static_cast<double>(span_ms) / 1000.0, 3) + " s))");
+  r.cpu_decider_s = decider.seconds();
+  r.cpu_sim_s = harness_total.seconds() - build.seconds();
+  Line(p + "cpu.setup_s", Fixed(cpu_setup, 3),
+       "(definitions + workload table; YAML parsed before: see cpu.parse_s)");
+  Line(p + "cpu.event_building_s", Fixed(build.seconds(), 3),
+       "(capnp build + canonicalize of the inputs, during the simulation)");
+  Line(p + "cpu.simulation_s", Fixed(r.cpu_sim_s, 3),
+       "(simulation without event building: input decode, decider, decision decode, checks)");
+  Line(p + "cpu.decider_s", Fixed(r.cpu_decider_s, 3), "(ApplyInput + EndBatch only)");
+  Line(p + "cpu.simulation_with_building_s", Fixed(harness_total.seconds(), 3));
+  Line(p + "decisions_per_cpu_s",
+       Fixed(static_cast<double>(decisions_) / std::max(1e-9, r.cpu_decider_s), 0),
+       "(decider CPU; " +
+           Fixed(static_cast<double>(decisions_) / std::max(1e-9, r.cpu_sim_s), 0) +
+           " per simulation CPU second)");
+  Line(p + "wall_s", Fixed(wall_s, 3), "(setup + simulation)");
+  Line(p + "peak_rss_mib", Mib(VmHwmKib()),
+       "(VmHWM since this profile started; process ru_maxrss " + Mib(MaxRssKib()) + " MiB)");
+  return r;
+}
+
+void PrintComparison(const ProfileResult& r, const KueueFigures& k, double cpu_parse_s,
+                     bool quick) {
+  const std::string p = r.name + ".";
+  Line(p + "kueue.source", k.source.empty() ? "none" : k.source);
+  std::printf("\n  %-32s %14s %14s   %s\n", ("figure (" + r.name + ")").c_str(), "ours",
+              "kueue", "goal: at least as good as Kueue");
+  bool all_met = true;
+  auto row = [&](const std::string& what, const std::string& ours, std::optional<double> kueue,
+                 int digits, std::optional<bool> met, const std::string& goal) {
+    std::printf("  %-32s %14s %14s   %s%s\n", what.c_str(), ours.c_str(),
+                kueue ? Fixed(*kueue, digits).c_str() : "n/a", goal.c_str(),
+                !met ? "" : (*met ? ": met" : ": NOT met"));
+    if (met && !*met) all_met = false;
+  };
+  std::optional<bool> usage_met;
+  if (k.usage_pct) usage_met = r.usage_pct >= *k.usage_pct;
+  row("ClusterQueue usage %", Fixed(r.usage_pct, 2), k.usage_pct, 2, usage_met, ">= kueue");
+  // Kueue prints the largest class first in its rangespec; keep that order.
+  std::vector<const ClassStats*> order;
+  for (const ClassStats& c : r.classes) order.push_back(&c);
+  std::reverse(order.begin(), order.end());
+  for (const ClassStats* c : order) {
+    const int64_t avg = c->count > 0 ? c->wait_ms_sum / c->count : 0;
+    std::optional<double> kv;
+    if (auto it = k.avg_admission_ms.find(c->name); it != k.avg_admission_ms.end()) kv = it->second;
+    std::optional<bool> met;
+    if (kv) met = static_cast<double>(avg) <= *kv;
+    row(c->name + " avg time to admission ms", Int(avg), kv, 0, met, "<= kueue");
+  }
+  row("never admitted", Int(r.never_admitted), 0.0, 0, r.never_admitted == 0, "== 0");
+  if (r.name == "large-scale") {
+    row("simulation CPU s", Fixed(r.cpu_sim_s, 3), std::nullopt, 0,
+        quick ? std::optional<bool>()
+              : std::optional<bool>(r.cpu_sim_s < kLargeScaleCpuGoalSeconds),
+        "< 5 s" + std::string(quick ? " (not judged in --quick)" : ""));
+    row("decider CPU s", Fixed(r.cpu_decider_s, 3), std::nullopt, 0, std::nullopt,
+        "(ApplyInput + EndBatch only)");
+  } else {
+    row("simulation CPU s", Fixed(r.cpu_sim_s, 3), std::nullopt, 0, std::nullopt, "");
+    row("decider CPU s", Fixed(r.cpu_decider_s, 3), std::nullopt, 0, std::nullopt,
+        "(ApplyInput + EndBatch only)");
+  }
+  row("makespan ms", Int(r.makespan_ms), k.wall_ms, 0, std::nullopt,
+      "(ours: logical; kueue: wall time of its whole run)");
+  std::printf("  (YAML parse: %.3f CPU s, excluded above)\n\n", cpu_parse_s);
+  Line(p + "goals", all_met ? "all met" : "NOT all met",
+       quick ? "(--quick: scaled-down counts, figures not comparable to Kueue's)" : "");
+}
+
+// ------------------------------------------------------------------------------------------
+// Scaling: the cost of a decision with N pending workloads that cannot fit.
+
+struct ScalingParams {
+  int queues = 10;               // ClusterQueues in the one cohort
+  int64_t nominal_milli = 10'000;
+  int64_t filler_milli = 9'000;  // admitted first, leaves 1 cpu free per ClusterQueue
+  int64_t backlog_milli = 5'000; // cannot fit in the 1 cpu left
+  int backlog_priorities = 5;    // backlog classes per ClusterQueue
+  int64_t probe_milli = 1'000;   // fits in the 1 cpu left
+  int cycles = 2'000;            // submit + finish of one probe workload each, per round
+  int rounds = 15;               // interleaved between the sizes; the best round counts
+  size_t batch_inputs = 256;     // backlog submissions per instant
+};
+
+int64_t VmRssKib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtoll(line.c_str() + 6, nullptr, 10);
+  }
+  return -1;
+}
+
+// One cohort of `queues` ClusterQueues (borrowingLimit 0: each keeps to its nominal quota, yet
+// every release re-activates the whole cohort). Each ClusterQueue holds a filler that leaves
+// 1 cpu free and a share of the N backlog workloads (5 cpu: never fit while the filler runs).
+// The measured load submits a 1 cpu probe (admitted), then finishes it: the release
+// re-activates every backlog class of the cohort, whose heads are nominated, fail and go back
+// to inadmissible. So every cycle consults the backlog.
+class ScalingRun {
+ public:
+  ScalingRun(int64_t pending, const ScalingParams& sp)
+      : pending_(pending), sp_(sp), driver_(&engine_) {}
+
+  // Defines the queues, admits the fillers and submits the backlog.
+  void Setup();
+  // Runs sp.cycles probe cycles; returns the decider CPU seconds per decision.
+  double MeasureRound();
+
+  int64_t pending() const { return pending_; }
+  double setup_cpu_s() const { return setup_cpu_s_; }
+  int64_t setup_rss_kib() const { return setup_rss_kib_; }
+  int64_t decisions_per_round() const { return decisions_per_round_; }
+  const std::vector<double>& per_decision_s() const { return per_decision_s_; }
+
+ private:
+  std::vector<std::string> Flush(CpuMeter* meter) {
+    if (inputs_.empty()) return {};
+    std::vector<std::string> out = driver_.Apply(inputs_, kStartNs + now_ms_ * kNsPerMs, meter,
+                                                 "of scaling N=" + Int(pending_));
+    inputs_.clear();
+    ++now_ms_;
+    return out;
+  }
+  void Submit(const std::string& q, const std::string& name, int32_t priority, int64_t milli) {
+    WorkloadDef w{q, name, UidOf(q + "/" + name), priority, milli, kStartNs + now_ms_ * kNsPerMs};
+    inputs_.push_back(BuildEvent(driver_.NextSequence(), kStartNs + now_ms_ * kNsPerMs, false,
+                                 [&](auto b) { FillSubmit(b, w); }));
+  }
+  // Decodes every decision (a failure is a decider bug) and counts those of one kind.
+  static int64_t Count(const std::vector<std::string>& out, schema::Event::Body::Which which) {
+    int64_t n = 0;
+    for (const std::string& bytes : out) {
+      auto d = schema::DecodeEvent(bytes);
+      if (!d.ok()) {
+        Fail("scaling: decision does not decode: " + d.status().ToString());
+        continue;
+      }
+      if (d->root().getBody().which() == which) ++n;
+    }
+    return n;
+  }
+
+  const int64_t pending_;
+  const ScalingParams sp_;
+  Engine engine_;
+  Driver driver_;
+  std::vector<QueueDef> queues_;
+  std::vector<std::string> inputs_;
+  int64_t now_ms_ = 0;
+  int64_t probe_ = 0;
+  double setup_cpu_s_ = 0;
+  int64_t setup_rss_kib_ = 0;
+  int64_t decisions_per_round_ = 0;
+  std::vector<double> per_decision_s_;
+};
+
+void ScalingRun::Setup() {
+  const double begin = ProcessCpuSeconds();
+  const int64_t rss_begin = VmRssKib();
+  for (int i = 0; i < sp_.queues; ++i) {
+    QueueDef q;
+    q.name = "scale-" + std::to_string(i);
+    q.cohort = "scale";
+    q.nominal_milli = sp_.nominal_milli;
+    q.borrowing_limit_milli = 0;
+    queues_.push_back(q);
+  }
+  const int64_t now_ns = kStartNs;
+  inputs_.push_back(BuildEvent(driver_.NextSequence(), now_ns, false,
+                               [](auto b) { b.initFlavorDefined().setName("rf"); }));
+  for (const QueueDef& q : queues_) {
+    inputs_.push_back(BuildEvent(driver_.NextSequence(), now_ns, false,
+                                 [&](auto b) { FillClusterQueue(b, q); }));
+    inputs_.push_back(BuildEvent(driver_.NextSequence(), now_ns, false,
+                                 [&](auto b) { FillLocalQueue(b, q); }));
+  }
+  for (const QueueDef& q : queues_) Submit(q.name, "filler", 100, sp_.filler_milli);
+  if (Count(Flush(nullptr), schema::Event::Body::ADMITTED) != sp_.queues) {
+    Fail("scaling: the fillers were not all admitted");
+  }
+  for (int64_t i = 0; i < pending_; ++i) {
+    const QueueDef& q = queues_[static_cast<size_t>(i % sp_.queues)];
+    Submit(q.name, "backlog-" + std::to_string(i), static_cast<int32_t>(i % sp_.backlog_priorities),
+           sp_.backlog_milli);
+    if (inputs_.size() == sp_.batch_inputs &&
+        Count(Flush(nullptr), schema::Event::Body::QUOTA_RESERVED) != 0) {
+      Fail("scaling: a backlog workload was admitted");
+    }
+  }
+  if (Count(Flush(nullptr), schema::Event::Body::QUOTA_RESERVED) != 0) {
+    Fail("scaling: a backlog workload was admitted");
+  }
+  size_t pending_now = 0;
+  for (const auto& [name, cq] : engine_.cluster_queues()) pending_now += cq.pending;
+  if (static_cast<int64_t>(pending_now) != pending_) {
+    Fail("scaling: " + std::to_string(pending_now) + " pending, expected " + Int(pending_));
+  }
+  setup_cpu_s_ = ProcessCpuSeconds() - begin;
+  setup_rss_kib_ = VmRssKib() - rss_begin;
+}
+
+double ScalingRun::MeasureRound() {
+  // The meter covers ApplyInput + EndBatch only: inputs are built and decisions decoded (to
+  // check them) outside it.
+  CpuMeter meter;
+  int64_t decisions = 0, admitted = 0, released = 0;
+  for (int c = 0; c < sp_.cycles; ++c) {
+    const QueueDef& q = queues_[static_cast<size_t>(c % sp_.queues)];
+    const std::string name = "probe-" + std::to_string(probe_++);
+    Submit(q.name, name, 1000, sp_.probe_milli);
+    std::vector<std::string> out = Flush(&meter);
+    decisions += static_cast<int64_t>(out.size());
+    admitted += Count(out, schema::Event::Body::ADMITTED);
+    const std::string uid = UidOf(q.name + "/" + name);
+    inputs_.push_back(BuildEvent(driver_.NextSequence(), kStartNs + now_ms_ * kNsPerMs, false,
+                                 [&](auto b) { FillFinish(b, q.name, name, uid); }));
+    out = Flush(&meter);
+    decisions += static_cast<int64_t>(out.size());
+    released += Count(out, schema::Event::Body::QUOTA_RELEASED);
+    if (Count(out, schema::Event::Body::QUOTA_RESERVED) != 0) {
+      Fail("scaling: a backlog workload was admitted after a release");
+    }
+  }
+  if (admitted != sp_.cycles || released != sp_.cycles) {
+    Fail("scaling: " + Int(admitted) + " probes admitted and " + Int(released) + " released of " +
+         Int(sp_.cycles));
+  }
+  decisions_per_round_ = decisions;
+  const double per_decision =
+      meter.seconds() / static_cast<double>(std::max<int64_t>(1, decisions));
+  per_decision_s_.push_back(per_decision);
+  return per_decision;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double Min(const std::vector<double>& v) {
+  return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
+}
+
+// Both engines are set up first, then measured in interleaved rounds (order rotated per round),
+// so that the load of this shared machine falls on both alike.
+int RunScalingPhase(const std::vector<int64_t>& sizes, const ScalingParams& sp) {
+  std::vector<std::unique_ptr<ScalingRun>> runs;
+  for (int64_t n : sizes) {
+    runs.push_back(std::make_unique<ScalingRun>(n, sp));
+    runs.back()->Setup();
+    const std::string p = "scaling.n" + Int(n) + ".";
+    Line(p + "setup_cpu_s", Fixed(runs.back()->setup_cpu_s(), 3), "(submitting the backlog)");
+    Line(p + "rss_growth_mib", Mib(runs.back()->setup_rss_kib()),
+         "(resident memory added by the setup: definitions, fillers, backlog)");
+  }
+  for (int round = 0; round < sp.rounds; ++round) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      runs[(i + static_cast<size_t>(round)) % runs.size()]->MeasureRound();
+    }
+  }
+  for (const auto& run : runs) {
+    const std::string p = "scaling.n" + Int(run->pending()) + ".";
+    std::string rounds;
+    for (double v : run->per_decision_s()) rounds += " " + Fixed(v * 1e6, 2);
+    Line(p + "cpu_per_decision_us", Fixed(Min(run->per_decision_s()) * 1e6, 3),
+         "(best round; median " + Fixed(Median(run->per_decision_s()) * 1e6, 3) + "; rounds:" +
+             rounds + "; " + Int(run->decisions_per_round()) + " decisions per round)");
+  }
+  const ScalingRun& lo = *runs.front();
+  const ScalingRun& hi = *runs.back();
+  const double ratio = Min(hi.per_decision_s()) / std::max(1e-12, Min(lo.per_decision_s()));
+  const double ratio_median =
+      Median(hi.per_decision_s()) / std::max(1e-12, Median(lo.per_decision_s()));
+  Line("scaling.ratio", Fixed(ratio, 3),
+       "(CPU per decision with N=" + Int(hi.pending()) + " / with N=" + Int(lo.pending()) +
+           ", best rounds; medians: " + Fixed(ratio_median, 3) +
+           "; goal: does not grow, ratio <= 1.25 allowing for noise and log N: " +
+           (ratio <= 1.25 ? "met" : "NOT met") + ")");
+  return g_failures;
+}
+
+// ------------------------------------------------------------------------------------------
+
+void PrintMachine() {
+  struct utsname u {};
+  ::uname(&u);
+  Line("machine.nproc", Int(::sysconf(_SC_NPROCESSORS_ONLN)), "cores");
+  Line("machine.kernel", std::string(u.sysname) + " " + u.release + " " + u.machine);
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      Line("machine.cpu", line.substr(line.find(':') + 2));
+      break;
+    }
+  }
+  std::ifstream loadavg("/proc/loadavg");
+  std::getline(loadavg, line);
+  Line("machine.loadavg", line);
+}
+
+int Usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s [--quick] [--profile PATH]... [--phases profiles,scaling]\n"
+               "          [--divide D] [--scaling-n N1,N2] [--cycles C] [--watchdog-s S]\n"
+               "          [--in-process]\n"
+               "  --profile     a Kueue generator YAML (default: baseline and large-scale in\n"
+               "                " DECIDER_BENCH_PROFILE_DIR ")\n"
+               "  --quick       counts /10, scaling with N=1000 vs 10000 (CI smoke)\n"
+               "  --divide      divide every workloadsSet count by D (at least 1 remains)\n"
+               "  --scaling-n   pending backlog sizes compared (first vs last)\n"
+               "  --cycles      probe cycles per scaling round\n"
+               "  --watchdog-s  CPU seconds one EndBatch may take (default 300, quick 30)\n"
+               "  --in-process  no child processes (for gdb, valgrind)\n",
+               argv0);
+  return 2;
+}
+
+int Main(int argc, char** argv) {
+  bool quick = false;
+  std::vector<std::string> profiles;
+  std::string phases = "profiles,scaling";
+  std::vector<int64_t> scaling_n;
+  int cycles = 0;
+  int divide = 0;
+  bool in_process = false;
+  double watchdog_s = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--quick") {
+      quick = true;
+    } else if (a == "--profile") {
+      profiles.push_back(next());
+    } else if (a == "--phases") {
+      phases = next();
+    } else if (a == "--scaling-n") {
+      std::stringstream ss(next());
+      std::string item;
+      while (std::getline(ss, item, ',')) scaling_n.push_back(std::atoll(item.c_str()));
+    } else if (a == "--cycles") {
+      cycles = std::atoi(next().c_str());
+    } else if (a == "--divide") {
+      divide = std::atoi(next().c_str());
+    } else if (a == "--in-process") {
+      in_process = true;
+    } else if (a == "--watchdog-s") {
+      watchdog_s = std::atof(next().c_str());
+    } else {
+      return Usage(argv[0]);
+    }
+  }
+  if (profiles.empty()) {
+    profiles = {std::string(DECIDER_BENCH_PROFILE_DIR) + "/baseline-generator.yaml",
+                std::string(DECIDER_BENCH_PROFILE_DIR) + "/large-scale-generator.yaml"};
+  }
+  if (divide == 0) divide = quick ? 10 : 1;
+  if (scaling_n.empty()) scaling_n = quick ? std::vector<int64_t>{1'000, 10'000}
+                                           : std::vector<int64_t>{10'000, 100'000};
+  ScalingParams sp;
+  if (quick) {
+    sp.cycles = 200;
+    sp.rounds = 7;
+  }
+  if (cycles > 0) sp.cycles = cycles;
+  g_end_batch_cpu_seconds_max = watchdog_s > 0 ? watchdog_s : (quick ? 30 : 300);
+
+  InstallWatchdogHandler();  // inherited by the children
+  std::printf("decider_bench: %s\n", argv[0]);
+  PrintMachine();
+  Line("params.mode", quick ? "quick" : "full");
+  Line("params.divide", Int(divide), "(workloadsSet counts divided by this, at least 1)");
+  Line("params.watchdog", Fixed(g_end_batch_cpu_seconds_max, 0),
+       std::string("CPU seconds per EndBatch; ") +
+           (in_process ? "in process" : "each run in a child process with a 4 GiB address space"));
+  std::vector<std::string> summary;
+
+  if (phases.find("profiles") != std::string::npos) {
+    for (const std::string& path : profiles) {
+      ResetPeakRss();
+      const double parse_begin = ProcessCpuSeconds();
+      std::optional<Profile> profile = ParseProfile(path, divide);
+      const double cpu_parse = ProcessCpuSeconds() - parse_begin;
+      if (!profile) {
+        Fail("cannot read profile " + path);
+        continue;
+      }
+      std::string rangespec = path;
+      if (auto pos = rangespec.rfind("-generator.yaml"); pos != std::string::npos) {
+        rangespec.replace(pos, std::string("-generator.yaml").size(), "-rangespec.yaml");
+      }
+      KueueFigures kueue = ParseRangespec(rangespec);
+      if (!kueue.usage_pct || kueue.avg_admission_ms.empty()) {
+        kueue = HardCodedFigures(profile->name);
+      }
+      std::printf("\n# profile %s (%s)\n", profile->name.c_str(), path.c_str());
+      Line(profile->name + ".cpu.parse_s", Fixed(cpu_parse, 3), "(YAML)");
+      const int failures = RunIsolated("profile " + profile->name, in_process, [&] {
+        ProfileRun run(*profile);
+        ProfileResult r = run.Run();
+        if (r.never_admitted > 0) Fail(Int(r.never_admitted) + " workloads never admitted");
+        PrintComparison(r, kueue, cpu_parse, quick || divide > 1);
+        return g_failures;
+      });
+      if (!in_process) g_failures += failures;
+      summary.push_back("profile " + profile->name + ": " + (failures == 0 ? "ok" : "FAILED"));
+    }
+  }
+
+  if (phases.find("scaling") != std::string::npos && scaling_n.size() >= 2) {
+    std::printf("\n# scaling: cost per decision against the number of pending workloads\n");
+    Line("scaling.setup",
+         Int(sp.queues) + " ClusterQueues in one cohort, nominal " +
+             Fixed(sp.nominal_milli / 1000.0, 0) + " cpu, borrowingLimit 0; filler " +
+             Fixed(sp.filler_milli / 1000.0, 0) + " cpu admitted in each; N backlog workloads of " +
+             Fixed(sp.backlog_milli / 1000.0, 0) + " cpu (" + Int(sp.backlog_priorities) +
+             " priorities) pending");
+    Line("scaling.load", Int(sp.cycles) + " cycles of submit + finish of a " +
+                             Fixed(sp.probe_milli / 1000.0, 0) +
+                             " cpu probe (each release re-nominates the backlog heads), " +
+                             Int(sp.rounds) + " rounds per N, interleaved");
+    const int failures =
+        RunIsolated("scaling", in_process, [&] { return RunScalingPhase(scaling_n, sp); });
+    if (!in_process) g_failures += failures;
+    summary.push_back(std::string("scaling: ") + (failures == 0 ? "ok" : "FAILED"));
+  }
+  std::printf("\n");
+  for (const std::string& line : summary) Line("summary", line);
+
+  Line("failures", Int(g_failures));
+  return g_failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace admission::bench
+
+int main(int argc, char** argv) { return admission::bench::Main(argc, argv); }

@@ -1,0 +1,652 @@
+// replay_bench: replay-with-verify of a large RocksDB ledger against a raw RocksDB iteration
+// that decodes the same events, in the same run. See docs/benchmarks.md ("replay_bench").
+//
+// The ledger is generated first, through the real write path (ops::Service on a RocksDbLog
+// with sync off): Kueue's scheduler performance profile (baseline-generator.yaml: 5 cohorts x 6
+// ClusterQueues, small/medium/large workloads created at fixed intervals, each finishing its
+// runtime after its admission) is simulated in logical time, round after round with fresh
+// workload names, until the ledger holds --events events (default 5,000,000). Workloads are
+// submitted and finished by the simulation as decisions admit or evict them, so the ledger has
+// the profile's mix of submits, finishes, reservations, admissions, preemptions, evictions and
+// requeues.
+//
+// Then, alternating over --rounds rounds:
+//   raw      rocksdb::DB (read-only) iterator over the event keys, schema::DecodeEvent of each
+//            value: the floor of any replay (read + decode).
+//   replay   replay::ReplayAndVerify on a RocksDbLog: read, decode, fold every input through a
+//            fresh decider, compare every decision byte for byte, hash the decision stream.
+// and, once, for attribution: the same read path without the decider (RocksDbLog::Read +
+// DecodeEvent), and a replay without verify (the fold alone).
+//
+// Exit status non-zero only when something misbehaves (an append error, a replay error or
+// divergence, a count that differs). The 0.5 goal is printed, never enforced.
+
+#include <capnp/message.h>
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "ledger/rocksdb_log.h"
+#include "ops/service.h"
+#include "projections/engine_version.h"
+#include "replay/replayer.h"
+#include "schema/event_codec.h"
+
+#ifndef REPLAY_BENCH_PROFILE_DIR
+#define REPLAY_BENCH_PROFILE_DIR "../shared/kueue-perf"
+#endif
+
+namespace admission::bench {
+namespace {
+
+constexpr int64_t kStartNs = 1'795'910'400'000'000'000;  // 2026-11-29T00:00:00Z
+constexpr int64_t kNsPerMs = 1'000'000;
+constexpr uint64_t kRoundsMax = 100'000;
+constexpr size_t kInputsPerAppendMax = 1024;
+
+int g_failures = 0;
+void Fail(const std::string& what) {
+  ++g_failures;
+  if (g_failures <= 20) std::printf("FAIL: %s\n", what.c_str());
+  std::fflush(stdout);
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+double CpuNow() {
+  struct timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+int64_t MaxRssMib() {
+  struct rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024;
+}
+
+class ZeroClock final : public ops::Clock {
+ public:
+  int64_t NowNs() override { return 0; }
+};
+
+// ------------------------------------------------------------------------------------------
+// The profile (Kueue's generator.yaml, the fields this bench uses).
+
+struct Template {
+  std::string class_name;
+  int64_t runtime_ms = 0;
+  int32_t priority = 0;
+  int64_t request_milli = 0;
+};
+struct WorkloadsSet {
+  int count = 0;
+  int64_t interval_ms = 0;
+  std::vector<Template> workloads;
+};
+struct QueuesSet {
+  std::string class_name;
+  int count = 0;
+  int64_t nominal_milli = 0;
+  std::optional<int64_t> borrowing_limit_milli;
+  schema::ReclaimWithinCohortPolicy reclaim = schema::ReclaimWithinCohortPolicy::NEVER;
+  schema::WithinClusterQueuePolicy within = schema::WithinClusterQueuePolicy::NEVER;
+  std::vector<WorkloadsSet> sets;
+};
+struct CohortClass {
+  std::string class_name;
+  int count = 0;
+  std::vector<QueuesSet> queues_sets;
+};
+
+int64_t Milli(const YAML::Node& n) { return static_cast<int64_t>(n.as<double>() * 1000.0 + 0.5); }
+
+// Kueue's baseline profile, used when the file is not there.
+std::vector<CohortClass> BuiltInBaseline() {
+  QueuesSet qs;
+  qs.class_name = "cq";
+  qs.count = 6;
+  qs.nominal_milli = 20'000;
+  qs.borrowing_limit_milli = 100'000;
+  qs.reclaim = schema::ReclaimWithinCohortPolicy::ANY;
+  qs.within = schema::WithinClusterQueuePolicy::LOWER_PRIORITY;
+  qs.sets = {{350, 100, {{"small", 200, 50, 1000}}},
+             {100, 500, {{"medium", 500, 100, 5000}}},
+             {50, 1200, {{"large", 1000, 200, 20000}}}};
+  return {CohortClass{"cohort", 5, {qs}}};
+}
+
+std::optional<std::vector<CohortClass>> LoadProfile(const std::string& path) {
+  std::vector<CohortClass> out;
+  try {
+    YAML::Node root = YAML::LoadFile(path);
+    for (const YAML::Node& c : root["cohorts"]) {
+      CohortClass cc;
+      cc.class_name = c["className"].as<std::string>();
+      cc.count = c["count"].as<int>();
+      for (const YAML::Node& q : c["queuesSets"]) {
+        QueuesSet qs;
+        qs.class_name = q["className"].as<std::string>();
+        qs.count = q["count"].as<int>();
+        qs.nominal_milli = Milli(q["nominalQuota"]);
+        if (q["borrowingLimit"]) qs.borrowing_limit_milli = Milli(q["borrowingLimit"]);
+        const std::string reclaim = q["reclaimWithinCohort"].as<std::string>("Never");
+        if (reclaim == "Any") qs.reclaim = schema::ReclaimWithinCohortPolicy::ANY;
+        if (reclaim == "LowerPriority")
+          qs.reclaim = schema::ReclaimWithinCohortPolicy::LOWER_PRIORITY;
+        const std::string within = q["withinClusterQueue"].as<std::string>("Never");
+        if (within == "LowerPriority") qs.within = schema::WithinClusterQueuePolicy::LOWER_PRIORITY;
+        if (within == "LowerOrNewerEqualPriority") {
+          qs.within = schema::WithinClusterQueuePolicy::LOWER_OR_NEWER_EQUAL_PRIORITY;
+        }
+        for (const YAML::Node& s : q["workloadsSets"]) {
+          WorkloadsSet ws;
+          ws.count = s["count"].as<int>();
+          ws.interval_ms = s["creationIntervalMs"].as<int64_t>();
+          for (const YAML::Node& w : s["workloads"]) {
+            ws.workloads.push_back(Template{w["className"].as<std::string>(),
+                                            w["runtimeMs"].as<int64_t>(),
+                                            w["priority"].as<int32_t>(), Milli(w["request"])});
+          }
+          qs.sets.push_back(std::move(ws));
+        }
+        cc.queues_sets.push_back(std::move(qs));
+      }
+      out.push_back(std::move(cc));
+    }
+  } catch (const YAML::Exception& e) {
+    std::printf("# %s: %s; using the built-in baseline profile\n", path.c_str(), e.what());
+    return std::nullopt;
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------
+// Generation: the profile simulated in logical time through ops::Service.
+
+struct SimWorkload {
+  std::string ns, name, uid;
+  int32_t priority = 0;
+  int64_t cpu_milli = 0;
+  int64_t runtime_ms = 0;
+  int64_t creation_ms = 0;
+  uint64_t running_generation = 0;
+};
+
+struct SimEvent {
+  int64_t t_ms;
+  int kind;  // 0 finish, 1 create (finishes first at an instant, as Kueue's runner)
+  size_t wl;
+  uint64_t generation;
+  bool operator>(const SimEvent& o) const {
+    return std::tie(t_ms, kind, wl) > std::tie(o.t_ms, o.kind, o.wl);
+  }
+};
+
+class Generator {
+ public:
+  Generator(ops::Service& service, std::vector<CohortClass> profile)
+      : service_(service), profile_(std::move(profile)) {}
+
+  Status Define();
+  // Runs one round of the profile with fresh names; returns when every workload finished (or
+  // can no longer be admitted).
+  Status Round(uint64_t round);
+  uint64_t decisions() const { return decisions_; }
+
+ private:
+  Status Record(std::vector<std::string>& inputs, int64_t t_ms);
+  void Apply(const std::vector<std::string>& decisions, int64_t t_ms);
+
+  ops::Service& service_;
+  std::vector<CohortClass> profile_;
+  std::vector<std::string> queues_;  // ClusterQueue = namespace = LocalQueue name
+  std::vector<SimWorkload> wls_;
+  std::unordered_map<std::string, size_t> index_;
+  std::priority_queue<SimEvent, std::vector<SimEvent>, std::greater<SimEvent>> events_;
+  int64_t base_ms_ = 0;  // logical ms of the round's t = 0 since kStartNs
+  int64_t last_ms_ = 0;
+  uint64_t decisions_ = 0;
+};
+
+std::string Encode(const std::function<void(schema::Event::Body::Builder)>& fill) {
+  capnp::MallocMessageBuilder message(512);
+  fill(message.initRoot<schema::Event>().getBody());
+  return schema::EncodeEvent(message);
+}
+
+Status Generator::Define() {
+  std::vector<std::string> inputs;
+  inputs.push_back(Encode([](auto b) { b.initFlavorDefined().setName("rf"); }));
+  for (const CohortClass& cc : profile_) {
+    for (int ci = 0; ci < cc.count; ++ci) {
+      const std::string cohort = cc.class_name + "-" + std::to_string(ci);
+      for (size_t qsi = 0; qsi < cc.queues_sets.size(); ++qsi) {
+        const QueuesSet& qs = cc.queues_sets[qsi];
+        for (int qi = 0; qi < qs.count; ++qi) {
+          const std::string name =
+              qs.class_name + "-" + std::to_string(qsi) + "-" + std::to_string(qi) + "-" + cohort;
+          queues_.push_back(name);
+          inputs.push_back(Encode([&](schema::Event::Body::Builder b) {
+            auto cq = b.initClusterQueueDefined();
+            cq.setName(name);
+            cq.setCohortName(cohort);
+            auto group = cq.initResourceGroups(1)[0];
+            group.initCoveredResources(1).set(0, "cpu");
+            auto flavor = group.initFlavors(1)[0];
+            flavor.setName("rf");
+            auto quota = flavor.initResources(1)[0];
+            quota.setName("cpu");
+            quota.setNominalQuotaMilli(qs.nominal_milli);
+            if (qs.borrowing_limit_milli) {
+              quota.setHasBorrowingLimit(true);
+              quota.setBorrowingLimitMilli(*qs.borrowing_limit_milli);
+            }
+            cq.initNamespaceSelector().setMatchesAll(true);
+            auto p = cq.initPreemption();
+            p.setReclaimWithinCohort(qs.reclaim);
+            p.setWithinClusterQueue(qs.within);
+          }));
+          inputs.push_back(Encode([&](schema::Event::Body::Builder b) {
+            auto lq = b.initLocalQueueDefined();
+            lq.setNamespace(name);
+            lq.setName(name);
+            lq.setClusterQueue(name);
+          }));
+        }
+      }
+    }
+  }
+  return Record(inputs, 0);
+}
+
+Status Generator::Record(std::vector<std::string>& inputs, int64_t t_ms) {
+  for (size_t i = 0; i < inputs.size(); i += kInputsPerAppendMax) {
+    const size_t n = std::min(kInputsPerAppendMax, inputs.size() - i);
+    std::vector<std::string> part(inputs.begin() + static_cast<ptrdiff_t>(i),
+                                  inputs.begin() + static_cast<ptrdiff_t>(i + n));
+    ops::IntakeOptions options;
+    options.at_ns = kStartNs + (base_ms_ + t_ms) * kNsPerMs;
+    options.actor = "replay_bench";
+    auto outcome = service_.Record(part, options);
+    if (!outcome.ok()) return outcome.status();
+    decisions_ += outcome->decisions.size();
+    Apply(outcome->decisions, t_ms);
+  }
+  inputs.clear();
+  return Status::Ok();
+}
+
+void Generator::Apply(const std::vector<std::string>& decisions, int64_t t_ms) {
+  for (const std::string& bytes : decisions) {
+    auto decoded = schema::DecodeEvent(bytes);
+    if (!decoded.ok()) {
+      Fail("decision does not decode: " + decoded.status().ToString());
+      continue;
+    }
+    auto body = decoded->root().getBody();
+    auto find = [&](schema::WorkloadRef::Reader ref) -> SimWorkload* {
+      auto it = index_.find(std::string(ref.getNamespace().cStr()) + "/" + ref.getName().cStr());
+      return it == index_.end() ? nullptr : &wls_[it->second];
+    };
+    if (body.isAdmitted()) {
+      SimWorkload* w = find(body.getAdmitted().getWorkload());
+      if (w == nullptr) continue;
+      w->running_generation = body.getAdmitted().getGeneration();
+      events_.push(SimEvent{t_ms + w->runtime_ms, 0, static_cast<size_t>(w - wls_.data()),
+                            w->running_generation});
+    } else if (body.isEvictionStarted()) {
+      if (SimWorkload* w = find(body.getEvictionStarted().getWorkload())) w->running_generation = 0;
+    } else if (body.isQuotaReleased()) {
+      if (SimWorkload* w = find(body.getQuotaReleased().getWorkload())) w->running_generation = 0;
+    }
+  }
+}
+
+Status Generator::Round(uint64_t round) {
+  wls_.clear();
+  index_.clear();
+  size_t queue = 0;
+  for (const CohortClass& cc : profile_) {
+    for (int ci = 0; ci < cc.count; ++ci) {
+      for (const QueuesSet& qs : cc.queues_sets) {
+        for (int qi = 0; qi < qs.count; ++qi, ++queue) {
+          for (size_t si = 0; si < qs.sets.size(); ++si) {
+            const WorkloadsSet& ws = qs.sets[si];
+            int64_t n = 0;
+            for (int k = 0; k < ws.count; ++k) {
+              for (size_t ti = 0; ti < ws.workloads.size(); ++ti) {
+                const Template& t = ws.workloads[ti];
+                SimWorkload w;
+                w.ns = queues_[queue];
+                w.name = "r" + std::to_string(round) + "-" + t.class_name + "-" +
+                         std::to_string(si) + "-" + std::to_string(k) + "-" + std::to_string(ti);
+                w.uid = w.ns + "." + w.name;
+                w.priority = t.priority;
+                w.cpu_milli = t.request_milli;
+                w.runtime_ms = t.runtime_ms;
+                w.creation_ms = (++n) * ws.interval_ms;
+                index_[w.ns + "/" + w.name] = wls_.size();
+                events_.push(SimEvent{w.creation_ms, 1, wls_.size(), 0});
+                wls_.push_back(std::move(w));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  std::vector<std::string> inputs;
+  while (!events_.empty()) {
+    const int64_t t = events_.top().t_ms;
+    while (!events_.empty() && events_.top().t_ms == t) {
+      const SimEvent e = events_.top();
+      events_.pop();
+      SimWorkload& w = wls_[e.wl];
+      if (e.kind == 1) {
+        inputs.push_back(Encode([&](schema::Event::Body::Builder b) {
+          auto wl = b.initWorkloadSubmitted().initWorkload();
+          wl.setNamespace(w.ns);
+          wl.setName(w.name);
+          wl.setUid(w.uid);
+          wl.setQueueName(w.ns);
+          wl.setHasPriority(true);
+          wl.setPriority(w.priority);
+          wl.setCreationTimestampNs(kStartNs + (base_ms_ + w.creation_ms) * kNsPerMs);
+          auto ps = wl.initPodSets(1)[0];
+          ps.setName("main");
+          ps.setCount(1);
+          auto req = ps.initRequests(1)[0];
+          req.setName("cpu");
+          req.setMilli(w.cpu_milli);
+        }));
+      } else if (w.running_generation == e.generation && e.generation != 0) {
+        inputs.push_back(Encode([&](schema::Event::Body::Builder b) {
+          auto f = b.initWorkloadFinished();
+          auto ref = f.initWorkload();
+          ref.setNamespace(w.ns);
+          ref.setName(w.name);
+          ref.setUid(w.uid);
+          f.setMessage("By test runner");
+        }));
+        w.running_generation = 0;
+      }
+    }
+    if (!inputs.empty()) ADM_RETURN_IF_ERROR(Record(inputs, t));
+    last_ms_ = std::max(last_ms_, t);
+  }
+  base_ms_ += last_ms_ + 1000;
+  last_ms_ = 0;
+  return Status::Ok();
+}
+
+// ------------------------------------------------------------------------------------------
+// Measurements.
+
+struct Pass {
+  uint64_t events = 0;
+  double seconds = 0;
+  double cpu_seconds = 0;
+  double rate() const { return seconds > 0 ? static_cast<double>(events) / seconds : 0; }
+};
+
+Pass RawIterateDecode(const std::string& dir) {
+  Pass pass;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Options options;
+  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(options, dir, &raw);
+  if (!s.ok()) {
+    Fail("raw open: " + s.ToString());
+    return pass;
+  }
+  std::unique_ptr<rocksdb::DB> db(raw);
+  rocksdb::ReadOptions read;
+  read.verify_checksums = true;  // as RocksDbLog reads (the default)
+  const double t0 = Now(), c0 = CpuNow();
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(read));
+  for (it->Seek("e"); it->Valid() && it->key().starts_with("e"); it->Next()) {
+    auto decoded = schema::DecodeEvent(std::string_view(it->value().data(), it->value().size()));
+    if (!decoded.ok()) {
+      Fail("raw decode: " + decoded.status().ToString());
+      break;
+    }
+    ++pass.events;
+  }
+  pass.seconds = Now() - t0;
+  pass.cpu_seconds = CpuNow() - c0;
+  return pass;
+}
+
+// RocksDbLog::Read + DecodeEvent, no decider: replay's read path alone.
+Pass LogReadDecode(ledger::RocksDbLog& log) {
+  Pass pass;
+  const uint64_t head = log.GetHead().sequence;
+  const double t0 = Now(), c0 = CpuNow();
+  uint64_t next = 1;
+  while (next <= head) {
+    auto chunk = log.Read(next, replay::kReplayReadChunk);
+    if (!chunk.ok() || chunk->empty()) {
+      Fail("log read at " + std::to_string(next));
+      break;
+    }
+    for (const auto& e : *chunk) {
+      auto decoded = schema::DecodeEvent(e.bytes);
+      if (!decoded.ok()) Fail("decode " + std::to_string(e.sequence));
+      ++pass.events;
+      next = e.sequence + 1;
+    }
+  }
+  pass.seconds = Now() - t0;
+  pass.cpu_seconds = CpuNow() - c0;
+  return pass;
+}
+
+Pass Replay(ledger::RocksDbLog& log, bool verify, std::string* hash) {
+  Pass pass;
+  replay::Replayer replayer(log, replay::Genesis());
+  replay::ReplayOptions options;
+  options.verify = verify;
+  const double c0 = CpuNow();
+  auto report = replayer.Run(options);
+  pass.cpu_seconds = CpuNow() - c0;
+  if (!report.ok()) {
+    Fail("replay: " + report.status().ToString());
+    return pass;
+  }
+  if (report->divergence) {
+    Fail("replay diverges at sequence " + std::to_string(report->divergence->sequence) + ": " +
+         report->divergence->first_differing_field);
+  }
+  pass.events = report->events;
+  pass.seconds = report->seconds;
+  if (hash != nullptr) *hash = schema::HashHex(report->decision_stream_hash);
+  return pass;
+}
+
+std::string F(double v, int digits = 0) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+void Print(const std::string& name, const Pass& p) {
+  std::printf("%-24s %10" PRIu64 " events  %8.2f s  %10s events/s  (cpu %.2f s)\n", name.c_str(),
+              p.events, p.seconds, F(p.rate()).c_str(), p.cpu_seconds);
+  std::fflush(stdout);
+}
+
+int Main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  uint64_t target_events = 5'000'000;
+  int rounds = 2;
+  std::string dir_base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
+  std::string keep;
+  std::string profile_path = std::string(REPLAY_BENCH_PROFILE_DIR) + "/baseline-generator.yaml";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--quick") {
+      target_events = 200'000;
+      rounds = 1;
+    } else if (a == "--events") {
+      target_events = std::strtoull(value().c_str(), nullptr, 10);
+    } else if (a == "--rounds") {
+      rounds = std::max(1, std::atoi(value().c_str()));
+    } else if (a == "--dir") {
+      dir_base = value();
+    } else if (a == "--ledger") {
+      keep = value();  // reuse (or create and keep) this ledger
+    } else if (a == "--profile") {
+      profile_path = value();
+    } else {
+      std::fprintf(stderr,
+                   "usage: replay_bench [--quick] [--events N] [--rounds R] [--dir DIR] "
+                   "[--ledger DIR (kept)] [--profile GENERATOR.yaml]\n");
+      return 2;
+    }
+  }
+
+  std::string dir = keep;
+  if (dir.empty()) {
+    std::string pattern = dir_base + "/replay_bench.XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      std::perror("mkdtemp");
+      return 1;
+    }
+    dir = pattern + "/ledger";
+  }
+  std::printf("# replay_bench: engine v%u, target %" PRIu64 " events, ledger %s\n",
+              projections::kEngineVersion, target_events, dir.c_str());
+
+  // 1. Generate (unless the kept ledger is already big enough).
+  {
+    ledger::RocksDbLogOptions options;
+    options.sync = false;
+    auto log = ledger::RocksDbLog::Open(dir, options);
+    if (!log.ok()) {
+      Fail("open: " + log.status().ToString());
+      return 1;
+    }
+    if ((*log)->GetHead().sequence < target_events) {
+      if ((*log)->GetHead().sequence != 0) {
+        Fail("the kept ledger holds fewer events than --events; remove it");
+        return 1;
+      }
+      auto profile =
+          std::filesystem::exists(profile_path) ? LoadProfile(profile_path) : std::nullopt;
+      std::printf("# profile: %s\n",
+                  profile ? profile_path.c_str() : "built-in copy of Kueue's baseline");
+      ZeroClock clock;
+      auto service = ops::Service::Open(**log, clock);
+      if (!service.ok()) {
+        Fail("service: " + service.status().ToString());
+        return 1;
+      }
+      Generator gen(**service, profile ? *profile : BuiltInBaseline());
+      const double t0 = Now();
+      Status s = gen.Define();
+      uint64_t round = 0;
+      while (s.ok() && (*log)->GetHead().sequence < target_events && round < kRoundsMax) {
+        s = gen.Round(round++);
+        std::fprintf(stderr, "\rgenerating: round %" PRIu64 ", %" PRIu64 " events", round,
+                     (*log)->GetHead().sequence);
+      }
+      std::fprintf(stderr, "\n");
+      if (!s.ok()) {
+        Fail("generate: " + s.ToString());
+        return 1;
+      }
+      const double seconds = Now() - t0;
+      std::printf("generated                %10" PRIu64 " events  %8.2f s  (%" PRIu64
+                  " rounds of the profile, %" PRIu64 " decisions; max RSS %" PRId64 " MiB)\n",
+                  (*log)->GetHead().sequence, seconds, round, gen.decisions(), MaxRssMib());
+    } else {
+      std::printf("# reusing %" PRIu64 " events in %s\n", (*log)->GetHead().sequence, dir.c_str());
+    }
+  }
+
+  // 2. Measure, alternating raw and replay.
+  std::vector<double> ratios;
+  Pass best_raw, best_replay;
+  std::string hash, first_hash;
+  uint64_t head = 0;
+  for (int r = 0; r < rounds; ++r) {
+    Pass raw = RawIterateDecode(dir);
+    Print("raw iterate+decode", raw);
+    auto log = ledger::RocksDbLog::Open(dir);
+    if (!log.ok()) {
+      Fail("open: " + log.status().ToString());
+      return 1;
+    }
+    head = (*log)->GetHead().sequence;
+    Pass rep = Replay(**log, true, &hash);
+    Print("replay --verify", rep);
+    if (first_hash.empty()) first_hash = hash;
+    if (hash != first_hash) Fail("the decision-stream hash changed between rounds");
+    if (raw.events != head || rep.events != head) {
+      Fail("events counted: raw " + std::to_string(raw.events) + ", replay " +
+           std::to_string(rep.events) + ", head " + std::to_string(head));
+    }
+    if (raw.rate() > 0) ratios.push_back(rep.rate() / raw.rate());
+    if (raw.rate() > best_raw.rate()) best_raw = raw;
+    if (rep.rate() > best_replay.rate()) best_replay = rep;
+  }
+  // Attribution, once.
+  {
+    auto log = ledger::RocksDbLog::Open(dir);
+    if (log.ok()) {
+      Print("log read+decode", LogReadDecode(**log));
+      Print("replay (fold only)", Replay(**log, false, nullptr));
+    }
+  }
+  std::printf("decision-stream sha256: %s\n", first_hash.c_str());
+  std::string per_round;
+  for (double r : ratios) per_round += (per_round.empty() ? "" : " ") + F(r, 3);
+  const double ratio = best_raw.rate() > 0 ? best_replay.rate() / best_raw.rate() : 0;
+  std::printf(
+      "ratio replay-with-verify / raw iterate+decode: %s (best of each: %s / %s events/s; "
+      "per round: %s; goal >= 0.5: %s)\n",
+      F(ratio, 3).c_str(), F(best_replay.rate()).c_str(), F(best_raw.rate()).c_str(),
+      per_round.c_str(), ratio >= 0.5 ? "met" : "NOT met");
+  // On a shared machine the wall clock moves with other load; CPU seconds (user + sys of the
+  // whole process, both of replay's threads) give the second view.
+  const double raw_cpu_rate =
+      best_raw.cpu_seconds > 0 ? static_cast<double>(best_raw.events) / best_raw.cpu_seconds : 0;
+  const double replay_cpu_rate =
+      best_replay.cpu_seconds > 0
+          ? static_cast<double>(best_replay.events) / best_replay.cpu_seconds
+          : 0;
+  std::printf("cpu ratio replay-with-verify / raw iterate+decode: %s (%s / %s events per cpu-s)\n",
+              F(raw_cpu_rate > 0 ? replay_cpu_rate / raw_cpu_rate : 0, 3).c_str(),
+              F(replay_cpu_rate).c_str(), F(raw_cpu_rate).c_str());
+  std::printf("max RSS %" PRId64 " MiB\n", MaxRssMib());
+  if (keep.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(std::filesystem::path(dir).parent_path(), ignored);
+  }
+  std::printf("exit status: %d\n", g_failures == 0 ? 0 : 1);
+  return g_failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace admission::bench
+
+int main(int argc, char** argv) { return admission::bench::Main(argc, argv); }

@@ -1,0 +1,887 @@
+// Properties of replay (replay/) over random scenarios, and the process-level checks around it.
+//
+// - Replay from sequence 1 reproduces every recorded decision, byte for byte, and its
+//   decision-stream hash is the chain over the recorded decisions.
+// - Replay comparing from any sequence N (folding 1..N-1 first) reproduces the decisions from N.
+// - The state after any sequence (rounded up to its append's end) is the live decider's state
+//   after that append.
+// - A changed decider (the DecisionAlteration seam) fails at the first decision it changes.
+// - Across processes: `admitctl replay --verify -o json` gives the same decision-stream hash
+//   twice, and the same as this process.
+// - A ledger written by admitctl processes killed with SIGKILL mid-append and restarted holds
+//   the same decisions (the same bytes) as one written without a crash.
+// - An edited byte of a stored decision is named by `admitctl verify`.
+
+#include <capnp/message.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+#include <rocksdb/db.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ledger/memory_log.h"
+#include "ledger/rocksdb_log.h"
+#include "ops/render.h"
+#include "ops/service.h"
+#include "projections/engine_version.h"
+#include "replay/explain.h"
+#include "replay/ledger_file.h"
+#include "replay/replayer.h"
+#include "schema/event_codec.h"
+#include "tests/unit/temp_dir.h"
+
+#ifndef GOLDEN_DIR
+#error "GOLDEN_DIR must name tests/golden (see CMakeLists.txt)"
+#endif
+#ifndef ADMITCTL_PATH
+#error "ADMITCTL_PATH must name the admitctl binary (see CMakeLists.txt)"
+#endif
+
+namespace admission::testing {
+namespace {
+
+using ledger::Sequence;
+
+class FixedClock final : public ops::Clock {
+ public:
+  int64_t NowNs() override { return 0; }
+};
+
+// ---------------------------------------------------------------------------------------------
+// A small random scenario: ClusterQueues in one cohort (or none) with cpu and gpu quota on two
+// flavors, preemption policies, and a stream of submits, finishes and deletes in batches.
+
+struct QueueGen {
+  bool in_cohort = true;
+  int64_t cpu = 4000, gpu = 2000;  // nominal per flavor
+  int within = 0, reclaim = 0;
+};
+
+struct StepGen {
+  int kind = 0;  // 0 submit, 1 finish, 2 delete
+  int queue = 0;
+  int count = 1, min_count = 0;
+  int64_t cpu = 1000, gpu = 0;
+  int priority = 0;
+  int target = 0;
+  bool batch_end = true;
+};
+
+struct ScenarioGen {
+  std::vector<QueueGen> queues;
+  std::vector<StepGen> steps;
+};
+
+rc::Gen<ScenarioGen> GenScenario() {
+  auto queue = rc::gen::build<QueueGen>(
+      rc::gen::set(&QueueGen::in_cohort, rc::gen::arbitrary<bool>()),
+      rc::gen::set(&QueueGen::cpu,
+                   rc::gen::map(rc::gen::inRange(0, 9), [](int v) { return int64_t{v} * 1000; })),
+      rc::gen::set(&QueueGen::gpu,
+                   rc::gen::map(rc::gen::inRange(0, 5), [](int v) { return int64_t{v} * 1000; })),
+      rc::gen::set(&QueueGen::within, rc::gen::inRange(0, 3)),
+      rc::gen::set(&QueueGen::reclaim, rc::gen::inRange(0, 3)));
+  auto step = rc::gen::build<StepGen>(
+      rc::gen::set(&StepGen::kind, rc::gen::weightedElement<int>({{6, 0}, {3, 1}, {1, 2}})),
+      rc::gen::set(&StepGen::queue, rc::gen::inRange(0, 3)),
+      rc::gen::set(&StepGen::count, rc::gen::inRange(1, 4)),
+      rc::gen::set(&StepGen::min_count, rc::gen::inRange(0, 3)),
+      rc::gen::set(&StepGen::cpu,
+                   rc::gen::map(rc::gen::inRange(0, 5), [](int v) { return int64_t{v} * 500; })),
+      rc::gen::set(&StepGen::gpu,
+                   rc::gen::map(rc::gen::inRange(0, 3), [](int v) { return int64_t{v} * 1000; })),
+      rc::gen::set(&StepGen::priority, rc::gen::inRange(0, 4)),
+      rc::gen::set(&StepGen::target, rc::gen::inRange(0, 1000)),
+      rc::gen::set(&StepGen::batch_end, rc::gen::weightedElement<bool>({{3, true}, {1, false}})));
+  return rc::gen::build<ScenarioGen>(
+      rc::gen::set(&ScenarioGen::queues, rc::gen::container<std::vector<QueueGen>>(
+                                             static_cast<size_t>(*rc::gen::inRange(1, 4)), queue)),
+      rc::gen::set(&ScenarioGen::steps, rc::gen::container<std::vector<StepGen>>(
+                                            static_cast<size_t>(*rc::gen::inRange(1, 50)), step)));
+}
+
+// The same shape from a plain PRNG, for the process-level tests (which run a few fixed seeds
+// rather than hundreds of rapidcheck cases, each being several processes).
+ScenarioGen ScenarioFromSeed(uint64_t seed, size_t steps) {
+  std::mt19937_64 rng(seed);
+  auto pick = [&](int lo, int hi) {
+    return static_cast<int>(rng() % static_cast<uint64_t>(hi - lo + 1)) + lo;
+  };
+  ScenarioGen s;
+  const int queues = pick(1, 3);
+  for (int q = 0; q < queues; ++q) {
+    QueueGen g;
+    g.in_cohort = pick(0, 1) == 1;
+    g.cpu = pick(2, 8) * 1000;
+    g.gpu = pick(0, 4) * 1000;
+    g.within = pick(0, 2);
+    g.reclaim = pick(0, 2);
+    s.queues.push_back(g);
+  }
+  for (size_t i = 0; i < steps; ++i) {
+    StepGen g;
+    const int k = pick(0, 9);
+    g.kind = k < 6 ? 0 : k < 9 ? 1 : 2;
+    g.queue = pick(0, 2);
+    g.count = pick(1, 3);
+    g.min_count = pick(0, 2);
+    g.cpu = pick(0, 4) * 500;
+    g.gpu = pick(0, 2) * 1000;
+    g.priority = pick(0, 3);
+    g.target = pick(0, 999);
+    g.batch_end = pick(0, 3) != 0;
+    s.steps.push_back(g);
+  }
+  return s;
+}
+
+std::string Encode(capnp::MallocMessageBuilder& m) { return schema::EncodeEvent(m); }
+
+std::vector<std::string> Definitions(const ScenarioGen& s) {
+  std::vector<std::string> out;
+  for (const char* f : {"on-demand", "spot"}) {
+    capnp::MallocMessageBuilder m;
+    m.initRoot<schema::Event>().initBody().initFlavorDefined().setName(f);
+    out.push_back(Encode(m));
+  }
+  for (size_t q = 0; q < s.queues.size(); ++q) {
+    const QueueGen& g = s.queues[q];
+    capnp::MallocMessageBuilder m;
+    auto def = m.initRoot<schema::Event>().initBody().initClusterQueueDefined();
+    def.setName("cq-" + std::to_string(q));
+    if (g.in_cohort) def.setCohortName("cohort");
+    def.initNamespaceSelector().setMatchesAll(true);
+    auto p = def.initPreemption();
+    p.setWithinClusterQueue(static_cast<schema::WithinClusterQueuePolicy>(g.within));
+    p.setReclaimWithinCohort(static_cast<schema::ReclaimWithinCohortPolicy>(g.reclaim));
+    auto group = def.initResourceGroups(1)[0];
+    auto covered = group.initCoveredResources(2);
+    covered.set(0, "cpu");
+    covered.set(1, "nvidia.com/gpu");
+    auto flavors = group.initFlavors(2);
+    for (unsigned f = 0; f < 2; ++f) {
+      flavors[f].setName(f == 0 ? "on-demand" : "spot");
+      auto r = flavors[f].initResources(2);
+      r[0].setName("cpu");
+      r[0].setNominalQuotaMilli(g.cpu / (f + 1));
+      r[1].setName("nvidia.com/gpu");
+      r[1].setNominalQuotaMilli(g.gpu / (f + 1));
+    }
+    out.push_back(Encode(m));
+    capnp::MallocMessageBuilder lm;
+    auto lq = lm.initRoot<schema::Event>().initBody().initLocalQueueDefined();
+    lq.setNamespace("ns");
+    lq.setName("lq-" + std::to_string(q));
+    lq.setClusterQueue("cq-" + std::to_string(q));
+    out.push_back(Encode(lm));
+  }
+  return out;
+}
+
+// Drives a Service over a log through a scenario. Keeps, after every append, the head and the
+// read models (for the state-at property) and the decisions made.
+struct Recording {
+  std::vector<std::string> decisions;  // stored bytes, in order
+  struct Point {
+    Sequence head = 0;
+    std::string workloads, cluster_queues;
+  };
+  std::vector<Point> points;
+};
+
+std::string StepInput(const StepGen& step, size_t index, size_t queues,
+                      std::vector<std::string>* submitted) {
+  capnp::MallocMessageBuilder m;
+  auto event = m.initRoot<schema::Event>();
+  if (step.kind == 0 || submitted->empty()) {
+    const std::string name = "w" + std::to_string(index);
+    auto wl = event.initBody().initWorkloadSubmitted().initWorkload();
+    wl.setNamespace("ns");
+    wl.setName(name);
+    wl.setUid("uid-" + name);
+    wl.setQueueName("lq-" + std::to_string(static_cast<size_t>(step.queue) % queues));
+    wl.setHasPriority(true);
+    wl.setPriority(step.priority);
+    auto ps = wl.initPodSets(1)[0];
+    ps.setName("main");
+    ps.setCount(step.count);
+    if (step.min_count > 0 && step.min_count < step.count) ps.setMinCount(step.min_count);
+    auto req = ps.initRequests(2);
+    req[0].setName("cpu");
+    req[0].setMilli(step.cpu);
+    req[1].setName("nvidia.com/gpu");
+    req[1].setMilli(step.gpu);
+    event.setIdempotencyKey("submit/ns/" + name);
+    submitted->push_back(name);
+  } else {
+    const std::string& name = (*submitted)[static_cast<size_t>(step.target) % submitted->size()];
+    auto ref = step.kind == 1 ? event.initBody().initWorkloadFinished().initWorkload()
+                              : event.initBody().initWorkloadDeleted().initWorkload();
+    ref.setNamespace("ns");
+    ref.setName(name);
+    ref.setUid("uid-" + name);
+  }
+  return Encode(m);
+}
+
+Recording RecordScenario(const ScenarioGen& s, ledger::EventLog& log) {
+  Recording rec;
+  FixedClock clock;
+  auto service = ops::Service::Open(log, clock);
+  ADM_CHECK(service.ok(), "%s", service.status().ToString().c_str());
+  int64_t now = 1'800'000'000'000'000'000;
+  auto record = [&](const std::vector<std::string>& inputs) {
+    if (inputs.empty()) return;
+    ops::IntakeOptions options;
+    options.at_ns = now += 1'000'000'000;
+    options.actor = "test";
+    auto outcome = (*service)->Record(inputs, options);
+    ADM_CHECK(outcome.ok(), "%s", outcome.status().ToString().c_str());
+    for (auto& d : outcome->decisions) rec.decisions.push_back(d);
+    rec.points.push_back(Recording::Point{log.GetHead().sequence,
+                                          ops::WorkloadsJson((*service)->engine()).dump(),
+                                          ops::ClusterQueuesJson((*service)->engine()).dump()});
+  };
+  record(Definitions(s));
+  std::vector<std::string> submitted, pending;
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    pending.push_back(StepInput(s.steps[i], i, s.queues.size(), &submitted));
+    if (s.steps[i].batch_end || i + 1 == s.steps.size()) {
+      record(pending);
+      pending.clear();
+    }
+  }
+  return rec;
+}
+
+schema::Hash ChainOver(const std::vector<std::string>& decisions) {
+  schema::Hash h = schema::kGenesisHash;
+  for (const std::string& d : decisions) h = schema::ChainHash(h, d);
+  return h;
+}
+
+// Sequences of the decisions in a log, in order.
+std::vector<Sequence> DecisionSequences(ledger::EventLog& log) {
+  std::vector<Sequence> out;
+  auto events = log.Read(1, ledger::kReadEventsMax);
+  for (const auto& e : *events) {
+    if (schema::IsDecision(schema::DecodeEvent(e.bytes)->root().getBody().which())) {
+      out.push_back(e.sequence);
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Properties (in process).
+
+RC_GTEST_PROP(Replay, FromGenesisReproducesEveryDecision, ()) {
+  const ScenarioGen s = *GenScenario();
+  ledger::MemoryLog log;
+  const Recording rec = RecordScenario(s, log);
+  auto report = replay::ReplayAndVerify(log);
+  RC_ASSERT(report.ok());
+  RC_ASSERT(!report->divergence.has_value());
+  RC_ASSERT(report->events == log.GetHead().sequence);
+  RC_ASSERT(report->decisions_compared == rec.decisions.size());
+  RC_ASSERT(report->decision_stream_hash == ChainOver(rec.decisions));
+  RC_TAG(rec.decisions.empty() ? "no decisions" : "decisions");
+}
+
+RC_GTEST_PROP(Replay, FromAnySequenceReproducesTheDecisionsFromThere, ()) {
+  const ScenarioGen s = *GenScenario();
+  ledger::MemoryLog log;
+  const Recording rec = RecordScenario(s, log);
+  const Sequence head = log.GetHead().sequence;
+  const Sequence from = *rc::gen::inRange<Sequence>(1, head + 1);
+  const Sequence to = *rc::gen::inRange<Sequence>(from, head + 1);
+  replay::Replayer replayer(log, replay::Genesis());
+  replay::ReplayOptions options;
+  options.compare_from = from;
+  options.to = to;
+  auto report = replayer.Run(options);
+  RC_ASSERT(report.ok());
+  RC_ASSERT(!report->divergence.has_value());
+  std::vector<std::string> expected;
+  auto events = log.Read(from, ledger::kReadEventsMax);
+  for (const auto& e : *events) {
+    if (e.sequence > to) break;
+    if (schema::IsDecision(schema::DecodeEvent(e.bytes)->root().getBody().which())) {
+      expected.push_back(e.bytes);
+    }
+  }
+  RC_ASSERT(report->decisions_compared == expected.size());
+  RC_ASSERT(report->decision_stream_hash == ChainOver(expected));
+}
+
+RC_GTEST_PROP(Replay, StateAfterAnySequenceIsTheLiveStateAfterItsAppend, ()) {
+  const ScenarioGen s = *GenScenario();
+  ledger::MemoryLog log;
+  const Recording rec = RecordScenario(s, log);
+  const Sequence head = log.GetHead().sequence;
+  const Sequence at = *rc::gen::inRange<Sequence>(1, head + 1);
+  auto state = replay::FoldToSequence(log, at);
+  RC_ASSERT(state.ok());
+  // The append holding `at` is the first recorded point at or after it.
+  const Recording::Point* point = nullptr;
+  for (const auto& p : rec.points) {
+    if (p.head >= at) {
+      point = &p;
+      break;
+    }
+  }
+  RC_ASSERT(point != nullptr);
+  RC_ASSERT(state->at == point->head);
+  RC_ASSERT(ops::WorkloadsJson(*state->engine).dump() == point->workloads);
+  RC_ASSERT(ops::ClusterQueuesJson(*state->engine).dump() == point->cluster_queues);
+}
+
+// The seam stands in for a changed decider: one decision type made differently.
+std::string AlterMessage(const std::string& produced, schema::Event::Body::Which which) {
+  auto decoded = schema::DecodeEvent(produced);
+  if (!decoded.ok() || decoded->root().getBody().which() != which) return produced;
+  capnp::MallocMessageBuilder m;
+  m.setRoot(decoded->root());
+  auto body = m.getRoot<schema::Event>().getBody();
+  switch (which) {
+    case schema::Event::Body::QUOTA_RESERVED:
+      body.getQuotaReserved().setMessage("changed decider");
+      break;
+    case schema::Event::Body::ADMITTED:
+      body.getAdmitted().setFencingToken("changed decider");
+      break;
+    case schema::Event::Body::PENDING_REASON_CHANGED:
+      body.getPendingReasonChanged().setShortfallMilli(
+          body.getPendingReasonChanged().getShortfallMilli() + 1);
+      break;
+    case schema::Event::Body::PREEMPTED:
+      body.getPreempted().setReason("ChangedDecider");
+      break;
+    default:
+      break;
+  }
+  return schema::EncodeEvent(m);
+}
+
+RC_GTEST_PROP(Replay, ChangedDeciderFailsAtItsFirstAffectedDecision, ()) {
+  const ScenarioGen s = *GenScenario();
+  ledger::MemoryLog log;
+  RecordScenario(s, log);
+  const auto which = *rc::gen::element(
+      schema::Event::Body::QUOTA_RESERVED, schema::Event::Body::ADMITTED,
+      schema::Event::Body::PENDING_REASON_CHANGED, schema::Event::Body::PREEMPTED);
+  std::optional<Sequence> first;
+  for (Sequence seq : DecisionSequences(log)) {
+    auto e = log.Read(seq, 1);
+    if (schema::DecodeEvent(e->front().bytes)->root().getBody().which() == which) {
+      first = seq;
+      break;
+    }
+  }
+  replay::Replayer replayer(log, replay::Genesis());
+  replay::ReplayOptions options;
+  options.alter_replayed = [which](const std::string& d) { return AlterMessage(d, which); };
+  auto report = replayer.Run(options);
+  RC_ASSERT(report.ok());
+  RC_TAG(first ? "affected" : "unaffected");
+  if (!first) {
+    RC_ASSERT(!report->divergence.has_value());
+    return;
+  }
+  RC_ASSERT(report->divergence.has_value());
+  RC_ASSERT(report->divergence->sequence == *first);
+  RC_ASSERT(!report->divergence->first_differing_field.empty());
+  RC_ASSERT(report->divergence->first_differing_field.rfind("body.", 0) == 0);
+}
+
+TEST(Replay, ReplayedDecisionIsComparedWithSequenceAndPrevHashOfTheRecord) {
+  // A decision whose stored bytes were edited (as an attacker would, keeping the chain aside)
+  // is a divergence at that sequence, naming the edited field.
+  ledger::MemoryLog log;
+  RecordScenario(ScenarioFromSeed(7, 30), log);
+  const std::vector<Sequence> decisions = DecisionSequences(log);
+  ASSERT_FALSE(decisions.empty());
+  const Sequence target = decisions[decisions.size() / 2];
+  auto stored = log.Read(target, 1);
+  auto decoded = schema::DecodeEvent(stored->front().bytes);
+  capnp::MallocMessageBuilder m;
+  m.setRoot(decoded->root());
+  m.getRoot<schema::Event>().setCausationSequence(decoded->root().getCausationSequence() + 1000);
+  log.OverwriteForTest(target, schema::CanonicalBytes(m.getRoot<schema::Event>().asReader()));
+  auto report = replay::ReplayAndVerify(log);
+  ASSERT_TRUE(report.ok());
+  ASSERT_TRUE(report->divergence.has_value());
+  EXPECT_EQ(report->divergence->sequence, target);
+  EXPECT_EQ(report->divergence->first_differing_field, "causationSequence");
+}
+
+TEST(Replay, RefusesADecisionOfAnotherEngineVersion) {
+  ledger::MemoryLog log;
+  RecordScenario(ScenarioFromSeed(3, 10), log);
+  const std::vector<Sequence> decisions = DecisionSequences(log);
+  ASSERT_FALSE(decisions.empty());
+  const Sequence target = decisions.front();
+  auto stored = log.Read(target, 1);
+  auto decoded = schema::DecodeEvent(stored->front().bytes);
+  capnp::MallocMessageBuilder m;
+  m.setRoot(decoded->root());
+  m.getRoot<schema::Event>().setEngineVersion(projections::kEngineVersion + 1);
+  log.OverwriteForTest(target, schema::CanonicalBytes(m.getRoot<schema::Event>().asReader()));
+  for (bool verify : {true, false}) {
+    replay::Replayer replayer(log, replay::Genesis());
+    replay::ReplayOptions options;
+    options.verify = verify;
+    auto report = replayer.Run(options);
+    ASSERT_FALSE(report.ok());
+    EXPECT_NE(report.status().message().find("engine v" +
+                                             std::to_string(projections::kEngineVersion + 1)),
+              std::string::npos)
+        << report.status().message();
+    EXPECT_NE(report.status().message().find("this build runs engine v" +
+                                             std::to_string(projections::kEngineVersion)),
+              std::string::npos)
+        << report.status().message();
+    EXPECT_NE(report.status().message().find("sequence " + std::to_string(target)),
+              std::string::npos);
+  }
+}
+
+TEST(Replay, ExtraDecisionOfTheReplayedDeciderIsADivergenceAtTheNextInput) {
+  // Remove the last decision of the first batch that has two or more, by rebuilding the ledger
+  // without it: the replayed decider then makes one more decision than recorded.
+  ledger::MemoryLog original;
+  RecordScenario(ScenarioFromSeed(11, 20), original);
+  auto events = original.Read(1, ledger::kReadEventsMax);
+  std::optional<Sequence> drop;
+  for (size_t i = 0; i + 1 < events->size(); ++i) {
+    auto here = schema::DecodeEvent((*events)[i].bytes);
+    auto next = schema::DecodeEvent((*events)[i + 1].bytes);
+    if (schema::IsDecision(here->root().getBody().which()) &&
+        !schema::IsDecision(next->root().getBody().which())) {
+      drop = (*events)[i].sequence;
+      break;
+    }
+  }
+  ASSERT_TRUE(drop.has_value());
+  ledger::MemoryLog edited;
+  for (const auto& e : *events) {
+    if (e.sequence == *drop) continue;
+    ASSERT_TRUE(edited.Append(std::vector<std::string>{e.bytes}).ok());
+  }
+  auto report = replay::ReplayAndVerify(edited);
+  ASSERT_TRUE(report.ok());
+  ASSERT_TRUE(report->divergence.has_value());
+  EXPECT_EQ(report->divergence->sequence, *drop);  // where the decision should have been
+  EXPECT_FALSE(report->divergence->replayed_json.empty());
+  EXPECT_FALSE(report->divergence->recorded_type.empty());
+}
+
+TEST(LedgerFile, RoundTripsAndRefusesAnEditedEvent) {
+  ledger::MemoryLog log;
+  RecordScenario(ScenarioFromSeed(5, 25), log);
+  auto text = replay::ExportLedger(log);
+  ASSERT_TRUE(text.ok());
+  ledger::MemoryLog loaded;
+  ASSERT_TRUE(replay::ImportLedger(*text, loaded).ok());
+  EXPECT_EQ(loaded.GetHead().hash, log.GetHead().hash);
+  // One hex digit of one event changed: refused.
+  std::string edited = *text;
+  const size_t line = edited.find("\n5 ");
+  ASSERT_NE(line, std::string::npos);
+  const size_t digit = edited.find(' ', edited.find(' ', line + 1) + 1) + 40;
+  edited[digit] = edited[digit] == '0' ? '1' : '0';
+  ledger::MemoryLog refused;
+  EXPECT_FALSE(replay::ImportLedger(edited, refused).ok());
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+TEST(Explain, ReservedWorkloadNamesTheChecksItWaitsForAndAdmittedCitesTheirReports) {
+  // The golden ledger of tests/scenarios/15-admission-checks.yaml: ml/train is reserved, its
+  // image-scan check reports Ready, then its budget check, and it is admitted.
+  ledger::MemoryLog log;
+  ASSERT_TRUE(replay::ImportLedger(ReadText(GOLDEN_DIR "/admission-checks.ledger"), log).ok());
+  std::optional<replay::Explanation> reserved, admitted;
+  for (Sequence at = 1; at <= log.GetHead().sequence; ++at) {
+    auto x = replay::Explain(log, "ml", "train", at);
+    if (!x.ok()) continue;  // not submitted yet
+    if (x->now.phase == "QuotaReserved" && !reserved) reserved = *x;
+    if (x->now.phase == "Admitted" && !admitted) admitted = *x;
+  }
+  ASSERT_TRUE(reserved.has_value());
+  EXPECT_NE(reserved->now.blocked_by.find("waiting for admission checks"), std::string::npos)
+      << reserved->now.blocked_by;
+  EXPECT_NE(reserved->now.blocked_by.find("budget Pending since"), std::string::npos)
+      << reserved->now.blocked_by;
+  EXPECT_EQ(reserved->now.checks.size(), 2u);
+  ASSERT_TRUE(admitted.has_value());
+  std::vector<uint64_t> reports;
+  for (const replay::HistoryEntry& e : admitted->history) {
+    if (e.type == "checkStateReported") reports.push_back(e.sequence);
+  }
+  const replay::HistoryEntry& last = admitted->history.back();
+  EXPECT_EQ(last.type, "admitted");
+  ASSERT_EQ(last.check_versions.size(), 2u);
+  for (uint64_t v : last.check_versions) {
+    EXPECT_NE(std::find(reports.begin(), reports.end(), v), reports.end())
+        << "check version " << v << " is not a report in the history";
+  }
+  EXPECT_NE(replay::ExplainHtml(*admitted).find("check image-scan: Ready"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Across processes.
+
+struct ProcessRun {
+  int exit_code = -1;
+  std::string out;
+};
+
+// Runs admitctl with `args`, capturing stdout (stderr goes to a file beside, appended to out).
+ProcessRun Admitctl(const std::vector<std::string>& args) {
+  const std::string err_path =
+      std::filesystem::temp_directory_path() / ("admitctl-err-" + std::to_string(::getpid()));
+  std::string command = std::string(ADMITCTL_PATH);
+  for (const std::string& a : args) command += " '" + a + "'";
+  command += " 2>" + err_path;
+  ProcessRun run;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) run.out.append(buf, n);
+  const int status = ::pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  std::stringstream e;
+  e << err.rdbuf();
+  run.out += e.str();
+  std::filesystem::remove(err_path);
+  return run;
+}
+
+nlohmann::json ParseJson(const std::string& text) {
+  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+void WriteRocksLedger(const ScenarioGen& s, const std::string& dir) {
+  auto log = ledger::RocksDbLog::Open(dir);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  RecordScenario(s, **log);
+}
+
+TEST(ReplayProcess, DecisionStreamHashIsTheSameAcrossProcesses) {
+  for (uint64_t seed : {1, 2, 3}) {
+    TempDir dir;
+    const std::string ledger_dir = dir.Sub("ledger");
+    WriteRocksLedger(ScenarioFromSeed(seed, 40), ledger_dir);
+    std::string in_process;
+    {
+      auto log = ledger::RocksDbLog::Open(ledger_dir);
+      ASSERT_TRUE(log.ok());
+      auto report = replay::ReplayAndVerify(**log);
+      ASSERT_TRUE(report.ok());
+      ASSERT_FALSE(report->divergence.has_value());
+      in_process = schema::HashHex(report->decision_stream_hash);
+    }
+    std::vector<std::string> hashes;
+    for (int i = 0; i < 2; ++i) {
+      ProcessRun run = Admitctl({"--ledger", ledger_dir, "replay", "--verify", "-o", "json"});
+      ASSERT_EQ(run.exit_code, 0) << run.out;
+      auto json = ParseJson(run.out);
+      ASSERT_FALSE(json.is_discarded()) << run.out;
+      EXPECT_TRUE(json["ok"].get<bool>());
+      hashes.push_back(json["decisionStreamSha256"].get<std::string>());
+    }
+    EXPECT_EQ(hashes[0], hashes[1]) << "seed " << seed;
+    EXPECT_EQ(hashes[0], in_process) << "seed " << seed;
+  }
+}
+
+// The steps of a crash run, as admitctl command lines (each idempotent: definitions that are
+// already recorded are unchanged, submits carry the workload's name as key and an explicit uid,
+// finishes are keyed by uid).
+std::vector<std::vector<std::string>> CrashSteps(const std::string& ledger, const std::string& dir,
+                                                 uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<std::string>> steps;
+  {
+    std::ofstream setup(dir + "/setup.yaml");
+    setup << R"(apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: ["cpu"]
+    flavors:
+    - name: default
+      resources: [{name: cpu, nominalQuota: 6}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: default}
+spec: {clusterQueue: cq}
+)";
+  }
+  auto at = [](int i) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "2026-11-29T10:%02d:%02dZ", i / 60, i % 60);
+    return std::string(buf);
+  };
+  int t = 0;
+  steps.push_back({"--ledger", ledger, "--at", at(t++), "apply", "-f", dir + "/setup.yaml"});
+  std::vector<std::string> names;
+  for (int i = 0; i < 12; ++i) {
+    const std::string file = dir + "/wl-" + std::to_string(i) + ".yaml";
+    std::ofstream out(file);
+    const int count = 1 + static_cast<int>(rng() % 2);
+    for (int k = 0; k < count; ++k) {
+      const std::string name = "w" + std::to_string(i) + "-" + std::to_string(k);
+      names.push_back(name);
+      out << "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata: {name: " << name
+          << ", namespace: default, uid: uid-" << name
+          << "}\nspec:\n  queueName: lq\n  priority: " << rng() % 4
+          << "\n  podSets:\n  - name: main\n    count: 1\n    template:\n      spec:\n"
+          << "        containers:\n        - name: c\n          image: busybox\n"
+          << "          resources: {requests: {cpu: \"" << 1 + rng() % 3 << "\"}}\n";
+    }
+    out.close();
+    steps.push_back({"--ledger", ledger, "--at", at(t++), "submit", "-f", file});
+    if (i % 3 == 2) {
+      steps.push_back({"--ledger", ledger, "--at", at(t++), "finish",
+                       "default/" + names[rng() % names.size()]});
+    }
+  }
+  return steps;
+}
+
+// Runs admitctl with args in a child; kills it with SIGKILL after kill_after_ms if it is still
+// running. Returns true when it ran to completion with exit code 0.
+bool RunOrKill(const std::vector<std::string>& args, int kill_after_ms, bool* killed) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    std::vector<char*> argv;
+    std::string path = ADMITCTL_PATH;
+    argv.push_back(path.data());
+    std::vector<std::string> copy = args;
+    for (std::string& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(path.c_str(), argv.data());
+    ::_exit(127);
+  }
+  *killed = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kill_after_ms);
+  int status = 0;
+  while (true) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (kill_after_ms >= 0 && std::chrono::steady_clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      *killed = WIFSIGNALED(status);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+TEST(ReplayProcess, KilledMidAppendAndRestartedMakesTheSameDecisions) {
+  int kills = 0;
+  for (uint64_t seed : {21, 22, 23}) {
+    TempDir dir;
+    const std::string clean = dir.Sub("clean"), crashed = dir.Sub("crashed");
+    for (const auto& step : CrashSteps(clean, dir.path(), seed)) {
+      bool killed = false;
+      ASSERT_TRUE(RunOrKill(step, -1, &killed)) << "clean run failed at " << step[4];
+    }
+    std::mt19937_64 rng(seed * 7919);
+    for (const auto& step : CrashSteps(crashed, dir.path(), seed)) {
+      // Kill the first attempts at a random moment (0-40 ms: start-up, the fold, the append),
+      // then let one run to completion; each rerun of a step that did land is a no-op.
+      int attempts = 0;
+      while (true) {
+        bool killed = false;
+        const int after_ms = attempts < 2 && rng() % 2 == 0 ? static_cast<int>(rng() % 40) : -1;
+        ++attempts;
+        if (RunOrKill(step, after_ms, &killed)) break;
+        ASSERT_TRUE(killed) << "a step failed without being killed: " << step[4] << " "
+                            << step.back();
+        ++kills;
+        ASSERT_LT(attempts, 10);
+      }
+    }
+    // Same ledger, byte for byte: same head hash; and the same decisions on replay.
+    ProcessRun a = Admitctl({"--ledger", clean, "verify", "-o", "json"});
+    ProcessRun b = Admitctl({"--ledger", crashed, "verify", "-o", "json"});
+    ASSERT_EQ(a.exit_code, 0) << a.out;
+    ASSERT_EQ(b.exit_code, 0) << b.out;
+    EXPECT_EQ(ParseJson(a.out)["headHash"], ParseJson(b.out)["headHash"]) << "seed " << seed;
+    ProcessRun ra = Admitctl({"--ledger", clean, "replay", "--verify", "-o", "json"});
+    ProcessRun rb = Admitctl({"--ledger", crashed, "replay", "--verify", "-o", "json"});
+    ASSERT_EQ(ra.exit_code, 0) << ra.out;
+    ASSERT_EQ(rb.exit_code, 0) << rb.out;
+    EXPECT_EQ(ParseJson(ra.out)["decisionStreamSha256"], ParseJson(rb.out)["decisionStreamSha256"]);
+    EXPECT_GT(ParseJson(ra.out)["decisionsCompared"].get<uint64_t>(), 0u);
+  }
+  // The test means something only if processes were actually killed.
+  EXPECT_GT(kills, 0);
+  std::printf("killed %d admitctl processes\n", kills);
+}
+
+TEST(ReplayProcess, ForgedDecisionWithAValidChainFailsReplayButNotVerify) {
+  // A ledger rewritten from scratch with one decision changed has a valid hash chain: only
+  // replay can tell that the decider would not have made that decision.
+  ledger::MemoryLog original;
+  RecordScenario(ScenarioFromSeed(14, 30), original);
+  const std::vector<Sequence> decisions = DecisionSequences(original);
+  ASSERT_FALSE(decisions.empty());
+  const Sequence target = decisions[decisions.size() / 3];
+  const std::string original_actor =
+      schema::DecodeEvent(original.Read(target, 1)->front().bytes)->root().getActor().cStr();
+  ASSERT_NE(original_actor, "forger");
+  TempDir dir;
+  const std::string ledger_dir = dir.Sub("ledger");
+  {
+    auto log = ledger::RocksDbLog::Open(ledger_dir);
+    ASSERT_TRUE(log.ok());
+    auto events = original.Read(1, ledger::kReadEventsMax);
+    for (const auto& e : *events) {
+      std::string bytes = e.bytes;
+      if (e.sequence == target) {
+        auto decoded = schema::DecodeEvent(bytes);
+        capnp::MallocMessageBuilder m;
+        m.setRoot(decoded->root());
+        m.getRoot<schema::Event>().setActor("forger");
+        bytes = schema::EncodeEvent(m);
+      }
+      ASSERT_TRUE((*log)->Append(std::vector<std::string>{bytes}).ok());
+    }
+  }
+  ProcessRun verify = Admitctl({"--ledger", ledger_dir, "verify"});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out;
+  ProcessRun text = Admitctl({"--ledger", ledger_dir, "replay", "--verify"});
+  EXPECT_EQ(text.exit_code, 1) << text.out;
+  EXPECT_NE(text.out.find("MISMATCH at sequence " + std::to_string(target)), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("first differing field: actor"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("--- recorded"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("--- replayed"), std::string::npos) << text.out;
+  ProcessRun json = Admitctl({"--ledger", ledger_dir, "replay", "--verify", "-o", "json"});
+  EXPECT_EQ(json.exit_code, 1) << json.out;
+  auto parsed = ParseJson(json.out);
+  ASSERT_FALSE(parsed.is_discarded()) << json.out;
+  EXPECT_EQ(parsed["divergence"]["sequence"].get<Sequence>(), target);
+  EXPECT_EQ(parsed["divergence"]["recorded"]["actor"], "forger");
+  EXPECT_EQ(parsed["divergence"]["replayed"]["actor"], original_actor);
+  // Comparing from after the forged decision, the rest still replays.
+  ProcessRun after = Admitctl(
+      {"--ledger", ledger_dir, "replay", "--verify", "--from", std::to_string(target + 1)});
+  EXPECT_EQ(after.exit_code, 0) << after.out;
+}
+
+// Flips one byte of the stored value of `sequence` in a closed RocksDB ledger.
+void FlipStoredByte(const std::string& dir, Sequence sequence, size_t offset) {
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Options options;
+  ASSERT_TRUE(rocksdb::DB::Open(options, dir, &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  std::string value;
+  ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), ledger::RocksDbLog::EventKey(sequence), &value).ok());
+  ASSERT_LT(offset, value.size());
+  value[offset] = static_cast<char>(value[offset] ^ 0x01);
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  ASSERT_TRUE(db->Put(sync, ledger::RocksDbLog::EventKey(sequence), value).ok());
+}
+
+TEST(ReplayTamper, VerifyNamesTheDecisionWhoseStoredByteWasEdited) {
+  std::mt19937_64 rng(99);
+  int checked = 0;
+  for (int round = 0; round < 4; ++round) {
+    TempDir dir;
+    const std::string ledger_dir = dir.Sub("ledger");
+    WriteRocksLedger(ScenarioFromSeed(100 + round, 60), ledger_dir);
+    std::vector<Sequence> decisions;
+    Sequence head = 0;
+    size_t size = 0;
+    Sequence target = 0;
+    {
+      auto log = ledger::RocksDbLog::Open(ledger_dir);
+      ASSERT_TRUE(log.ok());
+      head = (*log)->GetHead().sequence;
+      decisions = DecisionSequences(**log);
+      // A decision before the tail Open checks, so that verify (not Open) reports it.
+      std::vector<Sequence> early;
+      for (Sequence s : decisions) {
+        if (s + ledger::kOpenTailCheckEvents < head) early.push_back(s);
+      }
+      if (early.empty()) continue;
+      target = early[rng() % early.size()];
+      size = (*log)->Read(target, 1)->front().bytes.size();
+    }
+    FlipStoredByte(ledger_dir, target, rng() % size);
+    ProcessRun run = Admitctl({"--ledger", ledger_dir, "verify", "-o", "json"});
+    EXPECT_EQ(run.exit_code, 1) << run.out;
+    auto json = ParseJson(run.out);
+    ASSERT_FALSE(json.is_discarded()) << run.out;
+    EXPECT_FALSE(json["ok"].get<bool>());
+    EXPECT_EQ(json["badSequence"].get<Sequence>(), target) << run.out;
+    // (replay --verify may or may not notice: it compares decisions with the recorded
+    // sequence and prevHash, and an edit of the prevHash bytes is the chain's business.)
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(ReplayTamper, OpenNamesAnEditedDecisionInTheTail) {
+  TempDir dir;
+  const std::string ledger_dir = dir.Sub("ledger");
+  WriteRocksLedger(ScenarioFromSeed(7, 30), ledger_dir);
+  Sequence target = 0;
+  {
+    auto log = ledger::RocksDbLog::Open(ledger_dir);
+    ASSERT_TRUE(log.ok());
+    const auto decisions = DecisionSequences(**log);
+    ASSERT_FALSE(decisions.empty());
+    target = decisions.back();
+  }
+  FlipStoredByte(ledger_dir, target, 60);
+  ProcessRun run = Admitctl({"--ledger", ledger_dir, "verify"});
+  EXPECT_EQ(run.exit_code, 1) << run.out;
+  EXPECT_NE(run.out.find("sequence " + std::to_string(target)), std::string::npos) << run.out;
+}
+
+}  // namespace
+}  // namespace admission::testing

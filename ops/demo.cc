@@ -12,6 +12,8 @@
 #include "ops/render.h"
 #include "ops/service.h"
 #include "ops/time_format.h"
+#include "replay/explain.h"
+#include "replay/replayer.h"
 #include "schema/event_codec.h"
 
 namespace admission::ops {
@@ -380,8 +382,24 @@ Status RunDemo(const std::string& dir, std::ostream& out) {
                                          std::to_string(report->fault->sequence));
   }
   out << "\n== The ledger verifies: " << report->events_checked << " events, head hash "
-      << schema::HashHex(report->head_hash) << "\n"
-      << "Inspect it: admitctl --ledger " << dir << " log | get workloads -o yaml | verify\n";
+      << schema::HashHex(report->head_hash) << "\n";
+  // Replay the inputs through a fresh decider: every recorded decision must come out again,
+  // byte for byte.
+  auto replayed = replay::ReplayAndVerify(**log);
+  if (!replayed.ok()) return replayed.status();
+  if (replayed->divergence) {
+    return Status(Code::kCorruption, "demo replay diverged at sequence " +
+                                         std::to_string(replayed->divergence->sequence));
+  }
+  out << "== Replay --verify: " << replayed->decisions_compared
+      << " decisions reproduced byte for byte; decision-stream SHA-256 "
+      << schema::HashHex(replayed->decision_stream_hash) << "\n";
+  const std::string page = dir + "/explain-nlp-job-llm-pretrain.html";
+  Status written = replay::WriteExplainPage(**log, "nlp", "job-llm-pretrain", page);
+  if (!written.ok()) return written;
+  out << "== The pretraining run's whole history, for a person: " << page << "\n"
+      << "Inspect it: admitctl --ledger " << dir
+      << " log | get workloads -o yaml | explain nlp/job-llm-pretrain | replay --verify\n";
   return Status::Ok();
 }
 

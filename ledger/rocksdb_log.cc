@@ -8,7 +8,7 @@
 
 #include <cstring>
 #include <filesystem>
-#include <map>
+#include <unordered_map>
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
@@ -367,10 +367,11 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
   std::vector<rocksdb::Slice> index_slices;
   std::vector<rocksdb::PinnableSlice> index_values(keys.size());
   std::vector<rocksdb::Status> index_statuses(keys.size());
-  std::map<std::string_view, size_t> prefetched;  // key -> position in the MultiGet
+  std::unordered_map<std::string_view, size_t> prefetched;  // key -> position in the MultiGet
   if (!keys.empty()) {
     index_keys.reserve(keys.size());
     index_slices.reserve(keys.size());
+    prefetched.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
       index_keys.push_back(IndexKey(keys[i]));
       index_slices.emplace_back(index_keys.back());

@@ -31,7 +31,8 @@ inline constexpr Sequence kOpenTailCheckEvents = 64;
 // Group commit gathering (see docs/ledger.md, "Group commit"): before it takes its group, a
 // leader waits for the appenders of the previous group to queue again, so that N appenders
 // share one fsync instead of splitting into two alternating groups. It stops waiting when they
-// all queued, when none arrived for kGatherIdleMax, or after kGatherWaitMax in all.
+// all queued, when none arrived for kGatherIdleMaxUs, or after kGatherWaitMaxUs in all. A lone
+// appender never waits: the previous group was its own request.
 inline constexpr int64_t kGatherIdleMaxUs = 100;
 inline constexpr int64_t kGatherWaitMaxUs = 1000;
 

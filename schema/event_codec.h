@@ -48,12 +48,6 @@ class DecodedEvent {
 
  private:
   friend Result<DecodedEvent> DecodeEvent(std::string_view bytes);
-
-// The one-pass check DecodeEvent tries first, on the raw words: true when `bytes` are in
-// canonical form and every non-null pointer is a field the schema reads, of its type (so the
-// general decode would accept them and find them canonical). False means "not in this form",
-// not "malformed": DecodeEvent then decodes through a capnp reader and decides. Public for tests.
-bool IsPlainCanonicalEvent(std::string_view bytes);
   DecodedEvent() = default;
   std::unique_ptr<capnp::word[]> words_;
   size_t word_count_ = 0;
@@ -68,8 +62,9 @@ bool IsPlainCanonicalEvent(std::string_view bytes);
 // EventReaderOptions. Every pointer field the schema knows is read once, as the typed accessors
 // read it (a walk planned once from the schema), so a malformed pointer, a text without its NUL
 // or a list of the wrong element size is found here, not later in a caller that trusted a
-// decoded event. Malformed, oversized or truncated bytes give kCorruption naming what failed;
-// nothing throws.
+// decoded event. Events in the plain canonical form take a one-pass check instead
+// (IsPlainCanonicalEvent), which decides the same. Malformed, oversized or truncated bytes give
+// kCorruption naming what failed; nothing throws.
 Result<DecodedEvent> DecodeEvent(std::string_view bytes);
 
 // The one-pass check DecodeEvent tries first, on the raw words: true when `bytes` are in

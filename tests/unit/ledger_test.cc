@@ -5,6 +5,7 @@
 #include <regex>
 #include <thread>
 
+#include <capnp/message.h>
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 #include <rocksdb/db.h>
@@ -183,7 +184,85 @@ TEST_P(EventLogTest, ConcurrentAppendersGetDenseSequencesAndAValidChain) {
   EXPECT_EQ(report->events_checked, 2u * kThreads * kAppendsPerThread);
 }
 
+// Intake checks every event before sequencing starts, but an append still answers with the
+// first refusal in batch order, as if each event were checked in one pass.
+TEST_P(EventLogTest, FirstRefusalInBatchOrderIsTheAnswer) {
+  ASSERT_TRUE(log_->Append(std::vector<std::string>{Workload("a", "k", 10, "uid-1")}).ok());
+  EXPECT_EQ(log_->Append(std::vector<std::string>{Workload("a", "k", 11, "uid-2"), "garbage!"})
+                .status()
+                .code(),
+            Code::kConflict);
+  EXPECT_EQ(log_->Append(std::vector<std::string>{Workload("b", "", 9), "garbage!"}).status().code(),
+            Code::kTimeWentBackwards);
+  auto malformed = log_->Append(std::vector<std::string>{Workload("c", "", 12), "garbage!"});
+  EXPECT_EQ(malformed.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(malformed.status().message().find("event 1 of 2"), std::string::npos)
+      << malformed.status().message();
+  EXPECT_EQ(log_->GetHead().sequence, 1u);
+}
+
+// Events that are not in canonical form are accepted and stored canonical, as before.
+TEST_P(EventLogTest, NonCanonicalEventIsStoredCanonical) {
+  capnp::MallocMessageBuilder message;
+  schema::Event::Builder event = message.initRoot<schema::Event>();
+  event.initBody().initWorkloadDeleted().initWorkload().setName("late-actor");
+  event.setActor("ops");  // allocated after the body: not in pre-order
+  event.setRecordedAtNs(5);
+  auto segments = message.getSegmentsForOutput();
+  ASSERT_EQ(segments.size(), 1u);
+  const std::string raw(segments[0].asChars().begin(), segments[0].asChars().size());
+  ASSERT_FALSE(schema::DecodeEvent(raw)->canonical());
+  auto ack = log_->Append(std::vector<std::string>{raw});
+  ASSERT_TRUE(ack.ok()) << ack.status().ToString();
+  auto stored = log_->Read(1, 1);
+  ASSERT_TRUE(stored.ok());
+  auto decoded = schema::DecodeEvent(stored->front().bytes);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_TRUE(decoded->canonical());
+  EXPECT_EQ(std::string(decoded->root().getActor().cStr()), "ops");
+  EXPECT_EQ(schema::CanonicalBytes(decoded->root()), stored->front().bytes);
+}
+
 INSTANTIATE_TEST_SUITE_P(Logs, EventLogTest, ::testing::Values("memory", "rocksdb"));
+
+// Concurrent appenders share WriteBatches (group commit), and a request refused inside a group
+// fails alone: everyone else's events are written.
+TEST(RocksDbLedger, ConcurrentAppendersShareWritesAndARefusalFailsAlone) {
+  TempDir dir;
+  auto opened = RocksDbLog::Open(dir.Sub("l"));
+  ASSERT_TRUE(opened.ok());
+  RocksDbLog& log = **opened;
+  ASSERT_TRUE(log.Append(std::vector<std::string>{Workload("s", "shared", 1, "uid-1")}).ok());
+  constexpr int kThreads = 16;
+  constexpr int kAppendsPerThread = 20;
+  std::vector<std::thread> threads;
+  std::vector<Code> conflict_codes(kThreads, Code::kOk);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kAppendsPerThread; ++i) {
+        const std::string key = "t" + std::to_string(t) + "-" + std::to_string(i);
+        auto ack = log.Append(std::vector<std::string>{Workload(key, key, 1)});
+        ADM_CHECK(ack.ok() && ack->written == 1, "%s", ack.status().ToString().c_str());
+        if (i == kAppendsPerThread / 2) {
+          // The same key as the first event with another payload: refused, alone.
+          conflict_codes[t] =
+              log.Append(std::vector<std::string>{Workload("s", "shared", 1, "uid-2")})
+                  .status()
+                  .code();
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (Code code : conflict_codes) EXPECT_EQ(code, Code::kConflict);
+  const RocksDbLogStats stats = log.GetStats();
+  EXPECT_EQ(stats.events_written, 1u + kThreads * kAppendsPerThread);
+  EXPECT_LT(stats.writes, stats.events_written) << "no two appends shared a write";
+  EXPECT_EQ(log.GetHead().sequence, 1u + kThreads * kAppendsPerThread);
+  auto report = VerifyChain(log, 1, schema::kGenesisHash, true);
+  ASSERT_TRUE(report.ok());
+  EXPECT_FALSE(report->fault.has_value()) << report->fault->reason;
+}
 
 // Appends random events; keys may repeat (then duplicates or conflicts occur, both fine).
 std::vector<std::vector<std::string>> AppendRandomLedger(EventLog& log) {

@@ -189,6 +189,19 @@ void Engine::RequeueOrphans(int64_t now) {
   }
 }
 
+void Engine::FlushReactivations() {
+  if (reactivate_pending_.empty()) return;
+  RebuildTreeIfNeeded();
+  std::set<int> roots;
+  std::vector<std::string> one_per_root;
+  for (const std::string& cq : reactivate_pending_) {
+    const int node = tree_.FindClusterQueue(cq);
+    if (node >= 0 && roots.insert(tree_.Root(node)).second) one_per_root.push_back(cq);
+  }
+  reactivate_pending_.clear();
+  for (const std::string& cq : one_per_root) ReactivateTree(cq);
+}
+
 void Engine::ReactivateTree(const std::string& cq_name) {
   RebuildTreeIfNeeded();
   int node = tree_.FindClusterQueue(cq_name);
@@ -354,7 +367,7 @@ void Engine::ReleaseQuota(WorkloadState& wl, const std::string& reason, int64_t 
   Ref(d.initWorkload(), wl);
   d.setGeneration(wl.generation);
   d.setReason(reason);
-  ReactivateTree(wl.cluster_queue);
+  reactivate_pending_.insert(wl.cluster_queue);
 }
 
 void Engine::RequeueAfterEviction(WorkloadState& wl, int64_t now) {

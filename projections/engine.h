@@ -279,6 +279,10 @@ class Engine {
   void Dequeue(WorkloadState& wl);
   void RequeueOrphans(int64_t now);
   void ReactivateTree(const std::string& cq_name);
+  // A release only notes its ClusterQueue; the cohort trees are re-activated once, at the
+  // start of the next cycle.
+  void FlushReactivations();
+  std::set<std::string> reactivate_pending_;
   void RebuildTreeIfNeeded();
   void AddUsage(const std::string& cq_name, const FrQuantities& usage, int sign);
 

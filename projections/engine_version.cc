@@ -9,6 +9,10 @@ const char* EngineVersionNote(uint32_t version) {
       return "decider part 2: admission checks, pods and fencing tokens, revocation, node "
              "capacity, quota reclaim, maintenance windows, aging, fair sharing; decisions "
              "record the causing input's actor";
+    case 3:
+      return "a preemption whose cohort changed earlier in the cycle re-chooses its victims "
+             "(or reserves, if it now fits) instead of waiting a cycle; cohort trees are "
+             "re-activated once per cycle";
     default: return "unknown engine version";
   }
 }

@@ -339,8 +339,18 @@ std::vector<std::string> Engine::FindVictims(const WorkloadState& wl, const Clus
     }
   }
   const bool in_cohort = tree_.node(cq_node).parent != -1;
-  if (in_cohort && (spec.preemption.reclaim_within_cohort != ReclaimPolicy::kNever ||
-                    spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever)) {
+  // Other ClusterQueues' workloads are chosen only when borrowing within the cohort may
+  // preempt, under fair sharing, or when the preemptor stays within its nominal quota
+  // (reclaim); otherwise the choice below is minimal(same_queue) whatever they are.
+  bool request_under_nominal = true;
+  for (const auto& [fr, amount] : assignment.usage) {
+    if (tree_.Usage(cq_node, fr) + amount > tree_.Nominal(cq_node, fr)) request_under_nominal = false;
+  }
+  const bool cohort_candidates_used = request_under_nominal || config_.fair_sharing ||
+                                      spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever;
+  if (in_cohort && cohort_candidates_used &&
+      (spec.preemption.reclaim_within_cohort != ReclaimPolicy::kNever ||
+       spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever)) {
     for (int other : tree_.ClusterQueuesUnder(tree_.Root(cq_node))) {
       if (other == cq_node || !borrowing_in_needed(other)) continue;
       auto it = cqs_.find(tree_.node(other).name);
@@ -503,10 +513,16 @@ std::optional<std::string> Engine::Head(const std::string& cq_name) const {
 
 bool Engine::RunCycle(int64_t now) {
   RebuildTreeIfNeeded();
+  FlushReactivations();
   struct Entry {
     std::string key;
     Nomination n;
     int64_t share = 0;  // fair sharing: the ClusterQueue's share after this admission
+    // The order fields, read once instead of twice per comparison.
+    int64_t priority = 0;
+    int64_t queued_at_ns = 0;
+    uint64_t submitted_sequence = 0;
+    std::string uid;
   };
   std::vector<Entry> entries;
   std::vector<std::string> idle;
@@ -541,7 +557,8 @@ bool Engine::RunCycle(int64_t now) {
                  now, true);
       continue;
     }
-    entries.push_back(Entry{*head, Nominate(wl)});
+    entries.push_back(Entry{*head, Nominate(wl), 0, EffectivePriority(wl, now), wl.queued_at_ns,
+                            wl.submitted_sequence, wl.uid});
   }
   for (const std::string& name : idle) active_.erase(name);
   if (entries.empty()) return false;
@@ -557,12 +574,11 @@ bool Engine::RunCycle(int64_t now) {
     }
   }
   std::sort(entries.begin(), entries.end(), [&](const Entry& a, const Entry& b) {
-    const WorkloadState& wa = workloads_.at(a.key);
-    const WorkloadState& wb = workloads_.at(b.key);
+    const Entry& wa = a;
+    const Entry& wb = b;
     if (config_.fair_sharing && a.share != b.share) return a.share < b.share;
     if (a.n.assignment.borrows != b.n.assignment.borrows) return !a.n.assignment.borrows;
-    const int64_t pa = EffectivePriority(wa, now), pb = EffectivePriority(wb, now);
-    if (pa != pb) return pa > pb;
+    if (wa.priority != wb.priority) return wa.priority > wb.priority;
     if (wa.queued_at_ns != wb.queued_at_ns) return wa.queued_at_ns < wb.queued_at_ns;
     if (wa.submitted_sequence != wb.submitted_sequence) {
       return wa.submitted_sequence < wb.submitted_sequence;
@@ -591,7 +607,18 @@ bool Engine::RunCycle(int64_t now) {
       continue;
     }
     if (e.n.mode == kPreempt) {
-      if (touched_roots.count(root) != 0) continue;  // victims chosen on a stale view
+      if (touched_roots.count(root) != 0) {
+        // Earlier entries of this cycle changed this cohort tree, so the victims were chosen
+        // on a stale view: choose again against the current state rather than retrying the
+        // whole cohort in another cycle.
+        if (tree_.Fits(node, e.n.assignment.usage)) {
+          Reserve(wl, e.n, now);
+          changed = true;
+          continue;
+        }
+        e.n.victims = FindVictims(wl, *cq.spec, node, e.n.assignment);
+        if (e.n.victims.empty()) continue;  // retried next cycle
+      }
       touched_roots.insert(root);
       // The preemptor waits for the victims' quota. Mark it first: a victim whose pods never
       // started releases at once, and that release must wake the preemptor's class.

@@ -226,8 +226,10 @@ int RunIsolated(const std::string& what, bool in_process, const std::function<in
   } else if (WIFEXITED(status)) {
     std::printf("FAIL: %s had failures (exit %d)\n", what.c_str(), WEXITSTATUS(status));
   } else if (WIFSIGNALED(status)) {
-    std::printf("FAIL: %s killed by signal %d (%s)\n", what.c_str(), WTERMSIG(status),
-                ::strsignal(WTERMSIG(status)));
+    std::printf("FAIL: %s killed by signal %d (%s): a failed check, or memory beyond the "
+                "child's %d GiB address space (see stderr)\n",
+                what.c_str(), WTERMSIG(status), ::strsignal(WTERMSIG(status)),
+                static_cast<int>(kChildAddressSpaceBytesMax >> 30));
   }
   std::fflush(stdout);
   return 1;
@@ -630,7 +632,6 @@ class ProfileRun {
   Engine engine_;
   Driver driver_;
   std::vector<QueueDef> queues_;
-  std::map<std::string, int> queue_index_;
   std::map<std::string, std::vector<int>> cohort_queues_;
   std::vector<int64_t> queue_usage_milli_;  // from the decisions
   std::vector<SimWorkload> wls_;
@@ -661,7 +662,6 @@ void ProfileRun::Define() {
           q.reclaim = qs.reclaim;
           q.within = qs.within;
           const int idx = static_cast<int>(queues_.size());
-          queue_index_[q.name] = idx;
           cohort_queues_[cohort].push_back(idx);
           queues_.push_back(q);
           // Workloads: every set of every queue starts at t = 0; within a set, Kueue's

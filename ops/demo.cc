@@ -11,7 +11,7 @@
 #include "ops/kueue_yaml.h"
 #include "ops/render.h"
 #include "ops/service.h"
-#include "ops/time_format.h"
+#include "schema/time_format.h"
 #include "replay/explain.h"
 #include "replay/replayer.h"
 #include "schema/event_codec.h"

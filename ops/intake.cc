@@ -4,7 +4,7 @@
 
 #include <capnp/message.h>
 
-#include "ops/time_format.h"
+#include "schema/time_format.h"
 
 namespace admission::ops {
 

@@ -14,7 +14,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "ops/quantity.h"
-#include "ops/time_format.h"
+#include "schema/time_format.h"
 #include "schema/event_codec.h"
 
 // Kueue fields accepted but not modelled (ignored), so that manifests written for Kueue load:

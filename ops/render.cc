@@ -7,7 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "ops/quantity.h"
-#include "ops/time_format.h"
+#include "schema/time_format.h"
 
 namespace admission::ops {
 

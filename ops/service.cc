@@ -2,7 +2,7 @@
 
 #include <capnp/message.h>
 
-#include "ops/time_format.h"
+#include "schema/time_format.h"
 #include "schema/event_codec.h"
 
 namespace admission::ops {

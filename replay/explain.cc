@@ -1,5 +1,7 @@
 #include "replay/explain.h"
 
+#include "schema/time_format.h"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -22,19 +24,6 @@ using W = schema::Event::Body::Which;
 
 // ---------------------------------------------------------------------------------------------
 // Small formatting helpers.
-
-void CivilFromDays(int64_t z, int64_t* y, int64_t* m, int64_t* d) {
-  // Howard Hinnant's civil_from_days.
-  z += 719468;
-  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  const int64_t doe = z - era * 146097;
-  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const int64_t mp = (5 * doy + 2) / 153;
-  *d = doy - (153 * mp + 2) / 5 + 1;
-  *m = mp + (mp < 10 ? 3 : -9);
-  *y = yoe + era * 400 + (*m <= 2);
-}
 
 // 1500 -> "1.5", 2000 -> "2", -250 -> "-0.25".
 std::string Milli(int64_t milli) {
@@ -561,34 +550,7 @@ std::string StepLabel(const HistoryEntry& e) {
 
 }  // namespace
 
-std::string FormatTimeNs(int64_t ns) {
-  int64_t secs = ns / 1'000'000'000;
-  int64_t frac = ns % 1'000'000'000;
-  if (frac < 0) {
-    frac += 1'000'000'000;
-    --secs;
-  }
-  int64_t days = secs / 86400;
-  int64_t rem = secs % 86400;
-  if (rem < 0) {
-    rem += 86400;
-    --days;
-  }
-  int64_t y, m, d;
-  CivilFromDays(days, &y, &m, &d);
-  char buf[64];
-  std::snprintf(buf, sizeof buf,
-                "%04" PRId64 "-%02" PRId64 "-%02" PRId64 "T%02" PRId64 ":%02" PRId64 ":%02" PRId64,
-                y, m, d, rem / 3600, rem % 3600 / 60, rem % 60);
-  std::string out = buf;
-  if (frac != 0) {
-    std::snprintf(buf, sizeof buf, ".%09" PRId64, frac);
-    std::string f = buf;
-    while (f.back() == '0') f.pop_back();
-    out += f;
-  }
-  return out + "Z";
-}
+std::string FormatTimeNs(int64_t ns) { return FormatRfc3339(ns); }
 
 Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const std::string& name,
                             Sequence at, const ReplayProgress& progress) {

@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ops/render.h"
-#include "ops/time_format.h"
+#include "schema/time_format.h"
 #include "schema/event_codec.h"
 
 namespace admission::ops {

@@ -9,7 +9,7 @@
 
 #include "ops/cli/common.h"
 #include "ops/quantity.h"
-#include "ops/time_format.h"
+#include "schema/time_format.h"
 #include "schema/event_codec.h"
 
 namespace admission::ops {

@@ -27,7 +27,7 @@
 #include "ops/kueue_yaml.h"
 #include "ops/quantity.h"
 #include "ops/service.h"
-#include "ops/time_format.h"
+#include "schema/time_format.h"
 #include "projections/engine_version.h"
 #include "replay/ledger_file.h"
 #include "replay/replayer.h"
@@ -147,7 +147,7 @@ Status RunStep(const YAML::Node& step, size_t index, ledger::MemoryLog& log, Ste
     return Record(service, inputs, clock.now_ns, actor, refused);
   };
   if (step["at"]) {
-    auto at = ops::ParseRfc3339(step["at"].as<std::string>());
+    auto at = ParseRfc3339(step["at"].as<std::string>());
     if (!at.ok()) return Status(at.status().code(), where + at.status().message());
     clock.now_ns = *at;
   } else {
@@ -310,8 +310,8 @@ Status RunStep(const YAML::Node& step, size_t index, ledger::MemoryLog& log, Ste
   if (const auto& w = step["maintenance"]) {
     capnp::MallocMessageBuilder m;
     auto win = m.initRoot<schema::Event>().initBody().initMaintenanceWindowDefined();
-    auto from = ops::ParseRfc3339(w["from"].as<std::string>());
-    auto to = ops::ParseRfc3339(w["to"].as<std::string>());
+    auto from = ParseRfc3339(w["from"].as<std::string>());
+    auto to = ParseRfc3339(w["to"].as<std::string>());
     if (!from.ok()) return from.status();
     if (!to.ok()) return to.status();
     win.setName(w["name"].as<std::string>());

@@ -19,7 +19,7 @@
 #include "ops/quantity.h"
 #include "ops/render.h"
 #include "ops/service.h"
-#include "ops/time_format.h"
+#include "schema/time_format.h"
 #include "schema/event_codec.h"
 
 namespace admission::testing {
@@ -138,7 +138,7 @@ class Scenario : public ::testing::TestWithParam<std::string> {
 
   std::vector<std::string> RunStep(const YAML::Node& step, size_t index) {
     if (step["at"]) {
-      auto at = ops::ParseRfc3339(step["at"].as<std::string>());
+      auto at = ParseRfc3339(step["at"].as<std::string>());
       EXPECT_TRUE(at.ok()) << "step " << index << ": " << at.status().ToString();
       clock_.now_ns = *at;
     } else {
@@ -298,8 +298,8 @@ class Scenario : public ::testing::TestWithParam<std::string> {
       auto win = m.initRoot<schema::Event>().initBody().initMaintenanceWindowDefined();
       win.setName(w["name"].as<std::string>());
       win.setFlavor(w["flavor"].as<std::string>());
-      win.setStartNs(*ops::ParseRfc3339(w["from"].as<std::string>()));
-      win.setEndNs(*ops::ParseRfc3339(w["to"].as<std::string>()));
+      win.setStartNs(*ParseRfc3339(w["from"].as<std::string>()));
+      win.setEndNs(*ParseRfc3339(w["to"].as<std::string>()));
       add(Record({schema::EncodeEvent(m)}, "operator"));
     }
     if (const auto& c = step["configure"]) {

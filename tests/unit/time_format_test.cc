@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "ops/time_format.h"
+#include "schema/time_format.h"
 
 namespace admission::ops {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "schema/result.h"
 
-namespace admission::ops {
+namespace admission {
 
 // Accepts "2026-11-29T10:00:00Z", fractional seconds up to nanoseconds, and "+hh:mm"/"-hh:mm"
 // offsets. Refuses anything else with the position and reason.
@@ -17,4 +17,4 @@ Result<int64_t> ParseRfc3339(std::string_view text);
 // "2026-11-29T10:00:00.123456789Z" (fraction only when non-zero, trailing zeros trimmed).
 std::string FormatRfc3339(int64_t ns);
 
-}  // namespace admission::ops
+}  // namespace admission

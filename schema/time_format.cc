@@ -1,8 +1,8 @@
-#include "ops/time_format.h"
+#include "schema/time_format.h"
 
 #include <cstdio>
 
-namespace admission::ops {
+namespace admission {
 
 namespace {
 
@@ -135,4 +135,4 @@ std::string FormatRfc3339(int64_t ns) {
   return out + "Z";
 }
 
-}  // namespace admission::ops
+}  // namespace admission

@@ -21,6 +21,7 @@
 #include "ops/service.h"
 #include "schema/time_format.h"
 #include "schema/event_codec.h"
+#include "tests/scenarios/workload_yaml.h"
 
 namespace admission::testing {
 namespace {
@@ -84,56 +85,6 @@ class Scenario : public ::testing::TestWithParam<std::string> {
       described.push_back(schema::BodyName(d->root()) + " " + ops::DescribeDecision(d->root()));
     }
     return described;
-  }
-
-  // The compact `workloads:` form becomes Kueue Workload YAML, parsed by the real parser.
-  static std::string WorkloadYaml(const YAML::Node& list) {
-    YAML::Emitter out;
-    for (const auto& w : list) {
-      const std::string key = w["name"].as<std::string>();
-      const auto slash = key.find('/');
-      YAML::Node doc;
-      doc["apiVersion"] = "kueue.x-k8s.io/v1beta2";
-      doc["kind"] = "Workload";
-      doc["metadata"]["namespace"] = key.substr(0, slash);
-      doc["metadata"]["name"] = key.substr(slash + 1);
-      doc["spec"]["queueName"] = w["queue"] ? w["queue"].as<std::string>() : "lq";
-      if (w["priority"]) doc["spec"]["priority"] = w["priority"].as<int>();
-      if (w["priorityClassName"]) {
-        doc["spec"]["priorityClassRef"]["group"] = "kueue.x-k8s.io";
-        doc["spec"]["priorityClassRef"]["kind"] = "WorkloadPriorityClass";
-        doc["spec"]["priorityClassRef"]["name"] = w["priorityClassName"].as<std::string>();
-      }
-      YAML::Node pod_sets = w["podSets"] ? w["podSets"] : YAML::Node(YAML::NodeType::Sequence);
-      if (!w["podSets"]) {
-        YAML::Node main;
-        main["name"] = "main";
-        main["count"] = w["count"] ? w["count"].as<int>() : 1;
-        if (w["minCount"]) main["minCount"] = w["minCount"];
-        main["requests"] = w["requests"];
-        if (w["nodeSelector"]) main["nodeSelector"] = w["nodeSelector"];
-        if (w["tolerations"]) main["tolerations"] = w["tolerations"];
-        pod_sets.push_back(main);
-      }
-      YAML::Node out_sets(YAML::NodeType::Sequence);
-      for (const auto& ps : pod_sets) {
-        YAML::Node p;
-        p["name"] = ps["name"] ? ps["name"].as<std::string>() : "main";
-        p["count"] = ps["count"] ? ps["count"].as<int>() : 1;
-        if (ps["minCount"]) p["minCount"] = ps["minCount"].as<int>();
-        YAML::Node container;
-        container["name"] = "c";
-        container["image"] = "busybox";
-        container["resources"]["requests"] = ps["requests"];
-        p["template"]["spec"]["containers"].push_back(container);
-        if (ps["nodeSelector"]) p["template"]["spec"]["nodeSelector"] = ps["nodeSelector"];
-        if (ps["tolerations"]) p["template"]["spec"]["tolerations"] = ps["tolerations"];
-        out_sets.push_back(p);
-      }
-      doc["spec"]["podSets"] = out_sets;
-      out << YAML::BeginDoc << doc;
-    }
-    return out.c_str();
   }
 
   std::vector<std::string> RunStep(const YAML::Node& step, size_t index) {

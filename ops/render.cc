@@ -240,8 +240,8 @@ Json ClusterQueuesJson(const Engine& engine) {
                                           ? "StrictFIFO"
                                           : "BestEffortFIFO"}};
     size_t admitted = 0;
-    for (const auto& key : cq.admitted) {
-      if (engine.workloads().at(key).phase == Phase::kAdmitted) ++admitted;  // reserving counts all
+    for (const auto& [key, workload] : cq.admitted) {
+      if (workload->phase == Phase::kAdmitted) ++admitted;  // reserving counts all
     }
     Json status;
     status["flavorsReservation"] = FlavorsUsage(engine, name, true);

@@ -114,7 +114,7 @@ std::string Engine::ClassKey(const WorkloadState& wl) {
 
 std::string Engine::ResolveClusterQueue(const WorkloadState& wl, std::string* reason,
                                         std::string* message) const {
-  auto lq = lqs_.find(wl.ns + "/" + wl.queue_name);
+  auto lq = lqs_.find(wl.local_queue_key);
   if (lq == lqs_.end()) {
     *reason = "LocalQueueDoesNotExist";
     *message = "LocalQueue " + wl.queue_name + " doesn't exist";
@@ -139,15 +139,15 @@ void Engine::Enqueue(WorkloadState& wl, int64_t now) {
   std::string reason, message;
   const std::string cq_name = ResolveClusterQueue(wl, &reason, &message);
   if (cq_name.empty()) {
-    orphans_.insert(wl.ns + "/" + wl.name);
+    orphans_.insert(wl.key);
     SetPending(wl, "Inadmissible", message, "", "", 0, now, /*emit=*/true);
     return;
   }
-  orphans_.erase(wl.ns + "/" + wl.name);
+  orphans_.erase(wl.key);
   wl.cluster_queue = cq_name;
   ClusterQueueState& cq = cqs_[cq_name];
   EquivalenceClass& cls = cq.classes[wl.class_key];
-  cls.members.insert(QueueKey{wl.priority, wl.queued_at_ns, wl.submitted_sequence, wl.uid, wl.ns + "/" + wl.name});
+  cls.members.insert(QueueKey{wl.priority, wl.queued_at_ns, wl.submitted_sequence, wl.uid, wl.key, &wl});
   // A new member does not change whether its class fits; a new class deserves a look.
   if (cls.members.size() == 1) cls.inadmissible = false;
   ++cq.pending;
@@ -156,7 +156,7 @@ void Engine::Enqueue(WorkloadState& wl, int64_t now) {
     wl.pending_since_ns = now;
     wl.starvation_alerted = false;
     if (cq.spec && cq.spec->max_wait_ns > 0) {
-      AddTimer(now + cq.spec->max_wait_ns, "maxwait", wl.ns + "/" + wl.name, wl.generation,
+      AddTimer(now + cq.spec->max_wait_ns, "maxwait", wl.key, wl.generation,
                std::to_string(now));
     }
   }
@@ -169,7 +169,7 @@ void Engine::Dequeue(WorkloadState& wl) {
   auto cls = cq.classes.find(wl.class_key);
   ADM_CHECK(cls != cq.classes.end(), "class of %s missing", wl.name.c_str());
   size_t erased = cls->second.members.erase(
-      QueueKey{wl.priority, wl.queued_at_ns, wl.submitted_sequence, wl.uid, wl.ns + "/" + wl.name});
+      QueueKey{wl.priority, wl.queued_at_ns, wl.submitted_sequence, wl.uid, wl.key, &wl});
   ADM_CHECK(erased == 1, "%s/%s not in its class", wl.ns.c_str(), wl.name.c_str());
   if (cls->second.members.empty()) cq.classes.erase(cls);
   --cq.pending;
@@ -315,7 +315,7 @@ void Engine::Reserve(WorkloadState& wl, const Nomination& n, int64_t now) {
   wl.reserved_at_ns = now;
   wl.pending_reason.clear();
   wl.pending_message.clear();
-  cq.admitted.insert(wl.ns + "/" + wl.name);
+  cq.admitted.emplace(wl.key, &wl);
   AddUsage(wl.cluster_queue, wl.admission.usage, +1);
 
   const std::string message = "Quota reserved in ClusterQueue " + wl.cluster_queue;
@@ -357,7 +357,7 @@ void Engine::Reserve(WorkloadState& wl, const Nomination& n, int64_t now) {
 
 void Engine::ReleaseQuota(WorkloadState& wl, const std::string& reason, int64_t now) {
   ClusterQueueState& cq = cqs_[wl.cluster_queue];
-  size_t erased = cq.admitted.erase(wl.ns + "/" + wl.name);
+  size_t erased = cq.admitted.erase(wl.key);
   ADM_CHECK(erased == 1, "%s/%s held no quota", wl.ns.c_str(), wl.name.c_str());
   wl.fencing_token.clear();
   AddUsage(wl.cluster_queue, wl.admission.usage, -1);

@@ -67,6 +67,8 @@ struct Condition {
 
 struct WorkloadState {
   std::string ns, name, uid, queue_name;
+  std::string key;                 // namespace/name: the key of Engine::workloads()
+  std::string local_queue_key;     // namespace/queue_name: the key of Engine::local_queues()
   std::string priority_class;
   int32_t priority = 0;
   int64_t creation_ns = 0;
@@ -116,6 +118,7 @@ struct QueueKey {
   uint64_t sequence = 0;
   std::string uid;
   std::string key;  // namespace/name
+  WorkloadState* wl = nullptr;  // the member (not part of the order)
   bool operator<(const QueueKey& o) const {
     if (priority != o.priority) return priority > o.priority;
     if (timestamp != o.timestamp) return timestamp < o.timestamp;
@@ -133,7 +136,9 @@ struct EquivalenceClass {
 struct ClusterQueueState {
   std::optional<ClusterQueueSpec> spec;
   std::map<std::string, EquivalenceClass> classes;  // by class key
-  std::set<std::string> admitted;                   // workload keys holding quota here
+  // Workloads holding quota here, by key (pointers into Engine's workload map: entries holding
+  // quota are never erased).
+  std::map<std::string, WorkloadState*> admitted;
   FrQuantities usage;                               // reserved by admitted/evicting workloads
   size_t pending = 0;
   std::string inactive_reason;                      // empty: active
@@ -179,7 +184,7 @@ enum NominationMode { kNoFit = 0, kPreempt = 1, kFit = 2 };  // larger is better
 struct Nomination {
   int mode = kNoFit;
   Assignment assignment;
-  std::vector<std::string> victims;  // for kPreempt: workload keys to evict
+  std::vector<WorkloadState*> victims;  // for kPreempt: the workloads to evict
   bool partial = false;              // counts reduced toward minCount
   bool never_fits = false;           // no flavor could ever hold it
   std::string reason = "Pending";
@@ -191,6 +196,9 @@ struct Nomination {
 class Engine {
  public:
   Engine();
+  // Not copyable: ClusterQueueState::admitted points into the workload map.
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
   // Applies one input event. REQUIRES: the event is an input (not a decision) and its
   // sequence is set. Decisions it forces are kept until EndBatch.
@@ -301,7 +309,8 @@ class Engine {
 
   // The cycle (scheduler.cc).
   bool RunCycle(int64_t now);
-  std::optional<std::string> Head(const std::string& cq_name) const;
+  // The workload to nominate from a ClusterQueue's pending queue, if any.
+  WorkloadState* Head(const ClusterQueueState& cq) const;
   bool HeadBefore(const QueueKey& a, const QueueKey& b) const;
   // Weighted dominant resource share (integer, per mille) of a ClusterQueue, optionally with
   // `extra` usage added.
@@ -309,7 +318,7 @@ class Engine {
   Nomination Nominate(const WorkloadState& wl);
   Nomination AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec& spec, int cq_node,
                            const std::vector<int32_t>& counts) const;
-  std::vector<std::string> FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec,
+  std::vector<WorkloadState*> FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec,
                                        int cq_node, const Assignment& assignment);
   bool WorkloadFits(int cq_node, const FrQuantities& request, bool allow_borrowing) const;
 
@@ -349,6 +358,16 @@ class Engine {
   std::vector<PendingDecision> decisions_;
   uint64_t decisions_made_ = 0;
   int64_t now_ns_ = 0;
+
+  // ---- Snapshots (projections/snapshot.cc; docs/replay.md, "Snapshots") ----------------------
+  // SnapshotCodec writes and reads the members above. A member added here is either stored
+  // by it or rebuilt by RestoreDerivedState, and kSnapshotFormatVersion is bumped.
+  friend class SnapshotCodec;
+  // Rebuilds every member a snapshot does not store from those it does, once, after loading;
+  // `tree_cluster_queues` are the ClusterQueues the quota tree held when the snapshot was
+  // taken. kCorruption if the stored members break an invariant the decider relies on.
+  Status RestoreDerivedState(const std::set<std::string>& tree_cluster_queues);
+  // ---- end of snapshots ----------------------------------------------------------------------
 };
 
 }  // namespace admission::projections

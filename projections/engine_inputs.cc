@@ -314,8 +314,10 @@ void Engine::InitWorkload(schema::Workload::Reader wl, uint64_t seq, int64_t now
                           WorkloadState* out) {
   out->ns = wl.getNamespace().cStr();
   out->name = wl.getName().cStr();
+  out->key = out->ns + "/" + out->name;
   out->uid = wl.getUid().cStr();
   out->queue_name = wl.getQueueName().cStr();
+  out->local_queue_key = out->ns + "/" + out->queue_name;
   out->priority_class = wl.getPriorityClassName().cStr();
   if (wl.getHasPriority()) {
     out->priority = wl.getPriority();
@@ -393,7 +395,7 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
   w.admitted_at_ns = now;
   w.quota_version = cq.spec ? cq.spec->version : 0;
   w.reserved_at_ns = now;
-  cq.admitted.insert(key);
+  cq.admitted.emplace(key, &w);
   AddUsage(w.cluster_queue, w.admission.usage, +1);
   SetCondition(w, "QuotaReserved", true, "QuotaReserved",
                "Imported with its admission in ClusterQueue " + w.cluster_queue, now);

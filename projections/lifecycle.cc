@@ -250,7 +250,7 @@ std::vector<std::string> Engine::RequiredChecks(const WorkloadState& wl) const {
 
 void Engine::StartChecks(WorkloadState& wl, int64_t now) {
   wl.checks.clear();
-  const std::string key = wl.ns + "/" + wl.name;
+  const std::string key = wl.key;
   for (const std::string& check : RequiredChecks(wl)) {
     CheckStatus& cs = wl.checks[check];
     cs.state = "Pending";
@@ -289,7 +289,7 @@ void Engine::TryAdmit(WorkloadState& wl, int64_t now) {
   a.setQuotaVersion(wl.quota_version);
   auto cv = a.initCheckVersions(static_cast<unsigned>(versions.size()));
   for (size_t i = 0; i < versions.size(); ++i) cv.set(static_cast<unsigned>(i), versions[i]);
-  const std::string key = wl.ns + "/" + wl.name;
+  const std::string key = wl.key;
   if (config_.wait_for_pods_ready && config_.pods_ready_timeout_ns > 0) {
     AddTimer(now + config_.pods_ready_timeout_ns, "podsready", key, wl.generation);
   }
@@ -370,7 +370,7 @@ void Engine::ReleaseAndRetry(WorkloadState& wl, const std::string& reason,
   d.setRequeueAtNs(wl.requeue_at_ns);
   d.setAttempt(wl.check_retries);
   d.setReason(reason + ": " + message);
-  AddTimer(wl.requeue_at_ns, "requeue", wl.ns + "/" + wl.name, wl.generation);
+  AddTimer(wl.requeue_at_ns, "requeue", wl.key, wl.generation);
 }
 
 int64_t Engine::Backoff(const WorkloadState& wl, int64_t base_ns, int64_t max_ns,
@@ -420,7 +420,7 @@ void Engine::EvictForReason(WorkloadState& wl, const std::string& reason,
     return;
   }
   wl.drain_deadline_ns = drain_deadline_ns;
-  if (drain_deadline_ns > 0) AddTimer(drain_deadline_ns, "drain", wl.ns + "/" + wl.name, wl.generation);
+  if (drain_deadline_ns > 0) AddTimer(drain_deadline_ns, "drain", wl.key, wl.generation);
 }
 
 void Engine::PodsGone(WorkloadState& wl, const std::string& why, int64_t now) {
@@ -463,7 +463,7 @@ void Engine::PodsGone(WorkloadState& wl, const std::string& why, int64_t now) {
     d.setRequeueAtNs(wl.requeue_at_ns);
     d.setAttempt(wl.pods_ready_requeues);
     d.setReason("PodsReadyTimeout");
-    AddTimer(wl.requeue_at_ns, "requeue", wl.ns + "/" + wl.name, wl.generation);
+    AddTimer(wl.requeue_at_ns, "requeue", wl.key, wl.generation);
   } else {
     ReleaseQuota(wl, why, now);
     RequeueAfterEviction(wl, now);
@@ -572,7 +572,7 @@ void Engine::EnforceCapacity(int64_t now) {
       }
     }
     if (victim == nullptr) return;  // only draining workloads are left over: they will go
-    WorkloadState& v = workloads_.at(victim->ns + "/" + victim->name);
+    WorkloadState& v = workloads_.at(victim->key);
     EvictForReason(v, reason,
                    reason == "NodeFailure"
                        ? "a node of its flavor failed and the rest cannot hold every admission"

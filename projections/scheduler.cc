@@ -299,7 +299,7 @@ bool Engine::WorkloadFits(int cq_node, const FrQuantities& request, bool allow_b
   return true;
 }
 
-std::vector<std::string> Engine::FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec,
+std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec,
                                              int cq_node, const Assignment& assignment) {
   // Flavor-resources where the request does not fit what is available now.
   std::set<Fr> needing;
@@ -321,15 +321,15 @@ std::vector<std::string> Engine::FindVictims(const WorkloadState& wl, const Clus
   };
 
   struct Candidate {
-    const WorkloadState* wl;
+    WorkloadState* wl;
     bool same_cq;
     int node;
   };
   std::vector<Candidate> candidates;
   const ClusterQueueState& own = cqs_.at(wl.cluster_queue);
   if (spec.preemption.within_cluster_queue != WithinCq::kNever) {
-    for (const std::string& key : own.admitted) {
-      const WorkloadState& c = workloads_.at(key);
+    for (const auto& [key, admitted] : own.admitted) {
+      WorkloadState& c = *admitted;
       if (!Evictable(c.phase) || !uses_needed(c)) continue;
       bool lower = c.priority < wl.priority;
       if (spec.preemption.within_cluster_queue == WithinCq::kLowerOrNewerEqualPriority) {
@@ -355,8 +355,8 @@ std::vector<std::string> Engine::FindVictims(const WorkloadState& wl, const Clus
       if (other == cq_node || !borrowing_in_needed(other)) continue;
       auto it = cqs_.find(tree_.node(other).name);
       if (it == cqs_.end()) continue;
-      for (const std::string& key : it->second.admitted) {
-        const WorkloadState& c = workloads_.at(key);
+      for (const auto& [key, admitted] : it->second.admitted) {
+        WorkloadState& c = *admitted;
         if (!Evictable(c.phase) || !uses_needed(c)) continue;
         bool allowed = spec.preemption.reclaim_within_cohort == ReclaimPolicy::kAny ||
                        (spec.preemption.reclaim_within_cohort == ReclaimPolicy::kLowerPriority &&
@@ -441,9 +441,9 @@ std::vector<std::string> Engine::FindVictims(const WorkloadState& wl, const Clus
     if (under_nominal) chosen = minimal(candidates, false, std::nullopt);
     if (chosen.empty()) chosen = minimal(same_queue, true, std::nullopt);
   }
-  std::vector<std::string> keys;
-  for (const Candidate& c : chosen) keys.push_back(c.wl->ns + "/" + c.wl->name);
-  return keys;
+  std::vector<WorkloadState*> victims;
+  for (const Candidate& c : chosen) victims.push_back(c.wl);
+  return victims;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -483,14 +483,13 @@ int64_t Engine::DominantShare(int cq_node, const FrQuantities* extra) const {
 
 bool Engine::HeadBefore(const QueueKey& a, const QueueKey& b) const {
   if (config_.aging_step_ns <= 0) return a < b;
-  const int64_t pa = EffectivePriority(workloads_.at(a.key), now_ns_);
-  const int64_t pb = EffectivePriority(workloads_.at(b.key), now_ns_);
+  const int64_t pa = EffectivePriority(*a.wl, now_ns_);
+  const int64_t pb = EffectivePriority(*b.wl, now_ns_);
   if (pa != pb) return pa > pb;
   return a < b;
 }
 
-std::optional<std::string> Engine::Head(const std::string& cq_name) const {
-  const ClusterQueueState& cq = cqs_.at(cq_name);
+WorkloadState* Engine::Head(const ClusterQueueState& cq) const {
   const QueueKey* best = nullptr;
   for (const auto& [key, cls] : cq.classes) {
     if (cls.members.empty()) continue;
@@ -503,19 +502,20 @@ std::optional<std::string> Engine::Head(const std::string& cq_name) const {
     if (cls.inadmissible) continue;
     if (best == nullptr || HeadBefore(head, *best)) best = &head;
   }
-  if (best == nullptr) return std::nullopt;
+  if (best == nullptr) return nullptr;
   if (cq.spec && cq.spec->queueing == QueueingStrategy::kStrictFifo) {
-    auto it = cq.classes.find(workloads_.at(best->key).class_key);
-    if (it != cq.classes.end() && it->second.inadmissible) return std::nullopt;
+    auto it = cq.classes.find(best->wl->class_key);
+    if (it != cq.classes.end() && it->second.inadmissible) return nullptr;
   }
-  return best->key;
+  return best->wl;
 }
 
 bool Engine::RunCycle(int64_t now) {
   RebuildTreeIfNeeded();
   FlushReactivations();
   struct Entry {
-    std::string key;
+    WorkloadState* wl;
+    ClusterQueueState* cq;
     Nomination n;
     int64_t share = 0;  // fair sharing: the ClusterQueue's share after this admission
     // The order fields, read once instead of twice per comparison.
@@ -533,7 +533,7 @@ bool Engine::RunCycle(int64_t now) {
       for (auto& [k, cls] : cq.classes) {
         cls.inadmissible = true;
         if (!cls.members.empty()) {
-          WorkloadState& wl = workloads_.at(cls.members.begin()->key);
+          WorkloadState& wl = *cls.members.begin()->wl;
           SetPending(wl, "Inadmissible",
                      !cq.spec ? "ClusterQueue " + cq_name + " doesn't exist"
                      : !cq.inactive_reason.empty() ? cq.inactive_reason
@@ -544,20 +544,20 @@ bool Engine::RunCycle(int64_t now) {
       idle.push_back(cq_name);
       continue;
     }
-    std::optional<std::string> head = Head(cq_name);
-    if (!head) {
+    WorkloadState* head = Head(cq);
+    if (head == nullptr) {
       idle.push_back(cq_name);
       continue;
     }
-    WorkloadState& wl = workloads_.at(*head);
-    auto lq = lqs_.find(wl.ns + "/" + wl.queue_name);
+    WorkloadState& wl = *head;
+    auto lq = lqs_.find(wl.local_queue_key);
     if (lq != lqs_.end() && lq->second.stop_policy != StopPolicy::kNone) {
       cq.classes.at(wl.class_key).inadmissible = true;
       SetPending(wl, "Inadmissible", "LocalQueue " + wl.queue_name + " is stopped", "", "", 0,
                  now, true);
       continue;
     }
-    entries.push_back(Entry{*head, Nominate(wl), 0, EffectivePriority(wl, now), wl.queued_at_ns,
+    entries.push_back(Entry{head, &cq, Nominate(wl), 0, EffectivePriority(wl, now), wl.queued_at_ns,
                             wl.submitted_sequence, wl.uid});
   }
   for (const std::string& name : idle) active_.erase(name);
@@ -569,7 +569,7 @@ bool Engine::RunCycle(int64_t now) {
     // Fair sharing: the entry whose ClusterQueue would have the lower weighted dominant
     // share after admitting it goes first.
     for (Entry& e : entries) {
-      const int node = tree_.FindClusterQueue(workloads_.at(e.key).cluster_queue);
+      const int node = tree_.FindClusterQueue(e.wl->cluster_queue);
       e.share = DominantShare(node, &e.n.assignment.usage);
     }
   }
@@ -589,8 +589,8 @@ bool Engine::RunCycle(int64_t now) {
   bool changed = false;
   std::set<int> touched_roots;  // cohort trees changed earlier in this cycle
   for (Entry& e : entries) {
-    WorkloadState& wl = workloads_.at(e.key);
-    ClusterQueueState& cq = cqs_.at(wl.cluster_queue);
+    WorkloadState& wl = *e.wl;
+    ClusterQueueState& cq = *e.cq;
     const int node = tree_.FindClusterQueue(wl.cluster_queue);
     const int root = tree_.Root(node);
     if (e.n.mode == kFit) {
@@ -625,8 +625,8 @@ bool Engine::RunCycle(int64_t now) {
       cq.classes.at(wl.class_key).inadmissible = true;
       const std::string message =
           "Preempted to accommodate a workload (UID: " + wl.uid + ") due to ";
-      for (const std::string& vkey : e.n.victims) {
-        WorkloadState& v = workloads_.at(vkey);
+      for (WorkloadState* victim : e.n.victims) {
+        WorkloadState& v = *victim;
         std::string reason, human;
         if (v.cluster_queue == wl.cluster_queue) {
           reason = "InClusterQueue";

@@ -1,0 +1,47 @@
+#pragma once
+// Snapshots of the projection state: the decider (Engine) and intake's definition bodies after
+// a ledger sequence, as canonical Cap'n Proto bytes (schema/snapshot.capnp). Two processes
+// holding the same state produce the same bytes; the snapshot's hash is their SHA-256
+// (schema::SnapshotHash). See docs/replay.md, "Snapshots". Pure: storage is ledger/, choosing
+// and checking snapshots against a ledger is replay/.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "projections/definitions.h"
+#include "projections/engine.h"
+#include "schema/event_codec.h"
+#include "schema/result.h"
+#include "schema/snapshot_codec.h"
+
+namespace admission::projections {
+
+// What a snapshot stores. A change of it (a member added to the Engine, a field to the schema)
+// bumps this: snapshots of another format are skipped, never misread.
+inline constexpr uint32_t kSnapshotFormatVersion = 1;
+
+// Encodes the state of `engine` standing after ledger event `after`, whose chain value is
+// `chain_hash`, with intake's `definitions`.
+// REQUIRES (checked): the engine is at a batch boundary (every decision it made was returned by
+// EndBatch), else kInvalidArgument. kInvalidArgument also when the state exceeds the limits of
+// one snapshot (schema::kSnapshotBytesMax, 2^29 elements per list).
+Result<std::string> EncodeSnapshot(const Engine& engine, uint64_t after,
+                                   const schema::Hash& chain_hash,
+                                   const DefinitionBodies& definitions);
+
+struct LoadedSnapshot {
+  schema::SnapshotHeader header;
+  std::unique_ptr<Engine> engine;
+  DefinitionBodies definitions;
+};
+
+// Decodes a snapshot into a fresh decider, then rebuilds its derived state
+// (Engine::RestoreDerivedState). The decider continues exactly as the one that was encoded.
+// Errors: kInvalidArgument for a snapshot of another format or engine version (the message
+// names both); kCorruption for bytes that do not decode or a state that breaks the decider's
+// invariants (the message says which). The hash is the caller's to check.
+Result<LoadedSnapshot> LoadSnapshot(std::string_view bytes);
+
+}  // namespace admission::projections

@@ -515,12 +515,18 @@ void Engine::NodeChanged(schema::NodeCapacity::Reader n, int kind, int64_t now) 
 // then the most recently reserved, then uid. Quota held by workloads already draining counts
 // as leaving.
 void Engine::EnforceCapacity(int64_t now) {
+  // Nothing holds quota (a platform being set up): nothing can be over a limit.
+  if (std::all_of(cqs_.begin(), cqs_.end(), [](const auto& cq) { return cq.second.admitted.empty(); })) {
+    return;
+  }
   RebuildTreeIfNeeded();
   for (int guard = 0; guard < 100000; ++guard) {
     // Draining workloads' usage is on its way out.
     std::vector<std::pair<std::string, const WorkloadState*>> draining;
-    for (const auto& [key, wl] : workloads_) {
-      if (wl.phase == Phase::kEvicting) draining.emplace_back(wl.cluster_queue, &wl);
+    for (const auto& [name, cq] : cqs_) {
+      for (const auto& [key, wl] : cq.admitted) {
+        if (wl->phase == Phase::kEvicting) draining.emplace_back(wl->cluster_queue, wl);
+      }
     }
     for (auto& [cq, wl] : draining) {
       int node = tree_.FindClusterQueue(cq);
@@ -554,21 +560,32 @@ void Engine::EnforceCapacity(int64_t now) {
     if (node_short.empty() && quota_short.empty()) return;
     const WorkloadState* victim = nullptr;
     std::string reason;
-    for (const auto& [key, wl] : workloads_) {
-      if (!Evictable(wl.phase)) continue;
-      std::string why;
-      for (const auto& [fr, amount] : wl.admission.usage) {
-        if (amount == 0) continue;
-        if (node_short.count(fr)) why = "NodeFailure";
-        else if (why.empty() && quota_short.count({wl.cluster_queue, fr})) why = "QuotaReclaimed";
-      }
-      if (why.empty()) continue;
-      if (victim == nullptr || wl.priority < victim->priority ||
-          (wl.priority == victim->priority && (wl.reserved_at_ns > victim->reserved_at_ns ||
-                                               (wl.reserved_at_ns == victim->reserved_at_ns &&
-                                                wl.uid > victim->uid)))) {
-        victim = &wl;
-        reason = why;
+    for (const auto& [name, cq] : cqs_) {
+      for (const auto& [key, holder] : cq.admitted) {
+        const WorkloadState& wl = *holder;
+        if (!Evictable(wl.phase)) continue;
+        std::string why;
+        for (const auto& [fr, amount] : wl.admission.usage) {
+          if (amount == 0) continue;
+          if (node_short.count(fr)) why = "NodeFailure";
+          else if (why.empty() && quota_short.count({wl.cluster_queue, fr})) why = "QuotaReclaimed";
+        }
+        if (why.empty()) continue;
+        // The lowest priority, then the most recently reserved, then the highest uid, then
+        // the first key.
+        bool better = victim == nullptr;
+        if (!better && wl.priority != victim->priority) better = wl.priority < victim->priority;
+        else if (!better && wl.reserved_at_ns != victim->reserved_at_ns) {
+          better = wl.reserved_at_ns > victim->reserved_at_ns;
+        } else if (!better && wl.uid != victim->uid) {
+          better = wl.uid > victim->uid;
+        } else if (!better) {
+          better = wl.key < victim->key;
+        }
+        if (better) {
+          victim = &wl;
+          reason = why;
+        }
       }
     }
     if (victim == nullptr) return;  // only draining workloads are left over: they will go

@@ -324,6 +324,8 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
     WorkloadState* wl;
     bool same_cq;
     int node;
+    int32_t priority;         // copied from *wl for the ordering
+    int64_t reserved_at_ns;
   };
   std::vector<Candidate> candidates;
   const ClusterQueueState& own = cqs_.at(wl.cluster_queue);
@@ -335,7 +337,7 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
       if (spec.preemption.within_cluster_queue == WithinCq::kLowerOrNewerEqualPriority) {
         lower = lower || (c.priority == wl.priority && c.queued_at_ns > wl.queued_at_ns);
       }
-      if (lower) candidates.push_back(Candidate{&c, true, cq_node});
+      if (lower) candidates.push_back(Candidate{&c, true, cq_node, c.priority, c.reserved_at_ns});
     }
   }
   const bool in_cohort = tree_.node(cq_node).parent != -1;
@@ -372,25 +374,42 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
              c.priority <= *spec.preemption.max_priority_threshold)) {
           allowed = true;
         }
-        if (allowed) candidates.push_back(Candidate{&c, false, other});
+        if (allowed) candidates.push_back(Candidate{&c, false, other, c.priority, c.reserved_at_ns});
       }
     }
   }
   if (candidates.empty()) return {};
   // Kueue's candidatesOrdering: other ClusterQueues first, lower priority first, most
-  // recently reserved first, then uid.
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+  // recently reserved first, then uid (then namespace/name: a total order).
+  auto before = [](const Candidate& a, const Candidate& b) {
     if (a.same_cq != b.same_cq) return !a.same_cq;
-    if (a.wl->priority != b.wl->priority) return a.wl->priority < b.wl->priority;
-    if (a.wl->reserved_at_ns != b.wl->reserved_at_ns) return a.wl->reserved_at_ns > b.wl->reserved_at_ns;
-    return a.wl->uid < b.wl->uid;
-  });
+    if (a.priority != b.priority) return a.priority < b.priority;
+    if (a.reserved_at_ns != b.reserved_at_ns) return a.reserved_at_ns > b.reserved_at_ns;
+    if (a.wl->uid != b.wl->uid) return a.wl->uid < b.wl->uid;
+    return a.wl->key < b.wl->key;
+  };
+  // The candidates in that order, sorted lazily: the minimal set is usually a few of the
+  // first, so a heap hands them out one by one instead of sorting them all.
+  auto after = [&](const Candidate& a, const Candidate& b) { return before(b, a); };
+  std::make_heap(candidates.begin(), candidates.end(), after);
+  std::vector<Candidate> ordered;
+  ordered.reserve(candidates.size());
+  auto nth = [&](size_t i) -> const Candidate* {
+    while (ordered.size() <= i && !candidates.empty()) {
+      std::pop_heap(candidates.begin(), candidates.end(), after);
+      ordered.push_back(candidates.back());
+      candidates.pop_back();
+    }
+    return i < ordered.size() ? &ordered[i] : nullptr;
+  };
 
-  auto minimal = [&](const std::vector<Candidate>& cands, bool allow_borrowing,
+  auto minimal = [&](bool same_queue_only, bool allow_borrowing,
                      std::optional<int32_t> borrow_below) -> std::vector<Candidate> {
     std::vector<Candidate> targets;
     bool fits = false;
-    for (const Candidate& c : cands) {
+    for (size_t i = 0; const Candidate* next = nth(i); ++i) {
+      const Candidate& c = *next;
+      if (same_queue_only && !c.same_cq) continue;
       if (!c.same_cq && !borrowing_in_needed(c.node)) continue;
       bool borrowing_ok = allow_borrowing;
       if (!c.same_cq && borrow_below && c.wl->priority >= *borrow_below) borrowing_ok = false;
@@ -418,13 +437,11 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
     return targets;
   };
 
-  std::vector<Candidate> same_queue;
-  for (const Candidate& c : candidates) {
-    if (c.same_cq) same_queue.push_back(c);
-  }
+  const bool all_same_queue =
+      std::all_of(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.same_cq; });
   std::vector<Candidate> chosen;
-  if (same_queue.size() == candidates.size()) {
-    chosen = minimal(candidates, true, std::nullopt);
+  if (all_same_queue) {
+    chosen = minimal(false, true, std::nullopt);
   } else if (spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever) {
     // Kueue v0.9: while borrowing, only other queues' workloads of strictly lower priority
     // (and at most maxPriorityThreshold) may be preempted: min(priority, threshold + 1).
@@ -432,14 +449,14 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
     if (spec.preemption.max_priority_threshold) {
       threshold = std::min(threshold, *spec.preemption.max_priority_threshold + 1);
     }
-    chosen = minimal(candidates, true, threshold);
+    chosen = minimal(false, true, threshold);
   } else {
     bool under_nominal = true;
     for (const auto& [fr, amount] : assignment.usage) {
       if (tree_.Usage(cq_node, fr) + amount > tree_.Nominal(cq_node, fr)) under_nominal = false;
     }
-    if (under_nominal) chosen = minimal(candidates, false, std::nullopt);
-    if (chosen.empty()) chosen = minimal(same_queue, true, std::nullopt);
+    if (under_nominal) chosen = minimal(false, false, std::nullopt);
+    if (chosen.empty()) chosen = minimal(true, true, std::nullopt);
   }
   std::vector<WorkloadState*> victims;
   for (const Candidate& c : chosen) victims.push_back(c.wl);

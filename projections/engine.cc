@@ -32,9 +32,10 @@ Engine::Engine() = default;
 // Decisions.
 
 schema::Event::Builder Engine::NewDecision(uint64_t causation) {
-  decisions_.push_back(PendingDecision{std::make_unique<capnp::MallocMessageBuilder>(256),
-                                       causation});
-  schema::Event::Builder e = decisions_.back().message->initRoot<schema::Event>();
+  if (!decision_arena_) decision_arena_ = std::make_unique<capnp::MallocMessageBuilder>(1024);
+  decisions_.push_back(
+      PendingDecision{decision_arena_->getOrphanage().newOrphan<schema::Event>(), causation});
+  schema::Event::Builder e = decisions_.back().event.get();
   // A decision forced by an input records who asked; cycle decisions are the engine's own.
   e.setActor(causation != 0 && !current_actor_.empty() ? current_actor_ : "engine");
   return e;
@@ -81,14 +82,15 @@ std::vector<std::string> Engine::EndBatch(uint64_t batch_last_sequence, int64_t 
   std::vector<std::string> out;
   out.reserve(decisions_.size());
   for (PendingDecision& d : decisions_) {
-    schema::Event::Builder e = d.message->getRoot<schema::Event>();
+    schema::Event::Builder e = d.event.get();
     e.setRecordedAtNs(now_ns_);
     e.setCausationSequence(d.causation != 0 ? d.causation : batch_last_sequence);
     e.setEngineVersion(kEngineVersion);
-    out.push_back(schema::EncodeEvent(*d.message));
+    out.push_back(schema::CanonicalBytes(e.asReader()));
   }
   decisions_made_ += out.size();
   decisions_.clear();
+  decision_arena_.reset();
   return out;
 }
 

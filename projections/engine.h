@@ -232,8 +232,9 @@ class Engine {
   std::vector<std::string> PendingInOrder(const std::string& cq) const;
 
  private:
+  // A decision being built: an orphan in the batch's arena, encoded at EndBatch.
   struct PendingDecision {
-    std::unique_ptr<capnp::MallocMessageBuilder> message;
+    capnp::Orphan<schema::Event> event;
     uint64_t causation = 0;  // 0: the batch's last input
   };
 
@@ -355,6 +356,9 @@ class Engine {
   Interner flavor_ids_;
 
   uint64_t current_sequence_ = 0;
+  // One message per batch holds every decision of the batch (one allocation instead of one
+  // per decision); reset by EndBatch.
+  std::unique_ptr<capnp::MallocMessageBuilder> decision_arena_;
   std::vector<PendingDecision> decisions_;
   uint64_t decisions_made_ = 0;
   int64_t now_ns_ = 0;

@@ -209,11 +209,10 @@ void Engine::ReactivateTree(const std::string& cq_name) {
   int node = tree_.FindClusterQueue(cq_name);
   if (node < 0) return;
   for (int id : tree_.ClusterQueuesUnder(tree_.Root(node))) {
-    const std::string& name = tree_.node(id).name;
-    auto it = cqs_.find(name);
-    if (it == cqs_.end() || it->second.pending == 0) continue;
-    for (auto& [key, cls] : it->second.classes) cls.inadmissible = false;
-    active_.insert(name);
+    ClusterQueueState* cq = cq_by_node_[static_cast<size_t>(id)];
+    if (cq == nullptr || cq->pending == 0) continue;
+    for (auto& [key, cls] : cq->classes) cls.inadmissible = false;
+    active_.insert(tree_.node(id).name);
   }
 }
 
@@ -234,6 +233,7 @@ void Engine::RebuildTreeIfNeeded() {
     }
   }
   tree_.Rebuild(specs, cohort_specs_, usage);
+  TreeRebuilt();
   // Activity: a ClusterQueue is inactive while it names a flavor that is not defined.
   for (auto& [name, cq] : cqs_) {
     cq.inactive_reason.clear();
@@ -264,12 +264,29 @@ void Engine::AddUsage(const std::string& cq_name, const FrQuantities& usage, int
     if (u == 0) cq.usage.erase(fr);
   }
   if (tree_dirty_) return;  // the rebuild reads cq.usage
-  int node = tree_.FindClusterQueue(cq_name);
+  int node = NodeOf(cq, cq_name);
   if (node < 0) {
     tree_dirty_ = true;
     return;
   }
   tree_.AddUsage(node, usage, sign);
+}
+
+void Engine::TreeRebuilt() {
+  ++tree_epoch_;
+  cq_by_node_.assign(tree_.size(), nullptr);
+  for (auto& [name, cq] : cqs_) {
+    const int node = tree_.FindClusterQueue(name);
+    if (node >= 0) cq_by_node_[static_cast<size_t>(node)] = &cq;
+  }
+}
+
+int Engine::NodeOf(const ClusterQueueState& cq, const std::string& name) const {
+  if (cq.node_epoch != tree_epoch_) {
+    cq.node = tree_.FindClusterQueue(name);
+    cq.node_epoch = tree_epoch_;
+  }
+  return cq.node;
 }
 
 std::vector<std::string> Engine::PendingInOrder(const std::string& cq_name) const {

@@ -142,6 +142,9 @@ struct ClusterQueueState {
   FrQuantities usage;                               // reserved by admitted/evicting workloads
   size_t pending = 0;
   std::string inactive_reason;                      // empty: active
+  // Its node in the quota tree, cached for one tree build (see Engine::NodeOf).
+  mutable int node = -1;
+  mutable uint64_t node_epoch = 0;
 };
 
 struct AdmissionCheckSpec {
@@ -293,6 +296,12 @@ class Engine {
   void FlushReactivations();
   std::set<std::string> reactivate_pending_;
   void RebuildTreeIfNeeded();
+  // The tree node of a ClusterQueue (-1: not in the tree), without a name lookup once cached.
+  int NodeOf(const ClusterQueueState& cq, const std::string& name) const;
+  // Call after every tree_.Rebuild: refreshes the node caches below.
+  void TreeRebuilt();
+  uint64_t tree_epoch_ = 1;                      // bumped by every tree rebuild
+  std::vector<ClusterQueueState*> cq_by_node_;   // tree node -> its state (nullptr: a cohort)
   void AddUsage(const std::string& cq_name, const FrQuantities& usage, int sign);
 
   // Reservations and evictions (engine.cc).

@@ -76,6 +76,14 @@ void QuotaTree::Rebuild(const std::map<std::string, ClusterQueueSpec>& cqs,
   for (size_t id = 0; id < nodes_.size(); ++id) {
     if (nodes_[id].parent == -1) ComputeSubtree(static_cast<int>(id));
   }
+  // Each ClusterQueue is under itself and its ancestors; ids ascend in every list.
+  cqs_under_.assign(nodes_.size(), {});
+  for (size_t id = 0; id < nodes_.size(); ++id) {
+    if (!nodes_[id].is_cluster_queue) continue;
+    for (int n = static_cast<int>(id); n != -1; n = nodes_[static_cast<size_t>(n)].parent) {
+      cqs_under_[static_cast<size_t>(n)].push_back(static_cast<int>(id));
+    }
+  }
 }
 
 void QuotaTree::ComputeSubtree(int id) {
@@ -191,17 +199,5 @@ bool QuotaTree::Fits(int cq, const FrQuantities& request) const {
   return true;
 }
 
-std::vector<int> QuotaTree::ClusterQueuesUnder(int id) const {
-  std::vector<int> out;
-  std::vector<int> stack{id};
-  while (!stack.empty()) {
-    int n = stack.back();
-    stack.pop_back();
-    if (nodes_[static_cast<size_t>(n)].is_cluster_queue) out.push_back(n);
-    for (int c : nodes_[static_cast<size_t>(n)].children) stack.push_back(c);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 }  // namespace admission::projections

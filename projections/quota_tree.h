@@ -52,8 +52,10 @@ class QuotaTree {
   // True when every flavor-resource of `request` fits what the ClusterQueue may use now.
   bool Fits(int cq, const FrQuantities& request) const;
 
-  // ClusterQueues in the subtree of `id` (sorted by node id).
-  std::vector<int> ClusterQueuesUnder(int id) const;
+  // ClusterQueues in the subtree of `id` (sorted by node id; computed by Rebuild).
+  const std::vector<int>& ClusterQueuesUnder(int id) const {
+    return cqs_under_[static_cast<size_t>(id)];
+  }
 
  private:
   static int64_t Get(const FrQuantities& m, Fr fr) {
@@ -62,6 +64,7 @@ class QuotaTree {
   }
   void ComputeSubtree(int id);
   std::vector<Node> nodes_;
+  std::vector<std::vector<int>> cqs_under_;  // by node id
   std::map<std::string, int> cq_ids_;
   std::map<std::string, int> cohort_ids_;
 };

@@ -231,7 +231,7 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
 Nomination Engine::Nominate(const WorkloadState& wl) {
   const ClusterQueueState& cq = cqs_.at(wl.cluster_queue);
   const ClusterQueueSpec& spec = *cq.spec;
-  const int node = tree_.FindClusterQueue(wl.cluster_queue);
+  const int node = NodeOf(cq, wl.cluster_queue);
   ADM_CHECK(node >= 0, "ClusterQueue %s not in the tree", wl.cluster_queue.c_str());
   std::vector<int32_t> full;
   for (const PodSetSpec& ps : wl.pod_sets) full.push_back(ps.count);
@@ -355,9 +355,9 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
        spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever)) {
     for (int other : tree_.ClusterQueuesUnder(tree_.Root(cq_node))) {
       if (other == cq_node || !borrowing_in_needed(other)) continue;
-      auto it = cqs_.find(tree_.node(other).name);
-      if (it == cqs_.end()) continue;
-      for (const auto& [key, admitted] : it->second.admitted) {
+      const ClusterQueueState* other_cq = cq_by_node_[static_cast<size_t>(other)];
+      if (other_cq == nullptr) continue;
+      for (const auto& [key, admitted] : other_cq->admitted) {
         WorkloadState& c = *admitted;
         if (!Evictable(c.phase) || !uses_needed(c)) continue;
         bool allowed = spec.preemption.reclaim_within_cohort == ReclaimPolicy::kAny ||
@@ -586,7 +586,7 @@ bool Engine::RunCycle(int64_t now) {
     // Fair sharing: the entry whose ClusterQueue would have the lower weighted dominant
     // share after admitting it goes first.
     for (Entry& e : entries) {
-      const int node = tree_.FindClusterQueue(e.wl->cluster_queue);
+      const int node = NodeOf(*e.cq, e.wl->cluster_queue);
       e.share = DominantShare(node, &e.n.assignment.usage);
     }
   }
@@ -608,7 +608,7 @@ bool Engine::RunCycle(int64_t now) {
   for (Entry& e : entries) {
     WorkloadState& wl = *e.wl;
     ClusterQueueState& cq = *e.cq;
-    const int node = tree_.FindClusterQueue(wl.cluster_queue);
+    const int node = NodeOf(cq, wl.cluster_queue);
     const int root = tree_.Root(node);
     if (e.n.mode == kFit) {
       if (tree_.Fits(node, e.n.assignment.usage)) {

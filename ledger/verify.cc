@@ -133,4 +133,26 @@ Result<VerifyReport> VerifyChain(EventLog& log, Sequence from, const schema::Has
   return report;
 }
 
+Result<schema::Hash> ChainValueAfter(EventLog& log, Sequence after) {
+  if (after == 0) return schema::kGenesisHash;
+  const Head head = log.GetHead();
+  if (after > head.sequence) {
+    return Status(Code::kInvalidArgument, "sequence " + std::to_string(after) +
+                                              " is beyond the ledger's head " +
+                                              std::to_string(head.sequence));
+  }
+  Result<std::vector<StoredEvent>> read = log.Read(after, 1);
+  if (!read.ok()) return read.status();
+  if (read->empty() || read->front().sequence != after) {
+    return Status(Code::kCorruption, "event " + std::to_string(after) + " is missing");
+  }
+  Result<schema::DecodedEvent> decoded = schema::DecodeEvent(read->front().bytes);
+  if (!decoded.ok()) {
+    return Status(Code::kCorruption, "event " + std::to_string(after) + ": " +
+                                         decoded.status().message());
+  }
+  return schema::ChainHash(schema::HashFromData(decoded->root().getPrevHash()),
+                           read->front().bytes);
+}
+
 }  // namespace admission::ledger

@@ -32,4 +32,10 @@ using VerifyProgress = std::function<void(Sequence done, Sequence total)>;
 Result<VerifyReport> VerifyChain(EventLog& log, Sequence from, const schema::Hash& from_hash,
                                  bool check_index, const VerifyProgress& progress = nullptr);
 
+// The chain value after event `after`: H(after) = SHA-256(prevHash recorded by event `after` ||
+// its stored bytes), kGenesisHash for 0. What a snapshot records to tie itself to its ledger.
+// It trusts the event's recorded prevHash; VerifyChain checks those. Errors: kInvalidArgument
+// (beyond the head), kCorruption (missing or undecodable event), kIoError.
+Result<schema::Hash> ChainValueAfter(EventLog& log, Sequence after);
+
 }  // namespace admission::ledger

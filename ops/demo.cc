@@ -7,6 +7,7 @@
 #include <capnp/message.h>
 
 #include "ledger/rocksdb_log.h"
+#include "ledger/snapshot_store.h"
 #include "ledger/verify.h"
 #include "ops/kueue_yaml.h"
 #include "ops/render.h"
@@ -14,6 +15,7 @@
 #include "schema/time_format.h"
 #include "replay/explain.h"
 #include "replay/replayer.h"
+#include "replay/snapshots.h"
 #include "schema/event_codec.h"
 
 namespace admission::ops {
@@ -264,7 +266,10 @@ Status RunDemo(const std::string& dir, std::ostream& out) {
   auto log = ledger::RocksDbLog::Open(dir);
   if (!log.ok()) return log.status();
   SystemClock clock;
-  auto service = Service::Open(**log, clock);
+  ledger::FileSnapshotStore snapshots(dir);
+  ServiceOptions options;
+  options.snapshots = &snapshots;
+  auto service = Service::Open(**log, clock, nullptr, options);
   if (!service.ok()) return service.status();
   Demo demo(**service, **log, out);
   out << "Admission ledger demo: a GPU platform with H100 (eu-west) and A100 (us-east) flavors,\n"
@@ -383,17 +388,32 @@ Status RunDemo(const std::string& dir, std::ostream& out) {
   }
   out << "\n== The ledger verifies: " << report->events_checked << " events, head hash "
       << schema::HashHex(report->head_hash) << "\n";
+  // A snapshot of the state now: the next start loads it instead of folding the ledger.
+  auto snapshot = (*service)->Snapshot();
+  if (!snapshot.ok()) return snapshot.status();
+  out << "== Snapshot at sequence " << snapshot->after << ": " << snapshot->bytes
+      << " bytes, SHA-256 " << schema::HashHex(snapshot->hash) << " ("
+      << snapshots.PathOf(snapshot->after) << ")\n";
   // Replay the inputs through a fresh decider: every recorded decision must come out again,
-  // byte for byte.
-  auto replayed = replay::ReplayAndVerify(**log);
+  // byte for byte, and the snapshot must equal the state the fold reaches there.
+  replay::Replayer replayer(**log, replay::Genesis());
+  auto replayed = replay::RunComparingSnapshots(replayer, replay::ReplayOptions{}, **log,
+                                                snapshots, {});
   if (!replayed.ok()) return replayed.status();
-  if (replayed->divergence) {
+  if (replayed->report.divergence) {
     return Status(Code::kCorruption, "demo replay diverged at sequence " +
-                                         std::to_string(replayed->divergence->sequence));
+                                         std::to_string(replayed->report.divergence->sequence));
   }
-  out << "== Replay --verify: " << replayed->decisions_compared
+  for (const replay::SnapshotComparison& c : replayed->snapshots) {
+    if (c.mismatch) {
+      return Status(Code::kCorruption, "demo snapshot at sequence " + std::to_string(c.after) +
+                                           " " + *c.mismatch);
+    }
+  }
+  out << "== Replay --verify: " << replayed->report.decisions_compared
       << " decisions reproduced byte for byte; decision-stream SHA-256 "
-      << schema::HashHex(replayed->decision_stream_hash) << "\n";
+      << schema::HashHex(replayed->report.decision_stream_hash) << "; the snapshot equals the "
+      << "state re-encoded at sequence " << snapshot->after << "\n";
   const std::string page = dir + "/explain-nlp-job-llm-pretrain.html";
   Status written = replay::WriteExplainPage(**log, "nlp", "job-llm-pretrain", page);
   if (!written.ok()) return written;

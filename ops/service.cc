@@ -1,6 +1,7 @@
 #include "ops/service.h"
 
 #include <capnp/message.h>
+#include <spdlog/spdlog.h>
 
 #include "schema/time_format.h"
 #include "schema/event_codec.h"
@@ -11,54 +12,39 @@ namespace {
 constexpr size_t kFoldReadChunk = 4096;
 }
 
-std::string Service::DefinitionKey(schema::Event::Reader event) {
-  auto body = event.getBody();
-  switch (body.which()) {
-    case schema::Event::Body::FLAVOR_DEFINED:
-      return std::string("ResourceFlavor//") + body.getFlavorDefined().getName().cStr();
-    case schema::Event::Body::COHORT_DEFINED:
-      return std::string("Cohort//") + body.getCohortDefined().getName().cStr();
-    case schema::Event::Body::CLUSTER_QUEUE_DEFINED:
-      return std::string("ClusterQueue//") + body.getClusterQueueDefined().getName().cStr();
-    case schema::Event::Body::LOCAL_QUEUE_DEFINED:
-      return std::string("LocalQueue/") + body.getLocalQueueDefined().getNamespace().cStr() + "/" +
-             body.getLocalQueueDefined().getName().cStr();
-    case schema::Event::Body::ADMISSION_CHECK_DEFINED:
-      return std::string("AdmissionCheck//") + body.getAdmissionCheckDefined().getName().cStr();
-    case schema::Event::Body::PRIORITY_CLASS_DEFINED:
-      return std::string("WorkloadPriorityClass//") +
-             body.getPriorityClassDefined().getName().cStr();
-    default:
-      return "";
-  }
-}
-
-std::string Service::BodyBytes(schema::Event::Reader event) {
-  // The body alone, canonical: what "identical definition" compares.
-  capnp::MallocMessageBuilder copy;
-  copy.setRoot(event);
-  schema::Event::Builder root = copy.getRoot<schema::Event>();
-  root.setSequence(0);
-  root.setRecordedAtNs(0);
-  root.setActor("");
-  root.setIdempotencyKey("");
-  root.setPrevHash(capnp::Data::Reader());
-  root.setEndsBatch(false);
-  root.setCausationSequence(0);
-  return schema::EncodeEvent(copy);
-}
-
 Result<std::unique_ptr<Service>> Service::Open(
     ledger::EventLog& log, Clock& clock,
-    const std::function<void(uint64_t, uint64_t)>& progress) {
-  std::unique_ptr<Service> service(new Service(log, clock));
-  ADM_RETURN_IF_ERROR(service->Fold(progress));
+    const std::function<void(uint64_t, uint64_t)>& progress, const ServiceOptions& options) {
+  std::unique_ptr<Service> service(new Service(log, clock, options));
+  uint64_t after = 0;
+  if (options.snapshots != nullptr) {
+    auto start = replay::StartFromNewestSnapshot(log, *options.snapshots);
+    if (!start.ok()) return start.status();
+    for (const std::string& why : start->skipped) {
+      spdlog::warn("skipping {} (folding from an older snapshot or the genesis instead)", why);
+    }
+    service->skipped_snapshots_ = std::move(start->skipped);
+    service->engine_ = std::move(start->start.engine);
+    service->definitions_ = std::move(start->definitions);
+    service->loaded_snapshot_ = start->loaded;
+    after = start->start.after;
+  } else {
+    service->engine_ = std::make_unique<projections::Engine>();
+  }
+  const uint64_t head = log.GetHead().sequence;
+  ADM_RETURN_IF_ERROR(service->Fold(after, progress));
+  service->events_folded_at_open_ = head - after;
+  if (service->loaded_snapshot_) {
+    spdlog::info("loaded snapshot at {}, folded {} events after it", after, head - after);
+  } else if (options.snapshots != nullptr) {
+    spdlog::info("no snapshot loaded, folded {} events from the genesis", head);
+  }
   return service;
 }
 
-Status Service::Fold(const std::function<void(uint64_t, uint64_t)>& progress) {
+Status Service::Fold(uint64_t after, const std::function<void(uint64_t, uint64_t)>& progress) {
   const ledger::Head head = log_.GetHead();
-  uint64_t next = 1;
+  uint64_t next = after + 1;
   while (next <= head.sequence) {
     auto chunk = log_.Read(next, kFoldReadChunk);
     if (!chunk.ok()) return chunk.status();
@@ -72,17 +58,44 @@ Status Service::Fold(const std::function<void(uint64_t, uint64_t)>& progress) {
       schema::Event::Reader event = decoded->root();
       next = stored.sequence + 1;
       if (schema::IsDecision(event.getBody().which())) continue;
-      engine_.ApplyInput(event);
-      std::string key = DefinitionKey(event);
-      if (!key.empty()) definitions_[key] = BodyBytes(event);
+      engine_->ApplyInput(event);
+      projections::TrackDefinition(event, &definitions_);
       if (event.getEndsBatch()) {
         // The decisions are in the ledger already; replay --verify compares them.
-        (void)engine_.EndBatch(stored.sequence, event.getRecordedAtNs());
+        (void)engine_->EndBatch(stored.sequence, event.getRecordedAtNs());
       }
     }
     if (progress) progress(next - 1, head.sequence);
   }
   return Status::Ok();
+}
+
+Result<replay::TakenSnapshot> Service::Snapshot() {
+  if (options_.snapshots == nullptr) {
+    return Status(Code::kInvalidArgument, "this service keeps no snapshots");
+  }
+  if (broken_) {
+    return Status(Code::kIoError, "an earlier append failed; reopen the ledger to continue");
+  }
+  const uint64_t head = log_.GetHead().sequence;
+  if (head == 0) return Status(Code::kInvalidArgument, "the ledger is empty");
+  return replay::TakeSnapshot(log_, *options_.snapshots, *engine_, head, definitions_);
+}
+
+void Service::MaybeSnapshot(uint64_t head_before, uint64_t head) {
+  const uint64_t every = options_.snapshot_every_events;
+  if (options_.snapshots == nullptr || every == 0 || head_before / every == head / every) return;
+  // The append is durable whatever happens here: a failed snapshot is a warning, and the next
+  // boundary tries again.
+  auto taken = replay::TakeSnapshot(log_, *options_.snapshots, *engine_, head, definitions_);
+  if (!taken.ok()) {
+    spdlog::warn("snapshot at sequence {} failed: {}", head, taken.status().ToString());
+    return;
+  }
+  spdlog::info("snapshot at sequence {}: {} bytes, sha256 {}", head, taken->bytes,
+               schema::HashHex(taken->hash));
+  Status pruned = ledger::PruneSnapshots(*options_.snapshots);
+  if (!pruned.ok()) spdlog::warn("removing old snapshots failed: {}", pruned.ToString());
 }
 
 Result<RecordOutcome> Service::Record(const std::vector<std::string>& inputs,
@@ -154,10 +167,10 @@ Result<RecordOutcome> Service::Record(const std::vector<std::string>& inputs,
       }
     }
     // A definition identical to the current one changes nothing.
-    std::string def_key = DefinitionKey(event);
+    std::string def_key = projections::DefinitionKey(event);
     std::string body;
     if (!def_key.empty()) {
-      body = BodyBytes(event);
+      body = projections::DefinitionBody(event);
       auto current = batch_definitions.count(def_key) != 0 ? batch_definitions.find(def_key)
                                                           : definitions_.find(def_key);
       auto end = batch_definitions.count(def_key) != 0 ? batch_definitions.end()
@@ -176,7 +189,7 @@ Result<RecordOutcome> Service::Record(const std::vector<std::string>& inputs,
     if (root.getActor().size() == 0) root.setActor(options.actor);
     // The decider's own view: a report from the wrong identity, for a stale generation or
     // with a stale token is refused; an identical repeat is a no-op that says so.
-    projections::InputVerdict verdict = engine_.Validate(root.asReader());
+    projections::InputVerdict verdict = engine_->Validate(root.asReader());
     if (!verdict.status.ok()) {
       return Status(verdict.status.code(),
                     "input " + std::to_string(i) + " refused: " + verdict.status.message());
@@ -204,9 +217,9 @@ Result<RecordOutcome> Service::Record(const std::vector<std::string>& inputs,
     auto decoded = schema::DecodeEvent(input);
     ADM_CHECK(decoded.ok(), "stamped input does not decode: %s",
               decoded.status().ToString().c_str());
-    engine_.ApplyInput(decoded->root());
+    engine_->ApplyInput(decoded->root());
   }
-  std::vector<std::string> decisions = engine_.EndBatch(next_sequence - 1, at);
+  std::vector<std::string> decisions = engine_->EndBatch(next_sequence - 1, at);
   std::vector<std::string> batch = fresh;
   batch.insert(batch.end(), decisions.begin(), decisions.end());
   if (batch.size() > ledger::kAppendBatchEventsMax) {
@@ -233,6 +246,7 @@ Result<RecordOutcome> Service::Record(const std::vector<std::string>& inputs,
     }
   }
   for (auto& [k, v] : batch_definitions) definitions_[k] = v;
+  MaybeSnapshot(head.sequence, head.sequence + batch.size());
   outcome.first_decision_sequence = head.sequence + 1 + fresh.size();
   auto stored = log_.Read(outcome.first_decision_sequence, decisions.size());
   if (stored.ok()) {

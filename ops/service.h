@@ -9,14 +9,18 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ledger/event_log.h"
+#include "ledger/snapshot_store.h"
 #include "ops/clock.h"
 #include "ops/intake.h"
+#include "projections/definitions.h"
 #include "projections/engine.h"
+#include "replay/snapshots.h"
 
 namespace admission::ops {
 
@@ -28,13 +32,27 @@ struct RecordOutcome {
   uint64_t first_decision_sequence = 0;
 };
 
+// Snapshots every this many events by default (docs/replay.md, "Snapshots").
+inline constexpr uint64_t kSnapshotEveryEventsDefault = 100'000;
+
+struct ServiceOptions {
+  // Where snapshots are kept; null: none are loaded or taken. REQUIRES: outlives the Service.
+  ledger::SnapshotStore* snapshots = nullptr;
+  // A snapshot is taken after an append that crosses a multiple of this many events (then
+  // the oldest beyond ledger::kSnapshotsKept are removed). 0: never.
+  uint64_t snapshot_every_events = kSnapshotEveryEventsDefault;
+};
+
 class Service {
  public:
-  // Folds every event of `log` into a fresh decider. REQUIRES: log and clock outlive it.
+  // Brings a decider to the ledger's head: from the newest usable snapshot in
+  // options.snapshots (an unusable one is skipped with a warning naming it and why), else from
+  // a fresh decider, folding the events after it. REQUIRES: log and clock outlive it.
   // `progress` (may be null) is called every so often with (events folded, head).
   static Result<std::unique_ptr<Service>> Open(
       ledger::EventLog& log, Clock& clock,
-      const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
+      const std::function<void(uint64_t, uint64_t)>& progress = nullptr,
+      const ServiceOptions& options = {});
 
   // Records inputs (serialized Events with only the body and, optionally, the idempotency key
   // set) as one batch. An input whose idempotency key was recorded with the same payload, or
@@ -43,21 +61,35 @@ class Service {
   Result<RecordOutcome> Record(const std::vector<std::string>& inputs,
                                const IntakeOptions& options);
 
-  const projections::Engine& engine() const { return engine_; }
+  // Takes a snapshot of the state at the head now. Errors: kInvalidArgument (no snapshot
+  // store, or an empty ledger), and TakeSnapshot's.
+  Result<replay::TakenSnapshot> Snapshot();
+
+  const projections::Engine& engine() const { return *engine_; }
   ledger::EventLog& log() { return log_; }
+  // The snapshot Open started from (none: it folded from the genesis), the events it folded
+  // after it, and the snapshots it passed over, each with the reason.
+  std::optional<uint64_t> loaded_snapshot() const { return loaded_snapshot_; }
+  uint64_t events_folded_at_open() const { return events_folded_at_open_; }
+  const std::vector<std::string>& skipped_snapshots() const { return skipped_snapshots_; }
 
  private:
-  Service(ledger::EventLog& log, Clock& clock) : log_(log), clock_(clock) {}
-  Status Fold(const std::function<void(uint64_t, uint64_t)>& progress);
-  // "kind/namespace/name" for definition bodies; empty for other inputs.
-  static std::string DefinitionKey(schema::Event::Reader event);
-  static std::string BodyBytes(schema::Event::Reader event);
+  Service(ledger::EventLog& log, Clock& clock, const ServiceOptions& options)
+      : log_(log), clock_(clock), options_(options) {}
+  // Folds the events after `after` (the state engine_ stands at).
+  Status Fold(uint64_t after, const std::function<void(uint64_t, uint64_t)>& progress);
+  // After an append that ended at `head`, having started after `head_before`.
+  void MaybeSnapshot(uint64_t head_before, uint64_t head);
 
   ledger::EventLog& log_;
   Clock& clock_;
-  projections::Engine engine_;
-  std::map<std::string, std::string> definitions_;  // current body bytes by DefinitionKey
+  const ServiceOptions options_;
+  std::unique_ptr<projections::Engine> engine_;
+  projections::DefinitionBodies definitions_;  // current body bytes by DefinitionKey
   bool broken_ = false;
+  std::optional<uint64_t> loaded_snapshot_;
+  uint64_t events_folded_at_open_ = 0;
+  std::vector<std::string> skipped_snapshots_;
 };
 
 }  // namespace admission::ops

@@ -798,6 +798,8 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
 //    those of the encoded decider; usage added and removed since adds up to the same integers.
 //    A dirty tree is rebuilt by the decider before its next use anyway; it is built here only
 //    so that read models see a tree (RebuildTreeIfNeeded's placeholders), and stays dirty.
+//    Either way the tree's caches follow it (TreeRebuilt: cq_by_node_, the epoch that
+//    invalidates ClusterQueueState::node).
 // Everything else is stored (docs/replay.md, "Snapshots", says why for the doubtful ones).
 // Also checks the invariants the decider relies on (each queued workload is its class's
 // member and each member a queued workload, quota holders name a ClusterQueue with state):
@@ -897,6 +899,7 @@ Status Engine::RestoreDerivedState(const std::set<std::string>& tree_cluster_que
     }
   }
   tree_.Rebuild(specs, cohort_specs_, usage);
+  TreeRebuilt();  // the node caches (cq_by_node_, ClusterQueueState::node)
   return Status::Ok();
 }
 

@@ -3,9 +3,8 @@
 // decision it makes with the recorded one, byte for byte. See docs/replay.md.
 //
 // A replay starts from a `ReplayStart`: a decider holding the state after some sequence, which
-// must be the last event of an append (a batch boundary). Today the only start is the genesis
-// (an empty decider before sequence 1); a snapshot loader will produce others, and nothing
-// else here changes.
+// must be the last event of an append (a batch boundary): the genesis (an empty decider before
+// sequence 1) or a decider loaded from a snapshot (replay/snapshots.h).
 
 #include <cstdint>
 #include <functional>

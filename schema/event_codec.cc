@@ -101,6 +101,11 @@ Hash ChainHash(const Hash& previous, std::string_view canonical_bytes) {
                     canonical_bytes);
 }
 
+Hash Sha256Of(std::string_view bytes) {
+  thread_local Sha256 sha;
+  return sha.Digest(bytes, std::string_view());
+}
+
 std::string HashHex(const Hash& hash) {
   static const char kDigits[] = "0123456789abcdef";
   std::string out;

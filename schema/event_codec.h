@@ -36,6 +36,8 @@ std::string CanonicalBytes(Event::Reader event);
 // The chain value after an event: SHA-256(previous chain value || canonical bytes).
 // Thread-safe; reuses one digest context per thread and the SHA-256 implementation fetched once.
 Hash ChainHash(const Hash& previous, std::string_view canonical_bytes);
+// SHA-256 of bytes (a snapshot's hash). Thread-safe, like ChainHash.
+Hash Sha256Of(std::string_view bytes);
 std::string HashHex(const Hash& hash);
 Hash HashFromData(capnp::Data::Reader data);  // REQUIRES: data.size() == 32 (else all zero)
 

@@ -28,6 +28,7 @@
 #include "ops/service.h"
 #include "schema/time_format.h"
 #include "replay/replayer.h"
+#include "replay/snapshots.h"
 #include "schema/event_codec.h"
 
 namespace admission::ops {
@@ -93,23 +94,56 @@ int RunVerify(const GlobalOptions& global, const std::string& format) {
                                       progress.Update(done, total);
                                     });
   if (!report.ok()) return Fail(report.status());
+  // Every snapshot beside the ledger: its stored hash, and that it is this ledger's.
+  ledger::FileSnapshotStore store(global.ledger_dir);
+  auto snapshots = replay::VerifySnapshots(**log, store);
+  if (!snapshots.ok()) return Fail(snapshots.status());
+  const replay::SnapshotCheck* bad_snapshot = nullptr;
+  for (const replay::SnapshotCheck& c : *snapshots) {
+    if (c.fault && bad_snapshot == nullptr) bad_snapshot = &c;
+  }
+  const bool ok = !report->fault && bad_snapshot == nullptr;
   if (format == "json") {
-    std::cout << "{\"ok\":" << (report->fault ? "false" : "true")
-              << ",\"eventsChecked\":" << report->events_checked << ",\"head\":" << report->head
-              << ",\"headHash\":\"" << schema::HashHex(report->head_hash) << "\"";
+    Json out;
+    out["ok"] = ok;
+    out["eventsChecked"] = report->events_checked;
+    out["head"] = report->head;
+    out["headHash"] = schema::HashHex(report->head_hash);
     if (report->fault) {
-      std::cout << ",\"badSequence\":" << report->fault->sequence << ",\"reason\":\""
-                << report->fault->reason << "\"";
+      out["badSequence"] = report->fault->sequence;
+      out["reason"] = report->fault->reason;
     }
-    std::cout << "}\n";
-  } else if (report->fault) {
+    Json list = Json::array();
+    for (const replay::SnapshotCheck& c : *snapshots) {
+      Json item = {{"sequence", c.after}, {"ok", !c.fault.has_value()}, {"bytes", c.bytes},
+                   {"sha256", schema::HashHex(c.hash)}, {"engineVersion", c.engine_version}};
+      if (c.fault) item["reason"] = *c.fault;
+      list.push_back(item);
+    }
+    out["snapshots"] = list;
+    if (bad_snapshot != nullptr) {
+      out["badSnapshot"] = bad_snapshot->after;
+      out["snapshotReason"] = *bad_snapshot->fault;
+    }
+    std::cout << out.dump() << "\n";
+    return ok ? 0 : 1;
+  }
+  if (report->fault) {
     std::cout << "FAILED at sequence " << report->fault->sequence << ": "
               << report->fault->reason << "\n";
   } else {
     std::cout << "verified " << report->events_checked << " events; head " << report->head
               << " hash " << schema::HashHex(report->head_hash) << "\n";
   }
-  return report->fault ? 1 : 0;
+  for (const replay::SnapshotCheck& c : *snapshots) {
+    if (c.fault) {
+      std::cout << "FAILED: snapshot at sequence " << c.after << ": " << *c.fault << "\n";
+    } else {
+      std::cout << "snapshot at sequence " << c.after << ": ok (" << c.bytes << " bytes, sha256 "
+                << schema::HashHex(c.hash) << ", engine v" << c.engine_version << ")\n";
+    }
+  }
+  return ok ? 0 : 1;
 }
 
 int RunDevAppend(const GlobalOptions& global, const std::vector<std::string>& json_args,
@@ -245,10 +279,16 @@ int RunGet(const GlobalOptions& global, const std::string& what, const std::stri
     if (!log.ok()) return Fail(log.status());
     at_log = std::move(*log);
     Progress progress("loading the ledger");
-    auto state = replay::FoldToSequence(*at_log, at_sequence, [&](uint64_t done, uint64_t total) {
-      if (total > 100000) progress.Update(done, total);
-    });
+    ledger::FileSnapshotStore snapshots(global.ledger_dir);
+    std::vector<std::string> skipped;
+    auto state = replay::FoldToSequenceFromSnapshot(
+        *at_log, snapshots, at_sequence,
+        [&](uint64_t done, uint64_t total) {
+          if (total > 100000) progress.Update(done, total);
+        },
+        &skipped);
     if (!state.ok()) return Fail(state.status());
+    for (const std::string& why : skipped) spdlog::warn("skipping {}", why);
     at_state = std::move(*state);
     if (at_state.at != at_sequence) {
       std::cerr << "as of sequence " << at_state.at << ", the end of the append holding sequence "
@@ -305,6 +345,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", global.log_level, "trace, debug, info, warn (default), error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   app.add_option("--as", global.actor, "identity of the caller recorded on input events");
+  app.add_option("--snapshot-every", global.snapshot_every,
+                 "take a snapshot of the state after an append that crosses a multiple of this "
+                 "many events (default 100000; 0: never). Startup loads the newest valid "
+                 "snapshot and folds only the events after it");
 
   auto* log_cmd = app.add_subcommand("log", "print the ledger's events in order");
   uint64_t from = 1, limit = 0;
@@ -316,8 +360,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}));
 
   auto* verify_cmd =
-      app.add_subcommand("verify", "walk the hash chain from the first event to the head; "
-                                   "exit 1 naming the first bad sequence");
+      app.add_subcommand("verify", "walk the hash chain from the first event to the head and "
+                                   "check every snapshot (its stored SHA-256, and that its chain "
+                                   "hash is the ledger's at its sequence); exit 1 naming the "
+                                   "first bad sequence or snapshot");
   std::string verify_format = "text";
   verify_cmd->add_option("-o,--output", verify_format, "text or json")
       ->check(CLI::IsMember({"text", "json"}));
@@ -382,13 +428,16 @@ int main(int argc, char** argv) {
 
   int replay_exit = -1;
   AddReplayCommands(app, global, &replay_exit);
+  // Logs go to stderr at --log-level; set up once the options are parsed and before any
+  // command runs (command groups run from their subcommand's callback, during the parse).
+  app.parse_complete_callback([&global]() {
+    auto logger = spdlog::stderr_color_mt("admitctl");
+    spdlog::set_default_logger(logger);
+    spdlog::set_level(spdlog::level::from_str(global.log_level));
+  });
   CLI11_PARSE(app, argc, argv);
   if (replay_exit >= 0) return replay_exit;
   if (group_exit_code >= 0) return group_exit_code;
-
-  auto logger = spdlog::stderr_color_mt("admitctl");
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(global.log_level));
 
   if (*log_cmd) return RunLog(global, from, limit, log_format);
   if (*verify_cmd) return RunVerify(global, verify_format);

@@ -59,10 +59,17 @@ Result<std::unique_ptr<Session>> OpenSession(const GlobalOptions& global, bool c
   auto log = OpenLedger(global, create);
   if (!log.ok()) return log.status();
   session->log = std::move(*log);
+  session->snapshots = std::make_unique<ledger::FileSnapshotStore>(global.ledger_dir);
+  ServiceOptions options;
+  options.snapshots = session->snapshots.get();
+  options.snapshot_every_events = global.snapshot_every;
   Progress progress("loading the ledger");
-  auto service = Service::Open(*session->log, session->clock, [&](uint64_t done, uint64_t total) {
-    if (total > 100000) progress.Update(done, total);
-  });
+  auto service = Service::Open(
+      *session->log, session->clock,
+      [&](uint64_t done, uint64_t total) {
+        if (total > 100000) progress.Update(done, total);
+      },
+      options);
   if (!service.ok()) return service.status();
   session->service = std::move(*service);
   return session;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ledger/rocksdb_log.h"
+#include "ledger/snapshot_store.h"
 #include "ops/clock.h"
 #include "ops/intake.h"
 #include "ops/service.h"
@@ -26,6 +27,7 @@ struct GlobalOptions {
   std::string at;
   std::string log_level = "warn";
   std::string actor;
+  uint64_t snapshot_every = kSnapshotEveryEventsDefault;  // 0: no periodic snapshots
 };
 
 // Prints "admitctl: <status>" to stderr and returns the exit code for a refusal (1).
@@ -58,10 +60,12 @@ class Progress {
 struct Session {
   std::unique_ptr<ledger::RocksDbLog> log;
   SystemClock clock;
+  std::unique_ptr<ledger::FileSnapshotStore> snapshots;  // the ledger's snapshots/ folder
   std::unique_ptr<Service> service;
 };
 
-// Opens the ledger and folds it into a decider (progress shown for long ledgers).
+// Opens the ledger and brings a decider to its head, from the newest usable snapshot (progress
+// shown for long folds; skipped snapshots are warnings).
 Result<std::unique_ptr<Session>> OpenSession(const GlobalOptions& global, bool create);
 
 // The whole file, or stdin for "-".

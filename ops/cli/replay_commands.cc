@@ -3,7 +3,9 @@
 #include "ops/cli/replay_commands.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -12,6 +14,7 @@
 #include "projections/engine_version.h"
 #include "replay/explain.h"
 #include "replay/replayer.h"
+#include "replay/snapshots.h"
 #include "schema/event_codec.h"
 
 namespace admission::ops {
@@ -33,6 +36,7 @@ std::string Rate(double events_per_second) {
 
 struct ReplayArgs {
   bool verify = false;
+  bool from_snapshot = false;
   uint64_t from = 1;
   uint64_t to = 0;
   std::string format = "text";
@@ -43,23 +47,59 @@ int RunReplay(const GlobalOptions& global, const ReplayArgs& args) {
   if (!log.ok()) return Fail(log.status());
   const uint64_t head = (*log)->GetHead().sequence;
   if (head == 0) return Fail(Status(Code::kInvalidArgument, "the ledger is empty"));
-  replay::Replayer replayer(**log, replay::Genesis());
+  const uint64_t to = args.to == 0 ? head : args.to;
+  ledger::FileSnapshotStore store(global.ledger_dir);
+  // The start: the genesis, or with --from-snapshot the newest usable snapshot before the first
+  // compared sequence (and before --to: something must be left to fold).
+  replay::ReplayStart start = replay::Genesis();
+  projections::DefinitionBodies definitions;
+  std::optional<uint64_t> started_from;
+  if (args.from_snapshot) {
+    const uint64_t before_to = to > 0 ? to - 1 : 0;
+    const uint64_t limit =
+        args.from > 1 ? std::min<uint64_t>(args.from - 1, before_to) : before_to;
+    if (limit > 0) {
+      auto chosen = replay::StartFromNewestSnapshot(**log, store, limit);
+      if (!chosen.ok()) return Fail(chosen.status());
+      for (const std::string& why : chosen->skipped) {
+        std::cerr << "admitctl: skipping " << why << "\n";
+      }
+      start = std::move(chosen->start);
+      definitions = std::move(chosen->definitions);
+      started_from = chosen->loaded;
+    }
+  }
+  replay::Replayer replayer(**log, std::move(start));
   replay::ReplayOptions options;
   options.verify = args.verify;
-  options.compare_from = args.from;
+  options.compare_from = std::max<uint64_t>(args.from, replayer.position() + 1);
   options.to = args.to;
   Progress progress(args.verify ? "replay --verify" : "replay");
   options.progress = [&](uint64_t done, uint64_t total) { progress.Update(done, total); };
-  auto report = replayer.Run(options);
-  if (!report.ok()) return Fail(report.status());
-  const replay::ReplayReport& r = *report;
-  const uint64_t compared_from = std::max<uint64_t>(args.from, 1);
+  replay::ComparedReplay compared;
+  if (args.verify) {
+    auto run = replay::RunComparingSnapshots(replayer, options, **log, store, definitions);
+    if (!run.ok()) return Fail(run.status());
+    compared = std::move(*run);
+  } else {
+    auto report = replayer.Run(options);
+    if (!report.ok()) return Fail(report.status());
+    compared.report = std::move(*report);
+  }
+  const replay::ReplayReport& r = compared.report;
+  const uint64_t compared_from = options.compare_from;
   const std::string hash = schema::HashHex(r.decision_stream_hash);
+  const replay::SnapshotComparison* bad_snapshot = nullptr;
+  for (const replay::SnapshotComparison& c : compared.snapshots) {
+    if (c.mismatch && bad_snapshot == nullptr) bad_snapshot = &c;
+  }
+  const bool ok = !r.divergence.has_value() && bad_snapshot == nullptr;
   if (args.format == "json") {
     Json out;
-    out["ok"] = !r.divergence.has_value();
+    out["ok"] = ok;
     out["verify"] = args.verify;
     out["engineVersion"] = projections::kEngineVersion;
+    out["startedFromSnapshot"] = started_from ? Json(*started_from) : Json(nullptr);
     out["first"] = r.first;
     out["last"] = r.last;
     out["events"] = r.events;
@@ -70,6 +110,13 @@ int RunReplay(const GlobalOptions& global, const ReplayArgs& args) {
       out["compareFrom"] = compared_from;
       out["decisionsCompared"] = r.decisions_compared;
       out["decisionStreamSha256"] = hash;
+      Json snapshots = Json::array();
+      for (const replay::SnapshotComparison& c : compared.snapshots) {
+        Json item = {{"sequence", c.after}, {"ok", !c.mismatch.has_value()}};
+        if (c.mismatch) item["mismatch"] = *c.mismatch;
+        snapshots.push_back(item);
+      }
+      out["snapshots"] = snapshots;
     }
     if (r.divergence) {
       const replay::Divergence& d = *r.divergence;
@@ -81,8 +128,9 @@ int RunReplay(const GlobalOptions& global, const ReplayArgs& args) {
                            {"replayed", Embedded(d.replayed_json)}};
     }
     std::cout << out.dump(2) << "\n";
-    return r.divergence ? 1 : 0;
+    return ok ? 0 : 1;
   }
+  if (started_from) std::cout << "started from the snapshot at sequence " << *started_from << "\n";
   std::cout << "replayed " << r.events << " events (sequences " << r.first << ".." << r.last << ", "
             << r.inputs << " inputs) in " << r.seconds << " s: " << Rate(r.events_per_second)
             << " events/s\n";
@@ -94,10 +142,20 @@ int RunReplay(const GlobalOptions& global, const ReplayArgs& args) {
             << ".." << r.last << ")\n"
             << "decision-stream sha256: " << hash << (r.divergence ? " (up to the divergence)" : "")
             << "\n";
+  if (!compared.snapshots.empty()) {
+    std::cout << "snapshots compared with the fold: " << compared.snapshots.size() << "\n";
+  }
+  for (const replay::SnapshotComparison& c : compared.snapshots) {
+    if (c.mismatch) {
+      std::cout << "SNAPSHOT MISMATCH at sequence " << c.after << ": " << *c.mismatch << "\n";
+    }
+  }
   if (!r.divergence) {
-    std::cout << "OK: every recorded decision was reproduced byte for byte by engine v"
-              << projections::kEngineVersion << "\n";
-    return 0;
+    if (bad_snapshot == nullptr) {
+      std::cout << "OK: every recorded decision was reproduced byte for byte by engine v"
+                << projections::kEngineVersion << "\n";
+    }
+    return ok ? 0 : 1;
   }
   const replay::Divergence& d = *r.divergence;
   std::cout << "MISMATCH at sequence " << d.sequence << "\n"
@@ -112,6 +170,46 @@ int RunReplay(const GlobalOptions& global, const ReplayArgs& args) {
                                         : Embedded(d.replayed_json).dump(2))
             << "\n";
   return 1;
+}
+
+struct SnapshotArgs {
+  std::string format = "text";
+};
+
+int RunSnapshot(const GlobalOptions& global, const SnapshotArgs& args) {
+  auto session = OpenSession(global, false);
+  if (!session.ok()) return Fail(session.status());
+  const Service& service = *(*session)->service;
+  if (isatty(2) == 1) {
+    std::fprintf(stderr, "snapshot: encoding and writing the state at sequence %llu\n",
+                 static_cast<unsigned long long>((*session)->log->GetHead().sequence));
+  }
+  auto taken = (*session)->service->Snapshot();
+  if (!taken.ok()) return Fail(taken.status());
+  const std::string path = (*session)->snapshots->PathOf(taken->after);
+  if (args.format == "json") {
+    Json out;
+    out["sequence"] = taken->after;
+    out["bytes"] = taken->bytes;
+    out["sha256"] = schema::HashHex(taken->hash);
+    out["engineVersion"] = projections::kEngineVersion;
+    out["path"] = path;
+    out["loadedSnapshot"] =
+        service.loaded_snapshot() ? Json(*service.loaded_snapshot()) : Json(nullptr);
+    out["eventsFolded"] = service.events_folded_at_open();
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  if (service.loaded_snapshot()) {
+    std::cout << "loaded snapshot at " << *service.loaded_snapshot() << ", folded "
+              << service.events_folded_at_open() << " events after it\n";
+  } else {
+    std::cout << "folded " << service.events_folded_at_open() << " events from the genesis\n";
+  }
+  std::cout << "snapshot at sequence " << taken->after << ": " << taken->bytes << " bytes, sha256 "
+            << schema::HashHex(taken->hash) << "\n"
+            << path << "\n";
+  return 0;
 }
 
 struct ExplainArgs {
@@ -169,13 +267,33 @@ void AddReplayCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
   replay_cmd->add_option(
       "--from", replay_args->from,
       "first sequence whose decisions are compared (default 1). Replaying from N needs the "
-      "decider's state at N-1: without snapshots, events 1..N-1 are folded first without "
-      "comparing (about as long as a replay of them), then N..--to are compared");
+      "decider's state at N-1: events 1..N-1 are folded first without comparing (about as "
+      "long as a replay of them), or, with --from-snapshot, only those after the newest "
+      "snapshot before N; then N..--to are compared. With --verify, every snapshot in the "
+      "folded range is also compared with the state re-encoded at its sequence (a mismatch "
+      "exits 1)");
   replay_cmd->add_option("--to", replay_args->to, "last sequence folded (default: the head)");
+  replay_cmd->add_flag(
+      "--from-snapshot", replay_args->from_snapshot,
+      "start from the newest valid snapshot before --from (or before --to) instead of the "
+      "genesis; without --from, decisions after the snapshot are compared. Invalid snapshots "
+      "are skipped with a message");
   replay_cmd->add_option("-o,--output", replay_args->format, "text (default) or json")
       ->check(CLI::IsMember({"text", "json"}));
   replay_cmd->callback(
       [&global, exit_code, replay_args]() { *exit_code = RunReplay(global, *replay_args); });
+
+  auto snapshot_args = std::make_shared<SnapshotArgs>();
+  auto* snapshot_cmd = app.add_subcommand(
+      "snapshot",
+      "take a snapshot of the projection state at the head now (Cap'n Proto, canonical form), "
+      "stored in LEDGER/snapshots/ with its SHA-256; prints the sequence, size and hash. "
+      "Startup loads the newest valid snapshot and folds only the events after it; snapshots "
+      "are also taken every --snapshot-every events");
+  snapshot_cmd->add_option("-o,--output", snapshot_args->format, "text (default) or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  snapshot_cmd->callback(
+      [&global, exit_code, snapshot_args]() { *exit_code = RunSnapshot(global, *snapshot_args); });
 
   auto explain_args = std::make_shared<ExplainArgs>();
   auto* explain_cmd = app.add_subcommand(

@@ -3,7 +3,8 @@
 //
 // Every scenario runs through the real intake path (Service: stamping, idempotency, decider,
 // atomic append) on an in-memory ledger, then is replayed from that ledger into a fresh
-// decider, which must reach the same state (a restart changes nothing).
+// decider, which must reach the same state (a restart changes nothing), and snapshotted at the
+// end of every append, each snapshot continuing exactly as the straight fold.
 
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include "ops/service.h"
 #include "schema/time_format.h"
 #include "schema/event_codec.h"
+#include "tests/property/snapshot_check.h"
 #include "tests/scenarios/workload_yaml.h"
 
 namespace admission::testing {
@@ -442,6 +444,9 @@ TEST_P(Scenario, ReachesExpectedStates) {
             ops::WorkloadsJson(service_->engine()).dump());
   EXPECT_EQ(ops::ClusterQueuesJson((*replayed)->engine()).dump(),
             ops::ClusterQueuesJson(service_->engine()).dump());
+  // A snapshot at the end of any append loads into a decider that continues exactly as the
+  // straight fold (docs/replay.md, "Snapshots"): timers, checks, nodes, windows, fair sharing.
+  EXPECT_EQ(CheckSnapshotsAt(log_, AppendEnds(log_)), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Kueue, Scenario, ::testing::ValuesIn(ScenarioFiles()), TestName);

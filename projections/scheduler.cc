@@ -379,6 +379,18 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
     }
   }
   if (candidates.empty()) return {};
+  // Removing a workload raises what this ClusterQueue may use of a flavor-resource by at most
+  // that workload's usage of it (at every level of the quota tree, Available grows by at most
+  // the usage removed below it). When all the candidates together cannot cover a shortfall, no
+  // victim set exists and the search below would find none: skip it.
+  for (Fr fr : needing) {
+    int64_t freeable = 0;
+    for (const Candidate& c : candidates) {
+      auto u = c.wl->admission.usage.find(fr);
+      if (u != c.wl->admission.usage.end()) freeable += u->second;
+    }
+    if (assignment.usage.at(fr) > tree_.Available(cq_node, fr) + freeable) return {};
+  }
   // Kueue's candidatesOrdering: other ClusterQueues first, lower priority first, most
   // recently reserved first, then uid (then namespace/name: a total order).
   auto before = [](const Candidate& a, const Candidate& b) {

@@ -320,7 +320,8 @@ class Engine {
   // The cycle (scheduler.cc).
   bool RunCycle(int64_t now);
   // The workload to nominate from a ClusterQueue's pending queue, if any.
-  WorkloadState* Head(const ClusterQueueState& cq) const;
+  // `cls` (optional) receives the head's equivalence class.
+  WorkloadState* Head(ClusterQueueState& cq, EquivalenceClass** cls = nullptr) const;
   bool HeadBefore(const QueueKey& a, const QueueKey& b) const;
   // Weighted dominant resource share (integer, per mille) of a ClusterQueue, optionally with
   // `extra` usage added.

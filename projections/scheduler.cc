@@ -518,24 +518,23 @@ bool Engine::HeadBefore(const QueueKey& a, const QueueKey& b) const {
   return a < b;
 }
 
-WorkloadState* Engine::Head(const ClusterQueueState& cq) const {
+WorkloadState* Engine::Head(ClusterQueueState& cq, EquivalenceClass** cls_out) const {
   const QueueKey* best = nullptr;
-  for (const auto& [key, cls] : cq.classes) {
+  EquivalenceClass* best_cls = nullptr;
+  const bool strict = cq.spec && cq.spec->queueing == QueueingStrategy::kStrictFifo;
+  for (auto& [key, cls] : cq.classes) {
     if (cls.members.empty()) continue;
+    // StrictFIFO: the overall head, admissible or not, blocks the queue.
+    if (!strict && cls.inadmissible) continue;
     const QueueKey& head = *cls.members.begin();
-    if (cq.spec && cq.spec->queueing == QueueingStrategy::kStrictFifo) {
-      // StrictFIFO: the overall head, admissible or not, blocks the queue.
-      if (best == nullptr || HeadBefore(head, *best)) best = &head;
-      continue;
+    if (best == nullptr || HeadBefore(head, *best)) {
+      best = &head;
+      best_cls = &cls;
     }
-    if (cls.inadmissible) continue;
-    if (best == nullptr || HeadBefore(head, *best)) best = &head;
   }
   if (best == nullptr) return nullptr;
-  if (cq.spec && cq.spec->queueing == QueueingStrategy::kStrictFifo) {
-    auto it = cq.classes.find(best->wl->class_key);
-    if (it != cq.classes.end() && it->second.inadmissible) return nullptr;
-  }
+  if (strict && best_cls->inadmissible) return nullptr;
+  if (cls_out != nullptr) *cls_out = best_cls;
   return best->wl;
 }
 
@@ -545,6 +544,7 @@ bool Engine::RunCycle(int64_t now) {
   struct Entry {
     WorkloadState* wl;
     ClusterQueueState* cq;
+    EquivalenceClass* cls;  // the head's class (it stays while the head is queued)
     Nomination n;
     int64_t share = 0;  // fair sharing: the ClusterQueue's share after this admission
     // The order fields, read once instead of twice per comparison.
@@ -573,7 +573,8 @@ bool Engine::RunCycle(int64_t now) {
       idle.push_back(cq_name);
       continue;
     }
-    WorkloadState* head = Head(cq);
+    EquivalenceClass* head_class = nullptr;
+    WorkloadState* head = Head(cq, &head_class);
     if (head == nullptr) {
       idle.push_back(cq_name);
       continue;
@@ -581,12 +582,12 @@ bool Engine::RunCycle(int64_t now) {
     WorkloadState& wl = *head;
     auto lq = lqs_.find(wl.local_queue_key);
     if (lq != lqs_.end() && lq->second.stop_policy != StopPolicy::kNone) {
-      cq.classes.at(wl.class_key).inadmissible = true;
+      head_class->inadmissible = true;
       SetPending(wl, "Inadmissible", "LocalQueue " + wl.queue_name + " is stopped", "", "", 0,
                  now, true);
       continue;
     }
-    entries.push_back(Entry{head, &cq, Nominate(wl), 0, EffectivePriority(wl, now), wl.queued_at_ns,
+    entries.push_back(Entry{head, &cq, head_class, Nominate(wl), 0, EffectivePriority(wl, now), wl.queued_at_ns,
                             wl.submitted_sequence, wl.uid});
   }
   for (const std::string& name : idle) active_.erase(name);
@@ -602,22 +603,28 @@ bool Engine::RunCycle(int64_t now) {
       e.share = DominantShare(node, &e.n.assignment.usage);
     }
   }
-  std::sort(entries.begin(), entries.end(), [&](const Entry& a, const Entry& b) {
-    const Entry& wa = a;
-    const Entry& wb = b;
+  // Sorted through pointers (an Entry is large); the key makes the order total.
+  std::vector<Entry*> order;
+  order.reserve(entries.size());
+  for (Entry& e : entries) order.push_back(&e);
+  std::sort(order.begin(), order.end(), [&](const Entry* pa, const Entry* pb) {
+    const Entry& a = *pa;
+    const Entry& b = *pb;
     if (config_.fair_sharing && a.share != b.share) return a.share < b.share;
     if (a.n.assignment.borrows != b.n.assignment.borrows) return !a.n.assignment.borrows;
-    if (wa.priority != wb.priority) return wa.priority > wb.priority;
-    if (wa.queued_at_ns != wb.queued_at_ns) return wa.queued_at_ns < wb.queued_at_ns;
-    if (wa.submitted_sequence != wb.submitted_sequence) {
-      return wa.submitted_sequence < wb.submitted_sequence;
+    if (a.priority != b.priority) return a.priority > b.priority;
+    if (a.queued_at_ns != b.queued_at_ns) return a.queued_at_ns < b.queued_at_ns;
+    if (a.submitted_sequence != b.submitted_sequence) {
+      return a.submitted_sequence < b.submitted_sequence;
     }
-    return wa.uid < wb.uid;
+    if (a.uid != b.uid) return a.uid < b.uid;
+    return a.wl->key < b.wl->key;
   });
 
   bool changed = false;
   std::set<int> touched_roots;  // cohort trees changed earlier in this cycle
-  for (Entry& e : entries) {
+  for (Entry* entry : order) {
+    Entry& e = *entry;
     WorkloadState& wl = *e.wl;
     ClusterQueueState& cq = *e.cq;
     const int node = NodeOf(cq, wl.cluster_queue);
@@ -651,7 +658,7 @@ bool Engine::RunCycle(int64_t now) {
       touched_roots.insert(root);
       // The preemptor waits for the victims' quota. Mark it first: a victim whose pods never
       // started releases at once, and that release must wake the preemptor's class.
-      cq.classes.at(wl.class_key).inadmissible = true;
+      e.cls->inadmissible = true;
       const std::string message =
           "Preempted to accommodate a workload (UID: " + wl.uid + ") due to ";
       for (WorkloadState* victim : e.n.victims) {
@@ -682,7 +689,7 @@ bool Engine::RunCycle(int64_t now) {
       // Kueue leaves this to the next cycle, where a requeued victim may win it back and be
       // preempted again without end; see docs/semantics.md.
       if (tree_.Fits(node, e.n.assignment.usage)) {
-        cq.classes.at(wl.class_key).inadmissible = false;
+        e.cls->inadmissible = false;
         Reserve(wl, e.n, now);
       }
       continue;
@@ -699,7 +706,7 @@ bool Engine::RunCycle(int64_t now) {
       changed = true;
       continue;
     }
-    cq.classes.at(wl.class_key).inadmissible = true;
+    e.cls->inadmissible = true;
     SetPending(wl, e.n.reason, e.n.message, e.n.resource, e.n.flavor, e.n.shortfall, now, true);
     changed = true;
   }

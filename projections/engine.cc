@@ -281,6 +281,31 @@ void Engine::TreeRebuilt() {
   }
 }
 
+void Engine::AddHolder(ClusterQueueState& cq, WorkloadState& wl) {
+  Holder h;
+  h.wl = &wl;
+  h.priority = wl.priority;
+  h.evictable = Evictable(wl.phase);
+  h.reserved_at_ns = wl.reserved_at_ns;
+  h.single = wl.admission.usage.size() == 1;
+  if (h.single) {
+    h.fr = wl.admission.usage.begin()->first;
+    h.amount = wl.admission.usage.begin()->second;
+  }
+  wl.holder_index = static_cast<int32_t>(cq.holders.size());
+  cq.holders.push_back(h);
+}
+
+void Engine::RemoveHolder(ClusterQueueState& cq, WorkloadState& wl) {
+  const size_t i = static_cast<size_t>(wl.holder_index);
+  ADM_CHECK(i < cq.holders.size() && cq.holders[i].wl == &wl, "%s is not a holder",
+            wl.key.c_str());
+  cq.holders[i] = cq.holders.back();
+  cq.holders[i].wl->holder_index = static_cast<int32_t>(i);
+  cq.holders.pop_back();
+  wl.holder_index = -1;
+}
+
 int Engine::NodeOf(const ClusterQueueState& cq, const std::string& name) const {
   if (cq.node_epoch != tree_epoch_) {
     cq.node = tree_.FindClusterQueue(name);
@@ -335,6 +360,7 @@ void Engine::Reserve(WorkloadState& wl, const Nomination& n, int64_t now) {
   wl.pending_reason.clear();
   wl.pending_message.clear();
   cq.admitted.emplace(wl.key, &wl);
+  AddHolder(cq, wl);
   AddUsage(wl.cluster_queue, wl.admission.usage, +1);
 
   const std::string message = "Quota reserved in ClusterQueue " + wl.cluster_queue;
@@ -378,6 +404,7 @@ void Engine::ReleaseQuota(WorkloadState& wl, const std::string& reason, int64_t 
   ClusterQueueState& cq = cqs_[wl.cluster_queue];
   size_t erased = cq.admitted.erase(wl.key);
   ADM_CHECK(erased == 1, "%s/%s held no quota", wl.ns.c_str(), wl.name.c_str());
+  RemoveHolder(cq, wl);
   wl.fencing_token.clear();
   AddUsage(wl.cluster_queue, wl.admission.usage, -1);
   SetCondition(wl, "QuotaReserved", false, reason, "Quota released: " + reason, now);

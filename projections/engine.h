@@ -108,6 +108,20 @@ struct WorkloadState {
   std::string pending_message;
   std::map<std::string, Condition> conditions;  // by type
   uint64_t submitted_sequence = 0;
+  int32_t holder_index = -1;       // its place in its ClusterQueue's holders while holding quota
+};
+
+// A quota holder of a ClusterQueue as the preemption search reads it: what it filters and
+// orders on, copied, so the search does not touch every workload of a cohort. Priority,
+// reservation time and usage do not change while quota is held.
+struct Holder {
+  WorkloadState* wl = nullptr;
+  int32_t priority = 0;
+  bool evictable = true;      // reserved or admitted, not draining
+  bool single = false;        // uses one flavor-resource: `fr`, `amount`
+  int64_t reserved_at_ns = 0;
+  Fr fr = 0;
+  int64_t amount = 0;
 };
 
 // The order of a pending queue: priority desc, FIFO timestamp asc, then the order of
@@ -139,6 +153,7 @@ struct ClusterQueueState {
   // Workloads holding quota here, by key (pointers into Engine's workload map: entries holding
   // quota are never erased).
   std::map<std::string, WorkloadState*> admitted;
+  std::vector<Holder> holders;  // the same workloads, unordered (WorkloadState::holder_index)
   FrQuantities usage;                               // reserved by admitted/evicting workloads
   size_t pending = 0;
   std::string inactive_reason;                      // empty: active
@@ -303,6 +318,9 @@ class Engine {
   uint64_t tree_epoch_ = 1;                      // bumped by every tree rebuild
   std::vector<ClusterQueueState*> cq_by_node_;   // tree node -> its state (nullptr: a cohort)
   void AddUsage(const std::string& cq_name, const FrQuantities& usage, int sign);
+  // Keep ClusterQueueState::holders in step with `admitted`.
+  static void AddHolder(ClusterQueueState& cq, WorkloadState& wl);
+  static void RemoveHolder(ClusterQueueState& cq, WorkloadState& wl);
 
   // Reservations and evictions (engine.cc).
   void Reserve(WorkloadState& wl, const Nomination& n, int64_t now);

@@ -396,6 +396,7 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
   w.quota_version = cq.spec ? cq.spec->version : 0;
   w.reserved_at_ns = now;
   cq.admitted.emplace(key, &w);
+  AddHolder(cq, w);
   AddUsage(w.cluster_queue, w.admission.usage, +1);
   SetCondition(w, "QuotaReserved", true, "QuotaReserved",
                "Imported with its admission in ClusterQueue " + w.cluster_queue, now);

@@ -406,6 +406,7 @@ void Engine::EvictForReason(WorkloadState& wl, const std::string& reason,
                             int64_t drain_deadline_ns, int64_t now) {
   if (!Evictable(wl.phase)) return;
   wl.phase = Phase::kEvicting;
+  cqs_.at(wl.cluster_queue).holders[static_cast<size_t>(wl.holder_index)].evictable = false;
   wl.fencing_token.clear();  // the token of this admission is no longer valid
   SetCondition(wl, "Evicted", true, reason, message, now);
   auto e = NewDecision(current_sequence_).initBody().initEvictionStarted();

@@ -320,8 +320,13 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
     return false;
   };
 
+  auto holder_uses_needed = [&](const Holder& h) {
+    if (h.single) return h.amount > 0 && needing.count(h.fr) != 0;
+    return uses_needed(*h.wl);
+  };
   struct Candidate {
     WorkloadState* wl;
+    const Holder* holder;
     bool same_cq;
     int node;
     int32_t priority;         // copied from *wl for the ordering
@@ -330,14 +335,13 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
   std::vector<Candidate> candidates;
   const ClusterQueueState& own = cqs_.at(wl.cluster_queue);
   if (spec.preemption.within_cluster_queue != WithinCq::kNever) {
-    for (const auto& [key, admitted] : own.admitted) {
-      WorkloadState& c = *admitted;
-      if (!Evictable(c.phase) || !uses_needed(c)) continue;
-      bool lower = c.priority < wl.priority;
+    for (const Holder& h : own.holders) {
+      if (!h.evictable || !holder_uses_needed(h)) continue;
+      bool lower = h.priority < wl.priority;
       if (spec.preemption.within_cluster_queue == WithinCq::kLowerOrNewerEqualPriority) {
-        lower = lower || (c.priority == wl.priority && c.queued_at_ns > wl.queued_at_ns);
+        lower = lower || (h.priority == wl.priority && h.wl->queued_at_ns > wl.queued_at_ns);
       }
-      if (lower) candidates.push_back(Candidate{&c, true, cq_node, c.priority, c.reserved_at_ns});
+      if (lower) candidates.push_back(Candidate{h.wl, &h, true, cq_node, h.priority, h.reserved_at_ns});
     }
   }
   const bool in_cohort = tree_.node(cq_node).parent != -1;
@@ -357,12 +361,12 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
       if (other == cq_node || !borrowing_in_needed(other)) continue;
       const ClusterQueueState* other_cq = cq_by_node_[static_cast<size_t>(other)];
       if (other_cq == nullptr) continue;
-      for (const auto& [key, admitted] : other_cq->admitted) {
-        WorkloadState& c = *admitted;
-        if (!Evictable(c.phase) || !uses_needed(c)) continue;
+      for (const Holder& h : other_cq->holders) {
+        if (!h.evictable || !holder_uses_needed(h)) continue;
+        const WorkloadState& c = *h.wl;
         bool allowed = spec.preemption.reclaim_within_cohort == ReclaimPolicy::kAny ||
                        (spec.preemption.reclaim_within_cohort == ReclaimPolicy::kLowerPriority &&
-                        c.priority < wl.priority);
+                        h.priority < wl.priority);
         if (config_.fair_sharing && spec.preemption.reclaim_within_cohort != ReclaimPolicy::kNever &&
             !allowed) {
           // Fair sharing: a queue above the preemptor's share (after its admission) gives back.
@@ -374,7 +378,7 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
              c.priority <= *spec.preemption.max_priority_threshold)) {
           allowed = true;
         }
-        if (allowed) candidates.push_back(Candidate{&c, false, other, c.priority, c.reserved_at_ns});
+        if (allowed) candidates.push_back(Candidate{h.wl, &h, false, other, h.priority, h.reserved_at_ns});
       }
     }
   }
@@ -386,6 +390,10 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
   for (Fr fr : needing) {
     int64_t freeable = 0;
     for (const Candidate& c : candidates) {
+      if (c.holder->single) {
+        if (c.holder->fr == fr) freeable += c.holder->amount;
+        continue;
+      }
       auto u = c.wl->admission.usage.find(fr);
       if (u != c.wl->admission.usage.end()) freeable += u->second;
     }

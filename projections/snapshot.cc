@@ -786,7 +786,7 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
 // Rebuilds every member a snapshot does not store, from those it does:
 //  - ClusterQueueState.spec: the ClusterQueue's entry in cq_specs_ (both are set and reset
 //    together when a ClusterQueue is defined or deleted).
-//  - ClusterQueueState.admitted (key -> workload) and .usage: the workloads holding quota (reserved, admitted,
+//  - ClusterQueueState.admitted (key -> workload), .holders and .usage: the workloads holding quota (reserved, admitted,
 //    evicting) in that ClusterQueue, and the sum of their admission usage (zero entries
 //    dropped, as AddUsage drops them).
 //  - ClusterQueueState.pending: the members of its equivalence classes; each member's
@@ -816,6 +816,7 @@ Status Engine::RestoreDerivedState(const std::set<std::string>& tree_cluster_que
     auto spec = cq_specs_.find(name);
     cq.spec = spec == cq_specs_.end() ? std::nullopt : std::optional<ClusterQueueSpec>(spec->second);
     cq.admitted.clear();
+    cq.holders.clear();
     cq.usage.clear();
     cq.pending = 0;
     for (auto& [key, cls] : cq.classes) {
@@ -842,6 +843,7 @@ Status Engine::RestoreDerivedState(const std::set<std::string>& tree_cluster_que
                        "', which has no state");
       }
       cq->second.admitted.emplace(key, &wl);
+      AddHolder(cq->second, wl);
       for (const auto& [fr, amount] : wl.admission.usage) {
         if (amount < 0) return corrupt(key + " uses a negative amount");
         cq->second.usage[fr] += amount;

@@ -563,8 +563,17 @@ bool Engine::RunCycle(int64_t now) {
   };
   std::vector<Entry> entries;
   std::vector<std::string> idle;
+  // active_ and cqs_ are both ordered by name: when most queues are active, walk them together
+  // instead of looking each one up.
+  const bool walk = active_.size() * 8 >= cqs_.size();
+  auto walker = cqs_.begin();
   for (const std::string& cq_name : active_) {
-    ClusterQueueState& cq = cqs_[cq_name];
+    if (walk) {
+      while (walker != cqs_.end() && walker->first < cq_name) ++walker;
+    }
+    ClusterQueueState& cq = walk && walker != cqs_.end() && walker->first == cq_name
+                                ? walker->second
+                                : cqs_[cq_name];
     if (!cq.spec || !cq.inactive_reason.empty() || cq.spec->stop_policy != StopPolicy::kNone) {
       // Inactive or held: every head waits with that reason until a definition changes.
       for (auto& [k, cls] : cq.classes) {

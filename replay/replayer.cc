@@ -69,6 +69,49 @@ Result<std::string> AsStored(const std::string& produced, Sequence sequence,
   return std::move(stored->bytes);
 }
 
+// One chunk's recorded decisions and the replayed ones to compare them with.
+struct Comparison {
+  size_t index;          // in the chunk
+  std::string produced;  // the decider's canonical bytes
+};
+struct VerifyJob {
+  FetchedChunk chunk;
+  std::vector<Comparison> items;
+};
+struct Verified {
+  Status status;
+  std::optional<size_t> diverged;  // chunk index of the first mismatch
+  std::string diverged_bytes;      // that replayed decision as the ledger would store it
+  schema::Hash hash;               // the decision-stream hash after the matching items
+  uint64_t compared = 0;
+};
+
+// Lays each replayed decision out as the ledger would have stored it, compares it with the
+// stored bytes and extends the decision-stream hash, in order, up to the first mismatch.
+Verified VerifyItems(FetchedChunk& chunk, const std::vector<Comparison>& items,
+                     schema::Hash hash) {
+  Verified v;
+  for (const Comparison& item : items) {
+    const ledger::StoredEvent& stored = chunk.events[item.index];
+    auto as_stored =
+        AsStored(item.produced, stored.sequence,
+                 schema::HashFromData(chunk.decoded[item.index]->root().getPrevHash()));
+    if (!as_stored.ok()) {
+      v.status = as_stored.status();
+      break;
+    }
+    if (*as_stored != stored.bytes) {
+      v.diverged = item.index;
+      v.diverged_bytes = std::move(*as_stored);
+      break;
+    }
+    hash = schema::ChainHash(hash, stored.bytes);
+    ++v.compared;
+  }
+  v.hash = hash;
+  return v;
+}
+
 std::string JsonOf(const std::string& bytes) {
   auto decoded = schema::DecodeEvent(bytes);
   if (!decoded.ok()) return "\"(does not decode: " + decoded.status().message() + ")\"";
@@ -176,12 +219,45 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
 
   // The next chunk is read and decoded on a helper thread while this one is folded: reading
   // and decoding do not depend on the decider, and the fold is the longer of the two.
+  const size_t read_chunk = std::max<size_t>(options.read_chunk, 1);
   Sequence fetched_to = position_;  // last sequence asked for
   auto start_fetch = [&]() {
     const Sequence from = fetched_to + 1;
-    const size_t want = static_cast<size_t>(std::min<Sequence>(kReplayReadChunk, to - from + 1));
+    const size_t want = static_cast<size_t>(std::min<Sequence>(read_chunk, to - from + 1));
     fetched_to = from + want - 1;
     return std::async(std::launch::async, [this, from, want]() { return Fetch(log_, from, want); });
+  };
+  // A folded chunk's decisions are compared on another helper thread while the next chunk is
+  // folded (one comparison at a time, in order, so the hash chains in ledger order). A mismatch
+  // it finds lies before anything the fold finds later, so every finding of the fold first
+  // waits for the comparisons before it.
+  struct InFlight {
+    VerifyJob job;  // kept for rendering a mismatch from its recorded event
+    Verified result;
+  };
+  std::future<InFlight> verifying;
+  // Applies a comparison's result; true when it ended the replay (a mismatch or an error, in
+  // `ended`).
+  std::optional<Status> ended;
+  auto apply = [&](FetchedChunk& chunk, Verified& v) -> bool {
+    report.decision_stream_hash = v.hash;
+    report.decisions_compared += v.compared;
+    if (!v.status.ok()) {
+      ended = v.status;
+      return true;
+    }
+    if (!v.diverged) return false;
+    const Sequence at = chunk.events[*v.diverged].sequence;
+    schema::Event::Reader recorded = chunk.decoded[*v.diverged]->root();
+    diverge(at, &recorded, &v.diverged_bytes);
+    position_ = at - 1;
+    ended = Status::Ok();
+    return true;
+  };
+  auto settle = [&]() -> bool {
+    if (!verifying.valid()) return false;
+    InFlight done = verifying.get();
+    return apply(done.job.chunk, done.result);
   };
   std::future<FetchedChunk> pending = start_fetch();
   Sequence next = position_ + 1;
@@ -191,13 +267,30 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
       return Status(Code::kCorruption,
                     "the ledger returned fewer events than asked below " + std::to_string(to));
     }
-    FetchedChunk chunk = pending.get();
+    VerifyJob job;
+    job.chunk = pending.get();
+    FetchedChunk& chunk = job.chunk;
     if (!chunk.status.ok()) return chunk.status;
     if (chunk.events.empty()) {
       return Status(Code::kCorruption, "the ledger has no event " + std::to_string(next) +
                                            " below its head " + std::to_string(head.sequence));
     }
     if (fetched_to < to) pending = start_fetch();
+    // A finding of the fold at chunk index i: the comparisons before it come first.
+    // A finding of the fold: the comparisons before it (earlier chunks', then this chunk's so
+    // far) come first.
+    auto fold_found = [&](Sequence sequence, schema::Event::Reader* recorded,
+                          const std::string* replayed) -> Result<ReplayReport> {
+      if (!settle()) {
+        Verified now = VerifyItems(chunk, job.items, report.decision_stream_hash);
+        if (!apply(chunk, now)) {
+          diverge(sequence, recorded, replayed);
+          return finish();
+        }
+      }
+      if (!ended->ok()) return *ended;
+      return finish();
+    };
     for (size_t i = 0; i < chunk.events.size(); ++i) {
       const ledger::StoredEvent& stored = chunk.events[i];
       if (stored.sequence != next) {
@@ -213,29 +306,16 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
         if (!EngineVersionReplayable(event.getEngineVersion())) {
           return VersionRefusal(stored.sequence, event.getEngineVersion());
         }
-        const std::string* mine =
-            produced_next < produced.size() ? &produced[produced_next++] : nullptr;
+        const bool have = produced_next < produced.size();
         if (compared) {
-          if (mine == nullptr) {
-            diverge(stored.sequence, &event, nullptr);
-            return finish();
-          }
-          auto as_stored =
-              AsStored(*mine, stored.sequence, schema::HashFromData(event.getPrevHash()));
-          if (!as_stored.ok()) return as_stored.status();
-          if (*as_stored != stored.bytes) {
-            diverge(stored.sequence, &event, &*as_stored);
-            return finish();
-          }
-          report.decision_stream_hash =
-              schema::ChainHash(report.decision_stream_hash, stored.bytes);
-          ++report.decisions_compared;
+          if (!have) return fold_found(stored.sequence, &event, nullptr);
+          job.items.push_back(Comparison{i, std::move(produced[produced_next])});
         }
+        if (have) ++produced_next;
       } else {
         if (compared && produced_next < produced.size()) {
           // The decider made more decisions than the ledger recorded after the last batch.
-          diverge(stored.sequence, &event, &produced[produced_next]);
-          return finish();
+          return fold_found(stored.sequence, &event, &produced[produced_next]);
         }
         produced.clear();
         produced_next = 0;
@@ -253,10 +333,28 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
       if (options.observer) options.observer(stored.sequence, event);
     }
     since_progress += chunk.events.size();
+    // The previous chunk's comparison ends before this one's starts.
+    if (settle()) {
+      if (!ended->ok()) return *ended;
+      return finish();
+    }
+    if (!job.items.empty()) {
+      verifying = std::async(std::launch::async,
+                             [job = std::move(job), hash = report.decision_stream_hash]() mutable {
+                               InFlight done;
+                               done.result = VerifyItems(job.chunk, job.items, hash);
+                               done.job = std::move(job);
+                               return done;
+                             });
+    }
     if (options.progress && (since_progress >= kProgressEveryEvents || next > to)) {
       options.progress(position_ - report.first + 1, total);
       since_progress = 0;
     }
+  }
+  if (settle()) {
+    if (!ended->ok()) return *ended;
+    return finish();
   }
 
   // Decisions the decider made that the ledger does not hold: they would have been recorded

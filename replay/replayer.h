@@ -78,6 +78,7 @@ struct ReplayOptions {
   ReplayProgress progress;
   EventObserver observer;
   DecisionAlteration alter_replayed;
+  size_t read_chunk = kReplayReadChunk;  // events per read (tests use small ones)
 };
 
 struct ReplayReport {
@@ -103,7 +104,10 @@ class Replayer {
   Replayer(ledger::EventLog& log, ReplayStart start);
 
   // Folds events (position(), options.to] and compares the recorded decisions with those the
-  // decider makes. Stops at the first divergence (reported, not an error).
+  // decider makes. Stops at the first divergence (reported, not an error). The comparison of a
+  // read chunk's decisions runs on a helper thread while the next chunk is folded, so after a
+  // divergence engine() may have folded up to one chunk past position() (the event before the
+  // divergence).
   // REQUIRES: position() < options.to (or the head, when to is 0).
   // Errors: kInvalidArgument (a range outside the ledger, or a recorded decision whose engine
   // version this build cannot reproduce: the message names both versions), kCorruption (an

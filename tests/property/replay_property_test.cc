@@ -167,15 +167,26 @@ RC_GTEST_PROP(Replay, ChangedDeciderFailsAtItsFirstAffectedDecision, ()) {
   replay::Replayer replayer(log, replay::Genesis());
   replay::ReplayOptions options;
   options.alter_replayed = [which](const std::string& d) { return AlterMessage(d, which); };
+  // Decisions are compared a read chunk behind the fold: small chunks cross that boundary.
+  options.read_chunk = *rc::gen::element<size_t>(1, 2, 7, replay::kReplayReadChunk);
   auto report = replayer.Run(options);
   RC_ASSERT(report.ok());
   RC_TAG(first ? "affected" : "unaffected");
   if (!first) {
     RC_ASSERT(!report->divergence.has_value());
+    auto whole = replay::ReplayAndVerify(log);
+    RC_ASSERT(whole.ok());
+    RC_ASSERT(report->decision_stream_hash == whole->decision_stream_hash);
+    RC_ASSERT(report->decisions_compared == whole->decisions_compared);
     return;
   }
   RC_ASSERT(report->divergence.has_value());
   RC_ASSERT(report->divergence->sequence == *first);
+  // Every decision before it was compared and hashed, and none after it.
+  uint64_t before = 0;
+  for (Sequence seq : DecisionSequences(log)) before += seq < *first ? 1 : 0;
+  RC_ASSERT(report->decisions_compared == before);
+  RC_ASSERT(report->last == *first - 1);
   RC_ASSERT(!report->divergence->first_differing_field.empty());
   RC_ASSERT(report->divergence->first_differing_field.rfind("body.", 0) == 0);
 }
@@ -254,12 +265,18 @@ TEST(Replay, ExtraDecisionOfTheReplayedDeciderIsADivergenceAtTheNextInput) {
     if (e.sequence == *drop) continue;
     ASSERT_TRUE(edited.Append(std::vector<std::string>{e.bytes}).ok());
   }
-  auto report = replay::ReplayAndVerify(edited);
-  ASSERT_TRUE(report.ok());
-  ASSERT_TRUE(report->divergence.has_value());
-  EXPECT_EQ(report->divergence->sequence, *drop);  // where the decision should have been
-  EXPECT_FALSE(report->divergence->replayed_json.empty());
-  EXPECT_FALSE(report->divergence->recorded_type.empty());
+  // Whatever the read chunk: the fold finds this one, after every comparison before it.
+  for (size_t chunk : {size_t{1}, size_t{3}, replay::kReplayReadChunk}) {
+    replay::Replayer replayer(edited, replay::Genesis());
+    replay::ReplayOptions options;
+    options.read_chunk = chunk;
+    auto report = replayer.Run(options);
+    ASSERT_TRUE(report.ok());
+    ASSERT_TRUE(report->divergence.has_value()) << "chunk " << chunk;
+    EXPECT_EQ(report->divergence->sequence, *drop) << "chunk " << chunk;  // where it should be
+    EXPECT_FALSE(report->divergence->replayed_json.empty());
+    EXPECT_FALSE(report->divergence->recorded_type.empty());
+  }
 }
 
 TEST(LedgerFile, RoundTripsAndRefusesAnEditedEvent) {

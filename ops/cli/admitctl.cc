@@ -337,7 +337,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   GlobalOptions global;
   if (const char* env = std::getenv("ADMITCTL_LEDGER")) global.ledger_dir = env;
-  app.add_option("--ledger", global.ledger_dir,
+  CLI::Option* ledger_option = app.add_option("--ledger", global.ledger_dir,
                  "ledger directory (default: $ADMITCTL_LEDGER or ./admission-ledger)");
   app.add_option("--at", global.at,
                  "logical time of the input recorded (RFC 3339); default: the wall clock. "
@@ -421,7 +421,10 @@ int main(int argc, char** argv) {
   std::string demo_dir = "admission-demo-ledger";
   auto* demo_cmd = app.add_subcommand(
       "demo", "run the GPU platform demo on a fresh embedded ledger and narrate its decisions");
-  demo_cmd->add_option("--dir", demo_dir, "fresh ledger directory (must not exist or be empty)");
+  CLI::Option* demo_dir_option = demo_cmd->add_option(
+      "--dir", demo_dir,
+      "fresh ledger directory (must not exist or be empty; default: --ledger when given, else "
+      "./admission-demo-ledger)");
 
   int group_exit_code = -1;
   AddLifecycleCommands(app, global, &group_exit_code);
@@ -449,6 +452,7 @@ int main(int argc, char** argv) {
   if (*delete_cmd) return RunWorkloadInput(global, workload_name, false, "", out_format);
   if (*get_cmd) return RunGet(global, get_what, get_format, get_at);
   if (*demo_cmd) {
+    if (demo_dir_option->count() == 0 && ledger_option->count() > 0) demo_dir = global.ledger_dir;
     admission::Status s = RunDemo(demo_dir, std::cout);
     return s.ok() ? 0 : Fail(s);
   }

@@ -173,6 +173,14 @@ expect_rc 1 $admitctl --ledger "$E" replay --verify
 contains "$err" "engine v99"
 contains "$err" "this build runs engine v"
 
+# The demo writes into --ledger when no --dir is given, and that ledger replays and verifies.
+M="$work/demo-in-ledger"
+expect_rc 0 $admitctl --ledger "$M" demo
+contains "$out" "Replay --verify"
+[ -f "$M/CURRENT" ] || fail "the demo did not write its ledger into --ledger $M"
+expect_rc 0 $admitctl --ledger "$M" replay --verify
+expect_rc 0 $admitctl --ledger "$M" verify
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)" >&2
   exit 1

@@ -3,20 +3,8 @@
 # Usage: cli_test.sh ADMITCTL
 set -uo pipefail
 admitctl=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/lib.sh"
 L="$work/ledger"
-failures=0
-
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-# expect_rc RC CMD...: runs CMD, captures stdout/stderr in $out/$err, checks the exit code.
-expect_rc() {
-  local want=$1; shift
-  out=$("$@" 2>"$work/stderr"); rc=$?
-  err=$(cat "$work/stderr")
-  [ "$rc" = "$want" ] || fail "exit $rc (want $want): $* :: $err"
-}
-contains() { [[ "$1" == *"$2"* ]] || fail "expected '$2' in: $1"; }
 
 # --help everywhere.
 for cmd in "" "log" "verify" "dev" "dev append"; do
@@ -295,5 +283,4 @@ for cmd in apply submit import finish delete get demo report-check tick pods rev
   expect_rc 0 $admitctl $cmd --help
 done
 
-if ((failures)); then echo "$failures failure(s)"; exit 1; fi
-echo "cli_test: all passed"
+finish cli_test

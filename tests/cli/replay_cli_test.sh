@@ -4,20 +4,8 @@
 # Usage: replay_cli_test.sh ADMITCTL
 set -uo pipefail
 admitctl=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/lib.sh"
 D="$work/demo"
-failures=0
-
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-expect_rc() {
-  local want=$1; shift
-  out=$("$@" 2>"$work/stderr"); rc=$?
-  err=$(cat "$work/stderr")
-  [ "$rc" = "$want" ] || fail "exit $rc (want $want): $* :: $err"
-}
-contains() { [[ "$1" == *"$2"* ]] || fail "expected '$2' in: $1"; }
-lacks() { [[ "$1" != *"$2"* ]] || fail "did not expect '$2' in: $1"; }
 
 for cmd in "replay" "explain"; do
   expect_rc 0 $admitctl $cmd --help
@@ -181,8 +169,4 @@ contains "$out" "Replay --verify"
 expect_rc 0 $admitctl --ledger "$M" replay --verify
 expect_rc 0 $admitctl --ledger "$M" verify
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)" >&2
-  exit 1
-fi
-echo "replay CLI tests passed"
+finish replay_cli_test

@@ -5,20 +5,8 @@
 # Usage: snapshot_cli_test.sh ADMITCTL
 set -uo pipefail
 admitctl=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/lib.sh"
 L="$work/ledger"
-failures=0
-
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-expect_rc() {
-  local want=$1; shift
-  out=$("$@" 2>"$work/stderr"); rc=$?
-  err=$(cat "$work/stderr")
-  [ "$rc" = "$want" ] || fail "exit $rc (want $want): $* :: $err"
-}
-contains() { [[ "$1" == *"$2"* ]] || fail "expected '$2' in: $1"; }
-lacks() { [[ "$1" != *"$2"* ]] || fail "did not expect '$2' in: $1"; }
 json() { python3 -c "import json,sys; r=json.load(sys.stdin); print($1)"; }
 
 expect_rc 0 $admitctl snapshot --help
@@ -184,8 +172,4 @@ contains "$err" "skipping snapshot at sequence $head1"
 [ "$(json 'r["snapshots"][0]["ok"]' <<<"$out")" = "False" ] || fail "edited snapshot compared ok: $out"
 [ "$(json 'r["startedFromSnapshot"]' <<<"$out")" = "None" ] || fail "started from an edited snapshot: $out"
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)" >&2
-  exit 1
-fi
-echo "snapshot CLI tests passed"
+finish snapshot_cli_test

@@ -45,6 +45,7 @@
 #include "replay/ledger_file.h"
 #include "replay/replayer.h"
 #include "schema/event_codec.h"
+#include "tests/property/admitctl_process.h"
 #include "tests/property/scenario_gen.h"
 #include "tests/unit/temp_dir.h"
 
@@ -297,18 +298,11 @@ TEST(LedgerFile, RoundTripsAndRefusesAnEditedEvent) {
   EXPECT_FALSE(replay::ImportLedger(edited, refused).ok());
 }
 
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 TEST(Explain, ReservedWorkloadNamesTheChecksItWaitsForAndAdmittedCitesTheirReports) {
   // The golden ledger of tests/scenarios/15-admission-checks.yaml: ml/train is reserved, its
   // image-scan check reports Ready, then its budget check, and it is admitted.
   ledger::MemoryLog log;
-  ASSERT_TRUE(replay::ImportLedger(ReadText(GOLDEN_DIR "/admission-checks.ledger"), log).ok());
+  ASSERT_TRUE(replay::ImportLedger(ReadFile(GOLDEN_DIR "/admission-checks.ledger"), log).ok());
   std::optional<replay::Explanation> reserved, admitted;
   for (Sequence at = 1; at <= log.GetHead().sequence; ++at) {
     auto x = replay::Explain(log, "ml", "train", at);
@@ -340,44 +334,6 @@ TEST(Explain, ReservedWorkloadNamesTheChecksItWaitsForAndAdmittedCitesTheirRepor
 // ---------------------------------------------------------------------------------------------
 // Across processes.
 
-struct ProcessRun {
-  int exit_code = -1;
-  std::string out;
-};
-
-// Runs admitctl with `args`, capturing stdout (stderr goes to a file beside, appended to out).
-ProcessRun Admitctl(const std::vector<std::string>& args) {
-  const std::string err_path =
-      std::filesystem::temp_directory_path() / ("admitctl-err-" + std::to_string(::getpid()));
-  std::string command = std::string(ADMITCTL_PATH);
-  for (const std::string& a : args) command += " '" + a + "'";
-  command += " 2>" + err_path;
-  ProcessRun run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) run.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  std::stringstream e;
-  e << err.rdbuf();
-  run.out += e.str();
-  std::filesystem::remove(err_path);
-  return run;
-}
-
-nlohmann::json ParseJson(const std::string& text) {
-  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-}
-
-void WriteRocksLedger(const ScenarioGen& s, const std::string& dir) {
-  auto log = ledger::RocksDbLog::Open(dir);
-  ASSERT_TRUE(log.ok()) << log.status().ToString();
-  RecordScenario(s, **log);
-}
-
 TEST(ReplayProcess, DecisionStreamHashIsTheSameAcrossProcesses) {
   for (uint64_t seed : {1, 2, 3}) {
     TempDir dir;
@@ -395,9 +351,9 @@ TEST(ReplayProcess, DecisionStreamHashIsTheSameAcrossProcesses) {
     std::vector<std::string> hashes;
     for (int i = 0; i < 2; ++i) {
       ProcessRun run = Admitctl({"--ledger", ledger_dir, "replay", "--verify", "-o", "json"});
-      ASSERT_EQ(run.exit_code, 0) << run.out;
+      ASSERT_EQ(run.exit_code, 0) << run.all();
       auto json = ParseJson(run.out);
-      ASSERT_FALSE(json.is_discarded()) << run.out;
+      ASSERT_FALSE(json.is_discarded()) << run.all();
       EXPECT_TRUE(json["ok"].get<bool>());
       hashes.push_back(json["decisionStreamSha256"].get<std::string>());
     }
@@ -531,13 +487,13 @@ TEST(ReplayProcess, KilledMidAppendAndRestartedMakesTheSameDecisions) {
     // Same ledger, byte for byte: same head hash; and the same decisions on replay.
     ProcessRun a = Admitctl({"--ledger", clean, "verify", "-o", "json"});
     ProcessRun b = Admitctl({"--ledger", crashed, "verify", "-o", "json"});
-    ASSERT_EQ(a.exit_code, 0) << a.out;
-    ASSERT_EQ(b.exit_code, 0) << b.out;
+    ASSERT_EQ(a.exit_code, 0) << a.all();
+    ASSERT_EQ(b.exit_code, 0) << b.all();
     EXPECT_EQ(ParseJson(a.out)["headHash"], ParseJson(b.out)["headHash"]) << "seed " << seed;
     ProcessRun ra = Admitctl({"--ledger", clean, "replay", "--verify", "-o", "json"});
     ProcessRun rb = Admitctl({"--ledger", crashed, "replay", "--verify", "-o", "json"});
-    ASSERT_EQ(ra.exit_code, 0) << ra.out;
-    ASSERT_EQ(rb.exit_code, 0) << rb.out;
+    ASSERT_EQ(ra.exit_code, 0) << ra.all();
+    ASSERT_EQ(rb.exit_code, 0) << rb.all();
     EXPECT_EQ(ParseJson(ra.out)["decisionStreamSha256"], ParseJson(rb.out)["decisionStreamSha256"]);
     EXPECT_GT(ParseJson(ra.out)["decisionsCompared"].get<uint64_t>(), 0u);
   }
@@ -576,25 +532,25 @@ TEST(ReplayProcess, ForgedDecisionWithAValidChainFailsReplayButNotVerify) {
     }
   }
   ProcessRun verify = Admitctl({"--ledger", ledger_dir, "verify"});
-  EXPECT_EQ(verify.exit_code, 0) << verify.out;
+  EXPECT_EQ(verify.exit_code, 0) << verify.all();
   ProcessRun text = Admitctl({"--ledger", ledger_dir, "replay", "--verify"});
-  EXPECT_EQ(text.exit_code, 1) << text.out;
-  EXPECT_NE(text.out.find("MISMATCH at sequence " + std::to_string(target)), std::string::npos)
-      << text.out;
-  EXPECT_NE(text.out.find("first differing field: actor"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("--- recorded"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("--- replayed"), std::string::npos) << text.out;
+  EXPECT_EQ(text.exit_code, 1) << text.all();
+  EXPECT_NE(text.all().find("MISMATCH at sequence " + std::to_string(target)), std::string::npos)
+      << text.all();
+  EXPECT_NE(text.all().find("first differing field: actor"), std::string::npos) << text.all();
+  EXPECT_NE(text.all().find("--- recorded"), std::string::npos) << text.all();
+  EXPECT_NE(text.all().find("--- replayed"), std::string::npos) << text.all();
   ProcessRun json = Admitctl({"--ledger", ledger_dir, "replay", "--verify", "-o", "json"});
-  EXPECT_EQ(json.exit_code, 1) << json.out;
+  EXPECT_EQ(json.exit_code, 1) << json.all();
   auto parsed = ParseJson(json.out);
-  ASSERT_FALSE(parsed.is_discarded()) << json.out;
+  ASSERT_FALSE(parsed.is_discarded()) << json.all();
   EXPECT_EQ(parsed["divergence"]["sequence"].get<Sequence>(), target);
   EXPECT_EQ(parsed["divergence"]["recorded"]["actor"], "forger");
   EXPECT_EQ(parsed["divergence"]["replayed"]["actor"], original_actor);
   // Comparing from after the forged decision, the rest still replays.
   ProcessRun after = Admitctl(
       {"--ledger", ledger_dir, "replay", "--verify", "--from", std::to_string(target + 1)});
-  EXPECT_EQ(after.exit_code, 0) << after.out;
+  EXPECT_EQ(after.exit_code, 0) << after.all();
 }
 
 // Flips one byte of the stored value of `sequence` in a closed RocksDB ledger.
@@ -639,11 +595,11 @@ TEST(ReplayTamper, VerifyNamesTheDecisionWhoseStoredByteWasEdited) {
     }
     FlipStoredByte(ledger_dir, target, rng() % size);
     ProcessRun run = Admitctl({"--ledger", ledger_dir, "verify", "-o", "json"});
-    EXPECT_EQ(run.exit_code, 1) << run.out;
+    EXPECT_EQ(run.exit_code, 1) << run.all();
     auto json = ParseJson(run.out);
-    ASSERT_FALSE(json.is_discarded()) << run.out;
+    ASSERT_FALSE(json.is_discarded()) << run.all();
     EXPECT_FALSE(json["ok"].get<bool>());
-    EXPECT_EQ(json["badSequence"].get<Sequence>(), target) << run.out;
+    EXPECT_EQ(json["badSequence"].get<Sequence>(), target) << run.all();
     // (replay --verify may or may not notice: it compares decisions with the recorded
     // sequence and prevHash, and an edit of the prevHash bytes is the chain's business.)
     ++checked;
@@ -665,8 +621,8 @@ TEST(ReplayTamper, OpenNamesAnEditedDecisionInTheTail) {
   }
   FlipStoredByte(ledger_dir, target, 60);
   ProcessRun run = Admitctl({"--ledger", ledger_dir, "verify"});
-  EXPECT_EQ(run.exit_code, 1) << run.out;
-  EXPECT_NE(run.out.find("sequence " + std::to_string(target)), std::string::npos) << run.out;
+  EXPECT_EQ(run.exit_code, 1) << run.all();
+  EXPECT_NE(run.all().find("sequence " + std::to_string(target)), std::string::npos) << run.all();
 }
 
 }  // namespace

@@ -41,6 +41,7 @@
 #include "replay/snapshots.h"
 #include "schema/event_codec.h"
 #include "schema/snapshot_codec.h"
+#include "tests/property/admitctl_process.h"
 #include "tests/property/scenario_gen.h"
 #include "tests/property/snapshot_check.h"
 #include "tests/unit/temp_dir.h"
@@ -60,13 +61,6 @@ const bool kQuietLogs = [] {
   spdlog::set_level(spdlog::level::warn);
   return true;
 }();
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 // ---------------------------------------------------------------------------------------------
 // The round trip.
@@ -344,40 +338,6 @@ TEST(SnapshotReplay, ReplayVerifyReportsASnapshotThatDisagreesWithTheFold) {
 
 // ---------------------------------------------------------------------------------------------
 // Across processes: admitctl.
-
-struct ProcessRun {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-ProcessRun Admitctl(const std::vector<std::string>& args) {
-  const std::string err_path =
-      std::filesystem::temp_directory_path() / ("admitctl-snap-err-" + std::to_string(::getpid()));
-  std::string command = std::string(ADMITCTL_PATH);
-  for (const std::string& a : args) command += " '" + a + "'";
-  command += " 2>" + err_path;
-  ProcessRun run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) run.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.err = ReadFile(err_path);
-  std::filesystem::remove(err_path);
-  return run;
-}
-
-nlohmann::json ParseJson(const std::string& text) {
-  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-}
-
-void WriteRocksLedger(const ScenarioGen& s, const std::string& dir) {
-  auto log = ledger::RocksDbLog::Open(dir);
-  ASSERT_TRUE(log.ok()) << log.status().ToString();
-  RecordScenario(s, **log);
-}
 
 TEST(SnapshotProcess, TwoProcessesSnapshotTheSameLedgerToTheSameBytes) {
   TempDir dir;

@@ -333,8 +333,16 @@ std::vector<std::string> Engine::PendingInOrder(const std::string& cq_name) cons
 void Engine::SetPending(WorkloadState& wl, const std::string& reason, const std::string& message,
                         const std::string& resource, const std::string& flavor,
                         int64_t shortfall, int64_t now, bool emit) {
-  SetCondition(wl, "QuotaReserved", false, reason == "Inadmissible" ? "Inadmissible" : "Pending",
-               message, now);
+  const char* condition_reason = reason == "Inadmissible" ? "Inadmissible" : "Pending";
+  if (wl.pending_reason == reason && wl.pending_message == message) {
+    // Nothing changes (the common case of a head nominated again): skip the condition update.
+    auto c = wl.conditions.find("QuotaReserved");
+    if (c != wl.conditions.end() && !c->second.status && c->second.reason == condition_reason &&
+        c->second.message == message) {
+      return;
+    }
+  }
+  SetCondition(wl, "QuotaReserved", false, condition_reason, message, now);
   if (wl.pending_reason == reason && wl.pending_message == message) return;
   wl.pending_reason = reason;
   wl.pending_message = message;

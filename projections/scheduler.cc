@@ -77,10 +77,12 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
       }
       if (wanted.empty()) continue;
       std::vector<std::string> allowed_keys;
-      for (const FlavorQuotas& fq : g.flavors) {
-        auto f = flavors_.find(flavor_ids_.Name(fq.flavor));
+      std::vector<const Flavor*> defined(g.flavors.size(), nullptr);  // by position in g.flavors
+      for (size_t k = 0; k < g.flavors.size(); ++k) {
+        auto f = flavors_.find(flavor_ids_.Name(g.flavors[k].flavor));
         if (f == flavors_.end()) continue;
-        for (const auto& [k, v] : f->second.node_labels) allowed_keys.push_back(k);
+        defined[k] = &f->second;
+        for (const auto& [key, v] : f->second.node_labels) allowed_keys.push_back(key);
       }
       std::sort(allowed_keys.begin(), allowed_keys.end());
       FlavorChoice best;
@@ -90,22 +92,28 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
       bool no_match = false;        // some flavor was excluded by selectors or taints
       bool exceeds_max = false;     // some flavor could never hold the request
       bool any_could_ever_fit = false;
-      for (const FlavorQuotas& fq : g.flavors) {
+      for (size_t k = 0; k < g.flavors.size(); ++k) {
+        const FlavorQuotas& fq = g.flavors[k];
         const std::string& fname = flavor_ids_.Name(fq.flavor);
-        auto f = flavors_.find(fname);
-        if (f == flavors_.end()) {
+        const Flavor* flavor = defined[k];
+        if (flavor == nullptr) {
           reasons.push_back("flavor " + fname + " not found");
           continue;
         }
-        if (!SelectorMatchesFlavor(ps, f->second.node_labels, allowed_keys)) {
+        if (!SelectorMatchesFlavor(ps, flavor->node_labels, allowed_keys)) {
           reasons.push_back("flavor " + fname + " doesn't match node affinity");
           no_match = true;
           continue;
         }
-        std::vector<Toleration> tolerations = ps.tolerations;
-        tolerations.insert(tolerations.end(), f->second.tolerations.begin(),
-                           f->second.tolerations.end());
-        if (const Taint* t = FindUntoleratedTaint(f->second.node_taints, tolerations)) {
+        std::vector<Toleration> tolerations;  // built only when the flavor has taints
+        if (!flavor->node_taints.empty()) {
+          tolerations = ps.tolerations;
+          tolerations.insert(tolerations.end(), flavor->tolerations.begin(),
+                             flavor->tolerations.end());
+        }
+        if (const Taint* t = flavor->node_taints.empty()
+                                 ? nullptr
+                                 : FindUntoleratedTaint(flavor->node_taints, tolerations)) {
           reasons.push_back("untolerated taint " + t->key + (t->value.empty() ? "" : "=" + t->value) +
                             ":" + t->effect + " in flavor " + fname);
           no_match = true;

@@ -564,12 +564,16 @@ int Main(int argc, char** argv) {
       const double t0 = Now();
       Status s = gen.Define();
       uint64_t round = 0;
+      // Progress on a terminal only; pipes and files get the summary line below.
+      const bool progress = ::isatty(STDERR_FILENO) != 0;
       while (s.ok() && (*log)->GetHead().sequence < target_events && round < kRoundsMax) {
         s = gen.Round(round++);
-        std::fprintf(stderr, "\rgenerating: round %" PRIu64 ", %" PRIu64 " events", round,
-                     (*log)->GetHead().sequence);
+        if (progress) {
+          std::fprintf(stderr, "\rgenerating: round %" PRIu64 ", %" PRIu64 " events", round,
+                       (*log)->GetHead().sequence);
+        }
       }
-      std::fprintf(stderr, "\n");
+      if (progress) std::fprintf(stderr, "\n");
       if (!s.ok()) {
         Fail("generate: " + s.ToString());
         return 1;

@@ -567,7 +567,6 @@ bool Engine::RunCycle(int64_t now) {
     int64_t priority = 0;
     int64_t queued_at_ns = 0;
     uint64_t submitted_sequence = 0;
-    std::string uid;
   };
   std::vector<Entry> entries;
   std::vector<std::string> idle;
@@ -613,7 +612,7 @@ bool Engine::RunCycle(int64_t now) {
       continue;
     }
     entries.push_back(Entry{head, &cq, head_class, Nominate(wl), 0, EffectivePriority(wl, now), wl.queued_at_ns,
-                            wl.submitted_sequence, wl.uid});
+                            wl.submitted_sequence});
   }
   for (const std::string& name : idle) active_.erase(name);
   if (entries.empty()) return false;
@@ -642,7 +641,7 @@ bool Engine::RunCycle(int64_t now) {
     if (a.submitted_sequence != b.submitted_sequence) {
       return a.submitted_sequence < b.submitted_sequence;
     }
-    if (a.uid != b.uid) return a.uid < b.uid;
+    if (a.wl->uid != b.wl->uid) return a.wl->uid < b.wl->uid;
     return a.wl->key < b.wl->key;
   });
 

@@ -63,7 +63,19 @@ void Engine::SetCondition(WorkloadState& wl, const std::string& type, bool statu
   c.message = message;
 }
 
+std::string Engine::BatchDecisions::Encode(size_t i) const {
+  return schema::CanonicalBytes(events[i].getReader());
+}
+
 std::vector<std::string> Engine::EndBatch(uint64_t batch_last_sequence, int64_t now_ns) {
+  BatchDecisions batch = EndBatchDecisions(batch_last_sequence, now_ns);
+  std::vector<std::string> out;
+  out.reserve(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) out.push_back(batch.Encode(i));
+  return out;
+}
+
+Engine::BatchDecisions Engine::EndBatchDecisions(uint64_t batch_last_sequence, int64_t now_ns) {
   now_ns_ = std::max(now_ns_, now_ns);
   current_sequence_ = 0;  // decisions made by cycles cite the batch's last input
   int cycles = 0;
@@ -79,18 +91,18 @@ std::vector<std::string> Engine::EndBatch(uint64_t batch_last_sequence, int64_t 
     }
     more = more && !timers_.empty() && timers_.begin()->first <= now_ns_;
   }
-  std::vector<std::string> out;
-  out.reserve(decisions_.size());
+  BatchDecisions out;
+  out.events.reserve(decisions_.size());
   for (PendingDecision& d : decisions_) {
     schema::Event::Builder e = d.event.get();
     e.setRecordedAtNs(now_ns_);
     e.setCausationSequence(d.causation != 0 ? d.causation : batch_last_sequence);
     e.setEngineVersion(kEngineVersion);
-    out.push_back(schema::CanonicalBytes(e.asReader()));
+    out.events.push_back(std::move(d.event));
   }
-  decisions_made_ += out.size();
+  decisions_made_ += out.events.size();
   decisions_.clear();
-  decision_arena_.reset();
+  out.arena = std::move(decision_arena_);
   return out;
 }
 

@@ -231,6 +231,16 @@ class Engine {
   // as canonical Event bytes stamped with (causation, time) and this engine's version.
   std::vector<std::string> EndBatch(uint64_t batch_last_sequence, int64_t now_ns);
 
+  // The same decisions, stamped but not yet encoded: for a caller that encodes them elsewhere
+  // (replay canonicalizes them on its comparison thread). Encode(i) gives EndBatch's bytes.
+  struct BatchDecisions {
+    std::unique_ptr<capnp::MallocMessageBuilder> arena;
+    std::vector<capnp::Orphan<schema::Event>> events;  // destroyed before the arena
+    size_t size() const { return events.size(); }
+    std::string Encode(size_t i) const;
+  };
+  BatchDecisions EndBatchDecisions(uint64_t batch_last_sequence, int64_t now_ns);
+
   // Read models.
   const std::map<std::string, WorkloadState>& workloads() const { return workloads_; }
   const std::map<std::string, ClusterQueueState>& cluster_queues() const { return cqs_; }

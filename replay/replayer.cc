@@ -69,10 +69,22 @@ Result<std::string> AsStored(const std::string& produced, Sequence sequence,
   return std::move(stored->bytes);
 }
 
+// The decisions of one batch as the decider built them, encoded (and, in tests, altered) on
+// demand: replay canonicalizes them on its comparison thread, not on the folding one.
+struct Produced {
+  projections::Engine::BatchDecisions batch;
+  const DecisionAlteration* alter = nullptr;  // options.alter_replayed, or null
+  std::string Bytes(size_t i) const {
+    std::string bytes = batch.Encode(i);
+    return alter != nullptr && *alter ? (*alter)(bytes) : bytes;
+  }
+};
+
 // One chunk's recorded decisions and the replayed ones to compare them with.
 struct Comparison {
-  size_t index;          // in the chunk
-  std::string produced;  // the decider's canonical bytes
+  size_t index;                              // in the chunk
+  std::shared_ptr<const Produced> produced;  // the batch holding the replayed decision
+  size_t decision;                           // its place in the batch
 };
 struct VerifyJob {
   FetchedChunk chunk;
@@ -94,7 +106,7 @@ Verified VerifyItems(FetchedChunk& chunk, const std::vector<Comparison>& items,
   for (const Comparison& item : items) {
     const ledger::StoredEvent& stored = chunk.events[item.index];
     auto as_stored =
-        AsStored(item.produced, stored.sequence,
+        AsStored(item.produced->Bytes(item.decision), stored.sequence,
                  schema::HashFromData(chunk.decoded[item.index]->root().getPrevHash()));
     if (!as_stored.ok()) {
       v.status = as_stored.status();
@@ -162,8 +174,9 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
 
   // The decisions the decider made at the end of the last batch, not yet matched with the
   // recorded ones that follow that batch's last input.
-  std::vector<std::string> produced;
+  std::shared_ptr<const Produced> produced;  // null before the first batch ends
   size_t produced_next = 0;
+  auto produced_left = [&]() { return produced != nullptr && produced_next < produced->batch.size(); };
 
   auto finish = [&]() {
     report.last = position_;
@@ -306,26 +319,27 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
         if (!EngineVersionReplayable(event.getEngineVersion())) {
           return VersionRefusal(stored.sequence, event.getEngineVersion());
         }
-        const bool have = produced_next < produced.size();
+        const bool have = produced_left();
         if (compared) {
           if (!have) return fold_found(stored.sequence, &event, nullptr);
-          job.items.push_back(Comparison{i, std::move(produced[produced_next])});
+          job.items.push_back(Comparison{i, produced, produced_next});
         }
         if (have) ++produced_next;
       } else {
-        if (compared && produced_next < produced.size()) {
+        if (compared && produced_left()) {
           // The decider made more decisions than the ledger recorded after the last batch.
-          return fold_found(stored.sequence, &event, &produced[produced_next]);
+          const std::string extra = produced->Bytes(produced_next);
+          return fold_found(stored.sequence, &event, &extra);
         }
-        produced.clear();
+        produced.reset();
         produced_next = 0;
         engine_->ApplyInput(event);
         ++report.inputs;
         if (event.getEndsBatch()) {
-          produced = engine_->EndBatch(stored.sequence, event.getRecordedAtNs());
-          if (options.alter_replayed) {
-            for (std::string& d : produced) d = options.alter_replayed(d);
-          }
+          auto batch = std::make_shared<Produced>();
+          batch->batch = engine_->EndBatchDecisions(stored.sequence, event.getRecordedAtNs());
+          batch->alter = &options.alter_replayed;
+          produced = std::move(batch);
         }
       }
       position_ = stored.sequence;
@@ -359,9 +373,10 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
 
   // Decisions the decider made that the ledger does not hold: they would have been recorded
   // right after `to`, before the next input (or past the head).
-  if (options.verify && produced_next < produced.size()) {
+  if (options.verify && produced_left()) {
+    const std::string extra = produced->Bytes(produced_next);
     if (to == head.sequence) {
-      diverge(to + 1, nullptr, &produced[produced_next]);
+      diverge(to + 1, nullptr, &extra);
       return finish();
     }
     auto after = log_.Read(to + 1, 1);
@@ -371,7 +386,7 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
       if (!decoded.ok()) return CorruptAt(to + 1, decoded.status());
       schema::Event::Reader event = decoded->root();
       if (!schema::IsDecision(event.getBody().which())) {
-        diverge(to + 1, &event, &produced[produced_next]);
+        diverge(to + 1, &event, &extra);
         return finish();
       }
     }

@@ -78,12 +78,23 @@ struct Produced {
     std::string bytes = batch.Encode(i);
     return alter != nullptr && *alter ? (*alter)(bytes) : bytes;
   }
+  // Decision i as the ledger would have stored it at `sequence` after `prev_hash`. The two
+  // fields the ledger assigns are set on the built event and the whole is canonicalized: the
+  // ledger's layout is exactly that (schema::StoredEventTemplate), so no decode and re-layout
+  // is needed. Writes into the batch's arena: one thread at a time.
+  Result<std::string> Stored(size_t i, Sequence sequence, const schema::Hash& prev_hash) {
+    if (alter != nullptr && *alter) return AsStored(Bytes(i), sequence, prev_hash);
+    schema::Event::Builder e = batch.events[i].get();
+    e.setSequence(sequence);
+    e.setPrevHash(capnp::Data::Reader(prev_hash.data(), prev_hash.size()));
+    return schema::CanonicalBytes(e.asReader());
+  }
 };
 
 // One chunk's recorded decisions and the replayed ones to compare them with.
 struct Comparison {
   size_t index;                              // in the chunk
-  std::shared_ptr<const Produced> produced;  // the batch holding the replayed decision
+  std::shared_ptr<Produced> produced;  // the batch holding the replayed decision
   size_t decision;                           // its place in the batch
 };
 struct VerifyJob {
@@ -106,8 +117,8 @@ Verified VerifyItems(FetchedChunk& chunk, const std::vector<Comparison>& items,
   for (const Comparison& item : items) {
     const ledger::StoredEvent& stored = chunk.events[item.index];
     auto as_stored =
-        AsStored(item.produced->Bytes(item.decision), stored.sequence,
-                 schema::HashFromData(chunk.decoded[item.index]->root().getPrevHash()));
+        item.produced->Stored(item.decision, stored.sequence,
+                              schema::HashFromData(chunk.decoded[item.index]->root().getPrevHash()));
     if (!as_stored.ok()) {
       v.status = as_stored.status();
       break;
@@ -174,7 +185,7 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
 
   // The decisions the decider made at the end of the last batch, not yet matched with the
   // recorded ones that follow that batch's last input.
-  std::shared_ptr<const Produced> produced;  // null before the first batch ends
+  std::shared_ptr<Produced> produced;  // null before the first batch ends
   size_t produced_next = 0;
   auto produced_left = [&]() { return produced != nullptr && produced_next < produced->batch.size(); };
 
@@ -328,6 +339,11 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
       } else {
         if (compared && produced_left()) {
           // The decider made more decisions than the ledger recorded after the last batch.
+          // The comparisons in flight write into the batch's arena: let them end first.
+          if (settle()) {
+            if (!ended->ok()) return *ended;
+            return finish();
+          }
           const std::string extra = produced->Bytes(produced_next);
           return fold_found(stored.sequence, &event, &extra);
         }

@@ -55,6 +55,7 @@
 
 #include "projections/engine.h"
 #include "schema/event_codec.h"
+#include "kueue_profile.h"
 
 #ifndef DECIDER_BENCH_PROFILE_DIR
 #define DECIDER_BENCH_PROFILE_DIR "../shared/kueue-perf"
@@ -395,44 +396,11 @@ const char* DecisionName(schema::Event::Body::Which which) {
 // ------------------------------------------------------------------------------------------
 // Kueue's generator configuration (test/performance/scheduler/configs/*/generator.yaml).
 
-struct WorkloadTemplate {
-  std::string class_name;
-  int64_t runtime_ms = 0;
-  int32_t priority = 0;
-  int64_t request_milli = 0;
-};
-
-struct WorkloadsSet {
-  int count = 0;
-  int64_t interval_ms = 0;
-  std::vector<WorkloadTemplate> workloads;
-};
-
-struct QueuesSet {
-  std::string class_name;
-  int count = 0;
-  int64_t nominal_milli = 0;
-  std::optional<int64_t> borrowing_limit_milli;
-  schema::ReclaimWithinCohortPolicy reclaim = schema::ReclaimWithinCohortPolicy::NEVER;
-  schema::WithinClusterQueuePolicy within = schema::WithinClusterQueuePolicy::NEVER;
-  std::vector<WorkloadsSet> sets;
-};
-
-struct CohortClass {
-  std::string class_name;
-  int count = 0;
-  std::vector<QueuesSet> queues_sets;
-};
-
 struct Profile {
   std::string name;  // "baseline" from ".../baseline-generator.yaml"
   std::string path;
   std::vector<CohortClass> cohorts;
 };
-
-int64_t Milli(const YAML::Node& n) {
-  return static_cast<int64_t>(n.as<double>() * 1000.0 + 0.5);
-}
 
 std::optional<Profile> ParseProfile(const std::string& path, int divide) {
   Profile p;
@@ -442,61 +410,13 @@ std::optional<Profile> ParseProfile(const std::string& path, int divide) {
   if (p.name.size() > 5 && p.name.substr(p.name.size() - 5) == ".yaml") {
     p.name = p.name.substr(0, p.name.size() - 5);
   }
-  try {
-    YAML::Node root = YAML::LoadFile(path);
-    for (const YAML::Node& c : root["cohorts"]) {
-      CohortClass cc;
-      cc.class_name = c["className"].as<std::string>();
-      cc.count = c["count"].as<int>();
-      for (const YAML::Node& q : c["queuesSets"]) {
-        QueuesSet qs;
-        qs.class_name = q["className"].as<std::string>();
-        qs.count = q["count"].as<int>();
-        qs.nominal_milli = Milli(q["nominalQuota"]);
-        if (q["borrowingLimit"]) qs.borrowing_limit_milli = Milli(q["borrowingLimit"]);
-        const std::string reclaim = q["reclaimWithinCohort"].as<std::string>("Never");
-        if (reclaim == "Any") {
-          qs.reclaim = schema::ReclaimWithinCohortPolicy::ANY;
-        } else if (reclaim == "LowerPriority") {
-          qs.reclaim = schema::ReclaimWithinCohortPolicy::LOWER_PRIORITY;
-        } else if (reclaim != "Never") {
-          std::fprintf(stderr, "%s: unknown reclaimWithinCohort %s\n", path.c_str(),
-                       reclaim.c_str());
-          return std::nullopt;
-        }
-        const std::string within = q["withinClusterQueue"].as<std::string>("Never");
-        if (within == "LowerPriority") {
-          qs.within = schema::WithinClusterQueuePolicy::LOWER_PRIORITY;
-        } else if (within == "LowerOrNewerEqualPriority") {
-          qs.within = schema::WithinClusterQueuePolicy::LOWER_OR_NEWER_EQUAL_PRIORITY;
-        } else if (within != "Never") {
-          std::fprintf(stderr, "%s: unknown withinClusterQueue %s\n", path.c_str(),
-                       within.c_str());
-          return std::nullopt;
-        }
-        for (const YAML::Node& s : q["workloadsSets"]) {
-          WorkloadsSet ws;
-          ws.count = s["count"].as<int>();
-          if (divide > 1) ws.count = std::max(1, ws.count / divide);
-          ws.interval_ms = s["creationIntervalMs"].as<int64_t>();
-          for (const YAML::Node& w : s["workloads"]) {
-            WorkloadTemplate t;
-            t.class_name = w["className"].as<std::string>();
-            t.runtime_ms = w["runtimeMs"].as<int64_t>();
-            t.priority = w["priority"].as<int32_t>();
-            t.request_milli = Milli(w["request"]);
-            ws.workloads.push_back(t);
-          }
-          qs.sets.push_back(std::move(ws));
-        }
-        cc.queues_sets.push_back(std::move(qs));
-      }
-      p.cohorts.push_back(std::move(cc));
-    }
-  } catch (const YAML::Exception& e) {
-    std::fprintf(stderr, "%s: %s\n", path.c_str(), e.what());
+  std::string error;
+  auto cohorts = LoadKueueProfile(path, divide, &error);
+  if (!cohorts) {
+    std::fprintf(stderr, "%s: %s\n", path.c_str(), error.c_str());
     return std::nullopt;
   }
+  p.cohorts = std::move(*cohorts);
   return p;
 }
 

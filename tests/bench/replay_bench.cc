@@ -49,6 +49,7 @@
 #include "projections/engine_version.h"
 #include "replay/replayer.h"
 #include "schema/event_codec.h"
+#include "kueue_profile.h"
 
 #ifndef REPLAY_BENCH_PROFILE_DIR
 #define REPLAY_BENCH_PROFILE_DIR "../shared/kueue-perf"
@@ -91,34 +92,6 @@ class ZeroClock final : public ops::Clock {
 // ------------------------------------------------------------------------------------------
 // The profile (Kueue's generator.yaml, the fields this bench uses).
 
-struct Template {
-  std::string class_name;
-  int64_t runtime_ms = 0;
-  int32_t priority = 0;
-  int64_t request_milli = 0;
-};
-struct WorkloadsSet {
-  int count = 0;
-  int64_t interval_ms = 0;
-  std::vector<Template> workloads;
-};
-struct QueuesSet {
-  std::string class_name;
-  int count = 0;
-  int64_t nominal_milli = 0;
-  std::optional<int64_t> borrowing_limit_milli;
-  schema::ReclaimWithinCohortPolicy reclaim = schema::ReclaimWithinCohortPolicy::NEVER;
-  schema::WithinClusterQueuePolicy within = schema::WithinClusterQueuePolicy::NEVER;
-  std::vector<WorkloadsSet> sets;
-};
-struct CohortClass {
-  std::string class_name;
-  int count = 0;
-  std::vector<QueuesSet> queues_sets;
-};
-
-int64_t Milli(const YAML::Node& n) { return static_cast<int64_t>(n.as<double>() * 1000.0 + 0.5); }
-
 // Kueue's baseline profile, used when the file is not there.
 std::vector<CohortClass> BuiltInBaseline() {
   QueuesSet qs;
@@ -135,48 +108,12 @@ std::vector<CohortClass> BuiltInBaseline() {
 }
 
 std::optional<std::vector<CohortClass>> LoadProfile(const std::string& path) {
-  std::vector<CohortClass> out;
-  try {
-    YAML::Node root = YAML::LoadFile(path);
-    for (const YAML::Node& c : root["cohorts"]) {
-      CohortClass cc;
-      cc.class_name = c["className"].as<std::string>();
-      cc.count = c["count"].as<int>();
-      for (const YAML::Node& q : c["queuesSets"]) {
-        QueuesSet qs;
-        qs.class_name = q["className"].as<std::string>();
-        qs.count = q["count"].as<int>();
-        qs.nominal_milli = Milli(q["nominalQuota"]);
-        if (q["borrowingLimit"]) qs.borrowing_limit_milli = Milli(q["borrowingLimit"]);
-        const std::string reclaim = q["reclaimWithinCohort"].as<std::string>("Never");
-        if (reclaim == "Any") qs.reclaim = schema::ReclaimWithinCohortPolicy::ANY;
-        if (reclaim == "LowerPriority")
-          qs.reclaim = schema::ReclaimWithinCohortPolicy::LOWER_PRIORITY;
-        const std::string within = q["withinClusterQueue"].as<std::string>("Never");
-        if (within == "LowerPriority") qs.within = schema::WithinClusterQueuePolicy::LOWER_PRIORITY;
-        if (within == "LowerOrNewerEqualPriority") {
-          qs.within = schema::WithinClusterQueuePolicy::LOWER_OR_NEWER_EQUAL_PRIORITY;
-        }
-        for (const YAML::Node& s : q["workloadsSets"]) {
-          WorkloadsSet ws;
-          ws.count = s["count"].as<int>();
-          ws.interval_ms = s["creationIntervalMs"].as<int64_t>();
-          for (const YAML::Node& w : s["workloads"]) {
-            ws.workloads.push_back(Template{w["className"].as<std::string>(),
-                                            w["runtimeMs"].as<int64_t>(),
-                                            w["priority"].as<int32_t>(), Milli(w["request"])});
-          }
-          qs.sets.push_back(std::move(ws));
-        }
-        cc.queues_sets.push_back(std::move(qs));
-      }
-      out.push_back(std::move(cc));
-    }
-  } catch (const YAML::Exception& e) {
-    std::printf("# %s: %s; using the built-in baseline profile\n", path.c_str(), e.what());
-    return std::nullopt;
+  std::string error;
+  auto cohorts = LoadKueueProfile(path, 1, &error);
+  if (!cohorts) {
+    std::printf("# %s: %s; using the built-in baseline profile\n", path.c_str(), error.c_str());
   }
-  return out;
+  return cohorts;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -334,7 +271,7 @@ Status Generator::Round(uint64_t round) {
             int64_t n = 0;
             for (int k = 0; k < ws.count; ++k) {
               for (size_t ti = 0; ti < ws.workloads.size(); ++ti) {
-                const Template& t = ws.workloads[ti];
+                const WorkloadTemplate& t = ws.workloads[ti];
                 SimWorkload w;
                 w.ns = queues_[queue];
                 w.name = "r" + std::to_string(round) + "-" + t.class_name + "-" +

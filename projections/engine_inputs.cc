@@ -337,7 +337,9 @@ void Engine::InitWorkload(schema::Workload::Reader wl, uint64_t seq, int64_t now
 
 void Engine::Submit(schema::Workload::Reader wl, uint64_t seq, int64_t now) {
   const std::string key = std::string(wl.getNamespace().cStr()) + "/" + wl.getName().cStr();
-  if (auto it = workloads_.find(key); it != workloads_.end()) {
+  // One search of the workload map: its position serves as the hint for the insertion.
+  auto it = workloads_.lower_bound(key);
+  if (it != workloads_.end() && it->first == key) {
     const Phase p = it->second.phase;
     if (p != Phase::kFinished && p != Phase::kRejected && p != Phase::kDeleted) {
       // Intake refuses this; a ledger written by hand may still hold it. The decider records
@@ -346,13 +348,14 @@ void Engine::Submit(schema::Workload::Reader wl, uint64_t seq, int64_t now) {
       return;
     }
     uid_to_key_.erase(it->second.uid);
-    workloads_.erase(it);
+    it = workloads_.erase(it);
   }
   WorkloadState state;
   InitWorkload(wl, seq, now, &state);
   if (!wl.getActive()) state.phase = Phase::kRejected;
-  auto [it, inserted] = workloads_.emplace(key, std::move(state));
-  ADM_CHECK(inserted, "workload %s inserted twice", key.c_str());
+  const size_t before = workloads_.size();
+  it = workloads_.emplace_hint(it, key, std::move(state));
+  ADM_CHECK(workloads_.size() == before + 1, "workload %s inserted twice", key.c_str());
   uid_to_key_[it->second.uid] = key;
   if (it->second.phase == Phase::kPending) Enqueue(it->second, now);
 }

@@ -279,25 +279,8 @@ struct QueueDef {
 };
 
 void FillClusterQueue(schema::Event::Body::Builder body, const QueueDef& q) {
-  auto cq = body.initClusterQueueDefined();
-  cq.setName(q.name);
-  cq.setCohortName(q.cohort);
-  auto group = cq.initResourceGroups(1)[0];
-  group.initCoveredResources(1).set(0, "cpu");
-  auto flavor = group.initFlavors(1)[0];
-  flavor.setName("rf");
-  auto quota = flavor.initResources(1)[0];
-  quota.setName("cpu");
-  quota.setNominalQuotaMilli(q.nominal_milli);
-  if (q.borrowing_limit_milli) {
-    quota.setHasBorrowingLimit(true);
-    quota.setBorrowingLimitMilli(*q.borrowing_limit_milli);
-  }
-  cq.setQueueingStrategy(schema::QueueingStrategy::BEST_EFFORT_FIFO);
-  cq.initNamespaceSelector().setMatchesAll(true);  // namespaceSelector: {}
-  auto preemption = cq.initPreemption();
-  preemption.setReclaimWithinCohort(q.reclaim);
-  preemption.setWithinClusterQueue(q.within);
+  FillProfileClusterQueue(body, q.name, q.cohort, q.nominal_milli, q.borrowing_limit_milli,
+                          q.reclaim, q.within);
 }
 
 void FillLocalQueue(schema::Event::Body::Builder body, const QueueDef& q) {

@@ -43,6 +43,35 @@ struct CohortClass {
   std::vector<QueuesSet> queues_sets;
 };
 
+// The ClusterQueue Kueue's generator makes for a queues set: one resource group, `cpu` on the
+// flavor `rf` with the set's nominalQuota and borrowingLimit, BestEffortFIFO, every namespace,
+// the set's preemption policies.
+inline void FillProfileClusterQueue(schema::Event::Body::Builder body, const std::string& name,
+                                    const std::string& cohort, int64_t nominal_milli,
+                                    std::optional<int64_t> borrowing_limit_milli,
+                                    schema::ReclaimWithinCohortPolicy reclaim,
+                                    schema::WithinClusterQueuePolicy within) {
+  auto cq = body.initClusterQueueDefined();
+  cq.setName(name);
+  cq.setCohortName(cohort);
+  auto group = cq.initResourceGroups(1)[0];
+  group.initCoveredResources(1).set(0, "cpu");
+  auto flavor = group.initFlavors(1)[0];
+  flavor.setName("rf");
+  auto quota = flavor.initResources(1)[0];
+  quota.setName("cpu");
+  quota.setNominalQuotaMilli(nominal_milli);
+  if (borrowing_limit_milli) {
+    quota.setHasBorrowingLimit(true);
+    quota.setBorrowingLimitMilli(*borrowing_limit_milli);
+  }
+  cq.setQueueingStrategy(schema::QueueingStrategy::BEST_EFFORT_FIFO);
+  cq.initNamespaceSelector().setMatchesAll(true);  // namespaceSelector: {}
+  auto preemption = cq.initPreemption();
+  preemption.setReclaimWithinCohort(reclaim);
+  preemption.setWithinClusterQueue(within);
+}
+
 // A quantity of the generator file (cpu, a decimal) in milli-units.
 inline int64_t Milli(const YAML::Node& n) {
   return static_cast<int64_t>(n.as<double>() * 1000.0 + 0.5);

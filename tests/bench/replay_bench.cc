@@ -183,24 +183,8 @@ Status Generator::Define() {
               qs.class_name + "-" + std::to_string(qsi) + "-" + std::to_string(qi) + "-" + cohort;
           queues_.push_back(name);
           inputs.push_back(Encode([&](schema::Event::Body::Builder b) {
-            auto cq = b.initClusterQueueDefined();
-            cq.setName(name);
-            cq.setCohortName(cohort);
-            auto group = cq.initResourceGroups(1)[0];
-            group.initCoveredResources(1).set(0, "cpu");
-            auto flavor = group.initFlavors(1)[0];
-            flavor.setName("rf");
-            auto quota = flavor.initResources(1)[0];
-            quota.setName("cpu");
-            quota.setNominalQuotaMilli(qs.nominal_milli);
-            if (qs.borrowing_limit_milli) {
-              quota.setHasBorrowingLimit(true);
-              quota.setBorrowingLimitMilli(*qs.borrowing_limit_milli);
-            }
-            cq.initNamespaceSelector().setMatchesAll(true);
-            auto p = cq.initPreemption();
-            p.setReclaimWithinCohort(qs.reclaim);
-            p.setWithinClusterQueue(qs.within);
+            FillProfileClusterQueue(b, name, cohort, qs.nominal_milli, qs.borrowing_limit_milli,
+                                    qs.reclaim, qs.within);
           }));
           inputs.push_back(Encode([&](schema::Event::Body::Builder b) {
             auto lq = b.initLocalQueueDefined();

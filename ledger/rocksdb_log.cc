@@ -457,20 +457,30 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
 }
 
 Result<std::vector<StoredEvent>> RocksDbLog::Read(Sequence from, size_t max_count) {
-  ADM_CHECK(max_count <= kReadEventsMax, "read of %zu events", max_count);
   std::vector<StoredEvent> out;
+  auto shown = Scan(from, max_count, [&](Sequence sequence, std::string_view bytes) {
+    out.push_back(StoredEvent{sequence, std::string(bytes)});
+  });
+  if (!shown.ok()) return shown.status();
+  return out;
+}
+
+Result<size_t> RocksDbLog::Scan(Sequence from, size_t max_count, const ScanVisitor& visit) {
+  ADM_CHECK(max_count <= kReadEventsMax, "read of %zu events", max_count);
+  size_t shown = 0;
   rocksdb::ReadOptions read_options;
   read_options.verify_checksums = true;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read_options));
-  for (it->Seek(EventKey(std::max<Sequence>(from, 1))); it->Valid() && out.size() < max_count;
+  for (it->Seek(EventKey(std::max<Sequence>(from, 1))); it->Valid() && shown < max_count;
        it->Next()) {
     rocksdb::Slice key = it->key();
     if (key.size() != 9 || key[0] != 'e') break;
     rocksdb::Slice value = it->value();
-    out.push_back(StoredEvent{GetBigEndian64(key.data() + 1), value.ToString()});
+    visit(GetBigEndian64(key.data() + 1), std::string_view(value.data(), value.size()));
+    ++shown;
   }
   ADM_RETURN_IF_ERROR(FromRocks(it->status(), "reading the ledger"));
-  return out;
+  return shown;
 }
 
 Head RocksDbLog::GetHead() {

@@ -51,6 +51,7 @@ class RocksDbLog final : public EventLog {
 
   Result<AppendAck> Append(std::span<const std::string> batch) override;
   Result<std::vector<StoredEvent>> Read(Sequence from, size_t max_count) override;
+  Result<size_t> Scan(Sequence from, size_t max_count, const ScanVisitor& visit) override;
   Head GetHead() override;
   Result<std::optional<Sequence>> FindKey(std::string_view key) override;
 

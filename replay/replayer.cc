@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <utility>
 #include <vector>
 
 #include "projections/engine_version.h"
+#include "replay/serial_worker.h"
 
 namespace admission::replay {
 
@@ -30,32 +32,91 @@ Status VersionRefusal(Sequence sequence, uint32_t recorded) {
           std::to_string(recorded) + " (docs/semantics.md, \"Engine versions and replay\")");
 }
 
+// A chunk of the ledger, read and looked at off the folding thread. The events' bytes lie in
+// one buffer (one allocation per chunk, not per event, and word-aligned, so nothing is copied
+// to decode them). Inputs are decoded whole; of a decision only the envelope is read
+// (schema::PeekEvent), because replay compares its stored bytes whole with the replayed one:
+// any fault in them is a difference there. A decision is decoded whole only to render it.
+struct FetchedEvent {
+  Sequence sequence = 0;
+  size_t offset = 0;  // in words, into FetchedChunk::words
+  size_t bytes = 0;
+  Status error;  // it does not decode
+  schema::EventEnvelope envelope{};
+  std::optional<schema::DecodedEvent> decoded;  // inputs (every event when asked)
+};
+struct FetchedChunk {
+  Status status;
+  std::vector<capnp::word> words;
+  std::vector<FetchedEvent> events;
+
+  kj::ArrayPtr<const capnp::word> Words(size_t i) const {
+    const FetchedEvent& e = events[i];
+    return kj::arrayPtr(words.data() + e.offset, e.bytes / sizeof(capnp::word));
+  }
+  std::string_view Bytes(size_t i) const {
+    return std::string_view(reinterpret_cast<const char*>(words.data() + events[i].offset),
+                            events[i].bytes);
+  }
+  // Event i decoded whole (now, when the fetch only read its envelope).
+  Result<schema::Event::Reader> Whole(size_t i) {
+    FetchedEvent& e = events[i];
+    if (!e.error.ok()) return e.error;
+    if (!e.decoded) {
+      auto decoded = schema::DecodeEventWords(Words(i));
+      if (!decoded.ok()) return decoded.status();
+      e.decoded = std::move(*decoded);
+    }
+    return e.decoded->root();
+  }
+};
+
+FetchedChunk Fetch(ledger::EventLog& log, Sequence from, size_t count, bool decode_all) {
+  FetchedChunk chunk;
+  chunk.events.reserve(count);
+  auto shown = log.Scan(from, count, [&](Sequence sequence, std::string_view bytes) {
+    FetchedEvent e;
+    e.sequence = sequence;
+    e.offset = chunk.words.size();
+    e.bytes = bytes.size();
+    chunk.words.resize(e.offset + (bytes.size() + sizeof(capnp::word) - 1) / sizeof(capnp::word));
+    if (!bytes.empty()) std::memcpy(chunk.words.data() + e.offset, bytes.data(), bytes.size());
+    chunk.events.push_back(std::move(e));
+  });
+  if (!shown.ok()) {
+    chunk.status = shown.status();
+    return chunk;
+  }
+  // The buffer no longer moves: decoded events may view it.
+  for (size_t i = 0; i < chunk.events.size(); ++i) {
+    FetchedEvent& e = chunk.events[i];
+    if (e.bytes % sizeof(capnp::word) != 0) {
+      e.error = schema::DecodeEvent(chunk.Bytes(i)).status();  // names the size
+      continue;
+    }
+    auto envelope = schema::PeekEvent(chunk.Words(i));
+    if (!envelope.ok()) {
+      e.error = envelope.status();
+      continue;
+    }
+    e.envelope = *envelope;
+    if (decode_all || !schema::IsDecision(e.envelope.body)) {
+      auto decoded = schema::DecodeEventWords(chunk.Words(i));
+      if (decoded.ok()) {
+        e.decoded = std::move(*decoded);
+      } else {
+        e.error = decoded.status();
+      }
+    }
+  }
+  return chunk;
+}
+
 // The bytes the ledger would have stored for a decision the decider made, had it been appended
 // at the recorded position: the ledger's own layout step (schema::MakeStoredEventTemplate, what
 // the Sequencer runs on every append) with the recorded event's sequence and prevHash filled in.
 // Every other field is the decider's. So "equal to the stored bytes" means: the same canonical
 // Event in every field, the two that the ledger assigns taken from the record.
-// A chunk of the ledger, read and decoded (off the folding thread).
-struct FetchedChunk {
-  Status status;
-  std::vector<ledger::StoredEvent> events;
-  std::vector<Result<schema::DecodedEvent>> decoded;  // [i] decodes events[i]
-};
-
-FetchedChunk Fetch(ledger::EventLog& log, Sequence from, size_t count) {
-  FetchedChunk chunk;
-  auto read = log.Read(from, count);
-  if (!read.ok()) {
-    chunk.status = read.status();
-    return chunk;
-  }
-  chunk.events = std::move(*read);
-  chunk.decoded.reserve(chunk.events.size());
-  for (const ledger::StoredEvent& e : chunk.events)
-    chunk.decoded.push_back(schema::DecodeEvent(e.bytes));
-  return chunk;
-}
-
 Result<std::string> AsStored(const std::string& produced, Sequence sequence,
                              const schema::Hash& prev_hash) {
   auto decoded = schema::DecodeEvent(produced);
@@ -70,7 +131,7 @@ Result<std::string> AsStored(const std::string& produced, Sequence sequence,
 }
 
 // The decisions of one batch as the decider built them, encoded (and, in tests, altered) on
-// demand: replay canonicalizes them on its comparison thread, not on the folding one.
+// demand: replay lays them out on its comparison thread, not on the folding one.
 struct Produced {
   projections::Engine::BatchDecisions batch;
   const DecisionAlteration* alter = nullptr;  // options.alter_replayed, or null
@@ -78,24 +139,31 @@ struct Produced {
     std::string bytes = batch.Encode(i);
     return alter != nullptr && *alter ? (*alter)(bytes) : bytes;
   }
-  // Decision i as the ledger would have stored it at `sequence` after `prev_hash`. The two
-  // fields the ledger assigns are set on the built event and the whole is canonicalized: the
-  // ledger's layout is exactly that (schema::StoredEventTemplate), so no decode and re-layout
-  // is needed. Writes into the batch's arena: one thread at a time.
-  Result<std::string> Stored(size_t i, Sequence sequence, const schema::Hash& prev_hash) {
-    if (alter != nullptr && *alter) return AsStored(Bytes(i), sequence, prev_hash);
+  // Decision i as the ledger would have stored it at `sequence` after `prev_hash`, viewed in
+  // `layout` (or, altered in tests, in `altered`). The two fields the ledger assigns are set on
+  // the built event and the whole is laid out canonically: the ledger's layout is exactly that
+  // (schema::StoredEventTemplate), so no decode and re-layout is needed. Writes into the
+  // batch's arena: one thread at a time.
+  Result<std::string_view> Stored(size_t i, Sequence sequence, const schema::Hash& prev_hash,
+                                  std::vector<capnp::word>* layout, std::string* altered) {
+    if (alter != nullptr && *alter) {
+      auto bytes = AsStored(Bytes(i), sequence, prev_hash);
+      if (!bytes.ok()) return bytes.status();
+      *altered = std::move(*bytes);
+      return std::string_view(*altered);
+    }
     schema::Event::Builder e = batch.events[i].get();
     e.setSequence(sequence);
     e.setPrevHash(capnp::Data::Reader(prev_hash.data(), prev_hash.size()));
-    return schema::CanonicalBytes(e.asReader());
+    return schema::CanonicalBytesInto(e.asReader(), layout);
   }
 };
 
 // One chunk's recorded decisions and the replayed ones to compare them with.
 struct Comparison {
-  size_t index;                              // in the chunk
+  size_t index;                        // in the chunk
   std::shared_ptr<Produced> produced;  // the batch holding the replayed decision
-  size_t decision;                           // its place in the batch
+  size_t decision;                     // its place in the batch
 };
 struct VerifyJob {
   FetchedChunk chunk;
@@ -113,22 +181,24 @@ struct Verified {
 // stored bytes and extends the decision-stream hash, in order, up to the first mismatch.
 Verified VerifyItems(FetchedChunk& chunk, const std::vector<Comparison>& items,
                      schema::Hash hash) {
+  thread_local std::vector<capnp::word> layout;  // reused by every comparison on this thread
+  std::string altered;
   Verified v;
   for (const Comparison& item : items) {
-    const ledger::StoredEvent& stored = chunk.events[item.index];
-    auto as_stored =
-        item.produced->Stored(item.decision, stored.sequence,
-                              schema::HashFromData(chunk.decoded[item.index]->root().getPrevHash()));
+    const FetchedEvent& recorded = chunk.events[item.index];
+    auto as_stored = item.produced->Stored(item.decision, recorded.sequence,
+                                           recorded.envelope.prev_hash, &layout, &altered);
     if (!as_stored.ok()) {
       v.status = as_stored.status();
       break;
     }
-    if (*as_stored != stored.bytes) {
+    const std::string_view stored = chunk.Bytes(item.index);
+    if (*as_stored != stored) {
       v.diverged = item.index;
-      v.diverged_bytes = std::move(*as_stored);
+      v.diverged_bytes = std::string(*as_stored);
       break;
     }
-    hash = schema::ChainHash(hash, stored.bytes);
+    hash = schema::ChainHash(hash, stored);
     ++v.compared;
   }
   v.hash = hash;
@@ -244,12 +314,20 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
   // The next chunk is read and decoded on a helper thread while this one is folded: reading
   // and decoding do not depend on the decider, and the fold is the longer of the two.
   const size_t read_chunk = std::max<size_t>(options.read_chunk, 1);
+  // An observer sees every event whole; otherwise a decision's envelope is enough until it is
+  // rendered (FetchedChunk).
+  const bool decode_all = static_cast<bool>(options.observer);
+  // Declared before the futures they fill, so they are joined after those are settled or
+  // abandoned: a worker's destructor runs the jobs still queued.
+  SerialWorker reader;
+  SerialWorker comparer;
   Sequence fetched_to = position_;  // last sequence asked for
   auto start_fetch = [&]() {
     const Sequence from = fetched_to + 1;
     const size_t want = static_cast<size_t>(std::min<Sequence>(read_chunk, to - from + 1));
     fetched_to = from + want - 1;
-    return std::async(std::launch::async, [this, from, want]() { return Fetch(log_, from, want); });
+    return reader.Submit(
+        [this, from, want, decode_all]() { return Fetch(log_, from, want, decode_all); });
   };
   // A folded chunk's decisions are compared on another helper thread while the next chunk is
   // folded (one comparison at a time, in order, so the hash chains in ledger order). A mismatch
@@ -272,8 +350,12 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
     }
     if (!v.diverged) return false;
     const Sequence at = chunk.events[*v.diverged].sequence;
-    schema::Event::Reader recorded = chunk.decoded[*v.diverged]->root();
-    diverge(at, &recorded, &v.diverged_bytes);
+    auto recorded = chunk.Whole(*v.diverged);
+    if (!recorded.ok()) {
+      ended = CorruptAt(at, recorded.status());
+      return true;
+    }
+    diverge(at, &*recorded, &v.diverged_bytes);
     position_ = at - 1;
     ended = Status::Ok();
     return true;
@@ -316,27 +398,31 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
       return finish();
     };
     for (size_t i = 0; i < chunk.events.size(); ++i) {
-      const ledger::StoredEvent& stored = chunk.events[i];
+      const FetchedEvent& stored = chunk.events[i];
       if (stored.sequence != next) {
         return Status(Code::kCorruption, "expected event " + std::to_string(next) +
                                              ", the ledger gave " +
                                              std::to_string(stored.sequence));
       }
-      Result<schema::DecodedEvent>& decoded = chunk.decoded[i];
-      if (!decoded.ok()) return CorruptAt(stored.sequence, decoded.status());
-      schema::Event::Reader event = decoded->root();
+      if (!stored.error.ok()) return CorruptAt(stored.sequence, stored.error);
       const bool compared = options.verify && stored.sequence >= compare_from;
-      if (schema::IsDecision(event.getBody().which())) {
-        if (!EngineVersionReplayable(event.getEngineVersion())) {
-          return VersionRefusal(stored.sequence, event.getEngineVersion());
+      if (schema::IsDecision(stored.envelope.body)) {
+        if (!EngineVersionReplayable(stored.envelope.engine_version)) {
+          return VersionRefusal(stored.sequence, stored.envelope.engine_version);
         }
         const bool have = produced_left();
         if (compared) {
-          if (!have) return fold_found(stored.sequence, &event, nullptr);
+          if (!have) {
+            auto recorded = chunk.Whole(i);
+            if (!recorded.ok()) return CorruptAt(stored.sequence, recorded.status());
+            return fold_found(stored.sequence, &*recorded, nullptr);
+          }
           job.items.push_back(Comparison{i, produced, produced_next});
         }
         if (have) ++produced_next;
+        if (options.observer) options.observer(stored.sequence, *chunk.Whole(i));
       } else {
+        schema::Event::Reader event = stored.decoded->root();
         if (compared && produced_left()) {
           // The decider made more decisions than the ledger recorded after the last batch.
           // The comparisons in flight write into the batch's arena: let them end first.
@@ -357,10 +443,10 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
           batch->alter = &options.alter_replayed;
           produced = std::move(batch);
         }
+        if (options.observer) options.observer(stored.sequence, event);
       }
       position_ = stored.sequence;
       ++next;
-      if (options.observer) options.observer(stored.sequence, event);
     }
     since_progress += chunk.events.size();
     // The previous chunk's comparison ends before this one's starts.
@@ -369,13 +455,14 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
       return finish();
     }
     if (!job.items.empty()) {
-      verifying = std::async(std::launch::async,
-                             [job = std::move(job), hash = report.decision_stream_hash]() mutable {
-                               InFlight done;
-                               done.result = VerifyItems(job.chunk, job.items, hash);
-                               done.job = std::move(job);
-                               return done;
-                             });
+      verifying = comparer.Submit([job = std::move(job), hash = report.decision_stream_hash]() mutable {
+        InFlight done;
+        done.result = VerifyItems(job.chunk, job.items, hash);
+        // The chunk is freed here, off the folding thread, unless a mismatch is to be shown
+        // from it.
+        if (done.result.diverged) done.job = std::move(job);
+        return done;
+      });
     }
     if (options.progress && (since_progress >= kProgressEveryEvents || next > to)) {
       options.progress(position_ - report.first + 1, total);

@@ -53,6 +53,22 @@ std::string CanonicalBytes(Event::Reader event) {
   return std::string(chars.begin(), chars.size());
 }
 
+std::string_view CanonicalBytesInto(Event::Reader event, std::vector<capnp::word>* buffer) {
+  // capnp::canonicalize's own steps (StructReader::canonicalize): a zeroed flat segment as large
+  // as the event plus its root pointer, and a canonical copy of the root struct into it.
+  capnp::_::StructReader root = capnp::_::PointerHelpers<Event>::getInternalReader(event);
+  const size_t words = root.totalSize().wordCount + 1;
+  buffer->assign(words, capnp::word{});
+  capnp::FlatMessageBuilder builder(kj::arrayPtr(buffer->data(), words));
+  capnp::_::PointerHelpers<capnp::AnyPointer>::getInternalBuilder(
+      builder.initRoot<capnp::AnyPointer>())
+      .setStruct(root, /*canonical=*/true);
+  kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments = builder.getSegmentsForOutput();
+  ADM_CHECK(segments.size() == 1, "a canonical copy took %zu segments", segments.size());
+  kj::ArrayPtr<const char> chars = segments[0].asChars();
+  return std::string_view(chars.begin(), chars.size());
+}
+
 namespace {
 
 // One digest context per thread, reused, and the SHA-256 implementation fetched once: creating
@@ -589,23 +605,64 @@ bool IsPlainCanonicalEvent(std::string_view bytes) {
   return CanonicalEventCheck(bytes).Run();
 }
 
-Result<DecodedEvent> DecodeEvent(std::string_view bytes) {
-  if (bytes.size() > kEventBytesMax) {
-    return Status(Code::kCorruption, "event of " + std::to_string(bytes.size()) +
+namespace {
+
+Status CheckEventSize(size_t bytes) {
+  if (bytes > kEventBytesMax) {
+    return Status(Code::kCorruption, "event of " + std::to_string(bytes) +
                                          " bytes exceeds the limit of " +
                                          std::to_string(kEventBytesMax));
   }
-  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
-    return Status(Code::kCorruption, "event of " + std::to_string(bytes.size()) +
+  if (bytes == 0 || bytes % sizeof(capnp::word) != 0) {
+    return Status(Code::kCorruption, "event of " + std::to_string(bytes) +
                                          " bytes is not a whole number of words");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<DecodedEvent> DecodeEvent(std::string_view bytes) {
+  ADM_RETURN_IF_ERROR(CheckEventSize(bytes.size()));
   DecodedEvent decoded;
   decoded.word_count_ = bytes.size() / sizeof(capnp::word);
   decoded.words_ = std::make_unique<capnp::word[]>(decoded.word_count_);
   std::memcpy(decoded.words_.get(), bytes.data(), bytes.size());
+  decoded.segments_[0] = kj::ArrayPtr<const capnp::word>(decoded.words_.get(), decoded.word_count_);
+  return DecodedEvent::DecodeSegment(std::move(decoded));
+}
+
+Result<DecodedEvent> DecodeEventWords(kj::ArrayPtr<const capnp::word> words) {
+  ADM_RETURN_IF_ERROR(CheckEventSize(words.size() * sizeof(capnp::word)));
+  DecodedEvent decoded;
+  decoded.word_count_ = words.size();
+  decoded.segments_[0] = words;
+  return DecodedEvent::DecodeSegment(std::move(decoded));
+}
+
+Result<EventEnvelope> PeekEvent(kj::ArrayPtr<const capnp::word> words) {
+  ADM_RETURN_IF_ERROR(CheckEventSize(words.size() * sizeof(capnp::word)));
+  EventEnvelope envelope;
   kj::Maybe<kj::Exception> error = kj::runCatchingExceptions([&]() {
-    decoded.segments_[0] =
-        kj::ArrayPtr<const capnp::word>(decoded.words_.get(), decoded.word_count_);
+    const kj::ArrayPtr<const capnp::word> segments[1] = {words};  // no segment table
+    capnp::SegmentArrayMessageReader reader(kj::arrayPtr(segments, 1), EventReaderOptions());
+    Event::Reader root = reader.getRoot<Event>();
+    envelope.body = root.getBody().which();
+    envelope.engine_version = root.getEngineVersion();
+    envelope.ends_batch = root.getEndsBatch();
+    envelope.prev_hash = HashFromData(root.getPrevHash());
+  });
+  KJ_IF_MAYBE(e, error) {
+    return Status(Code::kCorruption,
+                  std::string("malformed event: ") + e->getDescription().cStr());
+  }
+  return envelope;
+}
+
+Result<DecodedEvent> DecodedEvent::DecodeSegment(DecodedEvent decoded) {
+  const std::string_view bytes(decoded.segments_[0].asChars().begin(),
+                               decoded.segments_[0].asChars().size());
+  kj::Maybe<kj::Exception> error = kj::runCatchingExceptions([&]() {
     decoded.reader_ = std::make_unique<capnp::SegmentArrayMessageReader>(
         kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>>(decoded.segments_, 1),
         EventReaderOptions());

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
@@ -33,6 +34,13 @@ capnp::ReaderOptions EventReaderOptions();
 // stored and compared directly.
 std::string CanonicalBytes(Event::Reader event);
 
+// The same canonical bytes, laid out in `buffer` (reused from call to call, so a caller that
+// canonicalizes many events allocates once) and viewed there until the next call with it.
+// Builds the canonical copy as capnp::canonicalize does, without its second copy and its
+// self-check that the copy is canonical: a caller comparing the view with stored canonical
+// bytes would see any fault as a difference.
+std::string_view CanonicalBytesInto(Event::Reader event, std::vector<capnp::word>* buffer);
+
 // The chain value after an event: SHA-256(previous chain value || canonical bytes).
 // Thread-safe; reuses one digest context per thread and the SHA-256 implementation fetched once.
 Hash ChainHash(const Hash& previous, std::string_view canonical_bytes);
@@ -41,7 +49,8 @@ Hash Sha256Of(std::string_view bytes);
 std::string HashHex(const Hash& hash);
 Hash HashFromData(capnp::Data::Reader data);  // REQUIRES: data.size() == 32 (else all zero)
 
-// An event decoded from bytes, owning an aligned copy of them.
+// An event decoded from bytes, owning an aligned copy of them (DecodeEvent) or viewing words
+// the caller keeps (DecodeEventWords).
 class DecodedEvent {
  public:
   Event::Reader root() const { return root_; }
@@ -50,7 +59,10 @@ class DecodedEvent {
 
  private:
   friend Result<DecodedEvent> DecodeEvent(std::string_view bytes);
+  friend Result<DecodedEvent> DecodeEventWords(kj::ArrayPtr<const capnp::word> words);
   DecodedEvent() = default;
+  // Decodes the words in segments_[0] (owned by words_ or by the caller).
+  static Result<DecodedEvent> DecodeSegment(DecodedEvent decoded);
   std::unique_ptr<capnp::word[]> words_;
   size_t word_count_ = 0;
   kj::ArrayPtr<const capnp::word> segments_[1];
@@ -68,6 +80,20 @@ class DecodedEvent {
 // (IsPlainCanonicalEvent), which decides the same. Malformed, oversized or truncated bytes give
 // kCorruption naming what failed; nothing throws.
 Result<DecodedEvent> DecodeEvent(std::string_view bytes);
+// The same over words the caller keeps alive and unchanged for the result's life: no copy.
+Result<DecodedEvent> DecodeEventWords(kj::ArrayPtr<const capnp::word> words);
+
+// What a reader of the ledger needs of an event without decoding it whole: its body's kind and
+// the envelope fields replay reads. One bounded read of the root struct; the rest of the event
+// is not checked (replay compares a decision's stored bytes whole instead).
+struct EventEnvelope {
+  Event::Body::Which body;
+  uint32_t engine_version = 0;
+  bool ends_batch = false;
+  Hash prev_hash{};  // all zero unless prevHash has 32 bytes
+};
+// Errors: kCorruption (not a whole number of words, too large, or no readable root struct).
+Result<EventEnvelope> PeekEvent(kj::ArrayPtr<const capnp::word> words);
 
 // The one-pass check DecodeEvent tries first, on the raw words: true when `bytes` are in
 // canonical form and every non-null pointer is a field the schema reads, of its type (so the

@@ -459,8 +459,10 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
         InFlight done;
         done.result = VerifyItems(job.chunk, job.items, hash);
         // The chunk is freed here, off the folding thread, unless a mismatch is to be shown
-        // from it.
-        if (done.result.diverged) done.job = std::move(job);
+        // from it. (Left in the lambda, it would be freed with the future's shared state, by
+        // the folding thread.)
+        VerifyJob spent = std::move(job);
+        if (done.result.diverged) done.job = std::move(spent);
         return done;
       });
     }

@@ -161,7 +161,7 @@ void Engine::Enqueue(WorkloadState& wl, int64_t now) {
   wl.cluster_queue = cq_name;
   ClusterQueueState& cq = cqs_[cq_name];
   EquivalenceClass& cls = cq.classes[wl.class_key];
-  cls.members.insert(QueueKey{wl.priority, wl.queued_at_ns, wl.submitted_sequence, wl.uid, wl.key, &wl});
+  cls.members.insert(QueueKey{wl.priority, wl.queued_at_ns, wl.submitted_sequence, &wl});
   // A new member does not change whether its class fits; a new class deserves a look.
   if (cls.members.size() == 1) cls.inadmissible = false;
   ++cq.pending;
@@ -183,7 +183,7 @@ void Engine::Dequeue(WorkloadState& wl) {
   auto cls = cq.classes.find(wl.class_key);
   ADM_CHECK(cls != cq.classes.end(), "class of %s missing", wl.name.c_str());
   size_t erased = cls->second.members.erase(
-      QueueKey{wl.priority, wl.queued_at_ns, wl.submitted_sequence, wl.uid, wl.key, &wl});
+      QueueKey{wl.priority, wl.queued_at_ns, wl.submitted_sequence, &wl});
   ADM_CHECK(erased == 1, "%s/%s not in its class", wl.ns.c_str(), wl.name.c_str());
   if (cls->second.members.empty()) cq.classes.erase(cls);
   --cq.pending;
@@ -331,7 +331,7 @@ std::vector<std::string> Engine::PendingInOrder(const std::string& cq_name) cons
   auto it = cqs_.find(cq_name);
   if (it == cqs_.end()) return {};
   for (const auto& [key, cls] : it->second.classes) {
-    for (const QueueKey& k : cls.members) all.emplace_back(k, k.key);
+    for (const QueueKey& k : cls.members) all.emplace_back(k, k.wl->key);
   }
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::string> out;

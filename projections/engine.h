@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -125,20 +126,21 @@ struct Holder {
 };
 
 // The order of a pending queue: priority desc, FIFO timestamp asc, then the order of
-// submission (the sequence of the submitting input: file order within one batch), then uid.
+// submission (the sequence of the submitting input: file order within one batch), then uid,
+// then namespace/name. The last two are read from the member itself (they do not change while
+// it is queued), so a queue entry copies no string.
 struct QueueKey {
   int32_t priority = 0;
   int64_t timestamp = 0;
   uint64_t sequence = 0;
-  std::string uid;
-  std::string key;  // namespace/name
-  WorkloadState* wl = nullptr;  // the member (not part of the order)
+  WorkloadState* wl = nullptr;  // the member: its uid and key end the order
   bool operator<(const QueueKey& o) const {
     if (priority != o.priority) return priority > o.priority;
     if (timestamp != o.timestamp) return timestamp < o.timestamp;
     if (sequence != o.sequence) return sequence < o.sequence;
-    if (uid != o.uid) return uid < o.uid;
-    return key < o.key;
+    if (wl == o.wl) return false;
+    if (wl->uid != o.wl->uid) return wl->uid < o.wl->uid;
+    return wl->key < o.wl->key;
   }
 };
 
@@ -385,7 +387,8 @@ class Engine {
   std::string current_actor_;
   std::map<std::string, ClusterQueueState> cqs_;
   std::map<std::string, WorkloadState> workloads_;  // by namespace/name
-  std::map<std::string, std::string> uid_to_key_;
+  // Looked up only (a reference by uid alone); never iterated but sorted, in the snapshot.
+  std::unordered_map<std::string, std::string> uid_to_key_;
   std::set<std::string> orphans_;                   // pending with no ClusterQueue to go to
   std::set<std::string> active_;                    // ClusterQueues with admissible heads
   QuotaTree tree_;

@@ -350,14 +350,16 @@ void Engine::Submit(schema::Workload::Reader wl, uint64_t seq, int64_t now) {
     uid_to_key_.erase(it->second.uid);
     it = workloads_.erase(it);
   }
-  WorkloadState state;
+  // Built in place: a WorkloadState is large.
+  const size_t before = workloads_.size();
+  it = workloads_.emplace_hint(it, std::piecewise_construct, std::forward_as_tuple(key),
+                               std::forward_as_tuple());
+  ADM_CHECK(workloads_.size() == before + 1, "workload %s inserted twice", key.c_str());
+  WorkloadState& state = it->second;
   InitWorkload(wl, seq, now, &state);
   if (!wl.getActive()) state.phase = Phase::kRejected;
-  const size_t before = workloads_.size();
-  it = workloads_.emplace_hint(it, key, std::move(state));
-  ADM_CHECK(workloads_.size() == before + 1, "workload %s inserted twice", key.c_str());
-  uid_to_key_[it->second.uid] = key;
-  if (it->second.phase == Phase::kPending) Enqueue(it->second, now);
+  uid_to_key_.insert_or_assign(state.uid, key);
+  if (state.phase == Phase::kPending) Enqueue(state, now);
 }
 
 void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int64_t now) {

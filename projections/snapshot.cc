@@ -565,8 +565,8 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
         members[m].setPriority(k.priority);
         members[m].setTimestamp(k.timestamp);
         members[m].setSequence(k.sequence);
-        members[m].setUid(k.uid);
-        members[m].setKey(k.key);
+        members[m].setUid(k.wl->uid);
+        members[m].setKey(k.wl->key);
         ++m;
       }
       ++c;
@@ -578,7 +578,9 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
   i = 0;
   for (const auto& [key, w] : e.workloads_) SaveWorkload(key, w, workloads[i++]);
 
-  PutPairs(out.initUidToKey(Count(e.uid_to_key_.size(), "uids")), e.uid_to_key_);
+  // In uid order, as every map of the snapshot.
+  const std::map<std::string, std::string> uids(e.uid_to_key_.begin(), e.uid_to_key_.end());
+  PutPairs(out.initUidToKey(Count(uids.size(), "uids")), uids);
   auto put_set = [](capnp::List<capnp::Text>::Builder list, const std::set<std::string>& s) {
     unsigned j = 0;
     for (const std::string& v : s) list.set(j++, v);
@@ -729,15 +731,31 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
 
   e->current_actor_ = Str(in.getCurrentActor());
 
+  for (auto w : in.getWorkloads()) {
+    WorkloadState state = LoadWorkload(*e, w);
+    const std::string key = Str(w.getKey());
+    if (key != state.ns + "/" + state.name) {
+      Corrupt("workload stored under '" + key + "' is " + state.ns + "/" + state.name);
+    }
+    state.key = key;  // derived, but queue entries (below) order on it
+    InsertUnique(e->workloads_, key, std::move(state), "workload");
+  }
+
   for (auto cq : in.getClusterQueues()) {
     ClusterQueueState state;
     for (auto cls : cq.getClasses()) {
       EquivalenceClass ec;
       ec.inadmissible = cls.getInadmissible();
       for (auto m : cls.getMembers()) {
-        QueueKey k{m.getPriority(), m.getTimestamp(), m.getSequence(), Str(m.getUid()),
-                   Str(m.getKey())};
-        if (!ec.members.insert(std::move(k)).second) Corrupt("duplicate queue entry");
+        // An entry names its workload (loaded above), whose uid and key end the order.
+        auto wl = e->workloads_.find(Str(m.getKey()));
+        if (wl == e->workloads_.end()) Corrupt("queued " + Str(m.getKey()) + " is not a workload");
+        if (wl->second.uid != Str(m.getUid())) {
+          Corrupt("queued " + wl->first + " has uid '" + wl->second.uid + "', its entry '" +
+                  Str(m.getUid()) + "'");
+        }
+        QueueKey k{m.getPriority(), m.getTimestamp(), m.getSequence(), &wl->second};
+        if (!ec.members.insert(k).second) Corrupt("duplicate queue entry");
       }
       InsertUnique(state.classes, Str(cls.getKey()), std::move(ec), "equivalence class");
     }
@@ -745,16 +763,7 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
     InsertUnique(e->cqs_, Str(cq.getName()), std::move(state), "ClusterQueue state");
   }
 
-  for (auto w : in.getWorkloads()) {
-    WorkloadState state = LoadWorkload(*e, w);
-    const std::string key = Str(w.getKey());
-    if (key != state.ns + "/" + state.name) {
-      Corrupt("workload stored under '" + key + "' is " + state.ns + "/" + state.name);
-    }
-    InsertUnique(e->workloads_, key, std::move(state), "workload");
-  }
-
-  e->uid_to_key_ = GetPairs(in.getUidToKey());
+  for (auto& [uid, key] : GetPairs(in.getUidToKey())) e->uid_to_key_.emplace(uid, key);
   auto get_set = [](capnp::List<capnp::Text>::Reader list, std::set<std::string>* out) {
     for (auto v : list) {
       if (!out->insert(Str(v)).second) Corrupt("duplicate name '" + Str(v) + "'");
@@ -789,8 +798,9 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
 //  - ClusterQueueState.admitted (key -> workload), .holders and .usage: the workloads holding quota (reserved, admitted,
 //    evicting) in that ClusterQueue, and the sum of their admission usage (zero entries
 //    dropped, as AddUsage drops them).
-//  - ClusterQueueState.pending: the members of its equivalence classes; each member's
-//    QueueKey.wl: the workload it names.
+//  - ClusterQueueState.pending: the members of its equivalence classes. (Each member's
+//    QueueKey.wl, the workload it names, is set as the classes are loaded, after the
+//    workloads: the order reads the workload's uid and key.)
 //  - WorkloadState.key and .local_queue_key: namespace/name and namespace/queue_name.
 //  - The quota tree: rebuilt from the specs and the usage. A clean tree (tree_dirty_ false) is
 //    rebuilt from the ClusterQueues it held when last built (`tree_cluster_queues`: a deleted
@@ -822,15 +832,6 @@ Status Engine::RestoreDerivedState(const std::set<std::string>& tree_cluster_que
     for (auto& [key, cls] : cq.classes) {
       if (cls.members.empty()) return corrupt("empty class in ClusterQueue " + name);
       cq.pending += cls.members.size();
-      // Each member points at its workload (not part of the order, so not stored).
-      std::set<QueueKey> members;
-      for (QueueKey k : cls.members) {
-        auto wl = workloads_.find(k.key);
-        if (wl == workloads_.end()) return corrupt("queued " + k.key + " is not a workload");
-        k.wl = &wl->second;
-        members.insert(members.end(), std::move(k));
-      }
-      cls.members = std::move(members);
     }
   }
   for (auto& [key, wl] : workloads_) {
@@ -856,8 +857,8 @@ Status Engine::RestoreDerivedState(const std::set<std::string>& tree_cluster_que
       }
       auto cls = cq->second.classes.find(wl.class_key);
       if (cls == cq->second.classes.end() ||
-          cls->second.members.count(QueueKey{wl.priority, wl.queued_at_ns, wl.submitted_sequence,
-                                             wl.uid, key}) == 0) {
+          cls->second.members.count(
+              QueueKey{wl.priority, wl.queued_at_ns, wl.submitted_sequence, &wl}) == 0) {
         return corrupt(key + " is queued but not in its class of ClusterQueue " +
                        wl.cluster_queue);
       }

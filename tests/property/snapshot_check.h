@@ -58,8 +58,8 @@ inline std::string EngineDump(const projections::Engine& engine) {
     for (const auto& [key, cls] : cq.classes) {
       out << "\n  class " << key << " inadmissible=" << cls.inadmissible << ":";
       for (const projections::QueueKey& k : cls.members) {
-        out << " " << k.key << "/" << k.priority << "/" << k.timestamp << "/" << k.sequence
-            << (k.wl == &engine.workloads().at(k.key) ? "" : "(bad pointer)");
+        out << " " << k.wl->key << "/" << k.wl->uid << "/" << k.priority << "/" << k.timestamp
+            << "/" << k.sequence << (k.wl == &engine.workloads().at(k.wl->key) ? "" : "(bad pointer)");
       }
     }
     out << "\n";

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <cstring>
 #include <future>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -71,8 +73,37 @@ struct FetchedChunk {
   }
 };
 
-FetchedChunk Fetch(ledger::EventLog& log, Sequence from, size_t count, bool decode_all) {
-  FetchedChunk chunk;
+// Spent chunks, kept for their buffers: the reader fills one again instead of growing fresh
+// buffers, which the comparison thread would then free (freeing memory another thread's arena
+// gave is costly in glibc's malloc). Thread-safe.
+class ChunkPool {
+ public:
+  FetchedChunk Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (spare_.empty()) return FetchedChunk{};
+    FetchedChunk chunk = std::move(spare_.back());
+    spare_.pop_back();
+    return chunk;
+  }
+  // Empties the chunk (its buffers keep their capacity) and keeps it, up to a few.
+  void Give(FetchedChunk chunk) {
+    chunk.status = Status::Ok();
+    chunk.events.clear();
+    chunk.words.clear();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (spare_.size() < kSpareChunksMax) spare_.push_back(std::move(chunk));
+  }
+
+ private:
+  // Chunks in flight: read ahead, folding, awaiting comparison.
+  static constexpr size_t kSpareChunksMax = kChunksReadAheadMax + 1 + kComparisonsInFlightMax;
+  std::mutex mu_;
+  std::vector<FetchedChunk> spare_;
+};
+
+FetchedChunk Fetch(ledger::EventLog& log, Sequence from, size_t count, bool decode_all,
+                   ChunkPool& pool) {
+  FetchedChunk chunk = pool.Take();
   chunk.events.reserve(count);
   auto shown = log.Scan(from, count, [&](Sequence sequence, std::string_view bytes) {
     FetchedEvent e;
@@ -319,6 +350,13 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
   const bool decode_all = static_cast<bool>(options.observer);
   // Declared before the futures they fill, so they are joined after those are settled or
   // abandoned: a worker's destructor runs the jobs still queued.
+  ChunkPool pool;  // outlives the workers that use it
+  // The comparison thread's own: the decision-stream hash after the decisions it compared, and
+  // whether it stopped (at a mismatch or an error; later chunks are then not compared).
+  struct ComparerState {
+    schema::Hash hash;
+    bool stopped = false;
+  } compared_so_far{report.decision_stream_hash};
   SerialWorker reader;
   SerialWorker comparer;
   Sequence fetched_to = position_;  // last sequence asked for
@@ -326,18 +364,20 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
     const Sequence from = fetched_to + 1;
     const size_t want = static_cast<size_t>(std::min<Sequence>(read_chunk, to - from + 1));
     fetched_to = from + want - 1;
-    return reader.Submit(
-        [this, from, want, decode_all]() { return Fetch(log_, from, want, decode_all); });
+    return reader.Submit([this, from, want, decode_all, &pool]() {
+      return Fetch(log_, from, want, decode_all, pool);
+    });
   };
-  // A folded chunk's decisions are compared on another helper thread while the next chunk is
-  // folded (one comparison at a time, in order, so the hash chains in ledger order). A mismatch
-  // it finds lies before anything the fold finds later, so every finding of the fold first
-  // waits for the comparisons before it.
+  // A folded chunk's decisions are compared on another helper thread while the fold goes on
+  // (one comparison at a time, in order, so the hash chains in ledger order; the chain value
+  // lives with that thread). Up to kComparisonsInFlightMax chunks may wait for it, so neither
+  // side waits for the other at every chunk. A mismatch it finds lies before anything the fold
+  // finds later, so every finding of the fold first waits for the comparisons before it.
   struct InFlight {
     VerifyJob job;  // kept for rendering a mismatch from its recorded event
     Verified result;
   };
-  std::future<InFlight> verifying;
+  std::deque<std::future<InFlight>> verifying;  // oldest first
   // Applies a comparison's result; true when it ended the replay (a mismatch or an error, in
   // `ended`).
   std::optional<Status> ended;
@@ -360,35 +400,50 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
     ended = Status::Ok();
     return true;
   };
-  auto settle = [&]() -> bool {
-    if (!verifying.valid()) return false;
-    InFlight done = verifying.get();
+  // Applies the oldest comparison in flight, waiting for it; true when it ended the replay.
+  auto settle_one = [&]() -> bool {
+    InFlight done = verifying.front().get();
+    verifying.pop_front();
     return apply(done.job.chunk, done.result);
   };
-  std::future<FetchedChunk> pending = start_fetch();
+  // Applies every comparison in flight, in order; true when one ended the replay. Afterwards
+  // the comparison thread is idle, so compared_so_far may be read and written here.
+  auto settle = [&]() -> bool {
+    while (!verifying.empty()) {
+      if (settle_one()) return true;
+    }
+    return false;
+  };
+  // Reads ahead by kChunksReadAheadMax chunks.
+  std::deque<std::future<FetchedChunk>> reading;
+  auto read_ahead = [&]() {
+    while (reading.size() < kChunksReadAheadMax && fetched_to < to) reading.push_back(start_fetch());
+  };
+  read_ahead();
   Sequence next = position_ + 1;
   uint64_t since_progress = 0;
   while (next <= to) {
-    if (!pending.valid()) {
+    if (reading.empty()) {
       return Status(Code::kCorruption,
                     "the ledger returned fewer events than asked below " + std::to_string(to));
     }
     VerifyJob job;
-    job.chunk = pending.get();
+    job.chunk = reading.front().get();
+    reading.pop_front();
     FetchedChunk& chunk = job.chunk;
     if (!chunk.status.ok()) return chunk.status;
     if (chunk.events.empty()) {
       return Status(Code::kCorruption, "the ledger has no event " + std::to_string(next) +
                                            " below its head " + std::to_string(head.sequence));
     }
-    if (fetched_to < to) pending = start_fetch();
+    read_ahead();
     // A finding of the fold at chunk index i: the comparisons before it come first.
     // A finding of the fold: the comparisons before it (earlier chunks', then this chunk's so
     // far) come first.
     auto fold_found = [&](Sequence sequence, schema::Event::Reader* recorded,
                           const std::string* replayed) -> Result<ReplayReport> {
       if (!settle()) {
-        Verified now = VerifyItems(chunk, job.items, report.decision_stream_hash);
+        Verified now = VerifyItems(chunk, job.items, compared_so_far.hash);
         if (!apply(chunk, now)) {
           diverge(sequence, recorded, replayed);
           return finish();
@@ -449,22 +504,38 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
       ++next;
     }
     since_progress += chunk.events.size();
-    // The previous chunk's comparison ends before this one's starts.
-    if (settle()) {
-      if (!ended->ok()) return *ended;
-      return finish();
+    // Findings of the comparisons done so far, without waiting; then room for this chunk's.
+    while (!verifying.empty() &&
+           (verifying.size() >= kComparisonsInFlightMax ||
+            verifying.front().wait_for(std::chrono::seconds(0)) == std::future_status::ready)) {
+      if (settle_one()) {
+        if (!ended->ok()) return *ended;
+        return finish();
+      }
     }
     if (!job.items.empty()) {
-      verifying = comparer.Submit([job = std::move(job), hash = report.decision_stream_hash]() mutable {
-        InFlight done;
-        done.result = VerifyItems(job.chunk, job.items, hash);
-        // The chunk is freed here, off the folding thread, unless a mismatch is to be shown
-        // from it. (Left in the lambda, it would be freed with the future's shared state, by
-        // the folding thread.)
-        VerifyJob spent = std::move(job);
-        if (done.result.diverged) done.job = std::move(spent);
-        return done;
-      });
+      verifying.push_back(comparer.Submit(
+          [job = std::move(job), &compared_so_far, &pool]() mutable {
+            InFlight done;
+            if (compared_so_far.stopped) {
+              done.result.hash = compared_so_far.hash;
+            } else {
+              done.result = VerifyItems(job.chunk, job.items, compared_so_far.hash);
+              compared_so_far.hash = done.result.hash;
+              compared_so_far.stopped = done.result.diverged || !done.result.status.ok();
+            }
+            // The chunk goes back to the reader from here, off the folding thread, unless a
+            // mismatch is to be shown from it. (Left in the lambda, it would be freed with the
+            // future's shared state, by the folding thread.)
+            VerifyJob spent = std::move(job);
+            if (done.result.diverged) {
+              done.job = std::move(spent);
+            } else {
+              spent.items.clear();  // the batches' arenas, freed here too
+              pool.Give(std::move(spent.chunk));
+            }
+            return done;
+          }));
     }
     if (options.progress && (since_progress >= kProgressEveryEvents || next > to)) {
       options.progress(position_ - report.first + 1, total);

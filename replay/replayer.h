@@ -23,6 +23,8 @@ using ledger::Sequence;
 
 // Limits.
 inline constexpr size_t kReplayReadChunk = 4096;  // events per EventLog::Read
+inline constexpr size_t kChunksReadAheadMax = 2;      // chunks read before the fold needs them
+inline constexpr size_t kComparisonsInFlightMax = 3;  // folded chunks awaiting comparison
 inline constexpr uint64_t kProgressEveryEvents = 65536;
 
 // The state a replay continues from: the decider after event `after`.
@@ -105,9 +107,9 @@ class Replayer {
 
   // Folds events (position(), options.to] and compares the recorded decisions with those the
   // decider makes. Stops at the first divergence (reported, not an error). The comparison of a
-  // read chunk's decisions runs on a helper thread while the next chunk is folded, so after a
-  // divergence engine() may have folded up to one chunk past position() (the event before the
-  // divergence).
+  // read chunk's decisions runs on a helper thread while the fold goes on, so after a divergence
+  // engine() may have folded up to kComparisonsInFlightMax chunks past position() (the event
+  // before the divergence).
   // REQUIRES: position() < options.to (or the head, when to is 0).
   // Errors: kInvalidArgument (a range outside the ledger, or a recorded decision whose engine
   // version this build cannot reproduce: the message names both versions), kCorruption (an

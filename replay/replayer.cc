@@ -176,7 +176,8 @@ struct Produced {
   // (schema::StoredEventTemplate), so no decode and re-layout is needed. Writes into the
   // batch's arena: one thread at a time.
   Result<std::string_view> Stored(size_t i, Sequence sequence, const schema::Hash& prev_hash,
-                                  std::vector<capnp::word>* layout, std::string* altered) {
+                                  size_t stored_bytes, std::vector<capnp::word>* layout,
+                                  std::string* altered) {
     if (alter != nullptr && *alter) {
       auto bytes = AsStored(Bytes(i), sequence, prev_hash);
       if (!bytes.ok()) return bytes.status();
@@ -186,7 +187,7 @@ struct Produced {
     schema::Event::Builder e = batch.events[i].get();
     e.setSequence(sequence);
     e.setPrevHash(capnp::Data::Reader(prev_hash.data(), prev_hash.size()));
-    return schema::CanonicalBytesInto(e.asReader(), layout);
+    return schema::CanonicalBytesInto(e.asReader(), layout, stored_bytes);
   }
 };
 
@@ -218,7 +219,8 @@ Verified VerifyItems(FetchedChunk& chunk, const std::vector<Comparison>& items,
   for (const Comparison& item : items) {
     const FetchedEvent& recorded = chunk.events[item.index];
     auto as_stored = item.produced->Stored(item.decision, recorded.sequence,
-                                           recorded.envelope.prev_hash, &layout, &altered);
+                                           recorded.envelope.prev_hash, recorded.bytes, &layout,
+                                           &altered);
     if (!as_stored.ok()) {
       v.status = as_stored.status();
       break;

@@ -53,11 +53,12 @@ std::string CanonicalBytes(Event::Reader event) {
   return std::string(chars.begin(), chars.size());
 }
 
-std::string_view CanonicalBytesInto(Event::Reader event, std::vector<capnp::word>* buffer) {
-  // capnp::canonicalize's own steps (StructReader::canonicalize): a zeroed flat segment as large
-  // as the event plus its root pointer, and a canonical copy of the root struct into it.
-  capnp::_::StructReader root = capnp::_::PointerHelpers<Event>::getInternalReader(event);
-  const size_t words = root.totalSize().wordCount + 1;
+namespace {
+
+// A canonical copy of `root` into a zeroed flat segment of `words` words; throws (kj) when it
+// does not fit.
+std::string_view CanonicalCopy(const capnp::_::StructReader& root, size_t words,
+                               std::vector<capnp::word>* buffer) {
   buffer->assign(words, capnp::word{});
   capnp::FlatMessageBuilder builder(kj::arrayPtr(buffer->data(), words));
   capnp::_::PointerHelpers<capnp::AnyPointer>::getInternalBuilder(
@@ -67,6 +68,23 @@ std::string_view CanonicalBytesInto(Event::Reader event, std::vector<capnp::word
   ADM_CHECK(segments.size() == 1, "a canonical copy took %zu segments", segments.size());
   kj::ArrayPtr<const char> chars = segments[0].asChars();
   return std::string_view(chars.begin(), chars.size());
+}
+
+}  // namespace
+
+std::string_view CanonicalBytesInto(Event::Reader event, std::vector<capnp::word>* buffer,
+                                    size_t expected_bytes) {
+  // capnp::canonicalize's own steps (StructReader::canonicalize): a zeroed flat segment as large
+  // as the event plus its root pointer, and a canonical copy of the root struct into it.
+  capnp::_::StructReader root = capnp::_::PointerHelpers<Event>::getInternalReader(event);
+  if (expected_bytes > 0 && expected_bytes % sizeof(capnp::word) == 0) {
+    std::string_view out;
+    kj::Maybe<kj::Exception> too_small = kj::runCatchingExceptions([&]() {
+      out = CanonicalCopy(root, expected_bytes / sizeof(capnp::word), buffer);
+    });
+    if (too_small == nullptr) return out;
+  }
+  return CanonicalCopy(root, root.totalSize().wordCount + 1, buffer);
 }
 
 namespace {

@@ -38,8 +38,11 @@ std::string CanonicalBytes(Event::Reader event);
 // canonicalizes many events allocates once) and viewed there until the next call with it.
 // Builds the canonical copy as capnp::canonicalize does, without its second copy and its
 // self-check that the copy is canonical: a caller comparing the view with stored canonical
-// bytes would see any fault as a difference.
-std::string_view CanonicalBytesInto(Event::Reader event, std::vector<capnp::word>* buffer);
+// bytes would see any fault as a difference. With `expected_bytes` (the size of the bytes it
+// will be compared with), the copy is first tried into that much space, which spares the walk
+// that sizes the event; when it does not fit, the event is sized and copied again.
+std::string_view CanonicalBytesInto(Event::Reader event, std::vector<capnp::word>* buffer,
+                                    size_t expected_bytes = 0);
 
 // The chain value after an event: SHA-256(previous chain value || canonical bytes).
 // Thread-safe; reuses one digest context per thread and the SHA-256 implementation fetched once.

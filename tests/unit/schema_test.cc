@@ -212,6 +212,60 @@ RC_GTEST_PROP(EventCodec, CanonicalBytesSurviveDecodeAndReencode, ()) {
 }
 
 
+// The layout into a reused buffer is capnp::canonicalize's, whatever size it is told to expect:
+// the right one, too little (it sizes the event and lays it out again) or too much.
+RC_GTEST_PROP(EventCodec, CanonicalBytesIntoIsCanonicalBytesWhateverSizeIsExpected, ()) {
+  const std::string bytes = RandomEventBytes();
+  Result<DecodedEvent> decoded = DecodeEvent(bytes);
+  RC_PRE(decoded.ok());
+  const std::string canonical = CanonicalBytes(decoded->root());
+  std::vector<capnp::word> buffer;
+  if (*rc::gen::arbitrary<bool>()) buffer.resize(*rc::gen::inRange<size_t>(0, 64));  // reused
+  const size_t expected = *rc::gen::element<size_t>(
+      0, canonical.size(), canonical.size() - 8, canonical.size() + 8, 8, 3);
+  RC_ASSERT(std::string(CanonicalBytesInto(decoded->root(), &buffer, expected)) == canonical);
+  RC_ASSERT(std::string(CanonicalBytesInto(decoded->root(), &buffer)) == canonical);
+}
+
+// Decoding in place accepts and refuses what decoding a copy does, and reads the same event;
+// the envelope peek reads the same envelope.
+RC_GTEST_PROP(EventCodec, DecodeInPlaceAndPeekAgreeWithDecode, ()) {
+  std::string bytes = RandomEventBytes();
+  if (*rc::gen::arbitrary<bool>() && bytes.size() > 8) {
+    const size_t at = *rc::gen::inRange<size_t>(0, bytes.size());
+    bytes[at] = static_cast<char>(*rc::gen::arbitrary<uint8_t>());  // often malformed
+  }
+  std::vector<capnp::word> words(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.data(), bytes.data(), words.size() * sizeof(capnp::word));
+  const kj::ArrayPtr<const capnp::word> view(words.data(), words.size());
+  Result<DecodedEvent> copy = DecodeEvent(bytes);
+  Result<DecodedEvent> in_place = DecodeEventWords(view);
+  RC_ASSERT(copy.ok() == in_place.ok());
+  if (!copy.ok()) return;
+  RC_ASSERT(in_place->canonical() == copy->canonical());
+  RC_ASSERT(EventToJson(in_place->root()) == EventToJson(copy->root()));
+  Result<EventEnvelope> peek = PeekEvent(view);
+  RC_ASSERT(peek.ok());  // whatever decodes whole has a readable envelope
+  Event::Reader e = copy->root();
+  RC_ASSERT(peek->body == e.getBody().which());
+  RC_ASSERT(peek->engine_version == e.getEngineVersion());
+  RC_ASSERT(peek->ends_batch == e.getEndsBatch());
+  RC_ASSERT(peek->prev_hash == HashFromData(e.getPrevHash()));
+}
+
+TEST(EventCodec, PeekRefusesWhatHasNoRootStruct) {
+  EXPECT_EQ(PeekEvent(kj::ArrayPtr<const capnp::word>()).status().code(), Code::kCorruption);
+  const capnp::word far_root[1] = {};  // a null root pointer reads as the default: fine
+  EXPECT_TRUE(PeekEvent(kj::arrayPtr(far_root, 1)).ok());
+  std::string bytes = BuildEvent(EventSpec{2, "h100", "H100", "eu", 0, "", ""}, 1);
+  std::vector<capnp::word> words(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.data(), bytes.data(), bytes.size());
+  // A root pointer whose struct lies beyond the segment.
+  reinterpret_cast<uint32_t*>(words.data())[0] = 1000u << 2;
+  EXPECT_EQ(PeekEvent(kj::arrayPtr(words.data(), words.size())).status().code(),
+            Code::kCorruption);
+}
+
 // The stored bytes the ledger writes must be exactly the canonical bytes of the sequenced
 // event: what the ledger computed before splicing (rebuild, set the two fields, canonicalize).
 RC_GTEST_PROP(StoredEventTemplate, FilledTemplateIsCanonicalBytesOfTheSequencedEvent, ()) {

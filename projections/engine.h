@@ -236,8 +236,22 @@ class Engine {
   // The same decisions, stamped but not yet encoded: for a caller that encodes them elsewhere
   // (replay canonicalizes them on its comparison thread). Encode(i) gives EndBatch's bytes.
   struct BatchDecisions {
+    // A decision held in the batch's arena. An orphan zeroes its object when destroyed; the
+    // arena is freed whole with the batch, so that work is skipped: the orphan is never
+    // destroyed (it owns nothing outside the arena).
+    struct Held {
+      union {
+        capnp::Orphan<schema::Event> orphan;
+      };
+      explicit Held(capnp::Orphan<schema::Event>&& o) : orphan(std::move(o)) {}
+      Held(Held&& other) noexcept : orphan(std::move(other.orphan)) {}
+      Held& operator=(Held&&) = delete;
+      ~Held() {}
+      schema::Event::Builder get() { return orphan.get(); }
+      schema::Event::Reader getReader() const { return orphan.getReader(); }
+    };
     std::unique_ptr<capnp::MallocMessageBuilder> arena;
-    std::vector<capnp::Orphan<schema::Event>> events;  // destroyed before the arena
+    std::vector<Held> events;  // in `arena`
     size_t size() const { return events.size(); }
     std::string Encode(size_t i) const;
   };

@@ -10,7 +10,6 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -287,6 +286,7 @@ class Engine {
   void ReadPodSets(capnp::List<schema::PodSet>::Reader list, std::vector<PodSetSpec>* out);
   void InitWorkload(schema::Workload::Reader wl, uint64_t seq, int64_t now, WorkloadState* out);
   void DefinitionsChanged();
+  void CountStoppedLocalQueues();  // sets stopped_local_queues_
   // Evicts every admitted workload `selected` accepts (stopPolicy HoldAndDrain).
   void Drain(const std::function<bool(const WorkloadState&)>& selected, const std::string& reason,
              const std::string& message, int64_t now);
@@ -385,6 +385,9 @@ class Engine {
   std::map<std::string, ClusterQueueSpec> cq_specs_;
   std::map<std::string, CohortSpec> cohort_specs_;
   std::map<std::string, LocalQueueSpec> lqs_;       // by namespace/name
+  // Derived: how many of lqs_ are stopped (stopPolicy not None). While none is, a cycle need
+  // not look up each head's LocalQueue. Recounted by DefinitionsChanged and on restore.
+  size_t stopped_local_queues_ = 0;
   std::map<std::string, int32_t> priority_classes_;
   std::map<std::string, AdmissionCheckSpec> checks_;
   EngineConfig config_;
@@ -401,8 +404,7 @@ class Engine {
   std::string current_actor_;
   std::map<std::string, ClusterQueueState> cqs_;
   std::map<std::string, WorkloadState> workloads_;  // by namespace/name
-  // Looked up only (a reference by uid alone); never iterated but sorted, in the snapshot.
-  std::unordered_map<std::string, std::string> uid_to_key_;
+  std::map<std::string, std::string> uid_to_key_;
   std::set<std::string> orphans_;                   // pending with no ClusterQueue to go to
   std::set<std::string> active_;                    // ClusterQueues with admissible heads
   QuotaTree tree_;

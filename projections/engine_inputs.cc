@@ -276,6 +276,12 @@ void Engine::Drain(const std::function<bool(const WorkloadState&)>& selected,
   }
 }
 
+void Engine::CountStoppedLocalQueues() {
+  stopped_local_queues_ = static_cast<size_t>(std::count_if(
+      lqs_.begin(), lqs_.end(),
+      [](const auto& lq) { return lq.second.stop_policy != StopPolicy::kNone; }));
+}
+
 std::string Engine::KeyOf(schema::WorkloadRef::Reader ref) const {
   std::string key = std::string(ref.getNamespace().cStr()) + "/" + ref.getName().cStr();
   if (ref.getName().size() == 0 && ref.getUid().size() > 0) {
@@ -287,6 +293,7 @@ std::string Engine::KeyOf(schema::WorkloadRef::Reader ref) const {
 
 void Engine::DefinitionsChanged() {
   tree_dirty_ = true;
+  CountStoppedLocalQueues();
   // Any definition may make room or make a class fit: every class is worth another look.
   for (auto& [name, cq] : cqs_) {
     for (auto& [key, cls] : cq.classes) cls.inadmissible = false;

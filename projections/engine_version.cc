@@ -13,6 +13,10 @@ const char* EngineVersionNote(uint32_t version) {
       return "a preemption whose cohort changed earlier in the cycle re-chooses its victims "
              "(or reserves, if it now fits) instead of waiting a cycle; cohort trees are "
              "re-activated once per cycle";
+    case 4:
+      return "a head held by a stopped LocalQueue no longer ends its ClusterQueue's turn in a "
+             "cycle: the next head is tried, as in Kueue, where a stopped LocalQueue's "
+             "workloads are not queued at all";
     default: return "unknown engine version";
   }
 }

@@ -597,20 +597,24 @@ bool Engine::RunCycle(int64_t now) {
       idle.push_back(cq_name);
       continue;
     }
+    // The head, past those of stopped LocalQueues: in Kueue a stopped LocalQueue's workloads
+    // are not in the ClusterQueue's queue at all, so they block nothing (engine v4; v3 let
+    // such a head end the ClusterQueue's turn in the cycle). Each is marked and told why.
     EquivalenceClass* head_class = nullptr;
     WorkloadState* head = Head(cq, &head_class);
+    while (head != nullptr && stopped_local_queues_ > 0) {
+      auto lq = lqs_.find(head->local_queue_key);
+      if (lq == lqs_.end() || lq->second.stop_policy == StopPolicy::kNone) break;
+      head_class->inadmissible = true;
+      SetPending(*head, "Inadmissible", "LocalQueue " + head->queue_name + " is stopped", "", "",
+                 0, now, true);
+      head = Head(cq, &head_class);
+    }
     if (head == nullptr) {
       idle.push_back(cq_name);
       continue;
     }
     WorkloadState& wl = *head;
-    auto lq = lqs_.find(wl.local_queue_key);
-    if (lq != lqs_.end() && lq->second.stop_policy != StopPolicy::kNone) {
-      head_class->inadmissible = true;
-      SetPending(wl, "Inadmissible", "LocalQueue " + wl.queue_name + " is stopped", "", "", 0,
-                 now, true);
-      continue;
-    }
     entries.push_back(Entry{head, &cq, head_class, Nominate(wl), 0, EffectivePriority(wl, now), wl.queued_at_ns,
                             wl.submitted_sequence});
   }

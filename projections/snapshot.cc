@@ -578,9 +578,7 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
   i = 0;
   for (const auto& [key, w] : e.workloads_) SaveWorkload(key, w, workloads[i++]);
 
-  // In uid order, as every map of the snapshot.
-  const std::map<std::string, std::string> uids(e.uid_to_key_.begin(), e.uid_to_key_.end());
-  PutPairs(out.initUidToKey(Count(uids.size(), "uids")), uids);
+  PutPairs(out.initUidToKey(Count(e.uid_to_key_.size(), "uids")), e.uid_to_key_);
   auto put_set = [](capnp::List<capnp::Text>::Builder list, const std::set<std::string>& s) {
     unsigned j = 0;
     for (const std::string& v : s) list.set(j++, v);
@@ -763,7 +761,7 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
     InsertUnique(e->cqs_, Str(cq.getName()), std::move(state), "ClusterQueue state");
   }
 
-  for (auto& [uid, key] : GetPairs(in.getUidToKey())) e->uid_to_key_.emplace(uid, key);
+  e->uid_to_key_ = GetPairs(in.getUidToKey());
   auto get_set = [](capnp::List<capnp::Text>::Reader list, std::set<std::string>* out) {
     for (auto v : list) {
       if (!out->insert(Str(v)).second) Corrupt("duplicate name '" + Str(v) + "'");
@@ -802,6 +800,7 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
 //    QueueKey.wl, the workload it names, is set as the classes are loaded, after the
 //    workloads: the order reads the workload's uid and key.)
 //  - WorkloadState.key and .local_queue_key: namespace/name and namespace/queue_name.
+//  - stopped_local_queues_: counted from the LocalQueue specs.
 //  - The quota tree: rebuilt from the specs and the usage. A clean tree (tree_dirty_ false) is
 //    rebuilt from the ClusterQueues it held when last built (`tree_cluster_queues`: a deleted
 //    ClusterQueue stays in it while it held usage then), so node ids and the nodes present are
@@ -818,6 +817,7 @@ Status Engine::RestoreDerivedState(const std::set<std::string>& tree_cluster_que
   auto corrupt = [](const std::string& message) {
     return Status(Code::kCorruption, "snapshot: " + message);
   };
+  CountStoppedLocalQueues();
   for (const auto& [name, spec] : cq_specs_) {
     if (cqs_.count(name) == 0) return corrupt("ClusterQueue " + name + " has a spec but no state");
   }

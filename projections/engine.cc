@@ -53,14 +53,18 @@ std::string Engine::FencingToken(const WorkloadState& wl) {
   return wl.uid + "/" + std::to_string(wl.generation);
 }
 
-void Engine::SetCondition(WorkloadState& wl, const std::string& type, bool status,
-                          const std::string& reason, const std::string& message, int64_t now) {
-  Condition& c = wl.conditions[type];
+void Engine::SetCondition(WorkloadState& wl, std::string_view type, bool status,
+                          std::string_view reason, std::string_view message, int64_t now) {
+  // Views, and assign() into the strings already there: most calls pass literals, and most
+  // set a condition the workload already has.
+  auto it = wl.conditions.find(type);
+  if (it == wl.conditions.end()) it = wl.conditions.emplace(std::string(type), Condition{}).first;
+  Condition& c = it->second;
   if (c.type.empty() || c.status != status) c.last_transition_ns = now;
-  c.type = type;
+  if (c.type.empty()) c.type.assign(type);
   c.status = status;
-  c.reason = reason;
-  c.message = message;
+  c.reason.assign(reason);
+  c.message.assign(message);
 }
 
 std::string Engine::BatchDecisions::Encode(size_t i) const {

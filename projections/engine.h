@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "projections/model.h"
@@ -106,7 +107,7 @@ struct WorkloadState {
   std::string deactivate_reason, deactivate_message;
   std::string pending_reason;
   std::string pending_message;
-  std::map<std::string, Condition> conditions;  // by type
+  std::map<std::string, Condition, std::less<>> conditions;  // by type
   uint64_t submitted_sequence = 0;
   int32_t holder_index = -1;       // its place in its ClusterQueue's holders while holding quota
 };
@@ -357,8 +358,8 @@ class Engine {
   void SetPending(WorkloadState& wl, const std::string& reason, const std::string& message,
                   const std::string& resource, const std::string& flavor, int64_t shortfall,
                   int64_t now, bool emit);
-  static void SetCondition(WorkloadState& wl, const std::string& type, bool status,
-                           const std::string& reason, const std::string& message, int64_t now);
+  static void SetCondition(WorkloadState& wl, std::string_view type, bool status,
+                           std::string_view reason, std::string_view message, int64_t now);
   static std::string FencingToken(const WorkloadState& wl);
 
   // The cycle (scheduler.cc).

@@ -359,8 +359,10 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
     schema::Hash hash;
     bool stopped = false;
   } compared_so_far{report.decision_stream_hash};
-  SerialWorker reader;
-  SerialWorker comparer;
+  // Both below the folding thread's priority: the fold is the critical path, and the two
+  // helpers together need less than it, so they share what the fold leaves.
+  SerialWorker reader(kHelperNice);
+  SerialWorker comparer(kHelperNice);
   Sequence fetched_to = position_;  // last sequence asked for
   auto start_fetch = [&]() {
     const Sequence from = fetched_to + 1;

@@ -25,6 +25,7 @@ using ledger::Sequence;
 inline constexpr size_t kReplayReadChunk = 4096;  // events per EventLog::Read
 inline constexpr size_t kChunksReadAheadMax = 2;      // chunks read before the fold needs them
 inline constexpr size_t kComparisonsInFlightMax = 3;  // folded chunks awaiting comparison
+inline constexpr int kHelperNice = 5;  // reading and comparing threads: nice + 5
 inline constexpr uint64_t kProgressEveryEvents = 65536;
 
 // The state a replay continues from: the decider after event `after`.

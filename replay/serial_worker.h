@@ -4,6 +4,10 @@
 // buffers (a comparison's layout space, OpenSSL's digest context) are then reused, and no
 // thread is started per chunk.
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -19,7 +23,9 @@ namespace admission::replay {
 // Thread safety: Submit from one thread at a time (the owner).
 class SerialWorker {
  public:
-  SerialWorker() : thread_([this] { Loop(); }) {}
+  // `nice`: added to the thread's nice value (Linux: per thread), so that a thread on the
+  // critical path (replay's fold) keeps a core while this one waits for the other. Best effort.
+  explicit SerialWorker(int nice = 0) : nice_(nice), thread_([this] { Loop(); }) {}
   // Runs the jobs still queued, then joins.
   ~SerialWorker() {
     {
@@ -48,6 +54,10 @@ class SerialWorker {
 
  private:
   void Loop() {
+    if (nice_ != 0) {
+      const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+      (void)::setpriority(PRIO_PROCESS, tid, ::getpriority(PRIO_PROCESS, tid) + nice_);
+    }
     for (;;) {
       std::function<void()> job;
       {
@@ -65,6 +75,7 @@ class SerialWorker {
   std::condition_variable wake_;
   std::deque<std::function<void()>> jobs_;
   bool stopping_ = false;
+  const int nice_;
   std::thread thread_;  // last: started once the rest is ready
 };
 

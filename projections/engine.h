@@ -18,6 +18,7 @@
 #include <capnp/message.h>
 
 #include "projections/quota_tree.h"
+#include "projections/small_map.h"
 #include "schema/result.h"
 
 #include "schema/events.capnp.h"
@@ -107,7 +108,7 @@ struct WorkloadState {
   std::string deactivate_reason, deactivate_message;
   std::string pending_reason;
   std::string pending_message;
-  std::map<std::string, Condition, std::less<>> conditions;  // by type
+  SmallStringMap<Condition> conditions;  // by type
   uint64_t submitted_sequence = 0;
   int32_t holder_index = -1;       // its place in its ClusterQueue's holders while holding quota
 };

@@ -1,0 +1,60 @@
+#pragma once
+// A map from strings to values for a handful of entries, kept as a vector of pairs sorted by
+// key: one allocation and a few cache lines instead of a tree node per entry. A workload's
+// conditions live in one; the decider reads them when it touches a workload it last saw long
+// ago, when each tree node would be a cache miss. The subset of std::map's interface the decider
+// uses, with the same iteration order (by key). Inserting invalidates iterators and references.
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace admission::projections {
+
+template <typename V>
+class SmallStringMap {
+ public:
+  using value_type = std::pair<std::string, V>;
+  using iterator = typename std::vector<value_type>::iterator;
+  using const_iterator = typename std::vector<value_type>::const_iterator;
+
+  iterator begin() { return items_.begin(); }
+  iterator end() { return items_.end(); }
+  const_iterator begin() const { return items_.begin(); }
+  const_iterator end() const { return items_.end(); }
+  size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  void clear() { items_.clear(); }
+
+  iterator find(std::string_view key) {
+    auto it = LowerBound(key);
+    return it != items_.end() && it->first == key ? it : items_.end();
+  }
+  const_iterator find(std::string_view key) const {
+    return const_cast<SmallStringMap*>(this)->find(key);
+  }
+
+  // Inserts (key, V(args...)) unless the key is there; as std::map::emplace.
+  template <typename... Args>
+  std::pair<iterator, bool> emplace(std::string key, Args&&... args) {
+    auto it = LowerBound(key);
+    if (it != items_.end() && it->first == key) return {it, false};
+    it = items_.emplace(it, std::piecewise_construct, std::forward_as_tuple(std::move(key)),
+                        std::forward_as_tuple(std::forward<Args>(args)...));
+    return {it, true};
+  }
+
+  bool operator==(const SmallStringMap& other) const { return items_ == other.items_; }
+
+ private:
+  iterator LowerBound(std::string_view key) {
+    return std::lower_bound(items_.begin(), items_.end(), key,
+                            [](const value_type& item, std::string_view k) { return item.first < k; });
+  }
+
+  std::vector<value_type> items_;
+};
+
+}  // namespace admission::projections

@@ -154,8 +154,9 @@ struct ClusterQueueState {
   std::optional<ClusterQueueSpec> spec;
   std::map<std::string, EquivalenceClass> classes;  // by class key
   // Workloads holding quota here, by key (pointers into Engine's workload map: entries holding
-  // quota are never erased).
-  std::map<std::string, WorkloadState*> admitted;
+  // quota are never erased). The key views the workload's own `key`, which does not change while
+  // it holds quota.
+  std::map<std::string_view, WorkloadState*> admitted;
   std::vector<Holder> holders;  // the same workloads, unordered (WorkloadState::holder_index)
   FrQuantities usage;                               // reserved by admitted/evicting workloads
   size_t pending = 0;

@@ -407,7 +407,7 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
   w.admitted_at_ns = now;
   w.quota_version = cq.spec ? cq.spec->version : 0;
   w.reserved_at_ns = now;
-  cq.admitted.emplace(key, &w);
+  cq.admitted.emplace(w.key, &w);
   AddHolder(cq, w);
   AddUsage(w.cluster_queue, w.admission.usage, +1);
   SetCondition(w, "QuotaReserved", true, "QuotaReserved",

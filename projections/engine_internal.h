@@ -2,6 +2,7 @@
 // Helpers shared by the engine's translation units. Pure functions only.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "projections/model.h"
@@ -10,7 +11,7 @@ namespace admission::projections {
 
 // Kueue's node matching, restricted to the label keys the resource group's flavors use.
 bool SelectorMatchesFlavor(const PodSetSpec& ps, const Labels& flavor_labels,
-                           const std::vector<std::string>& allowed_keys);
+                           const std::vector<std::string_view>& allowed_keys);
 // The first taint (NoSchedule/NoExecute) the tolerations do not tolerate, or nullptr.
 const Taint* FindUntoleratedTaint(const std::vector<Taint>& taints,
                                   const std::vector<Toleration>& tolerations);

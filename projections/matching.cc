@@ -29,14 +29,14 @@ bool RequirementMatches(const Requirement& r, const Labels& labels) {
   return false;
 }
 
-bool Allowed(const std::vector<std::string>& keys, const std::string& key) {
+bool Allowed(const std::vector<std::string_view>& keys, std::string_view key) {
   return std::binary_search(keys.begin(), keys.end(), key);
 }
 
 }  // namespace
 
 bool SelectorMatchesFlavor(const PodSetSpec& ps, const Labels& flavor_labels,
-                           const std::vector<std::string>& allowed_keys) {
+                           const std::vector<std::string_view>& allowed_keys) {
   for (const auto& [key, value] : ps.node_selector) {
     if (!Allowed(allowed_keys, key)) continue;
     auto it = flavor_labels.find(key);

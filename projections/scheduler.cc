@@ -76,7 +76,7 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
         if (ps.requests.count(r) != 0) wanted.push_back(r);
       }
       if (wanted.empty()) continue;
-      std::vector<std::string> allowed_keys;
+      std::vector<std::string_view> allowed_keys;  // views of the flavors' label keys
       std::vector<const Flavor*> defined(g.flavors.size(), nullptr);  // by position in g.flavors
       for (size_t k = 0; k < g.flavors.size(); ++k) {
         auto f = flavors_.find(flavor_ids_.Name(g.flavors[k].flavor));

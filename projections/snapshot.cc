@@ -843,7 +843,7 @@ Status Engine::RestoreDerivedState(const std::set<std::string>& tree_cluster_que
         return corrupt(key + " holds quota in ClusterQueue '" + wl.cluster_queue +
                        "', which has no state");
       }
-      cq->second.admitted.emplace(key, &wl);
+      cq->second.admitted.emplace(wl.key, &wl);
       AddHolder(cq->second, wl);
       for (const auto& [fr, amount] : wl.admission.usage) {
         if (amount < 0) return corrupt(key + " uses a negative amount");

@@ -372,12 +372,12 @@ void Engine::SetPending(WorkloadState& wl, const std::string& reason, const std:
   d.setShortfallMilli(shortfall);
 }
 
-void Engine::Reserve(WorkloadState& wl, const Nomination& n, int64_t now) {
+void Engine::Reserve(WorkloadState& wl, Nomination& n, int64_t now) {
   ClusterQueueState& cq = cqs_[wl.cluster_queue];
   Dequeue(wl);
   wl.phase = Phase::kReserved;
   wl.pending_since_ns = 0;
-  wl.admission = n.assignment;
+  wl.admission = std::move(n.assignment);
   ++wl.generation;
   wl.quota_version = cq.spec->version;
   wl.reserved_at_ns = now;
@@ -395,7 +395,7 @@ void Engine::Reserve(WorkloadState& wl, const Nomination& n, int64_t now) {
   Ref(r.initWorkload(), wl);
   r.setGeneration(wl.generation);
   r.setQuotaVersion(wl.quota_version);
-  r.setBorrowing(n.assignment.borrows);
+  r.setBorrowing(wl.admission.borrows);
   r.setMessage(message + (n.partial ? " (partial admission)" : ""));
   auto adm = r.initAdmission();
   adm.setClusterQueue(wl.cluster_queue);

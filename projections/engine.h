@@ -352,7 +352,8 @@ class Engine {
   static void RemoveHolder(ClusterQueueState& cq, WorkloadState& wl);
 
   // Reservations and evictions (engine.cc).
-  void Reserve(WorkloadState& wl, const Nomination& n, int64_t now);
+  // Takes the nomination's assignment (moved into the workload).
+  void Reserve(WorkloadState& wl, Nomination& n, int64_t now);
   void Evict(WorkloadState& victim, const std::string& reason, const std::string& message,
              const std::string& preempt_reason, const WorkloadState* preemptor, int64_t now);
   void ReleaseQuota(WorkloadState& wl, const std::string& reason, int64_t now);

@@ -22,7 +22,7 @@ namespace admission::replay {
 using ledger::Sequence;
 
 // Limits.
-inline constexpr size_t kReplayReadChunk = 4096;  // events per EventLog::Read
+inline constexpr size_t kReplayReadChunk = 16384;  // events per EventLog::Read
 inline constexpr size_t kChunksReadAheadMax = 2;      // chunks read before the fold needs them
 inline constexpr size_t kComparisonsInFlightMax = 3;  // folded chunks awaiting comparison
 inline constexpr int kHelperNice = 5;  // reading and comparing threads: nice + 5

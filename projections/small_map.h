@@ -41,6 +41,10 @@ class SmallStringMap {
   std::pair<iterator, bool> emplace(std::string key, Args&&... args) {
     auto it = LowerBound(key);
     if (it != items_.end() && it->first == key) return {it, false};
+    if (items_.capacity() == 0) {
+      items_.reserve(kFirstCapacity);
+      it = items_.end();  // empty: the only place
+    }
     it = items_.emplace(it, std::piecewise_construct, std::forward_as_tuple(std::move(key)),
                         std::forward_as_tuple(std::forward<Args>(args)...));
     return {it, true};
@@ -54,6 +58,8 @@ class SmallStringMap {
                             [](const value_type& item, std::string_view k) { return item.first < k; });
   }
 
+  // Room made at the first insertion: a workload collects about this many conditions.
+  static constexpr size_t kFirstCapacity = 8;
   std::vector<value_type> items_;
 };
 

@@ -32,7 +32,11 @@ Engine::Engine() = default;
 // Decisions.
 
 schema::Event::Builder Engine::NewDecision(uint64_t causation) {
-  if (!decision_arena_) decision_arena_ = std::make_unique<capnp::MallocMessageBuilder>(1024);
+  // A batch's first segment holds a few decisions (about 40 words each); the arena grows when a
+  // batch makes more. Larger, it would be zeroed for nothing on every batch.
+  if (!decision_arena_) {
+    decision_arena_ = std::make_unique<capnp::MallocMessageBuilder>(kDecisionArenaFirstWords);
+  }
   decisions_.push_back(
       PendingDecision{decision_arena_->getOrphanage().newOrphan<schema::Event>(), causation});
   schema::Event::Builder e = decisions_.back().event.get();

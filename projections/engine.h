@@ -419,6 +419,7 @@ class Engine {
   uint64_t current_sequence_ = 0;
   // One message per batch holds every decision of the batch (one allocation instead of one
   // per decision); reset by EndBatch.
+  static constexpr unsigned kDecisionArenaFirstWords = 256;
   std::unique_ptr<capnp::MallocMessageBuilder> decision_arena_;
   std::vector<PendingDecision> decisions_;
   uint64_t decisions_made_ = 0;

@@ -569,12 +569,14 @@ bool Engine::RunCycle(int64_t now) {
     uint64_t submitted_sequence = 0;
   };
   std::vector<Entry> entries;
-  std::vector<std::string> idle;
+  entries.reserve(active_.size());  // one per active ClusterQueue at most, as a rule
+  std::vector<std::set<std::string>::iterator> idle;  // of active_
   // active_ and cqs_ are both ordered by name: when most queues are active, walk them together
   // instead of looking each one up.
   const bool walk = active_.size() * 8 >= cqs_.size();
   auto walker = cqs_.begin();
-  for (const std::string& cq_name : active_) {
+  for (auto active = active_.begin(); active != active_.end(); ++active) {
+    const std::string& cq_name = *active;
     if (walk) {
       while (walker != cqs_.end() && walker->first < cq_name) ++walker;
     }
@@ -594,7 +596,7 @@ bool Engine::RunCycle(int64_t now) {
                      "", "", 0, now, true);
         }
       }
-      idle.push_back(cq_name);
+      idle.push_back(active);
       continue;
     }
     // The head, past those of stopped LocalQueues: in Kueue a stopped LocalQueue's workloads
@@ -611,14 +613,14 @@ bool Engine::RunCycle(int64_t now) {
       head = Head(cq, &head_class);
     }
     if (head == nullptr) {
-      idle.push_back(cq_name);
+      idle.push_back(active);
       continue;
     }
     WorkloadState& wl = *head;
     entries.push_back(Entry{head, &cq, head_class, Nominate(wl), 0, EffectivePriority(wl, now), wl.queued_at_ns,
                             wl.submitted_sequence});
   }
-  for (const std::string& name : idle) active_.erase(name);
+  for (auto name : idle) active_.erase(name);
   if (entries.empty()) return false;
 
   // Kueue's entry order: not borrowing first, then priority, then FIFO timestamp; ties by

@@ -408,7 +408,14 @@ class Engine {
   std::string current_actor_;
   std::map<std::string, ClusterQueueState> cqs_;
   std::map<std::string, WorkloadState> workloads_;  // by namespace/name
-  std::map<std::string, std::string> uid_to_key_;
+  // Workloads by uid: for a reference by uid alone, which is rare. Kept lazily: submissions
+  // append to uid_pending_ (the workloads, whose uid and key do not change), and UidIndex()
+  // folds those into uid_to_key_ in order (the last submission of a uid wins, as when it was
+  // kept eagerly) before anything reads it or erases from it. Replacing a finished workload
+  // folds first, so no pending entry outlives its workload. Logically const.
+  const std::map<std::string, std::string>& UidIndex() const;
+  mutable std::map<std::string, std::string> uid_to_key_;
+  mutable std::vector<const WorkloadState*> uid_pending_;
   std::set<std::string> orphans_;                   // pending with no ClusterQueue to go to
   std::set<std::string> active_;                    // ClusterQueues with admissible heads
   QuotaTree tree_;

@@ -282,11 +282,18 @@ void Engine::CountStoppedLocalQueues() {
       [](const auto& lq) { return lq.second.stop_policy != StopPolicy::kNone; }));
 }
 
+const std::map<std::string, std::string>& Engine::UidIndex() const {
+  for (const WorkloadState* wl : uid_pending_) uid_to_key_.insert_or_assign(wl->uid, wl->key);
+  uid_pending_.clear();
+  return uid_to_key_;
+}
+
 std::string Engine::KeyOf(schema::WorkloadRef::Reader ref) const {
   std::string key = std::string(ref.getNamespace().cStr()) + "/" + ref.getName().cStr();
   if (ref.getName().size() == 0 && ref.getUid().size() > 0) {
-    auto it = uid_to_key_.find(ref.getUid().cStr());
-    if (it != uid_to_key_.end()) return it->second;
+    const auto& uids = UidIndex();
+    auto it = uids.find(ref.getUid().cStr());
+    if (it != uids.end()) return it->second;
   }
   return key;
 }
@@ -354,6 +361,7 @@ void Engine::Submit(schema::Workload::Reader wl, uint64_t seq, int64_t now) {
       NewDecision(seq).initBody().initRejected().setReason("AlreadyExists");
       return;
     }
+    UidIndex();  // no pending entry may name the workload replaced here
     uid_to_key_.erase(it->second.uid);
     it = workloads_.erase(it);
   }
@@ -365,7 +373,7 @@ void Engine::Submit(schema::Workload::Reader wl, uint64_t seq, int64_t now) {
   WorkloadState& state = it->second;
   InitWorkload(wl, seq, now, &state);
   if (!wl.getActive()) state.phase = Phase::kRejected;
-  uid_to_key_.insert_or_assign(state.uid, key);
+  uid_pending_.push_back(&state);
   if (state.phase == Phase::kPending) Enqueue(state, now);
 }
 
@@ -397,7 +405,7 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
     state.admission.pod_sets.push_back(std::move(a));
   }
   auto [it, inserted] = workloads_.emplace(key, std::move(state));
-  uid_to_key_[it->second.uid] = key;
+  uid_pending_.push_back(&it->second);
   WorkloadState& w = it->second;
   ClusterQueueState& cq = cqs_[w.cluster_queue];
   RebuildTreeIfNeeded();

@@ -578,7 +578,8 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
   i = 0;
   for (const auto& [key, w] : e.workloads_) SaveWorkload(key, w, workloads[i++]);
 
-  PutPairs(out.initUidToKey(Count(e.uid_to_key_.size(), "uids")), e.uid_to_key_);
+  const auto& uids = e.UidIndex();
+  PutPairs(out.initUidToKey(Count(uids.size(), "uids")), uids);
   auto put_set = [](capnp::List<capnp::Text>::Builder list, const std::set<std::string>& s) {
     unsigned j = 0;
     for (const std::string& v : s) list.set(j++, v);
@@ -762,6 +763,7 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
   }
 
   e->uid_to_key_ = GetPairs(in.getUidToKey());
+  e->uid_pending_.clear();
   auto get_set = [](capnp::List<capnp::Text>::Reader list, std::set<std::string>* out) {
     for (auto v : list) {
       if (!out->insert(Str(v)).second) Corrupt("duplicate name '" + Str(v) + "'");

@@ -129,7 +129,7 @@ class Scenario : public ::testing::TestWithParam<std::string> {
       }
       add(Record(inputs, "submitter"));
     }
-    for (const char* verb : {"finish", "delete"}) {
+    for (const char* verb : {"finish", "delete", "finish_by_uid"}) {
       if (!step[verb]) continue;
       std::vector<std::string> names;
       if (step[verb].IsSequence()) {
@@ -144,11 +144,11 @@ class Scenario : public ::testing::TestWithParam<std::string> {
         if (it == service_->engine().workloads().end()) continue;
         capnp::MallocMessageBuilder message;
         auto event = message.initRoot<schema::Event>();
-        auto ref = std::string(verb) == "finish"
-                       ? event.initBody().initWorkloadFinished().initWorkload()
-                       : event.initBody().initWorkloadDeleted().initWorkload();
+        const bool delete_it = std::string(verb) == "delete";
+        auto ref = delete_it ? event.initBody().initWorkloadDeleted().initWorkload()
+                             : event.initBody().initWorkloadFinished().initWorkload();
         ref.setNamespace(it->second.ns);
-        ref.setName(it->second.name);
+        if (std::string(verb) != "finish_by_uid") ref.setName(it->second.name);  // else uid alone
         ref.setUid(it->second.uid);
         inputs.push_back(schema::EncodeEvent(message));
       }

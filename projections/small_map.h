@@ -28,13 +28,8 @@ class SmallStringMap {
   bool empty() const { return items_.empty(); }
   void clear() { items_.clear(); }
 
-  iterator find(std::string_view key) {
-    auto it = LowerBound(key);
-    return it != items_.end() && it->first == key ? it : items_.end();
-  }
-  const_iterator find(std::string_view key) const {
-    return const_cast<SmallStringMap*>(this)->find(key);
-  }
+  iterator find(std::string_view key) { return Find(items_, key); }
+  const_iterator find(std::string_view key) const { return Find(items_, key); }
 
   // Inserts (key, V(args...)) unless the key is there; as std::map::emplace.
   template <typename... Args>
@@ -53,10 +48,18 @@ class SmallStringMap {
   bool operator==(const SmallStringMap& other) const { return items_ == other.items_; }
 
  private:
-  iterator LowerBound(std::string_view key) {
-    return std::lower_bound(items_.begin(), items_.end(), key,
+  // For both constnesses of the vector.
+  template <typename Items>
+  static auto LowerBound(Items& items, std::string_view key) {
+    return std::lower_bound(items.begin(), items.end(), key,
                             [](const value_type& item, std::string_view k) { return item.first < k; });
   }
+  template <typename Items>
+  static auto Find(Items& items, std::string_view key) {
+    auto it = LowerBound(items, key);
+    return it != items.end() && it->first == key ? it : items.end();
+  }
+  iterator LowerBound(std::string_view key) { return LowerBound(items_, key); }
 
   // Room made at the first insertion: a workload collects about this many conditions.
   static constexpr size_t kFirstCapacity = 8;

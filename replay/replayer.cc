@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 #include <cstring>
+#include <deque>
 #include <future>
 #include <mutex>
 #include <utility>
@@ -441,7 +441,6 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
                                            " below its head " + std::to_string(head.sequence));
     }
     read_ahead();
-    // A finding of the fold at chunk index i: the comparisons before it come first.
     // A finding of the fold: the comparisons before it (earlier chunks', then this chunk's so
     // far) come first.
     auto fold_found = [&](Sequence sequence, schema::Event::Reader* recorded,

@@ -19,7 +19,7 @@ using projections::WorkloadState;
 
 Json Condition(const projections::Condition& c) {
   Json j;
-  j["type"] = c.type;
+  j["type"] = std::string(c.type_name());
   j["status"] = c.status ? "True" : "False";
   j["reason"] = c.reason;
   j["message"] = c.message;
@@ -172,9 +172,9 @@ Json WorkloadsJson(const Engine& engine) {
     Json status;
     Json conditions = Json::array();
     for (const char* type : kConditionOrder) {
-      auto it = wl.conditions.find(type);
-      if (it != wl.conditions.end() && !it->second.reason.empty()) {
-        conditions.push_back(Condition(it->second));
+      const projections::Condition* c = wl.conditions.Find(type);
+      if (c != nullptr && !c->reason.empty()) {
+        conditions.push_back(Condition(*c));
       }
     }
     status["conditions"] = conditions;
@@ -328,8 +328,9 @@ std::string WorkloadsTable(const Engine& engine) {
   for (const auto& [key, wl] : engine.workloads()) {
     std::string reason = wl.phase == Phase::kPending ? wl.pending_reason : "";
     if (wl.phase == Phase::kRejected) {
-      auto it = wl.conditions.find("QuotaReserved");
-      if (it != wl.conditions.end()) reason = it->second.message;
+      const projections::Condition* c =
+          wl.conditions.Find(projections::ConditionType::kQuotaReserved);
+      if (c != nullptr) reason = c->message;
     }
     rows.push_back({wl.ns, wl.name, wl.queue_name, std::to_string(wl.priority),
                     projections::PhaseName(wl.phase), wl.cluster_queue,

@@ -57,15 +57,13 @@ std::string Engine::FencingToken(const WorkloadState& wl) {
   return wl.uid + "/" + std::to_string(wl.generation);
 }
 
-void Engine::SetCondition(WorkloadState& wl, std::string_view type, bool status,
+void Engine::SetCondition(WorkloadState& wl, ConditionType type, bool status,
                           std::string_view reason, std::string_view message, int64_t now) {
   // Views, and assign() into the strings already there: most calls pass literals, and most
   // set a condition the workload already has.
-  auto it = wl.conditions.find(type);
-  if (it == wl.conditions.end()) it = wl.conditions.emplace(std::string(type), Condition{}).first;
-  Condition& c = it->second;
-  if (c.type.empty() || c.status != status) c.last_transition_ns = now;
-  if (c.type.empty()) c.type.assign(type);
+  bool added = false;
+  Condition& c = wl.conditions.Upsert(type, &added);
+  if (added || c.status != status) c.last_transition_ns = now;
   c.status = status;
   c.reason.assign(reason);
   c.message.assign(message);
@@ -356,13 +354,12 @@ void Engine::SetPending(WorkloadState& wl, const std::string& reason, const std:
   const char* condition_reason = reason == "Inadmissible" ? "Inadmissible" : "Pending";
   if (wl.pending_reason == reason && wl.pending_message == message) {
     // Nothing changes (the common case of a head nominated again): skip the condition update.
-    auto c = wl.conditions.find("QuotaReserved");
-    if (c != wl.conditions.end() && !c->second.status && c->second.reason == condition_reason &&
-        c->second.message == message) {
+    const Condition* c = wl.conditions.Find(ConditionType::kQuotaReserved);
+    if (c != nullptr && !c->status && c->reason == condition_reason && c->message == message) {
       return;
     }
   }
-  SetCondition(wl, "QuotaReserved", false, condition_reason, message, now);
+  SetCondition(wl, ConditionType::kQuotaReserved, false, condition_reason, message, now);
   if (wl.pending_reason == reason && wl.pending_message == message) return;
   wl.pending_reason = reason;
   wl.pending_message = message;
@@ -392,9 +389,9 @@ void Engine::Reserve(WorkloadState& wl, Nomination& n, int64_t now) {
   AddUsage(wl.cluster_queue, wl.admission.usage, +1);
 
   const std::string message = "Quota reserved in ClusterQueue " + wl.cluster_queue;
-  SetCondition(wl, "QuotaReserved", true, "QuotaReserved", message, now);
-  SetCondition(wl, "Evicted", false, "", "", now);
-  SetCondition(wl, "Preempted", false, "", "", now);
+  SetCondition(wl, ConditionType::kQuotaReserved, true, "QuotaReserved", message, now);
+  SetCondition(wl, ConditionType::kEvicted, false, "", "", now);
+  SetCondition(wl, ConditionType::kPreempted, false, "", "", now);
   auto r = NewDecision(current_sequence_).initBody().initQuotaReserved();
   Ref(r.initWorkload(), wl);
   r.setGeneration(wl.generation);
@@ -435,8 +432,8 @@ void Engine::ReleaseQuota(WorkloadState& wl, const std::string& reason, int64_t 
   RemoveHolder(cq, wl);
   wl.fencing_token.clear();
   AddUsage(wl.cluster_queue, wl.admission.usage, -1);
-  SetCondition(wl, "QuotaReserved", false, reason, "Quota released: " + reason, now);
-  SetCondition(wl, "Admitted", false, reason, "Quota released: " + reason, now);
+  SetCondition(wl, ConditionType::kQuotaReserved, false, reason, "Quota released: " + reason, now);
+  SetCondition(wl, ConditionType::kAdmitted, false, reason, "Quota released: " + reason, now);
   auto d = NewDecision(current_sequence_).initBody().initQuotaReleased();
   Ref(d.initWorkload(), wl);
   d.setGeneration(wl.generation);
@@ -452,9 +449,9 @@ void Engine::RequeueAfterEviction(WorkloadState& wl, int64_t now) {
   // A preempted workload keeps its creation time as its queue position (Kueue's
   // GetQueueOrderTimestamp only moves it for PodsReadyTimeout and AdmissionCheck evictions).
   ++wl.requeue_count;
-  auto evicted = wl.conditions.find("Evicted");
-  const std::string reason = evicted != wl.conditions.end() ? evicted->second.reason : "Evicted";
-  SetCondition(wl, "Requeued", true, reason, "Requeued after eviction", now);
+  const Condition* evicted = wl.conditions.Find(ConditionType::kEvicted);
+  const std::string reason = evicted != nullptr ? evicted->reason : "Evicted";
+  SetCondition(wl, ConditionType::kRequeued, true, reason, "Requeued after eviction", now);
   auto d = NewDecision(current_sequence_).initBody().initRequeued();
   Ref(d.initWorkload(), wl);
   d.setRequeueAtNs(now);
@@ -469,7 +466,7 @@ void Engine::Evict(WorkloadState& victim, const std::string& reason, const std::
   ADM_CHECK(Evictable(victim.phase), "evicting %s in phase %s", victim.name.c_str(),
             PhaseName(victim.phase));
   if (preemptor != nullptr) {
-    SetCondition(victim, "Preempted", true, preempt_reason, message, now);
+    SetCondition(victim, ConditionType::kPreempted, true, preempt_reason, message, now);
     auto p = NewDecision(current_sequence_).initBody().initPreempted();
     Ref(p.initWorkload(), victim);
     Ref(p.initPreemptor(), *preemptor);

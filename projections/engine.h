@@ -14,11 +14,11 @@
 #include <string_view>
 #include <vector>
 
+#include "projections/conditions.h"
 #include "projections/model.h"
 #include <capnp/message.h>
 
 #include "projections/quota_tree.h"
-#include "projections/small_map.h"
 #include "schema/result.h"
 
 #include "schema/events.capnp.h"
@@ -57,14 +57,6 @@ struct CheckStatus {
   std::string message;
   int64_t last_transition_ns = 0;  // Pending since, Ready since...
   uint64_t report_sequence = 0;    // the report this state came from (0: none yet)
-};
-
-struct Condition {
-  std::string type;      // QuotaReserved, Admitted, Evicted, Preempted, Requeued, Finished...
-  bool status = false;
-  std::string reason;
-  std::string message;
-  int64_t last_transition_ns = 0;
 };
 
 struct WorkloadState {
@@ -108,7 +100,7 @@ struct WorkloadState {
   std::string deactivate_reason, deactivate_message;
   std::string pending_reason;
   std::string pending_message;
-  SmallStringMap<Condition> conditions;  // by type
+  ConditionSet conditions;
   uint64_t submitted_sequence = 0;
   int32_t holder_index = -1;       // its place in its ClusterQueue's holders while holding quota
 };
@@ -361,7 +353,7 @@ class Engine {
   void SetPending(WorkloadState& wl, const std::string& reason, const std::string& message,
                   const std::string& resource, const std::string& flavor, int64_t shortfall,
                   int64_t now, bool emit);
-  static void SetCondition(WorkloadState& wl, std::string_view type, bool status,
+  static void SetCondition(WorkloadState& wl, ConditionType type, bool status,
                            std::string_view reason, std::string_view message, int64_t now);
   static std::string FencingToken(const WorkloadState& wl);
 

@@ -418,9 +418,9 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
   cq.admitted.emplace(w.key, &w);
   AddHolder(cq, w);
   AddUsage(w.cluster_queue, w.admission.usage, +1);
-  SetCondition(w, "QuotaReserved", true, "QuotaReserved",
+  SetCondition(w, ConditionType::kQuotaReserved, true, "QuotaReserved",
                "Imported with its admission in ClusterQueue " + w.cluster_queue, now);
-  SetCondition(w, "Admitted", true, "Admitted", "Imported as admitted", now);
+  SetCondition(w, ConditionType::kAdmitted, true, "Admitted", "Imported as admitted", now);
   auto d = NewDecision(seq).initBody().initAdmitted();
   Ref(d.initWorkload(), w);
   d.setGeneration(w.generation);
@@ -437,7 +437,7 @@ void Engine::Finish(const std::string& key, const std::string& message, int64_t 
   if (HoldsQuota(wl.phase)) ReleaseQuota(wl, "Finished", now);
   wl.fencing_token.clear();
   wl.phase = Phase::kFinished;
-  SetCondition(wl, "Finished", true, "Succeeded", message.empty() ? "Job finished" : message, now);
+  SetCondition(wl, ConditionType::kFinished, true, "Succeeded", message.empty() ? "Job finished" : message, now);
 }
 
 void Engine::Remove(const std::string& key, int64_t now) {
@@ -449,7 +449,7 @@ void Engine::Remove(const std::string& key, int64_t now) {
   if (HoldsQuota(wl.phase)) ReleaseQuota(wl, "Deleted", now);
   wl.fencing_token.clear();
   wl.phase = Phase::kDeleted;
-  SetCondition(wl, "Finished", true, "Deleted", "Workload deleted", now);
+  SetCondition(wl, ConditionType::kFinished, true, "Deleted", "Workload deleted", now);
 }
 
 void Engine::PodsReport(schema::PodsReported::Reader report, int64_t now) {

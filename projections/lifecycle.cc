@@ -281,7 +281,7 @@ void Engine::TryAdmit(WorkloadState& wl, int64_t now) {
   wl.admitted_at_ns = now;
   wl.fencing_token = TokenOf(wl);
   wl.pods_ready = false;
-  SetCondition(wl, "Admitted", true, "Admitted", "The workload is admitted", now);
+  SetCondition(wl, ConditionType::kAdmitted, true, "Admitted", "The workload is admitted", now);
   auto a = NewDecision(current_sequence_).initBody().initAdmitted();
   Ref(a.initWorkload(), wl);
   a.setGeneration(wl.generation);
@@ -363,8 +363,8 @@ void Engine::ReleaseAndRetry(WorkloadState& wl, const std::string& reason,
   const int64_t wait = requeue_after_ns > 0 ? requeue_after_ns
                                             : Backoff(wl, base, max > 0 ? max : base, wl.check_retries);
   wl.requeue_at_ns = now + wait;
-  SetCondition(wl, "Requeued", false, reason, message, now);
-  SetCondition(wl, "QuotaReserved", false, reason, message, now);
+  SetCondition(wl, ConditionType::kRequeued, false, reason, message, now);
+  SetCondition(wl, ConditionType::kQuotaReserved, false, reason, message, now);
   auto d = NewDecision(current_sequence_).initBody().initRequeued();
   Ref(d.initWorkload(), wl);
   d.setRequeueAtNs(wl.requeue_at_ns);
@@ -391,7 +391,7 @@ void Engine::Deactivate(WorkloadState& wl, const std::string& reason, const std:
   if (HoldsQuota(wl.phase)) ReleaseQuota(wl, reason, now);
   wl.phase = Phase::kDeactivated;
   wl.fencing_token.clear();
-  SetCondition(wl, "Deactivated", true, reason, message, now);
+  SetCondition(wl, ConditionType::kDeactivated, true, reason, message, now);
   auto d = NewDecision(current_sequence_).initBody().initDeactivated();
   Ref(d.initWorkload(), wl);
   d.setReason(reason);
@@ -408,7 +408,7 @@ void Engine::EvictForReason(WorkloadState& wl, const std::string& reason,
   wl.phase = Phase::kEvicting;
   cqs_.at(wl.cluster_queue).holders[static_cast<size_t>(wl.holder_index)].evictable = false;
   wl.fencing_token.clear();  // the token of this admission is no longer valid
-  SetCondition(wl, "Evicted", true, reason, message, now);
+  SetCondition(wl, ConditionType::kEvicted, true, reason, message, now);
   auto e = NewDecision(current_sequence_).initBody().initEvictionStarted();
   Ref(e.initWorkload(), wl);
   e.setGeneration(wl.generation);
@@ -458,7 +458,7 @@ void Engine::PodsGone(WorkloadState& wl, const std::string& why, int64_t now) {
                                  int64_t{config_.backoff_max_seconds} * 1'000'000'000,
                                  wl.pods_ready_requeues);
     wl.requeue_at_ns = now + wait;
-    SetCondition(wl, "Requeued", false, "PodsReadyTimeout", "waiting out the backoff", now);
+    SetCondition(wl, ConditionType::kRequeued, false, "PodsReadyTimeout", "waiting out the backoff", now);
     auto d = NewDecision(current_sequence_).initBody().initRequeued();
     Ref(d.initWorkload(), wl);
     d.setRequeueAtNs(wl.requeue_at_ns);
@@ -648,7 +648,7 @@ bool Engine::FireTimers(int64_t now) {
     } else if (kind == "requeue") {
       if (wl.phase != Phase::kPending || wl.queued || wl.requeue_at_ns > now) continue;
       wl.requeue_at_ns = 0;
-      SetCondition(wl, "Requeued", true, "BackoffFinished", "The backoff is over", now);
+      SetCondition(wl, ConditionType::kRequeued, true, "BackoffFinished", "The backoff is over", now);
       Enqueue(wl, now);
       changed = true;
     } else if (kind == "podsready") {

@@ -728,7 +728,7 @@ bool Engine::RunCycle(int64_t now) {
     if (e.n.never_fits) {
       Dequeue(wl);
       wl.phase = Phase::kRejected;
-      SetCondition(wl, "QuotaReserved", false, "Rejected", e.n.message, now);
+      SetCondition(wl, ConditionType::kQuotaReserved, false, "Rejected", e.n.message, now);
       auto r = NewDecision(current_sequence_).initBody().initRejected();
       Ref(r.initWorkload(), wl);
       r.setReason(e.n.reason);

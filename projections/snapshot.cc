@@ -308,9 +308,10 @@ void SnapshotCodec::SaveWorkload(const std::string& key, const WorkloadState& w,
   b.setPendingMessage(w.pending_message);
   auto conditions = b.initConditions(Count(w.conditions.size(), "conditions"));
   i = 0;
-  for (const auto& [k, c] : w.conditions) {
-    conditions[i].setKey(k);
-    conditions[i].setType(c.type);
+  for (const Condition& c : w.conditions) {
+    // Key and type are the same name: the format is that of a map keyed by the type.
+    conditions[i].setKey(std::string(c.type_name()));
+    conditions[i].setType(std::string(c.type_name()));
     conditions[i].setStatus(c.status);
     conditions[i].setReason(c.reason);
     conditions[i].setMessage(c.message);
@@ -390,9 +391,18 @@ WorkloadState SnapshotCodec::LoadWorkload(const Engine& e, snap::WorkloadState::
   w.pending_reason = Str(r.getPendingReason());
   w.pending_message = Str(r.getPendingMessage());
   for (auto c : r.getConditions()) {
-    Condition cond{Str(c.getType()), c.getStatus(), Str(c.getReason()), Str(c.getMessage()),
-                   c.getLastTransitionNs()};
-    InsertUnique(w.conditions, Str(c.getKey()), std::move(cond), "condition");
+    const std::string key = Str(c.getKey());
+    auto type = ParseConditionType(key);
+    if (!type || Str(c.getType()) != key) {
+      Corrupt("workload " + w.ns + "/" + w.name + ": condition " + key + " of type " + Str(c.getType()));
+    }
+    bool added = false;
+    Condition& cond = w.conditions.Upsert(*type, &added);
+    if (!added) Corrupt("workload " + w.ns + "/" + w.name + ": condition " + key + " twice");
+    cond.status = c.getStatus();
+    cond.reason = Str(c.getReason());
+    cond.message = Str(c.getMessage());
+    cond.last_transition_ns = c.getLastTransitionNs();
   }
   w.submitted_sequence = r.getSubmittedSequence();
   return w;

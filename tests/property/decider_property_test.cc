@@ -476,13 +476,13 @@ void CheckLifecycle(const projections::Engine& engine) {
         RC_ASSERT(!wl.checks.empty());
         break;
       case projections::Phase::kEvicting: {
-        auto c = wl.conditions.find("Evicted");
-        RC_ASSERT(c != wl.conditions.end() && !c->second.reason.empty());
+        const projections::Condition* c = wl.conditions.Find(projections::ConditionType::kEvicted);
+        RC_ASSERT(c != nullptr && !c->reason.empty());
         break;
       }
       case projections::Phase::kDeactivated: {
-        auto c = wl.conditions.find("Deactivated");
-        RC_ASSERT(c != wl.conditions.end() && !c->second.reason.empty());
+        const projections::Condition* c = wl.conditions.Find(projections::ConditionType::kDeactivated);
+        RC_ASSERT(c != nullptr && !c->reason.empty());
         break;
       }
       default:

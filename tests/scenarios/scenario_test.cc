@@ -296,7 +296,7 @@ class Scenario : public ::testing::TestWithParam<std::string> {
     }
     if (want["message"]) {
       std::string text = wl.pending_message;
-      for (const auto& [type, c] : wl.conditions) text += " | " + c.message;
+      for (const projections::Condition& c : wl.conditions) text += " | " + c.message;
       EXPECT_NE(text.find(want["message"].as<std::string>()), std::string::npos)
           << ctx << ": message '" << want["message"].as<std::string>() << "' not in: " << text;
     }
@@ -331,14 +331,14 @@ class Scenario : public ::testing::TestWithParam<std::string> {
       }
     }
     if (want["preempted"]) {
-      auto c = wl.conditions.find("Preempted");
-      const bool preempted = c != wl.conditions.end() && c->second.status;
+      const projections::Condition* c = wl.conditions.Find(projections::ConditionType::kPreempted);
+      const bool preempted = c != nullptr && c->status;
       EXPECT_EQ(preempted, want["preempted"].as<bool>()) << ctx;
     }
     if (want["preemptedReason"]) {
-      auto c = wl.conditions.find("Preempted");
-      ASSERT_NE(c, wl.conditions.end()) << ctx;
-      EXPECT_EQ(c->second.reason, want["preemptedReason"].as<std::string>()) << ctx;
+      const projections::Condition* c = wl.conditions.Find(projections::ConditionType::kPreempted);
+      ASSERT_NE(c, nullptr) << ctx;
+      EXPECT_EQ(c->reason, want["preemptedReason"].as<std::string>()) << ctx;
     }
     if (want["checks"]) {
       for (const auto& c : want["checks"]) {

@@ -3,6 +3,7 @@
 #include "projections/engine.h"
 
 #include <algorithm>
+#include <charconv>
 
 #include <capnp/message.h>
 
@@ -117,16 +118,35 @@ Engine::BatchDecisions Engine::EndBatchDecisions(uint64_t batch_last_sequence, i
 
 std::string Engine::ClassKey(const WorkloadState& wl) {
   // Everything that decides whether a workload fits, and nothing else: two workloads with
-  // the same key fit or fail together (Kueue's scheduling equivalence hash).
-  std::string key = std::to_string(wl.priority) + "|" + wl.queue_name + "|" + wl.ns;
+  // the same key fit or fail together (Kueue's scheduling equivalence hash). Appended in
+  // place (one workload's key is built at every submission).
+  std::string key;
+  key.reserve(64);
+  auto number = [&key](int64_t v) {
+    char buf[24];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    key.append(buf, end);
+  };
+  number(wl.priority);
+  key.append("|").append(wl.queue_name).append("|").append(wl.ns);
   for (const PodSetSpec& ps : wl.pod_sets) {
-    key += "|" + ps.name + ":" + std::to_string(ps.count) + ":" + std::to_string(ps.min_count);
-    for (const auto& [r, v] : ps.requests) key += ":" + std::to_string(r) + "=" + std::to_string(v);
-    for (const auto& [k, v] : ps.node_selector) key += ";s" + k + "=" + v;
-    for (const Toleration& t : ps.tolerations) key += ";t" + t.key + t.op + t.value + t.effect;
+    key.append("|").append(ps.name).append(":");
+    number(ps.count);
+    key.append(":");
+    number(ps.min_count);
+    for (const auto& [r, v] : ps.requests) {
+      key.append(":");
+      number(r);
+      key.append("=");
+      number(v);
+    }
+    for (const auto& [k, v] : ps.node_selector) key.append(";s").append(k).append("=").append(v);
+    for (const Toleration& t : ps.tolerations) {
+      key.append(";t").append(t.key).append(t.op).append(t.value).append(t.effect);
+    }
     for (const Requirement& r : ps.affinity) {
-      key += ";a" + r.key + r.op;
-      for (const std::string& v : r.values) key += "," + v;
+      key.append(";a").append(r.key).append(r.op);
+      for (const std::string& v : r.values) key.append(",").append(v);
     }
   }
   return key;
@@ -163,11 +183,15 @@ void Engine::Enqueue(WorkloadState& wl, int64_t now) {
     SetPending(wl, "Inadmissible", message, "", "", 0, now, /*emit=*/true);
     return;
   }
-  orphans_.erase(wl.key);
-  wl.cluster_queue = cq_name;
-  ClusterQueueState& cq = cqs_[cq_name];
+  if (!orphans_.empty()) orphans_.erase(wl.key);
+  if (wl.cluster_queue != cq_name) {
+    wl.cluster_queue = cq_name;
+    wl.cq_state = nullptr;
+  }
+  ClusterQueueState& cq = CqState(wl);
   EquivalenceClass& cls = cq.classes[wl.class_key];
   cls.members.insert(QueueKey{wl.priority, wl.queued_at_ns, wl.submitted_sequence, &wl});
+  wl.queued_class = &cls;
   // A new member does not change whether its class fits; a new class deserves a look.
   if (cls.members.size() == 1) cls.inadmissible = false;
   ++cq.pending;
@@ -185,13 +209,13 @@ void Engine::Enqueue(WorkloadState& wl, int64_t now) {
 
 void Engine::Dequeue(WorkloadState& wl) {
   ADM_CHECK(wl.queued, "%s/%s not queued", wl.ns.c_str(), wl.name.c_str());
-  ClusterQueueState& cq = cqs_[wl.cluster_queue];
-  auto cls = cq.classes.find(wl.class_key);
-  ADM_CHECK(cls != cq.classes.end(), "class of %s missing", wl.name.c_str());
-  size_t erased = cls->second.members.erase(
+  ClusterQueueState& cq = CqState(wl);
+  ADM_CHECK(wl.queued_class != nullptr, "class of %s missing", wl.name.c_str());
+  size_t erased = wl.queued_class->members.erase(
       QueueKey{wl.priority, wl.queued_at_ns, wl.submitted_sequence, &wl});
   ADM_CHECK(erased == 1, "%s/%s not in its class", wl.ns.c_str(), wl.name.c_str());
-  if (cls->second.members.empty()) cq.classes.erase(cls);
+  if (wl.queued_class->members.empty()) cq.classes.erase(wl.class_key);
+  wl.queued_class = nullptr;
   --cq.pending;
   wl.queued = false;
 }
@@ -273,8 +297,8 @@ void Engine::RebuildTreeIfNeeded() {
   tree_dirty_ = false;
 }
 
-void Engine::AddUsage(const std::string& cq_name, const FrQuantities& usage, int sign) {
-  ClusterQueueState& cq = cqs_[cq_name];
+void Engine::AddUsage(ClusterQueueState& cq, const std::string& cq_name, const FrQuantities& usage,
+                      int sign) {
   for (const auto& [fr, amount] : usage) {
     int64_t& u = cq.usage[fr];
     u += sign * amount;
@@ -374,7 +398,7 @@ void Engine::SetPending(WorkloadState& wl, const std::string& reason, const std:
 }
 
 void Engine::Reserve(WorkloadState& wl, Nomination& n, int64_t now) {
-  ClusterQueueState& cq = cqs_[wl.cluster_queue];
+  ClusterQueueState& cq = CqState(wl);
   Dequeue(wl);
   wl.phase = Phase::kReserved;
   wl.pending_since_ns = 0;
@@ -386,7 +410,7 @@ void Engine::Reserve(WorkloadState& wl, Nomination& n, int64_t now) {
   wl.pending_message.clear();
   cq.admitted.emplace(wl.key, &wl);
   AddHolder(cq, wl);
-  AddUsage(wl.cluster_queue, wl.admission.usage, +1);
+  AddUsage(cq, wl.cluster_queue, wl.admission.usage, +1);
 
   const std::string message = "Quota reserved in ClusterQueue " + wl.cluster_queue;
   SetCondition(wl, ConditionType::kQuotaReserved, true, "QuotaReserved", message, now);
@@ -426,14 +450,15 @@ void Engine::Reserve(WorkloadState& wl, Nomination& n, int64_t now) {
 }
 
 void Engine::ReleaseQuota(WorkloadState& wl, const std::string& reason, int64_t now) {
-  ClusterQueueState& cq = cqs_[wl.cluster_queue];
+  ClusterQueueState& cq = CqState(wl);
   size_t erased = cq.admitted.erase(wl.key);
   ADM_CHECK(erased == 1, "%s/%s held no quota", wl.ns.c_str(), wl.name.c_str());
   RemoveHolder(cq, wl);
   wl.fencing_token.clear();
-  AddUsage(wl.cluster_queue, wl.admission.usage, -1);
-  SetCondition(wl, ConditionType::kQuotaReserved, false, reason, "Quota released: " + reason, now);
-  SetCondition(wl, ConditionType::kAdmitted, false, reason, "Quota released: " + reason, now);
+  AddUsage(cq, wl.cluster_queue, wl.admission.usage, -1);
+  const std::string message = "Quota released: " + reason;
+  SetCondition(wl, ConditionType::kQuotaReserved, false, reason, message, now);
+  SetCondition(wl, ConditionType::kAdmitted, false, reason, message, now);
   auto d = NewDecision(current_sequence_).initBody().initQuotaReleased();
   Ref(d.initWorkload(), wl);
   d.setGeneration(wl.generation);

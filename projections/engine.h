@@ -59,6 +59,9 @@ struct CheckStatus {
   uint64_t report_sequence = 0;    // the report this state came from (0: none yet)
 };
 
+struct ClusterQueueState;
+struct EquivalenceClass;
+
 struct WorkloadState {
   std::string ns, name, uid, queue_name;
   std::string key;                 // namespace/name: the key of Engine::workloads()
@@ -103,6 +106,11 @@ struct WorkloadState {
   ConditionSet conditions;
   uint64_t submitted_sequence = 0;
   int32_t holder_index = -1;       // its place in its ClusterQueue's holders while holding quota
+  // Derived lookups, not stored in snapshots (Engine owns both; its maps never move entries):
+  // the state of `cluster_queue` once looked up (Engine::CqState; reset when it changes), and
+  // the class it is a member of while queued (set by Enqueue and on restore).
+  ClusterQueueState* cq_state = nullptr;
+  EquivalenceClass* queued_class = nullptr;
 };
 
 // A quota holder of a ClusterQueue as the preemption search reads it: what it filters and
@@ -338,7 +346,14 @@ class Engine {
   void TreeRebuilt();
   uint64_t tree_epoch_ = 1;                      // bumped by every tree rebuild
   std::vector<ClusterQueueState*> cq_by_node_;   // tree node -> its state (nullptr: a cohort)
-  void AddUsage(const std::string& cq_name, const FrQuantities& usage, int sign);
+  void AddUsage(ClusterQueueState& cq, const std::string& cq_name, const FrQuantities& usage,
+                int sign);
+  // cqs_[wl.cluster_queue], looked up once per ClusterQueue the workload goes to (entries of
+  // cqs_ are never erased).
+  ClusterQueueState& CqState(WorkloadState& wl) {
+    if (wl.cq_state == nullptr) wl.cq_state = &cqs_[wl.cluster_queue];
+    return *wl.cq_state;
+  }
   // Keep ClusterQueueState::holders in step with `admitted`.
   static void AddHolder(ClusterQueueState& cq, WorkloadState& wl);
   static void RemoveHolder(ClusterQueueState& cq, WorkloadState& wl);
@@ -366,7 +381,8 @@ class Engine {
   // Weighted dominant resource share (integer, per mille) of a ClusterQueue, optionally with
   // `extra` usage added.
   int64_t DominantShare(int cq_node, const FrQuantities* extra) const;
-  Nomination Nominate(const WorkloadState& wl);
+  // `cq`: the state of the workload's ClusterQueue, whose queue it heads.
+  Nomination Nominate(const WorkloadState& wl, const ClusterQueueState& cq);
   Nomination AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec& spec, int cq_node,
                            const std::vector<int32_t>& counts) const;
   std::vector<WorkloadState*> FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec,

@@ -407,7 +407,7 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
   auto [it, inserted] = workloads_.emplace(key, std::move(state));
   uid_pending_.push_back(&it->second);
   WorkloadState& w = it->second;
-  ClusterQueueState& cq = cqs_[w.cluster_queue];
+  ClusterQueueState& cq = CqState(w);
   RebuildTreeIfNeeded();
   w.phase = Phase::kAdmitted;
   w.generation = 1;
@@ -417,7 +417,7 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
   w.reserved_at_ns = now;
   cq.admitted.emplace(w.key, &w);
   AddHolder(cq, w);
-  AddUsage(w.cluster_queue, w.admission.usage, +1);
+  AddUsage(cq, w.cluster_queue, w.admission.usage, +1);
   SetCondition(w, ConditionType::kQuotaReserved, true, "QuotaReserved",
                "Imported with its admission in ClusterQueue " + w.cluster_queue, now);
   SetCondition(w, ConditionType::kAdmitted, true, "Admitted", "Imported as admitted", now);

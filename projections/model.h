@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -15,12 +16,17 @@ namespace admission::projections {
 // they are the same in every replay.
 class Interner {
  public:
-  int Id(const std::string& name) {
-    auto [it, inserted] = ids_.emplace(name, static_cast<int>(names_.size()));
-    if (inserted) names_.push_back(name);
-    return it->second;
+  // Looks the name up before inserting: most calls name a known resource or flavor, and a map
+  // insertion would build (and drop) a node each time.
+  int Id(std::string_view name) {
+    auto it = ids_.find(name);
+    if (it != ids_.end()) return it->second;
+    const int id = static_cast<int>(names_.size());
+    ids_.emplace(std::string(name), id);
+    names_.emplace_back(name);
+    return id;
   }
-  std::optional<int> Find(const std::string& name) const {
+  std::optional<int> Find(std::string_view name) const {
     auto it = ids_.find(name);
     if (it == ids_.end()) return std::nullopt;
     return it->second;
@@ -29,7 +35,7 @@ class Interner {
   size_t size() const { return names_.size(); }
 
  private:
-  std::map<std::string, int> ids_;
+  std::map<std::string, int, std::less<>> ids_;
   std::vector<std::string> names_;
 };
 

@@ -236,8 +236,7 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
   return n;
 }
 
-Nomination Engine::Nominate(const WorkloadState& wl) {
-  const ClusterQueueState& cq = cqs_.at(wl.cluster_queue);
+Nomination Engine::Nominate(const WorkloadState& wl, const ClusterQueueState& cq) {
   const ClusterQueueSpec& spec = *cq.spec;
   const int node = NodeOf(cq, wl.cluster_queue);
   ADM_CHECK(node >= 0, "ClusterQueue %s not in the tree", wl.cluster_queue.c_str());
@@ -617,7 +616,7 @@ bool Engine::RunCycle(int64_t now) {
       continue;
     }
     WorkloadState& wl = *head;
-    entries.push_back(Entry{head, &cq, head_class, Nominate(wl), 0, EffectivePriority(wl, now), wl.queued_at_ns,
+    entries.push_back(Entry{head, &cq, head_class, Nominate(wl, cq), 0, EffectivePriority(wl, now), wl.queued_at_ns,
                             wl.submitted_sequence});
   }
   for (auto name : idle) active_.erase(name);

@@ -813,6 +813,8 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
 //    workloads: the order reads the workload's uid and key.)
 //  - WorkloadState.key and .local_queue_key: namespace/name and namespace/queue_name.
 //  - stopped_local_queues_: counted from the LocalQueue specs.
+//  - WorkloadState::queued_class: a queued workload's class (checked below); cq_state is
+//    looked up again on first use.
 //  - The quota tree: rebuilt from the specs and the usage. A clean tree (tree_dirty_ false) is
 //    rebuilt from the ClusterQueues it held when last built (`tree_cluster_queues`: a deleted
 //    ClusterQueue stays in it while it held usage then), so node ids and the nodes present are
@@ -874,6 +876,7 @@ Status Engine::RestoreDerivedState(const std::set<std::string>& tree_cluster_que
         return corrupt(key + " is queued but not in its class of ClusterQueue " +
                        wl.cluster_queue);
       }
+      wl.queued_class = &cls->second;
       ++queued_in[wl.cluster_queue];
     }
   }

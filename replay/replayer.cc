@@ -47,9 +47,29 @@ struct FetchedEvent {
   schema::EventEnvelope envelope{};
   std::optional<schema::DecodedEvent> decoded;  // inputs (every event when asked)
 };
+// An allocator whose resize() leaves new words uninitialized: a chunk's buffer is grown event
+// by event and each event's bytes are copied over its words at once, so zeroing them first
+// would write every byte twice.
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;  // default-initialized: no zeroing for a trivial type
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
 struct FetchedChunk {
   Status status;
-  std::vector<capnp::word> words;
+  std::vector<capnp::word, UninitializedAllocator<capnp::word>> words;
   std::vector<FetchedEvent> events;
 
   kj::ArrayPtr<const capnp::word> Words(size_t i) const {
@@ -110,8 +130,13 @@ FetchedChunk Fetch(ledger::EventLog& log, Sequence from, size_t count, bool deco
     e.sequence = sequence;
     e.offset = chunk.words.size();
     e.bytes = bytes.size();
-    chunk.words.resize(e.offset + (bytes.size() + sizeof(capnp::word) - 1) / sizeof(capnp::word));
-    if (!bytes.empty()) std::memcpy(chunk.words.data() + e.offset, bytes.data(), bytes.size());
+    const size_t word_count = (bytes.size() + sizeof(capnp::word) - 1) / sizeof(capnp::word);
+    chunk.words.resize(e.offset + word_count);
+    if (word_count > 0) {
+      // A partial last word (the event is malformed) is zero past its bytes.
+      chunk.words[e.offset + word_count - 1] = capnp::word{};
+      std::memcpy(chunk.words.data() + e.offset, bytes.data(), bytes.size());
+    }
     chunk.events.push_back(std::move(e));
   });
   if (!shown.ok()) {

@@ -12,7 +12,9 @@
 #include <capnp/dynamic.h>
 #include <capnp/schema.h>
 #include <kj/exception.h>
-#include <openssl/evp.h>
+// SHA256_Init and friends (see Sha256Digest).
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
 
 namespace admission {
 
@@ -89,56 +91,29 @@ std::string_view CanonicalBytesInto(Event::Reader event, std::vector<capnp::word
 
 namespace {
 
-// One digest context per thread, reused, and the SHA-256 implementation fetched once: creating
-// an EVP context per event costs more than hashing a small event, and OpenSSL 3 looks the
-// algorithm up in its provider tables on every EVP_DigestInit_ex(EVP_sha256()).
-EVP_MD* FetchedSha256() {
-  static EVP_MD* const md = [] {
-    EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-    ADM_CHECK(fetched != nullptr, "EVP_MD_fetch(SHA256)");
-    return fetched;  // kept for the life of the process
-  }();
-  return md;
+// SHA-256 through OpenSSL's SHA256_* functions, not EVP: they are deprecated in OpenSSL 3 but
+// run the same implementation (SHA-NI where the CPU has it) without EVP's provider dispatch,
+// which costs about a fifth of hashing a typical decision (replay hashes every one; measured
+// with a 532-byte input: 0.36 against 0.44 us). The context lives on the stack.
+Hash Sha256Digest(std::string_view a, std::string_view b) {
+  Hash out{};
+  SHA256_CTX ctx;
+  ADM_CHECK(SHA256_Init(&ctx) == 1, "sha256 init");
+  ADM_CHECK(SHA256_Update(&ctx, a.data(), a.size()) == 1, "sha256 update");
+  if (!b.empty()) ADM_CHECK(SHA256_Update(&ctx, b.data(), b.size()) == 1, "sha256 update");
+  ADM_CHECK(SHA256_Final(out.data(), &ctx) == 1, "sha256 final");
+  return out;
 }
-
-class Sha256 {
- public:
-  Sha256() : md_(FetchedSha256()), ctx_(EVP_MD_CTX_new()) {
-    ADM_CHECK(ctx_ != nullptr, "EVP_MD_CTX_new");
-  }
-  ~Sha256() { EVP_MD_CTX_free(ctx_); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-
-  Hash Digest(std::string_view a, std::string_view b) {
-    Hash out{};
-    unsigned int length = 0;
-    ADM_CHECK(EVP_DigestInit_ex2(ctx_, md_, nullptr) == 1, "sha256 init");
-    ADM_CHECK(EVP_DigestUpdate(ctx_, a.data(), a.size()) == 1, "sha256 update");
-    ADM_CHECK(EVP_DigestUpdate(ctx_, b.data(), b.size()) == 1, "sha256 update");
-    ADM_CHECK(EVP_DigestFinal_ex(ctx_, out.data(), &length) == 1 && length == out.size(),
-              "sha256 final: %u", length);
-    return out;
-  }
-
- private:
-  EVP_MD* const md_;
-  EVP_MD_CTX* const ctx_;
-};
 
 }  // namespace
 
 Hash ChainHash(const Hash& previous, std::string_view canonical_bytes) {
-  thread_local Sha256 sha;
-  return sha.Digest(std::string_view(reinterpret_cast<const char*>(previous.data()),
-                                     previous.size()),
-                    canonical_bytes);
+  return Sha256Digest(std::string_view(reinterpret_cast<const char*>(previous.data()),
+                                       previous.size()),
+                      canonical_bytes);
 }
 
-Hash Sha256Of(std::string_view bytes) {
-  thread_local Sha256 sha;
-  return sha.Digest(bytes, std::string_view());
-}
+Hash Sha256Of(std::string_view bytes) { return Sha256Digest(bytes, std::string_view()); }
 
 std::string HashHex(const Hash& hash) {
   static const char kDigits[] = "0123456789abcdef";

@@ -504,6 +504,7 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
         }
         if (have) ++produced_next;
         if (options.observer) options.observer(stored.sequence, *chunk.Whole(i));
+        if (options.fold_observer) options.fold_observer(stored.sequence, nullptr);
       } else {
         schema::Event::Reader event = stored.decoded->root();
         if (compared && produced_left()) {
@@ -527,6 +528,7 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
           produced = std::move(batch);
         }
         if (options.observer) options.observer(stored.sequence, event);
+        if (options.fold_observer) options.fold_observer(stored.sequence, &event);
       }
       position_ = stored.sequence;
       ++next;

@@ -66,6 +66,11 @@ using ReplayProgress = std::function<void(uint64_t done, uint64_t total)>;
 // batch's last input also ended the batch).
 using EventObserver = std::function<void(Sequence sequence, schema::Event::Reader event)>;
 
+// Called likewise with every event's sequence, and an input itself (nullptr for a decision,
+// which changes no state). Cheaper than an EventObserver: a decision need not be decoded whole
+// for it, only compared (an EventObserver makes the reading thread walk every decision).
+using FoldObserver = std::function<void(Sequence sequence, const schema::Event::Reader* input)>;
+
 // Test seam, standing in for a deliberately changed decider: given the canonical bytes of a
 // decision the decider just made, returns the bytes replay compares instead. Production code
 // leaves it empty.
@@ -80,6 +85,7 @@ struct ReplayOptions {
   bool verify = true;  // false: fold only (state at a sequence, explain)
   ReplayProgress progress;
   EventObserver observer;
+  FoldObserver fold_observer;  // called after `observer` when both are set
   DecisionAlteration alter_replayed;
   size_t read_chunk = kReplayReadChunk;  // events per read (tests use small ones)
 };

@@ -256,10 +256,12 @@ Result<ComparedReplay> RunComparingSnapshots(Replayer& replayer, const ReplayOpt
   }
   Status failure;
   ReplayOptions with = options;
-  with.observer = [&](Sequence sequence, schema::Event::Reader event) {
-    if (options.observer) options.observer(sequence, event);
-    if (!schema::IsDecision(event.getBody().which())) projections::TrackDefinition(event, &definitions);
-    if (targets.count(sequence) == 0 || !failure.ok()) return;
+  // Sees inputs only (and each decision's sequence): the caller's own observer, if any, still
+  // sees every event whole.
+  with.fold_observer = [&](Sequence sequence, const schema::Event::Reader* input) {
+    if (options.fold_observer) options.fold_observer(sequence, input);
+    if (input != nullptr) projections::TrackDefinition(*input, &definitions);
+    if (targets.empty() || targets.count(sequence) == 0 || !failure.ok()) return;
     SnapshotComparison c;
     c.after = sequence;
     auto stored = store.Read(sequence);

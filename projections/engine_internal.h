@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the engine's translation units. Pure functions only.
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,5 +19,16 @@ const Taint* FindUntoleratedTaint(const std::vector<Taint>& taints,
 bool SelectorMatches(const LabelSelector& selector, const Labels& labels);
 
 std::string FormatMilli(int64_t milli);
+
+// The parts joined, in one allocation (the decider builds a reason string for every flavor a
+// nominated head does not fit, every cycle it stays pending).
+inline std::string Cat(std::initializer_list<std::string_view> parts) {
+  size_t size = 0;
+  for (std::string_view p : parts) size += p.size();
+  std::string out;
+  out.reserve(size);
+  for (std::string_view p : parts) out.append(p);
+  return out;
+}
 
 }  // namespace admission::projections

@@ -45,6 +45,7 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
                                          int cq_node, const std::vector<int32_t>& counts) const {
   Nomination n;
   n.mode = kFit;
+  n.assignment.pod_sets.reserve(wl.pod_sets.size());
   std::vector<std::string> messages;
   FrQuantities total;  // usage of the podSets assigned so far
   bool never = false;
@@ -97,11 +98,11 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
         const std::string& fname = flavor_ids_.Name(fq.flavor);
         const Flavor* flavor = defined[k];
         if (flavor == nullptr) {
-          reasons.push_back("flavor " + fname + " not found");
+          reasons.push_back(Cat({"flavor ", fname, " not found"}));
           continue;
         }
         if (!SelectorMatchesFlavor(ps, flavor->node_labels, allowed_keys)) {
-          reasons.push_back("flavor " + fname + " doesn't match node affinity");
+          reasons.push_back(Cat({"flavor ", fname, " doesn't match node affinity"}));
           no_match = true;
           continue;
         }
@@ -114,8 +115,8 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
         if (const Taint* t = flavor->node_taints.empty()
                                  ? nullptr
                                  : FindUntoleratedTaint(flavor->node_taints, tolerations)) {
-          reasons.push_back("untolerated taint " + t->key + (t->value.empty() ? "" : "=" + t->value) +
-                            ":" + t->effect + " in flavor " + fname);
+          reasons.push_back(Cat({"untolerated taint ", t->key, t->value.empty() ? "" : "=",
+                                 t->value, ":", t->effect, " in flavor ", fname}));
           no_match = true;
           continue;
         }
@@ -139,9 +140,9 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
           if (val > max_capacity) {
             choice.mode = kNoFit;
             exceeds_max = true;
-            reasons.push_back("insufficient quota for " + resources_.Name(r) + " in flavor " +
-                              fname + ", request > maximum capacity (" + FormatMilli(val) +
-                              " > " + FormatMilli(max_capacity) + ")");
+            reasons.push_back(Cat({"insufficient quota for ", resources_.Name(r), " in flavor ",
+                                   fname, ", request > maximum capacity (", FormatMilli(val),
+                                   " > ", FormatMilli(max_capacity), ")"}));
             if (n.resource.empty()) {
               n.resource = resources_.Name(r);
               n.flavor = fname;
@@ -153,9 +154,9 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
           const int64_t capacity_left = FlavorCapacityLeft(fq.flavor, r);
           if (val > capacity_left) {
             choice.mode = kNoFit;
-            reasons.push_back("insufficient node capacity for " + resources_.Name(r) +
-                              " in flavor " + fname + ", " + FormatMilli(val - capacity_left) +
-                              " more needed");
+            reasons.push_back(Cat({"insufficient node capacity for ", resources_.Name(r),
+                                   " in flavor ", fname, ", ", FormatMilli(val - capacity_left),
+                                   " more needed"}));
             break;
           }
           const bool has_parent = tree_.node(cq_node).parent != -1;
@@ -165,9 +166,9 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
             choice.borrow = choice.borrow || borrow;
             continue;
           }
-          reasons.push_back("insufficient unused quota for " + resources_.Name(r) +
-                            " in flavor " + fname + ", " + FormatMilli(val - available) +
-                            " more needed");
+          reasons.push_back(Cat({"insufficient unused quota for ", resources_.Name(r),
+                                 " in flavor ", fname, ", ", FormatMilli(val - available),
+                                 " more needed"}));
           if (n.resource.empty()) {
             n.resource = resources_.Name(r);
             n.flavor = fname;
@@ -205,14 +206,20 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
           n.reason = group_reason;
         }
         std::string joined;
-        for (const std::string& r : reasons) joined += (joined.empty() ? "" : ", ") + r;
-        ps_message = joined;
+        for (const std::string& r : reasons) {
+          if (!joined.empty()) joined.append(", ");
+          joined.append(r);
+        }
+        ps_message = std::move(joined);
         break;
       }
       ps_mode = std::min(ps_mode, static_cast<int>(best.mode));
       if (best.mode != kFit) {
         std::sort(reasons.begin(), reasons.end());
-        for (const std::string& r : reasons) ps_message += (ps_message.empty() ? "" : ", ") + r;
+        for (const std::string& r : reasons) {
+          if (!ps_message.empty()) ps_message.append(", ");
+          ps_message.append(r);
+        }
       }
       n.assignment.borrows = n.assignment.borrows || best.borrow;
       for (int r : wanted) {
@@ -223,14 +230,17 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
       }
     }
     if (ps_mode != kFit) {
-      messages.push_back("couldn't assign flavors to pod set " + ps.name + ": " + ps_message);
+      messages.push_back(Cat({"couldn't assign flavors to pod set ", ps.name, ": ", ps_message}));
     }
     n.mode = std::min(n.mode, ps_mode);
     n.assignment.pod_sets.push_back(std::move(psa));
   }
   n.assignment.usage = std::move(total);
   n.never_fits = never;
-  for (const std::string& m : messages) n.message += (n.message.empty() ? "" : "; ") + m;
+  for (const std::string& m : messages) {
+    if (!n.message.empty()) n.message.append("; ");
+    n.message.append(m);
+  }
   if (n.mode == kNoFit && never && n.reason != "NoMatchingFlavor") n.reason = "ExceedsMaxQuota";
   if (n.mode != kNoFit && n.reason == "Pending") n.reason = "WaitingForQuota";
   return n;
@@ -308,15 +318,17 @@ bool Engine::WorkloadFits(int cq_node, const FrQuantities& request, bool allow_b
 
 std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec,
                                              int cq_node, const Assignment& assignment) {
-  // Flavor-resources where the request does not fit what is available now.
-  std::set<Fr> needing;
+  // Flavor-resources where the request does not fit what is available now: ascending, as
+  // `assignment.usage` is, and a handful at most, so a vector searched linearly.
+  std::vector<Fr> needing;
   for (const auto& [fr, amount] : assignment.usage) {
-    if (amount > tree_.Available(cq_node, fr)) needing.insert(fr);
+    if (amount > tree_.Available(cq_node, fr)) needing.push_back(fr);
   }
   if (needing.empty()) return {};
+  auto is_needed = [&](Fr fr) { return std::find(needing.begin(), needing.end(), fr) != needing.end(); };
   auto uses_needed = [&](const WorkloadState& w) {
     for (const auto& [fr, amount] : w.admission.usage) {
-      if (amount > 0 && needing.count(fr) != 0) return true;
+      if (amount > 0 && is_needed(fr)) return true;
     }
     return false;
   };
@@ -328,7 +340,7 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
   };
 
   auto holder_uses_needed = [&](const Holder& h) {
-    if (h.single) return h.amount > 0 && needing.count(h.fr) != 0;
+    if (h.single) return h.amount > 0 && is_needed(h.fr);
     return uses_needed(*h.wl);
   };
   struct Candidate {
@@ -340,7 +352,8 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
     int64_t reserved_at_ns;
   };
   std::vector<Candidate> candidates;
-  const ClusterQueueState& own = cqs_.at(wl.cluster_queue);
+  const ClusterQueueState* own_state = cq_by_node_[static_cast<size_t>(cq_node)];
+  const ClusterQueueState& own = own_state != nullptr ? *own_state : cqs_.at(wl.cluster_queue);
   if (spec.preemption.within_cluster_queue != WithinCq::kNever) {
     for (const Holder& h : own.holders) {
       if (!h.evictable || !holder_uses_needed(h)) continue;

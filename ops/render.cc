@@ -240,14 +240,14 @@ Json ClusterQueuesJson(const Engine& engine) {
                                           ? "StrictFIFO"
                                           : "BestEffortFIFO"}};
     size_t admitted = 0;
-    for (const auto& [key, workload] : cq.admitted) {
-      if (workload->phase == Phase::kAdmitted) ++admitted;  // reserving counts all
+    for (const projections::Holder& h : cq.holders) {
+      if (h.wl->phase == Phase::kAdmitted) ++admitted;  // reserving counts all
     }
     Json status;
     status["flavorsReservation"] = FlavorsUsage(engine, name, true);
     status["flavorsUsage"] = FlavorsUsage(engine, name, true);
     status["pendingWorkloads"] = cq.pending;
-    status["reservingWorkloads"] = cq.admitted.size();
+    status["reservingWorkloads"] = cq.holders.size();
     status["admittedWorkloads"] = admitted;
     status["quotaVersion"] = cq.spec->version;
     status["conditions"] = Json::array(
@@ -353,7 +353,7 @@ std::string ClusterQueuesTable(const Engine& engine) {
     rows.push_back({name, cq.spec->cohort,
                     cq.spec->queueing == projections::QueueingStrategy::kStrictFifo ? "StrictFIFO"
                                                                                     : "BestEffortFIFO",
-                    std::to_string(cq.pending), std::to_string(cq.admitted.size()), usage,
+                    std::to_string(cq.pending), std::to_string(cq.holders.size()), usage,
                     cq.inactive_reason.empty() ? "True" : "False"});
   }
   return Table(rows);

@@ -323,6 +323,15 @@ void Engine::TreeRebuilt() {
   }
 }
 
+std::vector<WorkloadState*> ClusterQueueState::AdmittedInKeyOrder() const {
+  std::vector<WorkloadState*> out;
+  out.reserve(holders.size());
+  for (const Holder& h : holders) out.push_back(h.wl);
+  std::sort(out.begin(), out.end(),
+            [](const WorkloadState* a, const WorkloadState* b) { return a->key < b->key; });
+  return out;
+}
+
 void Engine::AddHolder(ClusterQueueState& cq, WorkloadState& wl) {
   Holder h;
   h.wl = &wl;
@@ -408,7 +417,6 @@ void Engine::Reserve(WorkloadState& wl, Nomination& n, int64_t now) {
   wl.reserved_at_ns = now;
   wl.pending_reason.clear();
   wl.pending_message.clear();
-  cq.admitted.emplace(wl.key, &wl);
   AddHolder(cq, wl);
   AddUsage(cq, wl.cluster_queue, wl.admission.usage, +1);
 
@@ -451,9 +459,7 @@ void Engine::Reserve(WorkloadState& wl, Nomination& n, int64_t now) {
 
 void Engine::ReleaseQuota(WorkloadState& wl, const std::string& reason, int64_t now) {
   ClusterQueueState& cq = CqState(wl);
-  size_t erased = cq.admitted.erase(wl.key);
-  ADM_CHECK(erased == 1, "%s/%s held no quota", wl.ns.c_str(), wl.name.c_str());
-  RemoveHolder(cq, wl);
+  RemoveHolder(cq, wl);  // checks that it held quota here
   wl.fencing_token.clear();
   AddUsage(cq, wl.cluster_queue, wl.admission.usage, -1);
   const std::string message = "Quota released: " + reason;

@@ -153,11 +153,12 @@ struct EquivalenceClass {
 struct ClusterQueueState {
   std::optional<ClusterQueueSpec> spec;
   std::map<std::string, EquivalenceClass> classes;  // by class key
-  // Workloads holding quota here, by key (pointers into Engine's workload map: entries holding
-  // quota are never erased). The key views the workload's own `key`, which does not change while
-  // it holds quota.
-  std::map<std::string_view, WorkloadState*> admitted;
-  std::vector<Holder> holders;  // the same workloads, unordered (WorkloadState::holder_index)
+  // Workloads holding quota here, unordered (WorkloadState::holder_index): pointers into
+  // Engine's workload map, whose entries holding quota are never erased.
+  std::vector<Holder> holders;
+  // The same workloads in the order of their keys, for the rare readers that need an order
+  // (capacity enforcement, read models). O(holders log holders).
+  std::vector<WorkloadState*> AdmittedInKeyOrder() const;
   FrQuantities usage;                               // reserved by admitted/evicting workloads
   size_t pending = 0;
   std::string inactive_reason;                      // empty: active

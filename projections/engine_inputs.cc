@@ -415,7 +415,6 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
   w.admitted_at_ns = now;
   w.quota_version = cq.spec ? cq.spec->version : 0;
   w.reserved_at_ns = now;
-  cq.admitted.emplace(w.key, &w);
   AddHolder(cq, w);
   AddUsage(cq, w.cluster_queue, w.admission.usage, +1);
   SetCondition(w, ConditionType::kQuotaReserved, true, "QuotaReserved",

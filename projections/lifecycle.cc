@@ -517,7 +517,7 @@ void Engine::NodeChanged(schema::NodeCapacity::Reader n, int kind, int64_t now) 
 // as leaving.
 void Engine::EnforceCapacity(int64_t now) {
   // Nothing holds quota (a platform being set up): nothing can be over a limit.
-  if (std::all_of(cqs_.begin(), cqs_.end(), [](const auto& cq) { return cq.second.admitted.empty(); })) {
+  if (std::all_of(cqs_.begin(), cqs_.end(), [](const auto& cq) { return cq.second.holders.empty(); })) {
     return;
   }
   RebuildTreeIfNeeded();
@@ -525,7 +525,7 @@ void Engine::EnforceCapacity(int64_t now) {
     // Draining workloads' usage is on its way out.
     std::vector<std::pair<std::string, const WorkloadState*>> draining;
     for (const auto& [name, cq] : cqs_) {
-      for (const auto& [key, wl] : cq.admitted) {
+      for (const WorkloadState* wl : cq.AdmittedInKeyOrder()) {
         if (wl->phase == Phase::kEvicting) draining.emplace_back(wl->cluster_queue, wl);
       }
     }
@@ -562,7 +562,7 @@ void Engine::EnforceCapacity(int64_t now) {
     const WorkloadState* victim = nullptr;
     std::string reason;
     for (const auto& [name, cq] : cqs_) {
-      for (const auto& [key, holder] : cq.admitted) {
+      for (const WorkloadState* holder : cq.AdmittedInKeyOrder()) {
         const WorkloadState& wl = *holder;
         if (!Evictable(wl.phase)) continue;
         std::string why;

@@ -805,7 +805,7 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
 // Rebuilds every member a snapshot does not store, from those it does:
 //  - ClusterQueueState.spec: the ClusterQueue's entry in cq_specs_ (both are set and reset
 //    together when a ClusterQueue is defined or deleted).
-//  - ClusterQueueState.admitted (key -> workload), .holders and .usage: the workloads holding quota (reserved, admitted,
+//  - ClusterQueueState.holders and .usage: the workloads holding quota (reserved, admitted,
 //    evicting) in that ClusterQueue, and the sum of their admission usage (zero entries
 //    dropped, as AddUsage drops them).
 //  - ClusterQueueState.pending: the members of its equivalence classes. (Each member's
@@ -839,7 +839,6 @@ Status Engine::RestoreDerivedState(const std::set<std::string>& tree_cluster_que
   for (auto& [name, cq] : cqs_) {
     auto spec = cq_specs_.find(name);
     cq.spec = spec == cq_specs_.end() ? std::nullopt : std::optional<ClusterQueueSpec>(spec->second);
-    cq.admitted.clear();
     cq.holders.clear();
     cq.usage.clear();
     cq.pending = 0;
@@ -857,7 +856,6 @@ Status Engine::RestoreDerivedState(const std::set<std::string>& tree_cluster_que
         return corrupt(key + " holds quota in ClusterQueue '" + wl.cluster_queue +
                        "', which has no state");
       }
-      cq->second.admitted.emplace(wl.key, &wl);
       AddHolder(cq->second, wl);
       for (const auto& [fr, amount] : wl.admission.usage) {
         if (amount < 0) return corrupt(key + " uses a negative amount");

@@ -52,8 +52,8 @@ inline std::string EngineDump(const projections::Engine& engine) {
   for (const auto& [name, cq] : engine.cluster_queues()) {
     out << "cq " << name << " spec=" << cq.spec.has_value() << " pending=" << cq.pending
         << " inactive=" << cq.inactive_reason << " admitted:";
-    for (const auto& [key, wl] : cq.admitted) {
-      out << " " << key << (wl == &engine.workloads().at(std::string(key)) ? "" : "(bad pointer)");
+    for (const projections::WorkloadState* wl : cq.AdmittedInKeyOrder()) {
+      out << " " << wl->key << (wl == &engine.workloads().at(wl->key) ? "" : "(bad pointer)");
     }
     out << " usage:";
     for (const auto& [fr, amount] : cq.usage) out << " " << fr << "=" << amount;

@@ -367,7 +367,7 @@ class Scenario : public ::testing::TestWithParam<std::string> {
       EXPECT_EQ(it->second.pending, want["pending"].as<size_t>()) << ctx;
     }
     if (want["reserving"]) {
-      EXPECT_EQ(it->second.admitted.size(), want["reserving"].as<size_t>()) << ctx;
+      EXPECT_EQ(it->second.holders.size(), want["reserving"].as<size_t>()) << ctx;
     }
     if (want["usage"]) {
       for (const auto& u : want["usage"]) {

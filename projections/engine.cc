@@ -42,7 +42,8 @@ schema::Event::Builder Engine::NewDecision(uint64_t causation) {
       PendingDecision{decision_arena_->getOrphanage().newOrphan<schema::Event>(), causation});
   schema::Event::Builder e = decisions_.back().event.get();
   // A decision forced by an input records who asked; cycle decisions are the engine's own.
-  e.setActor(causation != 0 && !current_actor_.empty() ? current_actor_ : "engine");
+  e.setActor(causation != 0 && !current_actor_.empty() ? capnp::Text::Reader(current_actor_)
+                                                        : capnp::Text::Reader("engine"));
   return e;
 }
 

@@ -235,9 +235,16 @@ InputVerdict Engine::Validate(schema::Event::Reader event) const {
 
 std::vector<std::string> Engine::RequiredChecks(const WorkloadState& wl) const {
   std::vector<std::string> out;
-  auto cq = cq_specs_.find(wl.cluster_queue);
-  if (cq == cq_specs_.end()) return out;
-  for (const auto& [check, on_flavors] : cq->second.admission_checks) {
+  // The ClusterQueue's spec: through the workload's cached state when it has one (its spec is
+  // cq_specs_'s entry, set and reset with it), else looked up.
+  const ClusterQueueSpec* spec = nullptr;
+  if (wl.cq_state != nullptr) {
+    if (wl.cq_state->spec) spec = &*wl.cq_state->spec;
+  } else if (auto cq = cq_specs_.find(wl.cluster_queue); cq != cq_specs_.end()) {
+    spec = &cq->second;
+  }
+  if (spec == nullptr || spec->admission_checks.empty()) return out;
+  for (const auto& [check, on_flavors] : spec->admission_checks) {
     bool applies = on_flavors.empty();
     for (const auto& [fr, amount] : wl.admission.usage) {
       const std::string& flavor = flavor_ids_.Name(FrFlavor(fr));
@@ -250,7 +257,7 @@ std::vector<std::string> Engine::RequiredChecks(const WorkloadState& wl) const {
 
 void Engine::StartChecks(WorkloadState& wl, int64_t now) {
   wl.checks.clear();
-  const std::string key = wl.key;
+  const std::string& key = wl.key;
   for (const std::string& check : RequiredChecks(wl)) {
     CheckStatus& cs = wl.checks[check];
     cs.state = "Pending";
@@ -271,8 +278,12 @@ void Engine::TryAdmit(WorkloadState& wl, int64_t now) {
     versions.push_back(cs.report_sequence);
   }
   // The reservation must still be valid: the ClusterQueue exists and is active.
-  auto cq = cqs_.find(wl.cluster_queue);
-  if (cq == cqs_.end() || !cq->second.spec || !cq->second.inactive_reason.empty()) {
+  const ClusterQueueState* cq = wl.cq_state;
+  if (cq == nullptr) {
+    auto found = cqs_.find(wl.cluster_queue);
+    if (found != cqs_.end()) cq = &found->second;
+  }
+  if (cq == nullptr || !cq->spec || !cq->inactive_reason.empty()) {
     ReleaseAndRetry(wl, "ReservationInvalid", "ClusterQueue " + wl.cluster_queue +
                                                   " no longer admits this reservation", 0, now);
     return;
@@ -289,7 +300,7 @@ void Engine::TryAdmit(WorkloadState& wl, int64_t now) {
   a.setQuotaVersion(wl.quota_version);
   auto cv = a.initCheckVersions(static_cast<unsigned>(versions.size()));
   for (size_t i = 0; i < versions.size(); ++i) cv.set(static_cast<unsigned>(i), versions[i]);
-  const std::string key = wl.key;
+  const std::string& key = wl.key;
   if (config_.wait_for_pods_ready && config_.pods_ready_timeout_ns > 0) {
     AddTimer(now + config_.pods_ready_timeout_ns, "podsready", key, wl.generation);
   }

@@ -297,7 +297,7 @@ class Engine {
   std::string KeyOf(schema::WorkloadRef::Reader ref) const;
   void Submit(schema::Workload::Reader wl, uint64_t seq, int64_t now);
   void Import(schema::WorkloadImported::Reader imported, uint64_t seq, int64_t now);
-  void Finish(const std::string& key, const std::string& message, int64_t now);
+  void Finish(const std::string& key, std::string_view message, int64_t now);
   void Remove(const std::string& key, int64_t now);
   void PodsReport(schema::PodsReported::Reader report, int64_t now);
 

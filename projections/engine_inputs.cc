@@ -13,7 +13,7 @@ namespace {
 
 Labels ToLabels(capnp::List<schema::Label>::Reader list) {
   Labels out;
-  for (auto l : list) out[l.getKey().cStr()] = l.getValue().cStr();
+  for (auto l : list) out[std::string(View(l.getKey()))].assign(View(l.getValue()));
   return out;
 }
 
@@ -88,7 +88,7 @@ void Engine::ApplyInput(schema::Event::Reader event) {
   ADM_CHECK(!schema::IsDecision(event.getBody().which()), "decision %d applied as an input",
             static_cast<int>(event.getBody().which()));
   current_sequence_ = event.getSequence();
-  current_actor_ = event.getActor().cStr();
+  current_actor_.assign(View(event.getActor()));
   now_ns_ = std::max(now_ns_, event.getRecordedAtNs());
   const uint64_t seq = event.getSequence();
   const int64_t now = now_ns_;
@@ -226,7 +226,7 @@ void Engine::ApplyInput(schema::Event::Reader event) {
       break;
     case schema::Event::Body::WORKLOAD_FINISHED: {
       auto ref = body.getWorkloadFinished().getWorkload();
-      Finish(KeyOf(ref), body.getWorkloadFinished().getMessage().cStr(), now);
+      Finish(KeyOf(ref), View(body.getWorkloadFinished().getMessage()), now);
       break;
     }
     case schema::Event::Body::WORKLOAD_DELETED:
@@ -289,7 +289,7 @@ const std::map<std::string, std::string>& Engine::UidIndex() const {
 }
 
 std::string Engine::KeyOf(schema::WorkloadRef::Reader ref) const {
-  std::string key = std::string(ref.getNamespace().cStr()) + "/" + ref.getName().cStr();
+  std::string key = Cat({View(ref.getNamespace()), "/", View(ref.getName())});
   if (ref.getName().size() == 0 && ref.getUid().size() > 0) {
     const auto& uids = UidIndex();
     auto it = uids.find(ref.getUid().cStr());
@@ -311,11 +311,11 @@ void Engine::DefinitionsChanged() {
 void Engine::ReadPodSets(capnp::List<schema::PodSet>::Reader list, std::vector<PodSetSpec>* out) {
   for (auto ps : list) {
     PodSetSpec spec;
-    spec.name = ps.getName().cStr();
+    spec.name.assign(View(ps.getName()));
     spec.count = ps.getCount();
     spec.min_count = ps.getMinCount();
     for (auto r : ps.getRequests()) {
-      if (r.getMilli() != 0) spec.requests[resources_.Id(r.getName().cStr())] += r.getMilli();
+      if (r.getMilli() != 0) spec.requests[resources_.Id(View(r.getName()))] += r.getMilli();
     }
     spec.node_selector = ToLabels(ps.getNodeSelector());
     spec.tolerations = ToTolerations(ps.getTolerations());
@@ -326,13 +326,13 @@ void Engine::ReadPodSets(capnp::List<schema::PodSet>::Reader list, std::vector<P
 
 void Engine::InitWorkload(schema::Workload::Reader wl, uint64_t seq, int64_t now,
                           WorkloadState* out) {
-  out->ns = wl.getNamespace().cStr();
-  out->name = wl.getName().cStr();
-  out->key = out->ns + "/" + out->name;
-  out->uid = wl.getUid().cStr();
-  out->queue_name = wl.getQueueName().cStr();
-  out->local_queue_key = out->ns + "/" + out->queue_name;
-  out->priority_class = wl.getPriorityClassName().cStr();
+  out->ns.assign(View(wl.getNamespace()));
+  out->name.assign(View(wl.getName()));
+  out->key = Cat({out->ns, "/", out->name});
+  out->uid.assign(View(wl.getUid()));
+  out->queue_name.assign(View(wl.getQueueName()));
+  out->local_queue_key = Cat({out->ns, "/", out->queue_name});
+  out->priority_class.assign(View(wl.getPriorityClassName()));
   if (wl.getHasPriority()) {
     out->priority = wl.getPriority();
   } else if (auto it = priority_classes_.find(out->priority_class); it != priority_classes_.end()) {
@@ -350,7 +350,7 @@ void Engine::InitWorkload(schema::Workload::Reader wl, uint64_t seq, int64_t now
 }
 
 void Engine::Submit(schema::Workload::Reader wl, uint64_t seq, int64_t now) {
-  const std::string key = std::string(wl.getNamespace().cStr()) + "/" + wl.getName().cStr();
+  const std::string key = Cat({View(wl.getNamespace()), "/", View(wl.getName())});
   // One search of the workload map: its position serves as the hint for the insertion.
   auto it = workloads_.lower_bound(key);
   if (it != workloads_.end() && it->first == key) {
@@ -379,7 +379,7 @@ void Engine::Submit(schema::Workload::Reader wl, uint64_t seq, int64_t now) {
 
 void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int64_t now) {
   auto wl = imported.getWorkload();
-  const std::string key = std::string(wl.getNamespace().cStr()) + "/" + wl.getName().cStr();
+  const std::string key = Cat({View(wl.getNamespace()), "/", View(wl.getName())});
   if (workloads_.count(key) != 0) {
     NewDecision(seq).initBody().initRejected().setReason("AlreadyExists");
     return;
@@ -427,7 +427,7 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
   d.setQuotaVersion(w.quota_version);
 }
 
-void Engine::Finish(const std::string& key, const std::string& message, int64_t now) {
+void Engine::Finish(const std::string& key, std::string_view message, int64_t now) {
   auto it = workloads_.find(key);
   if (it == workloads_.end()) return;
   WorkloadState& wl = it->second;
@@ -456,7 +456,7 @@ void Engine::PodsReport(schema::PodsReported::Reader report, int64_t now) {
   auto it = workloads_.find(key);
   if (it == workloads_.end()) return;
   WorkloadState& wl = it->second;
-  const std::string token = report.getFencingToken().cStr();
+  const std::string_view token = View(report.getFencingToken());
   const bool current = wl.phase == Phase::kAdmitted && token == wl.fencing_token;
   const bool of_evicted = wl.phase == Phase::kEvicting && token == wl.uid + "/" + std::to_string(wl.generation);
   // Intake refuses stale tokens; a hand-written ledger's stale report changes nothing.

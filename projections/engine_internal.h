@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include <capnp/blob.h>
+
 #include "projections/model.h"
 
 namespace admission::projections {
@@ -19,6 +21,11 @@ const Taint* FindUntoleratedTaint(const std::vector<Taint>& taints,
 bool SelectorMatches(const LabelSelector& selector, const Labels& labels);
 
 std::string FormatMilli(int64_t milli);
+
+// A capnp text as a view: its size is known, so no strlen (as `cStr()` into a std::string does).
+inline std::string_view View(capnp::Text::Reader text) {
+  return std::string_view(text.begin(), text.size());
+}
 
 // The parts joined, in one allocation (the decider builds a reason string for every flavor a
 // nominated head does not fit, every cycle it stays pending).

@@ -386,8 +386,8 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
   } compared_so_far{report.decision_stream_hash};
   // Both below the folding thread's priority: the fold is the critical path, and the two
   // helpers together need less than it, so they share what the fold leaves.
-  SerialWorker reader(kHelperNice);
-  SerialWorker comparer(kHelperNice);
+  SerialWorker reader(kHelperNice, "replay-read");
+  SerialWorker comparer(kHelperNice, "replay-compare");
   Sequence fetched_to = position_;  // last sequence asked for
   auto start_fetch = [&]() {
     const Sequence from = fetched_to + 1;

@@ -4,6 +4,7 @@
 // buffers (a comparison's layout space, OpenSSL's digest context) are then reused, and no
 // thread is started per chunk.
 
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -25,7 +26,9 @@ class SerialWorker {
  public:
   // `nice`: added to the thread's nice value (Linux: per thread), so that a thread on the
   // critical path (replay's fold) keeps a core while this one waits for the other. Best effort.
-  explicit SerialWorker(int nice = 0) : nice_(nice), thread_([this] { Loop(); }) {}
+  // `name`: the thread's name as `top -H` and `perf` show it (Linux: at most 15 characters).
+  explicit SerialWorker(int nice = 0, const char* name = nullptr)
+      : nice_(nice), name_(name), thread_([this] { Loop(); }) {}
   // Runs the jobs still queued, then joins.
   ~SerialWorker() {
     {
@@ -54,6 +57,7 @@ class SerialWorker {
 
  private:
   void Loop() {
+    if (name_ != nullptr) (void)::pthread_setname_np(::pthread_self(), name_);
     if (nice_ != 0) {
       const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
       (void)::setpriority(PRIO_PROCESS, tid, ::getpriority(PRIO_PROCESS, tid) + nice_);
@@ -76,6 +80,7 @@ class SerialWorker {
   std::deque<std::function<void()>> jobs_;
   bool stopping_ = false;
   const int nice_;
+  const char* const name_;
   std::thread thread_;  // last: started once the rest is ready
 };
 

@@ -355,7 +355,7 @@ class Engine {
     if (wl.cq_state == nullptr) wl.cq_state = &cqs_[wl.cluster_queue];
     return *wl.cq_state;
   }
-  // Keep ClusterQueueState::holders in step with `admitted`.
+  // Keep ClusterQueueState::holders: every workload holding quota there, and only those.
   static void AddHolder(ClusterQueueState& cq, WorkloadState& wl);
   static void RemoveHolder(ClusterQueueState& cq, WorkloadState& wl);
 

@@ -22,9 +22,14 @@ bool SelectorMatches(const LabelSelector& selector, const Labels& labels);
 
 std::string FormatMilli(int64_t milli);
 
-// A capnp text as a view: its size is known, so no strlen (as `cStr()` into a std::string does).
+// A capnp text as a view, without a temporary std::string. Cut at its first NUL, exactly as
+// `cStr()` read into a std::string was: a text may hold an embedded NUL (nothing rejects one),
+// and the decider must read such an input as it always has, or a recorded decision would no
+// longer replay under the same engine version.
 inline std::string_view View(capnp::Text::Reader text) {
-  return std::string_view(text.begin(), text.size());
+  std::string_view view(text.begin(), text.size());
+  const size_t nul = view.find('\0');
+  return nul == std::string_view::npos ? view : view.substr(0, nul);
 }
 
 // The parts joined, in one allocation (the decider builds a reason string for every flavor a

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <future>
 #include <mutex>
@@ -15,6 +16,12 @@
 namespace admission::replay {
 
 namespace {
+
+double ThreadCpuSeconds() {
+  struct timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 Status CorruptAt(Sequence sequence, const Status& status) {
   return Status(Code::kCorruption,
@@ -69,6 +76,7 @@ struct UninitializedAllocator : std::allocator<T> {
 
 struct FetchedChunk {
   Status status;
+  double cpu_seconds = 0;  // the reading thread's, to fetch it
   std::vector<capnp::word, UninitializedAllocator<capnp::word>> words;
   std::vector<FetchedEvent> events;
 
@@ -108,6 +116,7 @@ class ChunkPool {
   // Empties the chunk (its buffers keep their capacity) and keeps it, up to a few.
   void Give(FetchedChunk chunk) {
     chunk.status = Status::Ok();
+    chunk.cpu_seconds = 0;
     chunk.events.clear();
     chunk.words.clear();
     std::lock_guard<std::mutex> lock(mu_);
@@ -310,6 +319,7 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
   report.first = position_ + 1;
   const uint64_t total = to - position_;
   const auto started = std::chrono::steady_clock::now();
+  const double fold_cpu_start = ThreadCpuSeconds();
 
   // The decisions the decider made at the end of the last batch, not yet matched with the
   // recorded ones that follow that batch's last input.
@@ -324,6 +334,7 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     report.events_per_second =
         report.seconds > 0 ? static_cast<double>(report.events) / report.seconds : 0;
+    report.fold_cpu_seconds = ThreadCpuSeconds() - fold_cpu_start;
     return report;
   };
   // Records the first divergence: at `sequence`, the recorded event (null past the head) and
@@ -394,7 +405,10 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
     const size_t want = static_cast<size_t>(std::min<Sequence>(read_chunk, to - from + 1));
     fetched_to = from + want - 1;
     return reader.Submit([this, from, want, decode_all, &pool]() {
-      return Fetch(log_, from, want, decode_all, pool);
+      const double cpu_start = ThreadCpuSeconds();
+      FetchedChunk chunk = Fetch(log_, from, want, decode_all, pool);
+      chunk.cpu_seconds = ThreadCpuSeconds() - cpu_start;
+      return chunk;
     });
   };
   // A folded chunk's decisions are compared on another helper thread while the fold goes on
@@ -405,6 +419,7 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
   struct InFlight {
     VerifyJob job;  // kept for rendering a mismatch from its recorded event
     Verified result;
+    double cpu_seconds = 0;  // the comparing thread's, for this job
   };
   std::deque<std::future<InFlight>> verifying;  // oldest first
   // Applies a comparison's result; true when it ended the replay (a mismatch or an error, in
@@ -433,6 +448,7 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
   auto settle_one = [&]() -> bool {
     InFlight done = verifying.front().get();
     verifying.pop_front();
+    report.compare_cpu_seconds += done.cpu_seconds;
     return apply(done.job.chunk, done.result);
   };
   // Applies every comparison in flight, in order; true when one ended the replay. Afterwards
@@ -459,6 +475,7 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
     VerifyJob job;
     job.chunk = reading.front().get();
     reading.pop_front();
+    report.read_cpu_seconds += job.chunk.cpu_seconds;
     FetchedChunk& chunk = job.chunk;
     if (!chunk.status.ok()) return chunk.status;
     if (chunk.events.empty()) {
@@ -546,6 +563,7 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
     if (!job.items.empty()) {
       verifying.push_back(comparer.Submit(
           [job = std::move(job), &compared_so_far, &pool]() mutable {
+            const double cpu_start = ThreadCpuSeconds();
             InFlight done;
             if (compared_so_far.stopped) {
               done.result.hash = compared_so_far.hash;
@@ -564,6 +582,7 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
               spent.items.clear();  // the batches' arenas, freed here too
               pool.Give(std::move(spent.chunk));
             }
+            done.cpu_seconds = ThreadCpuSeconds() - cpu_start;
             return done;
           }));
     }

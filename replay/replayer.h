@@ -98,6 +98,11 @@ struct ReplayReport {
   uint64_t decisions_compared = 0;  // recorded decisions with sequence in [compare_from, last]
   double seconds = 0;
   double events_per_second = 0;
+  // CPU time of each thread's part (CLOCK_THREAD_CPUTIME_ID): the folding thread from start to
+  // end, and the jobs of the reading and comparing helpers. Where the time goes, for the bench.
+  double fold_cpu_seconds = 0;
+  double read_cpu_seconds = 0;
+  double compare_cpu_seconds = 0;
   // SHA-256 chain over the canonical bytes of every compared decision, as stored (with its
   // sequence and prevHash), in ledger order: D(0) = 32 zero bytes,
   // D(k) = SHA-256(D(k-1) || stored bytes of the k-th decision). With no divergence the replayed

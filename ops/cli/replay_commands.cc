@@ -106,6 +106,9 @@ int RunReplay(const GlobalOptions& global, const ReplayArgs& args) {
     out["inputs"] = r.inputs;
     out["seconds"] = r.seconds;
     out["eventsPerSecond"] = static_cast<uint64_t>(r.events_per_second);
+    out["cpuSeconds"] = {{"fold", r.fold_cpu_seconds},
+                         {"read", r.read_cpu_seconds},
+                         {"compare", r.compare_cpu_seconds}};
     if (args.verify) {
       out["compareFrom"] = compared_from;
       out["decisionsCompared"] = r.decisions_compared;
@@ -133,7 +136,9 @@ int RunReplay(const GlobalOptions& global, const ReplayArgs& args) {
   if (started_from) std::cout << "started from the snapshot at sequence " << *started_from << "\n";
   std::cout << "replayed " << r.events << " events (sequences " << r.first << ".." << r.last << ", "
             << r.inputs << " inputs) in " << r.seconds << " s: " << Rate(r.events_per_second)
-            << " events/s\n";
+            << " events/s\n"
+            << "cpu: fold " << r.fold_cpu_seconds << " s, read " << r.read_cpu_seconds
+            << " s, compare " << r.compare_cpu_seconds << " s\n";
   if (!args.verify) {
     std::cout << "decisions not compared (add --verify)\n";
     return 0;

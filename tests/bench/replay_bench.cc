@@ -326,6 +326,8 @@ struct Pass {
   uint64_t events = 0;
   double seconds = 0;
   double cpu_seconds = 0;
+  // A replay's: CPU seconds of the folding thread, the reading and the comparing helper.
+  double fold_cpu = 0, read_cpu = 0, compare_cpu = 0;
   double rate() const { return seconds > 0 ? static_cast<double>(events) / seconds : 0; }
 };
 
@@ -398,6 +400,9 @@ Pass Replay(ledger::RocksDbLog& log, bool verify, std::string* hash) {
   }
   pass.events = report->events;
   pass.seconds = report->seconds;
+  pass.fold_cpu = report->fold_cpu_seconds;
+  pass.read_cpu = report->read_cpu_seconds;
+  pass.compare_cpu = report->compare_cpu_seconds;
   if (hash != nullptr) *hash = schema::HashHex(report->decision_stream_hash);
   return pass;
 }
@@ -409,8 +414,12 @@ std::string F(double v, int digits = 0) {
 }
 
 void Print(const std::string& name, const Pass& p) {
-  std::printf("%-24s %10" PRIu64 " events  %8.2f s  %10s events/s  (cpu %.2f s)\n", name.c_str(),
+  std::printf("%-24s %10" PRIu64 " events  %8.2f s  %10s events/s  (cpu %.2f s", name.c_str(),
               p.events, p.seconds, F(p.rate()).c_str(), p.cpu_seconds);
+  if (p.fold_cpu > 0) {
+    std::printf(": fold %.2f, read %.2f, compare %.2f", p.fold_cpu, p.read_cpu, p.compare_cpu);
+  }
+  std::printf(")\n");
   std::fflush(stdout);
 }
 

@@ -42,16 +42,16 @@ schema::Event::Builder Engine::NewDecision(uint64_t causation) {
       PendingDecision{decision_arena_->getOrphanage().newOrphan<schema::Event>(), causation});
   schema::Event::Builder e = decisions_.back().event.get();
   // A decision forced by an input records who asked; cycle decisions are the engine's own.
-  e.setActor(causation != 0 && !current_actor_.empty() ? capnp::Text::Reader(current_actor_)
+  e.setActor(causation != 0 && !current_actor_.empty() ? Txt(current_actor_)
                                                         : capnp::Text::Reader("engine"));
   return e;
 }
 
 schema::WorkloadRef::Builder Engine::Ref(schema::WorkloadRef::Builder b,
                                          const WorkloadState& wl) const {
-  b.setNamespace(wl.ns);
-  b.setName(wl.name);
-  b.setUid(wl.uid);
+  b.setNamespace(Txt(wl.ns));
+  b.setName(Txt(wl.name));
+  b.setUid(Txt(wl.uid));
   return b;
 }
 
@@ -400,10 +400,10 @@ void Engine::SetPending(WorkloadState& wl, const std::string& reason, const std:
   if (!emit) return;
   auto d = NewDecision(current_sequence_).initBody().initPendingReasonChanged();
   Ref(d.initWorkload(), wl);
-  d.setReason(reason);
-  d.setMessage(message);
-  d.setResource(resource);
-  d.setFlavor(flavor);
+  d.setReason(Txt(reason));
+  d.setMessage(Txt(message));
+  d.setResource(Txt(resource));
+  d.setFlavor(Txt(flavor));
   d.setShortfallMilli(shortfall);
 }
 
@@ -430,26 +430,26 @@ void Engine::Reserve(WorkloadState& wl, Nomination& n, int64_t now) {
   r.setGeneration(wl.generation);
   r.setQuotaVersion(wl.quota_version);
   r.setBorrowing(wl.admission.borrows);
-  r.setMessage(message + (n.partial ? " (partial admission)" : ""));
+  r.setMessage(Txt(message + (n.partial ? " (partial admission)" : "")));
   auto adm = r.initAdmission();
-  adm.setClusterQueue(wl.cluster_queue);
+  adm.setClusterQueue(Txt(wl.cluster_queue));
   auto psas = adm.initPodSetAssignments(static_cast<unsigned>(wl.admission.pod_sets.size()));
   for (size_t i = 0; i < wl.admission.pod_sets.size(); ++i) {
     const PodSetAssignment& a = wl.admission.pod_sets[i];
     auto b = psas[static_cast<unsigned>(i)];
-    b.setName(a.name);
+    b.setName(Txt(a.name));
     b.setCount(a.count);
     auto flavors = b.initFlavors(static_cast<unsigned>(a.flavors.size()));
     unsigned j = 0;
     for (const auto& [res, flv] : a.flavors) {
-      flavors[j].setResource(resources_.Name(res));
-      flavors[j].setFlavor(flavor_ids_.Name(flv));
+      flavors[j].setResource(Txt(resources_.Name(res)));
+      flavors[j].setFlavor(Txt(flavor_ids_.Name(flv)));
       ++j;
     }
     auto usage = b.initResourceUsage(static_cast<unsigned>(a.usage.size()));
     j = 0;
     for (const auto& [res, amount] : a.usage) {
-      usage[j].setName(resources_.Name(res));
+      usage[j].setName(Txt(resources_.Name(res)));
       usage[j].setMilli(amount);
       ++j;
     }
@@ -469,7 +469,7 @@ void Engine::ReleaseQuota(WorkloadState& wl, const std::string& reason, int64_t 
   auto d = NewDecision(current_sequence_).initBody().initQuotaReleased();
   Ref(d.initWorkload(), wl);
   d.setGeneration(wl.generation);
-  d.setReason(reason);
+  d.setReason(Txt(reason));
   reactivate_pending_.insert(wl.cluster_queue);
 }
 
@@ -488,7 +488,7 @@ void Engine::RequeueAfterEviction(WorkloadState& wl, int64_t now) {
   Ref(d.initWorkload(), wl);
   d.setRequeueAtNs(now);
   d.setAttempt(wl.requeue_count);
-  d.setReason(reason);
+  d.setReason(Txt(reason));
   Enqueue(wl, now);
 }
 
@@ -502,8 +502,8 @@ void Engine::Evict(WorkloadState& victim, const std::string& reason, const std::
     auto p = NewDecision(current_sequence_).initBody().initPreempted();
     Ref(p.initWorkload(), victim);
     Ref(p.initPreemptor(), *preemptor);
-    p.setReason(preempt_reason);
-    p.setMessage(message);
+    p.setReason(Txt(preempt_reason));
+    p.setMessage(Txt(message));
   }
   // Pods exist only after the runtime reported them released. None released: nothing to
   // wait for, the quota is free at once. Otherwise it stays held until they are gone.

@@ -32,6 +32,12 @@ inline std::string_view View(capnp::Text::Reader text) {
   return nul == std::string_view::npos ? view : view.substr(0, nul);
 }
 
+// A decider string as a capnp text, by its size. Text::Reader's conversion from a std::string
+// goes through c_str() and measures it again (strlen) for every field of every decision. Equal
+// to that conversion: no string of the decider holds a NUL, since every input text is cut at
+// its first (View) and the rest are built from those and literals.
+inline capnp::Text::Reader Txt(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
+
 // The parts joined, in one allocation (the decider builds a reason string for every flavor a
 // nominated head does not fit, every cycle it stays pending).
 inline std::string Cat(std::initializer_list<std::string_view> parts) {

@@ -296,7 +296,7 @@ void Engine::TryAdmit(WorkloadState& wl, int64_t now) {
   auto a = NewDecision(current_sequence_).initBody().initAdmitted();
   Ref(a.initWorkload(), wl);
   a.setGeneration(wl.generation);
-  a.setFencingToken(wl.fencing_token);
+  a.setFencingToken(Txt(wl.fencing_token));
   a.setQuotaVersion(wl.quota_version);
   auto cv = a.initCheckVersions(static_cast<unsigned>(versions.size()));
   for (size_t i = 0; i < versions.size(); ++i) cv.set(static_cast<unsigned>(i), versions[i]);
@@ -423,8 +423,8 @@ void Engine::EvictForReason(WorkloadState& wl, const std::string& reason,
   auto e = NewDecision(current_sequence_).initBody().initEvictionStarted();
   Ref(e.initWorkload(), wl);
   e.setGeneration(wl.generation);
-  e.setReason(reason);
-  e.setMessage(message);
+  e.setReason(Txt(reason));
+  e.setMessage(Txt(message));
   e.setPodSetAction(pod_set_action == 1 ? schema::PodSetAction::DRAIN : schema::PodSetAction::TERMINATE);
   e.setDrainDeadlineNs(drain_deadline_ns);
   if (!wl.pods_released) {

@@ -134,6 +134,35 @@ FetchedChunk Fetch(ledger::EventLog& log, Sequence from, size_t count, bool deco
                    ChunkPool& pool) {
   FetchedChunk chunk = pool.Take();
   chunk.events.reserve(count);
+  // Each event is looked at right after its copy, while its words are in cache (a chunk is
+  // megabytes: looked at after the whole scan, every event would be a miss again). A whole
+  // decode views the buffer, which moves when it grows; the decodes made before the last move
+  // are made again at the end (a pooled buffer rarely grows).
+  const capnp::word* base = nullptr;  // the buffer's address when the last decode was made
+  size_t decoded_before_move = 0;     // events before this index may hold stale views
+  auto look = [&](size_t i) {
+    FetchedEvent& e = chunk.events[i];
+    e.error = Status::Ok();
+    e.decoded.reset();
+    if (e.bytes % sizeof(capnp::word) != 0) {
+      e.error = schema::DecodeEvent(chunk.Bytes(i)).status();  // names the size
+      return;
+    }
+    auto envelope = schema::PeekEvent(chunk.Words(i));
+    if (!envelope.ok()) {
+      e.error = envelope.status();
+      return;
+    }
+    e.envelope = *envelope;
+    if (decode_all || !schema::IsDecision(e.envelope.body)) {
+      auto decoded = schema::DecodeEventWords(chunk.Words(i));
+      if (decoded.ok()) {
+        e.decoded = std::move(*decoded);
+      } else {
+        e.error = decoded.status();
+      }
+    }
+  };
   auto shown = log.Scan(from, count, [&](Sequence sequence, std::string_view bytes) {
     FetchedEvent e;
     e.sequence = sequence;
@@ -146,33 +175,20 @@ FetchedChunk Fetch(ledger::EventLog& log, Sequence from, size_t count, bool deco
       chunk.words[e.offset + word_count - 1] = capnp::word{};
       std::memcpy(chunk.words.data() + e.offset, bytes.data(), bytes.size());
     }
+    if (chunk.words.data() != base) {
+      base = chunk.words.data();
+      decoded_before_move = chunk.events.size();
+    }
     chunk.events.push_back(std::move(e));
+    look(chunk.events.size() - 1);
   });
   if (!shown.ok()) {
     chunk.status = shown.status();
     return chunk;
   }
   // The buffer no longer moves: decoded events may view it.
-  for (size_t i = 0; i < chunk.events.size(); ++i) {
-    FetchedEvent& e = chunk.events[i];
-    if (e.bytes % sizeof(capnp::word) != 0) {
-      e.error = schema::DecodeEvent(chunk.Bytes(i)).status();  // names the size
-      continue;
-    }
-    auto envelope = schema::PeekEvent(chunk.Words(i));
-    if (!envelope.ok()) {
-      e.error = envelope.status();
-      continue;
-    }
-    e.envelope = *envelope;
-    if (decode_all || !schema::IsDecision(e.envelope.body)) {
-      auto decoded = schema::DecodeEventWords(chunk.Words(i));
-      if (decoded.ok()) {
-        e.decoded = std::move(*decoded);
-      } else {
-        e.error = decoded.status();
-      }
-    }
+  for (size_t i = 0; i < decoded_before_move; ++i) {
+    if (chunk.events[i].decoded) look(i);
   }
   return chunk;
 }

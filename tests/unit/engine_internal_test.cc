@@ -1,5 +1,8 @@
 // Helpers of the decider's translation units (projections/engine_internal.h).
 
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include <capnp/blob.h>
@@ -29,6 +32,34 @@ TEST(EngineInternal, ViewCutsAtAnEmbeddedNul) {
 TEST(EngineInternal, CatJoinsInOrder) {
   EXPECT_EQ(Cat({"a", std::string("bc"), std::string_view(""), "d"}), "abcd");
   EXPECT_EQ(Cat({}), "");
+}
+
+// Reasons quote quantities through FormatMilli; its text is part of recorded decisions, so it
+// must stay what printf's "%lld" / "%lldm" made, for every value.
+RC_GTEST_PROP(EngineInternal, FormatMilliPrintsAsPrintfDid, (int64_t milli)) {
+  char buf[48];
+  if (milli % 1000 == 0) {
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(milli / 1000));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldm", static_cast<long long>(milli));
+  }
+  RC_ASSERT(FormatMilli(milli) == std::string(buf));
+}
+
+TEST(EngineInternal, FormatMilliAtTheEdges) {
+  EXPECT_EQ(FormatMilli(0), "0");
+  EXPECT_EQ(FormatMilli(1500), "1500m");
+  EXPECT_EQ(FormatMilli(-2000), "-2");
+  EXPECT_EQ(FormatMilli(INT64_MIN), "-9223372036854775808m");
+  EXPECT_EQ(FormatMilli(INT64_MAX), "9223372036854775807m");
+}
+
+// Txt hands a decider string to capnp by its size; for the decider's strings (no NUL) that is
+// the text the implicit conversion through c_str() gave.
+RC_GTEST_PROP(EngineInternal, TxtIsTheConversionItReplaces, (std::string s)) {
+  s.erase(std::remove(s.begin(), s.end(), '\0'), s.end());
+  const capnp::Text::Reader implicit = s;
+  RC_ASSERT(std::string(Txt(s).cStr(), Txt(s).size()) == std::string(implicit.cStr(), implicit.size()));
 }
 
 }  // namespace

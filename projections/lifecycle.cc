@@ -202,26 +202,7 @@ InputVerdict Engine::Validate(schema::Event::Reader event) const {
       return v;
     }
     case schema::Event::Body::REVOCATION_REQUESTED: {
-      auto r = body.getRevocationRequested();
-      size_t affected = 0;
-      for (const auto& [key, wl] : workloads_) {
-        if (!Evictable(wl.phase)) continue;
-        switch (r.getTarget().which()) {
-          case schema::RevocationRequested::Target::WORKLOAD:
-            affected += key == KeyOf(r.getTarget().getWorkload());
-            break;
-          case schema::RevocationRequested::Target::CHECK:
-            affected += wl.checks.count(r.getTarget().getCheck().cStr());
-            break;
-          case schema::RevocationRequested::Target::FLAVOR: {
-            auto f = flavor_ids_.Find(r.getTarget().getFlavor().cStr());
-            bool uses = false;
-            for (const auto& [fr, amount] : wl.admission.usage) uses = uses || (f && FrFlavor(fr) == *f);
-            affected += uses;
-            break;
-          }
-        }
-      }
+      const size_t affected = CountRevocationTargets(body.getRevocationRequested());
       if (affected == 0) return refuse("the revocation affects no reserved or admitted workload");
       return v;
     }
@@ -482,31 +463,39 @@ void Engine::PodsGone(WorkloadState& wl, const std::string& why, int64_t now) {
   }
 }
 
-void Engine::Revoke(schema::RevocationRequested::Reader r, int64_t now) {
-  std::vector<std::string> keys;
-  for (const auto& [key, wl] : workloads_) {
+std::vector<WorkloadState*> Engine::RevocationTargets(schema::RevocationRequested::Reader r) {
+  std::vector<WorkloadState*> out;
+  auto target = r.getTarget();
+  if (target.which() == schema::RevocationRequested::Target::WORKLOAD) {
+    auto it = workloads_.find(KeyOf(target.getWorkload()));
+    if (it != workloads_.end() && Evictable(it->second.phase)) out.push_back(&it->second);
+    return out;
+  }
+  std::optional<int> flavor;
+  if (target.which() == schema::RevocationRequested::Target::FLAVOR) {
+    flavor = flavor_ids_.Find(target.getFlavor().cStr());
+    if (!flavor) return out;  // a flavor never named is used by no workload
+  }
+  const std::string check =
+      target.which() == schema::RevocationRequested::Target::CHECK ? target.getCheck().cStr() : "";
+  for (auto& [key, wl] : workloads_) {
     if (!Evictable(wl.phase)) continue;
     bool hit = false;
-    switch (r.getTarget().which()) {
-      case schema::RevocationRequested::Target::WORKLOAD:
-        hit = key == KeyOf(r.getTarget().getWorkload());
-        break;
-      case schema::RevocationRequested::Target::CHECK:
-        hit = wl.checks.count(r.getTarget().getCheck().cStr()) != 0;
-        break;
-      case schema::RevocationRequested::Target::FLAVOR: {
-        auto f = flavor_ids_.Find(r.getTarget().getFlavor().cStr());
-        for (const auto& [fr, amount] : wl.admission.usage) hit = hit || (f && FrFlavor(fr) == *f);
-        break;
-      }
+    if (flavor) {
+      for (const auto& [fr, amount] : wl.admission.usage) hit = hit || FrFlavor(fr) == *flavor;
+    } else {
+      hit = wl.checks.count(check) != 0;
     }
-    if (hit) keys.push_back(key);
+    if (hit) out.push_back(&wl);
   }
+  return out;
+}
+
+void Engine::Revoke(schema::RevocationRequested::Reader r, int64_t now) {
   const int action = r.getPodSetAction() == schema::PodSetAction::DRAIN ? 1 : 0;
-  for (const std::string& key : keys) {
-    WorkloadState& wl = workloads_.at(key);
-    EvictForReason(wl, "Revoked", std::string("revoked by ") + current_actor_ + ": " +
-                                      r.getReason().cStr(),
+  for (WorkloadState* wl : RevocationTargets(r)) {
+    EvictForReason(*wl, "Revoked", std::string("revoked by ") + current_actor_ + ": " +
+                                       r.getReason().cStr(),
                    action, r.getDrainDeadlineNs(), now);
   }
 }

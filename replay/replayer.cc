@@ -138,7 +138,7 @@ FetchedChunk Fetch(ledger::EventLog& log, Sequence from, size_t count, bool deco
   // megabytes: looked at after the whole scan, every event would be a miss again). A whole
   // decode views the buffer, which moves when it grows; the decodes made before the last move
   // are made again at the end (a pooled buffer rarely grows).
-  const capnp::word* base = nullptr;  // the buffer's address when the last decode was made
+  const capnp::word* base = nullptr;  // the buffer's address as last seen
   size_t decoded_before_move = 0;     // events before this index may hold stale views
   auto look = [&](size_t i) {
     FetchedEvent& e = chunk.events[i];

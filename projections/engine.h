@@ -309,10 +309,8 @@ class Engine {
   // The workloads a revocation evicts, in key order: reserved or admitted, and the one it
   // names (looked up, not searched for), or every one that holds the check or uses the flavor
   // it names. Intake's validation counts them; the fold evicts them.
-  std::vector<WorkloadState*> RevocationTargets(schema::RevocationRequested::Reader revocation);
-  size_t CountRevocationTargets(schema::RevocationRequested::Reader revocation) const {
-    return const_cast<Engine*>(this)->RevocationTargets(revocation).size();
-  }
+  std::vector<const WorkloadState*> RevocationTargets(
+      schema::RevocationRequested::Reader revocation) const;
   void NodeChanged(schema::NodeCapacity::Reader node, int kind, int64_t now);
   void DefineMaintenance(schema::MaintenanceWindow::Reader window, int64_t now);
   std::vector<std::string> RequiredChecks(const WorkloadState& wl) const;

@@ -202,7 +202,7 @@ InputVerdict Engine::Validate(schema::Event::Reader event) const {
       return v;
     }
     case schema::Event::Body::REVOCATION_REQUESTED: {
-      const size_t affected = CountRevocationTargets(body.getRevocationRequested());
+      const size_t affected = RevocationTargets(body.getRevocationRequested()).size();
       if (affected == 0) return refuse("the revocation affects no reserved or admitted workload");
       return v;
     }
@@ -463,8 +463,9 @@ void Engine::PodsGone(WorkloadState& wl, const std::string& why, int64_t now) {
   }
 }
 
-std::vector<WorkloadState*> Engine::RevocationTargets(schema::RevocationRequested::Reader r) {
-  std::vector<WorkloadState*> out;
+std::vector<const WorkloadState*> Engine::RevocationTargets(
+    schema::RevocationRequested::Reader r) const {
+  std::vector<const WorkloadState*> out;
   auto target = r.getTarget();
   if (target.which() == schema::RevocationRequested::Target::WORKLOAD) {
     auto it = workloads_.find(KeyOf(target.getWorkload()));
@@ -478,7 +479,7 @@ std::vector<WorkloadState*> Engine::RevocationTargets(schema::RevocationRequeste
   }
   const std::string check =
       target.which() == schema::RevocationRequested::Target::CHECK ? target.getCheck().cStr() : "";
-  for (auto& [key, wl] : workloads_) {
+  for (const auto& [key, wl] : workloads_) {
     if (!Evictable(wl.phase)) continue;
     bool hit = false;
     if (flavor) {
@@ -493,8 +494,9 @@ std::vector<WorkloadState*> Engine::RevocationTargets(schema::RevocationRequeste
 
 void Engine::Revoke(schema::RevocationRequested::Reader r, int64_t now) {
   const int action = r.getPodSetAction() == schema::PodSetAction::DRAIN ? 1 : 0;
-  for (WorkloadState* wl : RevocationTargets(r)) {
-    EvictForReason(*wl, "Revoked", std::string("revoked by ") + current_actor_ + ": " +
+  for (const WorkloadState* target : RevocationTargets(r)) {
+    WorkloadState& wl = workloads_.at(target->key);  // the engine's own, found read-only
+    EvictForReason(wl, "Revoked", std::string("revoked by ") + current_actor_ + ": " +
                                        r.getReason().cStr(),
                    action, r.getDrainDeadlineNs(), now);
   }

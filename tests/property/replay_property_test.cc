@@ -6,6 +6,8 @@
 // - The state after any sequence (rounded up to its append's end) is the live decider's state
 //   after that append.
 // - A changed decider (the DecisionAlteration seam) fails at the first decision it changes.
+// - A replay's CPU time by thread (fold, read, compare) is positive where work ran and within
+//   the process's CPU time.
 // - Across processes: `admitctl replay --verify -o json` gives the same decision-stream hash
 //   twice, and the same as this process.
 // - A ledger written by admitctl processes killed with SIGKILL mid-append and restarted holds
@@ -24,6 +26,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -62,16 +65,31 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Properties (in process).
 
+double ProcessCpuSeconds() {
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 RC_GTEST_PROP(Replay, FromGenesisReproducesEveryDecision, ()) {
   const ScenarioGen s = *GenScenario();
   ledger::MemoryLog log;
   const Recording rec = RecordScenario(s, log);
+  const double cpu_before = ProcessCpuSeconds();
   auto report = replay::ReplayAndVerify(log);
+  const double cpu_used = ProcessCpuSeconds() - cpu_before;
   RC_ASSERT(report.ok());
   RC_ASSERT(!report->divergence.has_value());
   RC_ASSERT(report->events == log.GetHead().sequence);
   RC_ASSERT(report->decisions_compared == rec.decisions.size());
   RC_ASSERT(report->decision_stream_hash == ChainOver(rec.decisions));
+  // Each thread's part of the CPU time: the fold and the reading ran; no part is negative, and
+  // together they are within what the whole process used.
+  RC_ASSERT(report->events == 0 || report->fold_cpu_seconds > 0);
+  RC_ASSERT(report->events == 0 || report->read_cpu_seconds > 0);
+  RC_ASSERT(report->compare_cpu_seconds >= 0);
+  RC_ASSERT(report->fold_cpu_seconds + report->read_cpu_seconds + report->compare_cpu_seconds <=
+            cpu_used + 1e-6);
   RC_TAG(rec.decisions.empty() ? "no decisions" : "decisions");
 }
 

@@ -497,7 +497,7 @@ void Engine::Revoke(schema::RevocationRequested::Reader r, int64_t now) {
   for (const WorkloadState* target : RevocationTargets(r)) {
     WorkloadState& wl = workloads_.at(target->key);  // the engine's own, found read-only
     EvictForReason(wl, "Revoked", std::string("revoked by ") + current_actor_ + ": " +
-                                       r.getReason().cStr(),
+                                      r.getReason().cStr(),
                    action, r.getDrainDeadlineNs(), now);
   }
 }

@@ -145,9 +145,10 @@ std::string FlavorSummary(const Engine& engine, const WorkloadState& wl) {
 
 }  // namespace
 
-Json WorkloadsJson(const Engine& engine) {
+Json WorkloadsJson(const Engine& engine, const NamespaceFilter& allow) {
   Json items = Json::array();
   for (const auto& [key, wl] : engine.workloads()) {
+    if (allow && !allow(wl.ns)) continue;
     Json w;
     w["apiVersion"] = "kueue.x-k8s.io/v1beta2";
     w["kind"] = "Workload";
@@ -261,9 +262,10 @@ Json ClusterQueuesJson(const Engine& engine) {
   return items;
 }
 
-Json LocalQueuesJson(const Engine& engine) {
+Json LocalQueuesJson(const Engine& engine, const NamespaceFilter& allow) {
   Json items = Json::array();
   for (const auto& [key, lq] : engine.local_queues()) {
+    if (allow && !allow(lq.ns)) continue;
     size_t pending = 0, reserving = 0;
     for (const auto& [wkey, wl] : engine.workloads()) {
       if (wl.ns != lq.ns || wl.queue_name != lq.name) continue;
@@ -322,10 +324,11 @@ std::string ToYaml(const Json& value) {
   return std::string(out.c_str()) + "\n";
 }
 
-std::string WorkloadsTable(const Engine& engine) {
+std::string WorkloadsTable(const Engine& engine, const NamespaceFilter& allow) {
   std::vector<std::vector<std::string>> rows{
       {"NAMESPACE", "NAME", "QUEUE", "PRIORITY", "STATE", "CLUSTERQUEUE", "ADMISSION", "REASON"}};
   for (const auto& [key, wl] : engine.workloads()) {
+    if (allow && !allow(wl.ns)) continue;
     std::string reason = wl.phase == Phase::kPending ? wl.pending_reason : "";
     if (wl.phase == Phase::kRejected) {
       const projections::Condition* c =
@@ -359,9 +362,9 @@ std::string ClusterQueuesTable(const Engine& engine) {
   return Table(rows);
 }
 
-std::string LocalQueuesTable(const Engine& engine) {
+std::string LocalQueuesTable(const Engine& engine, const NamespaceFilter& allow) {
   std::vector<std::vector<std::string>> rows{{"NAMESPACE", "NAME", "CLUSTERQUEUE", "PENDING", "ADMITTED"}};
-  Json items = LocalQueuesJson(engine);
+  Json items = LocalQueuesJson(engine, allow);
   for (const auto& l : items) {
     rows.push_back({l["metadata"]["namespace"], l["metadata"]["name"], l["spec"]["clusterQueue"],
                     std::to_string(l["status"]["pendingWorkloads"].get<size_t>()),

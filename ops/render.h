@@ -2,6 +2,7 @@
 // Read models rendered as Kueue-shaped objects (JSON, YAML, tables), and decisions described
 // in one line for people.
 
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -13,9 +14,12 @@ namespace admission::ops {
 
 using Json = nlohmann::ordered_json;
 
-Json WorkloadsJson(const projections::Engine& engine);
+// A namespace filter for a caller that may see only some namespaces; null: every one.
+using NamespaceFilter = std::function<bool(const std::string& ns)>;
+
+Json WorkloadsJson(const projections::Engine& engine, const NamespaceFilter& allow = nullptr);
 Json ClusterQueuesJson(const projections::Engine& engine);
-Json LocalQueuesJson(const projections::Engine& engine);
+Json LocalQueuesJson(const projections::Engine& engine, const NamespaceFilter& allow = nullptr);
 Json CohortsJson(const projections::Engine& engine);
 
 // `kind: List` with the items, as `kubectl get -o json` prints it.
@@ -23,9 +27,11 @@ Json ListOf(const Json& items);
 std::string ToYaml(const Json& value);
 
 // Fixed-width tables for people.
-std::string WorkloadsTable(const projections::Engine& engine);
+std::string WorkloadsTable(const projections::Engine& engine,
+                           const NamespaceFilter& allow = nullptr);
 std::string ClusterQueuesTable(const projections::Engine& engine);
-std::string LocalQueuesTable(const projections::Engine& engine);
+std::string LocalQueuesTable(const projections::Engine& engine,
+                             const NamespaceFilter& allow = nullptr);
 std::string CohortsTable(const projections::Engine& engine);
 
 // "admitted team-a/train-1 in ClusterQueue gpu-a: main[nvidia.com/gpu=h100] x4 (borrowing)".

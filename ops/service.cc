@@ -3,6 +3,8 @@
 #include <capnp/message.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "schema/time_format.h"
 #include "schema/event_codec.h"
 
@@ -98,38 +100,117 @@ void Service::MaybeSnapshot(uint64_t head_before, uint64_t head) {
   if (!pruned.ok()) spdlog::warn("removing old snapshots failed: {}", pruned.ToString());
 }
 
-Result<RecordOutcome> Service::Record(const std::vector<std::string>& inputs,
-                                      const IntakeOptions& options) {
-  if (broken_) {
-    return Status(Code::kIoError, "an earlier append failed; reopen the ledger to continue");
+std::string RequestInputKey(std::string_view actor, std::string_view request_id, size_t index) {
+  ADM_CHECK(!request_id.empty(), "a request key needs a request id");
+  std::string key = "req/";
+  key.append(actor).append("/").append(request_id).append("/").append(std::to_string(index));
+  return key;
+}
+
+Status StampRequestId(std::vector<std::string>& inputs, std::string_view actor,
+                      std::string_view request_id) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto decoded = schema::DecodeEvent(inputs[i]);
+    if (!decoded.ok()) {
+      return Status(Code::kInvalidArgument,
+                    "input " + std::to_string(i) + ": " + decoded.status().message());
+    }
+    if (decoded->root().getIdempotencyKey().size() > 0) continue;
+    std::string key = RequestInputKey(actor, request_id, i);
+    if (key.size() > ledger::kIdempotencyKeyBytesMax) {
+      return Status(Code::kInvalidArgument,
+                    "request id '" + std::string(request_id) + "' makes an idempotency key of " +
+                        std::to_string(key.size()) + " bytes; at most " +
+                        std::to_string(ledger::kIdempotencyKeyBytesMax) + " are allowed");
+    }
+    capnp::MallocMessageBuilder message;
+    message.setRoot(decoded->root());
+    message.getRoot<schema::Event>().setIdempotencyKey(key);
+    inputs[i] = schema::EncodeEvent(message);
   }
+  return Status::Ok();
+}
+
+// A call of a group after Stage: its outcome so far and its events, sequenced from
+// `first_sequence` on (inputs, then the decisions they caused).
+struct Service::Staged {
+  RecordOutcome outcome;
+  std::vector<std::string> events;
+  size_t inputs_written = 0;
+  uint64_t first_sequence = 0;
+  std::map<std::string, std::string> definitions;  // DefinitionKey -> body, once written
+};
+
+// What the calls staged so far in a group add to the head: the next sequence and time, the
+// definitions and idempotency keys they write (key -> sequence and the input's bytes).
+struct Service::GroupState {
+  uint64_t next_sequence = 0;
+  int64_t recorded_at_ns = 0;
+  std::map<std::string, std::string> definitions;
+  std::map<std::string, std::pair<uint64_t, std::string>> keys;
+};
+
+Result<std::vector<std::string>> Service::DecisionsOfBatch(uint64_t sequence, uint64_t* first) {
+  // A batch is its inputs (the last one ends it) followed by the decisions they caused.
+  std::vector<std::string> decisions;
+  uint64_t next = sequence;
+  bool inputs_ended = false;
+  for (size_t reads = 0; reads < 4; ++reads) {  // a batch holds at most kAppendBatchEventsMax
+    auto chunk = log_.Read(next, ledger::kAppendBatchEventsMax);
+    if (!chunk.ok()) return chunk.status();
+    if (chunk->empty()) return decisions;
+    for (ledger::StoredEvent& e : *chunk) {
+      auto decoded = schema::DecodeEvent(e.bytes);
+      if (!decoded.ok()) return decoded.status();
+      const bool decision = schema::IsDecision(decoded->root().getBody().which());
+      if (!inputs_ended) {
+        if (decision) return decisions;  // not an input: no batch starts here
+        inputs_ended = decoded->root().getEndsBatch();
+        next = e.sequence + 1;
+        continue;
+      }
+      if (!decision) return decisions;
+      if (decisions.empty()) *first = e.sequence;
+      decisions.push_back(std::move(e.bytes));
+      next = e.sequence + 1;
+    }
+  }
+  return decisions;
+}
+
+Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group) {
+  const std::vector<std::string>& inputs = call.inputs;
+  const IntakeOptions& options = call.options;
   if (inputs.empty() || inputs.size() > ledger::kAppendBatchEventsMax / 2) {
     return Status(Code::kInvalidArgument,
                   "a batch holds 1 to " + std::to_string(ledger::kAppendBatchEventsMax / 2) +
                       " inputs, not " + std::to_string(inputs.size()));
   }
-  const ledger::Head head = log_.GetHead();
   int64_t at = 0;
   if (options.at_ns) {
-    if (*options.at_ns < head.recorded_at_ns) {
+    if (*options.at_ns < group.recorded_at_ns) {
       return Status(Code::kTimeWentBackwards,
                     "--at " + FormatRfc3339(*options.at_ns) +
                         " is earlier than the ledger's last event at " +
-                        FormatRfc3339(head.recorded_at_ns) + " (sequence " +
-                        std::to_string(head.sequence) + "); time never goes backwards in a ledger");
+                        FormatRfc3339(group.recorded_at_ns) + " (sequence " +
+                        std::to_string(group.next_sequence - 1) +
+                        "); time never goes backwards in a ledger");
     }
     at = *options.at_ns;
   } else {
-    at = std::max(clock_.NowNs(), head.recorded_at_ns);
+    at = std::max(clock_.NowNs(), group.recorded_at_ns);
   }
 
-  RecordOutcome outcome;
+  Staged staged;
+  RecordOutcome& outcome = staged.outcome;
   outcome.sequences.assign(inputs.size(), 0);
   outcome.unchanged.assign(inputs.size(), false);
-  std::vector<std::string> fresh;             // stamped inputs to write
-  std::vector<size_t> fresh_index;
-  std::map<std::string, std::string> batch_definitions;
-  uint64_t next_sequence = head.sequence + 1;
+  std::vector<std::string>& fresh = staged.events;  // stamped inputs to write
+  std::vector<std::string> fresh_keys;
+  size_t key_duplicates = 0;
+  uint64_t latest_duplicate = 0;
+  uint64_t next_sequence = group.next_sequence;
+  staged.first_sequence = next_sequence;
   for (size_t i = 0; i < inputs.size(); ++i) {
     auto decoded = schema::DecodeEvent(inputs[i]);
     if (!decoded.ok()) {
@@ -142,44 +223,68 @@ Result<RecordOutcome> Service::Record(const std::vector<std::string>& inputs,
                                                 schema::BodyName(event) +
                                                 "); only the decider makes decisions");
     }
-    // Idempotency key already recorded: the same payload is a no-op, another is refused.
+    // Idempotency key already recorded (in the ledger, or by an earlier call of this group):
+    // the same payload is a no-op, another is refused.
     std::string key = event.getIdempotencyKey().cStr();
     if (!key.empty()) {
-      auto found = log_.FindKey(key);
-      if (!found.ok()) return found.status();
-      if (found->has_value()) {
-        auto stored = log_.Read(**found, 1);
-        if (!stored.ok()) return stored.status();
-        auto recorded = schema::DecodeEvent(stored->front().bytes);
+      std::optional<uint64_t> recorded_sequence;
+      std::string recorded_bytes;
+      if (auto in_group = group.keys.find(key); in_group != group.keys.end()) {
+        recorded_sequence = in_group->second.first;
+        recorded_bytes = in_group->second.second;
+      } else if (std::find(fresh_keys.begin(), fresh_keys.end(), key) != fresh_keys.end()) {
+        return Status(Code::kInvalidArgument, "input " + std::to_string(i) + ": key '" + key +
+                                                  "' appears twice in one request");
+      } else {
+        auto found = log_.FindKey(key);
+        if (!found.ok()) return found.status();
+        if (found->has_value()) {
+          auto stored = log_.Read(**found, 1);
+          if (!stored.ok()) return stored.status();
+          if (stored->empty()) {
+            return Status(Code::kCorruption, "the idempotency index names sequence " +
+                                                 std::to_string(**found) + ", past the head");
+          }
+          recorded_sequence = **found;
+          recorded_bytes = std::move(stored->front().bytes);
+        }
+      }
+      if (recorded_sequence) {
+        auto recorded = schema::DecodeEvent(recorded_bytes);
         if (!recorded.ok()) return recorded.status();
         std::string field = schema::FirstDifferingPayloadField(recorded->root(), event);
         // The actor is who asked; a retry by someone else is still the same request.
         if (!field.empty() && field != "actor") {
           return Status(Code::kConflict, "input " + std::to_string(i) + ": '" + key +
                                              "' was recorded at sequence " +
-                                             std::to_string(**found) +
+                                             std::to_string(*recorded_sequence) +
                                              " with different content; first differing field: " +
                                              field);
         }
-        outcome.sequences[i] = **found;
+        outcome.sequences[i] = *recorded_sequence;
         outcome.unchanged[i] = true;
+        ++key_duplicates;
+        latest_duplicate = std::max(latest_duplicate, *recorded_sequence);
         continue;
       }
     }
     // A definition identical to the current one changes nothing.
     std::string def_key = projections::DefinitionKey(event);
-    std::string body;
     if (!def_key.empty()) {
-      body = projections::DefinitionBody(event);
-      auto current = batch_definitions.count(def_key) != 0 ? batch_definitions.find(def_key)
-                                                          : definitions_.find(def_key);
-      auto end = batch_definitions.count(def_key) != 0 ? batch_definitions.end()
-                                                      : definitions_.end();
-      if (current != end && current->second == body) {
+      std::string body = projections::DefinitionBody(event);
+      const std::string* current = nullptr;
+      if (auto it = staged.definitions.find(def_key); it != staged.definitions.end()) {
+        current = &it->second;
+      } else if (auto g = group.definitions.find(def_key); g != group.definitions.end()) {
+        current = &g->second;
+      } else if (auto d = definitions_.find(def_key); d != definitions_.end()) {
+        current = &d->second;
+      }
+      if (current != nullptr && *current == body) {
         outcome.unchanged[i] = true;
         continue;
       }
-      batch_definitions[def_key] = body;
+      staged.definitions[def_key] = std::move(body);
     }
     capnp::MallocMessageBuilder message;
     message.setRoot(event);
@@ -197,13 +302,26 @@ Result<RecordOutcome> Service::Record(const std::vector<std::string>& inputs,
     if (verdict.noop) {
       outcome.unchanged[i] = true;
       outcome.notes.push_back(verdict.note);
+      staged.definitions.erase(def_key);
       continue;
     }
     outcome.sequences[i] = next_sequence++;
+    if (!key.empty()) fresh_keys.push_back(key);
     fresh.push_back(schema::EncodeEvent(message));
-    fresh_index.push_back(i);
   }
-  if (fresh.empty()) return outcome;
+  if (fresh.empty()) {
+    // A retry of a call whose every input was recorded: answer with its original decisions.
+    if (key_duplicates == inputs.size()) {
+      outcome.retried = true;
+      if (latest_duplicate < group.next_sequence &&
+          latest_duplicate <= log_.GetHead().sequence) {
+        auto decisions = DecisionsOfBatch(latest_duplicate, &outcome.first_decision_sequence);
+        if (!decisions.ok()) return decisions.status();
+        outcome.decisions = std::move(*decisions);
+      }
+    }
+    return staged;
+  }
 
   // Mark the batch's end, then let the decider fold the inputs and decide.
   {
@@ -219,10 +337,9 @@ Result<RecordOutcome> Service::Record(const std::vector<std::string>& inputs,
               decoded.status().ToString().c_str());
     engine_->ApplyInput(decoded->root());
   }
+  staged.inputs_written = fresh.size();
   std::vector<std::string> decisions = engine_->EndBatch(next_sequence - 1, at);
-  std::vector<std::string> batch = fresh;
-  batch.insert(batch.end(), decisions.begin(), decisions.end());
-  if (batch.size() > ledger::kAppendBatchEventsMax) {
+  if (fresh.size() + decisions.size() > ledger::kAppendBatchEventsMax) {
     broken_ = true;  // the engine has applied what the ledger will not hold
     return Status(Code::kInvalidArgument,
                   std::to_string(fresh.size()) + " inputs caused " +
@@ -230,29 +347,130 @@ Result<RecordOutcome> Service::Record(const std::vector<std::string>& inputs,
                       std::to_string(ledger::kAppendBatchEventsMax) +
                       " events); submit the file in smaller parts. Nothing was written.");
   }
-  auto ack = log_.Append(batch);
-  if (!ack.ok()) {
-    broken_ = true;
-    return ack.status();
+  // Each key's sequence and bytes, for a later call of the group that retries this one.
+  for (const std::string& input : fresh) {
+    auto decoded = schema::DecodeEvent(input);
+    std::string key = decoded->root().getIdempotencyKey().cStr();
+    if (!key.empty()) group.keys[key] = {decoded->root().getSequence(), input};
   }
-  for (size_t j = 0; j < batch.size(); ++j) {
-    if (ack->sequences[j] != head.sequence + 1 + j || ack->duplicate[j]) {
-      broken_ = true;
-      return Status(Code::kIoError,
-                    "the ledger gave event " + std::to_string(j) + " of the batch sequence " +
-                        std::to_string(ack->sequences[j]) + ", not " +
-                        std::to_string(head.sequence + 1 + j) +
-                        " (another writer?); reopen the ledger");
+  outcome.first_decision_sequence = next_sequence;
+  fresh.insert(fresh.end(), std::make_move_iterator(decisions.begin()),
+               std::make_move_iterator(decisions.end()));
+  for (auto& [k, v] : staged.definitions) group.definitions[k] = v;
+  group.next_sequence = staged.first_sequence + fresh.size();
+  group.recorded_at_ns = at;
+  return staged;
+}
+
+std::vector<Result<RecordOutcome>> Service::RecordGroup(const std::vector<RecordCall>& calls) {
+  ADM_CHECK(calls.size() <= kGroupCallsMax, "%zu calls in one group", calls.size());
+  std::vector<Result<RecordOutcome>> results;
+  results.reserve(calls.size());
+  if (broken_) {
+    for (size_t i = 0; i < calls.size(); ++i) {
+      results.emplace_back(
+          Status(Code::kIoError, "an earlier append failed; reopen the ledger to continue"));
+    }
+    return results;
+  }
+  const ledger::Head head = log_.GetHead();
+  GroupState group;
+  group.next_sequence = head.sequence + 1;
+  group.recorded_at_ns = head.recorded_at_ns;
+  // Calls are staged in order and appended in runs that fit one append; `pending` holds the
+  // staged calls of the current run (their index in `calls`).
+  std::vector<std::optional<Staged>> staged(calls.size());
+  std::vector<Status> refused(calls.size());
+  std::vector<size_t> run;
+  std::vector<std::string> run_events;
+  uint64_t run_first = head.sequence + 1;
+  Status failure;
+  auto flush = [&]() {
+    if (run_events.empty()) {
+      run.clear();
+      return;
+    }
+    if (failure.ok()) {
+      auto ack = log_.Append(run_events);
+      if (!ack.ok()) {
+        failure = ack.status();
+      } else {
+        for (size_t j = 0; j < run_events.size(); ++j) {
+          if (ack->sequences[j] != run_first + j || ack->duplicate[j]) {
+            failure = Status(Code::kIoError,
+                             "the ledger gave event " + std::to_string(j) +
+                                 " of the batch sequence " + std::to_string(ack->sequences[j]) +
+                                 ", not " + std::to_string(run_first + j) +
+                                 " (another writer?); reopen the ledger");
+            break;
+          }
+        }
+      }
+      if (failure.ok()) {
+        // The decisions as stored (sequence and prevHash filled in), read back once per run.
+        auto stored = log_.Read(run_first, run_events.size());
+        if (stored.ok() && stored->size() == run_events.size()) {
+          for (size_t index : run) {
+            Staged& s = *staged[index];
+            if (s.events.empty()) continue;
+            s.outcome.decisions.clear();
+            const size_t begin = s.first_sequence - run_first + s.inputs_written;
+            const size_t end = s.first_sequence - run_first + s.events.size();
+            for (size_t k = begin; k < end; ++k) {
+              s.outcome.decisions.push_back(std::move((*stored)[k].bytes));
+            }
+          }
+        }
+        for (size_t index : run) {
+          for (auto& [k, v] : staged[index]->definitions) definitions_[k] = v;
+        }
+        const uint64_t before = run_first - 1;
+        run_first += run_events.size();
+        MaybeSnapshot(before, run_first - 1);
+      } else {
+        broken_ = true;
+      }
+    }
+    if (!failure.ok()) {
+      for (size_t index : run) refused[index] = failure;
+    }
+    run.clear();
+    run_events.clear();
+  };
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (broken_ || !failure.ok()) {
+      refused[i] = failure.ok() ? Status(Code::kIoError,
+                                         "an earlier append failed; reopen the ledger to continue")
+                                : failure;
+      continue;
+    }
+    auto s = Stage(calls[i], group);
+    if (!s.ok()) {
+      refused[i] = s.status();
+      continue;
+    }
+    if (run_events.size() + s->events.size() > ledger::kAppendBatchEventsMax) flush();
+    for (const std::string& e : s->events) run_events.push_back(e);
+    run.push_back(i);
+    staged[i] = std::move(*s);
+  }
+  flush();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (!refused[i].ok()) {
+      results.emplace_back(refused[i]);
+    } else {
+      results.emplace_back(std::move(staged[i]->outcome));
     }
   }
-  for (auto& [k, v] : batch_definitions) definitions_[k] = v;
-  MaybeSnapshot(head.sequence, head.sequence + batch.size());
-  outcome.first_decision_sequence = head.sequence + 1 + fresh.size();
-  auto stored = log_.Read(outcome.first_decision_sequence, decisions.size());
-  if (stored.ok()) {
-    for (auto& e : *stored) outcome.decisions.push_back(std::move(e.bytes));
-  }
-  return outcome;
+  return results;
+}
+
+Result<RecordOutcome> Service::Record(const std::vector<std::string>& inputs,
+                                      const IntakeOptions& options) {
+  std::vector<RecordCall> calls(1);
+  calls[0].inputs = inputs;
+  calls[0].options = options;
+  return std::move(RecordGroup(calls).front());
 }
 
 }  // namespace admission::ops

@@ -30,10 +30,32 @@ struct RecordOutcome {
   std::vector<std::string> notes;    // why inputs were no-ops, for people
   std::vector<std::string> decisions;  // stored bytes of the decisions appended
   uint64_t first_decision_sequence = 0;
+  // Every input was recorded before under its idempotency key (a retry): nothing was written,
+  // and `decisions` are the ones the original request caused.
+  bool retried = false;
 };
+
+// One call's inputs and how to stamp them, for Service::RecordGroup.
+struct RecordCall {
+  std::vector<std::string> inputs;
+  IntakeOptions options;
+};
+
+// The idempotency key an input without one gets from its call's request id: the principal,
+// the id and the input's place, so that a retry of the same call finds each input again and
+// one principal never sees another's outcome. REQUIRES: !request_id.empty().
+std::string RequestInputKey(std::string_view actor, std::string_view request_id, size_t index);
+
+// Gives every input of `inputs` that carries no idempotency key the request's key
+// (RequestInputKey). Errors: kInvalidArgument (an input that does not decode, or a request id
+// that makes a key longer than ledger::kIdempotencyKeyBytesMax).
+Status StampRequestId(std::vector<std::string>& inputs, std::string_view actor,
+                      std::string_view request_id);
 
 // Snapshots every this many events by default (docs/replay.md, "Snapshots").
 inline constexpr uint64_t kSnapshotEveryEventsDefault = 100'000;
+// Calls in one RecordGroup.
+inline constexpr size_t kGroupCallsMax = 1024;
 
 struct ServiceOptions {
   // Where snapshots are kept; null: none are loaded or taken. REQUIRES: outlives the Service.
@@ -61,6 +83,12 @@ class Service {
   Result<RecordOutcome> Record(const std::vector<std::string>& inputs,
                                const IntakeOptions& options);
 
+  // Group commit: records each call as its own batch (exactly as Record would, one after the
+  // other), but writes them all with as few appends as the batch limit allows, each one durable
+  // before any call is answered. One call's refusal does not affect the others. Returns one
+  // result per call, in order. REQUIRES: calls.size() <= kGroupCallsMax.
+  std::vector<Result<RecordOutcome>> RecordGroup(const std::vector<RecordCall>& calls);
+
   // Takes a snapshot of the state at the head now. Errors: kInvalidArgument (no snapshot
   // store, or an empty ledger), and TakeSnapshot's.
   Result<replay::TakenSnapshot> Snapshot();
@@ -76,6 +104,14 @@ class Service {
  private:
   Service(ledger::EventLog& log, Clock& clock, const ServiceOptions& options)
       : log_(log), clock_(clock), options_(options) {}
+  // One call of a group, decided and laid out but not yet appended.
+  struct Staged;
+  struct GroupState;
+  // Validates one call against the head and the group so far, lets the decider fold it and
+  // lays out its events. A refusal changes nothing (the decider has not seen the call).
+  Result<Staged> Stage(const RecordCall& call, GroupState& group);
+  // The decisions of the batch holding `sequence` (an input), read from the ledger.
+  Result<std::vector<std::string>> DecisionsOfBatch(uint64_t sequence, uint64_t* first);
   // Folds the events after `after` (the state engine_ stands at).
   Status Fold(uint64_t after, const std::function<void(uint64_t, uint64_t)>& progress);
   // After an append that ended at `head`, having started after `head_before`.

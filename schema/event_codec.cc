@@ -28,6 +28,9 @@ const char* CodeName(Code code) {
     case Code::kCorruption: return "Corruption";
     case Code::kIoError: return "IoError";
     case Code::kBusy: return "Busy";
+    case Code::kPermissionDenied: return "PermissionDenied";
+    case Code::kOverloaded: return "Overloaded";
+    case Code::kUnavailable: return "Unavailable";
   }
   return "Unknown";
 }

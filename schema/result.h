@@ -20,6 +20,9 @@ enum class Code {
   kCorruption,          // stored bytes fail decoding or the hash chain
   kIoError,             // the storage engine failed
   kBusy,                // another process holds the ledger
+  kPermissionDenied,    // the caller's principal may not make this call (admitd's policy)
+  kOverloaded,          // over a named limit; nothing written; retry after a while
+  kUnavailable,         // the service is unreachable or shutting down; the call may be retried
 };
 
 const char* CodeName(Code code);

@@ -25,6 +25,7 @@
 #include "ops/intake.h"
 #include "ops/kueue_yaml.h"
 #include "ops/render.h"
+#include "ops/rpc/client.h"
 #include "ops/service.h"
 #include "schema/time_format.h"
 #include "replay/replayer.h"
@@ -45,6 +46,73 @@ std::string EnvelopeJson(const ledger::StoredEvent& stored, schema::Event::Reade
   return out.str();
 }
 
+// One event as `log` and `watch` print it: a line, or a JSON object on one line.
+void PrintEvent(const ledger::StoredEvent& stored, schema::Event::Reader event,
+                const std::string& format) {
+  if (format == "json") {
+    std::cout << EnvelopeJson(stored, event) << "\n";
+    return;
+  }
+  std::cout << stored.sequence << "  " << FormatRfc3339(event.getRecordedAtNs()) << "  "
+            << schema::BodyName(event) << "  actor=" << event.getActor().cStr();
+  if (event.getIdempotencyKey().size() > 0) {
+    std::cout << "  key=" << event.getIdempotencyKey().cStr();
+  }
+  if (schema::IsDecision(event.getBody().which())) {
+    std::cout << "  cause=" << event.getCausationSequence()
+              << "  engine=v" << event.getEngineVersion();
+  }
+  std::cout << "\n";
+}
+
+struct WatchArgs {
+  rpc::WatchRequest request;
+  std::string format = "text";
+  uint64_t limit = 0;
+};
+
+int RunWatch(const GlobalOptions& global, const WatchArgs& args) {
+  if (!global.connected()) {
+    return Fail(Status(Code::kInvalidArgument,
+                       "watch streams events from admitd: give --connect ADDR (or set "
+                       "ADMITCTL_CONNECT)"));
+  }
+  auto client = Connect(global);
+  if (!client.ok()) return Fail(client.status());
+  uint64_t shown = 0;
+  uint64_t resume = 0;
+  std::string reason;
+  Status bad;
+  Status s = (*client)->Watch(
+      args.request,
+      [&](const std::vector<ledger::StoredEvent>& events) {
+        for (const ledger::StoredEvent& e : events) {
+          auto decoded = schema::DecodeEvent(e.bytes);
+          if (!decoded.ok()) {
+            bad = Status(Code::kCorruption, "event " + std::to_string(e.sequence) + ": " +
+                                                decoded.status().message());
+            return false;
+          }
+          PrintEvent(e, decoded->root(), args.format);
+          if (args.limit != 0 && ++shown >= args.limit) {
+            std::cout.flush();
+            return false;
+          }
+        }
+        std::cout.flush();
+        return true;
+      },
+      &resume, &reason);
+  if (!s.ok()) return Fail(s);
+  if (!bad.ok()) return Fail(bad);
+  if (!reason.empty()) {
+    std::cerr << "admitctl: the watch ended: " << reason << "; resume with --from " << resume
+              << "\n";
+    return 1;
+  }
+  return 0;
+}
+
 int RunLog(const GlobalOptions& global, uint64_t from, uint64_t limit, const std::string& format) {
   auto log = OpenLedger(global, false);
   if (!log.ok()) return Fail(log.status());
@@ -63,21 +131,7 @@ int RunLog(const GlobalOptions& global, uint64_t from, uint64_t limit, const std
         return Fail(Status(Code::kCorruption, "event " + std::to_string(stored.sequence) +
                                                   ": " + decoded.status().message()));
       }
-      schema::Event::Reader event = decoded->root();
-      if (format == "json") {
-        std::cout << EnvelopeJson(stored, event) << "\n";
-      } else {
-        std::cout << stored.sequence << "  " << FormatRfc3339(event.getRecordedAtNs()) << "  "
-                  << schema::BodyName(event) << "  actor=" << event.getActor().cStr();
-        if (event.getIdempotencyKey().size() > 0) {
-          std::cout << "  key=" << event.getIdempotencyKey().cStr();
-        }
-        if (schema::IsDecision(event.getBody().which())) {
-          std::cout << "  cause=" << event.getCausationSequence()
-                    << "  engine=v" << event.getEngineVersion();
-        }
-        std::cout << "\n";
-      }
+      PrintEvent(stored, decoded->root(), format);
       next = stored.sequence + 1;
       ++shown;
     }
@@ -89,14 +143,17 @@ int RunVerify(const GlobalOptions& global, const std::string& format) {
   auto log = OpenLedger(global, false);
   if (!log.ok()) return Fail(log.status());
   Progress progress("verify");
-  auto report = ledger::VerifyChain(**log, 1, schema::kGenesisHash, true,
+  // Through admitd the chain is checked here, over the daemon's bytes; its idempotency index
+  // is the daemon's own storage (one lookup per keyed event would be a round trip each).
+  auto report = ledger::VerifyChain(**log, 1, schema::kGenesisHash, !global.connected(),
                                     [&](uint64_t done, uint64_t total) {
                                       progress.Update(done, total);
                                     });
   if (!report.ok()) return Fail(report.status());
   // Every snapshot beside the ledger: its stored hash, and that it is this ledger's.
-  ledger::FileSnapshotStore store(global.ledger_dir);
-  auto snapshots = replay::VerifySnapshots(**log, store);
+  auto store = OpenSnapshots(global);
+  if (!store.ok()) return Fail(store.status());
+  auto snapshots = replay::VerifySnapshots(**log, **store);
   if (!snapshots.ok()) return Fail(snapshots.status());
   const replay::SnapshotCheck* bad_snapshot = nullptr;
   for (const replay::SnapshotCheck& c : *snapshots) {
@@ -172,7 +229,7 @@ int RunDevAppend(const GlobalOptions& global, const std::vector<std::string>& js
     }
     events.push_back(std::move(*encoded));
   }
-  auto log = OpenLedger(global, true);
+  auto log = OpenLocalLedger(global, true);
   if (!log.ok()) return Fail(log.status());
   SystemClock clock;
   IntakeOptions intake_options;
@@ -201,7 +258,9 @@ int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
   auto session = OpenSession(global, true);
   if (!session.ok()) return Fail(session.status());
   SubmitContext ctx;
-  ctx.name_seed = std::to_string((*session)->log->GetHead().sequence);
+  auto head = (*session)->api->GetHead();
+  if (!head.ok()) return Fail(head.status());
+  ctx.name_seed = std::to_string(head->sequence);
   Result<std::vector<ParsedObject>> objects =
       kind == FileKind::kApply    ? ParseApplyYaml(*text)
       : kind == FileKind::kSubmit ? ParseSubmitYaml(*text, ctx)
@@ -227,7 +286,7 @@ int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
   }
   auto options = IntakeFrom(global, kind == FileKind::kApply ? "operator" : "submitter");
   if (!options.ok()) return Fail(options.status());
-  auto outcome = (*session)->service->Record(inputs, *options);
+  auto outcome = (*session)->api->Record(inputs, *options, global.request_id);
   if (!outcome.ok()) return Fail(outcome.status());
   PrintOutcome(labels, *outcome, format);
   return 0;
@@ -239,11 +298,8 @@ int RunWorkloadInput(const GlobalOptions& global, const std::string& ns_name, bo
   if (!name.ok()) return Fail(name.status());
   auto session = OpenSession(global, false);
   if (!session.ok()) return Fail(session.status());
-  const auto& workloads = (*session)->service->engine().workloads();
-  auto it = workloads.find(ns_name);
-  if (it == workloads.end()) {
-    return Fail(Status(Code::kNotFound, "no workload " + ns_name + " in the ledger"));
-  }
+  auto wl = (*session)->api->Workload(ns_name);
+  if (!wl.ok()) return Fail(wl.status());
   capnp::MallocMessageBuilder message;
   auto event = message.initRoot<schema::Event>();
   auto make_ref = [&]() {
@@ -257,12 +313,13 @@ int RunWorkloadInput(const GlobalOptions& global, const std::string& ns_name, bo
   schema::WorkloadRef::Builder ref = make_ref();
   ref.setNamespace(name->first);
   ref.setName(name->second);
-  ref.setUid(it->second.uid);
+  ref.setUid(wl->uid);
   // Once per workload incarnation: a retried command is a no-op.
-  event.setIdempotencyKey(std::string(finish ? "finish/" : "delete/") + it->second.uid);
+  event.setIdempotencyKey(std::string(finish ? "finish/" : "delete/") + wl->uid);
   auto options = IntakeFrom(global, "runtime");
   if (!options.ok()) return Fail(options.status());
-  auto outcome = (*session)->service->Record({schema::EncodeEvent(message)}, *options);
+  auto outcome =
+      (*session)->api->Record({schema::EncodeEvent(message)}, *options, global.request_id);
   if (!outcome.ok()) return Fail(outcome.status());
   PrintOutcome({std::string(finish ? "finish " : "delete ") + ns_name}, *outcome, format);
   return 0;
@@ -271,18 +328,26 @@ int RunWorkloadInput(const GlobalOptions& global, const std::string& ns_name, bo
 int RunGet(const GlobalOptions& global, const std::string& what, const std::string& format,
            uint64_t at_sequence) {
   // With --at N: the read models as they were after sequence N (the end of its append).
-  std::unique_ptr<Session> session;
-  std::unique_ptr<ledger::RocksDbLog> at_log;
+  if (at_sequence == 0) {
+    auto session = OpenSession(global, false);
+    if (!session.ok()) return Fail(session.status());
+    auto text = (*session)->api->Get(what, format);
+    if (!text.ok()) return Fail(text.status());
+    std::cout << *text;
+    return 0;
+  }
+  std::unique_ptr<ledger::EventLog> at_log;
   replay::StateAt at_state;
-  if (at_sequence != 0) {
+  {
     auto log = OpenLedger(global, false);
     if (!log.ok()) return Fail(log.status());
     at_log = std::move(*log);
     Progress progress("loading the ledger");
-    ledger::FileSnapshotStore snapshots(global.ledger_dir);
+    auto snapshots = OpenSnapshots(global);
+    if (!snapshots.ok()) return Fail(snapshots.status());
     std::vector<std::string> skipped;
     auto state = replay::FoldToSequenceFromSnapshot(
-        *at_log, snapshots, at_sequence,
+        *at_log, **snapshots, at_sequence,
         [&](uint64_t done, uint64_t total) {
           if (total > 100000) progress.Update(done, total);
         },
@@ -294,38 +359,12 @@ int RunGet(const GlobalOptions& global, const std::string& what, const std::stri
       std::cerr << "as of sequence " << at_state.at << ", the end of the append holding sequence "
                 << at_sequence << "\n";
     }
-  } else {
-    auto opened = OpenSession(global, false);
-    if (!opened.ok()) return Fail(opened.status());
-    session = std::move(*opened);
   }
-  const projections::Engine& engine =
-      at_state.engine ? *at_state.engine : session->service->engine();
-  Json items;
-  std::string table;
-  if (what == "workloads" || what == "workload" || what == "wl") {
-    items = WorkloadsJson(engine);
-    if (format == "table") table = WorkloadsTable(engine);
-  } else if (what == "clusterqueues" || what == "clusterqueue" || what == "cq") {
-    items = ClusterQueuesJson(engine);
-    if (format == "table") table = ClusterQueuesTable(engine);
-  } else if (what == "localqueues" || what == "localqueue" || what == "lq") {
-    items = LocalQueuesJson(engine);
-    if (format == "table") table = LocalQueuesTable(engine);
-  } else {
-    items = CohortsJson(engine);
-    if (format == "table") table = CohortsTable(engine);
-  }
-  if (format == "json") {
-    std::cout << ListOf(items).dump(2) << "\n";
-  } else if (format == "yaml") {
-    std::cout << ToYaml(ListOf(items));
-  } else {
-    std::cout << table;
-  }
+  auto text = RenderGet(*at_state.engine, what, format);
+  if (!text.ok()) return Fail(text.status());
+  std::cout << *text;
   return 0;
 }
-
 }  // namespace
 }  // namespace admission::ops
 
@@ -335,8 +374,12 @@ int main(int argc, char** argv) {
       "admitctl: the admission ledger's command line (embedded RocksDB ledger).\n"
       "Every input and decision is an immutable event in the ledger at --ledger."};
   app.require_subcommand(1);
+  // Global options are accepted anywhere on the line, also after the subcommand
+  // (`report-check ... --as OWNER`, as the README shows).
+  app.fallthrough();
   GlobalOptions global;
   if (const char* env = std::getenv("ADMITCTL_LEDGER")) global.ledger_dir = env;
+  if (const char* env = std::getenv("ADMITCTL_CONNECT")) global.connect = env;
   CLI::Option* ledger_option = app.add_option("--ledger", global.ledger_dir,
                  "ledger directory (default: $ADMITCTL_LEDGER or ./admission-ledger)");
   app.add_option("--at", global.at,
@@ -344,7 +387,18 @@ int main(int argc, char** argv) {
                  "Never earlier than the ledger's last event.");
   app.add_option("--log-level", global.log_level, "trace, debug, info, warn (default), error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
-  app.add_option("--as", global.actor, "identity of the caller recorded on input events");
+  app.add_option("--as", global.actor,
+                 "identity of the caller recorded on input events (embedded mode only: admitd "
+                 "records the principal its connection proved)");
+  app.add_option("--connect", global.connect,
+                 "run the command through admitd at unix:PATH or tls:HOST:PORT (default "
+                 "$ADMITCTL_CONNECT) instead of opening --ledger");
+  app.add_option("--cert", global.cert, "TLS: this client's certificate (its common name is the principal)");
+  app.add_option("--key", global.key, "TLS: this client's private key");
+  app.add_option("--ca", global.ca, "TLS: the CA that signed admitd's certificate");
+  app.add_option("--request-id", global.request_id,
+                 "this call's request id: a retry with the same id returns the first outcome "
+                 "and writes nothing (connected mode makes a fresh one per invocation)");
   app.add_option("--snapshot-every", global.snapshot_every,
                  "take a snapshot of the state after an append that crosses a multiple of this "
                  "many events (default 100000; 0: never). Startup loads the newest valid "
@@ -418,6 +472,25 @@ int main(int argc, char** argv) {
                       "the state after this ledger sequence (rounded up to the end of its "
                       "append); default: the head");
 
+  auto watch_args = std::make_shared<WatchArgs>();
+  auto* watch_cmd = app.add_subcommand(
+      "watch", "stream the ledger's events from admitd as they are appended (like kubectl get "
+               "-w): one line or one JSON object per event, from --from on; reconnecting with "
+               "the last sequence seen + 1 misses nothing and repeats nothing");
+  watch_cmd->add_option("--from", watch_args->request.from, "first sequence (default 1)");
+  watch_cmd->add_option("--kind", watch_args->request.kinds,
+                        "only events of this kind, as log prints it (repeatable)");
+  watch_cmd->add_option("--namespace", watch_args->request.namespaces,
+                        "only events about workloads of this namespace (repeatable)");
+  watch_cmd->add_option("--cluster-queue", watch_args->request.cluster_queues,
+                        "only events of this ClusterQueue (repeatable)");
+  watch_cmd->add_option("--check", watch_args->request.checks,
+                        "only reports for this AdmissionCheck and reservations that need it "
+                        "(repeatable)");
+  watch_cmd->add_option("--limit", watch_args->limit, "stop after this many events");
+  watch_cmd->add_option("-o,--output", watch_args->format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+
   std::string demo_dir = "admission-demo-ledger";
   auto* demo_cmd = app.add_subcommand(
       "demo", "run the GPU platform demo on a fresh embedded ledger and narrate its decisions");
@@ -437,12 +510,15 @@ int main(int argc, char** argv) {
     auto logger = spdlog::stderr_color_mt("admitctl");
     spdlog::set_default_logger(logger);
     spdlog::set_level(spdlog::level::from_str(global.log_level));
+    // One request id per invocation: a retry of this call (same id) is answered, not redone.
+    if (global.connected() && global.request_id.empty()) global.request_id = NewRequestId();
   });
   CLI11_PARSE(app, argc, argv);
   if (replay_exit >= 0) return replay_exit;
   if (group_exit_code >= 0) return group_exit_code;
 
   if (*log_cmd) return RunLog(global, from, limit, log_format);
+  if (*watch_cmd) return RunWatch(global, *watch_args);
   if (*verify_cmd) return RunVerify(global, verify_format);
   if (*dev_append) return RunDevAppend(global, json_args, json_file);
   if (*apply_cmd) return RunFile(global, FileKind::kApply, file_path, out_format);

@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
 
 #include "ops/render.h"
+#include "ops/rpc/client.h"
 #include "schema/time_format.h"
 #include "schema/event_codec.h"
 
@@ -21,8 +23,55 @@ int Fail(const Status& status) {
   return 1;
 }
 
-Result<std::unique_ptr<ledger::RocksDbLog>> OpenLedger(const GlobalOptions& global,
-                                                        bool create) {
+Result<std::shared_ptr<rpc::RpcClient>> Connect(const GlobalOptions& global) {
+  auto endpoint = rpc::ParseEndpoint(global.connect);
+  if (!endpoint.ok()) return endpoint.status();
+  rpc::ClientOptions options;
+  options.endpoint = *endpoint;
+  options.tls = {global.cert, global.key, global.ca};
+  auto client = rpc::RpcClient::Connect(options);
+  if (!client.ok()) return client.status();
+  return std::shared_ptr<rpc::RpcClient>(std::move(*client));
+}
+
+std::string NewRequestId() {
+  std::random_device random;
+  char buf[33];
+  for (int i = 0; i < 4; ++i) {
+    std::snprintf(buf + 8 * i, 9, "%08x", static_cast<unsigned>(random()));
+  }
+  return buf;
+}
+
+Result<std::unique_ptr<ledger::EventLog>> OpenLedger(const GlobalOptions& global, bool create) {
+  if (global.connected()) {
+    auto client = Connect(global);
+    if (!client.ok()) return client.status();
+    return std::unique_ptr<ledger::EventLog>(std::make_unique<rpc::RemoteLog>(*client));
+  }
+  auto log = OpenLocalLedger(global, create);
+  if (!log.ok()) return log.status();
+  return std::unique_ptr<ledger::EventLog>(std::move(*log));
+}
+
+Result<std::unique_ptr<ledger::SnapshotStore>> OpenSnapshots(const GlobalOptions& global) {
+  if (global.connected()) {
+    auto client = Connect(global);
+    if (!client.ok()) return client.status();
+    return std::unique_ptr<ledger::SnapshotStore>(
+        std::make_unique<rpc::RemoteSnapshotStore>(*client));
+  }
+  return std::unique_ptr<ledger::SnapshotStore>(
+      std::make_unique<ledger::FileSnapshotStore>(global.ledger_dir));
+}
+
+Result<std::unique_ptr<ledger::RocksDbLog>> OpenLocalLedger(const GlobalOptions& global,
+                                                             bool create) {
+  if (global.connected()) {
+    return Status(Code::kInvalidArgument,
+                  "this command writes the embedded ledger directly; it does not run through "
+                  "admitd (--connect)");
+  }
   ledger::RocksDbLogOptions options;
   options.create_if_missing = create;
   spdlog::debug("opening ledger at {}", global.ledger_dir);
@@ -56,7 +105,19 @@ Result<IntakeOptions> IntakeFrom(const GlobalOptions& global, const std::string&
 
 Result<std::unique_ptr<Session>> OpenSession(const GlobalOptions& global, bool create) {
   auto session = std::make_unique<Session>();
-  auto log = OpenLedger(global, create);
+  if (global.connected()) {
+    if (!global.actor.empty()) {
+      return Status(Code::kInvalidArgument,
+                    "--as '" + global.actor + "': a connected admitctl has no --as; admitd "
+                    "records the principal the connection proved (its certificate's common "
+                    "name, or the Unix peer's uid)");
+    }
+    auto client = Connect(global);
+    if (!client.ok()) return client.status();
+    session->api = std::make_unique<rpc::RemoteApi>(*client);
+    return session;
+  }
+  auto log = OpenLocalLedger(global, create);
   if (!log.ok()) return log.status();
   session->log = std::move(*log);
   session->snapshots = std::make_unique<ledger::FileSnapshotStore>(global.ledger_dir);
@@ -72,6 +133,10 @@ Result<std::unique_ptr<Session>> OpenSession(const GlobalOptions& global, bool c
       options);
   if (!service.ok()) return service.status();
   session->service = std::move(*service);
+  ledger::FileSnapshotStore* snapshots = session->snapshots.get();
+  session->api = std::make_unique<LocalApi>(
+      *session->service, *session->log,
+      [snapshots](uint64_t after) { return snapshots->PathOf(after); });
   return session;
 }
 
@@ -97,6 +162,7 @@ void PrintOutcome(const std::vector<std::string>& labels, const RecordOutcome& o
                            {"summary", DescribeDecision(d->root())}});
     }
     out["decisions"] = decisions;
+    if (outcome.retried) out["retried"] = true;
     std::cout << out.dump(2) << "\n";
     return;
   }
@@ -106,6 +172,9 @@ void PrintOutcome(const std::vector<std::string>& labels, const RecordOutcome& o
     std::cout << "\n";
   }
   for (const std::string& note : outcome.notes) std::cout << "  no-op: " << note << "\n";
+  if (outcome.retried) {
+    std::cout << "  (a retry: this request was recorded before; its decisions were)\n";
+  }
   uint64_t seq = outcome.first_decision_sequence;
   for (const std::string& bytes : outcome.decisions) {
     auto d = schema::DecodeEvent(bytes);

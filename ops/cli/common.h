@@ -17,13 +17,23 @@
 #include "ledger/snapshot_store.h"
 #include "ops/clock.h"
 #include "ops/intake.h"
+#include "ops/api.h"
 #include "ops/service.h"
 #include "schema/result.h"
 
 namespace admission::ops {
 
+namespace rpc {
+class RpcClient;
+}
+
 struct GlobalOptions {
   std::string ledger_dir = "admission-ledger";
+  // Connected mode (--connect ADDR, or $ADMITCTL_CONNECT): every command goes through admitd.
+  std::string connect;
+  std::string cert, key, ca;  // TLS client identity and the daemon's CA
+  std::string request_id;     // --request-id; connected mode makes one per invocation
+  bool connected() const { return !connect.empty(); }
   std::string at;
   std::string log_level = "warn";
   std::string actor;
@@ -33,7 +43,14 @@ struct GlobalOptions {
 // Prints "admitctl: <status>" to stderr and returns the exit code for a refusal (1).
 int Fail(const Status& status);
 
-Result<std::unique_ptr<ledger::RocksDbLog>> OpenLedger(const GlobalOptions& global, bool create);
+// The ledger to read: the embedded RocksDB ledger at --ledger, or admitd's through --connect
+// (read-only: log, verify, replay and get --at read the daemon's stored bytes).
+Result<std::unique_ptr<ledger::EventLog>> OpenLedger(const GlobalOptions& global, bool create);
+// The embedded ledger for writing, refusing connected mode (developer commands).
+Result<std::unique_ptr<ledger::RocksDbLog>> OpenLocalLedger(const GlobalOptions& global,
+                                                             bool create);
+// The snapshots beside the ledger (the daemon's, read-only, when connected).
+Result<std::unique_ptr<ledger::SnapshotStore>> OpenSnapshots(const GlobalOptions& global);
 
 // Progress on a terminal only; pipes and files stay quiet.
 class Progress {
@@ -56,20 +73,29 @@ class Progress {
   bool shown_ = false;
 };
 
-// An open ledger with the decider folded over it.
+// The admission service a command talks to: embedded (an open ledger with the decider folded
+// over it) or admitd's (connected). Commands use `api` only.
 struct Session {
-  std::unique_ptr<ledger::RocksDbLog> log;
+  std::unique_ptr<ledger::RocksDbLog> log;                // embedded only
   SystemClock clock;
-  std::unique_ptr<ledger::FileSnapshotStore> snapshots;  // the ledger's snapshots/ folder
-  std::unique_ptr<Service> service;
+  std::unique_ptr<ledger::FileSnapshotStore> snapshots;  // embedded only
+  std::unique_ptr<Service> service;                      // embedded only
+  std::unique_ptr<AdmissionApi> api;
 };
 
-// Opens the ledger and brings a decider to its head, from the newest usable snapshot (progress
-// shown for long folds; skipped snapshots are warnings).
+// Embedded: opens the ledger and brings a decider to its head, from the newest usable snapshot
+// (progress shown for long folds; skipped snapshots are warnings). Connected: connects to
+// admitd (refusing --as: the daemon records the connection's principal).
 Result<std::unique_ptr<Session>> OpenSession(const GlobalOptions& global, bool create);
 
 // The whole file, or stdin for "-".
 Result<std::string> ReadAll(const std::string& path);
+
+// Connects to admitd as --connect, --cert, --key and --ca say.
+Result<std::shared_ptr<rpc::RpcClient>> Connect(const GlobalOptions& global);
+
+// A fresh random request id (128 bits from the system's random source, hex).
+std::string NewRequestId();
 
 // Intake options from --at and --as (default actor when --as is absent).
 Result<IntakeOptions> IntakeFrom(const GlobalOptions& global, const std::string& default_actor);

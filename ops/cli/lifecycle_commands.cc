@@ -28,22 +28,20 @@ int RecordOne(const GlobalOptions& global, const std::string& label, const std::
   auto options = IntakeFrom(global, actor);
   if (!options.ok()) return Fail(options.status());
   if (at) options->at_ns = *at;
-  auto outcome = (*session)->service->Record({schema::EncodeEvent(message)}, *options);
+  auto outcome =
+      (*session)->api->Record({schema::EncodeEvent(message)}, *options, global.request_id);
   if (!outcome.ok()) return Fail(outcome.status());
   PrintOutcome({label}, *outcome, format);
   return 0;
 }
 
-Result<const projections::WorkloadState*> FindWorkload(Session& session, const std::string& ns_name) {
+Result<WorkloadInfo> FindWorkload(Session& session, const std::string& ns_name) {
   auto name = SplitName(ns_name);
   if (!name.ok()) return name.status();
-  const auto& workloads = session.service->engine().workloads();
-  auto it = workloads.find(ns_name);
-  if (it == workloads.end()) return Status(Code::kNotFound, "no workload " + ns_name);
-  return &it->second;
+  return session.api->Workload(ns_name);
 }
 
-void SetRef(schema::WorkloadRef::Builder ref, const projections::WorkloadState& wl) {
+void SetRef(schema::WorkloadRef::Builder ref, const WorkloadInfo& wl) {
   ref.setNamespace(wl.ns);
   ref.setName(wl.name);
   ref.setUid(wl.uid);
@@ -82,7 +80,7 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
           auto wl = FindWorkload(session, report->workload);
           if (!wl.ok()) return wl.status();
           auto r = event.initBody().initCheckStateReported();
-          SetRef(r.initWorkload(), **wl);
+          SetRef(r.initWorkload(), *wl);
           r.setCheck(report->check);
           r.setGeneration(report->generation);
           r.setState(report->state == "Ready"     ? schema::CheckState::READY
@@ -154,7 +152,7 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
           auto wl = FindWorkload(session, pods->workload);
           if (!wl.ok()) return wl.status();
           auto r = event.initBody().initPodsReported();
-          SetRef(r.initWorkload(), **wl);
+          SetRef(r.initWorkload(), *wl);
           r.setFencingToken(pods->token);
           r.setReport(pods->report == "released"     ? schema::PodsReport::RELEASED
                       : pods->report == "ready"      ? schema::PodsReport::READY
@@ -197,7 +195,7 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
           if (!rv->workload.empty()) {
             auto wl = FindWorkload(session, rv->workload);
             if (!wl.ok()) return wl.status();
-            SetRef(r.getTarget().initWorkload(), **wl);
+            SetRef(r.getTarget().initWorkload(), *wl);
           } else if (!rv->check.empty()) {
             r.getTarget().setCheck(rv->check);
           } else {
@@ -210,9 +208,11 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
             if (!d.ok()) return d.status();
             auto now = IntakeFrom(global, "");
             if (!now.ok()) return now.status();
+            auto head = session.api->GetHead();
+            if (!head.ok()) return head.status();
             const int64_t base = now->at_ns ? *now->at_ns
                                             : std::max(SystemClock().NowNs(),
-                                                       session.log->GetHead().recorded_at_ns);
+                                                       head->recorded_at_ns);
             r.setDrainDeadlineNs(base + *d);
           }
           return Status::Ok();

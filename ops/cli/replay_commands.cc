@@ -48,7 +48,9 @@ int RunReplay(const GlobalOptions& global, const ReplayArgs& args) {
   const uint64_t head = (*log)->GetHead().sequence;
   if (head == 0) return Fail(Status(Code::kInvalidArgument, "the ledger is empty"));
   const uint64_t to = args.to == 0 ? head : args.to;
-  ledger::FileSnapshotStore store(global.ledger_dir);
+  auto opened_store = OpenSnapshots(global);
+  if (!opened_store.ok()) return Fail(opened_store.status());
+  ledger::SnapshotStore& store = **opened_store;
   // The start: the genesis, or with --from-snapshot the newest usable snapshot before the first
   // compared sequence (and before --to: something must be left to fold).
   replay::ReplayStart start = replay::Genesis();
@@ -184,36 +186,13 @@ struct SnapshotArgs {
 int RunSnapshot(const GlobalOptions& global, const SnapshotArgs& args) {
   auto session = OpenSession(global, false);
   if (!session.ok()) return Fail(session.status());
-  const Service& service = *(*session)->service;
-  if (isatty(2) == 1) {
+  if (isatty(2) == 1 && (*session)->log) {
     std::fprintf(stderr, "snapshot: encoding and writing the state at sequence %llu\n",
                  static_cast<unsigned long long>((*session)->log->GetHead().sequence));
   }
-  auto taken = (*session)->service->Snapshot();
-  if (!taken.ok()) return Fail(taken.status());
-  const std::string path = (*session)->snapshots->PathOf(taken->after);
-  if (args.format == "json") {
-    Json out;
-    out["sequence"] = taken->after;
-    out["bytes"] = taken->bytes;
-    out["sha256"] = schema::HashHex(taken->hash);
-    out["engineVersion"] = projections::kEngineVersion;
-    out["path"] = path;
-    out["loadedSnapshot"] =
-        service.loaded_snapshot() ? Json(*service.loaded_snapshot()) : Json(nullptr);
-    out["eventsFolded"] = service.events_folded_at_open();
-    std::cout << out.dump(2) << "\n";
-    return 0;
-  }
-  if (service.loaded_snapshot()) {
-    std::cout << "loaded snapshot at " << *service.loaded_snapshot() << ", folded "
-              << service.events_folded_at_open() << " events after it\n";
-  } else {
-    std::cout << "folded " << service.events_folded_at_open() << " events from the genesis\n";
-  }
-  std::cout << "snapshot at sequence " << taken->after << ": " << taken->bytes << " bytes, sha256 "
-            << schema::HashHex(taken->hash) << "\n"
-            << path << "\n";
+  auto text = (*session)->api->Snapshot(args.format);
+  if (!text.ok()) return Fail(text.status());
+  std::cout << *text;
   return 0;
 }
 
@@ -227,17 +206,23 @@ struct ExplainArgs {
 int RunExplain(const GlobalOptions& global, const ExplainArgs& args) {
   auto name = SplitName(args.workload);
   if (!name.ok()) return Fail(name.status());
-  auto log = OpenLedger(global, false);
-  if (!log.ok()) return Fail(log.status());
-  Progress progress("explain");
-  auto x = replay::Explain(**log, name->first, name->second, args.at,
-                           [&](uint64_t done, uint64_t total) {
-                             if (total > 100000) progress.Update(done, total);
-                           });
-  if (!x.ok()) return Fail(x.status());
-  std::string text = args.format == "json"   ? replay::ExplainJson(*x) + "\n"
-                     : args.format == "html" ? replay::ExplainHtml(*x)
-                                             : replay::ExplainText(*x);
+  Result<std::string> rendered = std::string();
+  if (global.connected()) {
+    // admitd renders it from its own ledger, within the caller's namespaces.
+    auto session = OpenSession(global, false);
+    if (!session.ok()) return Fail(session.status());
+    rendered = (*session)->api->Explain(args.workload, args.at, args.format);
+  } else {
+    auto log = OpenLedger(global, false);
+    if (!log.ok()) return Fail(log.status());
+    Progress progress("explain");
+    rendered = RenderExplain(**log, args.workload, args.at, args.format,
+                             [&](uint64_t done, uint64_t total) {
+                               if (total > 100000) progress.Update(done, total);
+                             });
+  }
+  if (!rendered.ok()) return Fail(rendered.status());
+  const std::string& text = *rendered;
   std::string path = args.out;
   if (path.empty() && args.format == "html") {
     path = "explain-" + name->first + "-" + name->second + ".html";

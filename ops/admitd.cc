@@ -1,0 +1,160 @@
+// admitd: the admission service. Owns the ledger (the one writer) and serves admitd's RPC API
+// (schema/admission_rpc.capnp) on Unix sockets and TLS. See docs/admitd.md.
+//
+// Exit codes: 0 after SIGTERM or SIGINT (everything answered is durable); 1 could not start
+// (reason on stderr); 2 usage.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <kj/async-unix.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "ledger/rocksdb_log.h"
+#include "ledger/snapshot_store.h"
+#include "ops/clock.h"
+#include "ops/rpc/server.h"
+#include "ops/service.h"
+
+namespace admission::ops {
+namespace {
+
+struct Args {
+  std::string ledger_dir;
+  std::vector<std::string> listen;
+  rpc::TlsFiles tls;
+  std::string policy;
+  std::string ready_file;
+  std::string log_level = "info";
+  uint64_t snapshot_every = kSnapshotEveryEventsDefault;
+};
+
+int Fail(const Status& s) {
+  std::cerr << "admitd: " << s.ToString() << "\n";
+  return 1;
+}
+
+kj::Promise<void> OnHangup(kj::UnixEventPort& port, rpc::Daemon& daemon) {
+  return port.onSignal(SIGHUP).then([&port, &daemon](siginfo_t) {
+    Status s = daemon.ReloadPolicy();
+    if (s.ok()) {
+      spdlog::info("SIGHUP: policy reloaded");
+    } else {
+      spdlog::error("SIGHUP: the new policy is refused, the running one stays: {}", s.ToString());
+    }
+    return OnHangup(port, daemon);
+  });
+}
+
+int Run(const Args& args) {
+  std::vector<rpc::Endpoint> endpoints;
+  for (const std::string& text : args.listen) {
+    auto e = rpc::ParseEndpoint(text);
+    if (!e.ok()) return Fail(e.status());
+    endpoints.push_back(*e);
+  }
+  rpc::Policy policy;
+  if (!args.policy.empty()) {
+    auto loaded = rpc::Policy::Load(args.policy);
+    if (!loaded.ok()) return Fail(loaded.status());
+    policy = std::move(*loaded);
+  }
+  auto log = ledger::RocksDbLog::Open(args.ledger_dir);
+  if (!log.ok()) return Fail(log.status());
+  ledger::FileSnapshotStore snapshots(args.ledger_dir);
+  SystemClock clock;
+  ServiceOptions service_options;
+  service_options.snapshots = &snapshots;
+  service_options.snapshot_every_events = args.snapshot_every;
+  auto service = Service::Open(
+      **log, clock,
+      [](uint64_t done, uint64_t total) {
+        if (total > 100000) spdlog::info("loading the ledger: {} / {} events", done, total);
+      },
+      service_options);
+  if (!service.ok()) return Fail(service.status());
+
+  kj::UnixEventPort::captureSignal(SIGTERM);
+  kj::UnixEventPort::captureSignal(SIGINT);
+  kj::UnixEventPort::captureSignal(SIGHUP);
+  auto io = kj::setupAsyncIo();
+  rpc::DaemonOptions options;
+  options.listen = endpoints;
+  options.tls = args.tls;
+  options.policy_path = args.policy;
+  options.snapshot_path = [&snapshots](uint64_t after) { return snapshots.PathOf(after); };
+  rpc::Daemon daemon(io, **service, **log, snapshots, std::move(policy), std::move(options));
+  auto bound = daemon.Listen(io.waitScope);
+  if (!bound.ok()) return Fail(bound.status());
+  std::string lines;
+  for (const std::string& b : *bound) lines += b + "\n";
+  if (!args.ready_file.empty()) {
+    const std::string tmp = args.ready_file + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << lines;
+    }
+    std::rename(tmp.c_str(), args.ready_file.c_str());
+  }
+  std::cout << "admitd: serving " << args.ledger_dir << " (head " << (*log)->GetHead().sequence
+            << ") on";
+  for (const std::string& b : *bound) std::cout << " " << b;
+  std::cout << std::endl;
+
+  auto& port = io.unixEventPort;
+  auto hangups = OnHangup(port, daemon).eagerlyEvaluate(nullptr);
+  int signal = 0;
+  port.onSignal(SIGTERM)
+      .exclusiveJoin(port.onSignal(SIGINT))
+      .then([&signal](siginfo_t info) { signal = info.si_signo; })
+      .wait(io.waitScope);
+  spdlog::info("signal {}: stopping (answering the calls in flight)", signal);
+  daemon.Shutdown()
+      .exclusiveJoin(io.provider->getTimer().afterDelay(rpc::kShutdownMaxMs * kj::MILLISECONDS))
+      .wait(io.waitScope);
+  const rpc::DaemonStats stats = daemon.stats();
+  spdlog::info("stopped at head {}: {} record calls in {} groups, {} refused",
+               (*log)->GetHead().sequence, stats.record_calls, stats.groups, stats.refused_calls);
+  return 0;
+}
+
+}  // namespace
+}  // namespace admission::ops
+
+int main(int argc, char** argv) {
+  using namespace admission::ops;
+  CLI::App app{
+      "admitd: the admission service. Owns the ledger at --ledger (the one writer) and serves "
+      "admitctl --connect, check controllers, the pod runtime, operators and auditors over "
+      "Cap'n Proto RPC on Unix sockets (the peer's uid is its identity: this daemon's own uid "
+      "and root are admin, others uid:N) and TLS (the client certificate's common name, from "
+      "--client-ca). What each principal may do comes from --policy."};
+  Args args;
+  app.add_option("--ledger", args.ledger_dir, "ledger directory (created if missing)")->required();
+  app.add_option("--listen", args.listen, "unix:PATH or tls:HOST:PORT (repeatable; port 0 picks one)")
+      ->required();
+  app.add_option("--tls-cert", args.tls.cert, "the daemon's certificate (PEM), for tls: addresses");
+  app.add_option("--tls-key", args.tls.key, "the daemon's private key (PEM)");
+  app.add_option("--client-ca", args.tls.ca,
+                 "the CA (PEM) whose client certificates are accepted; any other is refused");
+  app.add_option("--policy", args.policy,
+                 "principals and roles (YAML; reloaded on SIGHUP). Without it only admin may call");
+  app.add_option("--ready-file", args.ready_file,
+                 "once listening, write the bound addresses here (one per line)");
+  app.add_option("--snapshot-every", args.snapshot_every,
+                 "take a snapshot after an append that crosses a multiple of this many events "
+                 "(default 100000; 0: never)");
+  app.add_option("--log-level", args.log_level, "trace, debug, info (default), warn, error, off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  CLI11_PARSE(app, argc, argv);
+  auto logger = spdlog::stderr_color_mt("admitd");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(args.log_level));
+  return Run(args);
+}

@@ -1,0 +1,424 @@
+#include "ops/rpc/client.h"
+
+#include <cstring>
+#include <future>
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+#include <kj/compat/tls.h>
+
+namespace admission::ops::rpc {
+
+namespace {
+
+// The daemon's answers are trusted more than a peer's requests: a read returns up to
+// ledger::kReadEventsMax / 16 events.
+constexpr uint64_t kReplyWordsMax = uint64_t{64} << 20;  // 512 MiB
+
+Status FromException(const kj::Exception& e) {
+  std::string what = e.getDescription().cStr();
+  if (e.getType() == kj::Exception::Type::OVERLOADED) {
+    return Status(Code::kOverloaded, "admitd is overloaded: " + what);
+  }
+  return Status(Code::kUnavailable, "admitd: " + what);
+}
+
+std::vector<ledger::StoredEvent> ToEvents(capnp::List<StoredEvent>::Reader list) {
+  std::vector<ledger::StoredEvent> events;
+  events.reserve(list.size());
+  for (StoredEvent::Reader e : list) {
+    auto bytes = e.getBytes();
+    events.push_back({e.getSequence(),
+                      std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size())});
+  }
+  return events;
+}
+
+void SetTexts(capnp::List<capnp::Text>::Builder list, const std::vector<std::string>& values) {
+  for (unsigned i = 0; i < values.size(); ++i) list.set(i, values[i]);
+}
+
+// The client's end of a watch: pushes go to the callback, `end` finishes the watch.
+class SinkImpl final : public EventSink::Server {
+ public:
+  SinkImpl(const std::function<bool(const std::vector<ledger::StoredEvent>&)>& on_events,
+           kj::Own<kj::PromiseFulfiller<Status>> done, uint64_t* resume, std::string* reason)
+      : on_events_(on_events), done_(kj::mv(done)), resume_(resume), reason_(reason) {}
+
+ protected:
+  kj::Promise<void> push(PushContext context) override {
+    if (!done_->isWaiting()) return kj::READY_NOW;
+    if (!on_events_(ToEvents(context.getParams().getEvents()))) {
+      done_->fulfill(Status::Ok());
+    }
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> end(EndContext context) override {
+    *resume_ = context.getParams().getResumeSequence();
+    *reason_ = context.getParams().getReason();
+    if (done_->isWaiting()) done_->fulfill(Status::Ok());
+    return kj::READY_NOW;
+  }
+
+ private:
+  const std::function<bool(const std::vector<ledger::StoredEvent>&)>& on_events_;
+  kj::Own<kj::PromiseFulfiller<Status>> done_;
+  uint64_t* resume_;
+  std::string* reason_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<RpcClient>> RpcClient::Connect(const ClientOptions& options) {
+  if (options.endpoint.kind == Endpoint::Kind::kTls &&
+      (options.tls.cert.empty() || options.tls.key.empty() || options.tls.ca.empty())) {
+    return Status(Code::kInvalidArgument,
+                  "--connect " + options.endpoint.text +
+                      ": a TLS connection needs --cert, --key and --ca (the client certificate "
+                      "whose common name is your principal, its key, and the daemon's CA)");
+  }
+  std::unique_ptr<RpcClient> client(new RpcClient());
+  std::promise<void> ready;
+  auto connected = ready.get_future();
+  RpcClient* raw = client.get();
+  client->thread_ = std::thread([raw, options, &ready]() { raw->Loop(options, &ready); });
+  connected.wait();
+  if (!client->connect_status_.ok()) {
+    client->thread_.join();
+    return client->connect_status_;
+  }
+  return client;
+}
+
+void RpcClient::Loop(const ClientOptions& options, std::promise<void>* ready) {
+  bool signalled = false;
+  auto fail = [&](Status status) {
+    connect_status_ = std::move(status);
+    if (!signalled) ready->set_value();
+    signalled = true;
+  };
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
+    auto io = kj::setupAsyncIo();
+    kj::WaitScope& ws = io.waitScope;
+    kj::Own<kj::AsyncIoStream> stream;
+    kj::Own<kj::TlsContext> tls;
+    {
+      auto address = io.provider->getNetwork().parseAddress(options.endpoint.KjAddress()).wait(ws);
+      stream = address->connect().wait(ws);
+    }
+    if (options.endpoint.kind == Endpoint::Kind::kTls) {
+      auto ca = ReadFileText(options.tls.ca, "--ca");
+      auto cert = ReadFileText(options.tls.cert, "--cert");
+      auto key = ReadFileText(options.tls.key, "--key");
+      for (auto* r : {&ca, &cert, &key}) {
+        if (!r->ok()) {
+          fail(r->status());
+          return;
+        }
+      }
+      kj::TlsCertificate ca_cert(kj::StringPtr(ca->c_str()));
+      kj::TlsKeypair keypair{kj::TlsPrivateKey(kj::StringPtr(key->c_str())),
+                             kj::TlsCertificate(kj::StringPtr(cert->c_str()))};
+      kj::TlsContext::Options tls_options;
+      tls_options.useSystemTrustStore = false;
+      tls_options.trustedCertificates = kj::arrayPtr(&ca_cert, 1);
+      tls_options.defaultKeypair = keypair;
+      tls = kj::heap<kj::TlsContext>(kj::mv(tls_options));
+      stream = tls->wrapClient(kj::mv(stream), options.endpoint.host).wait(ws);
+    }
+    capnp::ReaderOptions reader;
+    reader.traversalLimitInWords = kReplyWordsMax;
+    capnp::TwoPartyVatNetwork network(*stream, capnp::rpc::twoparty::Side::CLIENT, reader);
+    auto rpc = capnp::makeRpcClient(network);
+    capnp::word scratch[4];
+    memset(scratch, 0, sizeof(scratch));
+    capnp::MallocMessageBuilder message(scratch);
+    auto vat_id = message.getRoot<capnp::rpc::twoparty::VatId>();
+    vat_id.setSide(capnp::rpc::twoparty::Side::SERVER);
+    Ledger::Client ledger = rpc.bootstrap(vat_id).castAs<Ledger>();
+    // The handshake is done; a daemon that refused the principal answers every call with an
+    // error, which each call reports.
+    ledger.pingRequest().send().wait(ws);
+    ledger_ = &ledger;
+    executor_ = &kj::getCurrentThreadExecutor();
+    auto stop = kj::newPromiseAndFulfiller<void>();
+    stop_ = stop.fulfiller.get();
+    connect_status_ = Status::Ok();
+    signalled = true;
+    ready->set_value();
+    stop.promise.wait(ws);
+    ledger_ = nullptr;
+  })) {
+    fail(FromException(*e));
+  }
+}
+
+RpcClient::~RpcClient() {
+  if (thread_.joinable()) {
+    if (executor_ != nullptr) {
+      kj::runCatchingExceptions([&]() { executor_->executeSync([this]() { stop_->fulfill(); }); });
+    }
+    thread_.join();
+  }
+}
+
+Status RpcClient::Run(const std::function<kj::Promise<Status>(Ledger::Client&)>& call) {
+  Status result;
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
+    result = executor_->executeSync([&]() -> kj::Promise<Status> {
+      if (ledger_ == nullptr) return Status(Code::kUnavailable, "admitd: the connection is closed");
+      return call(*ledger_);
+    });
+  })) {
+    return FromException(*e);
+  }
+  return result;
+}
+
+Status RpcClient::Watch(
+    const WatchRequest& request,
+    const std::function<bool(const std::vector<ledger::StoredEvent>&)>& on_events,
+    uint64_t* resume, std::string* reason) {
+  kj::Own<WatchHandle::Client> handle;
+  return Run([&](Ledger::Client& ledger) -> kj::Promise<Status> {
+    auto done = kj::newPromiseAndFulfiller<Status>();
+    auto call = ledger.watchRequest();
+    call.setFromSequence(request.from);
+    auto filter = call.initFilter();
+    SetTexts(filter.initKinds(request.kinds.size()), request.kinds);
+    SetTexts(filter.initNamespaces(request.namespaces.size()), request.namespaces);
+    SetTexts(filter.initClusterQueues(request.cluster_queues.size()), request.cluster_queues);
+    SetTexts(filter.initChecks(request.checks.size()), request.checks);
+    call.setSink(kj::heap<SinkImpl>(on_events, kj::mv(done.fulfiller), resume, reason));
+    auto answered = call.send().then(
+        [&handle](capnp::Response<Ledger::WatchResults> response) -> kj::Promise<Status> {
+          Status s = FromError(response.getError());
+          if (!s.ok()) return s;
+          handle = kj::heap<WatchHandle::Client>(response.getHandle());
+          return kj::NEVER_DONE;
+        });
+    return done.promise.exclusiveJoin(kj::mv(answered));
+  });
+}
+
+Result<ledger::AppendAck> RemoteLog::Append(std::span<const std::string>) {
+  return Status(Code::kInvalidArgument,
+                "a connected client does not append to the ledger; it records through admitd");
+}
+
+Result<std::vector<ledger::StoredEvent>> RemoteLog::Read(ledger::Sequence from,
+                                                          size_t max_count) {
+  std::vector<ledger::StoredEvent> events;
+  Status s = client_.Run([&](Ledger::Client& ledger) {
+    auto call = ledger.readRequest();
+    call.setFrom(from);
+    call.setMaxCount(static_cast<uint32_t>(max_count));
+    return call.send().then([&](capnp::Response<Ledger::ReadResults> r) {
+      Status status = FromError(r.getError());
+      if (status.ok()) events = ToEvents(r.getEvents());
+      return status;
+    });
+  });
+  if (!s.ok()) return s;
+  return events;
+}
+
+ledger::Head RemoteLog::GetHead() {
+  ledger::Head head;
+  Status s = client_.Run([&](Ledger::Client& ledger) {
+    return ledger.headRequest().send().then([&](capnp::Response<Ledger::HeadResults> r) {
+      auto h = r.getHead();
+      head.sequence = h.getSequence();
+      head.recorded_at_ns = h.getRecordedAtNs();
+      auto hash = h.getHash();
+      if (hash.size() == head.hash.size()) std::memcpy(head.hash.data(), hash.begin(), hash.size());
+      return Status::Ok();
+    });
+  });
+  // EventLog::GetHead cannot fail; an unreachable daemon shows as an empty ledger, and the
+  // reads that follow report the error.
+  (void)s;
+  return head;
+}
+
+Result<std::optional<ledger::Sequence>> RemoteLog::FindKey(std::string_view) {
+  return Status(Code::kInvalidArgument, "a connected client does not look up idempotency keys");
+}
+
+Result<std::vector<ledger::Sequence>> RemoteSnapshotStore::List() {
+  std::vector<ledger::Sequence> list;
+  Status s = client_.Run([&](Ledger::Client& ledger) {
+    return ledger.listSnapshotsRequest().send().then(
+        [&](capnp::Response<Ledger::ListSnapshotsResults> r) {
+          Status status = FromError(r.getError());
+          for (uint64_t after : r.getSequences()) list.push_back(after);
+          return status;
+        });
+  });
+  if (!s.ok()) return s;
+  return list;
+}
+
+Result<ledger::StoredSnapshot> RemoteSnapshotStore::Read(ledger::Sequence after) {
+  ledger::StoredSnapshot snapshot;
+  snapshot.after = after;
+  Status s = client_.Run([&](Ledger::Client& ledger) {
+    auto call = ledger.readSnapshotRequest();
+    call.setAfter(after);
+    return call.send().then([&](capnp::Response<Ledger::ReadSnapshotResults> r) {
+      Status status = FromError(r.getError());
+      if (!status.ok()) return status;
+      auto bytes = r.getBytes();
+      snapshot.bytes.assign(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+      auto hash = r.getStoredHash();
+      if (hash.size() != snapshot.stored_hash.size()) {
+        return Status(Code::kCorruption, "admitd sent a snapshot hash of " +
+                                             std::to_string(hash.size()) + " bytes");
+      }
+      std::memcpy(snapshot.stored_hash.data(), hash.begin(), hash.size());
+      return Status::Ok();
+    });
+  });
+  if (!s.ok()) return s;
+  return snapshot;
+}
+
+Result<schema::Hash> RemoteSnapshotStore::Write(ledger::Sequence, std::string_view) {
+  return Status(Code::kInvalidArgument,
+                "a connected client does not write snapshots; `admitctl snapshot` asks admitd");
+}
+
+Status RemoteSnapshotStore::Remove(ledger::Sequence) {
+  return Status(Code::kInvalidArgument, "a connected client does not remove snapshots");
+}
+
+Result<RecordOutcome> RemoteApi::Record(std::vector<std::string> inputs,
+                                        const IntakeOptions& options,
+                                        const std::string& request_id) {
+  RecordOutcome outcome;
+  Status s = client_.Run([&](Ledger::Client& ledger) {
+    auto call = ledger.recordRequest();
+    auto request = call.initRequest();
+    request.setRequestId(request_id);
+    auto list = request.initInputs(static_cast<unsigned>(inputs.size()));
+    for (unsigned i = 0; i < inputs.size(); ++i) {
+      list.set(i, capnp::Data::Reader(reinterpret_cast<const kj::byte*>(inputs[i].data()),
+                                      inputs[i].size()));
+    }
+    request.setHasAt(options.at_ns.has_value());
+    if (options.at_ns) request.setAtNs(*options.at_ns);
+    return call.send().then([&](capnp::Response<Ledger::RecordResults> r) {
+      Status status = FromError(r.getError());
+      if (!status.ok()) return status;
+      auto o = r.getOutcome();
+      for (uint64_t seq : o.getSequences()) outcome.sequences.push_back(seq);
+      for (bool u : o.getUnchanged()) outcome.unchanged.push_back(u);
+      for (auto note : o.getNotes()) outcome.notes.emplace_back(note.cStr());
+      for (auto d : o.getDecisions()) {
+        outcome.decisions.emplace_back(reinterpret_cast<const char*>(d.begin()), d.size());
+      }
+      outcome.first_decision_sequence = o.getFirstDecisionSequence();
+      outcome.retried = o.getRetried();
+      return Status::Ok();
+    });
+  });
+  if (!s.ok()) return s;
+  return outcome;
+}
+
+Result<WorkloadInfo> RemoteApi::Workload(const std::string& ns_name) {
+  WorkloadInfo info;
+  Status s = client_.Run([&](Ledger::Client& ledger) {
+    auto call = ledger.workloadRequest();
+    call.setName(ns_name);
+    return call.send().then([&](capnp::Response<Ledger::WorkloadResults> r) {
+      Status status = FromError(r.getError());
+      if (!status.ok()) return status;
+      auto w = r.getWorkload();
+      info.ns = w.getNamespace();
+      info.name = w.getName();
+      info.uid = w.getUid();
+      info.generation = w.getGeneration();
+      info.fencing_token = w.getFencingToken();
+      return Status::Ok();
+    });
+  });
+  if (!s.ok()) return s;
+  return info;
+}
+
+Result<ledger::Head> RemoteApi::GetHead() {
+  RemoteLog log(owned_);
+  return log.GetHead();
+}
+
+namespace {
+// The text a rendering call returns, or its error.
+template <typename Results>
+kj::Promise<Status> TextOf(capnp::RemotePromise<Results>&& promise, std::string* text) {
+  return promise.then([text](capnp::Response<Results> r) {
+    Status status = FromError(r.getError());
+    if (status.ok()) *text = r.getText();
+    return status;
+  });
+}
+}  // namespace
+
+Result<std::string> RemoteApi::Get(const std::string& kind, const std::string& format) {
+  std::string text;
+  Status s = client_.Run([&](Ledger::Client& ledger) {
+    auto call = ledger.getRequest();
+    call.setKind(kind);
+    call.setFormat(format);
+    return TextOf(call.send(), &text);
+  });
+  if (!s.ok()) return s;
+  return text;
+}
+
+Result<std::string> RemoteApi::Explain(const std::string& ns_name, uint64_t at,
+                                       const std::string& format) {
+  std::string text;
+  Status s = client_.Run([&](Ledger::Client& ledger) {
+    auto call = ledger.explainRequest();
+    call.setName(ns_name);
+    call.setAt(at);
+    call.setFormat(format);
+    return TextOf(call.send(), &text);
+  });
+  if (!s.ok()) return s;
+  return text;
+}
+
+Result<std::string> RemoteApi::Snapshot(const std::string& format) {
+  std::string text;
+  Status s = client_.Run([&](Ledger::Client& ledger) {
+    auto call = ledger.snapshotRequest();
+    call.setFormat(format);
+    return TextOf(call.send(), &text);
+  });
+  if (!s.ok()) return s;
+  return text;
+}
+
+Result<std::pair<std::string, std::vector<std::string>>> RemoteApi::WhoAmI() {
+  std::pair<std::string, std::vector<std::string>> who;
+  Status s = client_.Run([&](Ledger::Client& ledger) {
+    return ledger.whoamiRequest().send().then([&](capnp::Response<Ledger::WhoamiResults> r) {
+      who.first = r.getPrincipal();
+      for (auto role : r.getRoles()) who.second.emplace_back(role.cStr());
+      return Status::Ok();
+    });
+  });
+  if (!s.ok()) return s;
+  return who;
+}
+
+Status RemoteApi::Ping() {
+  return client_.Run([](Ledger::Client& ledger) {
+    return ledger.pingRequest().send().then(
+        [](capnp::Response<Ledger::PingResults>) { return Status::Ok(); });
+  });
+}
+
+}  // namespace admission::ops::rpc

@@ -1,0 +1,793 @@
+#include "ops/rpc/server.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <capnp/dynamic.h>
+#include <capnp/message.h>
+#include <capnp/rpc-twoparty.h>
+#include <spdlog/spdlog.h>
+
+#include "ops/api.h"
+#include "schema/event_codec.h"
+
+namespace admission::ops::rpc {
+
+namespace {
+
+// Group commit gathering: a group waits for as many calls as the last one had, but never
+// longer than kGatherWaitMaxUs after its first call, nor kGatherIdleMaxUs after the latest.
+constexpr int64_t kGatherIdleMaxUs = 150;
+constexpr int64_t kGatherWaitMaxUs = 1000;
+// Reads of the ledger one watcher pump makes before it yields to the loop.
+constexpr int kPumpReadsMax = 16;
+
+class LoggingErrorHandler final : public kj::TaskSet::ErrorHandler {
+ public:
+  void taskFailed(kj::Exception&& exception) override {
+    spdlog::debug("admitd task ended: {}", exception.getDescription().cStr());
+  }
+};
+
+capnp::Data::Reader DataOf(const std::string& bytes) {
+  return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size());
+}
+
+void FillEvents(capnp::List<StoredEvent>::Builder list,
+                const std::vector<ledger::StoredEvent>& events) {
+  for (unsigned i = 0; i < events.size(); ++i) {
+    list[i].setSequence(events[i].sequence);
+    list[i].setBytes(DataOf(events[i].bytes));
+  }
+}
+
+std::vector<std::string> Texts(capnp::List<capnp::Text>::Reader list) {
+  std::vector<std::string> out;
+  for (auto t : list) out.emplace_back(t.cStr());
+  return out;
+}
+
+bool In(const std::vector<std::string>& list, const std::string& value) {
+  return std::find(list.begin(), list.end(), value) != list.end();
+}
+
+// The workload an event is about, if any: (namespace, name) of its body's `workload` field
+// (a WorkloadRef or a Workload), or a revocation's target workload.
+std::optional<std::pair<std::string, std::string>> WorkloadOf(schema::Event::Reader event) {
+  capnp::DynamicStruct::Reader body =
+      capnp::DynamicStruct::Reader(event).get("body").as<capnp::DynamicStruct>();
+  KJ_IF_MAYBE(field, body.which()) {
+    auto value = body.get(*field);
+    if (value.getType() != capnp::DynamicValue::STRUCT) return std::nullopt;
+    auto member = value.as<capnp::DynamicStruct>();
+    if (event.getBody().which() == schema::Event::Body::REVOCATION_REQUESTED) {
+      auto target = event.getBody().getRevocationRequested().getTarget();
+      if (!target.isWorkload()) return std::nullopt;
+      return std::make_pair(std::string(target.getWorkload().getNamespace()),
+                            std::string(target.getWorkload().getName()));
+    }
+    KJ_IF_MAYBE(w, member.getSchema().findFieldByName("workload")) {
+      auto ref = member.get(*w).as<capnp::DynamicStruct>();
+      return std::make_pair(std::string(ref.get("namespace").as<capnp::Text>().cStr()),
+                            std::string(ref.get("name").as<capnp::Text>().cStr()));
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// One record call waiting for its group.
+struct Daemon::PendingCall {
+  RecordCall call;
+  // The result travels behind a pointer: GCC 12 misreads a std::variant held inside
+  // kj's ExceptionOr as maybe-uninitialized.
+  kj::Own<kj::PromiseFulfiller<kj::Own<Result<RecordOutcome>>>> fulfiller;
+};
+
+struct Daemon::Watcher {
+  uint64_t id = 0;
+  std::string principal;
+  EventSink::Client sink;
+  std::vector<std::string> kinds, namespaces, cluster_queues, checks;
+  uint64_t next = 1;               // the first sequence not yet looked at
+  bool busy = false;               // a push is unanswered
+  uint64_t appended_while_busy = 0;
+  explicit Watcher(EventSink::Client s) : sink(kj::mv(s)) {}
+};
+
+struct Daemon::Connection {
+  std::string principal;
+  kj::Own<kj::AsyncIoStream> stream;
+  capnp::TwoPartyVatNetwork network;
+  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+  Connection(std::string p, kj::Own<kj::AsyncIoStream> s, capnp::Capability::Client bootstrap)
+      : principal(std::move(p)),
+        stream(kj::mv(s)),
+        network(*stream, capnp::rpc::twoparty::Side::SERVER, PeerReaderOptions()),
+        rpc(capnp::makeRpcServer(network, kj::mv(bootstrap))) {
+    rpc.setFlowLimit(kConnectionFlowLimitBytes / sizeof(capnp::word));
+  }
+};
+
+class Daemon::WatchHandleImpl final : public WatchHandle::Server {
+ public:
+  WatchHandleImpl(Daemon& daemon, uint64_t id) : daemon_(daemon), id_(id) {}
+  ~WatchHandleImpl() { daemon_.StopWatch(id_); }
+
+ private:
+  Daemon& daemon_;
+  uint64_t id_;
+};
+
+// The capability a connection gets: every method checks the policy for the connection's
+// principal first. `refusal` (not ok): every call is answered with it (over a limit).
+class Daemon::LedgerImpl final : public Ledger::Server {
+ public:
+  LedgerImpl(Daemon& daemon, std::string principal, Status refusal)
+      : d_(daemon), principal_(std::move(principal)), refusal_(std::move(refusal)) {}
+
+ protected:
+  kj::Promise<void> whoami(WhoamiContext context) override {
+    auto results = context.getResults();
+    results.setPrincipal(principal_);
+    auto roles = d_.policy_.RolesOf(principal_);
+    auto list = results.initRoles(static_cast<unsigned>(roles.size()));
+    for (unsigned i = 0; i < roles.size(); ++i) list.set(i, roles[i]);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> ping(PingContext) override { return kj::READY_NOW; }
+
+  kj::Promise<void> record(RecordContext context) override {
+    auto request = context.getParams().getRequest();
+    Status s = Admit();
+    std::vector<std::string> inputs;
+    if (s.ok() && request.getRequestId().size() == 0) {
+      s = Status(Code::kInvalidArgument,
+                 "record: requestId is empty; every mutating call carries a request id");
+    }
+    if (s.ok() && request.getRequestId().size() > kRequestIdBytesMax) {
+      s = Status(Code::kInvalidArgument, "record: requestId is " +
+                                             std::to_string(request.getRequestId().size()) +
+                                             " bytes; at most " +
+                                             std::to_string(kRequestIdBytesMax) + " are allowed");
+    }
+    if (s.ok() && (request.getInputs().size() == 0 ||
+                   request.getInputs().size() > ledger::kAppendBatchEventsMax / 2)) {
+      s = Status(Code::kInvalidArgument,
+                 "record: a request holds 1 to " + std::to_string(ledger::kAppendBatchEventsMax / 2) +
+                     " inputs, not " + std::to_string(request.getInputs().size()));
+    }
+    for (unsigned i = 0; s.ok() && i < request.getInputs().size(); ++i) {
+      auto data = request.getInputs()[i];
+      std::string bytes(reinterpret_cast<const char*>(data.begin()), data.size());
+      auto decoded = schema::DecodeEvent(bytes);
+      if (!decoded.ok()) {
+        s = Status(Code::kInvalidArgument,
+                   "input " + std::to_string(i) + ": " + decoded.status().message());
+        break;
+      }
+      s = d_.policy_.MayRecord(principal_, decoded->root(), d_.service_.engine());
+      if (!s.ok()) break;
+      // The actor is the connection's principal, whatever the input says.
+      capnp::MallocMessageBuilder message;
+      message.setRoot(decoded->root());
+      message.getRoot<schema::Event>().setActor(principal_);
+      inputs.push_back(schema::EncodeEvent(message));
+    }
+    if (s.ok()) s = StampRequestId(inputs, principal_, request.getRequestId().cStr());
+    if (s.ok() && d_.shutting_down_) {
+      s = Status(Code::kUnavailable, "admitd is shutting down; retry with the same request id");
+    }
+    if (s.ok() && d_.pending_.size() >= kPendingCallsMax) {
+      s = Status(Code::kOverloaded, std::to_string(d_.pending_.size()) +
+                                        " calls are waiting for the ledger (the limit is " +
+                                        std::to_string(kPendingCallsMax) + ")");
+      ++d_.stats_.overloaded_calls;
+    }
+    if (!s.ok()) {
+      Count(s, "record");
+      ToError(s, context.getResults().initError());
+      return kj::READY_NOW;
+    }
+    auto paf = kj::newPromiseAndFulfiller<kj::Own<Result<RecordOutcome>>>();
+    auto call = kj::heap<PendingCall>();
+    call->call.inputs = std::move(inputs);
+    call->call.options.actor = principal_;
+    if (request.getHasAt()) call->call.options.at_ns = request.getAtNs();
+    call->fulfiller = kj::mv(paf.fulfiller);
+    d_.Enqueue(kj::mv(call));
+    return paf.promise.then([context](kj::Own<Result<RecordOutcome>> owned) mutable {
+      const Result<RecordOutcome>& result = *owned;
+      auto results = context.getResults();
+      if (!result.ok()) {
+        ToError(result.status(), results.initError());
+        return;
+      }
+      const RecordOutcome& o = result.value();
+      auto out = results.initOutcome();
+      auto seqs = out.initSequences(static_cast<unsigned>(o.sequences.size()));
+      for (unsigned i = 0; i < o.sequences.size(); ++i) seqs.set(i, o.sequences[i]);
+      auto unchanged = out.initUnchanged(static_cast<unsigned>(o.unchanged.size()));
+      for (unsigned i = 0; i < o.unchanged.size(); ++i) unchanged.set(i, o.unchanged[i]);
+      auto notes = out.initNotes(static_cast<unsigned>(o.notes.size()));
+      for (unsigned i = 0; i < o.notes.size(); ++i) notes.set(i, o.notes[i]);
+      auto decisions = out.initDecisions(static_cast<unsigned>(o.decisions.size()));
+      for (unsigned i = 0; i < o.decisions.size(); ++i) decisions.set(i, DataOf(o.decisions[i]));
+      out.setFirstDecisionSequence(o.first_decision_sequence);
+      out.setRetried(o.retried);
+    });
+  }
+
+  kj::Promise<void> head(HeadContext context) override {
+    // Any principal the policy knows: submit and revoke build names and deadlines from it.
+    const ledger::Head h = d_.log_.GetHead();
+    auto out = context.getResults().initHead();
+    Status s = Admit();
+    if (s.ok() && principal_ != kAdminPrincipal && d_.policy_.Find(principal_) == nullptr) {
+      s = Status(Code::kPermissionDenied,
+                 "principal '" + principal_ + "' may not read the head: not in the policy");
+    }
+    if (!s.ok()) {
+      Count(s, "head");
+      return kj::READY_NOW;
+    }
+    out.setSequence(h.sequence);
+    out.setHash(capnp::Data::Reader(h.hash.data(), h.hash.size()));
+    out.setRecordedAtNs(h.recorded_at_ns);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> read(ReadContext context) override {
+    auto params = context.getParams();
+    Status s = Admit();
+    if (s.ok()) s = d_.policy_.MayRead(principal_, "read the log");
+    const size_t max = std::min<size_t>(params.getMaxCount(), ledger::kReadEventsMax / 16);
+    if (s.ok()) {
+      auto events = d_.log_.Read(std::max<uint64_t>(params.getFrom(), 1), max);
+      if (events.ok()) {
+        FillEvents(context.getResults().initEvents(static_cast<unsigned>(events->size())), *events);
+        return kj::READY_NOW;
+      }
+      s = events.status();
+    }
+    Count(s, "read");
+    ToError(s, context.getResults().initError());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> workload(WorkloadContext context) override {
+    const std::string name = context.getParams().getName();
+    const std::string ns = name.substr(0, name.find('/'));
+    Status s = Admit();
+    if (s.ok()) s = d_.policy_.MaySee(principal_, "look up", ns);
+    if (s.ok()) {
+      const auto& workloads = d_.service_.engine().workloads();
+      auto it = workloads.find(name);
+      if (it == workloads.end()) {
+        s = Status(Code::kNotFound, "no workload " + name + " in the ledger");
+      } else {
+        WorkloadInfo info = InfoOf(it->second);
+        auto w = context.getResults().initWorkload();
+        w.setNamespace(info.ns);
+        w.setName(info.name);
+        w.setUid(info.uid);
+        w.setGeneration(info.generation);
+        w.setFencingToken(info.fencing_token);
+        return kj::READY_NOW;
+      }
+    }
+    Count(s, "workload");
+    ToError(s, context.getResults().initError());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> get(GetContext context) override {
+    Status s = Admit();
+    if (s.ok()) s = d_.policy_.MaySee(principal_, "get", "");
+    if (s.ok()) {
+      NamespaceScope scope{d_.policy_.ScopeOf(principal_)};
+      if (principal_ == kAdminPrincipal) scope.namespaces.clear();
+      auto text = RenderGet(d_.service_.engine(), context.getParams().getKind(),
+                            context.getParams().getFormat(), scope);
+      if (text.ok()) {
+        context.getResults().setText(*text);
+        return kj::READY_NOW;
+      }
+      s = text.status();
+    }
+    Count(s, "get");
+    ToError(s, context.getResults().initError());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> explain(ExplainContext context) override {
+    auto params = context.getParams();
+    const std::string name = params.getName();
+    const std::string ns = name.substr(0, name.find('/'));
+    Status s = Admit();
+    if (s.ok()) s = d_.policy_.MaySee(principal_, "explain", ns);
+    if (s.ok()) {
+      auto text = RenderExplain(d_.log_, name, params.getAt(), params.getFormat(), nullptr);
+      if (text.ok()) {
+        context.getResults().setText(*text);
+        return kj::READY_NOW;
+      }
+      s = text.status();
+    }
+    Count(s, "explain");
+    ToError(s, context.getResults().initError());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> snapshot(SnapshotContext context) override {
+    Status s = Admit();
+    if (s.ok()) s = d_.policy_.MayOperate(principal_, "snapshot");
+    if (s.ok()) {
+      auto text = RenderSnapshot(d_.service_, d_.options_.snapshot_path,
+                                 context.getParams().getFormat());
+      if (text.ok()) {
+        context.getResults().setText(*text);
+        return kj::READY_NOW;
+      }
+      s = text.status();
+    }
+    Count(s, "snapshot");
+    ToError(s, context.getResults().initError());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> listSnapshots(ListSnapshotsContext context) override {
+    Status s = Admit();
+    if (s.ok()) s = d_.policy_.MayRead(principal_, "list snapshots");
+    if (s.ok()) {
+      auto list = d_.snapshots_.List();
+      if (list.ok()) {
+        auto out = context.getResults().initSequences(static_cast<unsigned>(list->size()));
+        for (unsigned i = 0; i < list->size(); ++i) out.set(i, (*list)[i]);
+        return kj::READY_NOW;
+      }
+      s = list.status();
+    }
+    Count(s, "listSnapshots");
+    ToError(s, context.getResults().initError());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> readSnapshot(ReadSnapshotContext context) override {
+    Status s = Admit();
+    if (s.ok()) s = d_.policy_.MayRead(principal_, "read snapshots");
+    if (s.ok()) {
+      auto snap = d_.snapshots_.Read(context.getParams().getAfter());
+      if (snap.ok()) {
+        context.getResults().setBytes(DataOf(snap->bytes));
+        context.getResults().setStoredHash(
+            capnp::Data::Reader(snap->stored_hash.data(), snap->stored_hash.size()));
+        return kj::READY_NOW;
+      }
+      s = snap.status();
+    }
+    Count(s, "readSnapshot");
+    ToError(s, context.getResults().initError());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> watch(WatchContext context) override {
+    auto params = context.getParams();
+    auto watcher = kj::heap<Watcher>(params.getSink());
+    watcher->principal = principal_;
+    watcher->kinds = Texts(params.getFilter().getKinds());
+    watcher->namespaces = Texts(params.getFilter().getNamespaces());
+    watcher->cluster_queues = Texts(params.getFilter().getClusterQueues());
+    watcher->checks = Texts(params.getFilter().getChecks());
+    watcher->next = std::max<uint64_t>(params.getFromSequence(), 1);
+    Status s = Admit();
+    if (s.ok()) {
+      s = d_.policy_.MayWatch(principal_, &watcher->namespaces, &watcher->checks,
+                              d_.service_.engine());
+    }
+    if (s.ok() && d_.shutting_down_) s = Status(Code::kUnavailable, "admitd is shutting down");
+    if (s.ok() && d_.watchers_.size() >= kWatchersMax) {
+      s = Status(Code::kOverloaded, std::to_string(d_.watchers_.size()) +
+                                        " watchers are open (the limit is " +
+                                        std::to_string(kWatchersMax) + ")");
+    }
+    if (!s.ok()) {
+      Count(s, "watch");
+      ToError(s, context.getResults().initError());
+      return kj::READY_NOW;
+    }
+    const uint64_t id = d_.next_watch_id_++;
+    watcher->id = id;
+    Watcher& w = *watcher;
+    d_.watchers_[id] = kj::mv(watcher);
+    context.getResults().setHandle(kj::heap<WatchHandleImpl>(d_, id));
+    d_.Pump(w);
+    return kj::READY_NOW;
+  }
+
+ private:
+  Status Admit() const { return refusal_; }
+  void Count(const Status& s, const char* method) {
+    if (s.code() == Code::kPermissionDenied) {
+      ++d_.stats_.refused_calls;
+      spdlog::warn("refused {}: {}", method, s.message());
+    }
+  }
+
+  Daemon& d_;
+  const std::string principal_;
+  const Status refusal_;
+};
+
+Daemon::Daemon(kj::AsyncIoContext& io, Service& service, ledger::EventLog& log,
+               ledger::SnapshotStore& snapshots, Policy policy, DaemonOptions options)
+    : io_(io),
+      service_(service),
+      log_(log),
+      snapshots_(snapshots),
+      policy_(std::move(policy)),
+      options_(std::move(options)),
+      error_handler_(kj::heap<LoggingErrorHandler>()),
+      tasks_(kj::heap<kj::TaskSet>(*error_handler_)),
+      accepting_(kj::heap<kj::Canceler>()) {}
+
+Daemon::~Daemon() {
+  connections_.clear();
+  watchers_.clear();
+}
+
+Result<std::vector<std::string>> Daemon::Listen(kj::WaitScope& wait_scope) {
+  std::vector<std::string> bound;
+  for (const Endpoint& e : options_.listen) {
+    if (e.kind == Endpoint::Kind::kTls && !tls_) {
+      if (options_.tls.cert.empty() || options_.tls.key.empty() || options_.tls.ca.empty()) {
+        return Status(Code::kInvalidArgument,
+                      "--listen " + e.text +
+                          ": TLS needs --tls-cert, --tls-key and --client-ca (the daemon's "
+                          "certificate and key, and the CA of the clients it accepts)");
+      }
+      auto ca = ReadFileText(options_.tls.ca, "--client-ca");
+      auto cert = ReadFileText(options_.tls.cert, "--tls-cert");
+      auto key = ReadFileText(options_.tls.key, "--tls-key");
+      for (auto* r : {&ca, &cert, &key}) {
+        if (!r->ok()) return r->status();
+      }
+      KJ_IF_MAYBE(ex, kj::runCatchingExceptions([&]() {
+        client_ca_ = kj::heap<kj::TlsCertificate>(kj::StringPtr(ca->c_str()));
+        keypair_ = kj::heap<kj::TlsKeypair>(kj::TlsKeypair{
+            kj::TlsPrivateKey(kj::StringPtr(key->c_str())),
+            kj::TlsCertificate(kj::StringPtr(cert->c_str()))});
+        kj::TlsContext::Options tls_options;
+        tls_options.useSystemTrustStore = false;
+        tls_options.verifyClients = true;
+        tls_options.trustedCertificates = kj::arrayPtr(client_ca_.get(), 1);
+        tls_options.defaultKeypair = *keypair_;
+        tls_options.timer = io_.provider->getTimer();
+        tls_options.acceptTimeout = kTlsAcceptTimeoutMs * kj::MILLISECONDS;
+        tls_ = kj::heap<kj::TlsContext>(kj::mv(tls_options));
+      })) {
+        return Status(Code::kInvalidArgument,
+                      std::string("TLS files: ") + ex->getDescription().cStr());
+      }
+    }
+    if (e.kind == Endpoint::Kind::kUnix) {
+      std::error_code ec;
+      if (std::filesystem::is_socket(e.path, ec)) std::filesystem::remove(e.path, ec);
+    }
+    kj::Own<kj::ConnectionReceiver> receiver;
+    uint16_t port = 0;
+    KJ_IF_MAYBE(ex, kj::runCatchingExceptions([&]() {
+      auto address = io_.provider->getNetwork().parseAddress(e.KjAddress()).wait(wait_scope);
+      receiver = address->listen();
+      if (e.kind == Endpoint::Kind::kTls) port = static_cast<uint16_t>(receiver->getPort());
+    })) {
+      return Status(Code::kIoError,
+                    "--listen " + e.text + ": " + std::string(ex->getDescription().cStr()));
+    }
+    if (e.kind == Endpoint::Kind::kUnix) {
+      // Anyone on the machine may connect; the policy decides what each uid may do.
+      ::chmod(e.path.c_str(), 0666);
+      bound.push_back("unix:" + e.path);
+    } else {
+      bound.push_back("tls:" + e.host + ":" + std::to_string(port));
+    }
+    tasks_->add(accepting_->wrap(AcceptLoop(*receiver, e.kind == Endpoint::Kind::kTls)));
+    receivers_.push_back(kj::mv(receiver));
+  }
+  return bound;
+}
+
+kj::Promise<void> Daemon::AcceptLoop(kj::ConnectionReceiver& receiver, bool tls) {
+  return receiver.acceptAuthenticated().then(
+      [this, &receiver, tls](kj::AuthenticatedStream stream) {
+        if (tls) {
+          // The handshake, per connection: one that fails (no certificate, another CA, an
+          // expired certificate) closes only that connection.
+          tasks_->add(tls_->wrapServer(kj::mv(stream))
+                          .then([this](kj::AuthenticatedStream secured) {
+                            Serve(kj::mv(secured), true);
+                          },
+                                [](kj::Exception&& e) {
+                                  spdlog::warn("refused a TLS connection: {}",
+                                               e.getDescription().cStr());
+                                }));
+        } else {
+          Serve(kj::mv(stream), false);
+        }
+        return AcceptLoop(receiver, tls);
+      });
+}
+
+void Daemon::Serve(kj::AuthenticatedStream stream, bool tls) {
+  std::string principal;
+  if (tls) {
+    auto& identity = kj::downcast<kj::TlsPeerIdentity>(*stream.peerIdentity);
+    if (!identity.hasCertificate()) {
+      spdlog::warn("refused a TLS connection without a client certificate");
+      return;
+    }
+    principal = identity.getCommonName().cStr();
+  } else {
+    auto& identity = kj::downcast<kj::LocalPeerIdentity>(*stream.peerIdentity);
+    auto creds = identity.getCredentials();
+    KJ_IF_MAYBE(uid, creds.uid) {
+      principal = (*uid == 0 || *uid == ::getuid()) ? std::string(kAdminPrincipal)
+                                                     : "uid:" + std::to_string(*uid);
+    } else {
+      spdlog::warn("refused a Unix connection without peer credentials");
+      return;
+    }
+  }
+  Status refusal;
+  if (shutting_down_) {
+    refusal = Status(Code::kUnavailable, "admitd is shutting down");
+  } else if (connections_.size() >= kConnectionsMax) {
+    refusal = Status(Code::kOverloaded, std::to_string(connections_.size()) +
+                                            " connections are open (the limit is " +
+                                            std::to_string(kConnectionsMax) + ")");
+  } else if (connections_by_principal_[principal] >= kConnectionsPerPrincipalMax) {
+    refusal = Status(Code::kOverloaded, "principal '" + principal + "' has " +
+                                            std::to_string(connections_by_principal_[principal]) +
+                                            " connections open (the limit is " +
+                                            std::to_string(kConnectionsPerPrincipalMax) + ")");
+  }
+  spdlog::debug("connection from {}", principal);
+  capnp::Capability::Client bootstrap = kj::heap<LedgerImpl>(*this, principal, refusal);
+  auto connection = kj::heap<Connection>(principal, kj::mv(stream.stream), kj::mv(bootstrap));
+  Connection* raw = connection.get();
+  ++connections_by_principal_[principal];
+  connections_[raw] = kj::mv(connection);
+  tasks_->add(raw->network.onDisconnect().then([this, raw]() {
+    auto it = connections_.find(raw);
+    if (it == connections_.end()) return;
+    if (--connections_by_principal_[raw->principal] == 0) {
+      connections_by_principal_.erase(raw->principal);
+    }
+    // Not from inside its own callback: the network is the one that called.
+    kj::Own<Connection> dying = kj::mv(it->second);
+    connections_.erase(it);
+    tasks_->add(kj::evalLater([d = kj::mv(dying)]() mutable { d = nullptr; }));
+  }));
+}
+
+void Daemon::Enqueue(kj::Own<PendingCall> call) {
+  const kj::TimePoint now = io_.provider->getTimer().now();
+  if (pending_.empty()) first_pending_ = now;
+  last_arrival_ = now;
+  pending_.push_back(kj::mv(call));
+  ScheduleFlush();
+}
+
+void Daemon::ScheduleFlush() {
+  if (pending_.empty() || flush_scheduled_) return;
+  const kj::TimePoint now = io_.provider->getTimer().now();
+  const bool full = pending_.size() >= std::min(gather_target_, kGroupCallsMax);
+  const bool waited = now - first_pending_ >= kGatherWaitMaxUs * kj::MICROSECONDS ||
+                      now - last_arrival_ >= kGatherIdleMaxUs * kj::MICROSECONDS;
+  if (full || waited || shutting_down_) {
+    flush_scheduled_ = true;
+    // After every call already queued on the loop has arrived.
+    tasks_->add(kj::evalLast([this]() {
+      flush_scheduled_ = false;
+      Flush();
+    }));
+    return;
+  }
+  if (timer_armed_) return;
+  timer_armed_ = true;
+  tasks_->add(io_.provider->getTimer().afterDelay(kGatherIdleMaxUs * kj::MICROSECONDS).then([this]() {
+    timer_armed_ = false;
+    ScheduleFlush();
+  }));
+}
+
+void Daemon::Flush() {
+  if (pending_.empty()) return;
+  const size_t take = std::min(pending_.size(), kGroupCallsMax);
+  std::vector<kj::Own<PendingCall>> group;
+  group.reserve(take);
+  for (size_t i = 0; i < take; ++i) group.push_back(kj::mv(pending_[i]));
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<long>(take));
+  gather_target_ = take;
+  std::vector<RecordCall> calls;
+  calls.reserve(take);
+  for (auto& c : group) calls.push_back(std::move(c->call));
+  const uint64_t head_before = log_.GetHead().sequence;
+  std::vector<Result<RecordOutcome>> results = service_.RecordGroup(calls);
+  ++stats_.groups;
+  stats_.group_calls += take;
+  stats_.record_calls += take;
+  for (size_t i = 0; i < take; ++i) group[i]->fulfiller->fulfill(kj::heap<Result<RecordOutcome>>(std::move(results[i])));
+  AfterAppend(head_before, log_.GetHead().sequence);
+  if (!pending_.empty()) {
+    first_pending_ = io_.provider->getTimer().now();
+    ScheduleFlush();
+  }
+}
+
+void Daemon::AfterAppend(uint64_t head_before, uint64_t head) {
+  if (head == head_before) return;
+  std::vector<uint64_t> behind;
+  for (auto& [id, w] : watchers_) {
+    if (w->busy) {
+      w->appended_while_busy += head - head_before;
+      if (w->appended_while_busy > kWatchBufferEventsMax) behind.push_back(id);
+    } else {
+      Pump(*w);
+    }
+  }
+  for (uint64_t id : behind) {
+    EndWatch(id, "the watcher fell more than " + std::to_string(kWatchBufferEventsMax) +
+                     " events behind; resume from the sequence given");
+  }
+}
+
+bool Daemon::Matches(const Watcher& w, schema::Event::Reader event) const {
+  if (!w.kinds.empty() && !In(w.kinds, schema::BodyName(event))) return false;
+  if (w.namespaces.empty() && w.cluster_queues.empty() && w.checks.empty()) return true;
+  auto body = event.getBody();
+  auto workload = WorkloadOf(event);
+  const projections::WorkloadState* wl = nullptr;
+  if (workload) {
+    auto it = service_.engine().workloads().find(workload->first + "/" + workload->second);
+    if (it != service_.engine().workloads().end()) wl = &it->second;
+  }
+  if (!w.namespaces.empty()) {
+    std::string ns = workload ? workload->first : "";
+    if (body.which() == schema::Event::Body::LOCAL_QUEUE_DEFINED) {
+      ns = body.getLocalQueueDefined().getNamespace();
+    }
+    if (!In(w.namespaces, ns)) return false;
+  }
+  if (!w.cluster_queues.empty()) {
+    std::string cq = wl != nullptr ? wl->cluster_queue : "";
+    if (body.which() == schema::Event::Body::QUOTA_RESERVED) {
+      cq = body.getQuotaReserved().getAdmission().getClusterQueue();
+    } else if (body.which() == schema::Event::Body::CLUSTER_QUEUE_DEFINED) {
+      cq = body.getClusterQueueDefined().getName();
+    } else if (body.which() == schema::Event::Body::LOCAL_QUEUE_DEFINED) {
+      cq = body.getLocalQueueDefined().getClusterQueue();
+    }
+    if (!In(w.cluster_queues, cq)) return false;
+  }
+  if (!w.checks.empty()) {
+    bool hit = false;
+    if (body.which() == schema::Event::Body::CHECK_STATE_REPORTED) {
+      hit = In(w.checks, body.getCheckStateReported().getCheck());
+    } else if (body.which() == schema::Event::Body::ADMISSION_CHECK_DEFINED) {
+      hit = In(w.checks, body.getAdmissionCheckDefined().getName());
+    } else if (body.which() == schema::Event::Body::REVOCATION_REQUESTED &&
+               body.getRevocationRequested().getTarget().isCheck()) {
+      hit = In(w.checks, body.getRevocationRequested().getTarget().getCheck());
+    } else if (body.which() == schema::Event::Body::QUOTA_RESERVED) {
+      // A reservation needs the checks its ClusterQueue requires.
+      auto cq = service_.engine().cluster_queues().find(
+          body.getQuotaReserved().getAdmission().getClusterQueue());
+      if (cq != service_.engine().cluster_queues().end() && cq->second.spec) {
+        for (const auto& [check, flavors] : cq->second.spec->admission_checks) {
+          if (In(w.checks, check)) hit = true;
+        }
+      }
+    } else if (wl != nullptr) {
+      for (const auto& [check, status] : wl->checks) {
+        if (In(w.checks, check)) hit = true;
+      }
+    }
+    if (!hit) return false;
+  }
+  return true;
+}
+
+void Daemon::Pump(Watcher& w) {
+  if (w.busy) return;
+  const uint64_t head = log_.GetHead().sequence;
+  std::vector<ledger::StoredEvent> matched;
+  for (int reads = 0; reads < kPumpReadsMax && w.next <= head && matched.empty(); ++reads) {
+    auto chunk = log_.Read(w.next, kWatchPushEventsMax);
+    if (!chunk.ok()) {
+      EndWatch(w.id, "reading the ledger failed: " + chunk.status().ToString());
+      return;
+    }
+    if (chunk->empty()) break;
+    for (ledger::StoredEvent& e : *chunk) {
+      auto decoded = schema::DecodeEvent(e.bytes);
+      if (decoded.ok() && Matches(w, decoded->root())) matched.push_back(std::move(e));
+      w.next = e.sequence + 1;
+    }
+  }
+  if (matched.empty()) {
+    if (w.next <= head) {
+      // Nothing matched in this many reads: go on after the loop has done other work.
+      const uint64_t id = w.id;
+      tasks_->add(kj::evalLater([this, id]() {
+        auto it = watchers_.find(id);
+        if (it != watchers_.end()) Pump(*it->second);
+      }));
+    }
+    return;
+  }
+  w.busy = true;
+  w.appended_while_busy = 0;
+  auto push = w.sink.pushRequest();
+  FillEvents(push.initEvents(static_cast<unsigned>(matched.size())), matched);
+  const uint64_t id = w.id;
+  tasks_->add(push.send().then(
+      [this, id](capnp::Response<EventSink::PushResults>) {
+        auto it = watchers_.find(id);
+        if (it == watchers_.end()) return;
+        it->second->busy = false;
+        Pump(*it->second);
+      },
+      [this, id](kj::Exception&&) { watchers_.erase(id); }));
+}
+
+void Daemon::EndWatch(uint64_t id, const std::string& reason) {
+  auto it = watchers_.find(id);
+  if (it == watchers_.end()) return;
+  auto end = it->second->sink.endRequest();
+  end.setResumeSequence(it->second->next);
+  end.setReason(reason);
+  spdlog::info("ending watch {} of {} at {}: {}", id, it->second->principal, it->second->next,
+               reason);
+  tasks_->add(end.send().ignoreResult());
+  watchers_.erase(it);
+}
+
+void Daemon::StopWatch(uint64_t id) { watchers_.erase(id); }
+
+Status Daemon::ReloadPolicy() {
+  if (options_.policy_path.empty()) return Status::Ok();
+  auto policy = Policy::Load(options_.policy_path);
+  if (!policy.ok()) return policy.status();
+  policy_ = std::move(*policy);
+  return Status::Ok();
+}
+
+kj::Promise<void> Daemon::Shutdown() {
+  shutting_down_ = true;
+  accepting_->cancel("admitd is shutting down");
+  receivers_.clear();
+  for (const Endpoint& e : options_.listen) {
+    if (e.kind == Endpoint::Kind::kUnix) ::unlink(e.path.c_str());
+  }
+  Flush();
+  std::vector<uint64_t> ids;
+  for (auto& [id, w] : watchers_) ids.push_back(id);
+  for (uint64_t id : ids) EndWatch(id, "admitd is shutting down; resume from the sequence given");
+  // Let the replies and the watchers' ends reach the sockets.
+  return io_.provider->getTimer().afterDelay(100 * kj::MILLISECONDS);
+}
+
+DaemonStats Daemon::stats() const {
+  DaemonStats s = stats_;
+  s.connections = connections_.size();
+  s.watchers = watchers_.size();
+  return s;
+}
+
+}  // namespace admission::ops::rpc

@@ -1,0 +1,122 @@
+#pragma once
+// admitd's RPC side: listeners (Unix socket, TLS), one capability per connection bound to the
+// principal the connection proved, the policy check of every call, group commit of record
+// calls through the Service, watch streams, limits and graceful shutdown. The semantics are
+// all the Service's; see docs/admitd.md.
+//
+// Thread safety: everything runs on the thread of the kj event loop it was made on.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <kj/async-io.h>
+#include <kj/compat/tls.h>
+
+#include "ledger/event_log.h"
+#include "ledger/snapshot_store.h"
+#include "ops/rpc/policy.h"
+#include "ops/rpc/transport.h"
+#include "ops/service.h"
+
+namespace admission::ops::rpc {
+
+struct DaemonOptions {
+  std::vector<Endpoint> listen;
+  // The daemon's certificate and key, and the CA whose client certificates it accepts
+  // (--tls-cert, --tls-key, --client-ca); required when a tls: address is listened on.
+  TlsFiles tls;
+  std::string policy_path;  // empty: only admin
+  // The file of a snapshot, for `admitctl snapshot`'s output.
+  std::function<std::string(uint64_t)> snapshot_path;
+};
+
+struct DaemonStats {
+  uint64_t record_calls = 0;       // answered record calls
+  uint64_t groups = 0;             // RecordGroup runs
+  uint64_t group_calls = 0;        // calls in them
+  uint64_t refused_calls = 0;      // permission denied
+  uint64_t overloaded_calls = 0;
+  uint64_t connections = 0;        // open now
+  uint64_t watchers = 0;           // open now
+};
+
+class Daemon {
+ public:
+  // REQUIRES: io, service, log and snapshots outlive the Daemon.
+  Daemon(kj::AsyncIoContext& io, Service& service, ledger::EventLog& log,
+         ledger::SnapshotStore& snapshots, Policy policy, DaemonOptions options);
+  ~Daemon();
+
+  // Binds every address (a stale Unix socket file is replaced) and starts accepting.
+  // Returns the bound addresses (with the port a tls:HOST:0 got). Errors: kInvalidArgument
+  // (TLS files), kIoError (cannot bind).
+  Result<std::vector<std::string>> Listen(kj::WaitScope& wait_scope);
+
+  // Reloads the policy file; an invalid file is refused (the message names the field) and
+  // the running policy stays.
+  Status ReloadPolicy();
+
+  // Stops accepting, answers the calls in flight after their append, ends every watcher with
+  // its resume sequence, and resolves when the replies are on their way (bounded by
+  // kShutdownMaxMs).
+  kj::Promise<void> Shutdown();
+
+  DaemonStats stats() const;
+
+  class LedgerImpl;
+  class WatchHandleImpl;
+  struct Connection;
+  struct PendingCall;
+  struct Watcher;
+
+ private:
+  friend class LedgerImpl;
+  friend class WatchHandleImpl;
+
+  kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& receiver, bool tls);
+  void Serve(kj::AuthenticatedStream stream, bool tls);
+  void Enqueue(kj::Own<PendingCall> call);
+  void ScheduleFlush();
+  void Flush();
+  void AfterAppend(uint64_t head_before, uint64_t head);
+  void Pump(Watcher& watcher);
+  void EndWatch(uint64_t id, const std::string& reason);
+  void StopWatch(uint64_t id);
+  bool Matches(const Watcher& watcher, schema::Event::Reader event) const;
+
+  kj::AsyncIoContext& io_;
+  Service& service_;
+  ledger::EventLog& log_;
+  ledger::SnapshotStore& snapshots_;
+  Policy policy_;
+  const DaemonOptions options_;
+  kj::Own<kj::TaskSet::ErrorHandler> error_handler_;
+  kj::Own<kj::TaskSet> tasks_;
+  kj::Own<kj::TlsCertificate> client_ca_;
+  kj::Own<kj::TlsKeypair> keypair_;
+  kj::Own<kj::TlsContext> tls_;
+  std::vector<kj::Own<kj::ConnectionReceiver>> receivers_;
+  kj::Own<kj::Canceler> accepting_;
+
+  // Group commit (docs/admitd.md, "Group commit").
+  std::vector<kj::Own<PendingCall>> pending_;
+  size_t gather_target_ = 1;  // calls of the last group: the next one waits for as many
+  bool flush_scheduled_ = false;
+  bool timer_armed_ = false;
+  kj::TimePoint first_pending_ = kj::origin<kj::TimePoint>();
+  kj::TimePoint last_arrival_ = kj::origin<kj::TimePoint>();
+  bool shutting_down_ = false;
+
+  std::map<uint64_t, kj::Own<Watcher>> watchers_;
+  uint64_t next_watch_id_ = 1;
+  std::map<std::string, size_t> connections_by_principal_;
+  DaemonStats stats_;
+  // Last: connections are torn down first, while the watchers they may end still exist.
+  std::map<Connection*, kj::Own<Connection>> connections_;
+};
+
+}  // namespace admission::ops::rpc

@@ -53,6 +53,11 @@ kj::Promise<void> OnHangup(kj::UnixEventPort& port, rpc::Daemon& daemon) {
 }
 
 int Run(const Args& args) {
+  // Before any thread starts (RocksDB's among them): the signals are blocked in every thread
+  // and delivered to the event loop, never to a thread that would take the default action.
+  kj::UnixEventPort::captureSignal(SIGTERM);
+  kj::UnixEventPort::captureSignal(SIGINT);
+  kj::UnixEventPort::captureSignal(SIGHUP);
   std::vector<rpc::Endpoint> endpoints;
   for (const std::string& text : args.listen) {
     auto e = rpc::ParseEndpoint(text);
@@ -80,9 +85,6 @@ int Run(const Args& args) {
       service_options);
   if (!service.ok()) return Fail(service.status());
 
-  kj::UnixEventPort::captureSignal(SIGTERM);
-  kj::UnixEventPort::captureSignal(SIGINT);
-  kj::UnixEventPort::captureSignal(SIGHUP);
   auto io = kj::setupAsyncIo();
   rpc::DaemonOptions options;
   options.listen = endpoints;

@@ -82,7 +82,7 @@ interface Ledger {
   # Records inputs as one atomic batch through the Service (the embedded CLI's path).
   record @1 (request :RecordRequest) -> (outcome :Outcome, error :Error);
 
-  head @2 () -> (head :Head);
+  head @2 () -> (head :Head, error :Error);
   read @3 (from :UInt64, maxCount :UInt32) -> (events :List(StoredEvent), error :Error);
 
   # The current state of one workload, for a client that builds an input about it.

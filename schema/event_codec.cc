@@ -991,7 +991,8 @@ std::string DifferStruct(const capnp::DynamicStruct::Reader& a,
   };
   for (capnp::StructSchema::Field field : a.getSchema().getNonUnionFields()) {
     std::string name = field.getProto().getName().cStr();
-    if (top_level && (name == "sequence" || name == "recordedAtNs" || name == "prevHash")) {
+    if (top_level && (name == "sequence" || name == "recordedAtNs" || name == "prevHash" ||
+                      name == "endsBatch")) {
       continue;
     }
     std::string d = Differ(a.get(field), b.get(field), join(field));

@@ -47,7 +47,10 @@ Result<std::unique_ptr<ledger::EventLog>> OpenLedger(const GlobalOptions& global
   if (global.connected()) {
     auto client = Connect(global);
     if (!client.ok()) return client.status();
-    return std::unique_ptr<ledger::EventLog>(std::make_unique<rpc::RemoteLog>(*client));
+    auto log = std::make_unique<rpc::RemoteLog>(*client);
+    auto head = log->Head();
+    if (!head.ok()) return head.status();
+    return std::unique_ptr<ledger::EventLog>(std::move(log));
   }
   auto log = OpenLocalLedger(global, create);
   if (!log.ok()) return log.status();

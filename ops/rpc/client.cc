@@ -17,6 +17,10 @@ constexpr uint64_t kReplyWordsMax = uint64_t{64} << 20;  // 512 MiB
 
 Status FromException(const kj::Exception& e) {
   std::string what = e.getDescription().cStr();
+  if (what.find("ssl") != std::string::npos || what.find("SSL") != std::string::npos) {
+    what += " (admitd refused the TLS handshake: the certificate must come from the daemon's "
+            "--client-ca and be valid now; or the daemon's certificate is not from --ca)";
+  }
   if (e.getType() == kj::Exception::Type::OVERLOADED) {
     return Status(Code::kOverloaded, "admitd is overloaded: " + what);
   }
@@ -54,9 +58,11 @@ class SinkImpl final : public EventSink::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> end(EndContext context) override {
+    // Once the watch is over, the caller's variables may be gone: touch nothing.
+    if (!done_->isWaiting()) return kj::READY_NOW;
     *resume_ = context.getParams().getResumeSequence();
     *reason_ = context.getParams().getReason();
-    if (done_->isWaiting()) done_->fulfill(Status::Ok());
+    done_->fulfill(Status::Ok());
     return kj::READY_NOW;
   }
 
@@ -179,7 +185,6 @@ Status RpcClient::Watch(
     const WatchRequest& request,
     const std::function<bool(const std::vector<ledger::StoredEvent>&)>& on_events,
     uint64_t* resume, std::string* reason) {
-  kj::Own<WatchHandle::Client> handle;
   return Run([&](Ledger::Client& ledger) -> kj::Promise<Status> {
     auto done = kj::newPromiseAndFulfiller<Status>();
     auto call = ledger.watchRequest();
@@ -190,12 +195,13 @@ Status RpcClient::Watch(
     SetTexts(filter.initClusterQueues(request.cluster_queues.size()), request.cluster_queues);
     SetTexts(filter.initChecks(request.checks.size()), request.checks);
     call.setSink(kj::heap<SinkImpl>(on_events, kj::mv(done.fulfiller), resume, reason));
+    // The handle stays on this thread, held by the branch that waits: when the watch is
+    // over, the join drops the branch and with it the handle, which stops the daemon's side.
     auto answered = call.send().then(
-        [&handle](capnp::Response<Ledger::WatchResults> response) -> kj::Promise<Status> {
+        [](capnp::Response<Ledger::WatchResults> response) -> kj::Promise<Status> {
           Status s = FromError(response.getError());
           if (!s.ok()) return s;
-          handle = kj::heap<WatchHandle::Client>(response.getHandle());
-          return kj::NEVER_DONE;
+          return kj::Promise<Status>(kj::NEVER_DONE).attach(response.getHandle());
         });
     return done.promise.exclusiveJoin(kj::mv(answered));
   });
@@ -223,10 +229,12 @@ Result<std::vector<ledger::StoredEvent>> RemoteLog::Read(ledger::Sequence from,
   return events;
 }
 
-ledger::Head RemoteLog::GetHead() {
+Result<ledger::Head> RemoteLog::Head() {
   ledger::Head head;
   Status s = client_.Run([&](Ledger::Client& ledger) {
     return ledger.headRequest().send().then([&](capnp::Response<Ledger::HeadResults> r) {
+      Status status = FromError(r.getError());
+      if (!status.ok()) return status;
       auto h = r.getHead();
       head.sequence = h.getSequence();
       head.recorded_at_ns = h.getRecordedAtNs();
@@ -235,10 +243,15 @@ ledger::Head RemoteLog::GetHead() {
       return Status::Ok();
     });
   });
-  // EventLog::GetHead cannot fail; an unreachable daemon shows as an empty ledger, and the
-  // reads that follow report the error.
-  (void)s;
+  if (!s.ok()) return s;
   return head;
+}
+
+ledger::Head RemoteLog::GetHead() {
+  // EventLog::GetHead cannot fail: OpenLedger asked Head() once before handing the log out,
+  // and a daemon gone since then shows as an empty ledger whose reads report the error.
+  auto head = Head();
+  return head.ok() ? *head : ledger::Head{};
 }
 
 Result<std::optional<ledger::Sequence>> RemoteLog::FindKey(std::string_view) {
@@ -349,7 +362,7 @@ Result<WorkloadInfo> RemoteApi::Workload(const std::string& ns_name) {
 
 Result<ledger::Head> RemoteApi::GetHead() {
   RemoteLog log(owned_);
-  return log.GetHead();
+  return log.Head();
 }
 
 namespace {

@@ -73,6 +73,8 @@ class RemoteLog final : public ledger::EventLog {
   Result<std::vector<ledger::StoredEvent>> Read(ledger::Sequence from, size_t max_count) override;
   ledger::Head GetHead() override;
   Result<std::optional<ledger::Sequence>> FindKey(std::string_view key) override;
+  // The head, or why the daemon will not give it (EventLog::GetHead cannot say).
+  Result<ledger::Head> Head();
 
  private:
   std::shared_ptr<RpcClient> owned_;

@@ -206,7 +206,7 @@ Status Policy::MayRead(const std::string& principal, const std::string& method) 
   const PrincipalPolicy* p = Find(principal);
   if (p == nullptr) return Denied(principal, method, "", "the principal is not in the policy");
   if (p->Has(Role::kAuditor) || p->Has(Role::kOperator)) return Status::Ok();
-  return Denied(principal, method, "the ledger", "needs the auditor or operator role");
+  return Denied(principal, method, "", "needs the auditor or operator role");
 }
 
 Status Policy::MayOperate(const std::string& principal, const std::string& method) const {

@@ -234,6 +234,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     }
     if (!s.ok()) {
       Count(s, "head");
+      ToError(s, context.getResults().initError());
       return kj::READY_NOW;
     }
     out.setSequence(h.sequence);

@@ -11,7 +11,7 @@ packages=(
   librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev libcli11-dev libssl-dev nlohmann-json3-dev
   openjdk-17-jre-headless maven
-  curl ca-certificates
+  curl ca-certificates openssl python3
 )
 
 missing=()

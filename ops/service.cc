@@ -313,8 +313,8 @@ Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group
     // A retry of a call whose every input was recorded: answer with its original decisions.
     if (key_duplicates == inputs.size()) {
       outcome.retried = true;
-      if (latest_duplicate < group.next_sequence &&
-          latest_duplicate <= log_.GetHead().sequence) {
+      // An original still in this group's unwritten part has no stored decisions yet.
+      if (latest_duplicate <= log_.GetHead().sequence) {
         auto decisions = DecisionsOfBatch(latest_duplicate, &outcome.first_decision_sequence);
         if (!decisions.ok()) return decisions.status();
         outcome.decisions = std::move(*decisions);

@@ -6,12 +6,17 @@
 #include <unistd.h>
 #endif
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <unordered_map>
 
 #include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
+#include <rocksdb/slice_transform.h>
+#include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
 #include "ledger/sequencer.h"
@@ -113,16 +118,56 @@ std::string RocksDbLog::EventKey(Sequence sequence) {
 }
 
 std::string RocksDbLog::IndexKey(std::string_view idempotency_key) {
-  return "i" + std::string(idempotency_key);
+  return std::string(idempotency_key);
 }
 
-RocksDbLog::RocksDbLog(std::unique_ptr<rocksdb::DB> db, const RocksDbLogOptions& options)
-    : db_(std::move(db)), options_(options) {}
+RocksDbLog::RocksDbLog(std::unique_ptr<rocksdb::DB> db,
+                       std::unique_ptr<rocksdb::ColumnFamilyHandle> events_family,
+                       std::unique_ptr<rocksdb::ColumnFamilyHandle> index_family,
+                       const RocksDbLogOptions& options)
+    : db_(std::move(db)),
+      events_family_(std::move(events_family)),
+      index_family_(std::move(index_family)),
+      options_(options) {}
 
 RocksDbLog::~RocksDbLog() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ADM_CHECK(queue_.empty() && !leading_, "ledger closed with %zu appends in flight%s",
-            queue_.size(), leading_ ? " and a group commit running" : "");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ADM_CHECK(queue_.empty() && !leading_, "ledger closed with %zu appends in flight%s",
+              queue_.size(), leading_ ? " and a group commit running" : "");
+  }
+  // Handles go before the database.
+  index_family_.reset();
+  events_family_.reset();
+}
+
+// Ledgers written before the index had its own column family kept it in the default family
+// under `i` + key. Moved on the first open by this version: copied into the index family and
+// deleted from the default one in synced batches, each atomic. Every open looks (one seek), so
+// an interrupted move is finished by the next open.
+Status RocksDbLog::MoveIndexToItsFamily(rocksdb::DB& db, rocksdb::ColumnFamilyHandle& index,
+                                        const std::string& dir) {
+  constexpr size_t kMoveBatchEntries = 4096;
+  rocksdb::WriteOptions synced;
+  synced.sync = true;
+  for (;;) {
+    rocksdb::WriteBatch batch;
+    size_t entries = 0;
+    std::unique_ptr<rocksdb::Iterator> it(db.NewIterator(rocksdb::ReadOptions()));
+    for (it->Seek("i"); it->Valid() && entries < kMoveBatchEntries; it->Next()) {
+      rocksdb::Slice key = it->key();
+      if (key.empty() || key[0] != 'i') break;
+      rocksdb::Slice idempotency_key(key.data() + 1, key.size() - 1);
+      batch.Put(&index, idempotency_key, it->value());
+      batch.Delete(key);
+      ++entries;
+    }
+    ADM_RETURN_IF_ERROR(FromRocks(it->status(), "reading the old index of " + dir));
+    it.reset();
+    if (entries == 0) return Status::Ok();
+    ADM_RETURN_IF_ERROR(
+        FromRocks(db.Write(synced, &batch), "moving the index of " + dir + " to its family"));
+  }
 }
 
 Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
@@ -132,21 +177,50 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
   if (!options.create_if_missing && !std::filesystem::exists(dir + "/CURRENT")) {
     return Status(Code::kNotFound, "no ledger at " + dir);
   }
-  rocksdb::Options db_options;
+  rocksdb::DBOptions db_options;
   db_options.create_if_missing = options.create_if_missing;
+  db_options.create_missing_column_families = true;
   db_options.paranoid_checks = true;
   db_options.max_open_files = 256;
   db_options.keep_log_file_num = 4;
+  // The hash memtable of the index family needs it; only the group's leader writes anyway.
+  db_options.allow_concurrent_memtable_write = false;
+
+  rocksdb::ColumnFamilyOptions events_options;
+  // The idempotency index (docs/ledger.md, "RocksDB layout"): point lookups only, of keys
+  // that are almost always absent and arrive in no order (request ids are random). A hashed
+  // memtable inserts them without a skip-list search of a large memtable; bloom filters in the
+  // memtable and in every table file answer the misses without reading blocks.
+  rocksdb::ColumnFamilyOptions index_options;
+  index_options.prefix_extractor.reset(rocksdb::NewCappedPrefixTransform(kIndexHashBytes));
+  index_options.memtable_factory.reset(rocksdb::NewHashLinkListRepFactory(kIndexHashBuckets));
+  index_options.memtable_prefix_bloom_size_ratio = 0.1;
+  index_options.memtable_whole_key_filtering = true;
+  rocksdb::BlockBasedTableOptions index_table;
+  index_table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  index_table.whole_key_filtering = true;
+  index_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(index_table));
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, events_options},
+      {kIndexFamily, index_options},
+  };
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(db_options, dir, &raw);
+  rocksdb::Status s = rocksdb::DB::Open(db_options, dir, families, &handles, &raw);
   if (!s.ok()) {
     if (s.IsInvalidArgument() && !options.create_if_missing) {
       return Status(Code::kNotFound, "no ledger at " + dir + " (" + s.ToString() + ")");
     }
     return FromRocks(s, "opening the ledger at " + dir);
   }
-  std::unique_ptr<RocksDbLog> log(
-      new RocksDbLog(std::unique_ptr<rocksdb::DB>(raw), options));
+  std::unique_ptr<rocksdb::DB> db(raw);
+  ADM_CHECK(handles.size() == 2, "%zu column family handles", handles.size());
+  std::unique_ptr<rocksdb::ColumnFamilyHandle> events_family(handles[0]);
+  std::unique_ptr<rocksdb::ColumnFamilyHandle> index_family(handles[1]);
+  ADM_RETURN_IF_ERROR(MoveIndexToItsFamily(*db, *index_family, dir));
+  std::unique_ptr<RocksDbLog> log(new RocksDbLog(std::move(db), std::move(events_family),
+                                                 std::move(index_family), options));
   ADM_RETURN_IF_ERROR(log->LoadHead());
 
   // Check the tail before anyone appends to it.
@@ -377,7 +451,7 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
       index_slices.emplace_back(index_keys.back());
       prefetched.emplace(keys[i], i);
     }
-    db_->MultiGet(rocksdb::ReadOptions(), db_->DefaultColumnFamily(), keys.size(),
+    db_->MultiGet(rocksdb::ReadOptions(), index_family_.get(), keys.size(),
                   index_slices.data(), index_values.data(), index_statuses.data());
   }
   KeyLookup lookup = [&](std::string_view key) -> Result<std::optional<RecordedKey>> {
@@ -387,7 +461,7 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
       s = index_statuses[it->second];
       if (s.ok()) value = index_values[it->second].ToString();
     } else {
-      s = db_->Get(rocksdb::ReadOptions(), IndexKey(key), &value);
+      s = db_->Get(rocksdb::ReadOptions(), index_family_.get(), IndexKey(key), &value);
     }
     if (s.IsNotFound()) return std::optional<RecordedKey>();
     ADM_RETURN_IF_ERROR(FromRocks(s, "reading the idempotency index"));
@@ -414,7 +488,9 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
   std::vector<PreparedAppend> prepared(group.size());
   std::vector<bool> wrote(group.size(), false);
   uint64_t written = 0;
-  std::string sequence_bytes;
+  // Index entries go into the batch after all events, in key order (the index family's
+  // memtable inserts them in batch order).
+  std::vector<std::pair<std::string, Sequence>> index_puts;
   for (size_t i = 0; i < group.size(); ++i) {
     Request* r = group[i];
     AppendAck ack;
@@ -427,14 +503,20 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
       write_batch.Put(EventKey(e.sequence), e.bytes);
     }
     for (const auto& [key, sequence] : prepared[i].index_entries) {
-      sequence_bytes.clear();
-      PutBigEndian64(&sequence_bytes, sequence);
-      write_batch.Put(IndexKey(key), sequence_bytes);
+      index_puts.emplace_back(IndexKey(key), sequence);
     }
     written += prepared[i].events.size();
     wrote[i] = !prepared[i].events.empty();
     head = prepared[i].head;
     r->result = std::move(ack);
+  }
+
+  std::sort(index_puts.begin(), index_puts.end());
+  std::string sequence_bytes;
+  for (const auto& [index_key, sequence] : index_puts) {
+    sequence_bytes.clear();
+    PutBigEndian64(&sequence_bytes, sequence);
+    write_batch.Put(index_family_.get(), index_key, sequence_bytes);
   }
 
   Status write_status;
@@ -490,7 +572,8 @@ Head RocksDbLog::GetHead() {
 
 Result<std::optional<Sequence>> RocksDbLog::FindKey(std::string_view key) {
   std::string value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), IndexKey(key), &value);
+  rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), index_family_.get(), IndexKey(key), &value);
   if (s.IsNotFound()) return std::optional<Sequence>();
   ADM_RETURN_IF_ERROR(FromRocks(s, "reading the idempotency index"));
   if (value.size() != 8) {

@@ -13,6 +13,7 @@
 #include "ledger/event_log.h"
 
 namespace rocksdb {
+class ColumnFamilyHandle;
 class DB;
 }
 
@@ -57,15 +58,26 @@ class RocksDbLog final : public EventLog {
 
   RocksDbLogStats GetStats();
 
-  // Key layout, public for tests that edit storage on purpose.
+  // Key layout, public for tests that edit storage on purpose. Events and the head are in
+  // the default column family, the idempotency index in kIndexFamily.
   static std::string EventKey(Sequence sequence);
   static std::string IndexKey(std::string_view idempotency_key);
   static constexpr const char* kHeadKey = "h";
+  static constexpr const char* kIndexFamily = "index";
+  // The index family's memtable hashes the first kIndexHashBytes bytes of a key (keys that
+  // share them share a bucket, kept sorted) into kIndexHashBuckets buckets.
+  static constexpr size_t kIndexHashBytes = 128;
+  static constexpr size_t kIndexHashBuckets = 1 << 18;
 
  private:
   struct Request;
   struct Waiter;
-  RocksDbLog(std::unique_ptr<rocksdb::DB> db, const RocksDbLogOptions& options);
+  RocksDbLog(std::unique_ptr<rocksdb::DB> db,
+             std::unique_ptr<rocksdb::ColumnFamilyHandle> events_family,
+             std::unique_ptr<rocksdb::ColumnFamilyHandle> index_family,
+             const RocksDbLogOptions& options);
+  static Status MoveIndexToItsFamily(rocksdb::DB& db, rocksdb::ColumnFamilyHandle& index,
+                                     const std::string& dir);
   Status LoadHead();
   // Runs one group commit led by the request at the front of the queue, then hands the lead to
   // the next queued request (or gives it up) and wakes the group.
@@ -85,6 +97,8 @@ class RocksDbLog final : public EventLog {
   void ReleaseWaiter(Waiter* waiter);
 
   const std::unique_ptr<rocksdb::DB> db_;
+  std::unique_ptr<rocksdb::ColumnFamilyHandle> events_family_;
+  std::unique_ptr<rocksdb::ColumnFamilyHandle> index_family_;
   const RocksDbLogOptions options_;
 
   std::mutex mu_;

@@ -247,6 +247,14 @@ ledger::KeyLookup NoKeys() {
 // the ledger adds sequence and the 32-byte prevHash, is exactly `stored_bytes` long (or the
 // next whole word above: canonical events are whole words). The body is workloadDeleted; the
 // WorkloadRef uid carries the padding. Every id gives the same size, so all events are alike.
+// splitmix64's finalizer: distinct ids give distinct, unordered values.
+uint64_t Mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 class EventFactory {
  public:
   EventFactory(size_t stored_bytes, bool keyed) : keyed_(keyed) {
@@ -270,9 +278,10 @@ class EventFactory {
     event.setRecordedAtNs(kEventTimeNs);
     event.setActor("bench");
     if (keyed_) {
-      // Short enough that the keyed event reaches the same stored size as the plain one.
-      char key[32];
-      std::snprintf(key, sizeof key, "k%014" PRIx64, id);
+      // The shape of the keys admitd and admitctl write (`req/PRINCIPAL/REQUEST-ID/INPUT`,
+      // ops::RequestInputKey): request ids are random, so index keys arrive in no order.
+      char key[40];
+      std::snprintf(key, sizeof key, "req/b/%016" PRIx64 "/0", Mix64(id));
       event.setIdempotencyKey(key);
     }
     schema::WorkloadRef::Builder ref =
@@ -570,7 +579,9 @@ void PhaseBatched(const Params& p, const std::string& work) {
   // does not land on the synced contenders).
   RawDb raw_nosync = OpenRawDb(work + "/raw_nosync", false);
   OursLog ours_nosync = OpenOurs("batched.ours_nosync", work + "/ours_nosync", false);
-  Tally raw_nosync_t, ours_nosync_t;
+  OursLog ours_keyed_nosync =
+      OpenOurs("batched.ours_keyed_nosync", work + "/ours_keyed_nosync", false);
+  Tally raw_nosync_t, ours_nosync_t, ours_keyed_nosync_t;
   RunRounds(p.rounds, {
       [&](size_t) {
         raw_nosync_t.Add(per_round,
@@ -579,6 +590,11 @@ void PhaseBatched(const Params& p, const std::string& work) {
       [&](size_t r) {
         std::vector<std::string> events = MakeEvents(plain, r * per_round, per_round);
         ours_nosync_t.Add(per_round, AppendBatches(ours_nosync, events, p.batch_size));
+      },
+      [&](size_t r) {
+        std::vector<std::string> events = MakeEvents(keyed, r * per_round, per_round);
+        ours_keyed_nosync_t.Add(per_round,
+                                AppendBatches(ours_keyed_nosync, events, p.batch_size));
       },
   });
 
@@ -601,8 +617,14 @@ void PhaseBatched(const Params& p, const std::string& work) {
   Line("batched.ratio_nosync",
        Fixed(raw_nosync_t.rate() > 0 ? ours_nosync_t.rate() / raw_nosync_t.rate() : 0, 3),
        "(ours/raw without fsync, for information; no goal)");
+  RateLine("batched.ours_keyed_nosync", ours_keyed_nosync_t,
+           "unique keys, sync=false: the keyed CPU side, for information");
+  Line("batched.ratio_keyed_nosync",
+       Fixed(raw_nosync_t.rate() > 0 ? ours_keyed_nosync_t.rate() / raw_nosync_t.rate() : 0,
+             3),
+       "(ours keyed/raw without fsync, for information; no goal)");
 
-  for (OursLog* o : {&ours, &ours_keyed, &ours_nosync}) {
+  for (OursLog* o : {&ours, &ours_keyed, &ours_nosync, &ours_keyed_nosync}) {
     double verify_rate = CheckLedger(o->label, std::move(o->log), o->dir, o->appended, stored);
     Line(o->label + ".verify_events_per_s", Fixed(verify_rate, 0),
          "events/s (VerifyChain of the result with index check, for information)");
@@ -915,14 +937,30 @@ void PhaseBreakdown(const Params& p, const std::string& work) {
   double get_s = 0;
   std::string value;
   for (size_t i = 0; i < n; ++i) {
-    char key[32];
-    std::snprintf(key, sizeof key, "k%014zx", i);
+    char key[40];
+    std::snprintf(key, sizeof key, "req/b/%016" PRIx64 "/0", Mix64(i));
     auto t0 = Clock::now();
     rocksdb::Status s = raw.db->Get(rocksdb::ReadOptions(), RocksDbLog::IndexKey(key), &value);
     get_s += Seconds(t0, Clock::now());
     ADM_CHECK(s.IsNotFound(), "index key found: %s", s.ToString().c_str());
   }
   ADM_CHECK(sink > 0, "nothing measured");
+
+  // The same miss through the ledger's own index family, on a ledger of n keyed events.
+  OursLog keyed_log = OpenOurs("breakdown.keyed", work + "/bd_keyed", false);
+  {
+    std::vector<std::string> keyed_events = MakeEvents(keyed, 0, n);
+    AppendBatches(keyed_log, keyed_events, batch_size);
+  }
+  double find_s = 0;
+  for (size_t i = 0; i < n; ++i) {
+    char key[40];
+    std::snprintf(key, sizeof key, "req/absent/%016" PRIx64 "/0", Mix64(i));
+    auto t0 = Clock::now();
+    Result<std::optional<ledger::Sequence>> found = keyed_log.log->FindKey(key);
+    find_s += Seconds(t0, Clock::now());
+    ADM_CHECK(found.ok() && !found->has_value(), "absent key found");
+  }
 
   Line("breakdown.events", Int(n), "events in batches of " + Int(batch_size));
   Line("breakdown.decode_us", Fixed(decode_s * per_event_us, 3),
@@ -944,7 +982,11 @@ void PhaseBreakdown(const Params& p, const std::string& work) {
   Line("breakdown.prepare_append_keyed_us", Fixed(prepare_keyed_s * per_event_us, 3),
        "us/event (ledger::PrepareAppend with unique keys, lookup answered without RocksDB)");
   Line("breakdown.rocksdb_index_get_miss_us", Fixed(get_s * per_event_us, 3),
-       "us/event (DB::Get of an absent `i` key, " + Int(raw.next - 1) + " events in the DB)");
+       "us/event (for comparison: DB::Get of an absent key in a raw DB of " +
+           Int(raw.next - 1) + " events, one family, no filters: the index before its family)");
+  Line("breakdown.index_find_miss_us", Fixed(find_s * per_event_us, 3),
+       "us/event (RocksDbLog::FindKey of an absent key, " + Int(n) +
+           " keyed events in the ledger: the index family's bloom filters)");
   Line("breakdown.write_batch_build_us", Fixed(batch_build_s * per_event_us, 3),
        "us/event (WriteBatch::Put of stored events)");
   Line("breakdown.prepare_append_per_batch_ms",

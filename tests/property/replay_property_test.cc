@@ -41,6 +41,7 @@
 
 #include "ledger/memory_log.h"
 #include "ledger/rocksdb_log.h"
+#include "tests/unit/raw_ledger_db.h"
 #include "ops/render.h"
 #include "ops/service.h"
 #include "projections/engine_version.h"
@@ -573,10 +574,8 @@ TEST(ReplayProcess, ForgedDecisionWithAValidChainFailsReplayButNotVerify) {
 
 // Flips one byte of the stored value of `sequence` in a closed RocksDB ledger.
 void FlipStoredByte(const std::string& dir, Sequence sequence, size_t offset) {
-  rocksdb::DB* raw = nullptr;
-  rocksdb::Options options;
-  ASSERT_TRUE(rocksdb::DB::Open(options, dir, &raw).ok());
-  std::unique_ptr<rocksdb::DB> db(raw);
+  RawLedgerDb raw = OpenRawLedgerDb(dir);
+  rocksdb::DB* db = raw.db.get();
   std::string value;
   ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), ledger::RocksDbLog::EventKey(sequence), &value).ok());
   ASSERT_LT(offset, value.size());

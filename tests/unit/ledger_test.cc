@@ -9,11 +9,13 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 #include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
 
 #include "ledger/memory_log.h"
 #include "ledger/rocksdb_log.h"
 #include "ledger/verify.h"
 #include "tests/unit/event_gen.h"
+#include "tests/unit/raw_ledger_db.h"
 #include "tests/unit/temp_dir.h"
 
 namespace admission::ledger {
@@ -22,6 +24,8 @@ namespace {
 using admission::testing::BuildEvent;
 using admission::testing::EventSpec;
 using admission::testing::GenEventSpec;
+using admission::testing::OpenRawLedgerDb;
+using admission::testing::RawLedgerDb;
 using admission::testing::TempDir;
 
 std::string Workload(const std::string& name, const std::string& key, int64_t at,
@@ -346,9 +350,8 @@ RC_GTEST_PROP(RocksDbLedger, EditedByteIsNamedByOpenOrVerify, ()) {
   RC_PRE(head > 0);
   const Sequence victim = *rc::gen::inRange<Sequence>(1, head + 1);
   {
-    rocksdb::DB* raw = nullptr;
-    RC_ASSERT(rocksdb::DB::Open(rocksdb::Options(), path, &raw).ok());
-    std::unique_ptr<rocksdb::DB> db(raw);
+    RawLedgerDb raw = OpenRawLedgerDb(path);
+    rocksdb::DB* db = raw.db.get();
     std::string bytes;
     RC_ASSERT(db->Get(rocksdb::ReadOptions(), RocksDbLog::EventKey(victim), &bytes).ok());
     const size_t offset = *rc::gen::inRange<size_t>(0, bytes.size());
@@ -391,6 +394,62 @@ TEST(RocksDbLedger, ReopenKeepsEventsHeadAndIndex) {
             Code::kTimeWentBackwards);
 }
 
+// A ledger of the layout before the index had its own column family (`i` + key in the default
+// family) opens: its index moves to the index family, retries still find their events, and
+// the chain verifies with the index.
+TEST(RocksDbLedger, IndexOfTheOldLayoutMovesToItsFamilyOnOpen) {
+  TempDir dir;
+  constexpr int kKeyed = 5000;  // more than one move batch
+  {
+    auto log = RocksDbLog::Open(dir.Sub("l"));
+    ASSERT_TRUE(log.ok());
+    std::vector<std::string> batch;
+    for (int i = 0; i < kKeyed; ++i) {
+      batch.push_back(Workload("w" + std::to_string(i), "k" + std::to_string(i), 5));
+      if (batch.size() == 500) {
+        ASSERT_TRUE((*log)->Append(batch).ok());
+        batch.clear();
+      }
+    }
+  }
+  {
+    // Back to the old layout: every index entry into the default family as `i` + key.
+    RawLedgerDb raw = OpenRawLedgerDb(dir.Sub("l"));
+    rocksdb::WriteBatch batch;
+    std::unique_ptr<rocksdb::Iterator> it(
+        raw.db->NewIterator(rocksdb::ReadOptions(), raw.index.get()));
+    int moved = 0;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      batch.Put("i" + it->key().ToString(), it->value());
+      batch.Delete(raw.index.get(), it->key());
+      ++moved;
+    }
+    ASSERT_TRUE(it->status().ok());
+    it.reset();
+    ASSERT_EQ(moved, kKeyed);
+    ASSERT_TRUE(raw.db->Write(rocksdb::WriteOptions(), &batch).ok());
+    ASSERT_TRUE(raw.db->DropColumnFamily(raw.index.get()).ok());
+  }
+  {
+    auto log = RocksDbLog::Open(dir.Sub("l"));
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    auto found = (*log)->FindKey("k4999");
+    ASSERT_TRUE(found.ok());
+    EXPECT_EQ(*found, std::optional<Sequence>(5000));
+    auto retry = (*log)->Append(std::vector<std::string>{Workload("w7", "k7", 5)});
+    ASSERT_TRUE(retry.ok());
+    EXPECT_EQ(retry->first(), 8u);
+    EXPECT_EQ((*log)->GetHead().sequence, static_cast<Sequence>(kKeyed));
+    auto report = VerifyChain(**log, 1, schema::kGenesisHash, true);
+    ASSERT_TRUE(report.ok());
+    EXPECT_FALSE(report->fault.has_value()) << report->fault->reason;
+  }
+  RawLedgerDb raw = OpenRawLedgerDb(dir.Sub("l"));
+  std::unique_ptr<rocksdb::Iterator> it(raw.db->NewIterator(rocksdb::ReadOptions()));
+  it->Seek("i");
+  EXPECT_FALSE(it->Valid() && it->key().starts_with("i")) << "old index entries left behind";
+}
+
 TEST(RocksDbLedger, SecondOpenOfTheSameLedgerIsBusy) {
   TempDir dir;
   auto first = RocksDbLog::Open(dir.Sub("l"));
@@ -413,10 +472,9 @@ TEST(RocksDbLedger, EventStoredBeyondTheHeadIsRefused) {
     ASSERT_TRUE((*log)->Append(std::vector<std::string>{Workload("a", "", 5)}).ok());
   }
   {
-    rocksdb::DB* raw = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir.Sub("l"), &raw).ok());
-    std::unique_ptr<rocksdb::DB> db(raw);
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), RocksDbLog::EventKey(2), "smuggled").ok());
+    RawLedgerDb raw = OpenRawLedgerDb(dir.Sub("l"));
+    ASSERT_TRUE(
+        raw.db->Put(rocksdb::WriteOptions(), RocksDbLog::EventKey(2), "smuggled").ok());
   }
   auto log = RocksDbLog::Open(dir.Sub("l"));
   ASSERT_FALSE(log.ok());

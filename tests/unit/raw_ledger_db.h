@@ -1,0 +1,48 @@
+#pragma once
+// A closed RocksDB ledger opened as a plain RocksDB database with both of its column families,
+// for tests that edit storage on purpose (tamper, smuggle, old layouts).
+
+#include <rocksdb/db.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ledger/rocksdb_log.h"
+#include "schema/result.h"
+
+namespace admission::testing {
+
+struct RawLedgerDb {
+  std::unique_ptr<rocksdb::DB> db;
+  std::unique_ptr<rocksdb::ColumnFamilyHandle> events;  // default family: events and head
+  std::unique_ptr<rocksdb::ColumnFamilyHandle> index;   // the idempotency index
+
+  RawLedgerDb() = default;
+  RawLedgerDb(RawLedgerDb&&) = default;
+  RawLedgerDb& operator=(RawLedgerDb&&) = default;
+  ~RawLedgerDb() {
+    index.reset();
+    events.reset();
+    db.reset();
+  }
+};
+
+inline RawLedgerDb OpenRawLedgerDb(const std::string& dir) {
+  rocksdb::DBOptions options;
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+      {ledger::RocksDbLog::kIndexFamily, rocksdb::ColumnFamilyOptions()},
+  };
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(options, dir, families, &handles, &raw);
+  ADM_CHECK(s.ok(), "opening %s raw: %s", dir.c_str(), s.ToString().c_str());
+  RawLedgerDb out;
+  out.db.reset(raw);
+  out.events.reset(handles[0]);
+  out.index.reset(handles[1]);
+  return out;
+}
+
+}  // namespace admission::testing

@@ -83,6 +83,7 @@ std::optional<std::pair<std::string, std::string>> WorkloadOf(schema::Event::Rea
 // One record call waiting for its group.
 struct Daemon::PendingCall {
   RecordCall call;
+  const void* caller = nullptr;  // the connection's capability: who will call again
   // The result travels behind a pointer: GCC 12 misreads a std::variant held inside
   // kj's ExceptionOr as maybe-uninitialized.
   kj::Own<kj::PromiseFulfiller<kj::Own<Result<RecordOutcome>>>> fulfiller;
@@ -200,6 +201,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     call->call.options.actor = principal_;
     if (request.getHasAt()) call->call.options.at_ns = request.getAtNs();
     call->fulfiller = kj::mv(paf.fulfiller);
+    call->caller = this;
     d_.Enqueue(kj::mv(call));
     return paf.promise.then([context](kj::Own<Result<RecordOutcome>> owned) mutable {
       const Result<RecordOutcome>& result = *owned;
@@ -576,8 +578,16 @@ void Daemon::Serve(kj::AuthenticatedStream stream, bool tls) {
   }));
 }
 
+// Gathering reads a precise clock: the loop's timer only moves when the loop polls, and a
+// flush (stage, append, fsync) runs on the loop, so after one the timer is behind by the
+// flush's time. A timer set from its stale time fires early; ScheduleFlush then finds the
+// wait not over and sets it again from the fresh time.
+namespace {
+kj::TimePoint GatherNow() { return kj::systemPreciseMonotonicClock().now(); }
+}  // namespace
+
 void Daemon::Enqueue(kj::Own<PendingCall> call) {
-  const kj::TimePoint now = io_.provider->getTimer().now();
+  const kj::TimePoint now = GatherNow();
   if (pending_.empty()) first_pending_ = now;
   last_arrival_ = now;
   pending_.push_back(kj::mv(call));
@@ -586,7 +596,7 @@ void Daemon::Enqueue(kj::Own<PendingCall> call) {
 
 void Daemon::ScheduleFlush() {
   if (pending_.empty() || flush_scheduled_) return;
-  const kj::TimePoint now = io_.provider->getTimer().now();
+  const kj::TimePoint now = GatherNow();
   const bool full = pending_.size() >= std::min(gather_target_, kGroupCallsMax);
   const bool waited = now - first_pending_ >= kGatherWaitMaxUs * kj::MICROSECONDS ||
                       now - last_arrival_ >= kGatherIdleMaxUs * kj::MICROSECONDS;
@@ -614,10 +624,26 @@ void Daemon::Flush() {
   group.reserve(take);
   for (size_t i = 0; i < take; ++i) group.push_back(kj::mv(pending_[i]));
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<long>(take));
-  gather_target_ = take;
+  // The next group waits for every caller of this group and of the one before: callers that
+  // split into two groups taking turns (one is written while the other arrives) merge again.
+  // A caller that stops calling drops out after two groups; the idle and wait limits bound
+  // what waiting for it costs.
+  std::vector<const void*> callers;
+  callers.reserve(take + previous_callers_.size());
   std::vector<RecordCall> calls;
   calls.reserve(take);
-  for (auto& c : group) calls.push_back(std::move(c->call));
+  for (auto& c : group) {
+    calls.push_back(std::move(c->call));
+    callers.push_back(c->caller);
+  }
+  std::sort(callers.begin(), callers.end());
+  callers.erase(std::unique(callers.begin(), callers.end()), callers.end());
+  std::vector<const void*> recent;
+  recent.reserve(callers.size() + previous_callers_.size());
+  std::set_union(callers.begin(), callers.end(), previous_callers_.begin(),
+                 previous_callers_.end(), std::back_inserter(recent));
+  gather_target_ = std::max<size_t>(1, recent.size());
+  previous_callers_ = std::move(callers);
   const uint64_t head_before = log_.GetHead().sequence;
   std::vector<Result<RecordOutcome>> results = service_.RecordGroup(calls);
   ++stats_.groups;
@@ -626,7 +652,7 @@ void Daemon::Flush() {
   for (size_t i = 0; i < take; ++i) group[i]->fulfiller->fulfill(kj::heap<Result<RecordOutcome>>(std::move(results[i])));
   AfterAppend(head_before, log_.GetHead().sequence);
   if (!pending_.empty()) {
-    first_pending_ = io_.provider->getTimer().now();
+    first_pending_ = GatherNow();
     ScheduleFlush();
   }
 }

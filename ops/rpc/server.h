@@ -104,7 +104,9 @@ class Daemon {
 
   // Group commit (docs/admitd.md, "Group commit").
   std::vector<kj::Own<PendingCall>> pending_;
-  size_t gather_target_ = 1;  // calls of the last group: the next one waits for as many
+  // Callers (distinct connections) of the last two groups: the next one waits for as many.
+  size_t gather_target_ = 1;
+  std::vector<const void*> previous_callers_;  // sorted; those of the last group
   bool flush_scheduled_ = false;
   bool timer_armed_ = false;
   kj::TimePoint first_pending_ = kj::origin<kj::TimePoint>();

@@ -1,0 +1,532 @@
+// admitd_bench: what admitd's group commit gives N concurrent clients, each sending one
+// mutating call with a request id and waiting for its answer, against three baselines measured
+// in the same process and the same rounds: the same calls through the Service in process (no
+// RPC, groups of N), raw RocksDB with N threads each doing one synced single-Put Write
+// (RocksDB's own write grouping), and a no-op RPC round trip at the same concurrency (the
+// transport's ceiling). The fsync latency of the run's disk is probed in every round too.
+//
+// Prints `name: value unit` lines (calls/s, events per fsync, p50/p99 latency for each N) and
+// the goals at N = 64. Goals are printed, never enforced; the exit status is non-zero only when
+// something misbehaves (a refused call, a ledger that fails VerifyChain afterwards).
+// See docs/benchmarks.md for the command, figures and reading.
+
+#include <capnp/message.h>
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
+#include <cinttypes>
+#include <future>
+#include <optional>
+#include <sstream>
+
+#include "ledger/rocksdb_log.h"
+#include "ledger/snapshot_store.h"
+#include "ledger/verify.h"
+#include "ops/clock.h"
+#include "ops/rpc/server.h"
+#include "ops/service.h"
+#include "schema/event_codec.h"
+#include "tests/bench/bench_util.h"
+
+namespace admission::bench {
+namespace {
+
+using ops::rpc::Ledger;
+
+// Goals at N = kGoalClients (the issue's): events per fsync >= 0.9 N, calls/s >= 2x raw
+// RocksDB's threaded grouping and >= 0.7x min(no-op RPC ceiling, N / fsync latency).
+constexpr size_t kGoalClients = 64;
+constexpr double kEventsPerFsyncGoal = 0.9;
+constexpr double kVsRocksdbGoal = 2.0;
+constexpr double kVsCeilingGoal = 0.7;
+constexpr size_t kValueBytes = 200;  // raw RocksDB value: about a stored node report
+
+struct Params {
+  bool quick = false;
+  double seconds = 1.5;  // per contender per round
+  size_t rounds = 3;     // contenders interleaved, order rotated per round
+  std::vector<size_t> clients = {1, 16, 64, 256};
+  std::string dir;
+};
+
+// ------------------------------------------------------------------------------------------
+// The call: a node reporting its capacity (`admitctl node capacity`): one input event, no
+// decision when nothing is pending, so every call appends exactly one event. Each carries a
+// new capacity so that none is a no-op.
+
+std::string NodeReport(size_t client, uint64_t n) {
+  capnp::MallocMessageBuilder message;
+  schema::Event::Builder event = message.initRoot<schema::Event>();
+  auto report = event.initBody().initNodeCapacityChanged();
+  report.setNode("bench-node-" + std::to_string(client));
+  report.setFlavor("bench-flavor");
+  auto capacity = report.initCapacity(1);
+  capacity[0].setName("cpu");
+  capacity[0].setMilli(static_cast<int64_t>(1000 + n));
+  return schema::EncodeEvent(message);
+}
+
+std::string FlavorDefinition() {
+  capnp::MallocMessageBuilder message;
+  schema::Event::Builder event = message.initRoot<schema::Event>();
+  event.initBody().initFlavorDefined().setName("bench-flavor");
+  return schema::EncodeEvent(message);
+}
+
+// Request ids never repeat within a run (the ledger keeps them all).
+std::string RequestId(uint64_t n) { return "bench-" + std::to_string(n); }
+
+// ------------------------------------------------------------------------------------------
+// A ledger with its Service.
+
+struct ServedLedger {
+  std::string dir;
+  std::unique_ptr<ledger::RocksDbLog> log;
+  std::unique_ptr<ledger::FileSnapshotStore> snapshots;
+  ops::SystemClock clock;
+  std::unique_ptr<ops::Service> service;
+};
+
+std::unique_ptr<ServedLedger> OpenServed(const std::string& dir) {
+  auto served = std::make_unique<ServedLedger>();
+  served->dir = dir;
+  auto log = ledger::RocksDbLog::Open(dir);
+  ADM_CHECK(log.ok(), "%s", log.status().ToString().c_str());
+  served->log = std::move(*log);
+  served->snapshots = std::make_unique<ledger::FileSnapshotStore>(dir);
+  ops::ServiceOptions options;
+  options.snapshots = served->snapshots.get();
+  options.snapshot_every_events = 0;  // a snapshot mid-round would be a stall of its own
+  auto service = ops::Service::Open(*served->log, served->clock, nullptr, options);
+  ADM_CHECK(service.ok(), "%s", service.status().ToString().c_str());
+  served->service = std::move(*service);
+  ops::IntakeOptions intake;
+  intake.actor = "admin";
+  auto defined = served->service->Record({FlavorDefinition()}, intake);
+  ADM_CHECK(defined.ok(), "%s", defined.status().ToString().c_str());
+  return served;
+}
+
+// ------------------------------------------------------------------------------------------
+// admitd in this process: its own thread and event loop, a Unix socket (the peer is this uid:
+// admin), the ledger's Service. The bench's clients are on another thread.
+
+class InProcessDaemon {
+ public:
+  InProcessDaemon(ServedLedger& served, const std::string& socket) : served_(served) {
+    std::promise<void> ready;
+    thread_ = std::thread([this, socket, &ready] { Run(socket, &ready); });
+    ready.get_future().wait();
+  }
+  ~InProcessDaemon() {
+    executor_->executeSync([this] { stop_->fulfill(); });
+    thread_.join();
+  }
+  ops::rpc::DaemonStats Stats() {
+    return executor_->executeSync([this] { return daemon_->stats(); });
+  }
+
+ private:
+  void Run(const std::string& socket, std::promise<void>* ready) {
+    auto io = kj::setupAsyncIo();
+    ops::rpc::DaemonOptions options;
+    auto endpoint = ops::rpc::ParseEndpoint("unix:" + socket);
+    ADM_CHECK(endpoint.ok(), "%s", endpoint.status().ToString().c_str());
+    options.listen.push_back(*endpoint);
+    ops::rpc::Daemon daemon(io, *served_.service, *served_.log, *served_.snapshots,
+                            ops::rpc::Policy(), std::move(options));
+    auto bound = daemon.Listen(io.waitScope);
+    ADM_CHECK(bound.ok(), "%s", bound.status().ToString().c_str());
+    daemon_ = &daemon;
+    executor_ = &kj::getCurrentThreadExecutor();
+    auto stop = kj::newPromiseAndFulfiller<void>();
+    stop_ = stop.fulfiller.get();
+    ready->set_value();
+    stop.promise.wait(io.waitScope);
+    daemon.Shutdown()
+        .exclusiveJoin(
+            io.provider->getTimer().afterDelay(ops::rpc::kShutdownMaxMs * kj::MILLISECONDS))
+        .wait(io.waitScope);
+    daemon_ = nullptr;
+  }
+
+  ServedLedger& served_;
+  std::thread thread_;
+  const kj::Executor* executor_ = nullptr;
+  kj::PromiseFulfiller<void>* stop_ = nullptr;
+  ops::rpc::Daemon* daemon_ = nullptr;
+};
+
+// ------------------------------------------------------------------------------------------
+// N clients on one event loop: N connections, each with one call in flight at a time.
+
+struct ClientRun {
+  uint64_t calls = 0;
+  double seconds = 0;
+  std::vector<double> latencies;  // seconds per call
+  Span span;
+};
+
+class Clients {
+ public:
+  Clients(const std::string& socket, size_t n) : io_(kj::setupAsyncIo()) {
+    auto address = io_.provider->getNetwork().parseAddress("unix:" + socket).wait(io_.waitScope);
+    for (size_t i = 0; i < n; ++i) {
+      auto conn = kj::heap<Connection>();
+      conn->stream = address->connect().wait(io_.waitScope);
+      conn->rpc = kj::heap<capnp::TwoPartyClient>(*conn->stream);
+      conn->ledger = conn->rpc->bootstrap().castAs<Ledger>();
+      conn->ledger.pingRequest().send().wait(io_.waitScope);
+      connections_.add(kj::mv(conn));
+    }
+  }
+
+  // Every connection calls `record` (record = true) or `ping` back to back for `seconds`,
+  // then finishes the call it has in flight.
+  ClientRun Drive(bool record, double seconds, uint64_t* next_id) {
+    ClientRun run;
+    next_id_ = next_id;
+    run_ = &run;
+    Stopwatch watch;
+    const Clock::time_point start = Clock::now();
+    // A deadline read from the clock (kj's timer only moves while its loop runs, and this
+    // loop sleeps while the other contenders run).
+    deadline_ = start + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(seconds));
+    kj::Vector<kj::Promise<void>> loops;
+    for (size_t i = 0; i < connections_.size(); ++i) {
+      loops.add(Loop(*connections_[i], i, record));
+    }
+    kj::joinPromises(loops.releaseAsArray()).wait(io_.waitScope);
+    run.seconds = Seconds(start, Clock::now());
+    run.span = watch.Stop();
+    run_ = nullptr;
+    return run;
+  }
+
+ private:
+  struct Connection {
+    kj::Own<kj::AsyncIoStream> stream;
+    kj::Own<capnp::TwoPartyClient> rpc;
+    Ledger::Client ledger = nullptr;
+  };
+
+  kj::Promise<void> Loop(Connection& c, size_t client, bool record) {
+    const Clock::time_point t0 = Clock::now();
+    if (t0 >= deadline_) return kj::READY_NOW;
+    auto done = [this, t0, &c, client, record]() {
+      run_->latencies.push_back(Seconds(t0, Clock::now()));
+      ++run_->calls;
+      return Loop(c, client, record);
+    };
+    if (!record) {
+      return c.ledger.pingRequest().send().then([done](auto&&) { return done(); });
+    }
+    const uint64_t n = (*next_id_)++;
+    auto request = c.ledger.recordRequest();
+    auto body = request.initRequest();
+    body.setRequestId(RequestId(n));
+    const std::string input = NodeReport(client, n);
+    body.initInputs(1).set(0, capnp::Data::Reader(
+                                  reinterpret_cast<const kj::byte*>(input.data()), input.size()));
+    return request.send().then([done](auto&& response) {
+      if (response.hasError()) {
+        Fail("record refused: " + std::string(response.getError().getMessage().cStr()));
+      } else if (response.getOutcome().getSequences().size() != 1 ||
+                 response.getOutcome().getUnchanged()[0]) {
+        Fail("record wrote no new event");
+      }
+      return done();
+    });
+  }
+
+  kj::AsyncIoContext io_;
+  kj::Vector<kj::Own<Connection>> connections_;
+  Clock::time_point deadline_;
+  uint64_t* next_id_ = nullptr;
+  ClientRun* run_ = nullptr;
+};
+
+// ------------------------------------------------------------------------------------------
+// Baselines.
+
+// The same calls through the Service in process, N per RecordGroup (the group the daemon
+// gathers when N clients each have one call in flight), request ids stamped as the daemon does.
+ClientRun DriveService(ServedLedger& served, size_t n, double seconds, uint64_t* next_id) {
+  ClientRun run;
+  Stopwatch watch;
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point end = start + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(seconds));
+  while (Clock::now() < end) {
+    std::vector<ops::RecordCall> calls(n);
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t id = (*next_id)++;
+      calls[i].inputs = {NodeReport(i, id)};
+      calls[i].options.actor = "admin";
+      Status stamped = ops::StampRequestId(calls[i].inputs, "admin", RequestId(id));
+      ADM_CHECK(stamped.ok(), "%s", stamped.ToString().c_str());
+    }
+    const Clock::time_point t0 = Clock::now();
+    std::vector<Result<ops::RecordOutcome>> outcomes = served.service->RecordGroup(calls);
+    const double latency = Seconds(t0, Clock::now());
+    for (const auto& outcome : outcomes) {
+      if (!outcome.ok()) Fail("service: " + outcome.status().ToString());
+      run.latencies.push_back(latency);
+    }
+    run.calls += n;
+  }
+  run.seconds = Seconds(start, Clock::now());
+  run.span = watch.Stop();
+  return run;
+}
+
+// One synced single-Put Write at a time on one thread: what one durable write costs now.
+double ProbeSyncWriteSeconds(RawDb& raw, double seconds) {
+  rocksdb::WriteOptions synced;
+  synced.sync = true;
+  std::string value;
+  uint64_t writes = 0;
+  const Clock::time_point start = Clock::now();
+  while (Seconds(start, Clock::now()) < seconds || writes < 3) {
+    FillValue(&value, kValueBytes, raw.next);
+    rocksdb::Status s = raw.db->Put(synced, ledger::RocksDbLog::EventKey(raw.next++), value);
+    ADM_CHECK(s.ok(), "probe write: %s", s.ToString().c_str());
+    ++writes;
+  }
+  return Seconds(start, Clock::now()) / static_cast<double>(writes);
+}
+
+// ------------------------------------------------------------------------------------------
+// Tallies and lines.
+
+struct Tally {
+  uint64_t calls = 0;
+  double seconds = 0, cpu_seconds = 0;
+  std::vector<double> latencies;
+  void Add(const ClientRun& r) {
+    calls += r.calls;
+    seconds += r.seconds;
+    cpu_seconds += r.span.cpu_seconds;
+    latencies.insert(latencies.end(), r.latencies.begin(), r.latencies.end());
+  }
+  double rate() const { return seconds > 0 ? static_cast<double>(calls) / seconds : 0; }
+};
+
+void CallLines(const std::string& name, const Tally& t, const std::string& what) {
+  Line(name + ".calls_per_s", Fixed(t.rate(), 0),
+       "calls/s (" + Int(t.calls) + " calls in " + Fixed(t.seconds, 3) + " s; " + what + ")");
+  if (t.calls == 0) return;
+  if (!t.latencies.empty()) {
+    Line(name + ".latency_p50", Fixed(Percentile(t.latencies, 0.5) * 1e3, 3), "ms");
+    Line(name + ".latency_p99", Fixed(Percentile(t.latencies, 0.99) * 1e3, 3), "ms");
+  }
+  Line(name + ".cpu", Fixed(t.cpu_seconds / static_cast<double>(t.calls) * 1e6, 2),
+       "us CPU/call (process user+sys: clients, daemon and RocksDB together)");
+}
+
+double Ratio(double a, double b) { return b > 0 ? a / b : 0; }
+
+std::string Goal(double value, double goal) {
+  return "goal >= " + Fixed(goal, 2) + ": " + (value >= goal ? "met" : "NOT met");
+}
+
+// ------------------------------------------------------------------------------------------
+
+void RunClients(const Params& p, size_t n, const std::string& work, uint64_t* next_id) {
+  const std::string prefix = "clients" + Int(n);
+  std::unique_ptr<ServedLedger> daemon_ledger = OpenServed(work + "/" + prefix + "_admitd");
+  std::unique_ptr<ServedLedger> service_ledger = OpenServed(work + "/" + prefix + "_service");
+  RawDb raw = OpenRawDb(work + "/" + prefix + "_raw", false);
+  RawDb probe = OpenRawDb(work + "/" + prefix + "_probe", false);
+  const std::string socket = work + "/" + prefix + ".sock";
+  InProcessDaemon daemon(*daemon_ledger, socket);
+  Clients clients(socket, n);
+
+  Tally admitd, service, raw_t, noop;
+  std::vector<double> fsync_seconds;
+  const ledger::RocksDbLogStats admitd_before = daemon_ledger->log->GetStats();
+  const ledger::RocksDbLogStats service_before = service_ledger->log->GetStats();
+  const ops::rpc::DaemonStats daemon_before = daemon.Stats();
+  std::vector<std::function<void()>> contenders = {
+      [&] { admitd.Add(clients.Drive(true, p.seconds, next_id)); },
+      [&] { service.Add(DriveService(*service_ledger, n, p.seconds, next_id)); },
+      [&] {
+        Span span;
+        ClientRun r;
+        r.calls = RunRawThreaded(raw, n, p.seconds, kValueBytes, &span);
+        r.seconds = span.seconds;
+        r.span = span;
+        raw_t.Add(r);
+      },
+      [&] { noop.Add(clients.Drive(false, p.seconds, next_id)); },
+  };
+  for (size_t round = 0; round < p.rounds; ++round) {
+    fsync_seconds.push_back(ProbeSyncWriteSeconds(probe, p.quick ? 0.05 : 0.25));
+    for (size_t i = 0; i < contenders.size(); ++i) {
+      contenders[(i + round) % contenders.size()]();
+    }
+  }
+  const ledger::RocksDbLogStats admitd_after = daemon_ledger->log->GetStats();
+  const ledger::RocksDbLogStats service_after = service_ledger->log->GetStats();
+  const ops::rpc::DaemonStats daemon_after = daemon.Stats();
+
+  const double fsyncs = static_cast<double>(admitd_after.writes - admitd_before.writes);
+  const double events = static_cast<double>(admitd_after.events_written -
+                                            admitd_before.events_written);
+  const double events_per_fsync = fsyncs > 0 ? events / fsyncs : 0;
+  const double groups = static_cast<double>(daemon_after.groups - daemon_before.groups);
+  const double group_calls =
+      static_cast<double>(daemon_after.group_calls - daemon_before.group_calls);
+  double fsync_mean = 0;
+  for (double s : fsync_seconds) fsync_mean += s;
+  fsync_mean /= static_cast<double>(fsync_seconds.size());
+
+  Line(prefix + ".clients", Int(n), "connections, one call in flight each");
+  CallLines(prefix + ".admitd", admitd,
+            "record of one node report with a request id, over a Unix socket");
+  Line(prefix + ".events_per_fsync", Fixed(events_per_fsync, 1),
+       "events (RocksDbLogStats: " + Int(static_cast<uint64_t>(events)) + " events in " +
+           Int(static_cast<uint64_t>(fsyncs)) + " WriteBatches)");
+  Line(prefix + ".calls_per_group", Fixed(groups > 0 ? group_calls / groups : 0, 1),
+       "calls (DaemonStats group_calls / groups)");
+  CallLines(prefix + ".service_inprocess", service,
+            "the same calls, " + Int(n) + " per Service::RecordGroup, no RPC");
+  const double service_fsyncs =
+      static_cast<double>(service_after.writes - service_before.writes);
+  Line(prefix + ".service_inprocess.events_per_fsync",
+       Fixed(service_fsyncs > 0 ? static_cast<double>(service_after.events_written -
+                                                      service_before.events_written) /
+                                      service_fsyncs
+                                : 0,
+             1),
+       "events");
+  CallLines(prefix + ".rocksdb_threads", raw_t,
+            Int(n) + " threads, one synced single-Put Write each at a time");
+  CallLines(prefix + ".noop_rpc", noop, "ping round trips, same connections");
+  Line(prefix + ".fsync_write_ms", Fixed(fsync_mean * 1e3, 3),
+       "ms (one synced single-Put RocksDB Write, mean of a probe before each round)");
+  const double fsync_ceiling = static_cast<double>(n) / fsync_mean;
+  const double ceiling = std::min(noop.rate(), fsync_ceiling);
+  Line(prefix + ".ceiling_calls_per_s", Fixed(ceiling, 0),
+       "calls/s (min of no-op RPC " + Fixed(noop.rate(), 0) + " and N / fsync latency " +
+           Fixed(fsync_ceiling, 0) + ")");
+  const double vs_rocksdb = Ratio(admitd.rate(), raw_t.rate());
+  const double vs_ceiling = Ratio(admitd.rate(), ceiling);
+  const double vs_service = Ratio(admitd.rate(), service.rate());
+  const bool goals = n == kGoalClients;
+  Line(prefix + ".events_per_fsync_per_client", Fixed(events_per_fsync / static_cast<double>(n), 3),
+       goals ? "(" + Goal(events_per_fsync / static_cast<double>(n), kEventsPerFsyncGoal) + ")"
+             : "(for information)");
+  Line(prefix + ".ratio_vs_rocksdb_threads", Fixed(vs_rocksdb, 3),
+       goals ? "(admitd/raw; " + Goal(vs_rocksdb, kVsRocksdbGoal) + ")" : "(admitd/raw)");
+  Line(prefix + ".ratio_vs_ceiling", Fixed(vs_ceiling, 3),
+       goals ? "(admitd/ceiling; " + Goal(vs_ceiling, kVsCeilingGoal) + ")"
+             : "(admitd/ceiling)");
+  Line(prefix + ".ratio_vs_service_inprocess", Fixed(vs_service, 3),
+       "(admitd/in-process Service: what RPC and gathering cost; for information)");
+
+  // The daemon's ledger afterwards: every call an event, the chain whole.
+  const ledger::Head head = daemon_ledger->log->GetHead();
+  auto report = ledger::VerifyChain(*daemon_ledger->log, 1, schema::kGenesisHash, true);
+  if (!report.ok()) {
+    Fail(prefix + ": verify: " + report.status().ToString());
+  } else if (report->fault) {
+    Fail(prefix + ": chain fault at " + Int(report->fault->sequence) + ": " +
+         report->fault->reason);
+  }
+  if (head.sequence != 1 + admitd.calls) {
+    Fail(prefix + ": head " + Int(head.sequence) + ", expected 1 + " + Int(admitd.calls));
+  }
+}
+
+void Usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s [--quick] [--seconds S] [--rounds R] [--clients N,N,...] [--dir DIR]\n"
+               "  --quick          small counts for a CI smoke run (a few seconds)\n"
+               "  --seconds S      time per contender per round (default 1.5)\n"
+               "  --rounds R       rounds, contenders interleaved and rotated (default 3)\n"
+               "  --clients LIST   concurrencies (default 1,16,64,256)\n"
+               "  --dir DIR        work folder parent (default $TMPDIR or /tmp)\n",
+               argv0);
+}
+
+std::optional<Params> ParseFlags(int argc, char** argv) {
+  Params p;
+  const char* tmp = std::getenv("TMPDIR");
+  p.dir = tmp != nullptr ? tmp : "/tmp";
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= argc) return std::nullopt;
+      return std::string(argv[++i]);
+    };
+    if (flag == "--quick") {
+      p.quick = true;
+      p.seconds = 0.2;
+      p.rounds = 1;
+      p.clients = {1, 16, 64};
+    } else if (flag == "--seconds" || flag == "--rounds" || flag == "--clients" ||
+               flag == "--dir") {
+      std::optional<std::string> v = value();
+      if (!v) return std::nullopt;
+      try {
+        if (flag == "--seconds") p.seconds = std::stod(*v);
+        if (flag == "--rounds") p.rounds = std::stoul(*v);
+        if (flag == "--dir") p.dir = *v;
+        if (flag == "--clients") {
+          p.clients.clear();
+          std::stringstream list(*v);
+          for (std::string item; std::getline(list, item, ',');) {
+            p.clients.push_back(std::stoul(item));
+          }
+        }
+      } catch (const std::exception&) {
+        std::fprintf(stderr, "%s: '%s' is not a number\n", flag.c_str(), v->c_str());
+        return std::nullopt;
+      }
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (p.seconds <= 0 || p.rounds == 0 || p.clients.empty()) return std::nullopt;
+  for (size_t n : p.clients) {
+    if (n == 0 || n > ops::rpc::kConnectionsPerPrincipalMax) {
+      std::fprintf(stderr, "--clients: %zu is not 1 to %zu\n", n,
+                   ops::rpc::kConnectionsPerPrincipalMax);
+      return std::nullopt;
+    }
+  }
+  return p;
+}
+
+int Main(int argc, char** argv) {
+  std::optional<Params> parsed = ParseFlags(argc, argv);
+  if (!parsed) {
+    Usage(argv[0]);
+    return 2;
+  }
+  const Params& p = *parsed;
+  std::string pattern = p.dir + "/admitd_bench.XXXXXX";
+  ADM_CHECK(mkdtemp(pattern.data()) != nullptr, "mkdtemp %s", pattern.c_str());
+  const std::string work = pattern;
+  std::string command = argv[0];
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  Line("admitd_bench", command);
+  PrintMachine(p.dir, work, p.quick);
+  Line("params.seconds", Fixed(p.seconds, 2), "s per contender per round");
+  Line("params.rounds", Int(p.rounds), "(contenders interleaved, order rotated per round)");
+  Line("params.call", "record of one nodeCapacityChanged input with a request id (one event)");
+  const Clock::time_point start = Clock::now();
+  uint64_t next_id = 0;
+  for (size_t n : p.clients) RunClients(p, n, work, &next_id);
+  std::filesystem::remove_all(work);
+  Line("total_seconds", Fixed(Seconds(start, Clock::now()), 1), "s");
+  Line("result", g_failures == 0 ? "ok" : Int(static_cast<uint64_t>(g_failures)) + " failures");
+  return g_failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace admission::bench
+
+int main(int argc, char** argv) { return admission::bench::Main(argc, argv); }

@@ -46,6 +46,7 @@ struct Params {
   double seconds = 1.5;  // per contender per round
   size_t rounds = 3;     // contenders interleaved, order rotated per round
   std::vector<size_t> clients = {1, 16, 64, 256};
+  std::string contenders = "admitd,service,rocksdb,noop";  // which run (for profiling)
   std::string dir;
 };
 
@@ -348,19 +349,30 @@ void RunClients(const Params& p, size_t n, const std::string& work, uint64_t* ne
   const ledger::RocksDbLogStats admitd_before = daemon_ledger->log->GetStats();
   const ledger::RocksDbLogStats service_before = service_ledger->log->GetStats();
   const ops::rpc::DaemonStats daemon_before = daemon.Stats();
-  std::vector<std::function<void()>> contenders = {
-      [&] { admitd.Add(clients.Drive(true, p.seconds, next_id)); },
-      [&] { service.Add(DriveService(*service_ledger, n, p.seconds, next_id)); },
-      [&] {
-        Span span;
-        ClientRun r;
-        r.calls = RunRawThreaded(raw, n, p.seconds, kValueBytes, &span);
-        r.seconds = span.seconds;
-        r.span = span;
-        raw_t.Add(r);
-      },
-      [&] { noop.Add(clients.Drive(false, p.seconds, next_id)); },
+  std::vector<std::function<void()>> contenders;
+  auto runs = [&](const std::string& name) {
+    return ("," + p.contenders + ",").find("," + name + ",") != std::string::npos;
   };
+  if (runs("admitd")) {
+    contenders.push_back([&] { admitd.Add(clients.Drive(true, p.seconds, next_id)); });
+  }
+  if (runs("service")) {
+    contenders.push_back(
+        [&] { service.Add(DriveService(*service_ledger, n, p.seconds, next_id)); });
+  }
+  if (runs("rocksdb")) {
+    contenders.push_back([&] {
+      Span span;
+      ClientRun r;
+      r.calls = RunRawThreaded(raw, n, p.seconds, kValueBytes, &span);
+      r.seconds = span.seconds;
+      r.span = span;
+      raw_t.Add(r);
+    });
+  }
+  if (runs("noop")) {
+    contenders.push_back([&] { noop.Add(clients.Drive(false, p.seconds, next_id)); });
+  }
   for (size_t round = 0; round < p.rounds; ++round) {
     fsync_seconds.push_back(ProbeSyncWriteSeconds(probe, p.quick ? 0.05 : 0.25));
     for (size_t i = 0; i < contenders.size(); ++i) {
@@ -442,11 +454,13 @@ void RunClients(const Params& p, size_t n, const std::string& work, uint64_t* ne
 
 void Usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [--quick] [--seconds S] [--rounds R] [--clients N,N,...] [--dir DIR]\n"
+               "usage: %s [--quick] [--seconds S] [--rounds R] [--clients N,N,...] [--contenders L]\n"
+               "          [--dir DIR]\n"
                "  --quick          small counts for a CI smoke run (a few seconds)\n"
                "  --seconds S      time per contender per round (default 1.5)\n"
                "  --rounds R       rounds, contenders interleaved and rotated (default 3)\n"
                "  --clients LIST   concurrencies (default 1,16,64,256)\n"
+               "  --contenders L   a subset of admitd,service,rocksdb,noop (for profiling)\n"
                "  --dir DIR        work folder parent (default $TMPDIR or /tmp)\n",
                argv0);
 }
@@ -467,13 +481,14 @@ std::optional<Params> ParseFlags(int argc, char** argv) {
       p.rounds = 1;
       p.clients = {1, 16, 64};
     } else if (flag == "--seconds" || flag == "--rounds" || flag == "--clients" ||
-               flag == "--dir") {
+               flag == "--dir" || flag == "--contenders") {
       std::optional<std::string> v = value();
       if (!v) return std::nullopt;
       try {
         if (flag == "--seconds") p.seconds = std::stod(*v);
         if (flag == "--rounds") p.rounds = std::stoul(*v);
         if (flag == "--dir") p.dir = *v;
+        if (flag == "--contenders") p.contenders = *v;
         if (flag == "--clients") {
           p.clients.clear();
           std::stringstream list(*v);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <capnp/message.h>
+#include <nlohmann/json.hpp>
 
 #include "ledger/rocksdb_log.h"
 #include "ledger/snapshot_store.h"
@@ -125,22 +126,27 @@ std::string Job(const std::string& ns, const std::string& name, const std::strin
 
 class Demo {
  public:
-  Demo(Service& service, ledger::EventLog& log, std::ostream& out)
-      : service_(service), log_(log), out_(out) {}
+  Demo(const DemoApis& apis, std::ostream& out) : apis_(apis), out_(out) {}
 
   Status Step(const std::string& at, const std::string& title, const std::string& verb,
               const std::string& text) {
     auto t = ParseRfc3339(at);
     if (!t.ok()) return t.status();
     out_ << "\n== " << at << "  " << title << "\n";
+    const std::string actor =
+        verb == "apply" ? "platform-ops" : "tenant";  // submit and finish: the tenant
+    auto api = apis_(actor);
+    if (!api.ok()) return api.status();
     std::vector<std::string> inputs;
     if (verb == "apply") {
       auto objects = ParseApplyYaml(text);
       if (!objects.ok()) return objects.status();
       for (const auto& o : *objects) inputs.push_back(o.event);
     } else if (verb == "submit") {
+      auto head = (*api)->GetHead();
+      if (!head.ok()) return head.status();
       SubmitContext ctx;
-      ctx.name_seed = std::to_string(log_.GetHead().sequence);
+      ctx.name_seed = std::to_string(head->sequence);
       auto objects = ParseSubmitYaml(text, ctx);
       if (!objects.ok()) return objects.status();
       for (const auto& o : *objects) {
@@ -152,30 +158,22 @@ class Demo {
         out_ << "   submitted " << o.ns << "/" << o.name << "\n";
       }
     } else {  // finish
-      const auto& workloads = service_.engine().workloads();
-      auto it = workloads.find(text);
-      if (it == workloads.end()) return Status(Code::kNotFound, "no workload " + text);
+      auto wl = (*api)->Workload(text);
+      if (!wl.ok()) return wl.status();
       capnp::MallocMessageBuilder message;
       auto ref = message.initRoot<schema::Event>().initBody().initWorkloadFinished().initWorkload();
-      ref.setNamespace(it->second.ns);
-      ref.setName(it->second.name);
-      ref.setUid(it->second.uid);
+      ref.setNamespace(wl->ns);
+      ref.setName(wl->name);
+      ref.setUid(wl->uid);
       inputs.push_back(schema::EncodeEvent(message));
       out_ << "   " << text << " finished\n";
     }
-    IntakeOptions options;
-    options.at_ns = *t;
-    options.actor = verb == "apply" ? "platform-ops" : verb == "submit" ? "tenant" : "pod-runtime";
-    auto outcome = service_.Record(inputs, options);
+    auto outcome = Record(**api, std::move(inputs), *t, actor);
     if (!outcome.ok()) return outcome.status();
-    uint64_t seq = outcome->first_decision_sequence;
-    for (const std::string& bytes : outcome->decisions) {
-      auto d = schema::DecodeEvent(bytes);
-      if (d.ok()) out_ << "   #" << seq << "  " << DescribeDecision(d->root()) << "\n";
-      ++seq;
-    }
+    Narrate(*outcome);
     if (outcome->decisions.empty() && verb == "apply") {
-      out_ << "   recorded " << inputs.size() << " definitions (no admission decisions)\n";
+      out_ << "   recorded " << outcome->sequences.size()
+           << " definitions (no admission decisions)\n";
     }
     return Status::Ok();
   }
@@ -183,26 +181,19 @@ class Demo {
   // One input built by `fill` from a workload's current state, recorded as `actor`.
   Status Input(const std::string& at, const std::string& title, const std::string& actor,
                const std::string& workload,
-               const std::function<void(schema::Event::Builder, const projections::WorkloadState&)>& fill) {
+               const std::function<void(schema::Event::Builder, const WorkloadInfo&)>& fill) {
     auto t = ParseRfc3339(at);
     if (!t.ok()) return t.status();
     out_ << "\n== " << at << "  " << title << "\n";
-    const auto& workloads = service_.engine().workloads();
-    auto it = workloads.find(workload);
-    if (it == workloads.end()) return Status(Code::kNotFound, "no workload " + workload);
+    auto api = apis_(actor);
+    if (!api.ok()) return api.status();
+    auto wl = (*api)->Workload(workload);
+    if (!wl.ok()) return wl.status();
     capnp::MallocMessageBuilder message;
-    fill(message.initRoot<schema::Event>(), it->second);
-    IntakeOptions options;
-    options.at_ns = *t;
-    options.actor = actor;
-    auto outcome = service_.Record({schema::EncodeEvent(message)}, options);
+    fill(message.initRoot<schema::Event>(), *wl);
+    auto outcome = Record(**api, {schema::EncodeEvent(message)}, *t, actor);
     if (!outcome.ok()) return outcome.status();
-    uint64_t seq = outcome->first_decision_sequence;
-    for (const std::string& bytes : outcome->decisions) {
-      auto d = schema::DecodeEvent(bytes);
-      if (d.ok()) out_ << "   #" << seq << "  " << DescribeDecision(d->root()) << "\n";
-      ++seq;
-    }
+    Narrate(*outcome);
     if (outcome->decisions.empty()) out_ << "   recorded (no decision yet)\n";
     return Status::Ok();
   }
@@ -210,31 +201,49 @@ class Demo {
   Status Config(const std::string& at) {
     auto t = ParseRfc3339(at);
     if (!t.ok()) return t.status();
+    auto api = apis_("platform-ops");
+    if (!api.ok()) return api.status();
     capnp::MallocMessageBuilder message;
     auto c = message.initRoot<schema::Event>().initBody().initEngineConfigDefined();
     c.setAgingStepNs(int64_t{60} * 1'000'000'000);  // one priority point per minute waited
     c.setAgingPriorityMax(500);
-    IntakeOptions options;
-    options.at_ns = *t;
-    options.actor = "platform-ops";
-    auto outcome = service_.Record({schema::EncodeEvent(message)}, options);
+    auto outcome = Record(**api, {schema::EncodeEvent(message)}, *t, "platform-ops");
     return outcome.ok() ? Status::Ok() : outcome.status();
   }
 
  private:
-  Service& service_;
-  ledger::EventLog& log_;
+  // Every step carries a request id (as admitctl's calls do), the same in both modes, so the
+  // embedded and the daemon's ledgers hold the same events.
+  Result<RecordOutcome> Record(AdmissionApi& api, std::vector<std::string> inputs, int64_t at,
+                               const std::string& actor) {
+    IntakeOptions options;
+    options.at_ns = at;
+    options.actor = actor;
+    return api.Record(std::move(inputs), options, "demo-" + std::to_string(++steps_));
+  }
+
+  void Narrate(const RecordOutcome& outcome) {
+    uint64_t seq = outcome.first_decision_sequence;
+    for (const std::string& bytes : outcome.decisions) {
+      auto d = schema::DecodeEvent(bytes);
+      if (d.ok()) out_ << "   #" << seq << "  " << DescribeDecision(d->root()) << "\n";
+      ++seq;
+    }
+  }
+
+  const DemoApis& apis_;
   std::ostream& out_;
+  uint64_t steps_ = 0;
 };
 
-void Ref(schema::WorkloadRef::Builder ref, const projections::WorkloadState& wl) {
+void Ref(schema::WorkloadRef::Builder ref, const WorkloadInfo& wl) {
   ref.setNamespace(wl.ns);
   ref.setName(wl.name);
   ref.setUid(wl.uid);
 }
 
 auto CheckReport(const std::string& check, schema::CheckState state, const std::string& message) {
-  return [=](schema::Event::Builder e, const projections::WorkloadState& wl) {
+  return [=](schema::Event::Builder e, const WorkloadInfo& wl) {
     auto r = e.initBody().initCheckStateReported();
     Ref(r.initWorkload(), wl);
     r.setCheck(check);
@@ -245,7 +254,7 @@ auto CheckReport(const std::string& check, schema::CheckState state, const std::
 }
 
 auto PodsReport(schema::PodsReport report) {
-  return [=](schema::Event::Builder e, const projections::WorkloadState& wl) {
+  return [=](schema::Event::Builder e, const WorkloadInfo& wl) {
     auto r = e.initBody().initPodsReported();
     Ref(r.initWorkload(), wl);
     r.setReport(report);
@@ -271,10 +280,32 @@ Status RunDemo(const std::string& dir, std::ostream& out) {
   options.snapshots = &snapshots;
   auto service = Service::Open(**log, clock, nullptr, options);
   if (!service.ok()) return service.status();
-  Demo demo(**service, **log, out);
+  LocalApi local(**service, **log, [&snapshots](uint64_t after) { return snapshots.PathOf(after); });
+  DemoTarget target{[&local](const std::string&) -> Result<AdmissionApi*> { return &local; },
+                    **log,
+                    snapshots,
+                    true,
+                    "at " + dir,
+                    dir,
+                    "--ledger " + dir};
+  return RunDemoThrough(target, out);
+}
+
+Status RunDemoThrough(const DemoTarget& target, std::ostream& out) {
+  const DemoApis& apis = target.apis;
+  auto head = apis("platform-ops");
+  if (!head.ok()) return head.status();
+  auto at = (*head)->GetHead();
+  if (!at.ok()) return at.status();
+  if (at->sequence != 0) {
+    return Status(Code::kInvalidArgument,
+                  "the demo only writes a fresh ledger, and this one holds " +
+                      std::to_string(at->sequence) + " events");
+  }
+  Demo demo(apis, out);
   out << "Admission ledger demo: a GPU platform with H100 (eu-west) and A100 (us-east) flavors,\n"
          "two cohorts and four tenants. Every input and decision below is an event in the\n"
-         "ledger at " << dir << " (sequence numbers after #).\n";
+         "ledger " << target.where << " (sequence numbers after #).\n";
 
   const std::string research_preemption = "  preemption: {reclaimWithinCohort: Any}\n";
   const std::string production_preemption =
@@ -341,7 +372,7 @@ Status RunDemo(const std::string& dir, std::ostream& out) {
       "security revokes the detector's admission (image signature revoked): its pods are told "
       "to drain, its token is void, and its quota stays held until the pods are gone",
       "security.example.com/revoker", "vision/job-detector-train",
-      [](schema::Event::Builder e, const projections::WorkloadState& wl) {
+      [](schema::Event::Builder e, const WorkloadInfo& wl) {
         auto r = e.initBody().initRevocationRequested();
         Ref(r.getTarget().initWorkload(), wl);
         r.setReason("image signature revoked by the supplier");
@@ -376,11 +407,16 @@ Status RunDemo(const std::string& dir, std::ostream& out) {
                                 "goes before the fine-tune (100 + 1): low priority still runs",
                                 "finish", "nlp/job-llm-pretrain"));
 
-  const projections::Engine& engine = (*service)->engine();
-  out << "\n== Workloads now (admitctl get workloads)\n" << WorkloadsTable(engine);
-  out << "\n== ClusterQueues now (admitctl get clusterqueues)\n" << ClusterQueuesTable(engine);
-  out << "\n== Cohorts now (admitctl get cohorts)\n" << CohortsTable(engine);
-  auto report = ledger::VerifyChain(**log, 1, schema::kGenesisHash, true);
+  for (const auto& [kind, title] :
+       std::vector<std::pair<std::string, std::string>>{{"workloads", "Workloads"},
+                                                        {"clusterqueues", "ClusterQueues"},
+                                                        {"cohorts", "Cohorts"}}) {
+    auto table = (*head)->Get(kind, "table");
+    if (!table.ok()) return table.status();
+    out << "\n== " << title << " now (admitctl get " << kind << ")\n" << *table;
+  }
+  // A connected client cannot look the index up; admitd's own verify does (docs/admitd.md).
+  auto report = ledger::VerifyChain(target.log, 1, schema::kGenesisHash, target.index_readable);
   if (!report.ok()) return report.status();
   if (report->fault) {
     return Status(Code::kCorruption, "demo ledger fails verify at " +
@@ -389,16 +425,22 @@ Status RunDemo(const std::string& dir, std::ostream& out) {
   out << "\n== The ledger verifies: " << report->events_checked << " events, head hash "
       << schema::HashHex(report->head_hash) << "\n";
   // A snapshot of the state now: the next start loads it instead of folding the ledger.
-  auto snapshot = (*service)->Snapshot();
-  if (!snapshot.ok()) return snapshot.status();
-  out << "== Snapshot at sequence " << snapshot->after << ": " << snapshot->bytes
-      << " bytes, SHA-256 " << schema::HashHex(snapshot->hash) << " ("
-      << snapshots.PathOf(snapshot->after) << ")\n";
+  auto taken = (*head)->Snapshot("json");
+  if (!taken.ok()) return taken.status();
+  const nlohmann::json snapshot = nlohmann::json::parse(*taken, nullptr, false);
+  if (snapshot.is_discarded() || !snapshot.contains("sequence")) {
+    return Status(Code::kCorruption, "the snapshot's answer is not its JSON: " + *taken);
+  }
+  const uint64_t snapshot_at = snapshot["sequence"].get<uint64_t>();
+  out << "== Snapshot at sequence " << snapshot_at << ": "
+      << snapshot["bytes"].get<uint64_t>() << " bytes, SHA-256 "
+      << snapshot["sha256"].get<std::string>() << " (" << snapshot["path"].get<std::string>()
+      << ")\n";
   // Replay the inputs through a fresh decider: every recorded decision must come out again,
   // byte for byte, and the snapshot must equal the state the fold reaches there.
-  replay::Replayer replayer(**log, replay::Genesis());
-  auto replayed = replay::RunComparingSnapshots(replayer, replay::ReplayOptions{}, **log,
-                                                snapshots, {});
+  replay::Replayer replayer(target.log, replay::Genesis());
+  auto replayed = replay::RunComparingSnapshots(replayer, replay::ReplayOptions{}, target.log,
+                                                target.snapshots, {});
   if (!replayed.ok()) return replayed.status();
   if (replayed->report.divergence) {
     return Status(Code::kCorruption, "demo replay diverged at sequence " +
@@ -413,12 +455,12 @@ Status RunDemo(const std::string& dir, std::ostream& out) {
   out << "== Replay --verify: " << replayed->report.decisions_compared
       << " decisions reproduced byte for byte; decision-stream SHA-256 "
       << schema::HashHex(replayed->report.decision_stream_hash) << "; the snapshot equals the "
-      << "state re-encoded at sequence " << snapshot->after << "\n";
-  const std::string page = dir + "/explain-nlp-job-llm-pretrain.html";
-  Status written = replay::WriteExplainPage(**log, "nlp", "job-llm-pretrain", page);
+      << "state re-encoded at sequence " << snapshot_at << "\n";
+  const std::string page = target.page_dir + "/explain-nlp-job-llm-pretrain.html";
+  Status written = replay::WriteExplainPage(target.log, "nlp", "job-llm-pretrain", page);
   if (!written.ok()) return written;
   out << "== The pretraining run's whole history, for a person: " << page << "\n"
-      << "Inspect it: admitctl --ledger " << dir
+      << "Inspect it: admitctl " << target.inspect
       << " log | get workloads -o yaml | explain nlp/job-llm-pretrain | replay --verify\n";
   return Status::Ok();
 }

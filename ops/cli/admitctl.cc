@@ -5,9 +5,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -111,6 +114,58 @@ int RunWatch(const GlobalOptions& global, const WatchArgs& args) {
     return 1;
   }
   return 0;
+}
+
+// `admitctl --connect tls:HOST:PORT demo --certs DIR`: the demo through admitd, one TLS
+// connection per actor (its certificate's common name is the principal the daemon records),
+// reading back through the daemon as an auditor would. Same steps and decisions as embedded.
+int RunConnectedDemo(const GlobalOptions& global, const std::string& certs,
+                     const std::string& page_dir) {
+  auto endpoint = rpc::ParseEndpoint(global.connect);
+  if (!endpoint.ok()) return Fail(endpoint.status());
+  if (endpoint->kind != rpc::Endpoint::Kind::kTls || certs.empty()) {
+    return Fail(Status(Code::kInvalidArgument,
+                       "demo --connect needs a tls: address and --certs DIR: its check reports "
+                       "must come from each check's controller, and a Unix socket gives every "
+                       "step the one principal of this uid"));
+  }
+  std::map<std::string, std::shared_ptr<rpc::RpcClient>> clients;
+  std::map<std::string, std::unique_ptr<rpc::RemoteApi>> apis;
+  auto client_of = [&](const std::string& actor) -> Result<std::shared_ptr<rpc::RpcClient>> {
+    if (auto it = clients.find(actor); it != clients.end()) return it->second;
+    std::string file = actor;
+    std::replace(file.begin(), file.end(), '/', '_');
+    rpc::ClientOptions options;
+    options.endpoint = *endpoint;
+    options.tls = {certs + "/" + file + ".pem", certs + "/" + file + ".key", certs + "/ca.pem"};
+    auto client = rpc::RpcClient::Connect(options);
+    if (!client.ok()) {
+      return Status(client.status().code(),
+                    "connecting as the demo's " + actor + ": " + client.status().message());
+    }
+    auto shared = std::shared_ptr<rpc::RpcClient>(std::move(*client));
+    clients[actor] = shared;
+    return shared;
+  };
+  DemoApis demo_apis = [&](const std::string& actor) -> Result<AdmissionApi*> {
+    if (auto it = apis.find(actor); it != apis.end()) return it->second.get();
+    auto client = client_of(actor);
+    if (!client.ok()) return client.status();
+    auto& api = apis[actor];
+    api = std::make_unique<rpc::RemoteApi>(*client);
+    return api.get();
+  };
+  // Reading back (verify, replay, the explain page) as the platform's operator.
+  auto reader = client_of("platform-ops");
+  if (!reader.ok()) return Fail(reader.status());
+  rpc::RemoteLog log(*reader);
+  rpc::RemoteSnapshotStore snapshots(*reader);
+  std::error_code ec;
+  std::filesystem::create_directories(page_dir, ec);
+  DemoTarget target{demo_apis, log, snapshots, false, "of admitd at " + global.connect,
+                    page_dir, "--connect " + global.connect + " --cert ... --key ... --ca ..."};
+  Status s = RunDemoThrough(target, std::cout);
+  return s.ok() ? 0 : Fail(s);
 }
 
 int RunLog(const GlobalOptions& global, uint64_t from, uint64_t limit, const std::string& format) {
@@ -497,7 +552,13 @@ int main(int argc, char** argv) {
   CLI::Option* demo_dir_option = demo_cmd->add_option(
       "--dir", demo_dir,
       "fresh ledger directory (must not exist or be empty; default: --ledger when given, else "
-      "./admission-demo-ledger)");
+      "./admission-demo-ledger). With --connect: where the explain page goes (default .)");
+  std::string demo_certs;
+  demo_cmd->add_option(
+      "--certs", demo_certs,
+      "with --connect tls:HOST:PORT: a folder of one client certificate per actor (ACTOR.pem "
+      "and ACTOR.key, '/' in a name written '_') and the daemon's CA (ca.pem), as "
+      "ops/scripts/test_pki.sh makes them; the daemon's ledger must be empty");
 
   int group_exit_code = -1;
   AddLifecycleCommands(app, global, &group_exit_code);
@@ -527,7 +588,14 @@ int main(int argc, char** argv) {
   if (*finish_cmd) return RunWorkloadInput(global, workload_name, true, finish_message, out_format);
   if (*delete_cmd) return RunWorkloadInput(global, workload_name, false, "", out_format);
   if (*get_cmd) return RunGet(global, get_what, get_format, get_at);
+  if (*demo_cmd && global.connected()) {
+    return RunConnectedDemo(global, demo_certs, demo_dir_option->count() > 0 ? demo_dir : ".");
+  }
   if (*demo_cmd) {
+    if (!demo_certs.empty()) {
+      return Fail(admission::Status(admission::Code::kInvalidArgument,
+                                    "demo --certs is for --connect (the demo through admitd)"));
+    }
     if (demo_dir_option->count() == 0 && ledger_option->count() > 0) demo_dir = global.ledger_dir;
     admission::Status s = RunDemo(demo_dir, std::cout);
     return s.ok() ? 0 : Fail(s);

@@ -19,6 +19,8 @@
 #include <optional>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "ledger/rocksdb_log.h"
 #include "ledger/snapshot_store.h"
 #include "ledger/verify.h"
@@ -522,6 +524,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const Params& p = *parsed;
+  spdlog::set_level(spdlog::level::warn);  // the Services' open lines are not figures
   std::string pattern = p.dir + "/admitd_bench.XXXXXX";
   ADM_CHECK(mkdtemp(pattern.data()) != nullptr, "mkdtemp %s", pattern.c_str());
   const std::string work = pattern;

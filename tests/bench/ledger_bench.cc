@@ -57,6 +57,8 @@ using ledger::Sequence;
 // the queue, and a clock read before the race could go backwards along the ledger.
 constexpr int64_t kEventTimeNs = 1'795'910'400'000'000'000;  // 2026-11-29T00:00:00Z
 constexpr double kRatioGoal = 0.8;
+// Keyed appends (every call through admitd or admitctl carries keys) against raw without keys.
+constexpr double kKeyedRatioGoal = 0.7;
 
 struct Params {
   bool quick = false;
@@ -249,7 +251,8 @@ void RunRounds(size_t rounds, const std::vector<std::function<void(size_t round)
 
 // The ratio of the totals decides the goal; the per-round ratios and their median show how
 // much the disk moved under the run.
-void RatioLine(const std::string& name, const Tally& ours, const Tally& raw) {
+void RatioLine(const std::string& name, const Tally& ours, const Tally& raw,
+               double goal = kRatioGoal) {
   double ratio = raw.rate() > 0 ? ours.rate() / raw.rate() : 0;
   std::string rounds;
   std::vector<double> round_ratios;
@@ -259,7 +262,7 @@ void RatioLine(const std::string& name, const Tally& ours, const Tally& raw) {
     rounds += " " + Fixed(round_ratios.back(), 2);
   }
   std::printf("%s: %.3f (ours/raw; goal >= %.1f: %s; per round:%s; median %.2f)\n",
-              name.c_str(), ratio, kRatioGoal, ratio >= kRatioGoal ? "met" : "NOT met",
+              name.c_str(), ratio, goal, ratio >= goal ? "met" : "NOT met",
               rounds.c_str(), Percentile(round_ratios, 0.5));
   std::fflush(stdout);
 }
@@ -428,7 +431,7 @@ void PhaseBatched(const Params& p, const std::string& work) {
            "every event has a unique idempotency key: index lookup + index entry");
   Line("batched.ours_keyed.batch_ms",
        Fixed(ours_keyed_t.seconds * 1e3 / static_cast<double>(batches), 3), "ms per batch");
-  RatioLine("batched.ratio_keyed", ours_keyed_t, raw_t);
+  RatioLine("batched.ratio_keyed", ours_keyed_t, raw_t, kKeyedRatioGoal);
   RateLine("batched.raw_nosync", raw_nosync_t, "sync=false, for information");
   RateLine("batched.ours_nosync", ours_nosync_t, "sync=false: the CPU side, for information");
   Line("batched.ratio_nosync",

@@ -111,8 +111,9 @@ Result<std::string> RenderSnapshot(Service& service,
 Result<RecordOutcome> LocalApi::Record(std::vector<std::string> inputs,
                                        const IntakeOptions& options,
                                        const std::string& request_id) {
-  if (!request_id.empty()) ADM_RETURN_IF_ERROR(StampRequestId(inputs, options.actor, request_id));
-  return service_.Record(inputs, options);
+  IntakeOptions stamped = options;
+  stamped.request_id = request_id;
+  return service_.Record(inputs, stamped);
 }
 
 Result<WorkloadInfo> LocalApi::Workload(const std::string& ns_name) {

@@ -36,7 +36,7 @@ class AdmissionApi {
   virtual ~AdmissionApi() = default;
 
   // Records the inputs as one atomic batch (Service::Record). `request_id`, when not empty,
-  // gives every input without an idempotency key one derived from it (StampRequestId), so a
+  // gives every input without an idempotency key one derived from it (RequestInputKey), so a
   // retry returns the first outcome.
   virtual Result<RecordOutcome> Record(std::vector<std::string> inputs,
                                        const IntakeOptions& options,

@@ -14,6 +14,11 @@ namespace admission::ops {
 struct IntakeOptions {
   std::optional<int64_t> at_ns;  // logical time fixed by the caller
   std::string actor;             // identity of the caller; kept if the event names one
+  // The actor replaces whatever the input names (admitd: the connection's principal).
+  bool force_actor = false;
+  // The caller's request id: every input without an idempotency key gets
+  // RequestInputKey(actor, request_id, its index), so a retry finds the first outcome.
+  std::string request_id;
 };
 
 class Intake {

@@ -1838,8 +1838,10 @@ class DocumentParser {
   std::string DeriveUid(const std::string& given, std::string_view ns,
                         std::string_view name) const {
     if (!given.empty()) return given;
-    const std::string seed = ctx_ == nullptr ? std::string() : ctx_->name_seed;
-    return UuidFromDigest(Sha256Parts({"uid", seed, ns, name}));
+    // From the name alone: a name made from generateName already carries the seed, and a
+    // fixed name is its submission's idempotency key, so resubmitting the same file is the
+    // same input (a no-op), not the same key with another uid.
+    return UuidFromDigest(Sha256Parts({"uid", ns, name}));
   }
 
   // expectedRuntime and maxExecution from our annotations (and Kueue's own field or label).

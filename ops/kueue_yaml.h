@@ -52,9 +52,9 @@ struct YamlError {
 };
 
 struct SubmitContext {
-  // Mixed into generated names and uids, so that resubmitting the same file later creates new
-  // workloads, while replaying the same submission creates the same ones. The caller sets it,
-  // e.g. to the ledger's head sequence.
+  // Mixed into names made from generateName (and so into their uids), so that resubmitting the
+  // same file later creates new workloads, while replaying the same submission creates the
+  // same ones. The caller sets it, e.g. to the ledger's head sequence.
   std::string name_seed;
 };
 

@@ -107,30 +107,6 @@ std::string RequestInputKey(std::string_view actor, std::string_view request_id,
   return key;
 }
 
-Status StampRequestId(std::vector<std::string>& inputs, std::string_view actor,
-                      std::string_view request_id) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    auto decoded = schema::DecodeEvent(inputs[i]);
-    if (!decoded.ok()) {
-      return Status(Code::kInvalidArgument,
-                    "input " + std::to_string(i) + ": " + decoded.status().message());
-    }
-    if (decoded->root().getIdempotencyKey().size() > 0) continue;
-    std::string key = RequestInputKey(actor, request_id, i);
-    if (key.size() > ledger::kIdempotencyKeyBytesMax) {
-      return Status(Code::kInvalidArgument,
-                    "request id '" + std::string(request_id) + "' makes an idempotency key of " +
-                        std::to_string(key.size()) + " bytes; at most " +
-                        std::to_string(ledger::kIdempotencyKeyBytesMax) + " are allowed");
-    }
-    capnp::MallocMessageBuilder message;
-    message.setRoot(decoded->root());
-    message.getRoot<schema::Event>().setIdempotencyKey(key);
-    inputs[i] = schema::EncodeEvent(message);
-  }
-  return Status::Ok();
-}
-
 // A call of a group after Stage: its outcome so far and its events, sequenced from
 // `first_sequence` on (inputs, then the decisions they caused).
 struct Service::Staged {
@@ -206,6 +182,8 @@ Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group
   outcome.sequences.assign(inputs.size(), 0);
   outcome.unchanged.assign(inputs.size(), false);
   std::vector<std::string>& fresh = staged.events;  // stamped inputs to write
+  // The inputs to write, laid out, until the batch's last is known (it carries endsBatch).
+  std::vector<std::unique_ptr<capnp::MallocMessageBuilder>> laid_out;
   std::vector<std::string> fresh_keys;
   size_t key_duplicates = 0;
   uint64_t latest_duplicate = 0;
@@ -224,8 +202,19 @@ Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group
                                                 "); only the decider makes decisions");
     }
     // Idempotency key already recorded (in the ledger, or by an earlier call of this group):
-    // the same payload is a no-op, another is refused.
+    // the same payload is a no-op, another is refused. An input without a key gets its
+    // request's (RequestInputKey), stamped when it is laid out below.
     std::string key = event.getIdempotencyKey().cStr();
+    const bool stamp_key = key.empty() && !options.request_id.empty();
+    if (stamp_key) {
+      key = RequestInputKey(options.actor, options.request_id, i);
+      if (key.size() > ledger::kIdempotencyKeyBytesMax) {
+        return Status(Code::kInvalidArgument,
+                      "request id '" + options.request_id + "' makes an idempotency key of " +
+                          std::to_string(key.size()) + " bytes; at most " +
+                          std::to_string(ledger::kIdempotencyKeyBytesMax) + " are allowed");
+      }
+    }
     if (!key.empty()) {
       std::optional<uint64_t> recorded_sequence;
       std::string recorded_bytes;
@@ -252,9 +241,9 @@ Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group
       if (recorded_sequence) {
         auto recorded = schema::DecodeEvent(recorded_bytes);
         if (!recorded.ok()) return recorded.status();
-        std::string field = schema::FirstDifferingPayloadField(recorded->root(), event);
         // The actor is who asked; a retry by someone else is still the same request.
-        if (!field.empty() && field != "actor") {
+        std::string field = schema::FirstDifferingRequestField(recorded->root(), event);
+        if (!field.empty()) {
           return Status(Code::kConflict, "input " + std::to_string(i) + ": '" + key +
                                              "' was recorded at sequence " +
                                              std::to_string(*recorded_sequence) +
@@ -286,12 +275,13 @@ Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group
       }
       staged.definitions[def_key] = std::move(body);
     }
-    capnp::MallocMessageBuilder message;
-    message.setRoot(event);
-    schema::Event::Builder root = message.getRoot<schema::Event>();
+    auto message = std::make_unique<capnp::MallocMessageBuilder>();
+    message->setRoot(event);
+    schema::Event::Builder root = message->getRoot<schema::Event>();
     root.setSequence(next_sequence);
     root.setRecordedAtNs(at);
-    if (root.getActor().size() == 0) root.setActor(options.actor);
+    if (options.force_actor || root.getActor().size() == 0) root.setActor(options.actor);
+    if (stamp_key) root.setIdempotencyKey(key);
     // The decider's own view: a report from the wrong identity, for a stale generation or
     // with a stale token is refused; an identical repeat is a no-op that says so.
     projections::InputVerdict verdict = engine_->Validate(root.asReader());
@@ -307,8 +297,13 @@ Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group
     }
     outcome.sequences[i] = next_sequence++;
     if (!key.empty()) fresh_keys.push_back(key);
-    fresh.push_back(schema::EncodeEvent(message));
+    laid_out.push_back(std::move(message));
   }
+  // Mark the batch's end, then encode each input once.
+  if (!laid_out.empty()) laid_out.back()->getRoot<schema::Event>().setEndsBatch(true);
+  fresh.reserve(laid_out.size());
+  for (const auto& message : laid_out) fresh.push_back(schema::EncodeEvent(*message));
+  laid_out.clear();
   if (fresh.empty()) {
     // A retry of a call whose every input was recorded: answer with its original decisions.
     if (key_duplicates == inputs.size()) {
@@ -323,14 +318,7 @@ Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group
     return staged;
   }
 
-  // Mark the batch's end, then let the decider fold the inputs and decide.
-  {
-    auto last = schema::DecodeEvent(fresh.back());
-    capnp::MallocMessageBuilder message;
-    message.setRoot(last->root());
-    message.getRoot<schema::Event>().setEndsBatch(true);
-    fresh.back() = schema::EncodeEvent(message);
-  }
+  // Let the decider fold the inputs and decide.
   for (const std::string& input : fresh) {
     auto decoded = schema::DecodeEvent(input);
     ADM_CHECK(decoded.ok(), "stamped input does not decode: %s",

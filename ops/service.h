@@ -46,12 +46,6 @@ struct RecordCall {
 // one principal never sees another's outcome. REQUIRES: !request_id.empty().
 std::string RequestInputKey(std::string_view actor, std::string_view request_id, size_t index);
 
-// Gives every input of `inputs` that carries no idempotency key the request's key
-// (RequestInputKey). Errors: kInvalidArgument (an input that does not decode, or a request id
-// that makes a key longer than ledger::kIdempotencyKeyBytesMax).
-Status StampRequestId(std::vector<std::string>& inputs, std::string_view actor,
-                      std::string_view request_id);
-
 // Snapshots every this many events by default (docs/replay.md, "Snapshots").
 inline constexpr uint64_t kSnapshotEveryEventsDefault = 100'000;
 // Calls in one RecordGroup.

@@ -982,19 +982,23 @@ namespace {
 std::string Differ(const capnp::DynamicValue::Reader& a, const capnp::DynamicValue::Reader& b,
                    const std::string& path);
 
+// Which top-level envelope fields a comparison skips.
+enum class Envelope { kNone, kPayload, kRequest };
+
 std::string DifferStruct(const capnp::DynamicStruct::Reader& a,
                          const capnp::DynamicStruct::Reader& b, const std::string& path,
-                         bool top_level) {
+                         Envelope skip) {
   auto join = [&](capnp::StructSchema::Field f) {
     std::string name = f.getProto().getName().cStr();
     return path.empty() ? name : path + "." + name;
   };
   for (capnp::StructSchema::Field field : a.getSchema().getNonUnionFields()) {
     std::string name = field.getProto().getName().cStr();
-    if (top_level && (name == "sequence" || name == "recordedAtNs" || name == "prevHash" ||
-                      name == "endsBatch")) {
+    if (skip != Envelope::kNone && (name == "sequence" || name == "recordedAtNs" ||
+                                    name == "prevHash" || name == "endsBatch")) {
       continue;
     }
+    if (skip == Envelope::kRequest && (name == "actor" || name == "idempotencyKey")) continue;
     std::string d = Differ(a.get(field), b.get(field), join(field));
     if (!d.empty()) return d;
   }
@@ -1037,7 +1041,7 @@ std::string Differ(const capnp::DynamicValue::Reader& a, const capnp::DynamicVal
     }
     case capnp::DynamicValue::STRUCT:
       return DifferStruct(a.as<capnp::DynamicStruct>(), b.as<capnp::DynamicStruct>(), path,
-                          false);
+                          Envelope::kNone);
     default:
       // FLOAT, ANY_POINTER, CAPABILITY do not occur in this schema.
       ADM_CHECK(false, "unexpected field type %d at %s", static_cast<int>(a.getType()),
@@ -1050,7 +1054,12 @@ std::string Differ(const capnp::DynamicValue::Reader& a, const capnp::DynamicVal
 
 std::string FirstDifferingPayloadField(Event::Reader a, Event::Reader b) {
   return DifferStruct(capnp::DynamicStruct::Reader(a), capnp::DynamicStruct::Reader(b), "",
-                      true);
+                      Envelope::kPayload);
+}
+
+std::string FirstDifferingRequestField(Event::Reader a, Event::Reader b) {
+  return DifferStruct(capnp::DynamicStruct::Reader(a), capnp::DynamicStruct::Reader(b), "",
+                      Envelope::kRequest);
 }
 
 }  // namespace admission::schema

@@ -152,5 +152,8 @@ bool IsDecision(Event::Body::Which which);
 // ignoring the envelope fields the ledger and intake assign (sequence, recordedAtNs, prevHash).
 // Empty when they are equal in every other field.
 std::string FirstDifferingPayloadField(Event::Reader a, Event::Reader b);
+// The same, also ignoring the actor and the idempotency key: whether `b` repeats the request
+// that recorded `a` (found by that key; a retry may come through another identity).
+std::string FirstDifferingRequestField(Event::Reader a, Event::Reader b);
 
 }  // namespace admission::schema

@@ -174,13 +174,8 @@ class Daemon::LedgerImpl final : public Ledger::Server {
       }
       s = d_.policy_.MayRecord(principal_, decoded->root(), d_.service_.engine());
       if (!s.ok()) break;
-      // The actor is the connection's principal, whatever the input says.
-      capnp::MallocMessageBuilder message;
-      message.setRoot(decoded->root());
-      message.getRoot<schema::Event>().setActor(principal_);
-      inputs.push_back(schema::EncodeEvent(message));
+      inputs.push_back(std::move(bytes));
     }
-    if (s.ok()) s = StampRequestId(inputs, principal_, request.getRequestId().cStr());
     if (s.ok() && d_.shutting_down_) {
       s = Status(Code::kUnavailable, "admitd is shutting down; retry with the same request id");
     }
@@ -198,7 +193,11 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     auto paf = kj::newPromiseAndFulfiller<kj::Own<Result<RecordOutcome>>>();
     auto call = kj::heap<PendingCall>();
     call->call.inputs = std::move(inputs);
+    // The actor is the connection's principal, whatever the input says; the request id
+    // keys every input that has no key of its own.
     call->call.options.actor = principal_;
+    call->call.options.force_actor = true;
+    call->call.options.request_id = request.getRequestId().cStr();
     if (request.getHasAt()) call->call.options.at_ns = request.getAtNs();
     call->fulfiller = kj::mv(paf.fulfiller);
     call->caller = this;

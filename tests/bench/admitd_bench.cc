@@ -254,7 +254,8 @@ class Clients {
 // Baselines.
 
 // The same calls through the Service in process, N per RecordGroup (the group the daemon
-// gathers when N clients each have one call in flight), request ids stamped as the daemon does.
+// gathers when N clients each have one call in flight), with request ids and the actor as the
+// daemon passes them.
 ClientRun DriveService(ServedLedger& served, size_t n, double seconds, uint64_t* next_id) {
   ClientRun run;
   Stopwatch watch;
@@ -267,8 +268,8 @@ ClientRun DriveService(ServedLedger& served, size_t n, double seconds, uint64_t*
       const uint64_t id = (*next_id)++;
       calls[i].inputs = {NodeReport(i, id)};
       calls[i].options.actor = "admin";
-      Status stamped = ops::StampRequestId(calls[i].inputs, "admin", RequestId(id));
-      ADM_CHECK(stamped.ok(), "%s", stamped.ToString().c_str());
+      calls[i].options.force_actor = true;
+      calls[i].options.request_id = RequestId(id);
     }
     const Clock::time_point t0 = Clock::now();
     std::vector<Result<ops::RecordOutcome>> outcomes = served.service->RecordGroup(calls);

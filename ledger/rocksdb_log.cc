@@ -1,4 +1,5 @@
 #include "ledger/rocksdb_log.h"
+#include "ledger/rocksdb_options.h"
 
 #ifdef __linux__
 #include <linux/futex.h>
@@ -57,6 +58,39 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
 }
 
 }  // namespace
+
+rocksdb::DBOptions LedgerDbOptions(bool create_if_missing) {
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = create_if_missing;
+  db_options.create_missing_column_families = true;
+  db_options.paranoid_checks = true;
+  db_options.max_open_files = 256;
+  db_options.keep_log_file_num = 4;
+  // The hash memtable of the index family needs it; only the group's leader writes anyway.
+  db_options.allow_concurrent_memtable_write = false;
+  return db_options;
+}
+
+rocksdb::ColumnFamilyOptions LedgerEventsFamilyOptions() { return rocksdb::ColumnFamilyOptions(); }
+
+rocksdb::ColumnFamilyOptions LedgerIndexFamilyOptions() {
+  // Point lookups only, of keys that are almost always absent and arrive in no order (request
+  // ids are random). A hashed memtable inserts them without a skip-list search of a large
+  // memtable; bloom filters in the memtable and in every table file answer the misses without
+  // reading blocks.
+  rocksdb::ColumnFamilyOptions index_options;
+  index_options.prefix_extractor.reset(
+      rocksdb::NewCappedPrefixTransform(RocksDbLog::kIndexHashBytes));
+  index_options.memtable_factory.reset(
+      rocksdb::NewHashLinkListRepFactory(RocksDbLog::kIndexHashBuckets));
+  index_options.memtable_prefix_bloom_size_ratio = 0.1;
+  index_options.memtable_whole_key_filtering = true;
+  rocksdb::BlockBasedTableOptions index_table;
+  index_table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  index_table.whole_key_filtering = true;
+  index_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(index_table));
+  return index_options;
+}
 
 // Where a queued appender waits. The leader sets `state` (release) once it has written
 // everything the appender reads, then notifies; the appender reads `state` (acquire).
@@ -177,30 +211,9 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
   if (!options.create_if_missing && !std::filesystem::exists(dir + "/CURRENT")) {
     return Status(Code::kNotFound, "no ledger at " + dir);
   }
-  rocksdb::DBOptions db_options;
-  db_options.create_if_missing = options.create_if_missing;
-  db_options.create_missing_column_families = true;
-  db_options.paranoid_checks = true;
-  db_options.max_open_files = 256;
-  db_options.keep_log_file_num = 4;
-  // The hash memtable of the index family needs it; only the group's leader writes anyway.
-  db_options.allow_concurrent_memtable_write = false;
-
-  rocksdb::ColumnFamilyOptions events_options;
-  // The idempotency index (docs/ledger.md, "RocksDB layout"): point lookups only, of keys
-  // that are almost always absent and arrive in no order (request ids are random). A hashed
-  // memtable inserts them without a skip-list search of a large memtable; bloom filters in the
-  // memtable and in every table file answer the misses without reading blocks.
-  rocksdb::ColumnFamilyOptions index_options;
-  index_options.prefix_extractor.reset(rocksdb::NewCappedPrefixTransform(kIndexHashBytes));
-  index_options.memtable_factory.reset(rocksdb::NewHashLinkListRepFactory(kIndexHashBuckets));
-  index_options.memtable_prefix_bloom_size_ratio = 0.1;
-  index_options.memtable_whole_key_filtering = true;
-  rocksdb::BlockBasedTableOptions index_table;
-  index_table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-  index_table.whole_key_filtering = true;
-  index_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(index_table));
-
+  const rocksdb::DBOptions db_options = LedgerDbOptions(options.create_if_missing);
+  const rocksdb::ColumnFamilyOptions events_options = LedgerEventsFamilyOptions();
+  const rocksdb::ColumnFamilyOptions index_options = LedgerIndexFamilyOptions();
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, events_options},
       {kIndexFamily, index_options},

@@ -40,6 +40,7 @@
 #include <rocksdb/write_batch.h>
 
 #include "ledger/rocksdb_log.h"
+#include "ledger/rocksdb_options.h"
 #include "ledger/sequencer.h"
 #include "ledger/verify.h"
 #include "schema/event_codec.h"
@@ -299,6 +300,81 @@ Span WriteRawBatches(RawDb& raw, uint64_t count, size_t batch_size, size_t value
   return watch.Stop();
 }
 
+// Raw RocksDB doing the index's own work and nothing of the ledger's: the ledger's options
+// (ledger/rocksdb_options.h), and per batch one MultiGet of the batch's keys in the index
+// family (all absent), then one WriteBatch of the events, the index entries (sorted, 8-byte
+// values) and a 48-byte head record, written with sync. What a durable per-key index in
+// RocksDB costs by itself.
+struct RawKeyedDb {
+  std::unique_ptr<rocksdb::DB> db;
+  std::unique_ptr<rocksdb::ColumnFamilyHandle> events, index;
+  uint64_t next = 1;
+  ~RawKeyedDb() {
+    index.reset();
+    events.reset();
+    db.reset();
+  }
+};
+
+std::unique_ptr<RawKeyedDb> OpenRawKeyedDb(const std::string& dir) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, ledger::LedgerEventsFamilyOptions()},
+      {RocksDbLog::kIndexFamily, ledger::LedgerIndexFamilyOptions()},
+  };
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s =
+      rocksdb::DB::Open(ledger::LedgerDbOptions(true), dir, families, &handles, &raw);
+  ADM_CHECK(s.ok(), "opening raw keyed RocksDB at %s: %s", dir.c_str(), s.ToString().c_str());
+  auto out = std::make_unique<RawKeyedDb>();
+  out->db.reset(raw);
+  out->events.reset(handles[0]);
+  out->index.reset(handles[1]);
+  return out;
+}
+
+Span WriteRawKeyedBatches(RawKeyedDb& raw, uint64_t count, size_t batch_size,
+                          size_t value_bytes) {
+  rocksdb::WriteOptions write_options;
+  write_options.sync = true;
+  std::string value;
+  const std::string head(48, 'h');
+  const uint64_t end = raw.next + count;
+  std::vector<std::string> keys;
+  Stopwatch watch;
+  while (raw.next < end) {
+    const uint64_t first = raw.next;
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(batch_size, end - first));
+    keys.clear();
+    for (size_t i = 0; i < n; ++i) {
+      char key[40];
+      std::snprintf(key, sizeof key, "req/b/%016" PRIx64 "/0", Mix64(first + i));
+      keys.emplace_back(key);
+    }
+    std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
+    std::vector<rocksdb::PinnableSlice> values(n);
+    std::vector<rocksdb::Status> statuses(n);
+    raw.db->MultiGet(rocksdb::ReadOptions(), raw.index.get(), n, slices.data(), values.data(),
+                     statuses.data());
+    for (const rocksdb::Status& st : statuses) {
+      ADM_CHECK(st.IsNotFound(), "raw keyed: a new key was found: %s", st.ToString().c_str());
+    }
+    rocksdb::WriteBatch batch;
+    for (size_t i = 0; i < n; ++i, ++raw.next) {
+      FillValue(&value, value_bytes, raw.next);
+      batch.Put(raw.events.get(), RocksDbLog::EventKey(raw.next), value);
+    }
+    std::sort(keys.begin(), keys.end());
+    for (const std::string& key : keys) {
+      batch.Put(raw.index.get(), key, RocksDbLog::EventKey(first).substr(1));
+    }
+    batch.Put(raw.events.get(), RocksDbLog::kHeadKey, head);
+    rocksdb::Status s = raw.db->Write(write_options, &batch);
+    ADM_CHECK(s.ok(), "raw keyed write: %s", s.ToString().c_str());
+  }
+  return watch.Stop();
+}
+
 // A RocksDbLog under test.
 struct OursLog {
   std::string label;
@@ -376,9 +452,10 @@ void PhaseBatched(const Params& p, const std::string& work) {
   Line("batched.stored_event_bytes", Int(stored), "bytes (all variants; raw value size too)");
 
   RawDb raw = OpenRawDb(work + "/raw", false);
+  std::unique_ptr<RawKeyedDb> raw_keyed = OpenRawKeyedDb(work + "/raw_keyed");
   OursLog ours = OpenOurs("batched.ours", work + "/ours", true);
   OursLog ours_keyed = OpenOurs("batched.ours_keyed", work + "/ours_keyed", true);
-  Tally raw_t, ours_t, ours_keyed_t;
+  Tally raw_t, raw_keyed_t, ours_t, ours_keyed_t;
   // Events are built before each timed slice: building them is intake's cost, not the log's.
   RunRounds(p.rounds, {
       [&](size_t) {
@@ -391,6 +468,10 @@ void PhaseBatched(const Params& p, const std::string& work) {
       [&](size_t r) {
         std::vector<std::string> events = MakeEvents(keyed, r * per_round, per_round);
         ours_keyed_t.Add(per_round, AppendBatches(ours_keyed, events, p.batch_size));
+      },
+      [&](size_t) {
+        raw_keyed_t.Add(per_round,
+                        WriteRawKeyedBatches(*raw_keyed, per_round, p.batch_size, stored));
       },
   });
   const RocksDbLogStats stats = ours.log->GetStats();
@@ -432,6 +513,15 @@ void PhaseBatched(const Params& p, const std::string& work) {
   Line("batched.ours_keyed.batch_ms",
        Fixed(ours_keyed_t.seconds * 1e3 / static_cast<double>(batches), 3), "ms per batch");
   RatioLine("batched.ratio_keyed", ours_keyed_t, raw_t, kKeyedRatioGoal);
+  RateLine("batched.raw_keyed", raw_keyed_t,
+           "raw RocksDB doing only the index's work: MultiGet of the keys, events + index "
+           "entries + head in one WriteBatch, sync; the ledger's options");
+  Line("batched.ratio_raw_keyed",
+       Fixed(raw_t.rate() > 0 ? raw_keyed_t.rate() / raw_t.rate() : 0, 3),
+       "(raw keyed/raw: the best a per-key durable index in RocksDB leaves; for information)");
+  Line("batched.ratio_keyed_vs_raw_keyed",
+       Fixed(raw_keyed_t.rate() > 0 ? ours_keyed_t.rate() / raw_keyed_t.rate() : 0, 3),
+       "(ours keyed/raw keyed: the ledger's own cost on the keyed path; for information)");
   RateLine("batched.raw_nosync", raw_nosync_t, "sync=false, for information");
   RateLine("batched.ours_nosync", ours_nosync_t, "sync=false: the CPU side, for information");
   Line("batched.ratio_nosync",

@@ -1,0 +1,15 @@
+#pragma once
+// The RocksDB options RocksDbLog opens a ledger with (docs/ledger.md, "RocksDB layout"), for
+// the benchmarks' raw baselines, which must write through the same configuration.
+
+#include <rocksdb/options.h>
+
+namespace admission::ledger {
+
+rocksdb::DBOptions LedgerDbOptions(bool create_if_missing);
+// The default family: events and the head.
+rocksdb::ColumnFamilyOptions LedgerEventsFamilyOptions();
+// The `index` family: the idempotency index.
+rocksdb::ColumnFamilyOptions LedgerIndexFamilyOptions();
+
+}  // namespace admission::ledger

@@ -38,6 +38,9 @@ struct DaemonStats {
   uint64_t record_calls = 0;       // answered record calls
   uint64_t groups = 0;             // RecordGroup runs
   uint64_t group_calls = 0;        // calls in them
+  // Why groups were flushed: as many calls as expected, the wait limit, no arrival for the
+  // idle limit (or shutting down).
+  uint64_t flushes_full = 0, flushes_waited = 0, flushes_idle = 0;
   uint64_t refused_calls = 0;      // permission denied
   uint64_t overloaded_calls = 0;
   uint64_t connections = 0;        // open now

@@ -405,6 +405,11 @@ void RunClients(const Params& p, size_t n, const std::string& work, uint64_t* ne
            Int(static_cast<uint64_t>(fsyncs)) + " WriteBatches)");
   Line(prefix + ".calls_per_group", Fixed(groups > 0 ? group_calls / groups : 0, 1),
        "calls (DaemonStats group_calls / groups)");
+  Line(prefix + ".flushes",
+       "full " + Int(daemon_after.flushes_full - daemon_before.flushes_full) + ", wait limit " +
+           Int(daemon_after.flushes_waited - daemon_before.flushes_waited) + ", idle " +
+           Int(daemon_after.flushes_idle - daemon_before.flushes_idle),
+       "(why each group was flushed)");
   CallLines(prefix + ".service_inprocess", service,
             "the same calls, " + Int(n) + " per Service::RecordGroup, no RPC");
   const double service_fsyncs =

@@ -548,7 +548,8 @@ int main(int argc, char** argv) {
 
   std::string demo_dir = "admission-demo-ledger";
   auto* demo_cmd = app.add_subcommand(
-      "demo", "run the GPU platform demo on a fresh embedded ledger and narrate its decisions");
+      "demo", "run the GPU platform demo on a fresh ledger (embedded, or through admitd with "
+              "--connect and --certs) and narrate its decisions");
   CLI::Option* demo_dir_option = demo_cmd->add_option(
       "--dir", demo_dir,
       "fresh ledger directory (must not exist or be empty; default: --ledger when given, else "

@@ -5,6 +5,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <thread>
+#include <mutex>
+#include <deque>
+#include <condition_variable>
 
 #include <capnp/dynamic.h>
 #include <capnp/message.h>
@@ -130,6 +134,54 @@ class Daemon::WatchHandleImpl final : public WatchHandle::Server {
 
 // The capability a connection gets: every method checks the policy for the connection's
 // principal first. `refusal` (not ok): every call is answered with it (over a limit).
+// Runs reads that fold the ledger (explain) on a thread of their own, so that they never hold
+// the event loop and the writes behind it. One thread, a bounded queue; each task answers its
+// call through a cross-thread fulfiller (a call dropped meanwhile is answered into nothing).
+class Daemon::ReadWorker {
+ public:
+  ReadWorker() : thread_([this] { Run(); }) {}
+  ~ReadWorker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      queue_.clear();  // their calls are gone with the daemon
+    }
+    cv_.notify_one();
+    thread_.join();  // a task running now finishes first
+  }
+  // False when kReadQueueMax tasks are waiting already.
+  bool Submit(kj::Function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_ || queue_.size() >= kReadQueueMax) return false;
+      queue_.push_back(kj::mv(task));
+    }
+    cv_.notify_one();
+    return true;
+  }
+
+ private:
+  void Run() {
+    for (;;) {
+      kj::Function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        task = kj::mv(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<kj::Function<void()>> queue_;  // GUARDED_BY(mu_)
+  bool stop_ = false;                        // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
 class Daemon::LedgerImpl final : public Ledger::Server {
  public:
   LedgerImpl(Daemon& daemon, std::string principal, Status refusal)
@@ -318,12 +370,29 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     Status s = Admit();
     if (s.ok()) s = d_.policy_.MaySee(principal_, "explain", ns);
     if (s.ok()) {
-      auto text = RenderExplain(d_.log_, name, params.getAt(), params.getFormat(), nullptr);
-      if (text.ok()) {
-        context.getResults().setText(*text);
-        return kj::READY_NOW;
+      // Explain folds the ledger from the genesis: on the read worker, not on the loop.
+      auto paf = kj::newPromiseAndCrossThreadFulfiller<kj::Own<Result<std::string>>>();
+      ledger::EventLog& log = d_.log_;
+      const uint64_t at = params.getAt();
+      const std::string format = params.getFormat();
+      const bool queued = d_.readers_->Submit(
+          [&log, name, at, format, fulfiller = kj::mv(paf.fulfiller)]() mutable {
+            fulfiller->fulfill(
+                kj::heap<Result<std::string>>(RenderExplain(log, name, at, format, nullptr)));
+          });
+      if (queued) {
+        return paf.promise.then(
+            [this, context](kj::Own<Result<std::string>> text) mutable {
+              if (text->ok()) {
+                context.getResults().setText(**text);
+                return;
+              }
+              Count(text->status(), "explain");
+              ToError(text->status(), context.getResults().initError());
+            });
       }
-      s = text.status();
+      s = Status(Code::kOverloaded, std::to_string(kReadQueueMax) +
+                                        " explain calls are waiting already (the limit)");
     }
     Count(s, "explain");
     ToError(s, context.getResults().initError());
@@ -440,11 +509,13 @@ Daemon::Daemon(kj::AsyncIoContext& io, Service& service, ledger::EventLog& log,
       options_(std::move(options)),
       error_handler_(kj::heap<LoggingErrorHandler>()),
       tasks_(kj::heap<kj::TaskSet>(*error_handler_)),
-      accepting_(kj::heap<kj::Canceler>()) {}
+      accepting_(kj::heap<kj::Canceler>()),
+      readers_(std::make_unique<ReadWorker>()) {}
 
 Daemon::~Daemon() {
   connections_.clear();
   watchers_.clear();
+  readers_.reset();  // joins the worker while the log it reads is still there
 }
 
 Result<std::vector<std::string>> Daemon::Listen(kj::WaitScope& wait_scope) {

@@ -71,6 +71,7 @@ class Daemon {
   DaemonStats stats() const;
 
   class LedgerImpl;
+  class ReadWorker;
   class WatchHandleImpl;
   struct Connection;
   struct PendingCall;
@@ -120,6 +121,7 @@ class Daemon {
   uint64_t next_watch_id_ = 1;
   std::map<std::string, size_t> connections_by_principal_;
   DaemonStats stats_;
+  std::unique_ptr<ReadWorker> readers_;  // explain calls
   // Last: connections are torn down first, while the watchers they may end still exist.
   std::map<Connection*, kj::Own<Connection>> connections_;
 };

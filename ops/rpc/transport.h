@@ -35,6 +35,7 @@ inline constexpr size_t kWatchersMax = 256;
 inline constexpr uint64_t kWatchBufferEventsMax = 65536;
 inline constexpr uint32_t kWatchPushEventsMax = 512;  // events in one push
 inline constexpr size_t kPendingCallsMax = 4096;      // record calls waiting for a group
+inline constexpr size_t kReadQueueMax = 16;           // explain calls waiting for the read worker
 inline constexpr uint32_t kOverloadedRetryAfterMs = 100;
 inline constexpr size_t kRequestIdBytesMax = 128;
 // A TLS handshake that takes longer than this is dropped.

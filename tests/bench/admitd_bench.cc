@@ -29,11 +29,14 @@
 #include "ops/service.h"
 #include "schema/event_codec.h"
 #include "tests/bench/bench_util.h"
+#include "tests/rpc/in_process_daemon.h"
 
 namespace admission::bench {
 namespace {
 
 using ops::rpc::Ledger;
+using testing::InProcessDaemon;
+using testing::ServedLedger;
 
 // Goals at N = kGoalClients (the issue's): events per fsync >= 0.9 N, calls/s >= 2x raw
 // RocksDB's threaded grouping and >= 0.7x min(no-op RPC ceiling, N / fsync latency).
@@ -82,14 +85,6 @@ std::string RequestId(uint64_t n) { return "bench-" + std::to_string(n); }
 // ------------------------------------------------------------------------------------------
 // A ledger with its Service.
 
-struct ServedLedger {
-  std::string dir;
-  std::unique_ptr<ledger::RocksDbLog> log;
-  std::unique_ptr<ledger::FileSnapshotStore> snapshots;
-  ops::SystemClock clock;
-  std::unique_ptr<ops::Service> service;
-};
-
 std::unique_ptr<ServedLedger> OpenServed(const std::string& dir) {
   auto served = std::make_unique<ServedLedger>();
   served->dir = dir;
@@ -109,56 +104,6 @@ std::unique_ptr<ServedLedger> OpenServed(const std::string& dir) {
   ADM_CHECK(defined.ok(), "%s", defined.status().ToString().c_str());
   return served;
 }
-
-// ------------------------------------------------------------------------------------------
-// admitd in this process: its own thread and event loop, a Unix socket (the peer is this uid:
-// admin), the ledger's Service. The bench's clients are on another thread.
-
-class InProcessDaemon {
- public:
-  InProcessDaemon(ServedLedger& served, const std::string& socket) : served_(served) {
-    std::promise<void> ready;
-    thread_ = std::thread([this, socket, &ready] { Run(socket, &ready); });
-    ready.get_future().wait();
-  }
-  ~InProcessDaemon() {
-    executor_->executeSync([this] { stop_->fulfill(); });
-    thread_.join();
-  }
-  ops::rpc::DaemonStats Stats() {
-    return executor_->executeSync([this] { return daemon_->stats(); });
-  }
-
- private:
-  void Run(const std::string& socket, std::promise<void>* ready) {
-    auto io = kj::setupAsyncIo();
-    ops::rpc::DaemonOptions options;
-    auto endpoint = ops::rpc::ParseEndpoint("unix:" + socket);
-    ADM_CHECK(endpoint.ok(), "%s", endpoint.status().ToString().c_str());
-    options.listen.push_back(*endpoint);
-    ops::rpc::Daemon daemon(io, *served_.service, *served_.log, *served_.snapshots,
-                            ops::rpc::Policy(), std::move(options));
-    auto bound = daemon.Listen(io.waitScope);
-    ADM_CHECK(bound.ok(), "%s", bound.status().ToString().c_str());
-    daemon_ = &daemon;
-    executor_ = &kj::getCurrentThreadExecutor();
-    auto stop = kj::newPromiseAndFulfiller<void>();
-    stop_ = stop.fulfiller.get();
-    ready->set_value();
-    stop.promise.wait(io.waitScope);
-    daemon.Shutdown()
-        .exclusiveJoin(
-            io.provider->getTimer().afterDelay(ops::rpc::kShutdownMaxMs * kj::MILLISECONDS))
-        .wait(io.waitScope);
-    daemon_ = nullptr;
-  }
-
-  ServedLedger& served_;
-  std::thread thread_;
-  const kj::Executor* executor_ = nullptr;
-  kj::PromiseFulfiller<void>* stop_ = nullptr;
-  ops::rpc::Daemon* daemon_ = nullptr;
-};
 
 // ------------------------------------------------------------------------------------------
 // N clients on one event loop: N connections, each with one call in flight at a time.

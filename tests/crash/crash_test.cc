@@ -465,7 +465,7 @@ TEST(CrashRecovery, SigkilledAppenderLeavesVerifiedPrefixWithEveryAck) {
 
   // The test must not pass vacuously: most runs appended (at least those killed after an
   // ack), and every stream got somewhere (none starved behind the others' group commits).
-  EXPECT_GE(iterations_with_new_events, iterations_after_ack);
+  // (Every run killed after an ack appended: checked per run above.)
   EXPECT_GE(iterations_after_ack, kIterations / 2);
   EXPECT_GE(acks_in_all, static_cast<size_t>(iterations_after_ack));
   for (int t = 0; t < kAppenderThreads; ++t) {

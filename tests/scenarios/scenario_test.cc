@@ -90,6 +90,8 @@ class Scenario : public ::testing::TestWithParam<std::string> {
   }
 
   std::vector<std::string> RunStep(const YAML::Node& step, size_t index) {
+    // Before any of the step's inputs is recorded: a refusal of any of them is checked.
+    expect_refused_ = step["refused"] ? step["refused"].as<std::string>() : "";
     if (step["at"]) {
       auto at = ParseRfc3339(step["at"].as<std::string>());
       EXPECT_TRUE(at.ok()) << "step " << index << ": " << at.status().ToString();
@@ -154,7 +156,6 @@ class Scenario : public ::testing::TestWithParam<std::string> {
       }
       if (!inputs.empty()) add(Record(inputs, "runtime"));
     }
-    expect_refused_ = step["refused"] ? step["refused"].as<std::string>() : "";
     auto workload = [&](const std::string& key) -> const projections::WorkloadState* {
       auto it = service_->engine().workloads().find(key);
       EXPECT_NE(it, service_->engine().workloads().end()) << "step " << index << ": no " << key;
@@ -277,6 +278,21 @@ class Scenario : public ::testing::TestWithParam<std::string> {
     return decisions;
   }
 
+  // A key the harness does not know is a failure, not a check that silently never runs.
+  static void ExpectKnownKeys(const YAML::Node& node, std::initializer_list<const char*> known,
+                              const std::string& where) {
+    if (!node.IsMap()) {
+      ADD_FAILURE() << where << ": expected a map";
+      return;
+    }
+    for (const auto& kv : node) {
+      const std::string key = kv.first.as<std::string>();
+      bool found = false;
+      for (const char* k : known) found = found || key == k;
+      EXPECT_TRUE(found) << where << ": unknown key '" << key << "'";
+    }
+  }
+
   void CheckWorkload(const std::string& key, const YAML::Node& want, const std::string& where) {
     const auto& workloads = service_->engine().workloads();
     auto it = workloads.find(key);
@@ -284,6 +300,11 @@ class Scenario : public ::testing::TestWithParam<std::string> {
     const projections::WorkloadState& wl = it->second;
     const auto& engine = service_->engine();
     const std::string ctx = where + ": " + key;
+    ExpectKnownKeys(want,
+                    {"phase", "clusterQueue", "reason", "message", "flavors", "counts",
+                     "preempted", "preemptedReason", "checks", "token", "generation",
+                     "requeues"},
+                    ctx);
     if (want["phase"]) {
       EXPECT_EQ(projections::PhaseName(wl.phase), want["phase"].as<std::string>())
           << ctx << " (pending reason: " << wl.pending_reason << ": " << wl.pending_message << ")";
@@ -363,6 +384,7 @@ class Scenario : public ::testing::TestWithParam<std::string> {
     auto it = engine.cluster_queues().find(name);
     ASSERT_NE(it, engine.cluster_queues().end()) << where << ": no ClusterQueue " << name;
     const std::string ctx = where + ": ClusterQueue " + name;
+    ExpectKnownKeys(want, {"pending", "reserving", "usage", "active"}, ctx);
     if (want["pending"]) {
       EXPECT_EQ(it->second.pending, want["pending"].as<size_t>()) << ctx;
     }
@@ -393,6 +415,7 @@ class Scenario : public ::testing::TestWithParam<std::string> {
 
   void CheckExpect(const YAML::Node& expect, const std::vector<std::string>& decisions,
                    const std::string& where) {
+    ExpectKnownKeys(expect, {"workloads", "clusterQueues", "decisions", "noDecisions"}, where);
     if (expect["workloads"]) {
       for (const auto& w : expect["workloads"]) CheckWorkload(w.first.as<std::string>(), w.second, where);
     }

@@ -13,7 +13,7 @@
 #include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
 
-#include "ops/quantity.h"
+#include "schema/quantity.h"
 #include "schema/time_format.h"
 #include "schema/event_codec.h"
 
@@ -685,7 +685,7 @@ class DocumentParser {
           n, path,
           std::string("expected a quantity such as 9, 1.5, 500m or 36Gi, got ") + DescribeNode(n));
     }
-    Result<int64_t> milli = ParseQuantityMilli(n.Scalar());
+    Result<int64_t> milli = schema::ParseQuantityMilli(n.Scalar());
     if (!milli.ok()) return Fail(n, path, milli.status().message());
     if (*milli < 0) return Fail(n, path, Quote(n.Scalar()) + " must not be negative");
     *out = *milli;
@@ -793,7 +793,7 @@ class DocumentParser {
                               const std::string& p, int64_t* out_ns) {
     const auto it = annotations.find(std::string(key));
     if (it == annotations.end()) return true;
-    Result<int64_t> ns = ParseDurationNs(it->second);
+    Result<int64_t> ns = schema::ParseDurationNs(it->second);
     if (!ns.ok()) {
       const YAML::Node at = Child(Child(metadata, "annotations"), key);
       return Fail(at.IsDefined() ? at : metadata, MapKey(Join(p, "metadata.annotations"), key),
@@ -1058,7 +1058,7 @@ class DocumentParser {
             if (milli > nominal_milli) {
               return Fail(lending, Join(rpi, "lendingLimit"),
                           "must not exceed nominalQuota (" +
-                              FormatQuantityMilli(nominal_milli, resource_name) + ")");
+                              schema::FormatQuantityMilli(nominal_milli, resource_name) + ")");
             }
             quota.setHasLendingLimit(true);
             quota.setLendingLimitMilli(milli);

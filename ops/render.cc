@@ -6,7 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "ops/quantity.h"
+#include "schema/quantity.h"
 #include "schema/time_format.h"
 
 namespace admission::ops {
@@ -48,10 +48,10 @@ Json FlavorsUsage(const Engine& engine, const std::string& cq_name, bool with_bo
         const int64_t total = u == cq.usage.end() ? 0 : u->second;
         Json res;
         res["name"] = rname;
-        res["total"] = FormatQuantityMilli(total, rname);
+        res["total"] = schema::FormatQuantityMilli(total, rname);
         if (with_borrowed) {
           const int64_t borrowed = node < 0 ? 0 : engine.tree().Borrowed(node, fr);
-          res["borrowed"] = FormatQuantityMilli(borrowed, rname);
+          res["borrowed"] = schema::FormatQuantityMilli(borrowed, rname);
         }
         resources.push_back(res);
       }
@@ -163,7 +163,7 @@ Json WorkloadsJson(const Engine& engine, const NamespaceFilter& allow) {
       Json requests = Json::object();
       for (const auto& [r, v] : ps.requests) {
         const std::string& rn = engine.resource_names().Name(r);
-        requests[rn] = FormatQuantityMilli(v, rn);
+        requests[rn] = schema::FormatQuantityMilli(v, rn);
       }
       p["requests"] = requests;
       pod_sets.push_back(p);
@@ -200,7 +200,7 @@ Json WorkloadsJson(const Engine& engine, const NamespaceFilter& allow) {
         }
         for (const auto& [r, v] : psa.usage) {
           const std::string& rn = engine.resource_names().Name(r);
-          usage[rn] = FormatQuantityMilli(v, rn);
+          usage[rn] = schema::FormatQuantityMilli(v, rn);
         }
         psas.push_back({{"name", psa.name},
                         {"flavors", flavors},
@@ -305,8 +305,8 @@ Json CohortsJson(const Engine& engine) {
       resources.push_back(
           {{"flavor", engine.flavor_names().Name(projections::FrFlavor(fr))},
            {"resource", rn},
-           {"subtreeQuota", FormatQuantityMilli(quota, rn)},
-           {"usage", FormatQuantityMilli(u == node.usage.end() ? 0 : u->second, rn)}});
+           {"subtreeQuota", schema::FormatQuantityMilli(quota, rn)},
+           {"usage", schema::FormatQuantityMilli(u == node.usage.end() ? 0 : u->second, rn)}});
     }
     c["status"] = {{"members", members}, {"resources", resources}};
     items.push_back(c);
@@ -351,7 +351,7 @@ std::string ClusterQueuesTable(const Engine& engine) {
     for (const auto& [fr, amount] : cq.usage) {
       const std::string& rn = engine.resource_names().Name(projections::FrResource(fr));
       usage += (usage.empty() ? "" : " ") + engine.flavor_names().Name(projections::FrFlavor(fr)) +
-               "/" + rn + "=" + FormatQuantityMilli(amount, rn);
+               "/" + rn + "=" + schema::FormatQuantityMilli(amount, rn);
     }
     rows.push_back({name, cq.spec->cohort,
                     cq.spec->queueing == projections::QueueingStrategy::kStrictFifo ? "StrictFIFO"

@@ -1,5 +1,7 @@
 #include "replay/explain.h"
 
+#include "schema/quantity.h"
+
 #include "schema/time_format.h"
 
 #include <algorithm>
@@ -24,23 +26,6 @@ using W = schema::Event::Body::Which;
 
 // ---------------------------------------------------------------------------------------------
 // Small formatting helpers.
-
-// 1500 -> "1.5", 2000 -> "2", -250 -> "-0.25".
-std::string Milli(int64_t milli) {
-  const bool negative = milli < 0;
-  const uint64_t v =
-      negative ? static_cast<uint64_t>(-(milli + 1)) + 1 : static_cast<uint64_t>(milli);
-  std::string out = std::to_string(v / 1000);
-  uint64_t frac = v % 1000;
-  if (frac != 0) {
-    char buf[8];
-    std::snprintf(buf, sizeof buf, ".%03" PRIu64, frac);
-    std::string f = buf;
-    while (f.back() == '0') f.pop_back();
-    out += f;
-  }
-  return negative ? "-" + out : out;
-}
 
 // "3m20s", "2h", "450ms".
 std::string Duration(int64_t ns) {
@@ -238,7 +223,7 @@ class HistoryCollector {
           std::string req;
           for (auto r : ps.getRequests()) {
             req += (req.empty() ? "" : " ") + std::string(r.getName().cStr()) + "=" +
-                   Milli(r.getMilli());
+                   schema::FormatQuantityMilli(r.getMilli(), r.getName().cStr());
           }
           if (!req.empty()) sets += " {" + req + "}";
         }
@@ -393,7 +378,7 @@ std::string BlockedBy(const WorkloadNow& now, int64_t at_ns) {
     if (now.shortfall_known && !now.short_resource.empty()) {
       s += " [short of " + now.short_resource +
            (now.short_flavor.empty() ? "" : " in flavor " + now.short_flavor) + " by " +
-           Milli(now.shortfall_milli) + "]";
+           schema::FormatQuantityMilli(now.shortfall_milli, now.short_resource) + "]";
     }
     if (now.queue_position > 0) {
       s += "; position " + std::to_string(now.queue_position) + " of " +

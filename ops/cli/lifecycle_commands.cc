@@ -8,7 +8,7 @@
 #include <capnp/message.h>
 
 #include "ops/cli/common.h"
-#include "ops/quantity.h"
+#include "schema/quantity.h"
 #include "schema/time_format.h"
 #include "schema/event_codec.h"
 
@@ -89,7 +89,7 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
                                                    : schema::CheckState::PENDING);
           r.setMessage(report->message);
           if (!report->requeue_after.empty()) {
-            auto d = ParseDurationNs(report->requeue_after);
+            auto d = schema::ParseDurationNs(report->requeue_after);
             if (!d.ok()) return d.status();
             r.setRequeueAfterNs(*d);
           }
@@ -204,7 +204,7 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
           r.setReason(rv->reason);
           r.setPodSetAction(rv->drain ? schema::PodSetAction::DRAIN : schema::PodSetAction::TERMINATE);
           if (!rv->drain_deadline.empty()) {
-            auto d = ParseDurationNs(rv->drain_deadline);
+            auto d = schema::ParseDurationNs(rv->drain_deadline);
             if (!d.ok()) return d.status();
             auto now = IntakeFrom(global, "");
             if (!now.ok()) return now.status();
@@ -259,7 +259,7 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
               return Status(Code::kInvalidArgument,
                             "--capacity: '" + item + "' is not RESOURCE=QUANTITY");
             }
-            auto q = ParseQuantityMilli(item.substr(eq + 1));
+            auto q = schema::ParseQuantityMilli(item.substr(eq + 1));
             if (!q.ok()) return Status(Code::kInvalidArgument, "--capacity " + item + ": " + q.status().message());
             capacity.emplace_back(item.substr(0, eq), *q);
           }
@@ -336,7 +336,7 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
           (void)session;
           auto c = event.initBody().initEngineConfigDefined();
           if (!cfg->pods_ready_timeout.empty()) {
-            auto d = ParseDurationNs(cfg->pods_ready_timeout);
+            auto d = schema::ParseDurationNs(cfg->pods_ready_timeout);
             if (!d.ok()) return d.status();
             c.setWaitForPodsReadyEnabled(true);
             c.setPodsReadyTimeoutNs(*d);
@@ -345,7 +345,7 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
           c.setBackoffMaxSeconds(cfg->backoff_max);
           c.setBackoffLimitCount(cfg->backoff_limit);
           if (!cfg->aging_step.empty()) {
-            auto d = ParseDurationNs(cfg->aging_step);
+            auto d = schema::ParseDurationNs(cfg->aging_step);
             if (!d.ok()) return d.status();
             c.setAgingStepNs(*d);
           }

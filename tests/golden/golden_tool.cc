@@ -27,7 +27,7 @@
 
 #include "ledger/memory_log.h"
 #include "ops/kueue_yaml.h"
-#include "ops/quantity.h"
+#include "schema/quantity.h"
 #include "ops/service.h"
 #include "schema/time_format.h"
 #include "projections/engine_version.h"
@@ -183,7 +183,7 @@ Status RunStep(const YAML::Node& step, size_t index, ledger::MemoryLog& log, Ste
                                        : schema::CheckState::PENDING);
     if (r["message"]) rep.setMessage(r["message"].as<std::string>());
     if (r["requeueAfter"]) {
-      auto after = ops::ParseDurationNs(r["requeueAfter"].as<std::string>());
+      auto after = schema::ParseDurationNs(r["requeueAfter"].as<std::string>());
       if (!after.ok()) return after.status();
       rep.setRequeueAfterNs(*after);
     }
@@ -225,7 +225,7 @@ Status RunStep(const YAML::Node& step, size_t index, ledger::MemoryLog& log, Ste
     rev.setReason(r["reason"] ? r["reason"].as<std::string>() : "test");
     if (r["drain"] && r["drain"].as<bool>()) rev.setPodSetAction(schema::PodSetAction::DRAIN);
     if (r["drainDeadline"]) {
-      auto deadline = ops::ParseDurationNs(r["drainDeadline"].as<std::string>());
+      auto deadline = schema::ParseDurationNs(r["drainDeadline"].as<std::string>());
       if (!deadline.ok()) return deadline.status();
       rev.setDrainDeadlineNs(clock.now_ns + *deadline);
     }
@@ -250,7 +250,7 @@ Status RunStep(const YAML::Node& step, size_t index, ledger::MemoryLog& log, Ste
       auto list = node.initCapacity(static_cast<unsigned>(n["capacity"].size()));
       unsigned i = 0;
       for (const auto& c : n["capacity"]) {
-        auto milli = ops::ParseQuantityMilli(c.second.as<std::string>());
+        auto milli = schema::ParseQuantityMilli(c.second.as<std::string>());
         if (!milli.ok()) return milli.status();
         list[i].setName(c.first.as<std::string>());
         list[i].setMilli(*milli);
@@ -276,7 +276,7 @@ Status RunStep(const YAML::Node& step, size_t index, ledger::MemoryLog& log, Ste
     capnp::MallocMessageBuilder m;
     auto cfg = m.initRoot<schema::Event>().initBody().initEngineConfigDefined();
     auto duration = [&](const char* key, int64_t* out) -> Status {
-      auto d = ops::ParseDurationNs(c[key].as<std::string>());
+      auto d = schema::ParseDurationNs(c[key].as<std::string>());
       if (!d.ok()) return d.status();
       *out = *d;
       return Status::Ok();

@@ -17,7 +17,7 @@
 #include "ledger/memory_log.h"
 #include "ledger/verify.h"
 #include "ops/kueue_yaml.h"
-#include "ops/quantity.h"
+#include "schema/quantity.h"
 #include "ops/render.h"
 #include "ops/service.h"
 #include "schema/time_format.h"
@@ -181,7 +181,7 @@ class Scenario : public ::testing::TestWithParam<std::string> {
                      : state == "Rejected" ? schema::CheckState::REJECTED
                                            : schema::CheckState::PENDING);
         if (r["message"]) rep.setMessage(r["message"].as<std::string>());
-        if (r["requeueAfter"]) rep.setRequeueAfterNs(*ops::ParseDurationNs(r["requeueAfter"].as<std::string>()));
+        if (r["requeueAfter"]) rep.setRequeueAfterNs(*schema::ParseDurationNs(r["requeueAfter"].as<std::string>()));
         add(Record({schema::EncodeEvent(m)}, r["as"] ? r["as"].as<std::string>() : "nobody"));
       }
     }
@@ -218,7 +218,7 @@ class Scenario : public ::testing::TestWithParam<std::string> {
       rev.setReason(r["reason"] ? r["reason"].as<std::string>() : "test");
       if (r["drain"] && r["drain"].as<bool>()) rev.setPodSetAction(schema::PodSetAction::DRAIN);
       if (r["drainDeadline"]) {
-        rev.setDrainDeadlineNs(clock_.now_ns + *ops::ParseDurationNs(r["drainDeadline"].as<std::string>()));
+        rev.setDrainDeadlineNs(clock_.now_ns + *schema::ParseDurationNs(r["drainDeadline"].as<std::string>()));
       }
       add(Record({schema::EncodeEvent(m)}, r["as"] ? r["as"].as<std::string>() : "security"));
     }
@@ -241,7 +241,7 @@ class Scenario : public ::testing::TestWithParam<std::string> {
         unsigned i = 0;
         for (const auto& c : n["capacity"]) {
           list[i].setName(c.first.as<std::string>());
-          list[i].setMilli(*ops::ParseQuantityMilli(c.second.as<std::string>()));
+          list[i].setMilli(*schema::ParseQuantityMilli(c.second.as<std::string>()));
           ++i;
         }
       }
@@ -261,12 +261,12 @@ class Scenario : public ::testing::TestWithParam<std::string> {
       auto cfg = m.initRoot<schema::Event>().initBody().initEngineConfigDefined();
       if (c["podsReadyTimeout"]) {
         cfg.setWaitForPodsReadyEnabled(true);
-        cfg.setPodsReadyTimeoutNs(*ops::ParseDurationNs(c["podsReadyTimeout"].as<std::string>()));
+        cfg.setPodsReadyTimeoutNs(*schema::ParseDurationNs(c["podsReadyTimeout"].as<std::string>()));
       }
       if (c["backoffBaseSeconds"]) cfg.setBackoffBaseSeconds(c["backoffBaseSeconds"].as<int>());
       if (c["backoffMaxSeconds"]) cfg.setBackoffMaxSeconds(c["backoffMaxSeconds"].as<int>());
       if (c["backoffLimitCount"]) cfg.setBackoffLimitCount(c["backoffLimitCount"].as<int>());
-      if (c["agingStep"]) cfg.setAgingStepNs(*ops::ParseDurationNs(c["agingStep"].as<std::string>()));
+      if (c["agingStep"]) cfg.setAgingStepNs(*schema::ParseDurationNs(c["agingStep"].as<std::string>()));
       if (c["agingMax"]) cfg.setAgingPriorityMax(c["agingMax"].as<int>());
       if (c["fairSharing"]) cfg.setFairSharingEnabled(c["fairSharing"].as<bool>());
       add(Record({schema::EncodeEvent(m)}, "operator"));
@@ -402,7 +402,7 @@ class Scenario : public ::testing::TestWithParam<std::string> {
           auto v = it->second.usage.find(projections::MakeFr(*f, *r));
           if (v != it->second.usage.end()) actual = v->second;
         }
-        auto expected = ops::ParseQuantityMilli(u.second.as<std::string>());
+        auto expected = schema::ParseQuantityMilli(u.second.as<std::string>());
         ASSERT_TRUE(expected.ok()) << ctx;
         EXPECT_EQ(actual, *expected) << ctx << " usage of " << fr;
       }

@@ -4,9 +4,9 @@
 #include <limits>
 #include <string>
 
-#include "ops/quantity.h"
+#include "schema/quantity.h"
 
-namespace admission::ops {
+namespace admission::schema {
 namespace {
 
 constexpr int64_t kGi = int64_t{1} << 30;
@@ -178,4 +178,4 @@ TEST(ParseDurationNs, RefusesWhatItCannotRepresent) {
 }
 
 }  // namespace
-}  // namespace admission::ops
+}  // namespace admission::schema

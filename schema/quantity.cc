@@ -1,9 +1,9 @@
-#include "ops/quantity.h"
+#include "schema/quantity.h"
 
 #include <array>
 #include <limits>
 
-namespace admission::ops {
+namespace admission::schema {
 
 namespace {
 
@@ -257,4 +257,4 @@ Result<int64_t> ParseDurationNs(std::string_view text) {
   return static_cast<int64_t>(total);
 }
 
-}  // namespace admission::ops
+}  // namespace admission::schema

@@ -9,7 +9,7 @@
 
 #include "schema/result.h"
 
-namespace admission::ops {
+namespace admission::schema {
 
 // Longest quantity text accepted. Kubernetes sets no limit, but nothing sensible comes near it,
 // and it bounds the exact decimal arithmetic below.
@@ -42,4 +42,4 @@ std::string FormatQuantityMilli(int64_t milli, std::string_view resource);
 // results beyond int64 nanoseconds (about 292 years).
 Result<int64_t> ParseDurationNs(std::string_view text);
 
-}  // namespace admission::ops
+}  // namespace admission::schema

@@ -523,7 +523,14 @@ void Engine::EnforceCapacity(int64_t now) {
     return;
   }
   RebuildTreeIfNeeded();
-  for (int guard = 0; guard < 100000; ++guard) {
+  // Each pass evicts one holder (which is then no longer evictable) or returns, so there are
+  // at most as many passes as holders, plus the last one that finds nothing to do.
+  size_t holders = 0;
+  for (const auto& [name, cq] : cqs_) holders += cq.holders.size();
+  const size_t passes_max = holders + 1;
+  for (size_t pass = 0;; ++pass) {
+    ADM_CHECK(pass < passes_max, "capacity enforcement: pass %zu, but only %zu holders", pass,
+              holders);
     // Draining workloads' usage is on its way out.
     std::vector<std::pair<std::string, const WorkloadState*>> draining;
     for (const auto& [name, cq] : cqs_) {

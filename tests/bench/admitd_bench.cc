@@ -476,12 +476,9 @@ int Main(int argc, char** argv) {
   }
   const Params& p = *parsed;
   spdlog::set_level(spdlog::level::warn);  // the Services' open lines are not figures
-  std::string pattern = p.dir + "/admitd_bench.XXXXXX";
-  ADM_CHECK(mkdtemp(pattern.data()) != nullptr, "mkdtemp %s", pattern.c_str());
-  const std::string work = pattern;
-  std::string command = argv[0];
-  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
-  Line("admitd_bench", command);
+  const WorkDir work_dir(p.dir, "admitd_bench");
+  const std::string& work = work_dir.path();
+  Line("admitd_bench", CommandLine(argc, argv));
   PrintMachine(p.dir, work, p.quick);
   Line("params.seconds", Fixed(p.seconds, 2), "s per contender per round");
   Line("params.rounds", Int(p.rounds), "(contenders interleaved, order rotated per round)");
@@ -489,7 +486,6 @@ int Main(int argc, char** argv) {
   const Clock::time_point start = Clock::now();
   uint64_t next_id = 0;
   for (size_t n : p.clients) RunClients(p, n, work, &next_id);
-  std::filesystem::remove_all(work);
   Line("total_seconds", Fixed(Seconds(start, Clock::now()), 1), "s");
   Line("result", g_failures == 0 ? "ok" : Int(static_cast<uint64_t>(g_failures)) + " failures");
   return g_failures == 0 ? 0 : 1;

@@ -10,9 +10,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -100,6 +102,36 @@ inline double Percentile(std::vector<double> v, double p) {
   std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(i), v.end());
   return v[i];
 }
+
+// The command line as one string, for the first line of a run.
+inline std::string CommandLine(int argc, char** argv) {
+  std::string command = argv[0];
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  return command;
+}
+
+// A fresh folder PARENT/NAME.XXXXXX for a run, removed when the run ends however its phases end
+// (a failed ADM_CHECK aborts and leaves it, on purpose: the ledger is evidence then).
+class WorkDir {
+ public:
+  WorkDir(const std::string& parent, const std::string& name) {
+    std::string pattern = parent + "/" + name + ".XXXXXX";
+    ADM_CHECK(::mkdtemp(pattern.data()) != nullptr,
+              "cannot create a temporary directory under %s: %s", parent.c_str(),
+              std::strerror(errno));
+    path_ = pattern;
+  }
+  ~WorkDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  WorkDir(const WorkDir&) = delete;
+  WorkDir& operator=(const WorkDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // ------------------------------------------------------------------------------------------
 // Machine facts.

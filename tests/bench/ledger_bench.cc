@@ -955,29 +955,11 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const Params& p = *parsed;
-  std::string pattern = p.dir + "/ledger_bench.XXXXXX";
-  std::vector<char> buf(pattern.begin(), pattern.end());
-  buf.push_back('\0');
-  if (::mkdtemp(buf.data()) == nullptr) {
-    std::fprintf(stderr, "cannot create a temporary directory under %s: %s\n", p.dir.c_str(),
-                 std::strerror(errno));
-    return 2;
-  }
-  const std::string work = buf.data();
-  // Removed however the phases end (a failed ADM_CHECK aborts and leaves it, on purpose: the
-  // ledger is evidence then).
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{work};
+  const WorkDir work_dir(p.dir, "ledger_bench");
+  const std::string& work = work_dir.path();
 
   auto t0 = Clock::now();
-  std::string command = argv[0];
-  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
-  Line("ledger_bench", command);
+  Line("ledger_bench", CommandLine(argc, argv));
   PrintMachine(p.dir, work, p.quick);
   Line("params.mode", p.quick ? "quick" : "full");
   Line("params.seconds", Fixed(p.seconds, 1), "s per time-bound phase");

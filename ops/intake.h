@@ -18,6 +18,8 @@ struct IntakeOptions {
   bool force_actor = false;
   // The caller's request id: every input without an idempotency key gets
   // RequestInputKey(actor, request_id, its index), so a retry finds the first outcome.
+  // force_actor and request_id are read by ops::Service (Stage); Intake::Submit, which appends
+  // raw events for `dev append`, does not use them.
   std::string request_id;
 };
 

@@ -602,3 +602,77 @@ RocksDbLogStats RocksDbLog::GetStats() {
 }
 
 }  // namespace admission::ledger
+
+namespace admission::ledger {
+
+Status RocksDbLog::Ingest(std::span<const Ingested> events, const Head& head_after,
+                          std::span<const std::pair<std::string, std::string>> extra) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ADM_CHECK(queue_.empty() && !leading_, "Ingest while %zu appends are queued%s", queue_.size(),
+            leading_ ? " and a group commit runs" : "");
+  Sequence expected = head_.sequence + 1;
+  size_t reserve_bytes = 64;
+  for (const Ingested& e : events) reserve_bytes += e.bytes.size() + 2 * e.key.size() + 32;
+  for (const auto& [key, value] : extra) reserve_bytes += key.size() + value.size() + 8;
+  rocksdb::WriteBatch write_batch(reserve_bytes);
+  std::vector<std::pair<std::string, Sequence>> index_puts;
+  for (const Ingested& e : events) {
+    ADM_CHECK(e.sequence == expected, "ingest of sequence %lu on head %lu",
+              static_cast<unsigned long>(e.sequence), static_cast<unsigned long>(expected - 1));
+    write_batch.Put(EventKey(e.sequence), rocksdb::Slice(e.bytes.data(), e.bytes.size()));
+    if (!e.key.empty()) index_puts.emplace_back(IndexKey(e.key), e.sequence);
+    ++expected;
+  }
+  std::sort(index_puts.begin(), index_puts.end());
+  std::string sequence_bytes;
+  for (const auto& [index_key, sequence] : index_puts) {
+    sequence_bytes.clear();
+    PutBigEndian64(&sequence_bytes, sequence);
+    write_batch.Put(index_family_.get(), index_key, sequence_bytes);
+  }
+  for (const auto& [key, value] : extra) {
+    ADM_CHECK(!key.empty() && key[0] == kExtraPrefix, "extra key without the '%c' prefix",
+              kExtraPrefix);
+    write_batch.Put(key, value);
+  }
+  if (!events.empty()) {
+    ADM_CHECK(head_after.sequence == expected - 1, "head %lu after ingesting up to %lu",
+              static_cast<unsigned long>(head_after.sequence),
+              static_cast<unsigned long>(expected - 1));
+    write_batch.Put(kHeadKey, EncodeHead(head_after));
+  }
+  rocksdb::WriteOptions write_options;
+  write_options.sync = options_.sync;
+  ADM_RETURN_IF_ERROR(FromRocks(db_->Write(write_options, &write_batch), "ingesting events"));
+  if (!events.empty()) {
+    head_ = head_after;
+    ++stats_.writes;
+    stats_.events_written += events.size();
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<std::string>> RocksDbLog::GetExtra(std::string_view key) {
+  ADM_CHECK(!key.empty() && key[0] == kExtraPrefix, "extra key without the '%c' prefix",
+            kExtraPrefix);
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), rocksdb::Slice(key.data(), key.size()),
+                               &value);
+  if (s.IsNotFound()) return std::optional<std::string>();
+  ADM_RETURN_IF_ERROR(FromRocks(s, "reading " + std::string(key)));
+  return std::optional<std::string>(std::move(value));
+}
+
+Result<std::optional<RecordedKey>> RocksDbLog::LookupKey(std::string_view key) {
+  Result<std::optional<Sequence>> found = FindKey(key);
+  if (!found.ok()) return found.status();
+  if (!found->has_value()) return std::optional<RecordedKey>();
+  RecordedKey recorded{**found, {}};
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), EventKey(recorded.sequence),
+                               &recorded.bytes);
+  ADM_RETURN_IF_ERROR(
+      FromRocks(s, "reading event " + std::to_string(recorded.sequence) + " for its key"));
+  return std::optional<RecordedKey>(std::move(recorded));
+}
+
+}  // namespace admission::ledger

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ledger/event_log.h"
+#include "ledger/sequencer.h"
 
 namespace rocksdb {
 class ColumnFamilyHandle;
@@ -57,6 +58,27 @@ class RocksDbLog final : public EventLog {
   Result<std::optional<Sequence>> FindKey(std::string_view key) override;
 
   RocksDbLogStats GetStats();
+
+  // --- A RocksDbLog as the local copy of a log kept elsewhere (KafkaLog's state) ---
+
+  // One event that another writer sequenced and chained, and the caller checked.
+  struct Ingested {
+    Sequence sequence = 0;
+    std::string_view bytes;  // the stored bytes
+    std::string_view key;    // its idempotency key; empty: none
+  };
+  // Writes `events` (sequences head+1, head+2, ... in order) with their index entries, the new
+  // head and the `extra` entries in one WriteBatch. Extra keys go to the default family and must
+  // start with kExtraPrefix, so they never meet an event or the head. An empty `events` writes
+  // only the extras. REQUIRES: nothing appends to this log; `head_after` is the head after the
+  // last event (the caller verified the chain).
+  Status Ingest(std::span<const Ingested> events, const Head& head_after,
+                std::span<const std::pair<std::string, std::string>> extra);
+  // An entry written by Ingest's `extra`, if any.
+  Result<std::optional<std::string>> GetExtra(std::string_view key);
+  // The sequence and stored bytes of the event recorded with this key, if any.
+  Result<std::optional<RecordedKey>> LookupKey(std::string_view key);
+  static constexpr char kExtraPrefix = 'k';
 
   // Key layout, public for tests that edit storage on purpose. Events and the head are in
   // the default column family, the idempotency index in kIndexFamily.

@@ -1,0 +1,147 @@
+#pragma once
+// The ledger on an Apache Kafka topic: one partition, one fenced transactional writer, readers
+// that verify every record, and a local RocksDB copy of the topic. See docs/kafka.md.
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ledger/event_log.h"
+#include "ledger/rocksdb_log.h"
+
+struct rd_kafka_s;
+
+namespace admission::ledger {
+
+// Where a Kafka ledger lives: kafka://HOST:PORT[,HOST:PORT...]/TOPIC.
+struct KafkaAddress {
+  std::string bootstrap;  // HOST:PORT[,HOST:PORT...]
+  std::string topic;
+  std::string ToString() const { return "kafka://" + bootstrap + "/" + topic; }
+};
+inline constexpr std::string_view kKafkaScheme = "kafka://";
+bool IsKafkaLedger(std::string_view location);
+// Errors (kInvalidArgument): no host:port, no topic, or a topic name Kafka refuses (legal:
+// 1-249 of [a-zA-Z0-9._-], not "." or "..").
+Result<KafkaAddress> ParseKafkaLedger(std::string_view location);
+
+// The one partition of a ledger topic.
+inline constexpr int32_t kKafkaLedgerPartition = 0;
+// Bounded retries of the write path (docs/kafka.md, "One writer, fenced").
+inline constexpr int kAbortRetriesMax = 3;      // abortable errors of one append
+inline constexpr int kRecreateRetriesMax = 3;   // ambiguous commits of one append
+// Events ingested into the local state in one WriteBatch while reading the topic.
+inline constexpr size_t kIngestBatchEventsMax = 4096;
+
+// The settings of a ledger topic that decide whether it keeps the audit record.
+struct KafkaTopicSettings {
+  int partitions = 0;
+  std::string cleanup_policy;
+  std::string retention_ms;
+  std::string retention_bytes;
+};
+// The topic's settings, or nullopt when the topic does not exist.
+Result<std::optional<KafkaTopicSettings>> DescribeKafkaTopic(const KafkaAddress& address,
+                                                              int timeout_ms);
+// Creates the topic with one partition, cleanup.policy=delete, retention.ms=-1 and
+// retention.bytes=-1. `replication_factor` -1: the broker's default.
+Status CreateKafkaTopic(const KafkaAddress& address, int replication_factor, int timeout_ms);
+// Refuses (kInvalidArgument, naming the setting and its value) a topic that would not keep
+// every event for ever or that has more than one partition.
+Status CheckKafkaTopicSettings(const KafkaAddress& address, const KafkaTopicSettings& settings);
+
+struct KafkaLogOptions {
+  KafkaAddress address;
+  // The local state: the copy of the topic (and, beside it, the daemon's snapshots). Required.
+  std::string state_dir;
+  // The writer takes the transactional id (fencing every earlier writer with it); a reader
+  // only reads, and refuses appends.
+  bool writer = false;
+  // Create the topic if it does not exist (else a missing topic is kNotFound).
+  bool create_topic = false;
+  int replication_factor = -1;
+  // Empty: "admission-ledger." + topic, the same for every writer of this ledger.
+  std::string transactional_id;
+  int transaction_timeout_ms = 60'000;
+  // Bounds every wait on the broker: metadata, init_transactions, commit, and a read of the
+  // topic that receives nothing.
+  int operation_timeout_ms = 30'000;
+  // More librdkafka properties for both clients (tests, tuning), applied last.
+  std::vector<std::pair<std::string, std::string>> client_config;
+};
+
+struct KafkaLogStats {
+  uint64_t transactions = 0;         // committed
+  uint64_t aborted = 0;              // aborted after an abortable error, then sent again
+  uint64_t producers_recreated = 0;  // after an ambiguous commit
+  uint64_t records_read = 0;         // records the reader checked
+  uint64_t repeats_skipped = 0;      // records repeating a sequence with the same bytes
+};
+
+class KafkaLog final : public EventLog {
+ public:
+  // Opens the local state, checks the topic (a writer refuses bad settings), takes the
+  // transactional id (writer), and reads the topic beyond the local state, verifying it.
+  // Errors: kInvalidArgument (options, topic settings), kNotFound (no topic), kCorruption (a
+  // fork or a malformed record, offsets named), kUnavailable (broker unreachable within the
+  // timeout), kBusy (the state folder is open elsewhere), kIoError.
+  static Result<std::unique_ptr<KafkaLog>> Open(const KafkaLogOptions& options);
+  ~KafkaLog() override;
+
+  // One transaction. Errors as EventLog's, and kUnavailable when this log does not write (a
+  // reader) or can no longer write (fenced by a newer writer, a fatal producer error, or a
+  // halted reader); the message says which.
+  Result<AppendAck> Append(std::span<const std::string> batch) override;
+  Result<std::vector<StoredEvent>> Read(Sequence from, size_t max_count) override;
+  Result<size_t> Scan(Sequence from, size_t max_count, const ScanVisitor& visit) override;
+  Head GetHead() override;
+  Result<std::optional<Sequence>> FindKey(std::string_view key) override;
+
+  // Reads what the topic holds beyond the local state into it, verifying every record. Returns
+  // the head afterwards. Once it found a fork it halts: this and every later call fail.
+  Result<Head> CatchUp();
+  // The Kafka offset of the record that holds `sequence`.
+  Result<int64_t> OffsetOf(Sequence sequence);
+  // Set once the writer can no longer write (fenced or fatal): why.
+  std::optional<Status> Halted();
+  KafkaLogStats GetStats();
+  const KafkaLogOptions& options() const { return options_; }
+
+  // Callbacks from librdkafka (delivery reports). Not for callers.
+  void OnDelivery(int64_t index, int error, int64_t offset);
+
+ private:
+  enum class TxnOutcome { kCommitted, kAbortable, kFatal, kAmbiguous };
+  KafkaLog(KafkaLogOptions options, std::unique_ptr<RocksDbLog> mirror);
+  Status Start();
+  Status CreateProducer();
+  void DestroyProducer();
+  // Sends `events` in one transaction; fills offsets on kCommitted, *why otherwise.
+  TxnOutcome Transact(const std::vector<StoredEvent>& events, std::vector<int64_t>* offsets,
+                      Status* why);
+  Result<Head> CatchUpLocked();
+  Status Ingest(const std::vector<StoredEvent>& events, const std::vector<std::string>& keys,
+                const std::vector<int64_t>& offsets, const Head& head_after,
+                int64_t next_offset);
+  Result<int64_t> OffsetOfLocked(Sequence sequence);
+  Status HaltLocked(Status why);
+
+  const KafkaLogOptions options_;
+  std::unique_ptr<RocksDbLog> mirror_;
+  rd_kafka_s* producer_ = nullptr;  // writer only
+  rd_kafka_s* consumer_ = nullptr;
+
+  std::mutex mu_;  // one append or catch-up at a time; delivery reports arrive under it
+  std::optional<Status> halted_;      // GUARDED_BY(mu_)
+  std::vector<int64_t> delivered_;    // GUARDED_BY(mu_); offset per record of the transaction
+  std::vector<int> delivery_errors_;  // GUARDED_BY(mu_)
+  size_t deliveries_ = 0;             // GUARDED_BY(mu_)
+  KafkaLogStats stats_;               // GUARDED_BY(mu_)
+};
+
+}  // namespace admission::ledger

@@ -2,7 +2,8 @@
 // (schema/admission_rpc.capnp) on Unix sockets and TLS. See docs/admitd.md.
 //
 // Exit codes: 0 after SIGTERM or SIGINT (everything answered is durable); 1 could not start
-// (reason on stderr); 2 usage.
+// (reason on stderr); 2 usage; 3 the Kafka ledger's writer stopped (fenced by a newer writer,
+// or a fatal producer error): nothing more is written, the ready file is removed.
 
 #include <signal.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "ledger/kafka_log.h"
 #include "ledger/rocksdb_log.h"
 #include "ledger/snapshot_store.h"
 #include "ops/clock.h"
@@ -27,6 +29,10 @@ namespace {
 
 struct Args {
   std::string ledger_dir;
+  std::string state_dir;
+  bool create_topic = false;
+  int kafka_timeout_ms = 30'000;
+  int transaction_timeout_ms = 60'000;
   std::vector<std::string> listen;
   rpc::TlsFiles tls;
   std::string policy;
@@ -34,6 +40,9 @@ struct Args {
   std::string log_level = "info";
   uint64_t snapshot_every = kSnapshotEveryEventsDefault;
 };
+
+// How often the daemon looks whether the Kafka writer has stopped.
+constexpr int64_t kHaltPollMs = 200;
 
 int Fail(const Status& s) {
   std::cerr << "admitd: " << s.ToString() << "\n";
@@ -50,6 +59,19 @@ kj::Promise<void> OnHangup(kj::UnixEventPort& port, rpc::Daemon& daemon) {
     }
     return OnHangup(port, daemon);
   });
+}
+
+// Resolves once the Kafka writer has stopped for good (never for a RocksDB ledger).
+kj::Promise<void> WhenHalted(kj::AsyncIoContext& io, ledger::KafkaLog* kafka,
+                             std::optional<Status>* halted) {
+  if (kafka == nullptr) return kj::NEVER_DONE;
+  if (auto why = kafka->Halted()) {
+    *halted = *why;
+    return kj::READY_NOW;
+  }
+  return io.provider->getTimer()
+      .afterDelay(kHaltPollMs * kj::MILLISECONDS)
+      .then([&io, kafka, halted]() { return WhenHalted(io, kafka, halted); });
 }
 
 int Run(const Args& args) {
@@ -70,15 +92,46 @@ int Run(const Args& args) {
     if (!loaded.ok()) return Fail(loaded.status());
     policy = std::move(*loaded);
   }
-  auto log = ledger::RocksDbLog::Open(args.ledger_dir);
-  if (!log.ok()) return Fail(log.status());
-  ledger::FileSnapshotStore snapshots(args.ledger_dir);
+  // The embedded RocksDB ledger, or the Kafka ledger with its local copy in --state.
+  std::unique_ptr<ledger::EventLog> log;
+  ledger::KafkaLog* kafka = nullptr;
+  if (ledger::IsKafkaLedger(args.ledger_dir)) {
+    auto address = ledger::ParseKafkaLedger(args.ledger_dir);
+    if (!address.ok()) return Fail(address.status());
+    if (args.state_dir.empty()) {
+      return Fail(Status(Code::kInvalidArgument,
+                         "--ledger " + args.ledger_dir + " needs --state DIR (the local copy of "
+                         "the topic and the snapshots)"));
+    }
+    ledger::KafkaLogOptions kafka_options;
+    kafka_options.address = *address;
+    kafka_options.state_dir = args.state_dir;
+    kafka_options.writer = true;
+    kafka_options.create_topic = args.create_topic;
+    kafka_options.operation_timeout_ms = args.kafka_timeout_ms;
+    kafka_options.transaction_timeout_ms = args.transaction_timeout_ms;
+    spdlog::info("opening the Kafka ledger {} (state in {})", address->ToString(), args.state_dir);
+    auto opened = ledger::KafkaLog::Open(kafka_options);
+    if (!opened.ok()) return Fail(opened.status());
+    kafka = opened->get();
+    log = std::move(*opened);
+  } else {
+    if (!args.state_dir.empty() || args.create_topic) {
+      return Fail(Status(Code::kInvalidArgument,
+                         "--state and --create-topic are for a Kafka ledger (--ledger "
+                         "kafka://HOST:PORT/TOPIC)"));
+    }
+    auto opened = ledger::RocksDbLog::Open(args.ledger_dir);
+    if (!opened.ok()) return Fail(opened.status());
+    log = std::move(*opened);
+  }
+  ledger::FileSnapshotStore snapshots(kafka != nullptr ? args.state_dir : args.ledger_dir);
   SystemClock clock;
   ServiceOptions service_options;
   service_options.snapshots = &snapshots;
   service_options.snapshot_every_events = args.snapshot_every;
   auto service = Service::Open(
-      **log, clock,
+      *log, clock,
       [](uint64_t done, uint64_t total) {
         if (total > 100000) spdlog::info("loading the ledger: {} / {} events", done, total);
       },
@@ -91,7 +144,7 @@ int Run(const Args& args) {
   options.tls = args.tls;
   options.policy_path = args.policy;
   options.snapshot_path = [&snapshots](uint64_t after) { return snapshots.PathOf(after); };
-  rpc::Daemon daemon(io, **service, **log, snapshots, std::move(policy), std::move(options));
+  rpc::Daemon daemon(io, **service, *log, snapshots, std::move(policy), std::move(options));
   auto bound = daemon.Listen(io.waitScope);
   if (!bound.ok()) return Fail(bound.status());
   std::string lines;
@@ -104,7 +157,7 @@ int Run(const Args& args) {
     }
     std::rename(tmp.c_str(), args.ready_file.c_str());
   }
-  std::cout << "admitd: serving " << args.ledger_dir << " (head " << (*log)->GetHead().sequence
+  std::cout << "admitd: serving " << args.ledger_dir << " (head " << log->GetHead().sequence
             << ") on";
   for (const std::string& b : *bound) std::cout << " " << b;
   std::cout << std::endl;
@@ -112,18 +165,27 @@ int Run(const Args& args) {
   auto& port = io.unixEventPort;
   auto hangups = OnHangup(port, daemon).eagerlyEvaluate(nullptr);
   int signal = 0;
+  std::optional<Status> halted;
   port.onSignal(SIGTERM)
       .exclusiveJoin(port.onSignal(SIGINT))
       .then([&signal](siginfo_t info) { signal = info.si_signo; })
+      .exclusiveJoin(WhenHalted(io, kafka, &halted))
       .wait(io.waitScope);
-  spdlog::info("signal {}: stopping (answering the calls in flight)", signal);
+  if (halted) {
+    // Not ready any more: whoever waits on the ready file must not take this daemon for a writer.
+    if (!args.ready_file.empty()) std::remove(args.ready_file.c_str());
+    spdlog::critical("the Kafka ledger's writer stopped: {}; answering the calls in flight, "
+                     "then exiting 3", halted->ToString());
+  } else {
+    spdlog::info("signal {}: stopping (answering the calls in flight)", signal);
+  }
   daemon.Shutdown()
       .exclusiveJoin(io.provider->getTimer().afterDelay(rpc::kShutdownMaxMs * kj::MILLISECONDS))
       .wait(io.waitScope);
   const rpc::DaemonStats stats = daemon.stats();
   spdlog::info("stopped at head {}: {} record calls in {} groups, {} refused",
-               (*log)->GetHead().sequence, stats.record_calls, stats.groups, stats.refused_calls);
-  return 0;
+               log->GetHead().sequence, stats.record_calls, stats.groups, stats.refused_calls);
+  return halted ? 3 : 0;
 }
 
 }  // namespace
@@ -138,7 +200,23 @@ int main(int argc, char** argv) {
       "and root are admin, others uid:N) and TLS (the client certificate's common name, from "
       "--client-ca). What each principal may do comes from --policy."};
   Args args;
-  app.add_option("--ledger", args.ledger_dir, "ledger directory (created if missing)")->required();
+  app.add_option("--ledger", args.ledger_dir,
+                 "ledger directory (created if missing), or kafka://HOST:PORT/TOPIC: the Kafka "
+                 "ledger, with this daemon as its one fenced writer")
+      ->required();
+  app.add_option("--state", args.state_dir,
+                 "Kafka ledger: the folder of its local copy and snapshots (required with "
+                 "kafka://; rebuilt from the topic when lost)");
+  app.add_flag("--create-topic", args.create_topic,
+               "Kafka ledger: create the topic when missing (one partition, "
+               "cleanup.policy=delete, retention.ms=-1)");
+  app.add_option("--kafka-timeout-ms", args.kafka_timeout_ms,
+                 "Kafka ledger: how long to wait for the broker on start, commit and reads "
+                 "(default 30000)")
+      ->check(CLI::Range(100, 600'000));
+  app.add_option("--transaction-timeout-ms", args.transaction_timeout_ms,
+                 "Kafka ledger: the producer's transaction.timeout.ms (default 60000)")
+      ->check(CLI::Range(1000, 900'000));
   app.add_option("--listen", args.listen, "unix:PATH or tls:HOST:PORT (repeatable; port 0 picks one)")
       ->required();
   app.add_option("--tls-cert", args.tls.cert, "the daemon's certificate (PEM), for tls: addresses");

@@ -426,7 +426,8 @@ int RunGet(const GlobalOptions& global, const std::string& what, const std::stri
 int main(int argc, char** argv) {
   using namespace admission::ops;
   CLI::App app{
-      "admitctl: the admission ledger's command line (embedded RocksDB ledger).\n"
+      "admitctl: the admission ledger's command line (embedded RocksDB ledger, a Kafka ledger "
+      "read directly, or admitd through --connect).\n"
       "Every input and decision is an immutable event in the ledger at --ledger."};
   app.require_subcommand(1);
   // Global options are accepted anywhere on the line, also after the subcommand
@@ -436,7 +437,15 @@ int main(int argc, char** argv) {
   if (const char* env = std::getenv("ADMITCTL_LEDGER")) global.ledger_dir = env;
   if (const char* env = std::getenv("ADMITCTL_CONNECT")) global.connect = env;
   CLI::Option* ledger_option = app.add_option("--ledger", global.ledger_dir,
-                 "ledger directory (default: $ADMITCTL_LEDGER or ./admission-ledger)");
+                 "ledger directory (default: $ADMITCTL_LEDGER or ./admission-ledger), or "
+                 "kafka://HOST:PORT/TOPIC: the Kafka ledger, read directly (log, verify, "
+                 "replay, explain, get) and written only by admitd");
+  app.add_option("--state", global.state_dir,
+                 "Kafka ledger: the folder of its local copy, kept between runs so that only "
+                 "new records are read (default: a temporary folder, removed at exit)");
+  app.add_option("--kafka-timeout-ms", global.kafka_timeout_ms,
+                 "Kafka ledger: how long to wait for the broker (default 30000)")
+      ->check(CLI::Range(100, 600'000));
   app.add_option("--at", global.at,
                  "logical time of the input recorded (RFC 3339); default: the wall clock. "
                  "Never earlier than the ledger's last event.");
@@ -563,6 +572,7 @@ int main(int argc, char** argv) {
 
   int group_exit_code = -1;
   AddLifecycleCommands(app, global, &group_exit_code);
+  AddKafkaCommands(app, global, &group_exit_code);
 
   int replay_exit = -1;
   AddReplayCommands(app, global, &replay_exit);

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -10,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "ledger/kafka_log.h"
 #include "ops/render.h"
 #include "ops/rpc/client.h"
 #include "schema/time_format.h"
@@ -43,6 +46,60 @@ std::string NewRequestId() {
   return buf;
 }
 
+bool GlobalOptions::kafka() const { return ledger::IsKafkaLedger(ledger_dir); }
+
+namespace {
+
+// The local copy of a Kafka ledger read without --state: one temporary folder per run, removed
+// at exit (after main's locals, the logs among them, are gone).
+class TemporaryState {
+ public:
+  ~TemporaryState() {
+    if (path_.empty()) return;
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  Result<std::string> Path() {
+    if (!path_.empty()) return path_;
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base ? base : "/tmp") + "/admitctl-kafka-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) {
+      return Status(Code::kIoError, "cannot make a temporary folder for the Kafka ledger's "
+                                    "local copy (" + pattern + "); give one with --state");
+    }
+    path_ = pattern;
+    return path_;
+  }
+
+ private:
+  std::string path_;
+};
+TemporaryState temporary_state;
+
+Result<std::string> KafkaStateDir(const GlobalOptions& global) {
+  if (!global.state_dir.empty()) return global.state_dir;
+  return temporary_state.Path();
+}
+
+// A Kafka ledger for reading: admitctl never writes one (admitd is its one writer).
+Result<std::unique_ptr<ledger::EventLog>> OpenKafkaReader(const GlobalOptions& global) {
+  auto address = ledger::ParseKafkaLedger(global.ledger_dir);
+  if (!address.ok()) return address.status();
+  auto state = KafkaStateDir(global);
+  if (!state.ok()) return state.status();
+  ledger::KafkaLogOptions options;
+  options.address = *address;
+  options.state_dir = *state;
+  options.writer = false;
+  options.operation_timeout_ms = global.kafka_timeout_ms;
+  spdlog::debug("reading the Kafka ledger {} into {}", address->ToString(), *state);
+  auto log = ledger::KafkaLog::Open(options);
+  if (!log.ok()) return log.status();
+  return std::unique_ptr<ledger::EventLog>(std::move(*log));
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ledger::EventLog>> OpenLedger(const GlobalOptions& global, bool create) {
   if (global.connected()) {
     auto client = Connect(global);
@@ -52,6 +109,7 @@ Result<std::unique_ptr<ledger::EventLog>> OpenLedger(const GlobalOptions& global
     if (!head.ok()) return head.status();
     return std::unique_ptr<ledger::EventLog>(std::move(log));
   }
+  if (global.kafka()) return OpenKafkaReader(global);
   auto log = OpenLocalLedger(global, create);
   if (!log.ok()) return log.status();
   return std::unique_ptr<ledger::EventLog>(std::move(*log));
@@ -64,6 +122,12 @@ Result<std::unique_ptr<ledger::SnapshotStore>> OpenSnapshots(const GlobalOptions
     return std::unique_ptr<ledger::SnapshotStore>(
         std::make_unique<rpc::RemoteSnapshotStore>(*client));
   }
+  if (global.kafka()) {
+    auto state = KafkaStateDir(global);
+    if (!state.ok()) return state.status();
+    return std::unique_ptr<ledger::SnapshotStore>(
+        std::make_unique<ledger::FileSnapshotStore>(*state));
+  }
   return std::unique_ptr<ledger::SnapshotStore>(
       std::make_unique<ledger::FileSnapshotStore>(global.ledger_dir));
 }
@@ -74,6 +138,13 @@ Result<std::unique_ptr<ledger::RocksDbLog>> OpenLocalLedger(const GlobalOptions&
     return Status(Code::kInvalidArgument,
                   "this command writes the embedded ledger directly; it does not run through "
                   "admitd (--connect)");
+  }
+  if (global.kafka()) {
+    return Status(Code::kInvalidArgument,
+                  "--ledger " + global.ledger_dir +
+                      ": this command writes the ledger, and a Kafka ledger has one writer, "
+                      "admitd (admitd --ledger kafka://... --state DIR); write through it with "
+                      "--connect");
   }
   ledger::RocksDbLogOptions options;
   options.create_if_missing = create;
@@ -120,10 +191,13 @@ Result<std::unique_ptr<Session>> OpenSession(const GlobalOptions& global, bool c
     session->api = std::make_unique<rpc::RemoteApi>(*client);
     return session;
   }
-  auto log = OpenLocalLedger(global, create);
+  // A Kafka ledger is read here; the service refuses writes to it (admitd writes it).
+  auto log = OpenLedger(global, create);
   if (!log.ok()) return log.status();
   session->log = std::move(*log);
-  session->snapshots = std::make_unique<ledger::FileSnapshotStore>(global.ledger_dir);
+  auto snapshot_dir = global.kafka() ? KafkaStateDir(global) : Result<std::string>(global.ledger_dir);
+  if (!snapshot_dir.ok()) return snapshot_dir.status();
+  session->snapshots = std::make_unique<ledger::FileSnapshotStore>(*snapshot_dir);
   ServiceOptions options;
   options.snapshots = session->snapshots.get();
   options.snapshot_every_events = global.snapshot_every;

@@ -28,7 +28,13 @@ class RpcClient;
 }
 
 struct GlobalOptions {
+  // A directory (the embedded RocksDB ledger) or kafka://HOST:PORT/TOPIC (the Kafka ledger,
+  // read directly; written only by admitd).
   std::string ledger_dir = "admission-ledger";
+  // Kafka ledger: the folder of its local copy (--state); empty: a temporary one per run.
+  std::string state_dir;
+  int kafka_timeout_ms = 30'000;
+  bool kafka() const;
   // Connected mode (--connect ADDR, or $ADMITCTL_CONNECT): every command goes through admitd.
   std::string connect;
   std::string cert, key, ca;  // TLS client identity and the daemon's CA
@@ -43,8 +49,9 @@ struct GlobalOptions {
 // Prints "admitctl: <status>" to stderr and returns the exit code for a refusal (1).
 int Fail(const Status& status);
 
-// The ledger to read: the embedded RocksDB ledger at --ledger, or admitd's through --connect
-// (read-only: log, verify, replay and get --at read the daemon's stored bytes).
+// The ledger to read: the embedded RocksDB ledger at --ledger, the Kafka ledger at --ledger
+// kafka://... (read from the topic, verifying every record, into its local copy), or admitd's
+// through --connect (read-only: log, verify, replay and get --at read the daemon's stored bytes).
 Result<std::unique_ptr<ledger::EventLog>> OpenLedger(const GlobalOptions& global, bool create);
 // The embedded ledger for writing, refusing connected mode (developer commands).
 Result<std::unique_ptr<ledger::RocksDbLog>> OpenLocalLedger(const GlobalOptions& global,
@@ -76,7 +83,7 @@ class Progress {
 // The admission service a command talks to: embedded (an open ledger with the decider folded
 // over it) or admitd's (connected). Commands use `api` only.
 struct Session {
-  std::unique_ptr<ledger::RocksDbLog> log;                // embedded only
+  std::unique_ptr<ledger::EventLog> log;                  // embedded only
   SystemClock clock;
   std::unique_ptr<ledger::FileSnapshotStore> snapshots;  // embedded only
   std::unique_ptr<Service> service;                      // embedded only
@@ -116,4 +123,5 @@ class App;
 namespace admission::ops {
 // Command groups (each in its own file) register subcommands whose callbacks set *exit_code.
 void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code);
+void AddKafkaCommands(CLI::App& app, GlobalOptions& global, int* exit_code);
 }  // namespace admission::ops

@@ -4,10 +4,15 @@
 # loopback TLS, then `admitctl --connect tls:... demo --certs PKI`. Stops admitd with SIGTERM
 # afterwards (its ledger stays at LEDGER for inspection).
 # Usage: demo_daemon.sh ADMITCTL ADMITD LEDGER [PAGE_DIR]
+# LEDGER is a directory, or kafka://HOST:PORT/TOPIC: the Kafka ledger (the topic is created;
+# admitd's local copy goes to $DEMO_STATE, default a folder removed afterwards).
 set -euo pipefail
 admitctl=$1 admitd=$2 ledger=$3 page_dir=${4:-$3}
 here=$(cd "$(dirname "$0")" && pwd)
-if [ -e "$ledger" ] && [ -n "$(ls -A "$ledger" 2>/dev/null)" ]; then
+kafka_args=()
+if [[ "$ledger" == kafka://* ]]; then
+  [ $# -ge 4 ] || { echo "demo_daemon: a Kafka ledger needs PAGE_DIR" >&2; exit 2; }
+elif [ -e "$ledger" ] && [ -n "$(ls -A "$ledger" 2>/dev/null)" ]; then
   echo "demo_daemon: $ledger is not empty; the demo only writes a fresh ledger" >&2
   exit 2
 fi
@@ -18,6 +23,9 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+if [[ "$ledger" == kafka://* ]]; then
+  kafka_args=(--state "${DEMO_STATE:-$work/state}" --create-topic)
+fi
 actors=(platform-ops tenant pod-runtime security.example.com/scanner
         security.example.com/revoker finance.example.com/budget)
 "$here/test_pki.sh" "$work/pki" "${actors[@]}"
@@ -37,16 +45,16 @@ principals:
 - name: security.example.com/revoker
   roles: [operator]
 YAML
-"$admitd" --ledger "$ledger" --listen tls:127.0.0.1:0 --tls-cert "$work/pki/server.pem" \
+"$admitd" --ledger "$ledger" "${kafka_args[@]}" --listen tls:127.0.0.1:0 --tls-cert "$work/pki/server.pem" \
   --tls-key "$work/pki/server.key" --client-ca "$work/pki/ca.pem" \
   --policy "$work/policy.yaml" --ready-file "$work/ready" --log-level warn &
 pid=$!
-for _ in $(seq 1 100); do
+for _ in $(seq 1 300); do
   [ -s "$work/ready" ] && break
   kill -0 "$pid" 2>/dev/null || { echo "demo_daemon: admitd exited before it was ready" >&2; exit 1; }
   sleep 0.1
 done
-[ -s "$work/ready" ] || { echo "demo_daemon: admitd was not ready within 10 s" >&2; exit 1; }
+[ -s "$work/ready" ] || { echo "demo_daemon: admitd was not ready within 30 s" >&2; exit 1; }
 address=$(grep '^tls:' "$work/ready")
 rc=0
 "$admitctl" --connect "$address" demo --certs "$work/pki" --dir "$page_dir" || rc=$?

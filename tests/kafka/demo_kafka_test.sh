@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The demo through admitd on the Kafka ledger (broker at $KAFKA_BOOTSTRAP, see
+# run_with_broker.sh) makes the same decisions as the embedded demo, and the topic read back by
+# admitctl --ledger kafka://... (a fresh local copy, every record verified) is byte for byte the
+# embedded ledger: same head hash, verify and replay --verify pass, explain and get --at answer.
+# Usage: demo_kafka_test.sh ADMITCTL ADMITD
+set -euo pipefail
+admitctl=$1 admitd=$2
+: "${KAFKA_BOOTSTRAP:?run through tests/kafka/run_with_broker.sh}"
+top=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/admission-demo-kafka-test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ledger="kafka://$KAFKA_BOOTSTRAP/demo-$$-$RANDOM"
+
+"$admitctl" demo --dir "$work/embedded" > "$work/embedded.txt" 2>&1 ||
+  fail "embedded demo: $(tail -5 "$work/embedded.txt")"
+DEMO_STATE="$work/state" "$top/ops/scripts/demo_daemon.sh" "$admitctl" "$admitd" "$ledger" "$work/page" \
+  > "$work/daemon.txt" 2>&1 || fail "demo through admitd on Kafka: $(tail -5 "$work/daemon.txt")"
+
+decisions() { grep -E '^   #[0-9]+ ' "$1"; }
+[ "$(decisions "$work/embedded.txt" | wc -l)" -ge 40 ] || fail "the embedded demo made too few decisions"
+diff <(decisions "$work/embedded.txt") <(decisions "$work/daemon.txt") > "$work/diff" ||
+  fail "the decisions differ: $(head -20 "$work/diff")"
+
+# The topic, read directly: a fresh copy each time, or a kept one with --state.
+head_of() { "$admitctl" --ledger "$1" verify -o json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["headHash"] if d["ok"] else "FAILED")'; }
+a=$(head_of "$work/embedded") b=$(head_of "$ledger")
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "the ledgers differ: head $a embedded, $b on Kafka"
+"$admitctl" --ledger "$ledger" replay --verify > "$work/replay.txt" 2>&1 ||
+  fail "replay --verify of the Kafka ledger: $(tail -5 "$work/replay.txt")"
+diff <("$admitctl" --ledger "$work/embedded" log -o json) <("$admitctl" --ledger "$ledger" --state "$work/copy" log -o json) > "$work/logdiff" ||
+  fail "admitctl log differs: $(head -5 "$work/logdiff")"
+# The kept copy is used again: only new records are read (none here).
+"$admitctl" --ledger "$ledger" --state "$work/copy" get workloads -o json > "$work/get.json" ||
+  fail "get on the kept copy"
+"$admitctl" --ledger "$work/embedded" get workloads -o json > "$work/get-embedded.json"
+cmp -s "$work/get.json" "$work/get-embedded.json" || fail "get workloads differs"
+"$admitctl" --ledger "$ledger" get workloads --at 20 > "$work/get-at.txt" || fail "get --at"
+wl=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["items"][0]["metadata"]; print(m["namespace"]+"/"+m["name"])' "$work/get-embedded.json")
+diff <("$admitctl" --ledger "$work/embedded" explain "$wl") <("$admitctl" --ledger "$ledger" explain "$wl") > "$work/explaindiff" ||
+  fail "explain $wl differs: $(head -5 "$work/explaindiff")"
+"$admitctl" --ledger "$ledger" kafka check > "$work/check.txt" || fail "kafka check: $(cat "$work/check.txt")"
+grep -q "retention.ms     -1" "$work/check.txt" || fail "kafka check output: $(cat "$work/check.txt")"
+# admitctl never writes a Kafka ledger.
+out=$("$admitctl" --ledger "$ledger" dev append --json '{"body":{"workloadDeleted":{"workload":{"namespace":"a","name":"b","uid":"c"}}}}' 2>&1) && fail "admitctl wrote the Kafka ledger"
+echo "$out" | grep -q "one writer, admitd" || fail "unclear refusal: $out"
+echo "demo through admitd on Kafka: $(decisions "$work/daemon.txt" | wc -l) decisions as embedded, head $b"

@@ -421,6 +421,9 @@ Status KafkaLog::Start() {
                         {"enable.auto.commit", "false"},
                         {"enable.auto.offset.store", "false"},
                         {"auto.offset.reset", "earliest"},
+                        // A read of the tail ends at the end of the partition: the broker's
+                        // answer that nothing more is there should not wait long.
+                        {"fetch.wait.max.ms", "50"},
                         {"allow.auto.create.topics", "false"}},
                        options_.client_config);
   if (!conf.ok()) return conf.status();

@@ -3,6 +3,10 @@
 //   golden_tool generate SCENARIO.yaml OUT     writes OUT.ledger and OUT.sha256 from a scenario
 //   golden_tool check DIR                      replays every DIR/*.ledger with verify and
 //                                              compares its decision-stream hash with DIR/*.sha256
+//   golden_tool kafka BOOTSTRAP DIR SCENARIOS  the same corpus, and every scenario of the folder
+//                                              SCENARIOS, through KafkaLog on the broker at
+//                                              BOOTSTRAP: byte-identical events and the same
+//                                              decision-stream hash as in memory (docs/kafka.md)
 //
 // `generate` runs a scenario file (tests/scenarios/*.yaml, the format of
 // tests/scenarios/README.md; its `expect:` blocks are ignored here, scenario_tests checks them;
@@ -25,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "ledger/kafka_log.h"
 #include "ledger/memory_log.h"
 #include "ops/kueue_yaml.h"
 #include "schema/quantity.h"
@@ -41,7 +46,10 @@ namespace {
 class StepClock final : public ops::Clock {
  public:
   int64_t NowNs() override { return now_ns; }
-  int64_t now_ns = 1'795'910'400'000'000'000;  // 2026-11-29T00:00:00Z
+  int64_t now_ns = kCorpusStartNs;
+  // The corpus starts here; scenario_test.cc starts its clock at 0, which scenarios that set
+  // `at:` to dates before the corpus start need.
+  static constexpr int64_t kCorpusStartNs = 1'795'910'400'000'000'000;  // 2026-11-29T00:00:00Z
 };
 
 std::string ReadFile(const std::string& path) {
@@ -79,12 +87,12 @@ Status Record(ops::Service& service, const std::vector<std::string>& inputs, int
 const std::set<std::string>& KnownStepKeys() {
   static const std::set<std::string> kKeys = {
       "at",     "name",        "apply",     "submit", "import", "workloads",
-      "finish", "delete",      "report",    "pods",   "revoke", "tick",
+      "finish", "delete",      "report",    "pods",   "revoke", "tick",  "finish_by_uid",
       "node",   "maintenance", "configure", "expect", "noop",   "refused"};
   return kKeys;
 }
 
-Status RunStep(const YAML::Node& step, size_t index, ledger::MemoryLog& log, StepClock& clock,
+Status RunStep(const YAML::Node& step, size_t index, ledger::EventLog& log, StepClock& clock,
                ops::Service& service) {
   const std::string where = "step " + std::to_string(index) + ": ";
   for (const auto& kv : step) {
@@ -145,7 +153,7 @@ Status RunStep(const YAML::Node& step, size_t index, ledger::MemoryLog& log, Ste
   auto missing = [&](const std::string& key) {
     return Status(Code::kNotFound, where + "no workload " + key);
   };
-  for (const char* verb : {"finish", "delete"}) {
+  for (const char* verb : {"finish", "delete", "finish_by_uid"}) {
     if (!step[verb]) continue;
     std::vector<std::string> names;
     if (step[verb].IsSequence()) {
@@ -159,9 +167,12 @@ Status RunStep(const YAML::Node& step, size_t index, ledger::MemoryLog& log, Ste
       if (wl == nullptr) return missing(key);
       capnp::MallocMessageBuilder message;
       auto event = message.initRoot<schema::Event>();
-      set_ref(std::string(verb) == "finish" ? event.initBody().initWorkloadFinished().initWorkload()
-                                            : event.initBody().initWorkloadDeleted().initWorkload(),
-              *wl);
+      const bool delete_it = std::string(verb) == "delete";
+      auto ref = delete_it ? event.initBody().initWorkloadDeleted().initWorkload()
+                           : event.initBody().initWorkloadFinished().initWorkload();
+      ref.setNamespace(wl->ns);
+      if (std::string(verb) != "finish_by_uid") ref.setName(wl->name);  // else the uid alone
+      ref.setUid(wl->uid);
       inputs.push_back(schema::EncodeEvent(message));
     }
     ADM_RETURN_IF_ERROR(record(inputs, "runtime"));
@@ -302,44 +313,53 @@ Status RunStep(const YAML::Node& step, size_t index, ledger::MemoryLog& log, Ste
   return Status::Ok();
 }
 
-int Generate(const std::string& scenario, const std::string& out) {
-  ledger::MemoryLog log;
+// A scenario run on a log: the ledger as text (ExportLedger) and its decision-stream hash.
+struct RunLedger {
+  std::string text;
+  std::string hash;
+  uint64_t events = 0;
+  uint64_t decisions = 0;
+};
+
+Result<RunLedger> RunScenario(const std::string& scenario, ledger::EventLog& log,
+                              int64_t start_ns = StepClock::kCorpusStartNs) {
   StepClock clock;
+  clock.now_ns = start_ns;
   auto service = ops::Service::Open(log, clock);
-  if (!service.ok()) {
-    std::cerr << service.status().ToString() << "\n";
-    return 1;
-  }
+  if (!service.ok()) return service.status();
   YAML::Node doc = YAML::LoadFile(scenario);
   size_t index = 0;
   for (const auto& step : doc["steps"]) {
     Status s = RunStep(step, ++index, log, clock, **service);
-    if (!s.ok()) {
-      std::cerr << scenario << ": " << s.ToString() << "\n";
-      return 1;
-    }
+    if (!s.ok()) return Status(s.code(), scenario + ": " + s.message());
   }
   auto report = replay::ReplayAndVerify(log);
-  if (!report.ok() || report->divergence) {
-    std::cerr << scenario << ": the generated ledger does not replay: "
-              << (report.ok() ? "divergence at " + std::to_string(report->divergence->sequence)
-                              : report.status().ToString())
-              << "\n";
-    return 1;
+  if (!report.ok()) return report.status();
+  if (report->divergence) {
+    return Status(Code::kCorruption,
+                  scenario + ": the generated ledger does not replay: divergence at " +
+                      std::to_string(report->divergence->sequence));
   }
   auto text = replay::ExportLedger(log);
-  if (!text.ok()) {
-    std::cerr << text.status().ToString() << "\n";
+  if (!text.ok()) return text.status();
+  return RunLedger{std::move(*text), schema::HashHex(report->decision_stream_hash),
+                   log.GetHead().sequence, report->decisions_compared};
+}
+
+int Generate(const std::string& scenario, const std::string& out) {
+  ledger::MemoryLog log;
+  auto run = RunScenario(scenario, log);
+  if (!run.ok()) {
+    std::cerr << run.status().ToString() << "\n";
     return 1;
   }
-  const std::string hash = schema::HashHex(report->decision_stream_hash);
-  if (!WriteFile(out + ".ledger", *text) || !WriteFile(out + ".sha256", hash + "\n")) {
+  if (!WriteFile(out + ".ledger", run->text) || !WriteFile(out + ".sha256", run->hash + "\n")) {
     std::cerr << "cannot write " << out << ".ledger / .sha256\n";
     return 1;
   }
-  std::cout << out << ".ledger: " << log.GetHead().sequence << " events, "
-            << report->decisions_compared << " decisions, engine v" << projections::kEngineVersion
-            << ", decision-stream sha256 " << hash << "\n";
+  std::cout << out << ".ledger: " << run->events << " events, " << run->decisions
+            << " decisions, engine v" << projections::kEngineVersion
+            << ", decision-stream sha256 " << run->hash << "\n";
   return 0;
 }
 
@@ -401,16 +421,166 @@ int Check(const std::string& dir) {
   return failures == 0 ? 0 : 1;
 }
 
+// Through KafkaLog: each run gets a fresh topic; the writer's events are read back by a reader
+// with its own fresh local copy, so what is compared is what the topic holds.
+class KafkaRuns {
+ public:
+  explicit KafkaRuns(std::string bootstrap) : bootstrap_(std::move(bootstrap)) {
+    char pattern[] = "/tmp/golden-kafka-XXXXXX";
+    ADM_CHECK(mkdtemp(pattern) != nullptr, "mkdtemp");
+    dir_ = pattern;
+  }
+  ~KafkaRuns() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  Result<std::unique_ptr<ledger::KafkaLog>> Open(const std::string& topic, bool writer) {
+    ledger::KafkaLogOptions options;
+    options.address = ledger::KafkaAddress{bootstrap_, topic};
+    options.state_dir = dir_ + "/" + topic + (writer ? "-writer" : "-reader");
+    options.writer = writer;
+    options.create_topic = writer;
+    return ledger::KafkaLog::Open(options);
+  }
+  std::string Topic(const std::string& name) {
+    return "golden-" + std::to_string(getpid()) + "-" + std::to_string(count_++) + "-" + name;
+  }
+
+ private:
+  std::string bootstrap_;
+  std::string dir_;
+  int count_ = 0;
+};
+
+// What a reader of the topic exports and replays.
+Result<RunLedger> ReadBack(KafkaRuns& runs, const std::string& topic) {
+  auto reader = runs.Open(topic, false);
+  if (!reader.ok()) return reader.status();
+  auto report = replay::ReplayAndVerify(**reader);
+  if (!report.ok()) return report.status();
+  if (report->divergence) {
+    return Status(Code::kCorruption, "replay of the topic diverges at sequence " +
+                                         std::to_string(report->divergence->sequence));
+  }
+  auto text = replay::ExportLedger(**reader);
+  if (!text.ok()) return text.status();
+  return RunLedger{std::move(*text), schema::HashHex(report->decision_stream_hash),
+                   (*reader)->GetHead().sequence, report->decisions_compared};
+}
+
+int Kafka(const std::string& bootstrap, const std::string& dir, const std::string& scenarios) {
+  KafkaRuns runs(bootstrap);
+  int failures = 0;
+  int compared = 0;
+  auto fail = [&](const std::string& name, const std::string& why) {
+    std::cout << "FAIL " << name << ": " << why << "\n";
+    ++failures;
+  };
+  // The corpus: each committed ledger appended through a Kafka writer, read back.
+  std::vector<std::string> ledgers;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".ledger") ledgers.push_back(entry.path().string());
+  }
+  std::sort(ledgers.begin(), ledgers.end());
+  for (const std::string& path : ledgers) {
+    const std::string stem = path.substr(0, path.size() - std::string(".ledger").size());
+    const std::string name = std::filesystem::path(stem).filename().string();
+    std::string expected = ReadFile(stem + ".sha256");
+    expected.erase(std::remove_if(expected.begin(), expected.end(),
+                                  [](char c) { return std::isspace(static_cast<unsigned char>(c)); }),
+                   expected.end());
+    const std::string text = ReadFile(path);
+    const std::string topic = runs.Topic(name);
+    {
+      auto writer = runs.Open(topic, true);
+      if (!writer.ok()) {
+        fail(name, writer.status().ToString());
+        continue;
+      }
+      Status loaded = replay::ImportLedger(text, **writer);
+      if (!loaded.ok()) {
+        fail(name, "does not load through Kafka: " + loaded.ToString());
+        continue;
+      }
+    }
+    auto back = ReadBack(runs, topic);
+    if (!back.ok()) {
+      fail(name, back.status().ToString());
+    } else if (back->text != text) {
+      fail(name, "the topic does not hold the committed ledger byte for byte");
+    } else if (back->hash != expected) {
+      fail(name, "decision-stream sha256 " + back->hash + " through Kafka, committed " + expected);
+    } else {
+      ++compared;
+      std::cout << "ok   " << name << " (corpus): " << back->events << " events through Kafka, "
+                << back->decisions << " decisions reproduced, sha256 " << back->hash << "\n";
+    }
+  }
+  // The scenario streams: the Service on a Kafka writer, against the Service in memory.
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(scenarios)) {
+    if (entry.path().extension() == ".yaml") files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  for (const std::string& file : files) {
+    const std::string name = std::filesystem::path(file).stem().string();
+    ledger::MemoryLog memory;
+    // The clock as scenario_test.cc runs them (some set `at:` to dates before the corpus start).
+    auto in_memory = RunScenario(file, memory, 0);
+    if (!in_memory.ok()) {
+      fail(name, "in memory: " + in_memory.status().ToString());
+      continue;
+    }
+    const std::string topic = runs.Topic(name);
+    {
+      auto writer = runs.Open(topic, true);
+      if (!writer.ok()) {
+        fail(name, writer.status().ToString());
+        continue;
+      }
+      auto through_kafka = RunScenario(file, **writer, 0);
+      if (!through_kafka.ok()) {
+        fail(name, "through Kafka: " + through_kafka.status().ToString());
+        continue;
+      }
+      if (through_kafka->text != in_memory->text || through_kafka->hash != in_memory->hash) {
+        fail(name, "the Kafka writer's ledger differs from the one in memory");
+        continue;
+      }
+    }
+    auto back = ReadBack(runs, topic);
+    if (!back.ok()) {
+      fail(name, back.status().ToString());
+    } else if (back->text != in_memory->text || back->hash != in_memory->hash) {
+      fail(name, "the topic read back differs from the ledger in memory");
+    } else {
+      ++compared;
+      std::cout << "ok   " << name << " (scenario): " << back->events
+                << " events, the same bytes through Kafka, sha256 " << back->hash << "\n";
+    }
+  }
+  if (compared == 0) {
+    std::cout << "FAIL: nothing compared (no ledgers in " << dir << ", no scenarios in "
+              << scenarios << ")\n";
+    return 1;
+  }
+  return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 }  // namespace admission::golden
 
 int main(int argc, char** argv) {
   const std::string usage =
-      "usage: golden_tool generate SCENARIO.yaml OUT   |   golden_tool check DIR\n";
+      "usage: golden_tool generate SCENARIO.yaml OUT   |   golden_tool check DIR   |   "
+      "golden_tool kafka BOOTSTRAP DIR SCENARIOS\n";
   if (argc == 4 && std::string(argv[1]) == "generate") {
     return admission::golden::Generate(argv[2], argv[3]);
   }
   if (argc == 3 && std::string(argv[1]) == "check") return admission::golden::Check(argv[2]);
+  if (argc == 5 && std::string(argv[1]) == "kafka") {
+    return admission::golden::Kafka(argv[2], argv[3], argv[4]);
+  }
   std::cerr << usage;
   return 2;
 }

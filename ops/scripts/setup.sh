@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency that is missing. Idempotent: a second run does
-# nothing but check. Debian packages only (plus Java 17 and Maven for the Kafka test broker).
+# nothing but check. Debian packages only (plus Java 17 and Maven for the Kafka test broker; the Kafka tests' independent reader
+# takes confluent-kafka from PyPI into a virtual environment of the build folder).
 set -euo pipefail
 
 packages=(
@@ -11,7 +12,7 @@ packages=(
   librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev libcli11-dev libssl-dev nlohmann-json3-dev
   openjdk-17-jre-headless maven
-  curl ca-certificates openssl python3
+  curl ca-certificates openssl python3 python3-venv
 )
 
 missing=()

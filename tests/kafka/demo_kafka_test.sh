@@ -3,9 +3,12 @@
 # run_with_broker.sh) makes the same decisions as the embedded demo, and the topic read back by
 # admitctl --ledger kafka://... (a fresh local copy, every record verified) is byte for byte the
 # embedded ledger: same head hash, verify and replay --verify pass, explain and get --at answer.
-# Usage: demo_kafka_test.sh ADMITCTL ADMITD
+# An independent reader (tests/kafka/independent_reader.py, confluent-kafka from PyPI in VENV)
+# recomputes the chain from the documented record format alone and reaches the same head hash,
+# and names the offset of a record appended behind the writer's back.
+# Usage: demo_kafka_test.sh ADMITCTL ADMITD VENV
 set -euo pipefail
-admitctl=$1 admitd=$2
+admitctl=$1 admitd=$2 venv=$3
 : "${KAFKA_BOOTSTRAP:?run through tests/kafka/run_with_broker.sh}"
 top=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/admission-demo-kafka-test.XXXXXX")
@@ -45,4 +48,26 @@ grep -q "retention.ms     -1" "$work/check.txt" || fail "kafka check output: $(c
 # admitctl never writes a Kafka ledger.
 out=$("$admitctl" --ledger "$ledger" dev append --json '{"body":{"workloadDeleted":{"workload":{"namespace":"a","name":"b","uid":"c"}}}}' 2>&1) && fail "admitctl wrote the Kafka ledger"
 echo "$out" | grep -q "one writer, admitd" || fail "unclear refusal: $out"
+# The independent reader.
+here=$(cd "$(dirname "$0")" && pwd)
+python=$("$here/python_env.sh" "$venv")
+topic=${ledger##*/}
+"$python" "$here/independent_reader.py" "$KAFKA_BOOTSTRAP" "$topic" > "$work/independent.txt" ||
+  fail "the independent reader refused the topic: $(cat "$work/independent.txt")"
+grep -qx "head_hash: $b" "$work/independent.txt" ||
+  fail "the independent reader reached another head: $(cat "$work/independent.txt"), admitctl: $b"
+# A record appended behind the writer's back (another producer, sequence 2 again): both readers
+# stop at it and name its offset.
+"$python" - "$KAFKA_BOOTSTRAP" "$topic" <<'PY'
+import sys
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1]})
+p.produce(sys.argv[2], value=b"\0" * 64, partition=0,
+          headers=[("adm-format", b"1"), ("adm-seq", b"2"), ("adm-hash", b"0" * 64)])
+assert p.flush(30) == 0
+PY
+out=$("$python" "$here/independent_reader.py" "$KAFKA_BOOTSTRAP" "$topic" 2>&1) && fail "the independent reader accepted an edited topic"
+echo "$out" | grep -q "record at offset" || fail "the independent reader did not name the record: $out"
+out=$("$admitctl" --ledger "$ledger" verify 2>&1) && fail "admitctl accepted an edited topic"
+echo "$out" | grep -q "offset" || fail "admitctl did not name the record: $out"
 echo "demo through admitd on Kafka: $(decisions "$work/daemon.txt" | wc -l) decisions as embedded, head $b"

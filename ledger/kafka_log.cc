@@ -409,9 +409,10 @@ Status KafkaLog::Start() {
                                        options_.address.bootstrap +
                                        (options_.writer ? " (--create-topic creates it)" : ""));
   }
-  if (options_.writer) {
-    ADM_RETURN_IF_ERROR(CheckKafkaTopicSettings(options_.address, **settings));
-  }
+  // A reader checks them too, only to refuse becoming the writer of a topic that would lose
+  // events.
+  topic_settings_ = CheckKafkaTopicSettings(options_.address, **settings);
+  if (options_.writer) ADM_RETURN_IF_ERROR(topic_settings_);
 
   std::random_device random;
   auto conf = BaseConf(options_.address.bootstrap,
@@ -432,9 +433,39 @@ Status KafkaLog::Start() {
   consumer_ = consumer->release();
 
   std::lock_guard<std::mutex> lock(mu_);
-  if (options_.writer) ADM_RETURN_IF_ERROR(CreateProducer());
+  if (options_.writer) {
+    ADM_RETURN_IF_ERROR(CreateProducer());
+    writer_ = true;
+  }
   auto head = CatchUpLocked();
   return head.ok() ? Status::Ok() : head.status();
+}
+
+Status KafkaLog::BecomeWriter() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (halted_) return *halted_;
+  if (writer_) return Status::Ok();
+  ADM_RETURN_IF_ERROR(topic_settings_);
+  ADM_RETURN_IF_ERROR(CreateProducer());
+  // Everything the earlier writer committed is in the topic now (its open transaction was
+  // completed or aborted by init_transactions): read it before writing anything.
+  auto head = CatchUpLocked();
+  if (!head.ok()) {
+    DestroyProducer();
+    return head.status();
+  }
+  writer_ = true;
+  return Status::Ok();
+}
+
+void KafkaLog::Halt(Status why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!halted_) (void)HaltLocked(std::move(why));
+}
+
+bool KafkaLog::writer() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return writer_ && !halted_;
 }
 
 Status KafkaLog::CreateProducer() {
@@ -579,7 +610,7 @@ Result<AppendAck> KafkaLog::Append(std::span<const std::string> batch) {
   if (intake.events.empty()) return intake.failure;
   std::lock_guard<std::mutex> lock(mu_);
   if (halted_) return *halted_;
-  if (!options_.writer) {
+  if (!writer_) {
     return Status(Code::kUnavailable, "this Kafka ledger is open for reading only");
   }
   const Head before = mirror_->GetHead();
@@ -655,6 +686,7 @@ Result<AppendAck> KafkaLog::Append(std::span<const std::string> batch) {
 
 Status KafkaLog::HaltLocked(Status why) {
   halted_ = why;
+  writer_ = false;
   DestroyProducer();
   return why;
 }

@@ -107,7 +107,14 @@ class KafkaLog final : public EventLog {
   Result<Head> CatchUp();
   // The Kafka offset of the record that holds `sequence`.
   Result<int64_t> OffsetOf(Sequence sequence);
-  // Set once the writer can no longer write (fenced or fatal): why.
+  // A reader becomes the writer (a standby given the ledger's partition): takes the
+  // transactional id, which fences every earlier writer, then reads the tail that writer left.
+  // Errors: the topic's settings (kInvalidArgument), a halted log, and Open's.
+  Status BecomeWriter();
+  // The writer stops writing for good (it lost the ledger's partition to another member).
+  void Halt(Status why);
+  bool writer();
+  // Set once the writer can no longer write (fenced, fatal, lost the partition): why.
   std::optional<Status> Halted();
   KafkaLogStats GetStats();
   const KafkaLogOptions& options() const { return options_; }
@@ -142,6 +149,8 @@ class KafkaLog final : public EventLog {
   std::vector<int> delivery_errors_;  // GUARDED_BY(mu_)
   size_t deliveries_ = 0;             // GUARDED_BY(mu_)
   KafkaLogStats stats_;               // GUARDED_BY(mu_)
+  bool writer_ = false;               // GUARDED_BY(mu_)
+  Status topic_settings_;             // why this topic may not be written, if so
 };
 
 }  // namespace admission::ledger

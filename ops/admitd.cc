@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "ledger/kafka_leadership.h"
 #include "ledger/kafka_log.h"
 #include "ledger/rocksdb_log.h"
 #include "ledger/snapshot_store.h"
@@ -33,6 +35,8 @@ struct Args {
   bool create_topic = false;
   int kafka_timeout_ms = 30'000;
   int transaction_timeout_ms = 60'000;
+  int session_timeout_ms = 10'000;
+  std::string advertise;
   std::vector<std::string> listen;
   rpc::TlsFiles tls;
   std::string policy;
@@ -41,8 +45,11 @@ struct Args {
   uint64_t snapshot_every = kSnapshotEveryEventsDefault;
 };
 
-// How often the daemon looks whether the Kafka writer has stopped.
-constexpr int64_t kHaltPollMs = 200;
+// The Kafka ledger's role loop runs this often (a standby's lag behind the writer, and how soon
+// a writer notices it lost the partition).
+constexpr int64_t kRolePollMs = 100;
+// A standby asks the group who the writer is at most this often.
+constexpr int64_t kHolderRefreshMs = 1000;
 
 int Fail(const Status& s) {
   std::cerr << "admitd: " << s.ToString() << "\n";
@@ -61,17 +68,75 @@ kj::Promise<void> OnHangup(kj::UnixEventPort& port, rpc::Daemon& daemon) {
   });
 }
 
-// Resolves once the Kafka writer has stopped for good (never for a RocksDB ledger).
-kj::Promise<void> WhenHalted(kj::AsyncIoContext& io, ledger::KafkaLog* kafka,
-                             std::optional<Status>* halted) {
+// What a standby answers a write: the active writer's address, as the group names it (asked at
+// most every kHolderRefreshMs).
+class StandbyAnswer {
+ public:
+  Status Refusal(ledger::KafkaLog& kafka, ledger::KafkaLeadership* leadership) {
+    const auto now = std::chrono::steady_clock::now();
+    if (leadership != nullptr && now - asked_ > std::chrono::milliseconds(kHolderRefreshMs)) {
+      asked_ = now;
+      auto holder = leadership->Holder();
+      holder_ = holder.ok() && holder->has_value() ? **holder : "";
+    }
+    return Status(Code::kUnavailable,
+                  "this admitd is a standby of the Kafka ledger " +
+                      kafka.options().address.ToString() + ": it answers reads, and writes go to " +
+                      (holder_.empty() ? std::string("the active writer (being chosen now)")
+                                       : "the active writer at " + holder_));
+  }
+
+ private:
+  std::chrono::steady_clock::time_point asked_{};
+  std::string holder_;
+};
+
+// The Kafka ledger's role loop, every kRolePollMs on the event loop: a standby reads the topic
+// and folds what the writer appended (watchers see it), and becomes the writer once Kafka gives
+// it the ledger's partition; the writer stops for good once it lost the partition or was
+// fenced. Resolves when the writer has stopped (never for a RocksDB ledger).
+kj::Promise<void> FollowOrLead(kj::AsyncIoContext& io, ledger::KafkaLog* kafka,
+                               ledger::KafkaLeadership* leadership, Service& service,
+                               rpc::Daemon& daemon, std::optional<Status>* halted) {
   if (kafka == nullptr) return kj::NEVER_DONE;
+  if (kafka->writer() && !leadership->leader()) {
+    kafka->Halt(Status(Code::kUnavailable,
+                       "this admitd lost the Kafka ledger's partition in group " +
+                           ledger::KafkaLeadershipGroup(kafka->options().address.topic) +
+                           " (another admitd is the writer now)"));
+  }
   if (auto why = kafka->Halted()) {
     *halted = *why;
     return kj::READY_NOW;
   }
+  if (!kafka->writer()) {
+    const uint64_t before = service.position();
+    Status s = Status::Ok();
+    if (leadership->leader()) {
+      s = kafka->BecomeWriter();
+      if (s.ok()) spdlog::info("Kafka gave this admitd the ledger's partition: it is the writer now");
+    } else {
+      auto head = kafka->CatchUp();
+      if (!head.ok()) s = head.status();
+    }
+    if (s.ok()) {
+      auto folded = service.Follow();
+      if (!folded.ok()) s = folded.status();
+    }
+    if (!s.ok()) {
+      spdlog::error("following the Kafka ledger: {}", s.ToString());
+      if (s.code() == Code::kCorruption || s.code() == Code::kInvalidArgument) {
+        *halted = s;  // a fork, or a topic that may not be written: nothing to wait for
+        return kj::READY_NOW;
+      }
+    }
+    daemon.LedgerAdvanced(before, service.position());
+  }
   return io.provider->getTimer()
-      .afterDelay(kHaltPollMs * kj::MILLISECONDS)
-      .then([&io, kafka, halted]() { return WhenHalted(io, kafka, halted); });
+      .afterDelay(kRolePollMs * kj::MILLISECONDS)
+      .then([&io, kafka, leadership, &service, &daemon, halted]() {
+        return FollowOrLead(io, kafka, leadership, service, daemon, halted);
+      });
 }
 
 int Run(const Args& args) {
@@ -106,7 +171,9 @@ int Run(const Args& args) {
     ledger::KafkaLogOptions kafka_options;
     kafka_options.address = *address;
     kafka_options.state_dir = args.state_dir;
-    kafka_options.writer = true;
+    // Opened for reading; it becomes the writer when Kafka gives this daemon the ledger's
+    // partition in the group (docs/kafka.md, "Failover").
+    kafka_options.writer = false;
     kafka_options.create_topic = args.create_topic;
     kafka_options.operation_timeout_ms = args.kafka_timeout_ms;
     kafka_options.transaction_timeout_ms = args.transaction_timeout_ms;
@@ -130,6 +197,14 @@ int Run(const Args& args) {
   ServiceOptions service_options;
   service_options.snapshots = &snapshots;
   service_options.snapshot_every_events = args.snapshot_every;
+  std::unique_ptr<ledger::KafkaLeadership> leadership;
+  StandbyAnswer standby_answer;
+  if (kafka != nullptr) {
+    service_options.write_gate = [kafka, &leadership, &standby_answer]() {
+      if (kafka->writer()) return Status::Ok();
+      return standby_answer.Refusal(*kafka, leadership.get());
+    };
+  }
   auto service = Service::Open(
       *log, clock,
       [](uint64_t done, uint64_t total) {
@@ -157,10 +232,21 @@ int Run(const Args& args) {
     }
     std::rename(tmp.c_str(), args.ready_file.c_str());
   }
+  if (kafka != nullptr) {
+    ledger::KafkaLeadershipOptions leadership_options;
+    leadership_options.address = kafka->options().address;
+    leadership_options.advertised = args.advertise.empty() ? bound->front() : args.advertise;
+    leadership_options.session_timeout_ms = args.session_timeout_ms;
+    leadership_options.operation_timeout_ms = args.kafka_timeout_ms;
+    auto joined = ledger::KafkaLeadership::Join(leadership_options);
+    if (!joined.ok()) return Fail(joined.status());
+    leadership = std::move(*joined);
+  }
   std::cout << "admitd: serving " << args.ledger_dir << " (head " << log->GetHead().sequence
             << ") on";
   for (const std::string& b : *bound) std::cout << " " << b;
-  std::cout << std::endl;
+  std::cout << (kafka != nullptr ? " (standby until Kafka gives it the ledger's partition)" : "")
+            << std::endl;
 
   auto& port = io.unixEventPort;
   auto hangups = OnHangup(port, daemon).eagerlyEvaluate(nullptr);
@@ -169,7 +255,7 @@ int Run(const Args& args) {
   port.onSignal(SIGTERM)
       .exclusiveJoin(port.onSignal(SIGINT))
       .then([&signal](siginfo_t info) { signal = info.si_signo; })
-      .exclusiveJoin(WhenHalted(io, kafka, &halted))
+      .exclusiveJoin(FollowOrLead(io, kafka, leadership.get(), **service, daemon, &halted))
       .wait(io.waitScope);
   if (halted) {
     // Not ready any more: whoever waits on the ready file must not take this daemon for a writer.
@@ -217,6 +303,13 @@ int main(int argc, char** argv) {
   app.add_option("--transaction-timeout-ms", args.transaction_timeout_ms,
                  "Kafka ledger: the producer's transaction.timeout.ms (default 60000)")
       ->check(CLI::Range(1000, 900'000));
+  app.add_option("--session-timeout-ms", args.session_timeout_ms,
+                 "Kafka ledger: a writer that sends no heartbeat to the group for this long loses "
+                 "the ledger to a standby (default 10000; the broker's minimum is 6000)")
+      ->check(CLI::Range(1000, 300'000));
+  app.add_option("--advertise", args.advertise,
+                 "Kafka ledger: the address a standby names to callers it refuses writes "
+                 "(default: the first --listen address, as bound)");
   app.add_option("--listen", args.listen, "unix:PATH or tls:HOST:PORT (repeatable; port 0 picks one)")
       ->required();
   app.add_option("--tls-cert", args.tls.cert, "the daemon's certificate (PEM), for tls: addresses");

@@ -34,6 +34,7 @@ Result<std::unique_ptr<Service>> Service::Open(
     service->engine_ = std::make_unique<projections::Engine>();
   }
   const uint64_t head = log.GetHead().sequence;
+  service->position_ = after;
   ADM_RETURN_IF_ERROR(service->Fold(after, progress));
   service->events_folded_at_open_ = head - after;
   if (service->loaded_snapshot_) {
@@ -67,9 +68,19 @@ Status Service::Fold(uint64_t after, const std::function<void(uint64_t, uint64_t
         (void)engine_->EndBatch(stored.sequence, event.getRecordedAtNs());
       }
     }
+    position_ = next - 1;
     if (progress) progress(next - 1, head.sequence);
   }
   return Status::Ok();
+}
+
+Result<uint64_t> Service::Follow() {
+  if (broken_) return Status(Code::kIoError, "an earlier append failed; reopen the ledger");
+  const uint64_t before = position_;
+  if (log_.GetHead().sequence <= before) return uint64_t{0};
+  ADM_RETURN_IF_ERROR(Fold(before, nullptr));
+  MaybeSnapshot(before, position_);
+  return position_ - before;
 }
 
 Result<replay::TakenSnapshot> Service::Snapshot() {
@@ -361,6 +372,13 @@ std::vector<Result<RecordOutcome>> Service::RecordGroup(const std::vector<Record
     }
     return results;
   }
+  if (options_.write_gate) {
+    Status gate = options_.write_gate();
+    if (!gate.ok()) {
+      for (size_t i = 0; i < calls.size(); ++i) results.emplace_back(gate);
+      return results;
+    }
+  }
   const ledger::Head head = log_.GetHead();
   GroupState group;
   group.next_sequence = head.sequence + 1;
@@ -414,6 +432,7 @@ std::vector<Result<RecordOutcome>> Service::RecordGroup(const std::vector<Record
         }
         const uint64_t before = run_first - 1;
         run_first += run_events.size();
+        position_ = run_first - 1;
         MaybeSnapshot(before, run_first - 1);
       } else {
         broken_ = true;

@@ -57,6 +57,9 @@ struct ServiceOptions {
   // A snapshot is taken after an append that crosses a multiple of this many events (then
   // the oldest beyond ledger::kSnapshotsKept are removed). 0: never.
   uint64_t snapshot_every_events = kSnapshotEveryEventsDefault;
+  // Asked before any call of a write is staged; a refusal answers every call of it and
+  // changes nothing (a standby of a Kafka ledger: "the active writer is at ..."). Null: open.
+  std::function<Status()> write_gate;
 };
 
 class Service {
@@ -86,6 +89,12 @@ class Service {
   // Takes a snapshot of the state at the head now. Errors: kInvalidArgument (no snapshot
   // store, or an empty ledger), and TakeSnapshot's.
   Result<replay::TakenSnapshot> Snapshot();
+
+  // Folds what another writer appended to the log since this service last folded or wrote (a
+  // standby following the Kafka ledger's writer). Returns how many events it folded.
+  Result<uint64_t> Follow();
+  // The last sequence the decider has folded or written.
+  uint64_t position() const { return position_; }
 
   const projections::Engine& engine() const { return *engine_; }
   ledger::EventLog& log() { return log_; }
@@ -117,6 +126,7 @@ class Service {
   std::unique_ptr<projections::Engine> engine_;
   projections::DefinitionBodies definitions_;  // current body bytes by DefinitionKey
   bool broken_ = false;
+  uint64_t position_ = 0;  // the last sequence folded or written
   std::optional<uint64_t> loaded_snapshot_;
   uint64_t events_folded_at_open_ = 0;
   std::vector<std::string> skipped_snapshots_;

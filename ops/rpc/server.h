@@ -70,6 +70,10 @@ class Daemon {
 
   DaemonStats stats() const;
 
+  // The ledger grew by events this daemon did not append (a standby following the Kafka
+  // ledger's writer): watchers are shown them. Event loop thread only.
+  void LedgerAdvanced(uint64_t head_before, uint64_t head) { AfterAppend(head_before, head); }
+
   class LedgerImpl;
   class ReadWorker;
   class WatchHandleImpl;

@@ -458,6 +458,12 @@ Status KafkaLog::BecomeWriter() {
   return Status::Ok();
 }
 
+void KafkaLog::Demote() {
+  std::lock_guard<std::mutex> lock(mu_);
+  writer_ = false;
+  DestroyProducer();
+}
+
 void KafkaLog::Halt(Status why) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!halted_) (void)HaltLocked(std::move(why));
@@ -538,6 +544,7 @@ KafkaLog::TxnOutcome KafkaLog::Transact(const std::vector<StoredEvent>& events,
   if (rd_kafka_error_t* error = rd_kafka_begin_transaction(producer_)) {
     return classify(error, "beginning a transaction");
   }
+  ++transactions_begun_;
   const Clock::time_point deadline =
       Clock::now() + std::chrono::milliseconds(options_.operation_timeout_ms);
   // Each record's headers: its sequence and the chain value after it (stored bytes, prevHash).
@@ -578,6 +585,12 @@ KafkaLog::TxnOutcome KafkaLog::Transact(const std::vector<StoredEvent>& events,
       *why = Status(Code::kUnavailable, std::string("producing: ") + rd_kafka_err2str(err));
       return TxnOutcome::kAbortable;
     }
+  }
+  if (options_.drill) {
+    // The records on the broker before the drill acts: "between produce and commit".
+    rd_kafka_flush(producer_, options_.operation_timeout_ms);
+    options_.drill("produced", transactions_begun_);
+    options_.drill("committing", transactions_begun_);
   }
   if (rd_kafka_error_t* error =
           rd_kafka_commit_transaction(producer_, options_.operation_timeout_ms)) {

@@ -3,6 +3,7 @@
 // that verify every record, and a local RocksDB copy of the topic. See docs/kafka.md.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -73,6 +74,11 @@ struct KafkaLogOptions {
   int operation_timeout_ms = 30'000;
   // More librdkafka properties for both clients (tests, tuning), applied last.
   std::vector<std::pair<std::string, std::string>> client_config;
+  // Fault drills only (docs/kafka.md, "Drills"): called at named points of each transaction
+  // with the number of transactions begun so far (this one included): "produced" (every record
+  // of the transaction is on the broker, the commit not sent yet) and "committing" (the commit
+  // is about to be sent; it runs while the call returns).
+  std::function<void(std::string_view point, uint64_t transaction)> drill;
 };
 
 struct KafkaLogStats {
@@ -111,7 +117,11 @@ class KafkaLog final : public EventLog {
   // transactional id, which fences every earlier writer, then reads the tail that writer left.
   // Errors: the topic's settings (kInvalidArgument), a halted log, and Open's.
   Status BecomeWriter();
-  // The writer stops writing for good (it lost the ledger's partition to another member).
+  // The writer stops writing and reads again (it lost the ledger's partition: another member
+  // may be the writer now); it may become the writer again with BecomeWriter, under a new
+  // producer epoch.
+  void Demote();
+  // The log stops writing for good.
   void Halt(Status why);
   bool writer();
   // Set once the writer can no longer write (fenced, fatal, lost the partition): why.
@@ -150,6 +160,7 @@ class KafkaLog final : public EventLog {
   size_t deliveries_ = 0;             // GUARDED_BY(mu_)
   KafkaLogStats stats_;               // GUARDED_BY(mu_)
   bool writer_ = false;               // GUARDED_BY(mu_)
+  uint64_t transactions_begun_ = 0;   // GUARDED_BY(mu_)
   Status topic_settings_;             // why this topic may not be written, if so
 };
 

@@ -2,14 +2,17 @@
 // (schema/admission_rpc.capnp) on Unix sockets and TLS. See docs/admitd.md.
 //
 // Exit codes: 0 after SIGTERM or SIGINT (everything answered is durable); 1 could not start
-// (reason on stderr); 2 usage; 3 the Kafka ledger's writer stopped (fenced by a newer writer,
-// or a fatal producer error): nothing more is written, the ready file is removed.
+// (reason on stderr); 2 usage; 3 the Kafka ledger stopped this daemon: fenced by a newer
+// writer, a fatal producer error, or a fork in the topic; nothing more is written, the ready
+// file is removed.
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 #include <fstream>
 #include <iostream>
 
@@ -48,6 +51,8 @@ struct Args {
 // The Kafka ledger's role loop runs this often (a standby's lag behind the writer, and how soon
 // a writer notices it lost the partition).
 constexpr int64_t kRolePollMs = 100;
+// The role loop repeats an unchanged error at most this often.
+constexpr int64_t kErrorRepeatMs = 5000;
 // A standby asks the group who the writer is at most this often.
 constexpr int64_t kHolderRefreshMs = 1000;
 
@@ -66,6 +71,63 @@ kj::Promise<void> OnHangup(kj::UnixEventPort& port, rpc::Daemon& daemon) {
     }
     return OnHangup(port, daemon);
   });
+}
+
+// ADMITD_KAFKA_DRILL=POINT:N:ACTION[:MS], for fault drills only (docs/kafka.md, "Drills"): at
+// POINT (produced, committing) of the Nth transaction, ACTION: kill (SIGKILL, after MS ms on
+// another thread if given: during the commit), stop (SIGSTOP: a zombie once resumed), stall
+// (sleep MS ms: past transaction.timeout.ms).
+Result<std::function<void(std::string_view, uint64_t)>> DrillFromEnvironment() {
+  const char* spec = std::getenv("ADMITD_KAFKA_DRILL");
+  if (spec == nullptr || *spec == '\0') return std::function<void(std::string_view, uint64_t)>();
+  std::vector<std::string> parts;
+  std::string part;
+  for (const char* p = spec;; ++p) {
+    if (*p == ':' || *p == '\0') {
+      parts.push_back(part);
+      part.clear();
+      if (*p == '\0') break;
+    } else {
+      part.push_back(*p);
+    }
+  }
+  const auto invalid = Status(Code::kInvalidArgument,
+                              std::string("ADMITD_KAFKA_DRILL='") + spec +
+                                  "': expected POINT:N:ACTION[:MS], POINT produced or committing, "
+                                  "ACTION kill, stop or stall");
+  if (parts.size() < 3 || parts.size() > 4) return invalid;
+  const std::string point = parts[0];
+  const std::string action = parts[2];
+  uint64_t n = 0;
+  int64_t ms = 0;
+  try {
+    n = std::stoull(parts[1]);
+    if (parts.size() == 4) ms = std::stoll(parts[3]);
+  } catch (const std::exception&) {
+    return invalid;
+  }
+  if ((point != "produced" && point != "committing") ||
+      (action != "kill" && action != "stop" && action != "stall")) {
+    return invalid;
+  }
+  spdlog::warn("fault drill armed: {} of transaction {}: {} {} ms", point, n, action, ms);
+  return std::function<void(std::string_view, uint64_t)>(
+      [point, n, action, ms](std::string_view at, uint64_t transaction) {
+        if (at != point || transaction != n) return;
+        spdlog::warn("fault drill: {} at {} of transaction {}", action, point, transaction);
+        if (action == "stop") {
+          raise(SIGSTOP);
+        } else if (action == "stall") {
+          std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        } else if (ms == 0) {
+          raise(SIGKILL);
+        } else {
+          std::thread([ms] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+            raise(SIGKILL);
+          }).detach();
+        }
+      });
 }
 
 // What a standby answers a write: the active writer's address, as the group names it (asked at
@@ -93,21 +155,57 @@ class StandbyAnswer {
 
 // The Kafka ledger's role loop, every kRolePollMs on the event loop: a standby reads the topic
 // and folds what the writer appended (watchers see it), and becomes the writer once Kafka gives
-// it the ledger's partition; the writer stops for good once it lost the partition or was
-// fenced. Resolves when the writer has stopped (never for a RocksDB ledger).
+// it the ledger's partition; a writer that lost the partition is a standby again; a writer that
+// was fenced (a newer writer took its transactional id) stops for good. Resolves when it has
+// stopped (never for a RocksDB ledger).
+// Logs an error of the role loop when it changes, else at most every kErrorRepeatMs (the loop
+// runs every kRolePollMs while a broker is away).
+class ErrorThrottle {
+ public:
+  void Error(const std::string& what, const Status& s) {
+    const auto now = std::chrono::steady_clock::now();
+    const std::string text = what + ": " + s.ToString();
+    if (text == last_ && now - logged_ < std::chrono::milliseconds(kErrorRepeatMs)) return;
+    spdlog::error("{}", text);
+    last_ = text;
+    logged_ = now;
+  }
+
+ private:
+  std::string last_;
+  std::chrono::steady_clock::time_point logged_{};
+};
+
 kj::Promise<void> FollowOrLead(kj::AsyncIoContext& io, ledger::KafkaLog* kafka,
                                ledger::KafkaLeadership* leadership, Service& service,
-                               rpc::Daemon& daemon, std::optional<Status>* halted) {
+                               rpc::Daemon& daemon, std::optional<Status>* halted,
+                               ErrorThrottle& throttle) {
   if (kafka == nullptr) return kj::NEVER_DONE;
   if (kafka->writer() && !leadership->leader()) {
-    kafka->Halt(Status(Code::kUnavailable,
-                       "this admitd lost the Kafka ledger's partition in group " +
-                           ledger::KafkaLeadershipGroup(kafka->options().address.topic) +
-                           " (another admitd is the writer now)"));
+    // Kafka took the partition away (this member missed its session: stopped, cut off, or the
+    // broker was away). Another member may write now; this one reads until it is given the
+    // partition again, and then writes under a new producer epoch.
+    kafka->Demote();
+    spdlog::warn("this admitd lost the Kafka ledger's partition in group {}: standby now",
+                 ledger::KafkaLeadershipGroup(kafka->options().address.topic));
   }
   if (auto why = kafka->Halted()) {
     *halted = *why;
     return kj::READY_NOW;
+  }
+  if (service.broken()) {
+    // An append failed (the broker was away, or its outcome stayed unknown): the log settles
+    // what the topic holds by reading its tail, then the decider is rebuilt on it.
+    const uint64_t before = service.position();
+    auto head = kafka->CatchUp();
+    Status s = head.ok() ? service.Reload() : head.status();
+    if (s.ok()) {
+      spdlog::warn("the Kafka ledger answers again: decider rebuilt at sequence {}",
+                   service.position());
+      daemon.LedgerAdvanced(std::min(before, service.position()), service.position());
+    } else {
+      throttle.Error("recovering after a failed append", s);
+    }
   }
   if (!kafka->writer()) {
     const uint64_t before = service.position();
@@ -124,7 +222,7 @@ kj::Promise<void> FollowOrLead(kj::AsyncIoContext& io, ledger::KafkaLog* kafka,
       if (!folded.ok()) s = folded.status();
     }
     if (!s.ok()) {
-      spdlog::error("following the Kafka ledger: {}", s.ToString());
+      throttle.Error("following the Kafka ledger", s);
       if (s.code() == Code::kCorruption || s.code() == Code::kInvalidArgument) {
         *halted = s;  // a fork, or a topic that may not be written: nothing to wait for
         return kj::READY_NOW;
@@ -134,8 +232,8 @@ kj::Promise<void> FollowOrLead(kj::AsyncIoContext& io, ledger::KafkaLog* kafka,
   }
   return io.provider->getTimer()
       .afterDelay(kRolePollMs * kj::MILLISECONDS)
-      .then([&io, kafka, leadership, &service, &daemon, halted]() {
-        return FollowOrLead(io, kafka, leadership, service, daemon, halted);
+      .then([&io, kafka, leadership, &service, &daemon, halted, &throttle]() {
+        return FollowOrLead(io, kafka, leadership, service, daemon, halted, throttle);
       });
 }
 
@@ -177,6 +275,9 @@ int Run(const Args& args) {
     kafka_options.create_topic = args.create_topic;
     kafka_options.operation_timeout_ms = args.kafka_timeout_ms;
     kafka_options.transaction_timeout_ms = args.transaction_timeout_ms;
+    auto drill = DrillFromEnvironment();
+    if (!drill.ok()) return Fail(drill.status());
+    kafka_options.drill = std::move(*drill);
     spdlog::info("opening the Kafka ledger {} (state in {})", address->ToString(), args.state_dir);
     auto opened = ledger::KafkaLog::Open(kafka_options);
     if (!opened.ok()) return Fail(opened.status());
@@ -252,10 +353,12 @@ int Run(const Args& args) {
   auto hangups = OnHangup(port, daemon).eagerlyEvaluate(nullptr);
   int signal = 0;
   std::optional<Status> halted;
+  ErrorThrottle throttle;
   port.onSignal(SIGTERM)
       .exclusiveJoin(port.onSignal(SIGINT))
       .then([&signal](siginfo_t info) { signal = info.si_signo; })
-      .exclusiveJoin(FollowOrLead(io, kafka, leadership.get(), **service, daemon, &halted))
+      .exclusiveJoin(
+          FollowOrLead(io, kafka, leadership.get(), **service, daemon, &halted, throttle))
       .wait(io.waitScope);
   if (halted) {
     // Not ready any more: whoever waits on the ready file must not take this daemon for a writer.

@@ -18,31 +18,43 @@ Result<std::unique_ptr<Service>> Service::Open(
     ledger::EventLog& log, Clock& clock,
     const std::function<void(uint64_t, uint64_t)>& progress, const ServiceOptions& options) {
   std::unique_ptr<Service> service(new Service(log, clock, options));
+  ADM_RETURN_IF_ERROR(service->Load(progress));
+  return service;
+}
+
+Status Service::Reload() { return Load(nullptr); }
+
+Status Service::Load(const std::function<void(uint64_t, uint64_t)>& progress) {
+  broken_ = true;  // until the fold below completes
+  definitions_.clear();
+  loaded_snapshot_.reset();
+  skipped_snapshots_.clear();
   uint64_t after = 0;
-  if (options.snapshots != nullptr) {
-    auto start = replay::StartFromNewestSnapshot(log, *options.snapshots);
+  if (options_.snapshots != nullptr) {
+    auto start = replay::StartFromNewestSnapshot(log_, *options_.snapshots);
     if (!start.ok()) return start.status();
     for (const std::string& why : start->skipped) {
       spdlog::warn("skipping {} (folding from an older snapshot or the genesis instead)", why);
     }
-    service->skipped_snapshots_ = std::move(start->skipped);
-    service->engine_ = std::move(start->start.engine);
-    service->definitions_ = std::move(start->definitions);
-    service->loaded_snapshot_ = start->loaded;
+    skipped_snapshots_ = std::move(start->skipped);
+    engine_ = std::move(start->start.engine);
+    definitions_ = std::move(start->definitions);
+    loaded_snapshot_ = start->loaded;
     after = start->start.after;
   } else {
-    service->engine_ = std::make_unique<projections::Engine>();
+    engine_ = std::make_unique<projections::Engine>();
   }
-  const uint64_t head = log.GetHead().sequence;
-  service->position_ = after;
-  ADM_RETURN_IF_ERROR(service->Fold(after, progress));
-  service->events_folded_at_open_ = head - after;
-  if (service->loaded_snapshot_) {
+  const uint64_t head = log_.GetHead().sequence;
+  position_ = after;
+  ADM_RETURN_IF_ERROR(Fold(after, progress));
+  events_folded_at_open_ = head - after;
+  if (loaded_snapshot_) {
     spdlog::info("loaded snapshot at {}, folded {} events after it", after, head - after);
-  } else if (options.snapshots != nullptr) {
+  } else if (options_.snapshots != nullptr) {
     spdlog::info("no snapshot loaded, folded {} events from the genesis", head);
   }
-  return service;
+  broken_ = false;
+  return Status::Ok();
 }
 
 Status Service::Fold(uint64_t after, const std::function<void(uint64_t, uint64_t)>& progress) {

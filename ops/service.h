@@ -95,6 +95,11 @@ class Service {
   Result<uint64_t> Follow();
   // The last sequence the decider has folded or written.
   uint64_t position() const { return position_; }
+  // An append failed: the decider may be ahead of the ledger, and writes are refused.
+  bool broken() const { return broken_; }
+  // Brings a fresh decider to the ledger's head as Open does (after a failed append whose
+  // outcome the log has since settled: the Kafka ledger after its broker came back).
+  Status Reload();
 
   const projections::Engine& engine() const { return *engine_; }
   ledger::EventLog& log() { return log_; }
@@ -115,6 +120,8 @@ class Service {
   Result<Staged> Stage(const RecordCall& call, GroupState& group);
   // The decisions of the batch holding `sequence` (an input), read from the ledger.
   Result<std::vector<std::string>> DecisionsOfBatch(uint64_t sequence, uint64_t* first);
+  // Open's work: a decider from the newest usable snapshot, folded to the head.
+  Status Load(const std::function<void(uint64_t, uint64_t)>& progress);
   // Folds the events after `after` (the state engine_ stands at).
   Status Fold(uint64_t after, const std::function<void(uint64_t, uint64_t)>& progress);
   // After an append that ended at `head`, having started after `head_before`.

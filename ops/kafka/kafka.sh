@@ -6,6 +6,8 @@
 #   ops/kafka/kafka.sh fetch       download the broker jars into ops/kafka/.dist/ (git-ignored)
 #   ops/kafka/kafka.sh start DIR   start a fresh broker whose files live in DIR; prints 127.0.0.1:PORT
 #   ops/kafka/kafka.sh stop DIR    stop the broker started in DIR
+#   ops/kafka/kafka.sh kill DIR    crash it (SIGKILL), keeping its data
+#   ops/kafka/kafka.sh restart DIR start it again on its data and port
 #
 # stdout carries only the bootstrap address printed by `start`, so callers can capture it;
 # every progress or error message goes to stderr.
@@ -67,6 +69,8 @@ Commands:
               data left in DIR by a stopped broker is deleted.
   stop DIR    Stop DIR's broker: SIGTERM, then SIGKILL after ${STOP_TIMEOUT_SECONDS}s. A no-op when it
               is not running. Leaves DIR and broker.log in place.
+  kill DIR    Crash DIR's broker (SIGKILL); its data stays (fault drills).
+  restart DIR Start DIR's broker again on its data and its port, after kill or stop.
   --help      Show this text.
 
 Environment:
@@ -228,6 +232,8 @@ min.insync.replicas=1
 offsets.topic.num.partitions=1
 transaction.state.log.num.partitions=1
 share.coordinator.state.topic.num.partitions=1
+# Transactions past transaction.timeout.ms are aborted within 1 s, not 10 s (fault drills).
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 # Tests should not wait 3 s for more group members that never come.
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
@@ -254,6 +260,7 @@ start_once() {
   # Every start is fresh (new ports, new cluster id, no data): tests want an empty broker, and
   # the metadata log of an earlier run names the controller's old port.
   rm -rf "$dir/data"
+  : > "$dir/broker.log"
   local java_common=(-cp "$libs_dir/*" "-Dlog4j2.configurationFile=$log4j_config" -Djava.awt.headless=true)
   if ! java "${java_common[@]}" -Xmx256m kafka.tools.StorageTool format \
       --cluster-id "$(random_cluster_id)" --config "$dir/server.properties" \
@@ -262,22 +269,32 @@ start_once() {
     die "formatting the storage in $dir/data failed"
   fi
 
+  launch_and_wait "$dir" "$port"
+}
+
+# Runs the broker configured in DIR/server.properties on its data and waits until it serves
+# clients on PORT; sets start_outcome like start_once.
+launch_and_wait() {
+  local dir="$1" port="$2" pid
+  local java_common=(-cp "$libs_dir/*" "-Dlog4j2.configurationFile=$log4j_config" -Djava.awt.headless=true)
   # java's stdout and stderr go to the log: a caller capturing this script's stdout must not
   # wait for the broker to close it.
   # shellcheck disable=SC2086  # HEAP_OPTS holds several flags
   java "${java_common[@]}" $HEAP_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
     -XX:+ExitOnOutOfMemoryError kafka.Kafka "$dir/server.properties" \
-    < /dev/null > "$dir/broker.log" 2>&1 &
+    < /dev/null >> "$dir/broker.log" 2>&1 &
   pid=$!
   echo "$pid" > "$dir/pid"
   echo "127.0.0.1:$port" > "$dir/bootstrap"
+  local log_lines_before
+  log_lines_before=$(grep -c "Kafka Server started" "$dir/broker.log" || true)
 
   local deadline=$((SECONDS + START_TIMEOUT_SECONDS))
   while ((SECONDS < deadline)); do
     if ! is_alive "$pid"; then
       rm -f "$dir/pid"
       if grep -q "Address already in use" "$dir/broker.log"; then
-        log "port $port or $controller_port was taken meanwhile"
+        log "port $port or the controller's port was taken meanwhile"
         start_outcome="port_taken"
         return 0
       fi
@@ -287,7 +304,8 @@ start_once() {
     fi
     # The port opens before the broker is registered and unfenced; "Kafka Server started" is
     # logged once both the controller and the broker are serving.
-    if port_accepts "$port" && grep -q "Kafka Server started" "$dir/broker.log"; then
+    if port_accepts "$port" &&
+        (( $(grep -c "Kafka Server started" "$dir/broker.log" || true) > log_lines_before )); then
       start_outcome="ready"
       return 0
     fi
@@ -357,12 +375,51 @@ cmd_stop() {
   log "broker (pid $pid) stopped"
 }
 
+# A crash: SIGKILL, nothing flushed. The data stays for `restart`.
+cmd_kill() {
+  local dir="${1:-}" pid
+  [[ -n "$dir" ]] || die "kill needs a DIR (see --help)"
+  dir="$(cd "$dir" && pwd)"
+  pid="$(running_broker_pid "$dir")" || die "no broker running in $dir"
+  kill -KILL "$pid"
+  local deadline=$((SECONDS + KILL_TIMEOUT_SECONDS))
+  while is_alive "$pid" && ((SECONDS < deadline)); do
+    sleep "$POLL_INTERVAL_SECONDS"
+  done
+  is_alive "$pid" && die "broker (pid $pid) survived SIGKILL"
+  rm -f "$dir/pid"
+  log "broker (pid $pid) killed; its data stays in $dir/data"
+}
+
+# The broker of DIR again, on its data and its ports (after kill or stop).
+cmd_restart() {
+  local dir="${1:-}" port
+  [[ -n "$dir" ]] || die "restart needs a DIR (see --help)"
+  dir="$(cd "$dir" && pwd)"
+  [[ -f "$dir/server.properties" && -d "$dir/data" ]] || die "no broker was started in $dir"
+  if running_broker_pid "$dir" > /dev/null; then
+    log "broker already running in $dir"
+    cat "$dir/bootstrap"
+    return 0
+  fi
+  port="$(sed -n 's/^listeners=PLAINTEXT:\/\/127.0.0.1:\([0-9]*\),.*/\1/p' "$dir/server.properties")"
+  [[ -n "$port" ]] || die "no PLAINTEXT listener in $dir/server.properties"
+  require_tools java
+  local started_in=$SECONDS
+  launch_and_wait "$dir" "$port"
+  [[ "$start_outcome" == "ready" ]] || die "could not restart the broker: its port $port is taken"
+  log "broker ready again at $(<"$dir/bootstrap") after $((SECONDS - started_in))s (pid $(<"$dir/pid"))"
+  cat "$dir/bootstrap"
+}
+
 main() {
   local command="${1:-}"
   case "$command" in
     fetch) cmd_fetch ;;
     start) shift; cmd_start "$@" ;;
     stop) shift; cmd_stop "$@" ;;
+    kill) shift; cmd_kill "$@" ;;
+    restart) shift; cmd_restart "$@" ;;
     -h|--help|help) usage ;;
     "") usage >&2; exit 2 ;;
     *) log "unknown command '$command'"; usage >&2; exit 2 ;;

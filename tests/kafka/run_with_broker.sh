@@ -2,7 +2,8 @@
 # Runs a test binary against a fresh Kafka broker of its own:
 #   tests/kafka/run_with_broker.sh TEST_BINARY [ARGS...]
 # starts a broker in a temp folder with ops/kafka/kafka.sh, exports its address as
-# KAFKA_BOOTSTRAP, runs the test, always stops the broker, and exits with the test's status.
+# KAFKA_BOOTSTRAP (and its folder as KAFKA_BROKER_DIR), runs the test, always stops the broker,
+# and exits with the test's status.
 # KAFKA_KEEP_BROKER_DIR=1 keeps the broker's folder (config, data, broker.log) for a look.
 set -euo pipefail
 
@@ -58,6 +59,8 @@ setsid --fork bash -c '
 
 KAFKA_BOOTSTRAP="$("$kafka_sh" start "$broker_dir")"
 export KAFKA_BOOTSTRAP
+# For fault drills that crash and restart the broker (ops/kafka/kafka.sh kill / restart).
+export KAFKA_BROKER_DIR="$broker_dir"
 echo "run_with_broker: Kafka broker at $KAFKA_BOOTSTRAP (folder $broker_dir)" >&2
 
 # In the background so that `wait` returns as soon as a signal comes; a foreground child would

@@ -39,6 +39,7 @@ std::optional<int64_t> DecodeOffset(const std::string& bytes) {
 // How long one poll of the consumer or producer waits before the caller checks its deadline.
 constexpr int kPollSliceMs = 100;
 constexpr int kQueueFullWaitMs = 10;
+constexpr int kProducerRetryBackoffMs = 5;
 
 struct ConfDeleter {
   void operator()(rd_kafka_conf_t* conf) const { rd_kafka_conf_destroy(conf); }
@@ -487,7 +488,12 @@ Status KafkaLog::CreateProducer() {
                         // A record not delivered within the transaction's lifetime fails it.
                         {"message.timeout.ms", txn_timeout},
                         // commit_transaction flushes: no reason to hold records back.
-                        {"linger.ms", "0"}},
+                        {"linger.ms", "5"},
+                        // Back-to-back transactions: the coordinator answers the next one's
+                        // AddPartitionsToTxn with CONCURRENT_TRANSACTIONS until the last one's
+                        // markers are written (a few ms); librdkafka 2.0.2 retries after
+                        // retry.backoff.ms, 100 ms by default (docs/kafka.md, measured).
+                        {"retry.backoff.ms", std::to_string(kProducerRetryBackoffMs)}},
                        options_.client_config);
   if (!conf.ok()) return conf.status();
   rd_kafka_conf_set_dr_msg_cb(conf->get(), DeliveryCallback);

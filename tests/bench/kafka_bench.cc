@@ -90,6 +90,8 @@ std::unique_ptr<KafkaLog> OpenWriter(const std::string& topic, const std::string
 class RawWriter {
  public:
   explicit RawWriter(const std::string& topic) : topic_(topic) {
+    ledger::KafkaAddress address{g_bootstrap, topic};
+    ADM_CHECK(ledger::CreateKafkaTopic(address, -1, 30'000).ok(), "creating %s", topic.c_str());
     rd_kafka_conf_t* conf = rd_kafka_conf_new();
     char err[512];
     auto set = [&](const char* k, const std::string& v) {
@@ -114,8 +116,6 @@ class RawWriter {
     });
     producer_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
     ADM_CHECK(producer_ != nullptr, "%s", err);
-    ledger::KafkaAddress address{g_bootstrap, topic};
-    ADM_CHECK(ledger::CreateKafkaTopic(address, -1, 30'000).ok(), "creating %s", topic.c_str());
     Check(rd_kafka_init_transactions(producer_, 30'000), "init_transactions");
   }
   ~RawWriter() { rd_kafka_destroy(producer_); }
@@ -184,6 +184,7 @@ Sequenced Sequence(const std::vector<std::string>& inputs, size_t batch) {
 struct Totals {
   uint64_t events = 0;
   double seconds = 0;
+  std::vector<double> transaction_ms;  // each timed transaction (batch phases)
   double rate() const { return seconds > 0 ? static_cast<double>(events) / seconds : 0; }
 };
 
@@ -209,8 +210,10 @@ void BatchRound(const std::string& dir, size_t batch, size_t n, bool raw_first, 
       if (i == batch) watch.emplace();
       std::vector<std::string> b(inputs.begin() + static_cast<ptrdiff_t>(i),
                                  inputs.begin() + static_cast<ptrdiff_t>(std::min(n, i + batch)));
+      const Clock::time_point t0 = Clock::now();
       auto ack = log->Append(b);
       if (!ack.ok()) Fail("append: " + ack.status().ToString());
+      if (watch) ours->transaction_ms.push_back(1000 * Seconds(t0, Clock::now()));
     }
     ADM_CHECK(watch.has_value(), "a batch round needs two transactions");
     const Span span = watch->Stop();
@@ -226,7 +229,9 @@ void BatchRound(const std::string& dir, size_t batch, size_t n, bool raw_first, 
   std::optional<Stopwatch> watch;
   for (size_t i = 0; i < n; i += batch) {
     if (i == batch) watch.emplace();
+    const Clock::time_point t0 = Clock::now();
     writer.Transaction(sequenced.events, sequenced.headers, i, std::min(batch, n - i));
+    if (watch) raw->transaction_ms.push_back(1000 * Seconds(t0, Clock::now()));
   }
   const Span span = watch->Stop();
   raw->events += n - batch;
@@ -351,6 +356,15 @@ void Ratio(const std::string& name, const Totals& ours, const Totals& raw, doubl
        "events/s (" + Int(ours.events) + " events in " + Fixed(ours.seconds, 3) + " s)");
   Line(name + ".raw.events_per_s", Fixed(raw.rate(), 0),
        "events/s (" + Int(raw.events) + " events in " + Fixed(raw.seconds, 3) + " s)");
+  for (const auto& [who, totals] : {std::pair<std::string, const Totals*>{"ours", &ours},
+                                    std::pair<std::string, const Totals*>{"raw", &raw}}) {
+    if (totals->transaction_ms.empty()) continue;
+    Line(name + "." + who + ".transaction_ms",
+         "p50 " + Fixed(Percentile(totals->transaction_ms, 0.5), 2) + " p90 " +
+             Fixed(Percentile(totals->transaction_ms, 0.9), 2) + " p99 " +
+             Fixed(Percentile(totals->transaction_ms, 0.99), 2),
+         "ms per transaction (" + Int(totals->transaction_ms.size()) + ")");
+  }
   const double ratio = raw.rate() > 0 ? ours.rate() / raw.rate() : 0;
   Line(name + ".ratio", Fixed(ratio, 3),
        "(ours/raw" + std::string(goal > 0 ? "; goal >= " + Fixed(goal, 1) : "") + ")");

@@ -44,7 +44,7 @@ struct AppendAck {
   bool all_duplicates() const { return written == 0; }
 };
 
-// Interface: no fields. Implementations: MemoryLog, RocksDbLog (and later a Kafka log).
+// Interface: no fields. Implementations: MemoryLog, RocksDbLog, KafkaLog.
 // Thread safety: every method may be called from any thread concurrently.
 class EventLog {
  public:

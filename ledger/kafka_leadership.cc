@@ -1,4 +1,5 @@
 #include "ledger/kafka_leadership.h"
+#include "ledger/kafka_client.h"
 
 #include <librdkafka/rdkafka.h>
 
@@ -10,15 +11,6 @@ namespace {
 
 constexpr int kMembershipPollMs = 100;
 
-Status SetConf(rd_kafka_conf_t* conf, const std::string& name, const std::string& value) {
-  char error_text[512];
-  if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), error_text, sizeof(error_text)) !=
-      RD_KAFKA_CONF_OK) {
-    return Status(Code::kInvalidArgument,
-                  "Kafka client setting " + name + "=" + value + ": " + error_text);
-  }
-  return Status::Ok();
-}
 
 void RebalanceCallback(rd_kafka_t*, rd_kafka_resp_err_t error,
                        rd_kafka_topic_partition_list_t* partitions, void* opaque) {
@@ -51,14 +43,14 @@ Result<std::unique_ptr<KafkaLeadership>> KafkaLeadership::Join(
       {"log_level", "3"},
   };
   for (const auto& [name, value] : settings) {
-    Status s = SetConf(conf, name, value);
+    Status s = SetKafkaConf(conf, name, value);
     if (!s.ok()) {
       rd_kafka_conf_destroy(conf);
       return s;
     }
   }
   for (const auto& [name, value] : options.client_config) {
-    Status s = SetConf(conf, name, value);
+    Status s = SetKafkaConf(conf, name, value);
     if (!s.ok()) {
       rd_kafka_conf_destroy(conf);
       return s;

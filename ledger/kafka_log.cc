@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <random>
 
+#include "ledger/kafka_client.h"
 #include "ledger/kafka_record.h"
 
 namespace admission::ledger {
@@ -76,25 +77,16 @@ struct PartitionsDeleter {
 };
 using Partitions = std::unique_ptr<rd_kafka_topic_partition_list_t, PartitionsDeleter>;
 
-Status SetConf(rd_kafka_conf_t* conf, const std::string& name, const std::string& value) {
-  char error_text[512];
-  if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), error_text, sizeof(error_text)) !=
-      RD_KAFKA_CONF_OK) {
-    return Status(Code::kInvalidArgument,
-                  "Kafka client setting " + name + "=" + value + ": " + error_text);
-  }
-  return Status::Ok();
-}
 
 Result<Conf> BaseConf(const std::string& bootstrap,
                       const std::vector<std::pair<std::string, std::string>>& settings,
                       const std::vector<std::pair<std::string, std::string>>& extra) {
   Conf conf(rd_kafka_conf_new());
-  ADM_RETURN_IF_ERROR(SetConf(conf.get(), "bootstrap.servers", bootstrap));
+  ADM_RETURN_IF_ERROR(SetKafkaConf(conf.get(), "bootstrap.servers", bootstrap));
   // librdkafka logs to stderr by default; its errors reach the caller as results instead.
-  ADM_RETURN_IF_ERROR(SetConf(conf.get(), "log_level", "3"));
-  for (const auto& [name, value] : settings) ADM_RETURN_IF_ERROR(SetConf(conf.get(), name, value));
-  for (const auto& [name, value] : extra) ADM_RETURN_IF_ERROR(SetConf(conf.get(), name, value));
+  ADM_RETURN_IF_ERROR(SetKafkaConf(conf.get(), "log_level", "3"));
+  for (const auto& [name, value] : settings) ADM_RETURN_IF_ERROR(SetKafkaConf(conf.get(), name, value));
+  for (const auto& [name, value] : extra) ADM_RETURN_IF_ERROR(SetKafkaConf(conf.get(), name, value));
   return conf;
 }
 

@@ -57,6 +57,20 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   return Status(Code::kIoError, what + ": " + s.ToString());
 }
 
+// Index entries go into the batch after all events, in key order (the index family's memtable
+// inserts them in batch order).
+void PutIndexEntries(rocksdb::ColumnFamilyHandle& index_family,
+                     std::vector<std::pair<std::string, Sequence>>* entries,
+                     rocksdb::WriteBatch* batch) {
+  std::sort(entries->begin(), entries->end());
+  std::string sequence_bytes;
+  for (const auto& [index_key, sequence] : *entries) {
+    sequence_bytes.clear();
+    PutBigEndian64(&sequence_bytes, sequence);
+    batch->Put(&index_family, index_key, sequence_bytes);
+  }
+}
+
 }  // namespace
 
 rocksdb::DBOptions LedgerDbOptions(bool create_if_missing) {
@@ -524,13 +538,7 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
     r->result = std::move(ack);
   }
 
-  std::sort(index_puts.begin(), index_puts.end());
-  std::string sequence_bytes;
-  for (const auto& [index_key, sequence] : index_puts) {
-    sequence_bytes.clear();
-    PutBigEndian64(&sequence_bytes, sequence);
-    write_batch.Put(index_family_.get(), index_key, sequence_bytes);
-  }
+  PutIndexEntries(*index_family_, &index_puts, &write_batch);
 
   Status write_status;
   if (written > 0) {
@@ -623,13 +631,7 @@ Status RocksDbLog::Ingest(std::span<const Ingested> events, const Head& head_aft
     if (!e.key.empty()) index_puts.emplace_back(IndexKey(e.key), e.sequence);
     ++expected;
   }
-  std::sort(index_puts.begin(), index_puts.end());
-  std::string sequence_bytes;
-  for (const auto& [index_key, sequence] : index_puts) {
-    sequence_bytes.clear();
-    PutBigEndian64(&sequence_bytes, sequence);
-    write_batch.Put(index_family_.get(), index_key, sequence_bytes);
-  }
+  PutIndexEntries(*index_family_, &index_puts, &write_batch);
   for (const auto& [key, value] : extra) {
     ADM_CHECK(!key.empty() && key[0] == kExtraPrefix, "extra key without the '%c' prefix",
               kExtraPrefix);

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <thread>
 #include <fstream>
+#include <functional>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -158,6 +159,31 @@ class StandbyAnswer {
 // it the ledger's partition; a writer that lost the partition is a standby again; a writer that
 // was fenced (a newer writer took its transactional id) stops for good. Resolves when it has
 // stopped (never for a RocksDB ledger).
+// --ready-file: the bound addresses, one per line, written once (atomically: a temporary file
+// renamed) when the daemon answers calls as it will from now on.
+class ReadyFile {
+ public:
+  ReadyFile(std::string path, std::string lines)
+      : path_(std::move(path)), lines_(std::move(lines)) {}
+  bool marked() const { return marked_; }
+  void Mark() {
+    if (marked_) return;
+    marked_ = true;
+    if (path_.empty()) return;
+    const std::string tmp = path_ + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << lines_;
+    }
+    std::rename(tmp.c_str(), path_.c_str());
+  }
+
+ private:
+  std::string path_;
+  std::string lines_;
+  bool marked_ = false;
+};
+
 // Logs an error of the role loop when it changes, else at most every kErrorRepeatMs (the loop
 // runs every kRolePollMs while a broker is away).
 class ErrorThrottle {
@@ -179,7 +205,7 @@ class ErrorThrottle {
 kj::Promise<void> FollowOrLead(kj::AsyncIoContext& io, ledger::KafkaLog* kafka,
                                ledger::KafkaLeadership* leadership, Service& service,
                                rpc::Daemon& daemon, std::optional<Status>* halted,
-                               ErrorThrottle& throttle) {
+                               ErrorThrottle& throttle, ReadyFile& ready) {
   if (kafka == nullptr) return kj::NEVER_DONE;
   if (kafka->writer() && !leadership->leader()) {
     // Kafka took the partition away (this member missed its session: stopped, cut off, or the
@@ -230,10 +256,17 @@ kj::Promise<void> FollowOrLead(kj::AsyncIoContext& io, ledger::KafkaLog* kafka,
     }
     daemon.LedgerAdvanced(before, service.position());
   }
+  if (!ready.marked()) {
+    if (kafka->writer()) {
+      ready.Mark();
+    } else if (auto holder = leadership->Holder(); holder.ok() && holder->has_value()) {
+      ready.Mark();  // a standby of a known writer
+    }
+  }
   return io.provider->getTimer()
       .afterDelay(kRolePollMs * kj::MILLISECONDS)
-      .then([&io, kafka, leadership, &service, &daemon, halted, &throttle]() {
-        return FollowOrLead(io, kafka, leadership, service, daemon, halted, throttle);
+      .then([&io, kafka, leadership, &service, &daemon, halted, &throttle, &ready]() {
+        return FollowOrLead(io, kafka, leadership, service, daemon, halted, throttle, ready);
       });
 }
 
@@ -325,14 +358,12 @@ int Run(const Args& args) {
   if (!bound.ok()) return Fail(bound.status());
   std::string lines;
   for (const std::string& b : *bound) lines += b + "\n";
-  if (!args.ready_file.empty()) {
-    const std::string tmp = args.ready_file + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << lines;
-    }
-    std::rename(tmp.c_str(), args.ready_file.c_str());
-  }
+  // The ready file appears once calls are answered as they will be from now on: at once on a
+  // RocksDB ledger; on a Kafka ledger once this daemon is the writer or a standby of a known
+  // writer (the role loop calls this), so that a caller waiting on it never meets the moment
+  // the group is still choosing.
+  ReadyFile ready(args.ready_file, lines);
+  if (kafka == nullptr) ready.Mark();
   if (kafka != nullptr) {
     ledger::KafkaLeadershipOptions leadership_options;
     leadership_options.address = kafka->options().address;
@@ -358,7 +389,8 @@ int Run(const Args& args) {
       .exclusiveJoin(port.onSignal(SIGINT))
       .then([&signal](siginfo_t info) { signal = info.si_signo; })
       .exclusiveJoin(
-          FollowOrLead(io, kafka, leadership.get(), **service, daemon, &halted, throttle))
+          FollowOrLead(io, kafka, leadership.get(), **service, daemon, &halted, throttle,
+                       ready))
       .wait(io.waitScope);
   if (halted) {
     // Not ready any more: whoever waits on the ready file must not take this daemon for a writer.

@@ -587,12 +587,20 @@ KafkaLog::TxnOutcome KafkaLog::Transact(const std::vector<StoredEvent>& events,
   if (options_.drill) {
     // The records on the broker before the drill acts: "between produce and commit".
     rd_kafka_flush(producer_, options_.operation_timeout_ms);
-    options_.drill("produced", transactions_begun_);
-    options_.drill("committing", transactions_begun_);
+    if (options_.drill("produced", transactions_begun_)) {
+      Error aborted(rd_kafka_abort_transaction(producer_, options_.operation_timeout_ms));
+      *why = Status(Code::kUnavailable, "drill: the outcome made unknown before the commit");
+      return TxnOutcome::kAmbiguous;
+    }
+    (void)options_.drill("committing", transactions_begun_);
   }
   if (rd_kafka_error_t* error =
           rd_kafka_commit_transaction(producer_, options_.operation_timeout_ms)) {
     return classify(error, "committing the transaction");
+  }
+  if (options_.drill && options_.drill("committed", transactions_begun_)) {
+    *why = Status(Code::kUnavailable, "drill: the outcome of a commit made unknown");
+    return TxnOutcome::kAmbiguous;
   }
   // The commit flushed every record, so every delivery report is in; serve any still queued.
   while (deliveries_ < events.size() && Clock::now() < deadline) {

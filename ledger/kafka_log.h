@@ -76,9 +76,11 @@ struct KafkaLogOptions {
   std::vector<std::pair<std::string, std::string>> client_config;
   // Fault drills only (docs/kafka.md, "Drills"): called at named points of each transaction
   // with the number of transactions begun so far (this one included): "produced" (every record
-  // of the transaction is on the broker, the commit not sent yet) and "committing" (the commit
-  // is about to be sent; it runs while the call returns).
-  std::function<void(std::string_view point, uint64_t transaction)> drill;
+  // of the transaction is on the broker, the commit not sent yet), "committing" (the commit is
+  // about to be sent; it runs while the call returns) and "committed". Returning true at
+  // "produced" aborts the transaction and at "committed" forgets that it committed; either way
+  // the writer then takes the outcome for unknown, as after a commit that timed out.
+  std::function<bool(std::string_view point, uint64_t transaction)> drill;
 };
 
 struct KafkaLogStats {

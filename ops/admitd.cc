@@ -78,9 +78,9 @@ kj::Promise<void> OnHangup(kj::UnixEventPort& port, rpc::Daemon& daemon) {
 // POINT (produced, committing) of the Nth transaction, ACTION: kill (SIGKILL, after MS ms on
 // another thread if given: during the commit), stop (SIGSTOP: a zombie once resumed), stall
 // (sleep MS ms: past transaction.timeout.ms).
-Result<std::function<void(std::string_view, uint64_t)>> DrillFromEnvironment() {
+Result<std::function<bool(std::string_view, uint64_t)>> DrillFromEnvironment() {
   const char* spec = std::getenv("ADMITD_KAFKA_DRILL");
-  if (spec == nullptr || *spec == '\0') return std::function<void(std::string_view, uint64_t)>();
+  if (spec == nullptr || *spec == '\0') return std::function<bool(std::string_view, uint64_t)>();
   std::vector<std::string> parts;
   std::string part;
   for (const char* p = spec;; ++p) {
@@ -112,9 +112,9 @@ Result<std::function<void(std::string_view, uint64_t)>> DrillFromEnvironment() {
     return invalid;
   }
   spdlog::warn("fault drill armed: {} of transaction {}: {} {} ms", point, n, action, ms);
-  return std::function<void(std::string_view, uint64_t)>(
+  return std::function<bool(std::string_view, uint64_t)>(
       [point, n, action, ms](std::string_view at, uint64_t transaction) {
-        if (at != point || transaction != n) return;
+        if (at != point || transaction != n) return false;
         spdlog::warn("fault drill: {} at {} of transaction {}", action, point, transaction);
         if (action == "stop") {
           raise(SIGSTOP);
@@ -128,6 +128,7 @@ Result<std::function<void(std::string_view, uint64_t)>> DrillFromEnvironment() {
             raise(SIGKILL);
           }).detach();
         }
+        return false;
       });
 }
 

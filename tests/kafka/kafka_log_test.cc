@@ -273,6 +273,35 @@ TEST(KafkaLog, TheWriterRefusesATopicThatWouldExpireOrCompactEvents) {
   EXPECT_NE(not_found.status().message().find("--create-topic"), std::string::npos);
 }
 
+// A commit whose outcome is unknown (it timed out): the writer makes a new producer, whose epoch
+// fences the old one, reads the tail, and sends again only what the topic lacks. Both ways:
+// the transaction landed (nothing is sent again) or it did not (the same events are sent again).
+TEST(KafkaLog, AnUnknownCommitOutcomeIsSettledFromTheTail) {
+  TempDir dir;
+  for (const std::string point : {"committed", "produced"}) {
+    SCOPED_TRACE(point);
+    const std::string topic = UniqueTopic("ambiguous-" + point);
+    KafkaLogOptions options = Options(topic, dir.Sub(point), true);
+    options.drill = [point](std::string_view at, uint64_t transaction) {
+      return at == point && transaction == 2;
+    };
+    auto writer = OpenOrDie(options);
+    AppendOrDie(*writer, {Workload("a", "ka", 1)});
+    auto ack = writer->Append(std::vector<std::string>{Workload("b", "kb", 2), Workload("c", "", 2)});
+    ASSERT_TRUE(ack.ok()) << ack.status().ToString();
+    EXPECT_EQ(ack->sequences, (std::vector<Sequence>{2, 3}));
+    EXPECT_EQ(writer->GetStats().producers_recreated, 1u);
+    AppendOrDie(*writer, {Workload("d", "", 3)});
+    // The topic holds each event once: a fresh reader (which refuses a repeated sequence with
+    // other bytes and skips one with the same bytes) sees no repeat at all.
+    auto reader = OpenOrDie(Options(topic, dir.Sub(point + "-reader"), false));
+    EXPECT_EQ(reader->GetHead().sequence, 4u);
+    EXPECT_EQ(reader->GetHead().hash, writer->GetHead().hash);
+    EXPECT_EQ(reader->GetStats().repeats_skipped, 0u);
+    EXPECT_EQ(reader->FindKey("kb")->value_or(0), 2u);
+  }
+}
+
 // A state folder belongs to one topic.
 TEST(KafkaLog, AStateFolderOfAnotherTopicIsRefused) {
   TempDir dir;

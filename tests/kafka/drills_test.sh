@@ -222,6 +222,13 @@ drill_zombie() {
   start a "ADMITD_KAFKA_DRILL=produced:2:stop"
   wait_writer a 2
   start b
+  # The standby answers reads and refuses writes, naming the writer.
+  out=$("$admitctl" --connect "unix:$work/b.sock" apply -f "$work/defs.yaml" 2>&1) &&
+    fail "the standby accepted a write"
+  echo "$out" | grep -q "standby.*the active writer at unix:$work/a.sock" ||
+    fail "the standby's refusal does not name the writer: $out"
+  "$admitctl" --connect "unix:$work/b.sock" get clusterqueues > /dev/null ||
+    fail "the standby does not answer reads"
   load a k 1
   # The second call's transaction stops the writer after its records are on the broker.
   (call a k-hung || true) &

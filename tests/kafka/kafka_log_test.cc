@@ -219,6 +219,52 @@ TEST(KafkaLog, ASecondWriterWithAnotherIdIsAForkReadersHaltOn) {
       << reader.status().message();
 }
 
+// A record that repeats a sequence with the same bytes (a re-send that landed twice) is skipped
+// by readers: the chain and the head are as if it were not there.
+TEST(KafkaLog, ARepeatedRecordWithTheSameBytesIsSkipped) {
+  TempDir dir;
+  const std::string topic = UniqueTopic("repeat");
+  auto writer = OpenOrDie(Options(topic, dir.Sub("w"), true));
+  AppendOrDie(*writer, {Workload("a", "", 1)});
+  AppendOrDie(*writer, {Workload("b", "", 2)});
+  // Sequence 2 again, byte for byte with its headers, from another (plain) producer.
+  std::vector<StoredEvent> events = ReadAll(*writer);
+  const KafkaRecordHeaders headers = MakeKafkaRecordHeaders(2, writer->GetHead().hash);
+  char error_text[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  ASSERT_EQ(rd_kafka_conf_set(conf, "bootstrap.servers", Bootstrap().c_str(), error_text,
+                              sizeof(error_text)),
+            RD_KAFKA_CONF_OK);
+  rd_kafka_t* producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, error_text, sizeof(error_text));
+  ASSERT_NE(producer, nullptr) << error_text;
+  ASSERT_EQ(rd_kafka_producev(
+                producer, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(0),
+                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                RD_KAFKA_V_VALUE(events[1].bytes.data(), events[1].bytes.size()),
+                RD_KAFKA_V_HEADER(kKafkaFormatHeader, headers.format.data(),
+                                  static_cast<ssize_t>(headers.format.size())),
+                RD_KAFKA_V_HEADER(kKafkaSequenceHeader, headers.sequence.data(),
+                                  static_cast<ssize_t>(headers.sequence.size())),
+                RD_KAFKA_V_HEADER(kKafkaHashHeader, headers.hash.data(),
+                                  static_cast<ssize_t>(headers.hash.size())),
+                RD_KAFKA_V_END),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  ASSERT_EQ(rd_kafka_flush(producer, 20'000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_destroy(producer);
+  auto reader = OpenOrDie(Options(topic, dir.Sub("r"), false));
+  EXPECT_EQ(reader->GetHead().sequence, 2u);
+  EXPECT_EQ(reader->GetHead().hash, writer->GetHead().hash);
+  EXPECT_EQ(reader->GetStats().repeats_skipped, 1u);
+  // The writer, reopened on a fresh state, reads past it and carries on at sequence 3.
+  writer.reset();
+  auto again = OpenOrDie(Options(topic, dir.Sub("w2"), true));
+  auto ack = again->Append(std::vector<std::string>{Workload("c", "", 3)});
+  ASSERT_TRUE(ack.ok()) << ack.status().ToString();
+  EXPECT_EQ(ack->first(), 3u);
+  ASSERT_TRUE(reader->CatchUp().ok());
+  EXPECT_EQ(reader->GetHead().sequence, 3u);
+}
+
 // The writer refuses a topic that would not keep the audit record, naming the setting; a
 // reader still reads it.
 TEST(KafkaLog, TheWriterRefusesATopicThatWouldExpireOrCompactEvents) {

@@ -587,6 +587,10 @@ KafkaLog::TxnOutcome KafkaLog::Transact(const std::vector<StoredEvent>& events,
   if (options_.drill) {
     // The records on the broker before the drill acts: "between produce and commit".
     rd_kafka_flush(producer_, options_.operation_timeout_ms);
+    if (options_.drill("abortable", transactions_begun_)) {
+      *why = Status(Code::kUnavailable, "drill: an abortable error after producing");
+      return TxnOutcome::kAbortable;
+    }
     if (options_.drill("produced", transactions_begun_)) {
       Error aborted(rd_kafka_abort_transaction(producer_, options_.operation_timeout_ms));
       *why = Status(Code::kUnavailable, "drill: the outcome made unknown before the commit");

@@ -79,7 +79,8 @@ struct KafkaLogOptions {
   // of the transaction is on the broker, the commit not sent yet), "committing" (the commit is
   // about to be sent; it runs while the call returns) and "committed". Returning true at
   // "produced" aborts the transaction and at "committed" forgets that it committed; either way
-  // the writer then takes the outcome for unknown, as after a commit that timed out.
+  // the writer then takes the outcome for unknown, as after a commit that timed out. Returning
+  // true at "abortable" (asked just before "produced") answers as an abortable error would.
   std::function<bool(std::string_view point, uint64_t transaction)> drill;
 };
 

@@ -348,6 +348,28 @@ TEST(KafkaLog, AnUnknownCommitOutcomeIsSettledFromTheTail) {
   }
 }
 
+// An abortable error: the writer aborts the transaction and sends the same events again; the
+// topic holds them once.
+TEST(KafkaLog, AnAbortableErrorAbortsAndSendsTheSameEventsAgain) {
+  TempDir dir;
+  const std::string topic = UniqueTopic("abortable");
+  KafkaLogOptions options = Options(topic, dir.Sub("w"), true);
+  options.drill = [](std::string_view at, uint64_t transaction) {
+    return at == "abortable" && (transaction == 2 || transaction == 3);
+  };
+  auto writer = OpenOrDie(options);
+  AppendOrDie(*writer, {Workload("a", "", 1)});
+  auto ack = writer->Append(std::vector<std::string>{Workload("b", "kb", 2), Workload("c", "", 2)});
+  ASSERT_TRUE(ack.ok()) << ack.status().ToString();
+  EXPECT_EQ(ack->sequences, (std::vector<Sequence>{2, 3}));
+  EXPECT_EQ(writer->GetStats().aborted, 2u);
+  EXPECT_EQ(writer->GetStats().producers_recreated, 0u);
+  auto reader = OpenOrDie(Options(topic, dir.Sub("r"), false));
+  EXPECT_EQ(reader->GetHead().sequence, 3u);
+  EXPECT_EQ(reader->GetHead().hash, writer->GetHead().hash);
+  EXPECT_EQ(reader->GetStats().repeats_skipped, 0u);
+}
+
 // A state folder belongs to one topic.
 TEST(KafkaLog, AStateFolderOfAnotherTopicIsRefused) {
   TempDir dir;

@@ -14,6 +14,7 @@
 #include "ops/render.h"
 #include "ops/service.h"
 #include "schema/time_format.h"
+#include "consumers/billing/report.h"
 #include "replay/explain.h"
 #include "replay/replayer.h"
 #include "replay/snapshots.h"
@@ -459,9 +460,20 @@ Status RunDemoThrough(const DemoTarget& target, std::ostream& out) {
   const std::string page = target.page_dir + "/explain-nlp-job-llm-pretrain.html";
   Status written = replay::WriteExplainPage(target.log, "nlp", "job-llm-pretrain", page);
   if (!written.ok()) return written;
-  out << "== The pretraining run's whole history, for a person: " << page << "\n"
-      << "Inspect it: admitctl " << target.inspect
-      << " log | get workloads -o yaml | explain nlp/job-llm-pretrain | replay --verify\n";
+  out << "== The pretraining run's whole history, for a person: " << page << "\n";
+  // Finance's view of the same ledger: the usage fold (consumers/billing), per tenant and flavor.
+  auto usage = consumers::billing::FoldLedger(target.log);
+  if (!usage.ok()) return usage.status();
+  consumers::billing::ReportOptions billing;
+  billing.from_ms = 0;
+  billing.to_ms = usage->last_time_ms() + 1;
+  billing.by = {consumers::billing::GroupKey::kNamespace, consumers::billing::GroupKey::kFlavor};
+  out << "\n== Billing (admitctl billing report --by namespace --by flavor): used from each pod "
+         "release, idle while quota waited for pods\n"
+      << consumers::billing::ReportTable(consumers::billing::BuildReport(*usage, billing));
+  out << "Inspect it: admitctl " << target.inspect
+      << " log | get workloads -o yaml | explain nlp/job-llm-pretrain | replay --verify | "
+         "billing report\n";
   return Status::Ok();
 }
 

@@ -573,6 +573,7 @@ int main(int argc, char** argv) {
   int group_exit_code = -1;
   AddLifecycleCommands(app, global, &group_exit_code);
   AddKafkaCommands(app, global, &group_exit_code);
+  AddBillingCommands(app, global, &group_exit_code);
 
   int replay_exit = -1;
   AddReplayCommands(app, global, &replay_exit);

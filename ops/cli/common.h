@@ -124,4 +124,5 @@ namespace admission::ops {
 // Command groups (each in its own file) register subcommands whose callbacks set *exit_code.
 void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddKafkaCommands(CLI::App& app, GlobalOptions& global, int* exit_code);
+void AddBillingCommands(CLI::App& app, GlobalOptions& global, int* exit_code);
 }  // namespace admission::ops

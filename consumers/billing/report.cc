@@ -1,0 +1,207 @@
+#include "consumers/billing/report.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "schema/time_format.h"
+
+namespace admission::consumers::billing {
+
+namespace {
+
+const std::string& KeyOf(const Attribution& to, GroupKey key) {
+  switch (key) {
+    case GroupKey::kNamespace: return to.ns;
+    case GroupKey::kLocalQueue: return to.local_queue;
+    case GroupKey::kClusterQueue: return to.cluster_queue;
+    case GroupKey::kCohort: return to.cohort;
+    case GroupKey::kFlavor: return to.flavor;
+    case GroupKey::kPriorityClass: return to.priority_class;
+  }
+  return to.ns;
+}
+
+std::string Rfc3339Ms(int64_t ms) { return FormatRfc3339(ms * 1'000'000); }
+
+}  // namespace
+
+Result<GroupKey> ParseGroupKey(const std::string& text) {
+  if (text == "namespace") return GroupKey::kNamespace;
+  if (text == "localqueue") return GroupKey::kLocalQueue;
+  if (text == "clusterqueue") return GroupKey::kClusterQueue;
+  if (text == "cohort") return GroupKey::kCohort;
+  if (text == "flavor") return GroupKey::kFlavor;
+  if (text == "priority") return GroupKey::kPriorityClass;
+  return Status(Code::kInvalidArgument,
+                "--by " + text + ": expected namespace, localqueue, clusterqueue, cohort, "
+                "flavor or priority");
+}
+
+const char* JsonName(GroupKey key) {
+  switch (key) {
+    case GroupKey::kNamespace: return "namespace";
+    case GroupKey::kLocalQueue: return "localQueue";
+    case GroupKey::kClusterQueue: return "clusterQueue";
+    case GroupKey::kCohort: return "cohort";
+    case GroupKey::kFlavor: return "flavor";
+    case GroupKey::kPriorityClass: return "priorityClass";
+  }
+  return "?";
+}
+
+std::string ResourceSeconds(__int128 milli_ms) {
+  // milli-units x milliseconds = 1e-6 resource-seconds.
+  const bool negative = milli_ms < 0;
+  unsigned __int128 v = negative ? static_cast<unsigned __int128>(-milli_ms)
+                                 : static_cast<unsigned __int128>(milli_ms);
+  const unsigned __int128 whole = v / 1'000'000;
+  unsigned fraction = static_cast<unsigned>(v % 1'000'000);
+  std::string digits;
+  unsigned __int128 w = whole;
+  do {
+    digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(w % 10)));
+    w /= 10;
+  } while (w != 0);
+  std::string out = (negative ? "-" : "") + digits;
+  if (fraction != 0) {
+    std::string f = std::to_string(fraction);
+    f.insert(0, 6 - f.size(), '0');
+    while (!f.empty() && f.back() == '0') f.pop_back();
+    out += "." + f;
+  }
+  return out;
+}
+
+Report BuildReport(const UsageFold& fold, const ReportOptions& options) {
+  ADM_CHECK(options.from_ms < options.to_ms, "report period [%lld, %lld)",
+            static_cast<long long>(options.from_ms), static_cast<long long>(options.to_ms));
+  Report report;
+  report.options = options;
+  report.first_sequence = fold.last_sequence() > 0 ? 1 : 0;
+  report.last_sequence = fold.last_sequence();
+  report.ledger_end_ms = fold.last_time_ms();
+  using RowKey = std::tuple<std::vector<std::string>, int64_t, std::string>;
+  std::map<RowKey, ReportRow> rows;
+  auto add = [&](const Interval& in) {
+    int64_t start = std::max(in.start_ms, options.from_ms);
+    const int64_t end = std::min(in.end_ms, options.to_ms);
+    std::vector<std::string> keys;
+    for (GroupKey k : options.by) keys.push_back(KeyOf(in.to, k));
+    while (start < end) {
+      int64_t bucket = 0;
+      int64_t piece_end = end;
+      if (options.bucket_ms > 0) {
+        bucket = start - start % options.bucket_ms;  // ledger times are after 1970
+        piece_end = std::min(end, bucket + options.bucket_ms);
+      }
+      ReportRow& row = rows[RowKey{keys, bucket, in.to.resource}];
+      row.keys = keys;
+      row.bucket_start_ms = bucket;
+      row.resource = in.to.resource;
+      const __int128 amount = static_cast<__int128>(in.milli) * (piece_end - start);
+      (in.kind == UsageKind::kUsed ? row.used : row.idle) += amount;
+      start = piece_end;
+    }
+  };
+  for (const Interval& in : fold.closed()) add(in);
+  for (const Interval& in : fold.OpenUntil(std::min(fold.last_time_ms(), options.to_ms))) add(in);
+  for (auto& [key, row] : rows) report.rows.push_back(std::move(row));
+  return report;
+}
+
+std::string ReportJson(const Report& report) {
+  nlohmann::ordered_json out;
+  out["from"] = Rfc3339Ms(report.options.from_ms);
+  out["to"] = Rfc3339Ms(report.options.to_ms);
+  out["sequences"] = {report.first_sequence, report.last_sequence};
+  out["ledgerEnd"] = Rfc3339Ms(report.ledger_end_ms);
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const ReportRow& r : report.rows) {
+    nlohmann::ordered_json row;
+    for (size_t i = 0; i < report.options.by.size(); ++i) {
+      row[JsonName(report.options.by[i])] = r.keys[i];
+    }
+    if (report.options.bucket_ms > 0) row["bucket"] = Rfc3339Ms(r.bucket_start_ms);
+    row["resource"] = r.resource;
+    row["used"] = ResourceSeconds(r.used);
+    row["idle"] = ResourceSeconds(r.idle);
+    rows.push_back(row);
+  }
+  out["rows"] = rows;
+  return out.dump() + "\n";
+}
+
+std::string ReportCsv(const Report& report) {
+  std::ostringstream out;
+  for (GroupKey k : report.options.by) out << JsonName(k) << ",";
+  if (report.options.bucket_ms > 0) out << "bucket,";
+  out << "resource,used,idle\n";
+  auto field = [](const std::string& v) {
+    if (v.find_first_of(",\"\n") == std::string::npos) return v;
+    std::string q = "\"";
+    for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  for (const ReportRow& r : report.rows) {
+    for (const std::string& k : r.keys) out << field(k) << ",";
+    if (report.options.bucket_ms > 0) out << Rfc3339Ms(r.bucket_start_ms) << ",";
+    out << field(r.resource) << "," << ResourceSeconds(r.used) << "," << ResourceSeconds(r.idle)
+        << "\n";
+  }
+  return out.str();
+}
+
+std::string ReportTable(const Report& report) {
+  std::vector<std::string> header;
+  for (GroupKey k : report.options.by) header.push_back(JsonName(k));
+  if (report.options.bucket_ms > 0) header.push_back("bucket");
+  header.push_back("resource");
+  header.push_back("used (resource-s)");
+  header.push_back("idle (resource-s)");
+  std::vector<std::vector<std::string>> lines;
+  std::map<std::string, std::pair<__int128, __int128>> totals;  // per resource
+  for (const ReportRow& r : report.rows) {
+    std::vector<std::string> line = r.keys;
+    for (std::string& v : line) {
+      if (v.empty()) v = "-";
+    }
+    if (report.options.bucket_ms > 0) line.push_back(Rfc3339Ms(r.bucket_start_ms));
+    line.push_back(r.resource);
+    line.push_back(ResourceSeconds(r.used));
+    line.push_back(ResourceSeconds(r.idle));
+    lines.push_back(std::move(line));
+    totals[r.resource].first += r.used;
+    totals[r.resource].second += r.idle;
+  }
+  std::vector<size_t> width(header.size());
+  for (size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
+  for (const auto& line : lines) {
+    for (size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], line[i].size());
+  }
+  std::ostringstream out;
+  out << "Usage from " << Rfc3339Ms(report.options.from_ms) << " to "
+      << Rfc3339Ms(report.options.to_ms) << " (ledger sequences " << report.first_sequence
+      << "-" << report.last_sequence << ", ledger time up to "
+      << Rfc3339Ms(report.ledger_end_ms) << ")\n";
+  auto print = [&](const std::vector<std::string>& line) {
+    for (size_t i = 0; i < line.size(); ++i) {
+      out << (i == 0 ? "" : "  ") << line[i] << std::string(width[i] - line[i].size(), ' ');
+    }
+    out << "\n";
+  };
+  print(header);
+  for (const auto& line : lines) print(line);
+  out << "Totals\n";
+  for (const auto& [resource, t] : totals) {
+    out << "  " << resource << ": used " << ResourceSeconds(t.first) << " resource-s, idle "
+        << ResourceSeconds(t.second) << " resource-s\n";
+  }
+  if (totals.empty()) out << "  (no usage in this period)\n";
+  return out.str();
+}
+
+}  // namespace admission::consumers::billing

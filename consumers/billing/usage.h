@@ -1,0 +1,94 @@
+#pragma once
+// Billing's usage model: a pure fold of the ledger into the intervals in which admissions held
+// resources (docs/billing.md). No clock, no I/O: the same events give the same intervals, from
+// any copy of the ledger.
+//
+// For each reservation of a workload (uid, generation), per podSet, flavor and resource:
+//   idle: from QuotaReserved to the pods' `released` report (the write-ahead point: no pods
+//         before it), or to QuotaReleased when the pods were never released;
+//   used: from `released` to QuotaReleased (every hold ends with one: finish, delete, the pods
+//         reported gone after an eviction, a drain confirmed or its deadline passed).
+// An imported workload's pods count as released when it is admitted. Amounts are the podSet's
+// resourceUsage (the admitted count x the per-pod request, so partial admission bills what was
+// admitted). Time is ledger time (recordedAtNs), in integer milliseconds.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ledger/event_log.h"
+#include "schema/events.capnp.h"
+
+namespace admission::consumers::billing {
+
+// Who an interval is billed to.
+struct Attribution {
+  std::string ns;
+  std::string local_queue;
+  std::string cluster_queue;
+  std::string cohort;          // the ClusterQueue's cohort when the quota was reserved
+  std::string priority_class;
+  std::string flavor;
+  std::string resource;
+  auto operator<=>(const Attribution&) const = default;
+};
+
+enum class UsageKind { kUsed, kIdle };
+
+// A closed interval [start_ms, end_ms) of `milli` (milli-units of the resource) held.
+struct Interval {
+  Attribution to;
+  UsageKind kind = UsageKind::kUsed;
+  int64_t milli = 0;
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;
+  std::string uid;
+  uint64_t generation = 0;
+  std::string pod_set;
+};
+
+class UsageFold {
+ public:
+  // Folds one stored event (any kind; those billing does not need are skipped).
+  void Apply(uint64_t sequence, schema::Event::Reader event);
+
+  // Every interval closed so far, in the order they closed.
+  const std::vector<Interval>& closed() const { return closed_; }
+  // The intervals still open, closed at `at_ms` (not recorded): what a report up to now counts.
+  std::vector<Interval> OpenUntil(int64_t at_ms) const;
+  uint64_t last_sequence() const { return last_sequence_; }
+  int64_t last_time_ms() const { return last_time_ms_; }
+
+ private:
+  struct Amount {
+    std::string pod_set, flavor, resource;
+    int64_t milli = 0;
+  };
+  struct Hold {
+    std::string uid;
+    uint64_t generation = 0;
+    Attribution base;  // without flavor and resource
+    std::vector<Amount> amounts;
+    int64_t reserved_ms = 0;
+    std::optional<int64_t> released_ms;
+  };
+  struct WorkloadInfo {
+    std::string ns, local_queue, priority_class;
+    bool imported_pending = false;  // the next reservation is an import's: pods already run
+  };
+  void Close(const Hold& hold, int64_t at_ms, std::vector<Interval>* out) const;
+
+  std::map<std::string, WorkloadInfo> workloads_;         // by uid
+  std::map<std::string, std::string> cohorts_;            // ClusterQueue -> cohort
+  std::map<std::string, Hold> holds_;                     // by uid: the reservation held
+  std::vector<Interval> closed_;
+  uint64_t last_sequence_ = 0;
+  int64_t last_time_ms_ = 0;
+};
+
+// Folds the events [1, head] of a log. Errors: the log's, and kCorruption (an undecodable event).
+Result<UsageFold> FoldLedger(ledger::EventLog& log);
+
+}  // namespace admission::consumers::billing

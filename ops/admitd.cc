@@ -461,7 +461,14 @@ int main(int argc, char** argv) {
                  "(default 100000; 0: never)");
   app.add_option("--log-level", args.log_level, "trace, debug, info (default), warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and exits 0; any other parse error is a usage error: its message, exit 2.
+    const int shown = app.exit(e);
+    if (shown != 0) return 2;
+    return 0;
+  }
   auto logger = spdlog::stderr_color_mt("admitd");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(args.log_level));

@@ -279,7 +279,26 @@ t = items["job-train"]
 assert t["admissionGeneration"] == 2 and t["admissionChecks"][0]["state"] == "Pending", t
 ' || fail "lifecycle state: $out"
 expect_rc 0 $admitctl --ledger "$L2" verify
-for cmd in apply submit import finish delete get demo report-check tick pods revoke node maintenance configure; do
+# Billing: job-train (2 pods x 4 GPUs) held quota from 10:01, its pods ran from their release at
+# 10:04 until the drain's quota release at the 10:40 tick: 3 min idle, 36 min used.
+expect_rc 0 $admitctl --ledger "$L2" billing report --by localqueue --by flavor -o json
+echo "$out" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+assert r["sequences"][0] == 1 and r["sequences"][1] > 10, r
+rows = [x for x in r["rows"] if x["resource"] == "nvidia.com/gpu"]
+assert len(rows) == 1 and rows[0]["localQueue"] == "lq" and rows[0]["flavor"] == "h100", rows
+assert rows[0]["used"] == str(8 * 36 * 60) and rows[0]["idle"] == str(8 * 3 * 60), rows
+' || fail "billing report: $out"
+expect_rc 0 $admitctl --ledger "$L2" billing report --from 2026-11-29T10:30:00Z --to 2026-11-29T11:00:00Z --bucket hour -o csv
+contains "$out" "bucket,resource,used,idle"
+contains "$out" "2026-11-29T10:00:00Z,nvidia.com/gpu,4800,0"
+expect_rc 0 $admitctl --ledger "$L2" billing report
+contains "$out" "nvidia.com/gpu: used 17280 resource-s, idle 1440 resource-s"
+expect_rc 2 $admitctl --ledger "$L2" billing report --by tenant
+expect_rc 1 $admitctl --ledger "$L2" billing report --from 2026-11-29T11:00:00Z --to 2026-11-29T10:00:00Z
+contains "$err" "--from must be before --to"
+for cmd in apply submit import finish delete get demo report-check tick pods revoke node maintenance configure billing "billing report"; do
   expect_rc 0 $admitctl $cmd --help
 done
 

@@ -108,7 +108,9 @@ Report BuildReport(const UsageFold& fold, const ReportOptions& options) {
     }
   };
   for (const Interval& in : fold.closed()) add(in);
-  for (const Interval& in : fold.OpenUntil(std::min(fold.last_time_ms(), options.to_ms))) add(in);
+  if (!options.closed_only) {
+    for (const Interval& in : fold.OpenUntil(std::min(fold.last_time_ms(), options.to_ms))) add(in);
+  }
   for (auto& [key, row] : rows) report.rows.push_back(std::move(row));
   return report;
 }

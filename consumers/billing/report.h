@@ -22,6 +22,9 @@ struct ReportOptions {
   int64_t to_ms = 0;    // exclusive
   std::vector<GroupKey> by;
   int64_t bucket_ms = 0;  // 0: one bucket for the whole period; else hours or days (UTC)
+  // Only intervals whose quota was released (what the streaming consumer has published); else
+  // holds still open count up to the ledger's last event too.
+  bool closed_only = false;
 };
 
 struct ReportRow {

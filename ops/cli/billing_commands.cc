@@ -6,7 +6,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include <signal.h>
+
+#include <cstdlib>
+
 #include "consumers/billing/report.h"
+#include "consumers/billing/stream.h"
+#include "ledger/kafka_log.h"
 #include "ops/cli/common.h"
 #include "schema/time_format.h"
 
@@ -17,7 +23,45 @@ namespace {
 struct BillingArgs {
   std::string from, to, bucket, format = "table";
   std::vector<std::string> by;
+  bool closed_only = false;
 };
+
+struct RunArgs {
+  std::string output_topic, group, bucket = "hour";
+  bool until_end = false;
+  size_t events_per_transaction = 4096;
+};
+
+int RunBillingRun(const GlobalOptions& global, const RunArgs& args) {
+  namespace billing = consumers::billing;
+  if (!global.kafka()) {
+    return Fail(Status(Code::kInvalidArgument,
+                       "billing run reads the Kafka ledger: give --ledger kafka://HOST:PORT/TOPIC"));
+  }
+  auto address = ledger::ParseKafkaLedger(global.ledger_dir);
+  if (!address.ok()) return Fail(address.status());
+  billing::StreamOptions options;
+  options.ledger = *address;
+  options.output_topic = args.output_topic;
+  options.group = args.group;
+  options.bucket_ms = args.bucket == "day" ? 86'400'000 : 3'600'000;
+  options.operation_timeout_ms = global.kafka_timeout_ms;
+  options.until_end = args.until_end;
+  options.events_per_transaction = args.events_per_transaction;
+  if (const char* drill = std::getenv("ADMITCTL_BILLING_DRILL_KILL_AT")) {
+    const uint64_t at = std::strtoull(drill, nullptr, 10);
+    options.drill = [at](uint64_t transaction) {
+      if (transaction == at) raise(SIGKILL);  // fault drills: between produce and commit
+    };
+  }
+  auto stats = billing::RunBillingStream(options);
+  if (!stats.ok()) return Fail(stats.status());
+  std::cout << "billing: " << stats->events_rebuilt << " events folded again (published before), "
+            << stats->events_folded << " folded, " << stats->records_published
+            << " usage records published to " << args.output_topic << " in "
+            << stats->transactions << " transactions\n";
+  return 0;
+}
 
 int RunBillingReport(const GlobalOptions& global, const BillingArgs& args) {
   namespace billing = consumers::billing;
@@ -27,6 +71,7 @@ int RunBillingReport(const GlobalOptions& global, const BillingArgs& args) {
     if (!key.ok()) return Fail(key.status());
     options.by.push_back(*key);
   }
+  options.closed_only = args.closed_only;
   if (args.bucket == "hour") options.bucket_ms = 3'600'000;
   if (args.bucket == "day") options.bucket_ms = 86'400'000;
   auto log = OpenLedger(global, false);
@@ -91,7 +136,28 @@ void AddBillingCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
       ->check(CLI::IsMember({"hour", "day"}));
   report->add_option("-o,--output", args->format, "table (default), csv or json")
       ->check(CLI::IsMember({"table", "csv", "json"}));
+  report->add_flag("--closed-only", args->closed_only,
+                   "only reservations whose quota was released (what billing run has published)");
   report->callback([&global, args, exit_code]() { *exit_code = RunBillingReport(global, *args); });
+
+  auto run_args = std::make_shared<RunArgs>();
+  auto* run = billing->add_subcommand(
+      "run",
+      "the streaming consumer: follow the Kafka ledger (--ledger kafka://...) and publish one "
+      "usage record per closed interval and bucket to --output-topic, each exactly once (a "
+      "Kafka transaction also commits the input position)");
+  run->add_option("--output-topic", run_args->output_topic, "the topic of usage records (created if missing)")
+      ->required();
+  run->add_option("--group", run_args->group,
+                  "consumer group holding the input position (default admission-billing.TOPIC)");
+  run->add_option("--bucket", run_args->bucket, "hour (default) or day")
+      ->check(CLI::IsMember({"hour", "day"}));
+  run->add_option("--events-per-transaction", run_args->events_per_transaction,
+                  "ledger events folded per output transaction, at most (default 4096)")
+      ->check(CLI::Range(1, 4096));
+  run->add_flag("--until-end", run_args->until_end,
+                "stop at the ledger's end once everything before it is published");
+  run->callback([&global, run_args, exit_code]() { *exit_code = RunBillingRun(global, *run_args); });
 }
 
 }  // namespace admission::ops

@@ -56,6 +56,40 @@ topic=${ledger##*/}
   fail "the independent reader refused the topic: $(cat "$work/independent.txt")"
 grep -qx "head_hash: $b" "$work/independent.txt" ||
   fail "the independent reader reached another head: $(cat "$work/independent.txt"), admitctl: $b"
+# Billing from the topic: the streaming consumer publishes each usage record once, also when it
+# is SIGKILLed between producing a transaction's records and committing them (at least 30
+# times), and the output topic's totals equal billing report on the ledger (checked in Python).
+"$admitctl" --ledger "$ledger" billing report --closed-only --bucket hour -o json > "$work/report.json" ||
+  fail "billing report"
+out=$("$admitctl" --ledger "$ledger" billing run --output-topic "$topic-usage" --until-end 2>&1) ||
+  fail "billing run: $out"
+echo "$out" | grep -q " 80 folded, " || fail "billing run: $out"
+out=$("$admitctl" --ledger "$ledger" billing run --output-topic "$topic-usage" --until-end 2>&1) ||
+  fail "billing run again: $out"
+echo "$out" | grep -q " 0 usage records published" || fail "billing run published again: $out"
+"$python" "$here/billing_output_check.py" "$KAFKA_BOOTSTRAP" "$topic-usage" "$work/report.json" ||
+  fail "the billing output topic"
+kills=0 completed=0
+while ((kills < 30)); do
+  # A fresh consumer (output topic and group) killed at its Nth transaction, restarted until it
+  # completes; 3 ledger events per transaction: about 27 transactions per completion.
+  run_topic="$topic-usage-drill-$completed"
+  for ((attempt = 0; attempt < 200; attempt++)); do
+    rc=0
+    ADMITCTL_BILLING_DRILL_KILL_AT=$((RANDOM % 4 + 1)) "$admitctl" --ledger "$ledger" billing run \
+      --output-topic "$run_topic" --group "drill-$run_topic" --events-per-transaction 3 \
+      --until-end > "$work/run.txt" 2>&1 || rc=$?
+    if [ "$rc" = 0 ]; then break; fi
+    [ "$rc" = 137 ] || fail "billing run exited $rc: $(cat "$work/run.txt")"
+    kills=$((kills + 1))
+  done
+  [ "$rc" = 0 ] || fail "billing run did not complete in 200 runs"
+  "$python" "$here/billing_output_check.py" "$KAFKA_BOOTSTRAP" "$run_topic" "$work/report.json" ||
+    fail "the billing output topic after $kills kills"
+  completed=$((completed + 1))
+done
+echo "billing: exactly once through $kills kills in $completed drills"
+
 # A record appended behind the writer's back (another producer, sequence 2 again): both readers
 # stop at it and name its offset.
 "$python" - "$KAFKA_BOOTSTRAP" "$topic" <<'PY'

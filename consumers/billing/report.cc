@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -86,6 +87,7 @@ Report BuildReport(const UsageFold& fold, const ReportOptions& options) {
   report.ledger_end_ms = fold.last_time_ms();
   using RowKey = std::tuple<std::vector<std::string>, int64_t, std::string>;
   std::map<RowKey, ReportRow> rows;
+  std::set<std::pair<std::string, std::string>> unpriced;
   auto add = [&](const Interval& in) {
     int64_t start = std::max(in.start_ms, options.from_ms);
     const int64_t end = std::min(in.end_ms, options.to_ms);
@@ -104,6 +106,14 @@ Report BuildReport(const UsageFold& fold, const ReportOptions& options) {
       row.resource = in.to.resource;
       const __int128 amount = static_cast<__int128>(in.milli) * (piece_end - start);
       (in.kind == UsageKind::kUsed ? row.used : row.idle) += amount;
+      if (!options.price_micro_per_hour.empty()) {
+        auto price = options.price_micro_per_hour.find({in.to.flavor, in.to.resource});
+        if (price != options.price_micro_per_hour.end()) {
+          row.cost += amount * price->second;
+        } else {
+          unpriced.insert({in.to.flavor, in.to.resource});
+        }
+      }
       start = piece_end;
     }
   };
@@ -112,8 +122,19 @@ Report BuildReport(const UsageFold& fold, const ReportOptions& options) {
     for (const Interval& in : fold.OpenUntil(std::min(fold.last_time_ms(), options.to_ms))) add(in);
   }
   for (auto& [key, row] : rows) report.rows.push_back(std::move(row));
+  report.unpriced.assign(unpriced.begin(), unpriced.end());
   return report;
 }
+
+__int128 CostMicro(const ReportRow& row) {
+  // milli-units x ms x micro-units per unit-hour / (1000 milli x 3,600,000 ms per hour).
+  return row.cost / (static_cast<__int128>(1000) * 3'600'000);
+}
+
+namespace {
+// Micro-units as a decimal of the currency ("2.5", "0.000001").
+std::string Money(__int128 micro) { return ResourceSeconds(micro); }
+}  // namespace
 
 std::string ReportJson(const Report& report) {
   nlohmann::ordered_json out;
@@ -131,9 +152,18 @@ std::string ReportJson(const Report& report) {
     row["resource"] = r.resource;
     row["used"] = ResourceSeconds(r.used);
     row["idle"] = ResourceSeconds(r.idle);
+    if (!report.options.price_micro_per_hour.empty()) row["cost"] = Money(CostMicro(r));
     rows.push_back(row);
   }
   out["rows"] = rows;
+  if (!report.options.price_micro_per_hour.empty()) {
+    out["currency"] = report.options.currency;
+    nlohmann::ordered_json unpriced = nlohmann::ordered_json::array();
+    for (const auto& [flavor, resource] : report.unpriced) {
+      unpriced.push_back({{"flavor", flavor}, {"resource", resource}});
+    }
+    out["unpriced"] = unpriced;
+  }
   return out.dump() + "\n";
 }
 
@@ -141,7 +171,8 @@ std::string ReportCsv(const Report& report) {
   std::ostringstream out;
   for (GroupKey k : report.options.by) out << JsonName(k) << ",";
   if (report.options.bucket_ms > 0) out << "bucket,";
-  out << "resource,used,idle\n";
+  const bool priced = !report.options.price_micro_per_hour.empty();
+  out << "resource,used,idle" << (priced ? ",cost" : "") << "\n";
   auto field = [](const std::string& v) {
     if (v.find_first_of(",\"\n") == std::string::npos) return v;
     std::string q = "\"";
@@ -151,8 +182,9 @@ std::string ReportCsv(const Report& report) {
   for (const ReportRow& r : report.rows) {
     for (const std::string& k : r.keys) out << field(k) << ",";
     if (report.options.bucket_ms > 0) out << Rfc3339Ms(r.bucket_start_ms) << ",";
-    out << field(r.resource) << "," << ResourceSeconds(r.used) << "," << ResourceSeconds(r.idle)
-        << "\n";
+    out << field(r.resource) << "," << ResourceSeconds(r.used) << "," << ResourceSeconds(r.idle);
+    if (priced) out << "," << Money(CostMicro(r));
+    out << "\n";
   }
   return out.str();
 }
@@ -164,6 +196,9 @@ std::string ReportTable(const Report& report) {
   header.push_back("resource");
   header.push_back("used (resource-s)");
   header.push_back("idle (resource-s)");
+  const bool priced = !report.options.price_micro_per_hour.empty();
+  if (priced) header.push_back("cost (" + report.options.currency + ")");
+  __int128 total_cost = 0;
   std::vector<std::vector<std::string>> lines;
   std::map<std::string, std::pair<__int128, __int128>> totals;  // per resource
   for (const ReportRow& r : report.rows) {
@@ -175,6 +210,10 @@ std::string ReportTable(const Report& report) {
     line.push_back(r.resource);
     line.push_back(ResourceSeconds(r.used));
     line.push_back(ResourceSeconds(r.idle));
+    if (priced) {
+      line.push_back(Money(CostMicro(r)));
+      total_cost += CostMicro(r);
+    }
     lines.push_back(std::move(line));
     totals[r.resource].first += r.used;
     totals[r.resource].second += r.idle;
@@ -203,6 +242,13 @@ std::string ReportTable(const Report& report) {
         << ResourceSeconds(t.second) << " resource-s\n";
   }
   if (totals.empty()) out << "  (no usage in this period)\n";
+  if (priced) {
+    out << "  cost: " << Money(total_cost) << " " << report.options.currency
+        << " (what was held, used and idle, at the price book's hourly prices)\n";
+    for (const auto& [flavor, resource] : report.unpriced) {
+      out << "  not priced: " << resource << " on " << flavor << "\n";
+    }
+  }
   return out.str();
 }
 

@@ -4,7 +4,9 @@
 // ledger range gives the same bytes. See docs/billing.md.
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "consumers/billing/usage.h"
@@ -25,6 +27,11 @@ struct ReportOptions {
   // Only intervals whose quota was released (what the streaming consumer has published); else
   // holds still open count up to the ledger's last event too.
   bool closed_only = false;
+  // A price book: the price of one unit of a resource of a flavor for one hour, in micro-units
+  // of `currency`. With one, every row gets a cost: what was held (used + idle) at its price;
+  // a flavor and resource without a price cost nothing and are listed in `unpriced`.
+  std::map<std::pair<std::string, std::string>, int64_t> price_micro_per_hour;  // (flavor, resource)
+  std::string currency;
 };
 
 struct ReportRow {
@@ -33,7 +40,11 @@ struct ReportRow {
   std::string resource;
   __int128 used = 0;  // milli-units x milliseconds
   __int128 idle = 0;
+  __int128 cost = 0;  // (milli-units x milliseconds) x micro-units per hour; see CostMicro
 };
+
+// A row's cost in micro-units of the currency, rounded down.
+__int128 CostMicro(const ReportRow& row);
 
 struct Report {
   ReportOptions options;
@@ -41,6 +52,7 @@ struct Report {
   uint64_t last_sequence = 0;
   int64_t ledger_end_ms = 0;  // open holds count until here (or `to`, whichever is first)
   std::vector<ReportRow> rows;  // sorted by keys, bucket, resource
+  std::vector<std::pair<std::string, std::string>> unpriced;  // (flavor, resource) held, no price
 };
 
 // REQUIRES: options.from_ms < options.to_ms.

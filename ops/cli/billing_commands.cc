@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include <CLI/CLI.hpp>
+#include <yaml-cpp/yaml.h>
 
 #include <signal.h>
 
@@ -20,8 +21,55 @@ namespace admission::ops {
 
 namespace {
 
+// The price book: YAML `currency: EUR` and `prices:`, a list of {flavor, resource, perHourMicro}
+// (micro-units of the currency per unit of the resource per hour, an integer). Errors name the
+// entry and the field.
+Status LoadPriceBook(const std::string& path, consumers::billing::ReportOptions* options) {
+  auto text = ReadAll(path);
+  if (!text.ok()) return text.status();
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(*text);
+  } catch (const YAML::Exception& e) {
+    return Status(Code::kInvalidArgument, path + ": not YAML: " + e.what());
+  }
+  if (!doc.IsMap() || !doc["currency"] || !doc["currency"].IsScalar()) {
+    return Status(Code::kInvalidArgument, path + ": needs currency: (e.g. EUR)");
+  }
+  options->currency = doc["currency"].as<std::string>();
+  if (!doc["prices"] || !doc["prices"].IsSequence()) {
+    return Status(Code::kInvalidArgument, path + ": needs prices: a list of {flavor, resource, "
+                                                 "perHourMicro}");
+  }
+  size_t i = 0;
+  for (const auto& entry : doc["prices"]) {
+    const std::string where = path + ": prices[" + std::to_string(i++) + "]";
+    for (const char* field : {"flavor", "resource", "perHourMicro"}) {
+      if (!entry.IsMap() || !entry[field] || !entry[field].IsScalar()) {
+        return Status(Code::kInvalidArgument, where + ": needs " + field);
+      }
+    }
+    int64_t micro = -1;
+    try {
+      micro = entry["perHourMicro"].as<int64_t>();
+    } catch (const YAML::Exception&) {
+    }
+    if (micro < 0) {
+      return Status(Code::kInvalidArgument,
+                    where + ".perHourMicro: '" + entry["perHourMicro"].as<std::string>() +
+                        "' is not a non-negative integer (micro-units per unit-hour)");
+    }
+    auto key = std::make_pair(entry["flavor"].as<std::string>(), entry["resource"].as<std::string>());
+    if (!options->price_micro_per_hour.emplace(key, micro).second) {
+      return Status(Code::kInvalidArgument, where + ": a second price for " + key.second +
+                                                " on " + key.first);
+    }
+  }
+  return Status::Ok();
+}
+
 struct BillingArgs {
-  std::string from, to, bucket, format = "table";
+  std::string from, to, bucket, format = "table", prices;
   std::vector<std::string> by;
   bool closed_only = false;
 };
@@ -72,6 +120,10 @@ int RunBillingReport(const GlobalOptions& global, const BillingArgs& args) {
     options.by.push_back(*key);
   }
   options.closed_only = args.closed_only;
+  if (!args.prices.empty()) {
+    Status loaded = LoadPriceBook(args.prices, &options);
+    if (!loaded.ok()) return Fail(loaded);
+  }
   if (args.bucket == "hour") options.bucket_ms = 3'600'000;
   if (args.bucket == "day") options.bucket_ms = 86'400'000;
   auto log = OpenLedger(global, false);
@@ -136,6 +188,9 @@ void AddBillingCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
       ->check(CLI::IsMember({"hour", "day"}));
   report->add_option("-o,--output", args->format, "table (default), csv or json")
       ->check(CLI::IsMember({"table", "csv", "json"}));
+  report->add_option("--prices", args->prices,
+                     "a price book (YAML: currency, and prices of {flavor, resource, "
+                     "perHourMicro}): adds a cost column, what was held at those prices");
   report->add_flag("--closed-only", args->closed_only,
                    "only reservations whose quota was released (what billing run has published)");
   report->callback([&global, args, exit_code]() { *exit_code = RunBillingReport(global, *args); });

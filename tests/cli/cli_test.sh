@@ -295,6 +295,18 @@ contains "$out" "bucket,resource,used,idle"
 contains "$out" "2026-11-29T10:00:00Z,nvidia.com/gpu,4800,0"
 expect_rc 0 $admitctl --ledger "$L2" billing report
 contains "$out" "nvidia.com/gpu: used 17280 resource-s, idle 1440 resource-s"
+# A price book: 1.00 per GPU-hour of h100; 8 GPUs held 39 minutes cost 5.2.
+printf 'currency: EUR\nprices:\n- {flavor: h100, resource: nvidia.com/gpu, perHourMicro: 1000000}\n' > "$work/prices.yaml"
+expect_rc 0 $admitctl --ledger "$L2" billing report --by flavor --prices "$work/prices.yaml" -o json
+echo "$out" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+assert r["currency"] == "EUR" and r["unpriced"] == [], r
+assert [x["cost"] for x in r["rows"]] == ["5.2"], r
+' || fail "billing cost: $out"
+printf 'currency: EUR\nprices:\n- {flavor: h100, resource: nvidia.com/gpu, perHourMicro: 1.5}\n' > "$work/bad-prices.yaml"
+expect_rc 1 $admitctl --ledger "$L2" billing report --prices "$work/bad-prices.yaml"
+contains "$err" "prices[0].perHourMicro: '1.5' is not a non-negative integer"
 expect_rc 2 $admitctl --ledger "$L2" billing report --by tenant
 expect_rc 1 $admitctl --ledger "$L2" billing report --from 2026-11-29T11:00:00Z --to 2026-11-29T10:00:00Z
 contains "$err" "--from must be before --to"

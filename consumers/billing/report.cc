@@ -117,10 +117,39 @@ Report BuildReport(const UsageFold& fold, const ReportOptions& options) {
       start = piece_end;
     }
   };
-  for (const Interval& in : fold.closed()) add(in);
-  if (!options.closed_only) {
-    for (const Interval& in : fold.OpenUntil(std::min(fold.last_time_ms(), options.to_ms))) add(in);
+  // Nominal quota per ClusterQueue, flavor, resource and bucket, and what was reserved of it.
+  using QuotaKey = std::tuple<std::string, std::string, std::string, int64_t>;
+  std::map<QuotaKey, QuotaRow> quota;
+  const int64_t until = std::min(fold.last_time_ms(), options.to_ms);
+  auto spread = [&](const std::string& cq, const std::string& flavor, const std::string& resource,
+                    int64_t milli, int64_t from, int64_t to, bool nominal) {
+    int64_t start = std::max(from, options.from_ms);
+    const int64_t end = std::min(to, options.to_ms);
+    while (start < end) {
+      const int64_t bucket = options.bucket_ms > 0 ? start - start % options.bucket_ms : 0;
+      const int64_t piece_end = options.bucket_ms > 0 ? std::min(end, bucket + options.bucket_ms) : end;
+      QuotaRow& row = quota[QuotaKey{cq, flavor, resource, bucket}];
+      row.cluster_queue = cq;
+      row.flavor = flavor;
+      row.resource = resource;
+      row.bucket_start_ms = bucket;
+      (nominal ? row.nominal : row.reserved) += static_cast<__int128>(milli) * (piece_end - start);
+      start = piece_end;
+    }
+  };
+  for (const QuotaSpan& q : fold.QuotaUntil(until)) {
+    spread(q.cluster_queue, q.flavor, q.resource, q.nominal_milli, q.start_ms, q.end_ms, true);
   }
+  auto add_both = [&](const Interval& in) {
+    add(in);
+    spread(in.to.cluster_queue, in.to.flavor, in.to.resource, in.milli, in.start_ms, in.end_ms,
+           false);
+  };
+  for (const Interval& in : fold.closed()) add_both(in);
+  if (!options.closed_only) {
+    for (const Interval& in : fold.OpenUntil(until)) add_both(in);
+  }
+  for (auto& [key, row] : quota) report.quota.push_back(std::move(row));
   for (auto& [key, row] : rows) report.rows.push_back(std::move(row));
   report.unpriced.assign(unpriced.begin(), unpriced.end());
   return report;
@@ -156,6 +185,19 @@ std::string ReportJson(const Report& report) {
     rows.push_back(row);
   }
   out["rows"] = rows;
+  nlohmann::ordered_json quota = nlohmann::ordered_json::array();
+  for (const QuotaRow& q : report.quota) {
+    nlohmann::ordered_json row;
+    row["clusterQueue"] = q.cluster_queue;
+    row["flavor"] = q.flavor;
+    if (report.options.bucket_ms > 0) row["bucket"] = Rfc3339Ms(q.bucket_start_ms);
+    row["resource"] = q.resource;
+    row["nominal"] = ResourceSeconds(q.nominal);
+    row["reserved"] = ResourceSeconds(q.reserved);
+    row["unused"] = ResourceSeconds(q.unused());
+    quota.push_back(row);
+  }
+  out["quota"] = quota;
   if (!report.options.price_micro_per_hour.empty()) {
     out["currency"] = report.options.currency;
     nlohmann::ordered_json unpriced = nlohmann::ordered_json::array();
@@ -242,6 +284,16 @@ std::string ReportTable(const Report& report) {
         << ResourceSeconds(t.second) << " resource-s\n";
   }
   if (totals.empty()) out << "  (no usage in this period)\n";
+  if (!report.quota.empty()) {
+    out << "Nominal quota (resource-s): ClusterQueue flavor resource"
+        << (report.options.bucket_ms > 0 ? " bucket" : "") << ": nominal, reserved, unused\n";
+    for (const QuotaRow& q : report.quota) {
+      out << "  " << q.cluster_queue << " " << q.flavor << " " << q.resource;
+      if (report.options.bucket_ms > 0) out << " " << Rfc3339Ms(q.bucket_start_ms);
+      out << ": " << ResourceSeconds(q.nominal) << ", " << ResourceSeconds(q.reserved) << ", "
+          << ResourceSeconds(q.unused()) << "\n";
+    }
+  }
   if (priced) {
     out << "  cost: " << Money(total_cost) << " " << report.options.currency
         << " (what was held, used and idle, at the price book's hourly prices)\n";

@@ -46,6 +46,16 @@ struct ReportRow {
 // A row's cost in micro-units of the currency, rounded down.
 __int128 CostMicro(const ReportRow& row);
 
+// A ClusterQueue's nominal quota of a flavor and resource in a bucket: how much was there
+// (nominal x time), how much was reserved (used + idle of its admissions), and the rest.
+struct QuotaRow {
+  std::string cluster_queue, flavor, resource;
+  int64_t bucket_start_ms = 0;
+  __int128 nominal = 0;   // milli-units x milliseconds
+  __int128 reserved = 0;
+  __int128 unused() const { return nominal > reserved ? nominal - reserved : 0; }
+};
+
 struct Report {
   ReportOptions options;
   uint64_t first_sequence = 0;
@@ -53,6 +63,7 @@ struct Report {
   int64_t ledger_end_ms = 0;  // open holds count until here (or `to`, whichever is first)
   std::vector<ReportRow> rows;  // sorted by keys, bucket, resource
   std::vector<std::pair<std::string, std::string>> unpriced;  // (flavor, resource) held, no price
+  std::vector<QuotaRow> quota;  // sorted by ClusterQueue, flavor, resource, bucket
 };
 
 // REQUIRES: options.from_ms < options.to_ms.

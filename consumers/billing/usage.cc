@@ -23,7 +23,26 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
   switch (body.which()) {
     case schema::Event::Body::CLUSTER_QUEUE_DEFINED: {
       auto cq = body.getClusterQueueDefined();
-      cohorts_[cq.getName().cStr()] = cq.getCohortName().cStr();
+      const std::string name = cq.getName().cStr();
+      cohorts_[name] = cq.getCohortName().cStr();
+      EndQuota(name, at);
+      std::vector<QuotaSpan>& spans = quota_open_[name];
+      for (auto group : cq.getResourceGroups()) {
+        for (auto flavor : group.getFlavors()) {
+          for (auto r : flavor.getResources()) {
+            spans.push_back(QuotaSpan{name, flavor.getName().cStr(), r.getName().cStr(),
+                                      r.getNominalQuotaMilli(), at, at});
+          }
+        }
+      }
+      break;
+    }
+    case schema::Event::Body::OBJECT_DELETED: {
+      auto deleted = body.getObjectDeleted();
+      if (std::string(deleted.getKind().cStr()) == "ClusterQueue") {
+        EndQuota(deleted.getName().cStr(), at);
+        quota_open_.erase(deleted.getName().cStr());
+      }
       break;
     }
     case schema::Event::Body::WORKLOAD_SUBMITTED:
@@ -109,6 +128,27 @@ void UsageFold::Close(const Hold& hold, int64_t at_ms, std::vector<Interval>* ou
                               hold.uid, hold.generation, amount.pod_set});
     }
   }
+}
+
+void UsageFold::EndQuota(const std::string& cluster_queue, int64_t at_ms) {
+  auto it = quota_open_.find(cluster_queue);
+  if (it == quota_open_.end()) return;
+  for (QuotaSpan& span : it->second) {
+    span.end_ms = at_ms;
+    if (span.end_ms > span.start_ms) quota_closed_.push_back(span);
+  }
+  it->second.clear();
+}
+
+std::vector<QuotaSpan> UsageFold::QuotaUntil(int64_t at_ms) const {
+  std::vector<QuotaSpan> out = quota_closed_;
+  for (const auto& [cq, spans] : quota_open_) {
+    for (QuotaSpan span : spans) {
+      span.end_ms = at_ms;
+      if (span.end_ms > span.start_ms) out.push_back(std::move(span));
+    }
+  }
+  return out;
 }
 
 std::vector<Interval> UsageFold::OpenUntil(int64_t at_ms) const {

@@ -49,6 +49,14 @@ struct Interval {
   std::string pod_set;
 };
 
+// A ClusterQueue's nominal quota of one flavor and resource over [start_ms, end_ms).
+struct QuotaSpan {
+  std::string cluster_queue, flavor, resource;
+  int64_t nominal_milli = 0;
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;
+};
+
 class UsageFold {
  public:
   // Folds one stored event (any kind; those billing does not need are skipped).
@@ -58,6 +66,9 @@ class UsageFold {
   const std::vector<Interval>& closed() const { return closed_; }
   // The intervals still open, closed at `at_ms` (not recorded): what a report up to now counts.
   std::vector<Interval> OpenUntil(int64_t at_ms) const;
+  // Nominal quota: spans that ended (a redefinition or deletion), and those still in force,
+  // closed at `at_ms`.
+  std::vector<QuotaSpan> QuotaUntil(int64_t at_ms) const;
   uint64_t last_sequence() const { return last_sequence_; }
   int64_t last_time_ms() const { return last_time_ms_; }
 
@@ -83,6 +94,9 @@ class UsageFold {
   std::map<std::string, WorkloadInfo> workloads_;         // by uid
   std::map<std::string, std::string> cohorts_;            // ClusterQueue -> cohort
   std::map<std::string, Hold> holds_;                     // by uid: the reservation held
+  std::vector<QuotaSpan> quota_closed_;
+  std::map<std::string, std::vector<QuotaSpan>> quota_open_;  // by ClusterQueue
+  void EndQuota(const std::string& cluster_queue, int64_t at_ms);
   std::vector<Interval> closed_;
   uint64_t last_sequence_ = 0;
   int64_t last_time_ms_ = 0;

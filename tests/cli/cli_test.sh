@@ -289,6 +289,11 @@ assert r["sequences"][0] == 1 and r["sequences"][1] > 10, r
 rows = [x for x in r["rows"] if x["resource"] == "nvidia.com/gpu"]
 assert len(rows) == 1 and rows[0]["localQueue"] == "lq" and rows[0]["flavor"] == "h100", rows
 assert rows[0]["used"] == str(8 * 36 * 60) and rows[0]["idle"] == str(8 * 3 * 60), rows
+# ClusterQueue gpu: 8 GPUs nominal from 10:00 to the ledger end at 10:40; 39 min x 8 reserved.
+q = [x for x in r["quota"] if x["resource"] == "nvidia.com/gpu"]
+assert q == [{"clusterQueue": "gpu", "flavor": "h100", "resource": "nvidia.com/gpu",
+              "nominal": str(8 * 40 * 60), "reserved": str(8 * 39 * 60),
+              "unused": str(8 * 60)}], q
 ' || fail "billing report: $out"
 expect_rc 0 $admitctl --ledger "$L2" billing report --from 2026-11-29T10:30:00Z --to 2026-11-29T11:00:00Z --bucket hour -o csv
 contains "$out" "bucket,resource,used,idle"

@@ -168,6 +168,11 @@ RC_GTEST_PROP(Billing, ReportTotalsEqualTheIndependentModel, ()) {
     RC_ASSERT(in.end_ms > in.start_ms);
   }
 
+  // The quota section's reserved time is exactly what the rows hold, per resource.
+  std::map<std::string, __int128> reserved;
+  for (const auto& q : report.quota) reserved[q.resource] += q.reserved;
+  for (const auto& [resource, v] : used) RC_ASSERT(reserved[resource] == v + idle[resource]);
+
   // Buckets split the same totals exactly.
   options.bucket_ms = 3'600'000;
   options.by = {billing::GroupKey::kClusterQueue, billing::GroupKey::kFlavor};

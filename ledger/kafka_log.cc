@@ -319,27 +319,6 @@ void DeliveryCallback(rd_kafka_t*, const rd_kafka_message_t* message, void* opaq
                                              message->err, message->offset);
 }
 
-// The headers of a consumed record, viewed in it.
-KafkaRecordView ViewRecord(const rd_kafka_message_t* message) {
-  KafkaRecordView view;
-  view.offset = message->offset;
-  view.value = std::string_view(static_cast<const char*>(message->payload), message->len);
-  rd_kafka_headers_t* headers = nullptr;
-  if (rd_kafka_message_headers(message, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR) return view;
-  auto get = [&](const char* name) -> std::optional<std::string_view> {
-    const void* value = nullptr;
-    size_t size = 0;
-    if (rd_kafka_header_get_last(headers, name, &value, &size) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      return std::nullopt;
-    }
-    return std::string_view(static_cast<const char*>(value), size);
-  };
-  view.format = get(kKafkaFormatHeader);
-  view.sequence = get(kKafkaSequenceHeader);
-  view.hash = get(kKafkaHashHeader);
-  return view;
-}
-
 }  // namespace
 
 KafkaLog::KafkaLog(KafkaLogOptions options, std::unique_ptr<RocksDbLog> mirror)
@@ -762,6 +741,7 @@ Result<Head> KafkaLog::CatchUpLocked() {
                       std::to_string(next) + ": records were deleted");
   }
 
+  const int64_t start_offset = next;
   Partitions partitions(rd_kafka_topic_partition_list_new(1));
   rd_kafka_topic_partition_list_add(partitions.get(), options_.address.topic.c_str(),
                                     kKafkaLedgerPartition)
@@ -807,7 +787,11 @@ Result<Head> KafkaLog::CatchUpLocked() {
     }
     idle_deadline = Clock::now() + std::chrono::milliseconds(options_.operation_timeout_ms);
     if (message->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-      // read_committed stops at the last stable offset: the end of what has committed.
+      // read_committed stops at the last stable offset: the end of what has committed. An end
+      // reported at the offset this read started from, short of the high watermark, may be a
+      // stale one of the previous assignment (seen under load: the records after it were not
+      // read): the read goes on until the records come or a later end is reported.
+      if (message->offset < high && message->offset <= start_offset) continue;
       if (message->offset > next) next = message->offset;
       break;
     }
@@ -817,7 +801,7 @@ Result<Head> KafkaLog::CatchUpLocked() {
                                               rd_kafka_message_errstr(message.get()));
     }
     ++stats_.records_read;
-    const KafkaRecordView view = ViewRecord(message.get());
+    const KafkaRecordView view = ViewKafkaMessage(message.get());
     Result<CheckedRecord> checked = CheckKafkaRecord(view, head, last_offset);
     if (!checked.ok()) {
       ADM_RETURN_IF_ERROR(flush());

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "consumers/billing/report.h"
+#include "ledger/kafka_client.h"
 #include "ledger/kafka_record.h"
 #include "schema/event_codec.h"
 #include "schema/time_format.h"
@@ -20,14 +21,6 @@ constexpr int kPollMs = 200;
 constexpr size_t kEventsPerTransactionMax = 4096;
 
 std::string Rfc3339Ms(int64_t ms) { return FormatRfc3339(ms * 1'000'000); }
-
-Status Conf(rd_kafka_conf_t* conf, const std::string& k, const std::string& v) {
-  char err[512];
-  if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
-    return Status(Code::kInvalidArgument, "Kafka setting " + k + "=" + v + ": " + err);
-  }
-  return Status::Ok();
-}
 
 Status TxnError(rd_kafka_error_t* error, const std::string& what) {
   if (error == nullptr) return Status::Ok();
@@ -106,7 +99,7 @@ Result<StreamStats> RunBillingStream(const StreamOptions& options) {
              {"auto.offset.reset", "earliest"},
              {"fetch.wait.max.ms", "50"},
              {"log_level", "3"}}) {
-      Status s = Conf(conf, k, v);
+      Status s = ledger::SetKafkaConf(conf, k, v);
       if (!s.ok()) {
         rd_kafka_conf_destroy(conf);
         return s;
@@ -126,7 +119,7 @@ Result<StreamStats> RunBillingStream(const StreamOptions& options) {
              {"linger.ms", "5"},
              {"retry.backoff.ms", "5"},
              {"log_level", "3"}}) {
-      Status s = Conf(conf, k, v);
+      Status s = ledger::SetKafkaConf(conf, k, v);
       if (!s.ok()) {
         rd_kafka_conf_destroy(conf);
         return s;
@@ -233,23 +226,7 @@ Result<StreamStats> RunBillingStream(const StreamOptions& options) {
                                             rd_kafka_message_errstr(m));
     }
     at_end = false;
-    ledger::KafkaRecordView view;
-    view.offset = m->offset;
-    view.value = std::string_view(static_cast<const char*>(m->payload), m->len);
-    rd_kafka_headers_t* headers = nullptr;
-    if (rd_kafka_message_headers(m, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-      auto get = [&](const char* name) -> std::optional<std::string_view> {
-        const void* v = nullptr;
-        size_t n = 0;
-        if (rd_kafka_header_get_last(headers, name, &v, &n) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-          return std::nullopt;
-        }
-        return std::string_view(static_cast<const char*>(v), n);
-      };
-      view.format = get(ledger::kKafkaFormatHeader);
-      view.sequence = get(ledger::kKafkaSequenceHeader);
-      view.hash = get(ledger::kKafkaHashHeader);
-    }
+    const ledger::KafkaRecordView view = ledger::ViewKafkaMessage(m);
     auto checked = ledger::CheckKafkaRecord(view, head, -1);
     if (!checked.ok()) return checked.status();
     next_offset = m->offset + 1;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "ledger/kafka_client.h"
 #include "ledger/kafka_record.h"
@@ -281,7 +282,19 @@ Status CreateKafkaTopic(const KafkaAddress& address, int replication_factor, int
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
     return Status(CodeOf(err), what + ": " + rd_kafka_topic_result_error_string(topics[0]));
   }
-  return Status::Ok();
+  // The controller has the topic; the broker's metadata may show it a moment later (seen under
+  // load): wait until it does, so that the caller's next look finds it.
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    auto described = DescribeKafkaTopic(address, timeout_ms);
+    if (described.ok() && described->has_value()) return Status::Ok();
+    if (Clock::now() >= deadline) {
+      return Status(Code::kUnavailable, what + ": created, but the broker's metadata did not "
+                                               "show it within " + std::to_string(timeout_ms) +
+                                               " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(kPollSliceMs));
+  }
 }
 
 Status CheckKafkaTopicSettings(const KafkaAddress& address, const KafkaTopicSettings& settings) {

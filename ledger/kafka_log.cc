@@ -42,6 +42,8 @@ std::optional<int64_t> DecodeOffset(const std::string& bytes) {
 constexpr int kPollSliceMs = 100;
 constexpr int kQueueFullWaitMs = 10;
 constexpr int kProducerRetryBackoffMs = 5;
+// How long a read of the tail waits at an end short of the high watermark (docs/kafka.md).
+constexpr int kTailSettleMs = 1000;
 
 struct ConfDeleter {
   void operator()(rd_kafka_conf_t* conf) const { rd_kafka_conf_destroy(conf); }
@@ -754,7 +756,6 @@ Result<Head> KafkaLog::CatchUpLocked() {
                       std::to_string(next) + ": records were deleted");
   }
 
-  const int64_t start_offset = next;
   Partitions partitions(rd_kafka_topic_partition_list_new(1));
   rd_kafka_topic_partition_list_add(partitions.get(), options_.address.topic.c_str(),
                                     kKafkaLedgerPartition)
@@ -786,9 +787,11 @@ Result<Head> KafkaLog::CatchUpLocked() {
   };
   Clock::time_point idle_deadline =
       Clock::now() + std::chrono::milliseconds(options_.operation_timeout_ms);
+  std::optional<Clock::time_point> settle_until;  // set at an end short of the high watermark
   for (;;) {
     Message message(rd_kafka_consumer_poll(consumer_, kPollSliceMs));
     if (!message) {
+      if (settle_until && Clock::now() >= *settle_until) break;
       if (Clock::now() >= idle_deadline) {
         ADM_RETURN_IF_ERROR(flush());
         return Status(Code::kUnavailable,
@@ -800,13 +803,16 @@ Result<Head> KafkaLog::CatchUpLocked() {
     }
     idle_deadline = Clock::now() + std::chrono::milliseconds(options_.operation_timeout_ms);
     if (message->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-      // read_committed stops at the last stable offset: the end of what has committed. An end
-      // reported at the offset this read started from, short of the high watermark, may be a
-      // stale one of the previous assignment (seen under load: the records after it were not
-      // read): the read goes on until the records come or a later end is reported.
-      if (message->offset < high && message->offset <= start_offset) continue;
+      // read_committed stops at the last stable offset: the end of what has committed. Short
+      // of the high watermark a transaction is open, or committed with its markers not written
+      // yet (a moment after the writer's commit returned): wait up to kTailSettleMs for it to
+      // settle, so that a read right after a commit sees it; a transaction left open (a stopped
+      // writer) delays the read by that much only.
       if (message->offset > next) next = message->offset;
-      break;
+      if (message->offset >= high) break;
+      if (!settle_until) settle_until = Clock::now() + std::chrono::milliseconds(kTailSettleMs);
+      if (Clock::now() >= *settle_until) break;
+      continue;
     }
     if (message->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       ADM_RETURN_IF_ERROR(flush());

@@ -18,6 +18,8 @@
 #include <iostream>
 
 #include <CLI/CLI.hpp>
+
+#include "ops/parse_args.h"
 #include <kj/async-unix.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -461,14 +463,7 @@ int main(int argc, char** argv) {
                  "(default 100000; 0: never)");
   app.add_option("--log-level", args.log_level, "trace, debug, info (default), warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // --help prints and exits 0; any other parse error is a usage error: its message, exit 2.
-    const int shown = app.exit(e);
-    if (shown != 0) return 2;
-    return 0;
-  }
+  if (auto stop = ParseArgs(app, argc, argv)) return *stop;
   auto logger = spdlog::stderr_color_mt("admitd");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(args.log_level));

@@ -16,6 +16,8 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
+
+#include "ops/parse_args.h"
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -586,14 +588,7 @@ int main(int argc, char** argv) {
     // One request id per invocation: a retry of this call (same id) is answered, not redone.
     if (global.connected() && global.request_id.empty()) global.request_id = NewRequestId();
   });
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // --help prints and exits 0; any other parse error is a usage error: its message, exit 2.
-    const int shown = app.exit(e);
-    if (shown != 0) return 2;
-    return 0;
-  }
+  if (auto stop = ParseArgs(app, argc, argv)) return *stop;
   if (replay_exit >= 0) return replay_exit;
   if (group_exit_code >= 0) return group_exit_code;
 

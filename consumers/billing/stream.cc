@@ -72,8 +72,12 @@ std::vector<UsageRecord> RecordsOf(const Interval& in, int64_t bucket_ms,
     j["bucket"] = Rfc3339Ms(bucket);
     j["start"] = Rfc3339Ms(start);
     j["end"] = Rfc3339Ms(end);
-    j["resourceSeconds"] = ResourceSeconds(static_cast<__int128>(in.milli) * (end - start));
+    r.milli_ms = static_cast<__int128>(in.milli) * (end - start);
+    j["resourceSeconds"] = ResourceSeconds(r.milli_ms);
     r.json = j.dump();
+    r.bucket_ms = bucket;
+    r.kind = in.kind;
+    r.to = in.to;
     out.push_back(std::move(r));
     start = end;
   }

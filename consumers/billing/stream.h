@@ -44,6 +44,11 @@ struct StreamStats {
 struct UsageRecord {
   std::string id;  // uid/generation/podSet/flavor/resource/kind/bucket-start-ms
   std::string json;
+  // What the watch consumer aggregates: the piece's bucket, kind, attribution and amount.
+  int64_t bucket_ms = 0;
+  UsageKind kind = UsageKind::kUsed;
+  Attribution to;
+  __int128 milli_ms = 0;
 };
 // The records an interval gives: one per bucket it touches, amounts exact.
 std::vector<UsageRecord> RecordsOf(const Interval& interval, int64_t bucket_ms,

@@ -1,5 +1,7 @@
 #include "consumers/billing/usage.h"
 
+#include <nlohmann/json.hpp>
+
 #include "schema/event_codec.h"
 
 namespace admission::consumers::billing {
@@ -25,6 +27,8 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
       auto cq = body.getClusterQueueDefined();
       const std::string name = cq.getName().cStr();
       cohorts_[name] = cq.getCohortName().cStr();
+      Touch('c', name);
+      Touch('q', name);
       EndQuota(name, at);
       std::vector<QuotaSpan>& spans = quota_open_[name];
       for (auto group : cq.getResourceGroups()) {
@@ -42,6 +46,7 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
       if (std::string(deleted.getKind().cStr()) == "ClusterQueue") {
         EndQuota(deleted.getName().cStr(), at);
         quota_open_.erase(deleted.getName().cStr());
+        Touch('q', deleted.getName().cStr());
       }
       break;
     }
@@ -51,6 +56,7 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
       auto wl = imported ? body.getWorkloadImported().getWorkload()
                          : body.getWorkloadSubmitted().getWorkload();
       WorkloadInfo& info = workloads_[wl.getUid().cStr()];
+      Touch('w', wl.getUid().cStr());
       info.ns = wl.getNamespace().cStr();
       info.local_queue = wl.getQueueName().cStr();
       info.priority_class = wl.getPriorityClassName().cStr();
@@ -61,6 +67,8 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
       auto qr = body.getQuotaReserved();
       const std::string uid = qr.getWorkload().getUid().cStr();
       WorkloadInfo& info = workloads_[uid];
+      Touch('w', uid);
+      Touch('h', uid);
       Hold hold;
       hold.uid = uid;
       hold.generation = qr.getGeneration();
@@ -98,6 +106,7 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
       // Only the current reservation's token releases pods (intake refuses others).
       if (Token(it->second.uid, it->second.generation) != pr.getFencingToken().cStr()) break;
       it->second.released_ms = at;
+      Touch('h', it->first);
       break;
     }
     case schema::Event::Body::QUOTA_RELEASED: {
@@ -105,6 +114,7 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
       auto it = holds_.find(released.getWorkload().getUid().cStr());
       if (it == holds_.end() || it->second.generation != released.getGeneration()) break;
       Close(it->second, at, &closed_);
+      Touch('h', it->first);
       holds_.erase(it);
       break;
     }
@@ -155,6 +165,115 @@ std::vector<Interval> UsageFold::OpenUntil(int64_t at_ms) const {
   std::vector<Interval> out;
   for (const auto& [uid, hold] : holds_) Close(hold, at_ms, &out);
   return out;
+}
+
+std::vector<std::pair<std::string, std::optional<std::string>>> UsageFold::TakeChanges() {
+  using nlohmann::json;
+  std::vector<std::pair<std::string, std::optional<std::string>>> out;
+  for (const std::string& key : changed_) {
+    const std::string name = key.substr(1);
+    std::optional<std::string> value;
+    switch (key[0]) {
+      case 'w':
+        if (auto it = workloads_.find(name); it != workloads_.end()) {
+          value = json::array({it->second.ns, it->second.local_queue, it->second.priority_class,
+                               it->second.imported_pending})
+                      .dump();
+        }
+        break;
+      case 'h':
+        if (auto it = holds_.find(name); it != holds_.end()) {
+          const Hold& h = it->second;
+          json amounts = json::array();
+          for (const Amount& a : h.amounts) {
+            amounts.push_back(json::array({a.pod_set, a.flavor, a.resource, a.milli}));
+          }
+          value = json::array({h.uid, h.generation, h.base.ns, h.base.local_queue,
+                               h.base.cluster_queue, h.base.cohort, h.base.priority_class,
+                               amounts, h.reserved_ms,
+                               h.released_ms ? json(*h.released_ms) : json(nullptr)})
+                      .dump();
+        }
+        break;
+      case 'c':
+        if (auto it = cohorts_.find(name); it != cohorts_.end()) value = it->second;
+        break;
+      case 'q':
+        if (auto it = quota_open_.find(name); it != quota_open_.end()) {
+          json spans = json::array();
+          for (const QuotaSpan& q : it->second) {
+            spans.push_back(json::array({q.flavor, q.resource, q.nominal_milli, q.start_ms}));
+          }
+          value = spans.dump();
+        }
+        break;
+    }
+    out.emplace_back(key, std::move(value));
+  }
+  changed_.clear();
+  out.emplace_back("m", nlohmann::json::array({last_sequence_, last_time_ms_}).dump());
+  return out;
+}
+
+Status UsageFold::Restore(std::string_view key, std::string_view value) {
+  using nlohmann::json;
+  const auto bad = [&](const std::string& why) {
+    return Status(Code::kCorruption,
+                  "billing state entry '" + std::string(key) + "': " + why);
+  };
+  if (key.empty()) return bad("empty key");
+  const std::string name(key.substr(1));
+  try {
+    switch (key[0]) {
+      case 'c':
+        cohorts_[name] = std::string(value);
+        return Status::Ok();
+      case 'm': {
+        const json j = json::parse(value);
+        last_sequence_ = j.at(0).get<uint64_t>();
+        last_time_ms_ = j.at(1).get<int64_t>();
+        return Status::Ok();
+      }
+      case 'w': {
+        const json j = json::parse(value);
+        workloads_[name] = WorkloadInfo{j.at(0).get<std::string>(), j.at(1).get<std::string>(),
+                                        j.at(2).get<std::string>(), j.at(3).get<bool>()};
+        return Status::Ok();
+      }
+      case 'h': {
+        const json j = json::parse(value);
+        Hold h;
+        h.uid = j.at(0).get<std::string>();
+        h.generation = j.at(1).get<uint64_t>();
+        h.base.ns = j.at(2).get<std::string>();
+        h.base.local_queue = j.at(3).get<std::string>();
+        h.base.cluster_queue = j.at(4).get<std::string>();
+        h.base.cohort = j.at(5).get<std::string>();
+        h.base.priority_class = j.at(6).get<std::string>();
+        for (const json& a : j.at(7)) {
+          h.amounts.push_back(Amount{a.at(0).get<std::string>(), a.at(1).get<std::string>(),
+                                     a.at(2).get<std::string>(), a.at(3).get<int64_t>()});
+        }
+        h.reserved_ms = j.at(8).get<int64_t>();
+        if (!j.at(9).is_null()) h.released_ms = j.at(9).get<int64_t>();
+        holds_[name] = std::move(h);
+        return Status::Ok();
+      }
+      case 'q': {
+        std::vector<QuotaSpan>& spans = quota_open_[name];
+        for (const json& q : json::parse(value)) {
+          const int64_t start = q.at(3).get<int64_t>();
+          spans.push_back(QuotaSpan{name, q.at(0).get<std::string>(), q.at(1).get<std::string>(),
+                                    q.at(2).get<int64_t>(), start, start});
+        }
+        return Status::Ok();
+      }
+      default:
+        return bad("unknown kind");
+    }
+  } catch (const json::exception& e) {
+    return bad(e.what());
+  }
 }
 
 Result<UsageFold> FoldLedger(ledger::EventLog& log) {

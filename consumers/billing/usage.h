@@ -15,7 +15,9 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ledger/event_log.h"
@@ -72,6 +74,20 @@ class UsageFold {
   uint64_t last_sequence() const { return last_sequence_; }
   int64_t last_time_ms() const { return last_time_ms_; }
 
+  // Persistence, for a consumer that keeps the fold in a key-value store between runs
+  // (docs/billing.md, "From admitd's watch"). With tracking on, Apply notes every entry of the
+  // open state it changes; TakeChanges returns those entries, encoded, with std::nullopt for
+  // one that is gone, and forgets them. Restore puts one entry back (a fresh fold, entries in
+  // any order). DropClosed forgets the closed intervals and quota spans (emitted already), so
+  // that a long-running consumer holds only the open state.
+  void TrackChanges(bool on) { track_ = on; }
+  std::vector<std::pair<std::string, std::optional<std::string>>> TakeChanges();
+  Status Restore(std::string_view key, std::string_view value);
+  void DropClosed() {
+    closed_.clear();
+    quota_closed_.clear();
+  }
+
  private:
   struct Amount {
     std::string pod_set, flavor, resource;
@@ -98,6 +114,11 @@ class UsageFold {
   std::map<std::string, std::vector<QuotaSpan>> quota_open_;  // by ClusterQueue
   void EndQuota(const std::string& cluster_queue, int64_t at_ms);
   std::vector<Interval> closed_;
+  bool track_ = false;
+  std::set<std::string> changed_;  // entry keys: "w" / "h" + uid, "c" / "q" + ClusterQueue
+  void Touch(char kind, const std::string& name) {
+    if (track_) changed_.insert(kind + name);
+  }
   uint64_t last_sequence_ = 0;
   int64_t last_time_ms_ = 0;
 };

@@ -3,6 +3,9 @@
 // (consumers/billing). Reads any ledger admitctl reads: embedded, Kafka, or admitd's.
 
 #include <iostream>
+#include <map>
+
+#include <nlohmann/json.hpp>
 
 #include <CLI/CLI.hpp>
 #include <yaml-cpp/yaml.h>
@@ -12,9 +15,12 @@
 #include <cstdlib>
 
 #include "consumers/billing/report.h"
+#include "consumers/billing/store.h"
 #include "consumers/billing/stream.h"
+#include "consumers/billing/watch_consumer.h"
 #include "ledger/kafka_log.h"
 #include "ops/cli/common.h"
+#include "ops/rpc/client.h"
 #include "schema/time_format.h"
 
 namespace admission::ops {
@@ -78,13 +84,137 @@ struct RunArgs {
   std::string output_topic, group, bucket = "hour";
   bool until_end = false;
   size_t events_per_transaction = 4096;
+  // From admitd's watch (--connect): the consumer's own state, the output cluster, the relay.
+  std::string consumer_state, output_bootstrap, transactional_id;
 };
+
+volatile sig_atomic_t g_stop_signal = 0;
+void OnStopSignal(int) { g_stop_signal = 1; }
+
+// `admitctl --connect ADDR billing run --consumer-state DIR --output-bootstrap HOST:PORT
+// --output-topic OUT`: the consumer on admitd's watch (consumers/billing/watch_consumer.h).
+int RunWatchBilling(const GlobalOptions& global, const RunArgs& args) {
+  namespace billing = consumers::billing;
+  if (args.consumer_state.empty() || args.output_bootstrap.empty()) {
+    return Fail(Status(Code::kInvalidArgument,
+                       "billing run from admitd (--connect) keeps its own state and publishes "
+                       "to Kafka: give --consumer-state DIR and --output-bootstrap HOST:PORT"));
+  }
+  billing::WatchConsumerOptions options;
+  options.state_dir = args.consumer_state;
+  options.output = ledger::KafkaAddress{args.output_bootstrap, args.output_topic};
+  options.transactional_id = args.transactional_id.empty()
+                                 ? "admission-billing-relay." + args.output_topic
+                                 : args.transactional_id;
+  options.bucket_ms = args.bucket == "day" ? 86'400'000 : 3'600'000;
+  options.records_per_transaction = args.events_per_transaction;
+  options.operation_timeout_ms = global.kafka_timeout_ms;
+  options.log = [](const std::string& message) { std::cerr << "admitctl: " << message << "\n"; };
+  if (args.until_end) {
+    auto client = Connect(global);
+    if (!client.ok()) return Fail(client.status());
+    auto head = rpc::RemoteLog(*client).Head();
+    if (!head.ok()) return Fail(head.status());
+    options.until = head->sequence;
+  }
+  signal(SIGTERM, OnStopSignal);
+  signal(SIGINT, OnStopSignal);
+  options.stop = [] { return g_stop_signal != 0; };
+  // Drills: ADMITCTL_BILLING_DRILL=POINT:N (ingested, produced or committed) kills the
+  // consumer there; ADMITCTL_BILLING_DRILL_KILL_AT=N is produced:N.
+  std::string point;
+  uint64_t at = 0;
+  if (const char* drill = std::getenv("ADMITCTL_BILLING_DRILL")) {
+    const std::string text = drill;
+    const size_t colon = text.find(':');
+    point = text.substr(0, colon);
+    at = colon == std::string::npos ? 0 : std::strtoull(text.c_str() + colon + 1, nullptr, 10);
+  } else if (const char* kill_at = std::getenv("ADMITCTL_BILLING_DRILL_KILL_AT")) {
+    point = "produced";
+    at = std::strtoull(kill_at, nullptr, 10);
+  }
+  if (!point.empty()) {
+    options.drill = [point, at](const char* where, uint64_t n) {
+      if (n == at && point == where) raise(SIGKILL);
+    };
+  }
+  billing::EventSource source =
+      [&global](uint64_t from,
+                const std::function<bool(const std::vector<ledger::StoredEvent>&)>& on_events,
+                const std::function<bool()>& cancelled) -> Status {
+    auto client = Connect(global);
+    if (!client.ok()) return client.status();
+    rpc::WatchRequest request;
+    request.from = from;
+    uint64_t resume = 0;
+    std::string reason;
+    return (*client)->Watch(request, on_events, &resume, &reason, cancelled);
+  };
+  auto stats = billing::RunWatchConsumer(options, source);
+  if (!stats.ok()) return Fail(stats.status());
+  std::cout << "billing: resumed after sequence " << stats->resumed_after << ", "
+            << stats->events_folded << " folded, " << stats->outbox_published_before
+            << " outbox records found published before, " << stats->records_published
+            << " usage records published to " << args.output_topic << " in "
+            << stats->transactions << " transactions; cursor at " << stats->cursor << "\n";
+  return 0;
+}
+
+struct StateArgs {
+  std::string consumer_state, format = "table";
+};
+
+// `admitctl billing state --consumer-state DIR`: the watch consumer's cursor, outbox and
+// aggregates (read while it is stopped: RocksDB locks a running consumer's state).
+int RunBillingState(const StateArgs& args) {
+  namespace billing = consumers::billing;
+  auto store = billing::BillingStore::Open(args.consumer_state);
+  if (!store.ok()) return Fail(store.status());
+  auto outbox = (*store)->OutboxSize();
+  if (!outbox.ok()) return Fail(outbox.status());
+  const billing::Cursor& cursor = (*store)->cursor();
+  nlohmann::ordered_json j;
+  j["cursor"] = {{"sequence", cursor.sequence}, {"hash", schema::HashHex(cursor.hash)}};
+  j["outbox"] = *outbox;
+  j["rows"] = nlohmann::json::array();
+  for (const auto& [k, v] : (*store)->aggregates()) {
+    nlohmann::ordered_json row;
+    row["namespace"] = k.to.ns;
+    row["localQueue"] = k.to.local_queue;
+    row["clusterQueue"] = k.to.cluster_queue;
+    row["cohort"] = k.to.cohort;
+    row["priorityClass"] = k.to.priority_class;
+    row["flavor"] = k.to.flavor;
+    row["resource"] = k.to.resource;
+    row["kind"] = k.kind == billing::UsageKind::kUsed ? "used" : "idle";
+    row["bucket"] = FormatRfc3339(k.bucket_ms * 1'000'000);
+    row["resourceSeconds"] = billing::ResourceSeconds(v);
+    j["rows"].push_back(std::move(row));
+  }
+  if (args.format == "json") {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "cursor: sequence " << cursor.sequence << " (chain value "
+            << schema::HashHex(cursor.hash) << ")\noutbox: " << *outbox
+            << " records not yet published\n";
+  std::map<std::pair<std::string, std::string>, __int128> totals;
+  for (const auto& [k, v] : (*store)->aggregates()) {
+    totals[{k.to.resource, k.kind == billing::UsageKind::kUsed ? "used" : "idle"}] += v;
+  }
+  for (const auto& [k, v] : totals) {
+    std::cout << k.first << " " << k.second << ": " << billing::ResourceSeconds(v) << "\n";
+  }
+  return 0;
+}
 
 int RunBillingRun(const GlobalOptions& global, const RunArgs& args) {
   namespace billing = consumers::billing;
+  if (global.connected()) return RunWatchBilling(global, args);
   if (!global.kafka()) {
     return Fail(Status(Code::kInvalidArgument,
-                       "billing run reads the Kafka ledger: give --ledger kafka://HOST:PORT/TOPIC"));
+                       "billing run follows the Kafka ledger (--ledger kafka://HOST:PORT/TOPIC) "
+                       "or admitd's watch (--connect ADDR)"));
   }
   auto address = ledger::ParseKafkaLedger(global.ledger_dir);
   if (!address.ok()) return Fail(address.status());
@@ -212,6 +342,23 @@ void AddBillingCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
       ->check(CLI::Range(1, 4096));
   run->add_flag("--until-end", run_args->until_end,
                 "stop at the ledger's end once everything before it is published");
+  run->add_option("--consumer-state", run_args->consumer_state,
+                  "with --connect: the consumer's own state (RocksDB: cursor, fold, aggregates, "
+                  "outbox); rebuilt from the ledger if deleted");
+  run->add_option("--output-bootstrap", run_args->output_bootstrap,
+                  "with --connect: the Kafka cluster of --output-topic (HOST:PORT)");
+  run->add_option("--transactional-id", run_args->transactional_id,
+                  "with --connect: the relay's transactional id (default "
+                  "admission-billing-relay.OUTPUT_TOPIC)");
+
+  auto state_args = std::make_shared<StateArgs>();
+  auto* state = billing->add_subcommand(
+      "state", "the watch consumer's own state: its cursor, its outbox and its aggregates");
+  state->add_option("--consumer-state", state_args->consumer_state, "the consumer's state folder")
+      ->required();
+  state->add_option("-o,--output", state_args->format, "table (default) or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  state->callback([state_args, exit_code]() { *exit_code = RunBillingState(*state_args); });
   run->callback([&global, run_args, exit_code]() { *exit_code = RunBillingRun(global, *run_args); });
 }
 

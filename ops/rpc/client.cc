@@ -73,6 +73,14 @@ class SinkImpl final : public EventSink::Server {
   std::string* reason_;
 };
 
+// Resolves (Ok) once `cancelled` returns true, asked every 200 ms.
+kj::Promise<Status> PollUntil(kj::Timer& timer, const std::function<bool()>& cancelled) {
+  return timer.afterDelay(200 * kj::MILLISECONDS).then([&timer, &cancelled]() -> kj::Promise<Status> {
+    if (cancelled()) return Status::Ok();
+    return PollUntil(timer, cancelled);
+  });
+}
+
 }  // namespace
 
 Result<std::unique_ptr<RpcClient>> RpcClient::Connect(const ClientOptions& options) {
@@ -146,6 +154,7 @@ void RpcClient::Loop(const ClientOptions& options, std::promise<void>* ready) {
     // error, which each call reports.
     ledger.pingRequest().send().wait(ws);
     ledger_ = &ledger;
+    timer_ = &io.provider->getTimer();
     executor_ = &kj::getCurrentThreadExecutor();
     auto stop = kj::newPromiseAndFulfiller<void>();
     stop_ = stop.fulfiller.get();
@@ -184,7 +193,7 @@ Status RpcClient::Run(const std::function<kj::Promise<Status>(Ledger::Client&)>&
 Status RpcClient::Watch(
     const WatchRequest& request,
     const std::function<bool(const std::vector<ledger::StoredEvent>&)>& on_events,
-    uint64_t* resume, std::string* reason) {
+    uint64_t* resume, std::string* reason, const std::function<bool()>& cancelled) {
   return Run([&](Ledger::Client& ledger) -> kj::Promise<Status> {
     auto done = kj::newPromiseAndFulfiller<Status>();
     auto call = ledger.watchRequest();
@@ -203,7 +212,9 @@ Status RpcClient::Watch(
           if (!s.ok()) return s;
           return kj::Promise<Status>(kj::NEVER_DONE).attach(response.getHandle());
         });
-    return done.promise.exclusiveJoin(kj::mv(answered));
+    kj::Promise<Status> watched = done.promise.exclusiveJoin(kj::mv(answered));
+    if (!cancelled) return watched;
+    return watched.exclusiveJoin(PollUntil(*timer_, cancelled));
   });
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <kj/async.h>
+#include <kj/timer.h>
 
 #include "ledger/event_log.h"
 #include "ledger/snapshot_store.h"
@@ -46,10 +47,12 @@ class RpcClient {
 
   // Streams events to `on_events` (called on the connection's thread) until the daemon ends
   // the stream (its resume sequence and reason go to *resume and *reason), `on_events` returns
-  // false, or the connection drops.
+  // false, the connection drops, or `cancelled` (asked every 200 ms on the connection's
+  // thread, when given) returns true.
   Status Watch(const WatchRequest& request,
                const std::function<bool(const std::vector<ledger::StoredEvent>&)>& on_events,
-               uint64_t* resume, std::string* reason);
+               uint64_t* resume, std::string* reason,
+               const std::function<bool()>& cancelled = nullptr);
 
  private:
   RpcClient() = default;
@@ -61,6 +64,7 @@ class RpcClient {
   const kj::Executor* executor_ = nullptr;     // the connection thread's
   kj::PromiseFulfiller<void>* stop_ = nullptr;  // owned by the connection thread
   Ledger::Client* ledger_ = nullptr;           // lives on the connection thread
+  kj::Timer* timer_ = nullptr;                 // the connection thread's
   Status connect_status_;
 };
 

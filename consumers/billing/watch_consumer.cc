@@ -15,8 +15,84 @@ namespace admission::consumers::billing {
 namespace {
 
 constexpr int kRewatchMs = 500;  // after a stream that ended or a daemon out of reach
+// admitd pushes up to this many events at a time while a watcher catches up
+// (ops/rpc/transport.h kWatchPushEventsMax); a shorter push means the watcher is live.
+constexpr size_t kCatchUpPushEvents = 512;
 
 }  // namespace
+
+struct BillingIngest::Pending {
+  Cursor cursor;  // after the events folded
+  std::vector<std::pair<OutboxPosition, UsageRecord>> records;
+  size_t events = 0;
+  std::optional<OutboxPosition> published;
+};
+
+BillingIngest::BillingIngest(BillingStore& store, UsageFold& fold, int64_t bucket_ms,
+                             std::optional<OutboxPosition> published, std::string state_dir)
+    : store_(store),
+      fold_(fold),
+      bucket_ms_(bucket_ms),
+      state_dir_(std::move(state_dir)),
+      pending_(std::make_unique<Pending>()) {
+  pending_->cursor = store.cursor();
+  pending_->published = published;
+}
+
+BillingIngest::~BillingIngest() = default;
+
+uint64_t BillingIngest::cursor() const { return pending_->cursor.sequence; }
+
+Status BillingIngest::Add(const std::vector<ledger::StoredEvent>& events) {
+  Cursor& cursor = pending_->cursor;
+  for (const ledger::StoredEvent& e : events) {
+    if (e.sequence <= cursor.sequence) continue;  // sent again after a re-watch
+    if (e.sequence != cursor.sequence + 1) {
+      return Status(Code::kCorruption, "the watch skipped from sequence " +
+                                           std::to_string(cursor.sequence) + " to " +
+                                           std::to_string(e.sequence));
+    }
+    auto decoded = schema::DecodeEvent(e.bytes);
+    if (!decoded.ok()) {
+      return Status(Code::kCorruption,
+                    "event " + std::to_string(e.sequence) + ": " + decoded.status().message());
+    }
+    if (schema::HashFromData(decoded->root().getPrevHash()) != cursor.hash) {
+      return Status(Code::kCorruption,
+                    "event " + std::to_string(e.sequence) +
+                        " does not follow the chain this consumer folded (its prevHash is not "
+                        "the chain value after " + std::to_string(cursor.sequence) +
+                        "): a different or edited ledger; delete " + state_dir_ +
+                        " to bill this one from its start");
+    }
+    fold_.Apply(e.sequence, decoded->root());
+    uint32_t index = 0;
+    for (const Interval& interval : fold_.closed()) {
+      for (UsageRecord& r : RecordsOf(interval, bucket_ms_, e.sequence)) {
+        pending_->records.emplace_back(OutboxPosition{e.sequence, index++}, std::move(r));
+      }
+    }
+    fold_.DropClosed();
+    cursor.sequence = e.sequence;
+    cursor.hash = schema::ChainHash(cursor.hash, e.bytes);
+    ++pending_->events;
+    ++events_folded_;
+    if (pending_->events >= kIngestEventsPerBatch) ADM_RETURN_IF_ERROR(Flush());
+  }
+  return Status::Ok();
+}
+
+Status BillingIngest::Flush(bool* wrote) {
+  if (wrote != nullptr) *wrote = false;
+  if (pending_->events == 0) return Status::Ok();
+  ADM_RETURN_IF_ERROR(
+      store_.Commit(pending_->cursor, fold_.TakeChanges(), pending_->records, pending_->published));
+  pending_->records.clear();
+  pending_->events = 0;
+  ++batches_;
+  if (wrote != nullptr) *wrote = true;
+  return Status::Ok();
+}
 
 Result<WatchConsumerStats> RunWatchConsumer(const WatchConsumerOptions& options,
                                             const EventSource& source) {
@@ -55,72 +131,53 @@ Result<WatchConsumerStats> RunWatchConsumer(const WatchConsumerOptions& options,
     return relay_failed;
   };
 
-  // The ingest: this thread and the source's (on_events runs where the source calls it).
+  // The ingest: this thread and the source's (on_events and idle run where the source calls
+  // them).
   std::thread ingest([&] {
-    uint64_t batches = 0;
+    BillingIngest in(state, fold, options.bucket_ms, publish_after, options.state_dir);
     Status failure;
-    auto reached = [&] { return options.until && state.cursor().sequence >= *options.until; };
-    auto on_events = [&](const std::vector<ledger::StoredEvent>& events) -> bool {
-      Cursor cursor = state.cursor();
-      std::vector<std::pair<OutboxPosition, UsageRecord>> records;
-      for (const ledger::StoredEvent& e : events) {
-        if (e.sequence <= cursor.sequence) continue;  // sent again after a re-watch
-        if (e.sequence != cursor.sequence + 1) {
-          failure = Status(Code::kCorruption, "the watch skipped from sequence " +
-                                                  std::to_string(cursor.sequence) + " to " +
-                                                  std::to_string(e.sequence));
-          return false;
-        }
-        auto decoded = schema::DecodeEvent(e.bytes);
-        if (!decoded.ok()) {
-          failure = Status(Code::kCorruption, "event " + std::to_string(e.sequence) + ": " +
-                                                  decoded.status().message());
-          return false;
-        }
-        if (schema::HashFromData(decoded->root().getPrevHash()) != cursor.hash) {
-          failure = Status(Code::kCorruption,
-                           "event " + std::to_string(e.sequence) +
-                               " does not follow the chain this consumer folded (its prevHash "
-                               "is not the chain value after " + std::to_string(cursor.sequence) +
-                               "): a different or edited ledger; delete " + options.state_dir +
-                               " to bill this one from its start");
-          return false;
-        }
-        fold.Apply(e.sequence, decoded->root());
-        uint32_t index = 0;
-        for (const Interval& interval : fold.closed()) {
-          for (UsageRecord& r : RecordsOf(interval, options.bucket_ms, e.sequence)) {
-            records.emplace_back(OutboxPosition{e.sequence, index++}, std::move(r));
-          }
-        }
-        fold.DropClosed();
-        cursor.sequence = e.sequence;
-        cursor.hash = schema::ChainHash(cursor.hash, e.bytes);
-        ++stats.events_folded;
-      }
-      if (cursor.sequence == state.cursor().sequence) return !reached() && !cancelled();
-      failure = state.Commit(cursor, fold.TakeChanges(), records, publish_after);
+    auto reached = [&] { return options.until && in.cursor() >= *options.until; };
+    auto flush = [&] {
+      bool wrote = false;
+      if (failure.ok()) failure = in.Flush(&wrote);
       if (!failure.ok()) return false;
-      changed.notify_all();
-      if (options.drill) options.drill("ingested", ++batches);
+      if (wrote) {
+        changed.notify_all();
+        if (options.drill) options.drill("ingested", in.batches());
+      }
+      return true;
+    };
+    auto on_events = [&](const std::vector<ledger::StoredEvent>& events) -> bool {
+      const uint64_t batches = in.batches();
+      failure = in.Add(events);
+      if (!failure.ok()) return false;
+      if (in.batches() != batches) {
+        changed.notify_all();
+        if (options.drill) options.drill("ingested", in.batches());
+      }
+      // A push shorter than a catch-up push: the stream is live; write what it brought.
+      if ((events.size() < kCatchUpPushEvents || reached()) && !flush()) return false;
       return !reached() && !cancelled();
     };
+    auto idle = [&]() -> bool { return !flush() || cancelled(); };
     while (failure.ok() && !reached() && !cancelled()) {
-      Status s = source(state.cursor().sequence + 1, on_events, cancelled);
-      if (!failure.ok() || reached() || cancelled()) break;
+      Status s = source(in.cursor() + 1, on_events, idle);
+      if (!flush() || reached() || cancelled()) break;
       if (!s.ok() && s.code() != Code::kUnavailable) {
         failure = s;
         break;
       }
       if (options.log) {
         options.log(s.ok() ? "the watch ended; watching again after sequence " +
-                                 std::to_string(state.cursor().sequence)
+                                 std::to_string(in.cursor())
                            : s.message() + "; watching again in " +
                                  std::to_string(kRewatchMs) + " ms");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(kRewatchMs));
     }
+    flush();
     std::lock_guard lock(mu);
+    stats.events_folded = in.events_folded();
     ingest_status = failure;
     ingest_done = true;
     changed.notify_all();

@@ -9,22 +9,60 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "ledger/event_log.h"
+#include "consumers/billing/store.h"
+#include "consumers/billing/usage.h"
 #include "ledger/kafka_log.h"
 
 namespace admission::consumers::billing {
 
 // Streams the ledger's events from sequence `from` on to `on_events` until the stream ends
 // (returns Ok: the consumer watches again after its cursor), `on_events` returns false,
-// `cancelled` (to be asked every so often while no events come) returns true, or it fails
-// (kUnavailable: the consumer watches again a little later; any other code ends it).
+// `idle` returns true, or it fails (kUnavailable: the consumer watches again a little later;
+// any other code ends it). The source calls `idle` every so often (200 ms) on the thread that
+// calls `on_events`: the consumer writes what it has folded and says whether to stop.
 using EventSource = std::function<Status(
     uint64_t from, const std::function<bool(const std::vector<ledger::StoredEvent>&)>& on_events,
-    const std::function<bool()>& cancelled)>;
+    const std::function<bool()>& idle)>;
+
+// The consumer's ingest: folds events after the store's cursor, checking the chain, and writes
+// the cursor, the fold's changes, the aggregates and the outbox records of what it folded in
+// one synced WriteBatch per Flush. Add flushes by itself once kIngestEventsPerBatch events are
+// pending, so that catching up on a long ledger costs one fsync per that many events; the
+// caller flushes when the stream goes quiet. Events not flushed are lost with the process,
+// and so is the cursor that covers them: they are watched again. Not thread-safe.
+class BillingIngest {
+ public:
+  static constexpr size_t kIngestEventsPerBatch = 8192;
+  // `fold` holds the store's state (LoadFold). Records at or before `published` are
+  // aggregated but not put in the outbox (they are in the output topic already).
+  BillingIngest(BillingStore& store, UsageFold& fold, int64_t bucket_ms,
+                std::optional<OutboxPosition> published, std::string state_dir);
+  ~BillingIngest();
+  // Errors: kCorruption (a gap, an undecodable event, a chain that does not continue the
+  // cursor's), the store's.
+  Status Add(const std::vector<ledger::StoredEvent>& events);
+  // Writes what is pending; returns true in *wrote when there was something.
+  Status Flush(bool* wrote = nullptr);
+  uint64_t cursor() const;   // folded, flushed or not
+  uint64_t events_folded() const { return events_folded_; }
+  uint64_t batches() const { return batches_; }
+
+ private:
+  struct Pending;
+  BillingStore& store_;
+  UsageFold& fold_;
+  int64_t bucket_ms_;
+  std::string state_dir_;
+  std::unique_ptr<Pending> pending_;
+  uint64_t events_folded_ = 0;
+  uint64_t batches_ = 0;
+};
 
 struct WatchConsumerOptions {
   std::string state_dir;

@@ -63,6 +63,16 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
       info.imported_pending = imported;
       break;
     }
+    case schema::Event::Body::WORKLOAD_FINISHED:
+    case schema::Event::Body::WORKLOAD_DELETED: {
+      // Never reserved again: its attribution lives on in the hold it may still have.
+      auto ref = body.which() == schema::Event::Body::WORKLOAD_FINISHED
+                     ? body.getWorkloadFinished().getWorkload()
+                     : body.getWorkloadDeleted().getWorkload();
+      const std::string uid = ref.getUid().cStr();
+      if (!uid.empty() && workloads_.erase(uid) != 0) Touch('w', uid);
+      break;
+    }
     case schema::Event::Body::QUOTA_RESERVED: {
       auto qr = body.getQuotaReserved();
       const std::string uid = qr.getWorkload().getUid().cStr();

@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "ledger/event_log.h"
@@ -107,7 +108,9 @@ class UsageFold {
   };
   void Close(const Hold& hold, int64_t at_ms, std::vector<Interval>* out) const;
 
-  std::map<std::string, WorkloadInfo> workloads_;         // by uid
+  // By uid, until the workload finishes or is deleted (the fold holds only what can still be
+  // reserved or is held).
+  std::unordered_map<std::string, WorkloadInfo> workloads_;
   std::map<std::string, std::string> cohorts_;            // ClusterQueue -> cohort
   std::map<std::string, Hold> holds_;                     // by uid: the reservation held
   std::vector<QuotaSpan> quota_closed_;

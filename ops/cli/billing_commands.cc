@@ -328,9 +328,9 @@ void AddBillingCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
   auto run_args = std::make_shared<RunArgs>();
   auto* run = billing->add_subcommand(
       "run",
-      "the streaming consumer: follow the Kafka ledger (--ledger kafka://...) and publish one "
-      "usage record per closed interval and bucket to --output-topic, each exactly once (a "
-      "Kafka transaction also commits the input position)");
+      "the streaming consumer: follow the Kafka ledger (--ledger kafka://...) or admitd's watch "
+      "(--connect ADDR, with --consumer-state and --output-bootstrap) and publish one usage "
+      "record per closed interval and bucket to --output-topic, each exactly once");
   run->add_option("--output-topic", run_args->output_topic, "the topic of usage records (created if missing)")
       ->required();
   run->add_option("--group", run_args->group,
@@ -338,7 +338,8 @@ void AddBillingCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
   run->add_option("--bucket", run_args->bucket, "hour (default) or day")
       ->check(CLI::IsMember({"hour", "day"}));
   run->add_option("--events-per-transaction", run_args->events_per_transaction,
-                  "ledger events folded per output transaction, at most (default 4096)")
+                  "Kafka ledger: ledger events folded per output transaction; --connect: records per "
+                  "transaction (at most; default 4096)")
       ->check(CLI::Range(1, 4096));
   run->add_flag("--until-end", run_args->until_end,
                 "stop at the ledger's end once everything before it is published");

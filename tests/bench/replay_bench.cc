@@ -426,7 +426,11 @@ Pass BillingFold(ledger::RocksDbLog& log, uint64_t* intervals) {
   options.to_ms = fold->last_time_ms() + 1;
   options.bucket_ms = 3'600'000;
   options.by = {consumers::billing::GroupKey::kClusterQueue, consumers::billing::GroupKey::kFlavor};
+  const auto t1 = std::chrono::steady_clock::now();
   const auto report = consumers::billing::BuildReport(*fold, options);
+  std::printf("# billing: fold %.2f s, report %.2f s\n",
+              std::chrono::duration<double>(t1 - t0).count(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
   pass.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   pass.cpu_seconds = CpuNow() - c0;
   pass.events = fold->last_sequence();

@@ -29,6 +29,7 @@
 #include "ledger/rocksdb_log.h"
 #include "ledger/snapshot_store.h"
 #include "ops/clock.h"
+#include "ops/rpc/metrics_http.h"
 #include "ops/rpc/server.h"
 #include "ops/service.h"
 
@@ -47,6 +48,7 @@ struct Args {
   rpc::TlsFiles tls;
   std::string policy;
   std::string ready_file;
+  std::string metrics_listen;
   std::string log_level = "info";
   uint64_t snapshot_every = kSnapshotEveryEventsDefault;
 };
@@ -361,11 +363,26 @@ int Run(const Args& args) {
   if (!bound.ok()) return Fail(bound.status());
   std::string lines;
   for (const std::string& b : *bound) lines += b + "\n";
+  // Metrics and health over HTTP: the ledger's metrics fold catches up from the genesis first.
+  const ReadyFile* ready_file = nullptr;
+  std::unique_ptr<rpc::MetricsHttp> metrics;
+  if (!args.metrics_listen.empty()) {
+    metrics = std::make_unique<rpc::MetricsHttp>(io, **service, *log, daemon, [&ready_file] {
+      return ready_file != nullptr && ready_file->marked();
+    });
+    Status folded = metrics->CatchUp();
+    if (!folded.ok()) return Fail(folded);
+    auto url = metrics->Listen(args.metrics_listen, io.waitScope);
+    if (!url.ok()) return Fail(url.status());
+    lines += *url + "\n";
+    bound->push_back(*url);
+  }
   // The ready file appears once calls are answered as they will be from now on: at once on a
   // RocksDB ledger; on a Kafka ledger once this daemon is the writer or a standby of a known
   // writer (the role loop calls this), so that a caller waiting on it never meets the moment
   // the group is still choosing.
   ReadyFile ready(args.ready_file, lines);
+  ready_file = &ready;
   if (kafka == nullptr) ready.Mark();
   if (kafka != nullptr) {
     ledger::KafkaLeadershipOptions leadership_options;
@@ -456,6 +473,9 @@ int main(int argc, char** argv) {
                  "the CA (PEM) whose client certificates are accepted; any other is refused");
   app.add_option("--policy", args.policy,
                  "principals and roles (YAML; reloaded on SIGHUP). Without it only admin may call");
+  app.add_option("--metrics-listen", args.metrics_listen,
+                 "HOST:PORT (port 0 picks one): serve /metrics (Prometheus text: Kueue's metric "
+                 "names, a projection of the ledger), /healthz and /readyz over HTTP");
   app.add_option("--ready-file", args.ready_file,
                  "once listening, write the bound addresses here (one per line)");
   app.add_option("--snapshot-every", args.snapshot_every,

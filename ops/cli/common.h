@@ -125,4 +125,6 @@ namespace admission::ops {
 void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddKafkaCommands(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddBillingCommands(CLI::App& app, GlobalOptions& global, int* exit_code);
+// `metrics [--at N]` (ops/cli/metrics_commands.cc).
+void AddMetricsCommands(CLI::App& app, GlobalOptions& global, int* exit_code);
 }  // namespace admission::ops

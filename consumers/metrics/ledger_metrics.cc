@@ -1,0 +1,510 @@
+#include "consumers/metrics/ledger_metrics.h"
+
+#include <algorithm>
+
+#include "projections/engine_version.h"
+
+namespace admission::consumers::metrics {
+
+namespace {
+
+constexpr char kGpu[] = "nvidia.com/gpu";
+
+int64_t Ms(int64_t ns) { return ns / 1'000'000; }
+
+const std::vector<int64_t>& Buckets14() {
+  static const std::vector<int64_t> b = KueueBucketsMs(14);
+  return b;
+}
+const std::vector<int64_t>& Buckets16() {
+  static const std::vector<int64_t> b = KueueBucketsMs(16);
+  return b;
+}
+
+// A non-negative quantity in thousandths as a decimal: 1500 -> "1.5".
+std::string Thousandths(__int128 v) {
+  const bool negative = v < 0;
+  unsigned __int128 u = negative ? -static_cast<unsigned __int128>(v) : v;
+  std::string whole;
+  unsigned __int128 w = u / 1000;
+  do {
+    whole.insert(whole.begin(), static_cast<char>('0' + static_cast<int>(w % 10)));
+    w /= 10;
+  } while (w != 0);
+  std::string frac = std::to_string(static_cast<int>(u % 1000));
+  frac.insert(frac.begin(), 3 - frac.size(), '0');
+  while (!frac.empty() && frac.back() == '0') frac.pop_back();
+  return (negative ? "-" : "") + whole + (frac.empty() ? "" : "." + frac);
+}
+
+std::string Escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string LabelText(const std::vector<std::string>& names, const LabelValues& values,
+                      const std::string& extra = "") {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    out += (out.empty() ? "" : ",") + names[i] + "=\"" + Escape(values[i]) + "\"";
+  }
+  if (!extra.empty()) out += (out.empty() ? "" : ",") + extra;
+  return out.empty() ? "" : "{" + out + "}";
+}
+
+class Writer {
+ public:
+  void Family(const std::string& name, const char* type, const std::string& help) {
+    text_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  }
+  void Sample(const std::string& name, const std::vector<std::string>& labels,
+              const LabelValues& values, const std::string& value) {
+    text_ += name + LabelText(labels, values) + " " + value + "\n";
+  }
+  void Counter(const std::string& name, const std::string& help,
+               const std::vector<std::string>& labels, const std::map<LabelValues, uint64_t>& s) {
+    Family(name, "counter", help);
+    for (const auto& [values, v] : s) Sample(name, labels, values, std::to_string(v));
+  }
+  void Histograms(const std::string& name, const std::string& help,
+                  const std::vector<std::string>& labels, const std::vector<int64_t>& bounds,
+                  const std::map<LabelValues, Histogram>& s) {
+    Family(name, "histogram", help);
+    for (const auto& [values, h] : s) {
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i <= bounds.size(); ++i) {
+        cumulative += i < h.counts.size() ? h.counts[i] : 0;
+        const std::string le =
+            i < bounds.size() ? "le=\"" + Thousandths(bounds[i]) + "\"" : "le=\"+Inf\"";
+        text_ += name + "_bucket" + LabelText(labels, values, le) + " " +
+                 std::to_string(cumulative) + "\n";
+      }
+      text_ += name + "_sum" + LabelText(labels, values) + " " + Thousandths(h.sum_ms) + "\n";
+      text_ += name + "_count" + LabelText(labels, values) + " " + std::to_string(h.count) + "\n";
+    }
+  }
+  void Gauges(const std::string& name, const std::string& help,
+              const std::vector<std::string>& labels, const std::map<LabelValues, std::string>& s) {
+    Family(name, "gauge", help);
+    for (const auto& [values, v] : s) Sample(name, labels, values, v);
+  }
+  std::string& text() { return text_; }
+
+ private:
+  std::string text_;
+};
+
+const char* CheckStateName(schema::CheckState s) {
+  switch (s) {
+    case schema::CheckState::PENDING:
+      return "Pending";
+    case schema::CheckState::READY:
+      return "Ready";
+    case schema::CheckState::RETRY:
+      return "Retry";
+    case schema::CheckState::REJECTED:
+      return "Rejected";
+  }
+  return "Unknown";
+}
+
+}  // namespace
+
+std::vector<int64_t> KueueBucketsMs(int count) {
+  std::vector<int64_t> out{1000};
+  int64_t b = 2500;
+  for (int i = 1; i < count; ++i, b *= 2) out.push_back(b);
+  return out;
+}
+
+void Histogram::Observe(const std::vector<int64_t>& bounds_ms, int64_t value_ms) {
+  if (counts.empty()) counts.assign(bounds_ms.size() + 1, 0);
+  value_ms = std::max<int64_t>(value_ms, 0);
+  const size_t i = static_cast<size_t>(
+      std::lower_bound(bounds_ms.begin(), bounds_ms.end(), value_ms) - bounds_ms.begin());
+  ++counts[i];
+  sum_ms += value_ms;
+  ++count;
+}
+
+MetricsFold::MetricsFold() = default;
+
+void MetricsFold::Observe(HistogramSeries& h, const std::vector<int64_t>& bounds,
+                          LabelValues labels, int64_t value_ms) {
+  h[std::move(labels)].Observe(bounds, value_ms);
+}
+
+void MetricsFold::Apply(uint64_t sequence, schema::Event::Reader event) {
+  usage_.Apply(sequence, event);
+  last_sequence_ = sequence;
+  const int64_t at = Ms(event.getRecordedAtNs());
+  last_time_ms_ = std::max(last_time_ms_, at);
+  auto body = event.getBody();
+  auto track = [&](schema::WorkloadRef::Reader ref) -> Track* {
+    auto it = tracks_.find(ref.getUid().cStr());
+    return it == tracks_.end() ? nullptr : &it->second;
+  };
+  switch (body.which()) {
+    case schema::Event::Body::LOCAL_QUEUE_DEFINED: {
+      auto lq = body.getLocalQueueDefined();
+      local_queues_[std::string(lq.getNamespace().cStr()) + "/" + lq.getName().cStr()] =
+          lq.getClusterQueue().cStr();
+      break;
+    }
+    case schema::Event::Body::WORKLOAD_SUBMITTED:
+    case schema::Event::Body::WORKLOAD_IMPORTED: {
+      auto wl = body.which() == schema::Event::Body::WORKLOAD_SUBMITTED
+                    ? body.getWorkloadSubmitted().getWorkload()
+                    : body.getWorkloadImported().getWorkload();
+      Track& t = tracks_[wl.getUid().cStr()];
+      t = Track{};
+      auto lq = local_queues_.find(std::string(wl.getNamespace().cStr()) + "/" +
+                                   wl.getQueueName().cStr());
+      if (lq != local_queues_.end()) t.cluster_queue = lq->second;
+      t.priority_class = wl.getPriorityClassName().cStr();
+      t.queued_ms = at;
+      break;
+    }
+    case schema::Event::Body::WORKLOAD_FINISHED:
+      tracks_.erase(body.getWorkloadFinished().getWorkload().getUid().cStr());
+      break;
+    case schema::Event::Body::WORKLOAD_DELETED:
+      tracks_.erase(body.getWorkloadDeleted().getWorkload().getUid().cStr());
+      break;
+    case schema::Event::Body::QUOTA_RESERVED: {
+      auto qr = body.getQuotaReserved();
+      Track* t = track(qr.getWorkload());
+      if (t == nullptr) break;
+      t->cluster_queue = qr.getAdmission().getClusterQueue().cStr();
+      t->reserved_ms = at;
+      t->admitted_ms = -1;
+      t->generation = qr.getGeneration();
+      t->ready_seen = false;
+      ++quota_reserved_[{t->cluster_queue, t->priority_class}];
+      Observe(quota_reserved_wait_, Buckets14(), {t->cluster_queue, t->priority_class},
+              at - t->queued_ms);
+      for (auto ps : qr.getAdmission().getPodSetAssignments()) {
+        for (auto f : ps.getFlavors()) {
+          ++flavor_assignments_[{t->cluster_queue, f.getFlavor().cStr(), f.getResource().cStr()}];
+        }
+      }
+      break;
+    }
+    case schema::Event::Body::ADMITTED: {
+      Track* t = track(body.getAdmitted().getWorkload());
+      if (t == nullptr) break;
+      t->admitted_ms = at;
+      ++admitted_[{t->cluster_queue, t->priority_class}];
+      Observe(admission_wait_, Buckets16(), {t->cluster_queue, t->priority_class},
+              at - t->queued_ms);
+      if (t->reserved_ms >= 0) {
+        Observe(admission_checks_wait_, Buckets14(), {t->cluster_queue, t->priority_class},
+                at - t->reserved_ms);
+      }
+      break;
+    }
+    case schema::Event::Body::CHECK_STATE_REPORTED: {
+      auto r = body.getCheckStateReported();
+      ++check_reports_[{r.getCheck().cStr(), CheckStateName(r.getState())}];
+      Track* t = track(r.getWorkload());
+      if (t == nullptr || r.getState() == schema::CheckState::PENDING || t->reserved_ms < 0 ||
+          r.getGeneration() != t->generation) {
+        break;
+      }
+      Observe(check_wait_, Buckets14(),
+              {t->cluster_queue, r.getCheck().cStr(), CheckStateName(r.getState())},
+              at - t->reserved_ms);
+      break;
+    }
+    case schema::Event::Body::PODS_REPORTED: {
+      auto p = body.getPodsReported();
+      Track* t = track(p.getWorkload());
+      if (t == nullptr || p.getReport() != schema::PodsReport::READY || t->ready_seen ||
+          t->admitted_ms < 0) {
+        break;
+      }
+      t->ready_seen = true;
+      Observe(ready_wait_, Buckets14(), {t->cluster_queue, t->priority_class}, at - t->queued_ms);
+      Observe(admitted_until_ready_, Buckets14(), {t->cluster_queue, t->priority_class},
+              at - t->admitted_ms);
+      break;
+    }
+    case schema::Event::Body::EVICTION_STARTED: {
+      auto e = body.getEvictionStarted();
+      Track* t = track(e.getWorkload());
+      const std::string cq = t != nullptr ? t->cluster_queue : "";
+      const std::string pc = t != nullptr ? t->priority_class : "";
+      ++evicted_[{cq, e.getReason().cStr(), "", pc}];
+      break;
+    }
+    case schema::Event::Body::PREEMPTED: {
+      auto p = body.getPreempted();
+      Track* preemptor = track(p.getPreemptor());
+      ++preempted_[{preemptor != nullptr ? preemptor->cluster_queue : "", p.getReason().cStr()}];
+      break;
+    }
+    case schema::Event::Body::REQUEUED: {
+      auto r = body.getRequeued();
+      Track* t = track(r.getWorkload());
+      if (t != nullptr) {
+        // The wait starts again when the workload is back in its queue.
+        t->queued_ms = std::max(at, Ms(r.getRequeueAtNs()));
+        t->reserved_ms = t->admitted_ms = -1;
+      }
+      ++requeued_[{t != nullptr ? t->cluster_queue : "", r.getReason().cStr()}];
+      break;
+    }
+    case schema::Event::Body::REJECTED: {
+      auto r = body.getRejected();
+      Track* t = track(r.getWorkload());
+      ++rejected_[{t != nullptr ? t->cluster_queue : "", r.getReason().cStr()}];
+      break;
+    }
+    case schema::Event::Body::DEACTIVATED: {
+      auto d = body.getDeactivated();
+      Track* t = track(d.getWorkload());
+      ++deactivated_[{t != nullptr ? t->cluster_queue : "", d.getReason().cStr()}];
+      break;
+    }
+    case schema::Event::Body::REVOCATION_REQUESTED: {
+      auto r = body.getRevocationRequested();
+      const char* target = "workload";
+      switch (r.getTarget().which()) {
+        case schema::RevocationRequested::Target::WORKLOAD:
+          target = "workload";
+          break;
+        case schema::RevocationRequested::Target::CHECK:
+          target = "check";
+          break;
+        case schema::RevocationRequested::Target::FLAVOR:
+          target = "flavor";
+          break;
+      }
+      ++revocations_[{target}];  // the reason is free text: not a label
+      break;
+    }
+    case schema::Event::Body::STARVATION_ALERT: {
+      Track* t = track(body.getStarvationAlert().getWorkload());
+      ++starvation_alerts_[{t != nullptr ? t->cluster_queue : ""}];
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+std::string MetricsFold::Render(const projections::Engine& engine) const {
+  using projections::Phase;
+  Writer w;
+  const std::vector<std::string> cq_pc{"cluster_queue", "priority_class"};
+  const std::vector<std::string> cqfr{"cohort", "cluster_queue", "flavor", "resource"};
+
+  // Ours, then Kueue's, each in name order.
+  w.Family("admission_build_info", "gauge",
+           "The decider's engine version that made this ledger's latest decisions");
+  w.Sample("admission_build_info", {"engine_version"}, {std::to_string(projections::kEngineVersion)}, "1");
+  w.Histograms("admission_check_wait_time_seconds",
+               "Time from the quota reservation to a check's report (Ready, Retry or Rejected), "
+               "per check",
+               {"cluster_queue", "admission_check", "result"}, Buckets14(), check_wait_);
+  w.Counter("admission_check_reports_total", "Check reports recorded, by check and state",
+            {"admission_check", "state"}, check_reports_);
+  {
+    std::map<LabelValues, std::string> pending, oldest;
+    std::map<std::string, int64_t> oldest_ns;
+    std::map<std::string, uint64_t> count;
+    for (const auto& [name, spec] : engine.admission_checks()) count[name];
+    for (const auto& [key, wl] : engine.workloads()) {
+      if (wl.phase != Phase::kReserved) continue;
+      for (const auto& [check, status] : wl.checks) {
+        if (status.state != "Pending") continue;
+        ++count[check];
+        auto it = oldest_ns.find(check);
+        if (it == oldest_ns.end() || status.last_transition_ns < it->second) {
+          oldest_ns[check] = status.last_transition_ns;
+        }
+      }
+    }
+    for (const auto& [check, n] : count) {
+      pending[{check}] = std::to_string(n);
+      auto it = oldest_ns.find(check);
+      oldest[{check}] =
+          it == oldest_ns.end() ? "0" : Thousandths(std::max<int64_t>(0, last_time_ms_ - Ms(it->second)));
+    }
+    w.Gauges("admission_check_oldest_pending_seconds",
+             "Age of the oldest reservation still waiting for this check (0: none waits)",
+             {"admission_check"}, oldest);
+    w.Gauges("admission_checks_pending", "Reservations waiting for this check now",
+             {"admission_check"}, pending);
+  }
+  w.Counter("admission_deactivated_workloads_total", "Workloads deactivated, by reason",
+            {"cluster_queue", "reason"}, deactivated_);
+  w.Counter("admission_flavor_assignments_total",
+            "Flavors chosen at quota reservation, per podSet resource",
+            {"cluster_queue", "flavor", "resource"}, flavor_assignments_);
+  {
+    std::map<LabelValues, std::string> seconds;
+    std::map<LabelValues, __int128> milli_ms;
+    auto add = [&](const billing::Interval& in) {
+      if (in.kind == billing::UsageKind::kIdle && in.to.resource == kGpu) {
+        milli_ms[{in.to.cluster_queue, in.to.flavor}] +=
+            static_cast<__int128>(in.milli) * (in.end_ms - in.start_ms);
+      }
+    };
+    for (const auto& in : usage_.closed()) add(in);
+    for (const auto& in : usage_.OpenUntil(usage_.last_time_ms())) add(in);
+    for (const auto& [k, v] : milli_ms) seconds[k] = Thousandths(v / 1000);
+    w.Family("admission_idle_gpu_seconds_total", "counter",
+             "GPU-seconds reserved or admitted while no pods ran (billing's idle time), per "
+             "ClusterQueue and flavor");
+    for (const auto& [k, v] : seconds) {
+      w.Sample("admission_idle_gpu_seconds_total", {"cluster_queue", "flavor"}, k, v);
+    }
+  }
+  {
+    std::map<LabelValues, int64_t> idle;
+    for (const auto& [name, cq] : engine.cluster_queues()) {
+      for (const projections::Holder& h : cq.holders) {
+        if (h.wl->pods_released) continue;
+        for (const auto& [fr, milli] : h.wl->admission.usage) {
+          const std::string& resource = engine.resource_names().Name(projections::FrResource(fr));
+          if (resource != kGpu) continue;
+          idle[{name, engine.flavor_names().Name(projections::FrFlavor(fr))}] += milli;
+        }
+      }
+    }
+    std::map<LabelValues, std::string> text;
+    for (const auto& [k, v] : idle) text[k] = Thousandths(v);
+    w.Gauges("admission_idle_gpus",
+             "GPUs reserved or admitted whose pods the runtime has not released yet",
+             {"cluster_queue", "flavor"}, text);
+  }
+  w.Gauges("admission_ledger_head_sequence", "The last ledger sequence these metrics fold", {},
+           {{{}, std::to_string(last_sequence_)}});
+  w.Gauges("admission_ledger_time_seconds", "Ledger time of the last event folded (Unix seconds)",
+           {}, {{{}, Thousandths(last_time_ms_)}});
+  w.Counter("admission_rejected_workloads_total", "Workloads rejected, by reason",
+            {"cluster_queue", "reason"}, rejected_);
+  w.Counter("admission_requeued_workloads_total", "Requeues, by reason",
+            {"cluster_queue", "reason"}, requeued_);
+  w.Counter("admission_revocations_total",
+            "Revocations requested, by target kind (workload, check or flavor)", {"target"},
+            revocations_);
+  w.Counter("admission_starvation_alerts_total", "Starvation alerts raised",
+            {"cluster_queue"}, starvation_alerts_);
+
+  // Kueue's.
+  w.Histograms("kueue_admission_checks_wait_time_seconds",
+               "The time from when a workload got the quota reservation until admission",
+               cq_pc, Buckets14(), admission_checks_wait_);
+  w.Histograms("kueue_admission_wait_time_seconds",
+               "The time between a workload was created or requeued until admission", cq_pc,
+               Buckets16(), admission_wait_);
+  {
+    std::map<LabelValues, std::string> active;
+    for (const auto& [name, cq] : engine.cluster_queues()) {
+      if (!cq.spec) continue;
+      uint64_t n = 0;
+      for (const projections::Holder& h : cq.holders) n += h.wl->phase == Phase::kAdmitted;
+      active[{name}] = std::to_string(n);
+    }
+    w.Gauges("kueue_admitted_active_workloads",
+             "The number of admitted workloads that are active (unsuspended and not finished)",
+             {"cluster_queue"}, active);
+  }
+  w.Histograms("kueue_admitted_until_ready_wait_time_seconds",
+               "The time between a workload was admitted until ready", cq_pc, Buckets14(),
+               admitted_until_ready_);
+  w.Counter("kueue_admitted_workloads_total", "The total number of admitted workloads", cq_pc,
+            admitted_);
+  {
+    std::map<LabelValues, std::string> nominal, borrowing, lending, reservation, usage;
+    for (const auto& [name, cq] : engine.cluster_queues()) {
+      if (!cq.spec) continue;
+      const std::string& cohort = cq.spec->cohort;
+      for (const auto& group : cq.spec->resource_groups) {
+        for (const auto& fq : group.flavors) {
+          const std::string& flavor = engine.flavor_names().Name(fq.flavor);
+          for (const auto& [resource, quota] : fq.resources) {
+            const LabelValues k{cohort, name, flavor, engine.resource_names().Name(resource)};
+            nominal[k] = Thousandths(quota.nominal);
+            if (quota.borrowing_limit) borrowing[k] = Thousandths(*quota.borrowing_limit);
+            if (quota.lending_limit) lending[k] = Thousandths(*quota.lending_limit);
+            const projections::Fr fr = projections::MakeFr(fq.flavor, resource);
+            auto used = cq.usage.find(fr);
+            reservation[k] = Thousandths(used == cq.usage.end() ? 0 : used->second);
+            int64_t admitted = 0;
+            for (const projections::Holder& h : cq.holders) {
+              if (h.wl->phase != Phase::kAdmitted) continue;
+              auto u = h.wl->admission.usage.find(fr);
+              if (u != h.wl->admission.usage.end()) admitted += u->second;
+            }
+            usage[k] = Thousandths(admitted);
+          }
+        }
+      }
+    }
+    w.Gauges("kueue_cluster_queue_borrowing_limit",
+             "Reports the cluster_queue's resource borrowing limit within the cohort", cqfr,
+             borrowing);
+    w.Gauges("kueue_cluster_queue_lending_limit",
+             "Reports the cluster_queue's resource lending limit within the cohort", cqfr, lending);
+    w.Gauges("kueue_cluster_queue_nominal_quota", "Reports the cluster_queue's resource nominal quota",
+             cqfr, nominal);
+    w.Gauges("kueue_cluster_queue_resource_reservation",
+             "Reports the cluster_queue's total resource reservation", cqfr, reservation);
+    w.Gauges("kueue_cluster_queue_resource_usage",
+             "Reports the cluster_queue's total resource usage (admitted workloads)", cqfr, usage);
+  }
+  w.Counter("kueue_evicted_workloads_total", "The number of evicted workloads per cluster_queue",
+            {"cluster_queue", "reason", "underlying_cause", "priority_class"}, evicted_);
+  {
+    std::map<LabelValues, std::string> pending;
+    for (const auto& [name, cq] : engine.cluster_queues()) {
+      if (!cq.spec) continue;
+      uint64_t active = 0, inadmissible = 0;
+      for (const auto& [key, cls] : cq.classes) {
+        (cls.inadmissible ? inadmissible : active) += cls.members.size();
+      }
+      pending[{name, "active"}] = std::to_string(active);
+      pending[{name, "inadmissible"}] = std::to_string(inadmissible);
+    }
+    w.Gauges("kueue_pending_workloads",
+             "The number of pending workloads, per cluster_queue and status (active: in the "
+             "queue; inadmissible: found not to fit until something changes)",
+             {"cluster_queue", "status"}, pending);
+  }
+  w.Counter("kueue_preempted_workloads_total", "The number of preempted workloads",
+            {"preempting_cluster_queue", "reason"}, preempted_);
+  w.Counter("kueue_quota_reserved_workloads_total", "The total number of quota reserved workloads",
+            cq_pc, quota_reserved_);
+  w.Histograms("kueue_quota_reserved_wait_time_seconds",
+               "The time between a workload was created or requeued until it got quota "
+               "reservation",
+               cq_pc, Buckets14(), quota_reserved_wait_);
+  w.Histograms("kueue_ready_wait_time_seconds",
+               "The time between a workload was created or requeued until ready", cq_pc,
+               Buckets14(), ready_wait_);
+  {
+    std::map<LabelValues, std::string> reserving;
+    for (const auto& [name, cq] : engine.cluster_queues()) {
+      if (cq.spec) reserving[{name}] = std::to_string(cq.holders.size());
+    }
+    w.Gauges("kueue_reserving_active_workloads",
+             "The number of workloads that are reserving quota", {"cluster_queue"}, reserving);
+  }
+  return std::move(w.text());
+}
+
+}  // namespace admission::consumers::metrics

@@ -1,0 +1,38 @@
+#pragma once
+// admitd's HTTP listener (--metrics-listen HOST:PORT, kj-http; docs/metrics.md): /metrics in
+// the Prometheus text format (the ledger's metrics projection, consumers/metrics, then the
+// daemon's own process metrics), /healthz and /readyz. Event loop thread only.
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <kj/async-io.h>
+
+#include "consumers/metrics/ledger_metrics.h"
+#include "ops/rpc/server.h"
+#include "ops/service.h"
+
+namespace admission::ops::rpc {
+
+class MetricsHttp {
+ public:
+  // REQUIRES: everything outlives it. `ready` says whether /readyz answers 200.
+  MetricsHttp(kj::AsyncIoContext& io, Service& service, ledger::EventLog& log, Daemon& daemon,
+              std::function<bool()> ready);
+  ~MetricsHttp();
+
+  // Folds the ledger's events up to what the service has folded (from the genesis on the
+  // first call: the counters count the whole ledger). Errors: the log's, kCorruption.
+  Status CatchUp();
+  // Binds HOST:PORT (port 0 picks one) and serves; returns "http://HOST:PORT".
+  Result<std::string> Listen(const std::string& host_port, kj::WaitScope& wait_scope);
+  // What /metrics answers now (after a catch-up).
+  Result<std::string> Render();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace admission::ops::rpc

@@ -178,6 +178,32 @@ contains "$served" "admitd_rpc_record_calls_total"
 promtool check metrics <<< "$served" || fail "promtool rejects /metrics"
 [ "$(projection "$served")" = "$m2" ] || fail "/metrics differs from admitctl metrics: $(diff <(projection "$served") <(echo "$m2") | head -5)"
 [ "$(C metrics)" = "$m2" ] || fail "admitctl --connect metrics differs"
+# The Grafana dashboard parses, its queries are valid PromQL (promtool check rules), and it
+# names only metrics admitd exports.
+grafana="$(dirname "$0")/../../ops/grafana/admission-ledger.json"
+echo "$served" > "$work/served.prom"
+python3 - "$grafana" "$work/grafana-rules.yml" "$work/served.prom" <<'PY' || fail "the Grafana dashboard"
+import json, re, sys
+dash = json.load(open(sys.argv[1]))
+exported = set(re.findall(r"^# TYPE (\S+) ", open(sys.argv[3]).read(), re.M))
+exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+assert exprs, "no queries"
+named = set()
+for e in exprs:
+    bare = re.sub(r"\{[^}]*\}|\b(?:by|without) \([^)]*\)", "", e)  # no label names
+    for m in re.findall(r"\b((?:kueue|admission|admitd)_[a-z_]+)", bare):
+        base = re.sub(r"_(bucket|sum|count)$", "", m)
+        named.add(base if base in exported else m)
+missing = sorted(n for n in named if n not in exported)
+if missing:
+    sys.exit(f"the dashboard names metrics admitd does not export: {missing}")
+with open(sys.argv[2], "w") as f:
+    f.write("groups:\n- name: dashboard\n  rules:\n")
+    for i, e in enumerate(exprs):
+        f.write(f"  - record: dashboard:q{i}\n    expr: {json.dumps(e)}\n")
+print(f"grafana: {len(exprs)} queries over {len(named)} exported metrics")
+PY
+promtool check rules "$work/grafana-rules.yml" > /dev/null || fail "promtool rejects the dashboard's queries"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat > "$work/prometheus.yml" <<YAML

@@ -367,7 +367,7 @@ int Run(const Args& args) {
   const ReadyFile* ready_file = nullptr;
   std::unique_ptr<rpc::MetricsHttp> metrics;
   if (!args.metrics_listen.empty()) {
-    metrics = std::make_unique<rpc::MetricsHttp>(io, **service, *log, daemon, [&ready_file] {
+    metrics = std::make_unique<rpc::MetricsHttp>(io, **service, *log, snapshots, daemon, [&ready_file] {
       return ready_file != nullptr && ready_file->marked();
     });
     Status folded = metrics->CatchUp();

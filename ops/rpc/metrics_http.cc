@@ -2,13 +2,47 @@
 
 #include <kj/compat/http.h>
 
+#include <nlohmann/json.hpp>
+
+#include "ops/dashboard.h"
 #include "schema/event_codec.h"
 
 namespace admission::ops::rpc {
 
+// ops/ui's files, embedded by ops/ui/embed.cmake: (content type, body), or empty.
+std::pair<std::string_view, std::string_view> UiAssetByPath(std::string_view path);
+
 namespace {
 
 constexpr size_t kCatchUpChunk = 4096;
+constexpr int kStreamPollMs = 200;        // how often a stream looks at the head
+constexpr int kStreamHeartbeatTicks = 75;  // a comment line every 15 s keeps proxies open
+
+std::string QueryParam(const std::string& url, const std::string& name) {
+  const size_t q = url.find('?');
+  if (q == std::string::npos) return "";
+  std::string rest = url.substr(q + 1);
+  size_t start = 0;
+  while (start <= rest.size()) {
+    const size_t amp = rest.find('&', start);
+    const std::string pair = rest.substr(start, amp == std::string::npos ? std::string::npos : amp - start);
+    if (pair.rfind(name + "=", 0) == 0) {
+      std::string v = pair.substr(name.size() + 1), out;
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (v[i] == '%' && i + 2 < v.size()) {
+          out += static_cast<char>(std::stoi(v.substr(i + 1, 2), nullptr, 16));
+          i += 2;
+        } else {
+          out += v[i] == '+' ? ' ' : v[i];
+        }
+      }
+      return out;
+    }
+    if (amp == std::string::npos) break;
+    start = amp + 1;
+  }
+  return "";
+}
 
 // The daemon's own counters, which are not a projection of the ledger (they start at 0 with
 // the process).
@@ -38,14 +72,19 @@ std::string ProcessMetrics(const DaemonStats& s) {
 
 class MetricsHttp::Impl final : public kj::HttpService {
  public:
-  Impl(kj::AsyncIoContext& io, Service& service, ledger::EventLog& log, Daemon& daemon,
-       std::function<bool()> ready)
+  Impl(kj::AsyncIoContext& io, Service& service, ledger::EventLog& log,
+       ledger::SnapshotStore& snapshots, Daemon& daemon, std::function<bool()> ready)
       : io_(io),
         service_(service),
         log_(log),
+        snapshots_(snapshots),
         daemon_(daemon),
-        ready_(std::move(ready)),
-        table_(kj::HttpHeaderTable::Builder().build()) {}
+        ready_(std::move(ready)) {
+    kj::HttpHeaderTable::Builder builder;
+    authorization_ = builder.add("Authorization");
+    cache_control_ = builder.add("Cache-Control");
+    table_ = builder.build();
+  }
 
   Status CatchUp() {
     const uint64_t to = service_.position();
@@ -92,7 +131,7 @@ class MetricsHttp::Impl final : public kj::HttpService {
     return "http://" + host + ":" + std::to_string(listener_->getPort());
   }
 
-  kj::Promise<void> request(kj::HttpMethod method, kj::StringPtr url, const kj::HttpHeaders&,
+  kj::Promise<void> request(kj::HttpMethod method, kj::StringPtr url, const kj::HttpHeaders& headers,
                             kj::AsyncInputStream&, Response& response) override {
     std::string path(url.cStr());
     if (const size_t q = path.find('?'); q != std::string::npos) path.resize(q);
@@ -104,6 +143,12 @@ class MetricsHttp::Impl final : public kj::HttpService {
       return ready_() ? Send(response, 200, "OK", "text/plain", "ready\n")
                       : Send(response, 503, "Service Unavailable", "text/plain", "not ready\n");
     }
+    if (path == "/" || path == "/index.html" || path == "/app.js" || path == "/style.css") {
+      auto [type, body] = UiAssetByPath(path == "/" ? "/index.html" : path);
+      if (body.empty()) return Send(response, 404, "Not Found", "text/plain", "no such file\n");
+      return Send(response, 200, "OK", kj::StringPtr(type.data(), type.size()), std::string(body));
+    }
+    if (path.rfind("/api/", 0) == 0) return Api(path, std::string(url.cStr()), headers, response);
     if (path == "/metrics") {
       auto text = Render();
       if (!text.ok()) {
@@ -127,10 +172,114 @@ class MetricsHttp::Impl final : public kj::HttpService {
     return promise.attach(kj::mv(stream), kj::mv(owned));
   }
 
+  // The dashboard's JSON, for the principal the bearer token names.
+  kj::Promise<void> Api(const std::string& path, const std::string& url,
+                        const kj::HttpHeaders& headers, Response& response) {
+    std::string token;
+    KJ_IF_MAYBE(auth, headers.get(authorization_)) {
+      const std::string value(auth->cStr());
+      if (value.rfind("Bearer ", 0) == 0) token = value.substr(7);
+    }
+    const Policy& policy = daemon_.policy();
+    const PrincipalPolicy* who = policy.FindByToken(token);
+    if (who == nullptr) {
+      return Send(response, 401, "Unauthorized", "text/plain",
+                  token.empty() ? "a bearer token is needed (Authorization: Bearer TOKEN)\n"
+                                : "that token is not in the daemon's policy (tokenSha256)\n");
+    }
+    Status may = policy.MaySee(who->name, "use the dashboard", "");
+    if (!may.ok()) return Send(response, 403, "Forbidden", "text/plain", may.message() + "\n");
+    const std::vector<std::string> scope = policy.ScopeOf(who->name);
+    NamespaceFilter allow;
+    if (!scope.empty()) {
+      allow = [scope](const std::string& ns) {
+        return std::find(scope.begin(), scope.end(), ns) != scope.end();
+      };
+    }
+    const projections::Engine& engine = service_.engine();
+    if (path == "/api/whoami") {
+      Json roles = Json::array();
+      for (const std::string& r : policy.RolesOf(who->name)) roles.push_back(r);
+      return SendJson(response, Json{{"principal", who->name}, {"roles", roles}, {"namespaces", scope}});
+    }
+    if (path == "/api/overview") return SendJson(response, DashboardOverview(engine, log_, allow));
+    if (path == "/api/workloads") return SendJson(response, DashboardWorkloads(engine, allow));
+    if (path == "/api/cohorts") return SendJson(response, DashboardCohorts(engine));
+    if (path == "/api/checks") return SendJson(response, DashboardChecks(engine, allow));
+    if (path == "/api/audit") {
+      const ledger::Head head = log_.GetHead();
+      Json snaps = Json::array();
+      auto listed = snapshots_.List();
+      if (listed.ok()) {
+        for (uint64_t s : *listed) snaps.push_back("after " + std::to_string(s));
+      }
+      return SendJson(response, Json{{"head", {{"sequence", head.sequence}, {"hash", schema::HashHex(head.hash)}}},
+                                     {"snapshots", snaps}});
+    }
+    if (path == "/api/explain") {
+      const std::string name = QueryParam(url, "workload");
+      const std::string ns = name.substr(0, name.find('/'));
+      Status see = policy.MaySee(who->name, "explain", ns);
+      if (name.find('/') == std::string::npos) see = Status(Code::kInvalidArgument, "workload=NAMESPACE/NAME");
+      if (!see.ok()) return Send(response, see.code() == Code::kPermissionDenied ? 403 : 400,
+                                 "Refused", "text/plain", see.message() + "\n");
+      return daemon_.Explain(name, 0, "text").then(
+          [this, &response](kj::Own<Result<std::string>> text) {
+            if (!text->ok()) {
+              return Send(response, text->status().code() == Code::kNotFound ? 404 : 500,
+                          "Refused", "text/plain", text->status().ToString() + "\n");
+            }
+            return Send(response, 200, "OK", "text/plain; charset=utf-8", **text);
+          });
+    }
+    if (path == "/api/stream") {
+      kj::HttpHeaders h(*table_);
+      h.set(kj::HttpHeaderId::CONTENT_TYPE, "text/event-stream");
+      h.set(cache_control_, "no-cache");
+      auto stream = response.send(200, "OK", h);
+      return Pump(kj::mv(stream), 0, 0);
+    }
+    return Send(response, 404, "Not Found", "text/plain", "no such API: " + path + "\n");
+  }
+
+  // One server-sent event per change of the head (and a comment line now and then), until the
+  // client goes away.
+  kj::Promise<void> Pump(kj::Own<kj::AsyncOutputStream> stream, uint64_t sent, int ticks) {
+    const uint64_t head = service_.position();
+    std::string message;
+    if (head != sent) {
+      message = "id: " + std::to_string(head) + "\nevent: head\ndata: {\"sequence\": " +
+                std::to_string(head) + "}\n\n";
+      ticks = 0;
+    } else if (++ticks >= kStreamHeartbeatTicks) {
+      message = ": still here\n\n";
+      ticks = 0;
+    }
+    auto next = [this, head, ticks](kj::Own<kj::AsyncOutputStream> s) {
+      return io_.provider->getTimer()
+          .afterDelay(kStreamPollMs * kj::MILLISECONDS)
+          .then([this, s = kj::mv(s), head, ticks]() mutable { return Pump(kj::mv(s), head, ticks); });
+    };
+    if (message.empty()) return next(kj::mv(stream));
+    auto owned = kj::heap<std::string>(std::move(message));
+    auto& out = *stream;
+    return out.write(owned->data(), owned->size())
+        .attach(kj::mv(owned))
+        .then([next, s = kj::mv(stream)]() mutable { return next(kj::mv(s)); },
+              [](kj::Exception&&) {});  // the client went away
+  }
+
+  kj::Promise<void> SendJson(Response& response, const Json& doc) {
+    return Send(response, 200, "OK", "application/json", doc.dump());
+  }
+
   kj::AsyncIoContext& io_;
   Service& service_;
   ledger::EventLog& log_;
+  ledger::SnapshotStore& snapshots_;
   Daemon& daemon_;
+  kj::HttpHeaderId authorization_ = kj::HttpHeaderId::HOST;
+  kj::HttpHeaderId cache_control_ = kj::HttpHeaderId::HOST;
   std::function<bool()> ready_;
   kj::Own<kj::HttpHeaderTable> table_;
   consumers::metrics::MetricsFold fold_;
@@ -140,8 +289,9 @@ class MetricsHttp::Impl final : public kj::HttpService {
 };
 
 MetricsHttp::MetricsHttp(kj::AsyncIoContext& io, Service& service, ledger::EventLog& log,
-                         Daemon& daemon, std::function<bool()> ready)
-    : impl_(std::make_unique<Impl>(io, service, log, daemon, std::move(ready))) {}
+                         ledger::SnapshotStore& snapshots, Daemon& daemon,
+                         std::function<bool()> ready)
+    : impl_(std::make_unique<Impl>(io, service, log, snapshots, daemon, std::move(ready))) {}
 MetricsHttp::~MetricsHttp() = default;
 Status MetricsHttp::CatchUp() { return impl_->CatchUp(); }
 Result<std::string> MetricsHttp::Listen(const std::string& host_port, kj::WaitScope& ws) {

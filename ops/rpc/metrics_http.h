@@ -1,7 +1,10 @@
 #pragma once
-// admitd's HTTP listener (--metrics-listen HOST:PORT, kj-http; docs/metrics.md): /metrics in
-// the Prometheus text format (the ledger's metrics projection, consumers/metrics, then the
-// daemon's own process metrics), /healthz and /readyz. Event loop thread only.
+// admitd's HTTP listener (--metrics-listen HOST:PORT, kj-http; docs/metrics.md,
+// docs/dashboard.md): /metrics in the Prometheus text format (the ledger's metrics projection,
+// consumers/metrics, then the daemon's own process metrics), /healthz and /readyz, and the
+// dashboard: its pages (/, /app.js, /style.css, from the binary) and their JSON (/api/*, for a
+// bearer token the policy maps to a principal; a tenant sees only its namespaces), with
+// /api/stream pushing the ledger's head as server-sent events. Event loop thread only.
 
 #include <functional>
 #include <memory>
@@ -18,8 +21,8 @@ namespace admission::ops::rpc {
 class MetricsHttp {
  public:
   // REQUIRES: everything outlives it. `ready` says whether /readyz answers 200.
-  MetricsHttp(kj::AsyncIoContext& io, Service& service, ledger::EventLog& log, Daemon& daemon,
-              std::function<bool()> ready);
+  MetricsHttp(kj::AsyncIoContext& io, Service& service, ledger::EventLog& log,
+              ledger::SnapshotStore& snapshots, Daemon& daemon, std::function<bool()> ready);
   ~MetricsHttp();
 
   // Folds the ledger's events up to what the service has folded (from the genesis on the

@@ -83,8 +83,9 @@ Result<Policy> Policy::Parse(const std::string& text, const std::string& source)
     if (!p.IsMap()) return bad(path, "expected a map with name and roles");
     for (const auto& kv : p) {
       const std::string key = kv.first.as<std::string>();
-      if (key != "name" && key != "roles" && key != "namespaces") {
-        return bad(path + "." + key, "unknown field (expected name, roles, namespaces)");
+      if (key != "name" && key != "roles" && key != "namespaces" && key != "tokenSha256") {
+        return bad(path + "." + key,
+                   "unknown field (expected name, roles, namespaces, tokenSha256)");
       }
     }
     PrincipalPolicy entry;
@@ -128,12 +129,35 @@ Result<Policy> Policy::Parse(const std::string& text, const std::string& source)
         entry.namespaces.push_back(ns[n].as<std::string>());
       }
     }
+    if (YAML::Node token = p["tokenSha256"]) {
+      const std::string hex = token.IsScalar() ? token.as<std::string>() : "";
+      if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        return bad(path + ".tokenSha256",
+                   "expected the SHA-256 of the principal's bearer token: 64 lowercase hex "
+                   "digits (printf %s TOKEN | sha256sum)");
+      }
+      for (const auto& [other, policy_entry] : policy.principals_) {
+        if (policy_entry.token_sha256 == hex) {
+          return bad(path + ".tokenSha256", "the same token as principal '" + other + "'");
+        }
+      }
+      entry.token_sha256 = hex;
+    }
     if (entry.Has(Role::kTenant) && entry.namespaces.empty()) {
       return bad(path + ".namespaces", "a tenant needs the namespaces it may use");
     }
     policy.principals_[entry.name] = std::move(entry);
   }
   return policy;
+}
+
+const PrincipalPolicy* Policy::FindByToken(std::string_view token) const {
+  if (token.empty()) return nullptr;
+  const std::string hex = schema::HashHex(schema::Sha256Of(token));
+  for (const auto& [name, p] : principals_) {
+    if (!p.token_sha256.empty() && p.token_sha256 == hex) return &p;
+  }
+  return nullptr;
 }
 
 Result<Policy> Policy::Load(const std::string& path) {

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "projections/engine.h"
@@ -20,6 +21,7 @@ struct PrincipalPolicy {
   std::string name;
   std::vector<Role> roles;
   std::vector<std::string> namespaces;  // a tenant's namespaces
+  std::string token_sha256;             // the dashboard's bearer token, hashed (hex); empty: none
   bool Has(Role role) const;
 };
 
@@ -35,6 +37,8 @@ class Policy {
 
   // null when the principal is not in the policy (admin is always known).
   const PrincipalPolicy* Find(const std::string& principal) const;
+  // The principal whose tokenSha256 is the SHA-256 of `token` (the dashboard's bearer token).
+  const PrincipalPolicy* FindByToken(std::string_view token) const;
   std::vector<std::string> RolesOf(const std::string& principal) const;
 
   // What a call needs. Each returns Ok, or kPermissionDenied naming the principal, the method

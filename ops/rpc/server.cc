@@ -370,29 +370,15 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     Status s = Admit();
     if (s.ok()) s = d_.policy_.MaySee(principal_, "explain", ns);
     if (s.ok()) {
-      // Explain folds the ledger from the genesis: on the read worker, not on the loop.
-      auto paf = kj::newPromiseAndCrossThreadFulfiller<kj::Own<Result<std::string>>>();
-      ledger::EventLog& log = d_.log_;
-      const uint64_t at = params.getAt();
-      const std::string format = params.getFormat();
-      const bool queued = d_.readers_->Submit(
-          [&log, name, at, format, fulfiller = kj::mv(paf.fulfiller)]() mutable {
-            fulfiller->fulfill(
-                kj::heap<Result<std::string>>(RenderExplain(log, name, at, format, nullptr)));
+      return d_.Explain(name, params.getAt(), params.getFormat())
+          .then([this, context](kj::Own<Result<std::string>> text) mutable {
+            if (text->ok()) {
+              context.getResults().setText(**text);
+              return;
+            }
+            Count(text->status(), "explain");
+            ToError(text->status(), context.getResults().initError());
           });
-      if (queued) {
-        return paf.promise.then(
-            [this, context](kj::Own<Result<std::string>> text) mutable {
-              if (text->ok()) {
-                context.getResults().setText(**text);
-                return;
-              }
-              Count(text->status(), "explain");
-              ToError(text->status(), context.getResults().initError());
-            });
-      }
-      s = Status(Code::kOverloaded, std::to_string(kReadQueueMax) +
-                                        " explain calls are waiting already (the limit)");
     }
     Count(s, "explain");
     ToError(s, context.getResults().initError());
@@ -889,6 +875,24 @@ kj::Promise<void> Daemon::Shutdown() {
   for (uint64_t id : ids) EndWatch(id, "admitd is shutting down; resume from the sequence given");
   // Let the replies and the watchers' ends reach the sockets.
   return io_.provider->getTimer().afterDelay(100 * kj::MILLISECONDS);
+}
+
+kj::Promise<kj::Own<Result<std::string>>> Daemon::Explain(const std::string& name, uint64_t at,
+                                                           const std::string& format) {
+  // Explain folds the ledger from the genesis: on the read worker, not on the loop.
+  auto paf = kj::newPromiseAndCrossThreadFulfiller<kj::Own<Result<std::string>>>();
+  ledger::EventLog& log = log_;
+  const bool queued = readers_->Submit(
+      [&log, name, at, format, fulfiller = kj::mv(paf.fulfiller)]() mutable {
+        fulfiller->fulfill(
+            kj::heap<Result<std::string>>(RenderExplain(log, name, at, format, nullptr)));
+      });
+  if (!queued) {
+    return kj::heap<Result<std::string>>(Status(
+        Code::kOverloaded, std::to_string(kReadQueueMax) +
+                               " explain calls are waiting already (the limit)"));
+  }
+  return kj::mv(paf.promise);
 }
 
 DaemonStats Daemon::stats() const {

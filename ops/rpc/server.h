@@ -70,6 +70,14 @@ class Daemon {
 
   DaemonStats stats() const;
 
+  // The policy in force (reloaded on SIGHUP). Event loop thread only.
+  const Policy& policy() const { return policy_; }
+  // `explain` of a workload, rendered on the daemon's read worker (it folds the ledger from
+  // the genesis): what the RPC's explain and the dashboard's timeline answer. kOverloaded
+  // when kReadQueueMax explains wait already. Event loop thread only.
+  kj::Promise<kj::Own<Result<std::string>>> Explain(const std::string& name, uint64_t at,
+                                                     const std::string& format);
+
   // The ledger grew by events this daemon did not append (a standby following the Kafka
   // ledger's writer): watchers are shown them. Event loop thread only.
   void LedgerAdvanced(uint64_t head_before, uint64_t head) { AfterAppend(head_before, head); }

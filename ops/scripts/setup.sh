@@ -13,7 +13,7 @@ packages=(
   libyaml-cpp-dev libcli11-dev libssl-dev nlohmann-json3-dev
   openjdk-17-jre-headless maven
   curl ca-certificates openssl python3 python3-venv
-  prometheus
+  prometheus chromium nodejs npm
 )
 
 missing=()

@@ -1,0 +1,98 @@
+// The dashboard in headless Chromium (Debian's), driven by playwright-core: every page loads
+// without console errors (screenshots written for people), a workload submitted during the
+// test shows on the workloads page within 2 s without a reload, a workload's timeline opens,
+// and a tenant's pages show no other namespace. Run by tests/ui/ui_test.sh.
+import { execFileSync } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { createRequire } from "node:module";
+
+// playwright-core as installed into NODE_DIR (build/ui-node) by ui_test.sh.
+const { chromium } = createRequire(process.env.NODE_DIR + "/")("playwright-core");
+
+const { URL, OPERATOR_TOKEN, TENANT_TOKEN, TENANT_NS, SHOTS, SUBMIT } = process.env;
+mkdirSync(SHOTS, { recursive: true });
+const failures = [];
+const fail = (m) => { failures.push(m); console.error("FAIL: " + m); };
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+
+async function signedIn(token, label) {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  const page = await context.newPage();
+  const errors = [];
+  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  page.on("pageerror", (e) => errors.push(String(e)));
+  let navigations = 0;
+  page.on("framenavigated", (f) => { if (f === page.mainFrame()) navigations++; });
+  await page.goto(URL + "/#overview");
+  await page.waitForSelector("#login:not([hidden])");
+  await page.fill("#token", token);
+  await page.click("#login button");
+  await page.waitForSelector("#pending-total", { timeout: 5000 });
+  return { page, errors, navigations: () => navigations, label };
+}
+
+// Operator: every page.
+const op = await signedIn(OPERATOR_TOKEN, "operator");
+const pages = { overview: "#pending-total", workloads: "tr[data-workload]", cohorts: "ul.tree",
+                checks: "table", audit: "#audit-head" };
+for (const [name, selector] of Object.entries(pages)) {
+  await op.page.goto(URL + "/#" + name);
+  try {
+    await op.page.waitForSelector(selector, { timeout: 5000 });
+  } catch (e) {
+    fail(`page ${name}: ${selector} did not appear`);
+  }
+  await op.page.waitForTimeout(300);
+  await op.page.screenshot({ path: `${SHOTS}/${name}.png`, fullPage: true });
+}
+
+// Live: a workload submitted now appears without a reload, within 2 s.
+await op.page.goto(URL + "/#workloads");
+await op.page.waitForSelector("tr[data-workload]");
+await op.page.waitForSelector("#live.on", { timeout: 5000 });
+const before = op.navigations();
+const live = SUBMIT.split(" ")[0];
+execFileSync("/bin/sh", ["-c", SUBMIT.slice(live.length + 1)], { stdio: "inherit" });
+const t0 = Date.now();
+try {
+  await op.page.waitForSelector(`tr[data-workload="${live}"]`, { timeout: 2000 });
+  console.log(`live: ${live} shown ${Date.now() - t0} ms after its submission`);
+} catch (e) {
+  fail(`${live} did not appear on the workloads page within 2 s`);
+}
+if (op.navigations() !== before) fail("the page reloaded to show the new workload");
+await op.page.screenshot({ path: `${SHOTS}/workloads-live.png`, fullPage: true });
+
+// A workload's timeline.
+await op.page.click(`tr[data-workload="${live}"] a`);
+try {
+  await op.page.waitForSelector("pre", { timeout: 10000 });
+  const text = await op.page.textContent("#page");
+  if (!text.includes("Timeline of " + live)) fail("the timeline page: " + text.slice(0, 200));
+} catch (e) {
+  fail("the timeline did not open");
+}
+await op.page.screenshot({ path: `${SHOTS}/timeline.png`, fullPage: true });
+
+// Tenant: only its namespace.
+const tenant = await signedIn(TENANT_TOKEN, "tenant");
+await tenant.page.goto(URL + "/#workloads");
+await tenant.page.waitForSelector("tr[data-workload]");
+const namespaces = await tenant.page.$$eval("tr[data-workload]", (rows) =>
+  [...new Set(rows.map((r) => r.dataset.workload.split("/")[0]))]);
+if (namespaces.length !== 1 || namespaces[0] !== TENANT_NS) {
+  fail(`the tenant's workloads page shows namespaces ${JSON.stringify(namespaces)}, want only ${TENANT_NS}`);
+}
+await tenant.page.screenshot({ path: `${SHOTS}/tenant-workloads.png`, fullPage: true });
+
+for (const s of [op, tenant]) {
+  if (s.errors.length) fail(`${s.label}: console errors: ${s.errors.join(" | ")}`);
+}
+await browser.close();
+if (failures.length) process.exit(1);
+console.log(`dashboard: ${Object.keys(pages).length} pages, live update, timeline, tenant scope: all passed; screenshots in ${SHOTS}`);

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The dashboard end to end (docs/dashboard.md): admitd on the demo's ledger with a policy that
+# maps bearer tokens to an operator and a tenant, driven in headless Chromium (Debian's
+# chromium) by playwright-core (npm, installed into NODE_DIR on the first run):
+# tests/ui/dashboard_test.mjs. Screenshots of each page go to SHOTS.
+# Usage: ui_test.sh ADMITCTL ADMITD NODE_DIR SHOTS
+set -euo pipefail
+admitctl=$1 admitd=$2 node_dir=$3 shots=$4
+here=$(cd "$(dirname "$0")" && pwd)
+fail() { echo "FAIL: $*" >&2; exit 1; }
+chromium=${CHROMIUM:-/usr/bin/chromium}
+[ -x "$chromium" ] || fail "$chromium is needed (Debian's chromium; ops/scripts/setup.sh installs it)"
+command -v node > /dev/null || fail "node is needed (Debian's nodejs; ops/scripts/setup.sh installs it)"
+mkdir -p "$node_dir" "$shots"
+node_dir=$(cd "$node_dir" && pwd) shots=$(cd "$shots" && pwd)
+(
+  flock 9
+  if [ ! -d "$node_dir/node_modules/playwright-core" ]; then
+    (cd "$node_dir" && npm install --no-audit --no-fund --silent playwright-core@1.65.1) ||
+      fail "npm install playwright-core"
+  fi
+) 9> "$node_dir/.lock"
+work=$(mktemp -d "${TMPDIR:-/tmp}/admission-ui-test.XXXXXX")
+daemon_pid=
+trap 'kill -9 $daemon_pid 2>/dev/null; rm -rf "$work"' EXIT
+
+"$admitctl" demo --dir "$work/ledger" > "$work/demo.txt" 2>&1 || fail "demo: $(tail -3 "$work/demo.txt")"
+op_token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+tenant_token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+sha() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
+cat > "$work/policy.yaml" <<YAML
+principals:
+- name: platform-ops
+  roles: [operator]
+  tokenSha256: $(sha "$op_token")
+- name: nlp-team
+  roles: [tenant]
+  namespaces: [nlp]
+  tokenSha256: $(sha "$tenant_token")
+YAML
+S="$work/admitd.sock"
+"$admitd" --ledger "$work/ledger" --listen "unix:$S" --metrics-listen 127.0.0.1:0 \
+  --policy "$work/policy.yaml" --ready-file "$work/ready" --log-level warn \
+  > "$work/admitd.out" 2> "$work/admitd.err" &
+daemon_pid=$!
+for _ in $(seq 200); do [ -s "$work/ready" ] && break; sleep 0.05; done
+[ -s "$work/ready" ] || fail "admitd did not start: $(tail -5 "$work/admitd.err")"
+url=$(grep '^http://' "$work/ready")
+cat > "$work/live.yaml" <<'YAML'
+apiVersion: batch/v1
+kind: Job
+metadata: {name: live, namespace: nlp, labels: {kueue.x-k8s.io/queue-name: jobs}}
+spec:
+  template:
+    spec:
+      containers:
+      - {name: c, image: trainer, resources: {requests: {nvidia.com/gpu: "64"}}}
+      restartPolicy: Never
+YAML
+URL=$url OPERATOR_TOKEN=$op_token TENANT_TOKEN=$tenant_token TENANT_NS=nlp SHOTS=$shots \
+  CHROMIUM=$chromium NODE_DIR="$node_dir" \
+  SUBMIT="nlp/job-live '$admitctl' --connect 'unix:$S' submit -f '$work/live.yaml' > /dev/null" \
+  node "$here/dashboard_test.mjs"

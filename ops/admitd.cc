@@ -49,6 +49,7 @@ struct Args {
   std::string policy;
   std::string ready_file;
   std::string metrics_listen;
+  bool local_queue_metrics = false;
   std::string log_level = "info";
   uint64_t snapshot_every = kSnapshotEveryEventsDefault;
 };
@@ -370,6 +371,7 @@ int Run(const Args& args) {
     metrics = std::make_unique<rpc::MetricsHttp>(io, **service, *log, snapshots, daemon, [&ready_file] {
       return ready_file != nullptr && ready_file->marked();
     });
+    metrics->set_render_options({.local_queues = args.local_queue_metrics});
     Status folded = metrics->CatchUp();
     if (!folded.ok()) return Fail(folded);
     auto url = metrics->Listen(args.metrics_listen, io.waitScope);
@@ -476,6 +478,9 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", args.metrics_listen,
                  "HOST:PORT (port 0 picks one): serve /metrics (Prometheus text: Kueue's metric "
                  "names, a projection of the ledger), /healthz and /readyz over HTTP");
+  app.add_flag("--local-queue-metrics", args.local_queue_metrics,
+               "also serve Kueue's kueue_local_queue_* metrics (labels name, namespace; many "
+               "series where LocalQueues are many)");
   app.add_option("--ready-file", args.ready_file,
                  "once listening, write the bound addresses here (one per line)");
   app.add_option("--snapshot-every", args.snapshot_every,

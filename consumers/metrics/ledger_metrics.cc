@@ -63,6 +63,23 @@ std::string LabelText(const std::vector<std::string>& names, const LabelValues& 
   return out.empty() ? "" : "{" + out + "}";
 }
 
+const char* CheckStateName(schema::CheckState s) {
+  switch (s) {
+    case schema::CheckState::PENDING:
+      return "Pending";
+    case schema::CheckState::READY:
+      return "Ready";
+    case schema::CheckState::RETRY:
+      return "Retry";
+    case schema::CheckState::REJECTED:
+      return "Rejected";
+  }
+  return "Unknown";
+}
+
+}  // namespace
+
+// Prometheus text, family by family.
 class Writer {
  public:
   void Family(const std::string& name, const char* type, const std::string& help) {
@@ -105,21 +122,86 @@ class Writer {
   std::string text_;
 };
 
-const char* CheckStateName(schema::CheckState s) {
-  switch (s) {
-    case schema::CheckState::PENDING:
-      return "Pending";
-    case schema::CheckState::READY:
-      return "Ready";
-    case schema::CheckState::RETRY:
-      return "Retry";
-    case schema::CheckState::REJECTED:
-      return "Rejected";
-  }
-  return "Unknown";
-}
 
-}  // namespace
+void MetricsFold::RenderLocalQueues(const projections::Engine& engine, Writer& w) const {
+  using projections::Phase;
+  const std::vector<std::string> lq{"name", "namespace"};
+  w.Histograms("kueue_local_queue_admission_checks_wait_time_seconds",
+               "The time from when a workload got the quota reservation until admission, per "
+               "'local_queue'",
+               lq, Buckets14(), lq_admission_checks_wait_);
+  w.Histograms("kueue_local_queue_admission_wait_time_seconds",
+               "The time between a workload was created or requeued until admission, per "
+               "'local_queue'",
+               lq, Buckets14(), lq_admission_wait_);
+  std::map<LabelValues, std::string> pending, reserving, admitted, reservation, usage;
+  for (const auto& [key, spec] : engine.local_queues()) {
+    pending[{spec.name, spec.ns, "active"}] = "0";
+    pending[{spec.name, spec.ns, "inadmissible"}] = "0";
+    reserving[{spec.name, spec.ns}] = "0";
+    admitted[{spec.name, spec.ns}] = "0";
+  }
+  std::map<LabelValues, uint64_t> p, r, a;
+  std::map<LabelValues, int64_t> res, use;
+  for (const auto& [name, cq] : engine.cluster_queues()) {
+    for (const auto& [k, cls] : cq.classes) {
+      for (const projections::QueueKey& m : cls.members) {
+        ++p[{m.wl->queue_name, m.wl->ns, cls.inadmissible ? "inadmissible" : "active"}];
+      }
+    }
+    for (const projections::Holder& h : cq.holders) {
+      ++r[{h.wl->queue_name, h.wl->ns}];
+      const bool is_admitted = h.wl->phase == Phase::kAdmitted;
+      if (is_admitted) ++a[{h.wl->queue_name, h.wl->ns}];
+      for (const auto& [fr, milli] : h.wl->admission.usage) {
+        const LabelValues k{h.wl->queue_name, h.wl->ns,
+                            engine.flavor_names().Name(projections::FrFlavor(fr)),
+                            engine.resource_names().Name(projections::FrResource(fr))};
+        res[k] += milli;
+        if (is_admitted) use[k] += milli;
+      }
+    }
+  }
+  for (const auto& [k, v] : p) pending[k] = std::to_string(v);
+  for (const auto& [k, v] : r) reserving[k] = std::to_string(v);
+  for (const auto& [k, v] : a) admitted[k] = std::to_string(v);
+  for (const auto& [k, v] : res) {
+    reservation[k] = Thousandths(v);
+    usage[k] = Thousandths(use.count(k) ? use.at(k) : 0);
+  }
+  w.Gauges("kueue_local_queue_admitted_active_workloads",
+           "The number of admitted Workloads that are active, per 'localQueue'", lq, admitted);
+  w.Histograms("kueue_local_queue_admitted_until_ready_wait_time_seconds",
+               "The time between a workload was admitted until ready, per 'local_queue'", lq,
+               Buckets14(), lq_admitted_until_ready_);
+  w.Counter("kueue_local_queue_admitted_workloads_total",
+            "The total number of admitted workloads per 'local_queue'", lq, lq_admitted_);
+  w.Counter("kueue_local_queue_evicted_workloads_total",
+            "The number of evicted workloads per 'local_queue'", {"name", "namespace", "reason"},
+            lq_evicted_);
+  w.Gauges("kueue_local_queue_pending_workloads",
+           "The number of pending workloads, per 'local_queue' and 'status'",
+           {"name", "namespace", "status"}, pending);
+  w.Counter("kueue_local_queue_quota_reserved_workloads_total",
+            "The total number of quota reserved workloads per 'local_queue'", lq,
+            lq_quota_reserved_);
+  w.Histograms("kueue_local_queue_quota_reserved_wait_time_seconds",
+               "The time between a workload was created or requeued until it got quota "
+               "reservation, per 'local_queue'",
+               lq, Buckets14(), lq_quota_reserved_wait_);
+  w.Histograms("kueue_local_queue_ready_wait_time_seconds",
+               "The time between a workload was created or requeued until ready, per "
+               "'local_queue'",
+               lq, Buckets14(), lq_ready_wait_);
+  w.Gauges("kueue_local_queue_reserving_active_workloads",
+           "The number of Workloads that are reserving quota, per 'localQueue'", lq, reserving);
+  w.Gauges("kueue_local_queue_resource_reservation",
+           "Reports the localQueue's total resource reservation within all the flavors",
+           {"name", "namespace", "flavor", "resource"}, reservation);
+  w.Gauges("kueue_local_queue_resource_usage",
+           "Reports the localQueue's total resource usage within all the flavors",
+           {"name", "namespace", "flavor", "resource"}, usage);
+}
 
 std::vector<int64_t> KueueBucketsMs(int count) {
   std::vector<int64_t> out{1000};
@@ -173,6 +255,8 @@ void MetricsFold::Apply(uint64_t sequence, schema::Event::Reader event) {
                                    wl.getQueueName().cStr());
       if (lq != local_queues_.end()) t.cluster_queue = lq->second;
       t.priority_class = wl.getPriorityClassName().cStr();
+      t.queue_name = wl.getQueueName().cStr();
+      t.ns = wl.getNamespace().cStr();
       t.queued_ms = at;
       break;
     }
@@ -194,6 +278,8 @@ void MetricsFold::Apply(uint64_t sequence, schema::Event::Reader event) {
       ++quota_reserved_[{t->cluster_queue, t->priority_class}];
       Observe(quota_reserved_wait_, Buckets14(), {t->cluster_queue, t->priority_class},
               at - t->queued_ms);
+      ++lq_quota_reserved_[{t->queue_name, t->ns}];
+      Observe(lq_quota_reserved_wait_, Buckets14(), {t->queue_name, t->ns}, at - t->queued_ms);
       for (auto ps : qr.getAdmission().getPodSetAssignments()) {
         for (auto f : ps.getFlavors()) {
           ++flavor_assignments_[{t->cluster_queue, f.getFlavor().cStr(), f.getResource().cStr()}];
@@ -208,8 +294,12 @@ void MetricsFold::Apply(uint64_t sequence, schema::Event::Reader event) {
       ++admitted_[{t->cluster_queue, t->priority_class}];
       Observe(admission_wait_, Buckets16(), {t->cluster_queue, t->priority_class},
               at - t->queued_ms);
+      ++lq_admitted_[{t->queue_name, t->ns}];
+      Observe(lq_admission_wait_, Buckets14(), {t->queue_name, t->ns}, at - t->queued_ms);
       if (t->reserved_ms >= 0) {
         Observe(admission_checks_wait_, Buckets14(), {t->cluster_queue, t->priority_class},
+                at - t->reserved_ms);
+        Observe(lq_admission_checks_wait_, Buckets14(), {t->queue_name, t->ns},
                 at - t->reserved_ms);
       }
       break;
@@ -238,6 +328,8 @@ void MetricsFold::Apply(uint64_t sequence, schema::Event::Reader event) {
       Observe(ready_wait_, Buckets14(), {t->cluster_queue, t->priority_class}, at - t->queued_ms);
       Observe(admitted_until_ready_, Buckets14(), {t->cluster_queue, t->priority_class},
               at - t->admitted_ms);
+      Observe(lq_ready_wait_, Buckets14(), {t->queue_name, t->ns}, at - t->queued_ms);
+      Observe(lq_admitted_until_ready_, Buckets14(), {t->queue_name, t->ns}, at - t->admitted_ms);
       break;
     }
     case schema::Event::Body::EVICTION_STARTED: {
@@ -246,6 +338,7 @@ void MetricsFold::Apply(uint64_t sequence, schema::Event::Reader event) {
       const std::string cq = t != nullptr ? t->cluster_queue : "";
       const std::string pc = t != nullptr ? t->priority_class : "";
       ++evicted_[{cq, e.getReason().cStr(), "", pc}];
+      if (t != nullptr) ++lq_evicted_[{t->queue_name, t->ns, e.getReason().cStr()}];
       break;
     }
     case schema::Event::Body::PREEMPTED: {
@@ -304,7 +397,8 @@ void MetricsFold::Apply(uint64_t sequence, schema::Event::Reader event) {
   }
 }
 
-std::string MetricsFold::Render(const projections::Engine& engine) const {
+std::string MetricsFold::Render(const projections::Engine& engine,
+                                const RenderOptions& options) const {
   using projections::Phase;
   Writer w;
   const std::vector<std::string> cq_pc{"cluster_queue", "priority_class"};
@@ -467,8 +561,41 @@ std::string MetricsFold::Render(const projections::Engine& engine) const {
     w.Gauges("kueue_cluster_queue_resource_usage",
              "Reports the cluster_queue's total resource usage (admitted workloads)", cqfr, usage);
   }
+  {
+    // Requests of the workloads waiting in each ClusterQueue (count x per-pod request), what
+    // it would take to admit them all; no flavor is chosen yet.
+    std::map<LabelValues, int64_t> pending;
+    std::map<LabelValues, std::string> status;
+    for (const auto& [name, cq] : engine.cluster_queues()) {
+      if (!cq.spec) continue;
+      const bool active = cq.inactive_reason.empty();
+      status[{name, "active"}] = active ? "1" : "0";
+      status[{name, "pending"}] = active ? "0" : "1";
+      status[{name, "terminating"}] = "0";
+      for (const auto& [key, cls] : cq.classes) {
+        for (const projections::QueueKey& member : cls.members) {
+          for (const auto& ps : member.wl->pod_sets) {
+            for (const auto& [resource, milli] : ps.requests) {
+              pending[{cq.spec->cohort, name, engine.resource_names().Name(resource)}] +=
+                  milli * ps.count;
+            }
+          }
+        }
+      }
+    }
+    std::map<LabelValues, std::string> text;
+    for (const auto& [k, v] : pending) text[k] = Thousandths(v);
+    w.Gauges("kueue_cluster_queue_resource_pending",
+             "Resources requested by the workloads pending in the cluster_queue",
+             {"cohort", "cluster_queue", "resource"}, text);
+    w.Gauges("kueue_cluster_queue_status",
+             "Reports 'cluster_queue' with its 'status' (pending, active or terminating); 1 for "
+             "one of them",
+             {"cluster_queue", "status"}, status);
+  }
   w.Counter("kueue_evicted_workloads_total", "The number of evicted workloads per cluster_queue",
             {"cluster_queue", "reason", "underlying_cause", "priority_class"}, evicted_);
+  if (options.local_queues) RenderLocalQueues(engine, w);
   {
     std::map<LabelValues, std::string> pending;
     for (const auto& [name, cq] : engine.cluster_queues()) {

@@ -30,6 +30,14 @@ struct Histogram {
   void Observe(const std::vector<int64_t>& bounds_ms, int64_t value_ms);
 };
 
+class Writer;  // ledger_metrics.cc
+
+struct RenderOptions {
+  // Kueue's kueue_local_queue_* twins (its LocalQueueMetrics feature gate): off by default, as
+  // LocalQueues are many.
+  bool local_queues = false;
+};
+
 class MetricsFold {
  public:
   MetricsFold();
@@ -39,19 +47,21 @@ class MetricsFold {
   int64_t last_time_ms() const { return last_time_ms_; }
 
   // Prometheus text format (0.0.4) of the folded counters and histograms and of the gauges of
-  // `engine`, which must be the decider after the same events. Families in name order, series
-  // in label order: the same ledger point gives the same bytes.
-  std::string Render(const projections::Engine& engine) const;
+  // `engine`, which must be the decider after the same events. Families in a fixed order, series
+  // in label order (in a fixed order): the same ledger point gives the same bytes.
+  std::string Render(const projections::Engine& engine, const RenderOptions& options = {}) const;
 
  private:
   struct Track {  // a workload not yet finished or deleted
     std::string cluster_queue, priority_class;
+    std::string queue_name, ns;  // its LocalQueue
     int64_t queued_ms = 0;    // submitted, or requeued
     int64_t reserved_ms = -1;
     int64_t admitted_ms = -1;
     uint64_t generation = 0;
     bool ready_seen = false;  // pods ready observed for this generation
   };
+  void RenderLocalQueues(const projections::Engine& engine, Writer& w) const;
   using Series = std::map<LabelValues, uint64_t>;
   using HistogramSeries = std::map<LabelValues, Histogram>;
   void Observe(HistogramSeries& h, const std::vector<int64_t>& bounds, LabelValues labels,
@@ -65,6 +75,10 @@ class MetricsFold {
   // Histograms.
   HistogramSeries quota_reserved_wait_, admission_wait_, admission_checks_wait_, ready_wait_,
       admitted_until_ready_, check_wait_;
+  // The LocalQueue twins (labels name, namespace; evictions also reason).
+  Series lq_quota_reserved_, lq_admitted_, lq_evicted_;
+  HistogramSeries lq_quota_reserved_wait_, lq_admission_wait_, lq_admission_checks_wait_,
+      lq_ready_wait_, lq_admitted_until_ready_;
   billing::UsageFold usage_;  // idle GPU-seconds
   uint64_t last_sequence_ = 0;
   int64_t last_time_ms_ = 0;

@@ -14,7 +14,7 @@ namespace admission::ops {
 
 namespace {
 
-int RunMetrics(const GlobalOptions& global, uint64_t at) {
+int RunMetrics(const GlobalOptions& global, uint64_t at, bool local_queues) {
   auto log = OpenLedger(global, false);
   if (!log.ok()) return Fail(log.status());
   consumers::metrics::MetricsFold fold;
@@ -30,7 +30,7 @@ int RunMetrics(const GlobalOptions& global, uint64_t at) {
     std::cerr << "as of sequence " << state->at << ", the end of the append holding sequence "
               << at << "\n";
   }
-  std::cout << fold.Render(*state->engine);
+  std::cout << fold.Render(*state->engine, {.local_queues = local_queues});
   return 0;
 }
 
@@ -42,8 +42,13 @@ void AddMetricsCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
       "metrics",
       "the ledger's metrics in the Prometheus text format, as admitd serves them on /metrics "
       "(Kueue's names; counters count the whole ledger), at the head or --at a sequence");
+  auto local_queues = std::make_shared<bool>(false);
   cmd->add_option("--at", *at, "as they were after this sequence (the end of its append)");
-  cmd->callback([&global, at, exit_code]() { *exit_code = RunMetrics(global, *at); });
+  cmd->add_flag("--local-queue-metrics", *local_queues,
+                "also Kueue's kueue_local_queue_* metrics (as admitd --local-queue-metrics)");
+  cmd->callback([&global, at, local_queues, exit_code]() {
+    *exit_code = RunMetrics(global, *at, *local_queues);
+  });
 }
 
 }  // namespace admission::ops

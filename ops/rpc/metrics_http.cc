@@ -65,6 +65,35 @@ std::string ProcessMetrics(const DaemonStats& s) {
          "Calls refused by the policy (permission denied), since the daemon started",
          s.refused_calls);
   metric("admitd_watchers", "gauge", "Watch streams open now", s.watchers);
+  metric("admitd_ledger_appended_events_total", "counter",
+         "Events (inputs and decisions) those appends wrote, since the daemon started; divided "
+         "by admitd_ledger_appends_total: events per durable append (fsync)",
+         s.appended_events);
+  out += "# HELP admitd_ledger_append_duration_seconds How long each append (decide, write, "
+         "fsync) took\n# TYPE admitd_ledger_append_duration_seconds histogram\n";
+  uint64_t cumulative = 0;
+  const auto& bounds = AppendBucketsUs();
+  for (size_t i = 0; i <= bounds.size(); ++i) {
+    cumulative += i < s.append_us_buckets.size() ? s.append_us_buckets[i] : 0;
+    char le[32];
+    if (i < bounds.size()) {
+      std::snprintf(le, sizeof le, "%g", static_cast<double>(bounds[i]) / 1e6);
+    } else {
+      std::snprintf(le, sizeof le, "+Inf");
+    }
+    out += std::string("admitd_ledger_append_duration_seconds_bucket{le=\"") + le + "\"} " +
+           std::to_string(cumulative) + "\n";
+  }
+  char sum[32];
+  std::snprintf(sum, sizeof sum, "%.6f", static_cast<double>(s.append_us_sum) / 1e6);
+  out += std::string("admitd_ledger_append_duration_seconds_sum ") + sum + "\n" +
+         "admitd_ledger_append_duration_seconds_count " + std::to_string(s.groups) + "\n";
+  out += "# HELP admitd_rpc_refusals_total Calls refused before any work, by method and reason, "
+         "since the daemon started\n# TYPE admitd_rpc_refusals_total counter\n";
+  for (const auto& [key, n] : s.refusals) {
+    out += "admitd_rpc_refusals_total{method=\"" + key.first + "\",reason=\"" + key.second +
+           "\"} " + std::to_string(n) + "\n";
+  }
   return out;
 }
 
@@ -111,7 +140,7 @@ class MetricsHttp::Impl final : public kj::HttpService {
 
   Result<std::string> Render() {
     ADM_RETURN_IF_ERROR(CatchUp());
-    return fold_.Render(service_.engine()) + ProcessMetrics(daemon_.stats());
+    return fold_.Render(service_.engine(), render_options_) + ProcessMetrics(daemon_.stats());
   }
 
   Result<std::string> Listen(const std::string& host_port, kj::WaitScope& ws) {
@@ -283,6 +312,11 @@ class MetricsHttp::Impl final : public kj::HttpService {
   std::function<bool()> ready_;
   kj::Own<kj::HttpHeaderTable> table_;
   consumers::metrics::MetricsFold fold_;
+
+ public:
+  consumers::metrics::RenderOptions render_options_;
+
+ private:
   kj::Own<kj::ConnectionReceiver> listener_;
   kj::Own<kj::HttpServer> server_;
   kj::Promise<void> serving_ = nullptr;
@@ -298,5 +332,8 @@ Result<std::string> MetricsHttp::Listen(const std::string& host_port, kj::WaitSc
   return impl_->Listen(host_port, ws);
 }
 Result<std::string> MetricsHttp::Render() { return impl_->Render(); }
+void MetricsHttp::set_render_options(const consumers::metrics::RenderOptions& options) {
+  impl_->render_options_ = options;
+}
 
 }  // namespace admission::ops::rpc

@@ -30,6 +30,8 @@ class MetricsHttp {
   Status CatchUp();
   // Binds HOST:PORT (port 0 picks one) and serves; returns "http://HOST:PORT".
   Result<std::string> Listen(const std::string& host_port, kj::WaitScope& wait_scope);
+  // Kueue's kueue_local_queue_* twins on /metrics (admitd --local-queue-metrics).
+  void set_render_options(const consumers::metrics::RenderOptions& options);
   // What /metrics answers now (after a catch-up).
   Result<std::string> Render();
 

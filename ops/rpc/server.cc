@@ -1,5 +1,7 @@
 #include "ops/rpc/server.h"
 
+#include <chrono>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -474,6 +476,8 @@ class Daemon::LedgerImpl final : public Ledger::Server {
  private:
   Status Admit() const { return refusal_; }
   void Count(const Status& s, const char* method) {
+    if (s.ok()) return;
+    ++d_.stats_.refusals[{method, CodeName(s.code())}];
     if (s.code() == Code::kPermissionDenied) {
       ++d_.stats_.refused_calls;
       spdlog::warn("refused {}: {}", method, s.message());
@@ -712,11 +716,21 @@ void Daemon::Flush() {
   gather_target_ = std::max<size_t>(1, recent.size());
   previous_callers_ = std::move(callers);
   const uint64_t head_before = log_.GetHead().sequence;
+  const auto started = std::chrono::steady_clock::now();
   std::vector<Result<RecordOutcome>> results = service_.RecordGroup(calls);
+  const uint64_t us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                std::chrono::steady_clock::now() - started)
+                                                .count());
+  const auto& bounds = AppendBucketsUs();
+  if (stats_.append_us_buckets.empty()) stats_.append_us_buckets.assign(bounds.size() + 1, 0);
+  ++stats_.append_us_buckets[static_cast<size_t>(
+      std::lower_bound(bounds.begin(), bounds.end(), us) - bounds.begin())];
+  stats_.append_us_sum += us;
   ++stats_.groups;
   stats_.group_calls += take;
   stats_.record_calls += take;
   for (size_t i = 0; i < take; ++i) group[i]->fulfiller->fulfill(kj::heap<Result<RecordOutcome>>(std::move(results[i])));
+  stats_.appended_events += log_.GetHead().sequence - head_before;
   AfterAppend(head_before, log_.GetHead().sequence);
   if (!pending_.empty()) {
     first_pending_ = GatherNow();

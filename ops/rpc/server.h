@@ -45,7 +45,21 @@ struct DaemonStats {
   uint64_t overloaded_calls = 0;
   uint64_t connections = 0;        // open now
   uint64_t watchers = 0;           // open now
+  // Calls refused before any work, by method and reason (the Status code's name:
+  // PermissionDenied, InvalidArgument, Overloaded, ...).
+  std::map<std::pair<std::string, std::string>, uint64_t> refusals;
+  // Appends (RecordGroup runs): events they wrote, and how long each took, in microseconds,
+  // counted per bucket of kAppendBucketsUs (the last one: longer).
+  uint64_t appended_events = 0;
+  uint64_t append_us_sum = 0;
+  std::vector<uint64_t> append_us_buckets;
 };
+// Bounds of the append duration histogram, microseconds.
+inline const std::vector<uint64_t>& AppendBucketsUs() {
+  static const std::vector<uint64_t> b{500, 1000, 2500, 5000, 10000, 25000, 50000, 100000,
+                                       250000, 500000, 1000000, 2500000};
+  return b;
+}
 
 class Daemon {
  public:

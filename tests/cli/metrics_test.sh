@@ -89,7 +89,22 @@ want "$m1" 'admission_idle_gpus{cluster_queue="gpu",flavor="h100"}' 8
 pending_total=$(( $(metric "$m1" 'kueue_pending_workloads{cluster_queue="gpu",status="active"}') + \
                   $(metric "$m1" 'kueue_pending_workloads{cluster_queue="gpu",status="inadmissible"}') ))
 [ "$pending_total" = 1 ] || fail "pending workloads in gpu: $pending_total, want 1 (ml/job-waits)"
+want "$m1" 'kueue_cluster_queue_resource_pending{cohort="",cluster_queue="gpu",resource="nvidia.com/gpu"}' 4
+want "$m1" 'kueue_cluster_queue_status{cluster_queue="gpu",status="active"}' 1
+want "$m1" 'kueue_cluster_queue_status{cluster_queue="gpu",status="pending"}' 0
 promtool check metrics <<< "$m1" || fail "promtool rejects the metrics"
+lacks "$m1" "kueue_local_queue_"
+# Kueue's LocalQueue twins, behind a flag as in Kueue.
+expect_rc 0 A metrics --local-queue-metrics
+lq=$out
+want "$lq" 'kueue_local_queue_quota_reserved_workloads_total{name="lq",namespace="ml"}' 1
+want "$lq" 'kueue_local_queue_reserving_active_workloads{name="lq",namespace="ml"}' 1
+want "$lq" 'kueue_local_queue_resource_reservation{name="lq",namespace="ml",flavor="h100",resource="nvidia.com/gpu"}' 8
+want "$lq" 'kueue_local_queue_resource_usage{name="lq",namespace="ml",flavor="h100",resource="nvidia.com/gpu"}' 0
+lq_pending=$(( $(metric "$lq" 'kueue_local_queue_pending_workloads{name="lq",namespace="ml",status="active"}') + \
+               $(metric "$lq" 'kueue_local_queue_pending_workloads{name="lq",namespace="ml",status="inadmissible"}') ))
+[ "$lq_pending" = 1 ] || fail "pending workloads in ml/lq: $lq_pending, want 1"
+promtool check metrics <<< "$lq" || fail "promtool rejects the LocalQueue metrics"
 
 expect_rc 0 A --at 2026-11-29T10:03:00Z --as scanner report-check ml/job-train scan Ready --generation 1
 contains "$out" "admitted ml/job-train"
@@ -104,6 +119,9 @@ want "$m2" 'admission_check_wait_time_seconds_count{cluster_queue="gpu",admissio
 want "$m2" 'admission_checks_pending{admission_check="scan"}' 0
 want "$m2" 'kueue_admitted_active_workloads{cluster_queue="gpu"}' 1
 want "$m2" 'kueue_cluster_queue_resource_usage{cohort="",cluster_queue="gpu",flavor="h100",resource="nvidia.com/gpu"}' 8
+expect_rc 0 A metrics --local-queue-metrics
+want "$out" 'kueue_local_queue_admitted_workloads_total{name="lq",namespace="ml"}' 1
+want "$out" 'kueue_local_queue_admission_checks_wait_time_seconds_sum{name="lq",namespace="ml"}' 120
 promtool check metrics <<< "$m2" || fail "promtool rejects the metrics"
 # The past, byte for byte.
 expect_rc 0 A metrics --at "$n1"
@@ -245,6 +263,20 @@ await 'kueue_admitted_workloads_total{cluster_queue="gpu"}' 2
 await 'admission_checks_pending{admission_check="scan"}' 0
 expect_rc 0 C submit -f "$work/late.yaml"
 await 'sum(kueue_pending_workloads{cluster_queue="gpu"})' 1
+
+# The daemon's own counters: appends, their events and durations, refusals by method.
+served=$(get "$url/metrics" | tail -n +2)
+appends=$(metric "$served" admitd_ledger_appends_total)
+[ "$appends" -ge 3 ] 2>/dev/null || fail "admitd_ledger_appends_total = $appends, want >= 3"
+want "$served" admitd_ledger_append_duration_seconds_count "$appends"
+want "$served" 'admitd_ledger_append_duration_seconds_bucket{le="+Inf"}' "$appends"
+events=$(metric "$served" admitd_ledger_appended_events_total)
+[ "$events" -ge "$appends" ] 2>/dev/null || fail "admitd_ledger_appended_events_total = $events"
+"$admitctl" --connect "$T" --cert "$pki/scanner.pem" --key "$pki/scanner.key" --ca "$pki/ca.pem" \
+  submit -f "$work/late.yaml" > /dev/null 2>&1 && fail "a check controller submitted a workload"
+served=$(get "$url/metrics" | tail -n +2)
+want "$served" 'admitd_rpc_refusals_total{method="record",reason="PermissionDenied"}' 1
+promtool check metrics <<< "$served" || fail "promtool rejects /metrics"
 
 # Restart: the same projection; and the past as served.
 served_n=$(C log | tail -1 | cut -d' ' -f1)

@@ -73,20 +73,6 @@ std::string FlavorsOf(const projections::Engine& engine, const projections::Assi
   return out;
 }
 
-const char* CheckStateName(schema::CheckState s) {
-  switch (s) {
-    case schema::CheckState::PENDING:
-      return "Pending";
-    case schema::CheckState::READY:
-      return "Ready";
-    case schema::CheckState::RETRY:
-      return "Retry";
-    case schema::CheckState::REJECTED:
-      return "Rejected";
-  }
-  return "Unknown";
-}
-
 const char* PodsReportName(schema::PodsReport r) {
   switch (r) {
     case schema::PodsReport::RELEASED:
@@ -249,7 +235,7 @@ class HistoryCollector {
       case W::CHECK_STATE_REPORTED: {
         auto c = b.getCheckStateReported();
         e->check = c.getCheck().cStr();
-        e->check_state = CheckStateName(c.getState());
+        e->check_state = schema::CheckStateName(c.getState());
         e->generation = c.getGeneration();
         e->message = c.getMessage().cStr();
         e->summary = "check " + e->check + " reported " + e->check_state + " for generation " +

@@ -129,6 +129,20 @@ std::string HashHex(const Hash& hash) {
   return out;
 }
 
+const char* CheckStateName(CheckState state) {
+  switch (state) {
+    case CheckState::PENDING:
+      return "Pending";
+    case CheckState::READY:
+      return "Ready";
+    case CheckState::RETRY:
+      return "Retry";
+    case CheckState::REJECTED:
+      return "Rejected";
+  }
+  return "Unknown";
+}
+
 Hash HashFromData(capnp::Data::Reader data) {
   Hash out{};
   if (data.size() == out.size()) std::memcpy(out.data(), data.begin(), out.size());

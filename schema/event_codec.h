@@ -51,6 +51,9 @@ Hash ChainHash(const Hash& previous, std::string_view canonical_bytes);
 Hash Sha256Of(std::string_view bytes);
 std::string HashHex(const Hash& hash);
 Hash HashFromData(capnp::Data::Reader data);  // REQUIRES: data.size() == 32 (else all zero)
+// A check state as Kueue writes it (Pending, Ready, Retry, Rejected; "Unknown" for a value this
+// schema does not know), for people and labels.
+const char* CheckStateName(CheckState state);
 
 // An event decoded from bytes, owning an aligned copy of them (DecodeEvent) or viewing words
 // the caller keeps (DecodeEventWords).

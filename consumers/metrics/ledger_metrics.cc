@@ -63,20 +63,6 @@ std::string LabelText(const std::vector<std::string>& names, const LabelValues& 
   return out.empty() ? "" : "{" + out + "}";
 }
 
-const char* CheckStateName(schema::CheckState s) {
-  switch (s) {
-    case schema::CheckState::PENDING:
-      return "Pending";
-    case schema::CheckState::READY:
-      return "Ready";
-    case schema::CheckState::RETRY:
-      return "Retry";
-    case schema::CheckState::REJECTED:
-      return "Rejected";
-  }
-  return "Unknown";
-}
-
 }  // namespace
 
 // Prometheus text, family by family.
@@ -306,14 +292,14 @@ void MetricsFold::Apply(uint64_t sequence, schema::Event::Reader event) {
     }
     case schema::Event::Body::CHECK_STATE_REPORTED: {
       auto r = body.getCheckStateReported();
-      ++check_reports_[{r.getCheck().cStr(), CheckStateName(r.getState())}];
+      ++check_reports_[{r.getCheck().cStr(), schema::CheckStateName(r.getState())}];
       Track* t = track(r.getWorkload());
       if (t == nullptr || r.getState() == schema::CheckState::PENDING || t->reserved_ms < 0 ||
           r.getGeneration() != t->generation) {
         break;
       }
       Observe(check_wait_, Buckets14(),
-              {t->cluster_queue, r.getCheck().cStr(), CheckStateName(r.getState())},
+              {t->cluster_queue, r.getCheck().cStr(), schema::CheckStateName(r.getState())},
               at - t->reserved_ms);
       break;
     }

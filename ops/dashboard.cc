@@ -64,7 +64,8 @@ std::string NamespaceOf(schema::Event::Reader e) {
 }  // namespace
 
 Json DashboardOverview(const projections::Engine& engine, ledger::EventLog& log,
-                       const NamespaceFilter& allow, size_t tail) {
+                       const NamespaceFilter& allow, const CheckRejections& rejected,
+                       size_t tail) {
   Json doc;
   const ledger::Head head = log.GetHead();
   doc["head"] = {{"sequence", head.sequence}, {"hash", schema::HashHex(head.hash)}};
@@ -104,7 +105,7 @@ Json DashboardOverview(const projections::Engine& engine, ledger::EventLog& log,
   for (const auto& [r, n] : reasons) pending[r] = n;
   doc["pendingByReason"] = pending;
   doc["idleGpus"] = idle_gpus;
-  doc["checks"] = DashboardChecks(engine, allow);
+  doc["checks"] = DashboardChecks(engine, allow, rejected);
   // The latest evictions, preemptions and rejections.
   Json recent = Json::array();
   const uint64_t from = head.sequence > tail ? head.sequence - tail + 1 : 1;
@@ -185,7 +186,8 @@ Json DashboardCohorts(const projections::Engine& engine) {
   return Json{{"cohorts", cohorts}, {"clusterQueues", queues}};
 }
 
-Json DashboardChecks(const projections::Engine& engine, const NamespaceFilter& allow) {
+Json DashboardChecks(const projections::Engine& engine, const NamespaceFilter& allow,
+                     const CheckRejections& rejected) {
   struct Row {
     uint64_t pending = 0;
     int64_t oldest_ns = -1;
@@ -208,7 +210,8 @@ Json DashboardChecks(const projections::Engine& engine, const NamespaceFilter& a
     auto spec = engine.admission_checks().find(name);
     Json r{{"name", name},
            {"controller", spec == engine.admission_checks().end() ? "" : spec->second.controller},
-           {"pending", row.pending}};
+           {"pending", row.pending},
+           {"rejected", rejected.count(name) ? rejected.at(name) : 0}};
     if (row.oldest_ns >= 0) r["oldestPendingSince"] = FormatRfc3339(row.oldest_ns);
     out.push_back(std::move(r));
   }

@@ -3,6 +3,7 @@
 // render, computed from the decider's state and the ledger's tail, each limited to the
 // namespaces the caller may see.
 
+#include <map>
 #include <string>
 
 #include "ledger/event_log.h"
@@ -14,16 +15,20 @@ namespace admission::ops {
 // ClusterQueues with usage per flavor and resource against nominal quota and what they borrow,
 // pending workloads by reason, checks pending with the oldest, idle GPUs, the ledger's head,
 // and the latest evictions, preemptions and rejections (from the last `tail` events).
+// Check rejections so far, by check (the metrics fold's admission_check_reports_total).
+using CheckRejections = std::map<std::string, uint64_t>;
+
 Json DashboardOverview(const projections::Engine& engine, ledger::EventLog& log,
-                       const NamespaceFilter& allow, size_t tail = 2000);
+                       const NamespaceFilter& allow, const CheckRejections& rejected = {},
+                       size_t tail = 2000);
 // Every workload the caller may see, with its LocalQueue, ClusterQueue, state, reason, priority
 // and its position in its ClusterQueue and LocalQueue (from 0, as Kueue's visibility API).
 Json DashboardWorkloads(const projections::Engine& engine, const NamespaceFilter& allow);
 // Cohorts as a tree: each with its parent, its ClusterQueues, and their reservation against
 // nominal quota per flavor and resource.
 Json DashboardCohorts(const projections::Engine& engine);
-// Admission checks: controller, reservations waiting, the oldest wait, and rejections so far
-// (counted in the ledger's tail).
-Json DashboardChecks(const projections::Engine& engine, const NamespaceFilter& allow);
+// Admission checks: controller, reservations waiting, the oldest wait, and rejections so far.
+Json DashboardChecks(const projections::Engine& engine, const NamespaceFilter& allow,
+                     const CheckRejections& rejected = {});
 
 }  // namespace admission::ops

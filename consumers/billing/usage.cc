@@ -11,8 +11,15 @@ namespace {
 // Ledger time in milliseconds, rounded down (times before 1970 do not occur in a ledger).
 int64_t Ms(int64_t ns) { return ns / 1'000'000; }
 
-std::string Token(const std::string& uid, uint64_t generation) {
-  return uid + "/" + std::to_string(generation);
+std::string_view View(capnp::Text::Reader text) { return std::string_view(text.cStr(), text.size()); }
+
+// Whether `token` is the fencing token of reservation (uid, generation): "uid/generation".
+bool IsToken(std::string_view token, std::string_view uid, uint64_t generation) {
+  if (token.size() <= uid.size() + 1 || token.substr(0, uid.size()) != uid ||
+      token[uid.size()] != '/') {
+    return false;
+  }
+  return token.substr(uid.size() + 1) == std::to_string(generation);
 }
 
 }  // namespace
@@ -69,8 +76,12 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
       auto ref = body.which() == schema::Event::Body::WORKLOAD_FINISHED
                      ? body.getWorkloadFinished().getWorkload()
                      : body.getWorkloadDeleted().getWorkload();
-      const std::string uid = ref.getUid().cStr();
-      if (!uid.empty() && workloads_.erase(uid) != 0) Touch('w', uid);
+      const std::string_view uid = View(ref.getUid());
+      if (uid.empty()) break;
+      auto it = workloads_.find(uid);
+      if (it == workloads_.end()) break;
+      Touch('w', it->first);
+      workloads_.erase(it);
       break;
     }
     case schema::Event::Body::QUOTA_RESERVED: {
@@ -85,7 +96,7 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
       hold.base.ns = qr.getWorkload().getNamespace().cStr();
       hold.base.local_queue = info.local_queue;
       hold.base.cluster_queue = qr.getAdmission().getClusterQueue().cStr();
-      auto cohort = cohorts_.find(hold.base.cluster_queue);
+      auto cohort = cohorts_.find(std::string_view(hold.base.cluster_queue));
       if (cohort != cohorts_.end()) hold.base.cohort = cohort->second;
       hold.base.priority_class = info.priority_class;
       for (auto ps : qr.getAdmission().getPodSetAssignments()) {
@@ -95,7 +106,7 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
           amount.resource = usage.getName().cStr();
           amount.milli = usage.getMilli();
           for (auto f : ps.getFlavors()) {
-            if (amount.resource == f.getResource().cStr()) amount.flavor = f.getFlavor().cStr();
+            if (amount.resource == View(f.getResource())) amount.flavor = f.getFlavor().cStr();
           }
           if (amount.milli != 0) hold.amounts.push_back(std::move(amount));
         }
@@ -111,17 +122,17 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
     case schema::Event::Body::PODS_REPORTED: {
       auto pr = body.getPodsReported();
       if (pr.getReport() != schema::PodsReport::RELEASED) break;
-      auto it = holds_.find(pr.getWorkload().getUid().cStr());
+      auto it = holds_.find(View(pr.getWorkload().getUid()));
       if (it == holds_.end() || it->second.released_ms) break;
       // Only the current reservation's token releases pods (intake refuses others).
-      if (Token(it->second.uid, it->second.generation) != pr.getFencingToken().cStr()) break;
+      if (!IsToken(View(pr.getFencingToken()), it->second.uid, it->second.generation)) break;
       it->second.released_ms = at;
       Touch('h', it->first);
       break;
     }
     case schema::Event::Body::QUOTA_RELEASED: {
       auto released = body.getQuotaReleased();
-      auto it = holds_.find(released.getWorkload().getUid().cStr());
+      auto it = holds_.find(View(released.getWorkload().getUid()));
       if (it == holds_.end() || it->second.generation != released.getGeneration()) break;
       Close(it->second, at, &closed_);
       Touch('h', it->first);

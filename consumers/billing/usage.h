@@ -110,17 +110,22 @@ class UsageFold {
 
   // By uid, until the workload finishes or is deleted (the fold holds only what can still be
   // reserved or is held).
-  std::unordered_map<std::string, WorkloadInfo> workloads_;
-  std::map<std::string, std::string> cohorts_;            // ClusterQueue -> cohort
-  std::map<std::string, Hold> holds_;                     // by uid: the reservation held
+  // Lookups by a capnp Text view, without building a string.
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, WorkloadInfo, TextHash, std::equal_to<>> workloads_;
+  std::map<std::string, std::string, std::less<>> cohorts_;  // ClusterQueue -> cohort
+  std::map<std::string, Hold, std::less<>> holds_;           // by uid: the reservation held
   std::vector<QuotaSpan> quota_closed_;
   std::map<std::string, std::vector<QuotaSpan>> quota_open_;  // by ClusterQueue
   void EndQuota(const std::string& cluster_queue, int64_t at_ms);
   std::vector<Interval> closed_;
   bool track_ = false;
   std::set<std::string> changed_;  // entry keys: "w" / "h" + uid, "c" / "q" + ClusterQueue
-  void Touch(char kind, const std::string& name) {
-    if (track_) changed_.insert(kind + name);
+  void Touch(char kind, std::string_view name) {
+    if (track_) changed_.insert(std::string(1, kind).append(name));
   }
   uint64_t last_sequence_ = 0;
   int64_t last_time_ms_ = 0;

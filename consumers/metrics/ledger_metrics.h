@@ -45,6 +45,14 @@ class MetricsFold {
   void Apply(uint64_t sequence, schema::Event::Reader event);
   uint64_t last_sequence() const { return last_sequence_; }
   int64_t last_time_ms() const { return last_time_ms_; }
+  // Check reports so far in `state` (Pending, Ready, Retry, Rejected), by check.
+  std::map<std::string, uint64_t> CheckReports(const std::string& state) const {
+    std::map<std::string, uint64_t> out;
+    for (const auto& [labels, n] : check_reports_) {
+      if (labels[1] == state) out[labels[0]] += n;
+    }
+    return out;
+  }
 
   // Prometheus text format (0.0.4) of the folded counters and histograms and of the gauges of
   // `engine`, which must be the decider after the same events. Families in a fixed order, series

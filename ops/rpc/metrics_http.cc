@@ -2,10 +2,15 @@
 
 #include <kj/compat/http.h>
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 
+#include "ledger/verify.h"
 #include "ops/dashboard.h"
+#include "replay/replayer.h"
 #include "schema/event_codec.h"
+#include "schema/time_format.h"
 
 namespace admission::ops::rpc {
 
@@ -13,6 +18,12 @@ namespace admission::ops::rpc {
 std::pair<std::string_view, std::string_view> UiAssetByPath(std::string_view path);
 
 namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 constexpr size_t kCatchUpChunk = 4096;
 constexpr int kStreamPollMs = 200;        // how often a stream looks at the head
@@ -164,8 +175,12 @@ class MetricsHttp::Impl final : public kj::HttpService {
                             kj::AsyncInputStream&, Response& response) override {
     std::string path(url.cStr());
     if (const size_t q = path.find('?'); q != std::string::npos) path.resize(q);
-    if (method != kj::HttpMethod::GET && method != kj::HttpMethod::HEAD) {
-      return Send(response, 405, "Method Not Allowed", "text/plain", "GET only\n");
+    // Everything is read with GET, but the audit's actions (a whole-ledger verify or replay).
+    const bool action = path.rfind("/api/audit/", 0) == 0;
+    if (action ? method != kj::HttpMethod::POST
+               : method != kj::HttpMethod::GET && method != kj::HttpMethod::HEAD) {
+      return Send(response, 405, "Method Not Allowed", "text/plain",
+                  action ? "POST only\n" : "GET only\n");
     }
     if (path == "/healthz") return Send(response, 200, "OK", "text/plain", "ok\n");
     if (path == "/readyz") {
@@ -231,10 +246,54 @@ class MetricsHttp::Impl final : public kj::HttpService {
       for (const std::string& r : policy.RolesOf(who->name)) roles.push_back(r);
       return SendJson(response, Json{{"principal", who->name}, {"roles", roles}, {"namespaces", scope}});
     }
-    if (path == "/api/overview") return SendJson(response, DashboardOverview(engine, log_, allow));
+    if (path == "/api/overview" || path == "/api/checks") {
+      Status caught = CatchUp();
+      if (!caught.ok()) return Send(response, 500, "Internal Server Error", "text/plain", caught.ToString());
+      const CheckRejections rejected = fold_.CheckReports("Rejected");
+      if (path == "/api/checks") return SendJson(response, DashboardChecks(engine, allow, rejected));
+      return SendJson(response, DashboardOverview(engine, log_, allow, rejected));
+    }
     if (path == "/api/workloads") return SendJson(response, DashboardWorkloads(engine, allow));
     if (path == "/api/cohorts") return SendJson(response, DashboardCohorts(engine));
-    if (path == "/api/checks") return SendJson(response, DashboardChecks(engine, allow));
+    if (path == "/api/audit/verify" || path == "/api/audit/replay") {
+      const bool verify = path == "/api/audit/verify";
+      Status may = policy.MayRead(who->name, verify ? "verify the ledger" : "replay the ledger");
+      if (!may.ok()) return Send(response, 403, "Forbidden", "text/plain", may.message() + "\n");
+      ledger::EventLog& log = log_;
+      const uint64_t head = log_.GetHead().sequence;
+      auto job = verify ? std::function<Result<std::string>()>([&log]() -> Result<std::string> {
+        auto report = ledger::VerifyChain(log, 1, schema::kGenesisHash, true);
+        if (!report.ok()) return report.status();
+        if (report->fault) {
+          return "FAILED at sequence " + std::to_string(report->fault->sequence) + ": " +
+                 report->fault->reason;
+        }
+        return "ok: " + std::to_string(report->events_checked) + " events, head " +
+               std::to_string(report->head) + " " + schema::HashHex(report->head_hash);
+      })
+                        : std::function<Result<std::string>()>([&log, head]() -> Result<std::string> {
+        if (head == 0) return std::string("ok: the ledger is empty");
+        replay::Replayer replayer(log, replay::Genesis());
+        replay::ReplayOptions options;
+        options.to = head;
+        auto report = replayer.Run(options);
+        if (!report.ok()) return report.status();
+        if (report->divergence) {
+          return "DIVERGED at sequence " + std::to_string(report->divergence->sequence) + ": " +
+                 report->divergence->first_differing_field;
+        }
+        return "ok: " + std::to_string(report->events) + " events, " +
+               std::to_string(report->decisions_compared) + " decisions reproduced, decision "
+               "stream " + schema::HashHex(report->decision_stream_hash);
+      });
+      return daemon_.OnReadWorker(std::move(job))
+          .then([this, verify, &response](kj::Own<Result<std::string>> result) {
+            const std::string text = (result->ok() ? **result : "error: " + result->status().ToString()) +
+                                     " (" + FormatRfc3339(NowNs()) + ")";
+            (verify ? last_verify_ : last_replay_) = text;
+            return SendJson(response, Json{{verify ? "lastVerify" : "lastReplay", text}});
+          });
+    }
     if (path == "/api/audit") {
       const ledger::Head head = log_.GetHead();
       Json snaps = Json::array();
@@ -243,7 +302,9 @@ class MetricsHttp::Impl final : public kj::HttpService {
         for (uint64_t s : *listed) snaps.push_back("after " + std::to_string(s));
       }
       return SendJson(response, Json{{"head", {{"sequence", head.sequence}, {"hash", schema::HashHex(head.hash)}}},
-                                     {"snapshots", snaps}});
+                                     {"snapshots", snaps},
+                                     {"lastVerify", last_verify_},
+                                     {"lastReplay", last_replay_}});
     }
     if (path == "/api/explain") {
       const std::string name = QueryParam(url, "workload");
@@ -312,6 +373,8 @@ class MetricsHttp::Impl final : public kj::HttpService {
   std::function<bool()> ready_;
   kj::Own<kj::HttpHeaderTable> table_;
   consumers::metrics::MetricsFold fold_;
+  // The dashboard's last verify and replay of the whole ledger (what, and when: wall clock).
+  std::string last_verify_, last_replay_;
 
  public:
   consumers::metrics::RenderOptions render_options_;

@@ -894,17 +894,23 @@ kj::Promise<void> Daemon::Shutdown() {
 kj::Promise<kj::Own<Result<std::string>>> Daemon::Explain(const std::string& name, uint64_t at,
                                                            const std::string& format) {
   // Explain folds the ledger from the genesis: on the read worker, not on the loop.
-  auto paf = kj::newPromiseAndCrossThreadFulfiller<kj::Own<Result<std::string>>>();
   ledger::EventLog& log = log_;
+  return OnReadWorker([&log, name, at, format]() {
+    return RenderExplain(log, name, at, format, nullptr);
+  });
+}
+
+kj::Promise<kj::Own<Result<std::string>>> Daemon::OnReadWorker(
+    std::function<Result<std::string>()> job) {
+  auto paf = kj::newPromiseAndCrossThreadFulfiller<kj::Own<Result<std::string>>>();
   const bool queued = readers_->Submit(
-      [&log, name, at, format, fulfiller = kj::mv(paf.fulfiller)]() mutable {
-        fulfiller->fulfill(
-            kj::heap<Result<std::string>>(RenderExplain(log, name, at, format, nullptr)));
+      [job = std::move(job), fulfiller = kj::mv(paf.fulfiller)]() mutable {
+        fulfiller->fulfill(kj::heap<Result<std::string>>(job()));
       });
   if (!queued) {
     return kj::heap<Result<std::string>>(Status(
         Code::kOverloaded, std::to_string(kReadQueueMax) +
-                               " explain calls are waiting already (the limit)"));
+                               " whole-ledger reads are waiting already (the limit)"));
   }
   return kj::mv(paf.promise);
 }

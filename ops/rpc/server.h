@@ -91,6 +91,8 @@ class Daemon {
   // when kReadQueueMax explains wait already. Event loop thread only.
   kj::Promise<kj::Own<Result<std::string>>> Explain(const std::string& name, uint64_t at,
                                                      const std::string& format);
+  // Runs `job` on the same read worker (whole-ledger reads: the dashboard's verify and replay).
+  kj::Promise<kj::Own<Result<std::string>>> OnReadWorker(std::function<Result<std::string>()> job);
 
   // The ledger grew by events this daemon did not append (a standby following the Kafka
   // ledger's writer): watchers are shown them. Event loop thread only.

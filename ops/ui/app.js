@@ -78,8 +78,7 @@ const pages = {
       (loose.length ? `<h2>ClusterQueues without a cohort</h2><ul>${loose.map((q) => `<li>${esc(q.name)}</li>`).join("")}</ul>` : "");
   },
   async checks() {
-    const o = await api("/api/overview");
-    return "<h2>Admission checks</h2>" + checksTable(o.checks);
+    return "<h2>Admission checks</h2>" + checksTable(await api("/api/checks"));
   },
   async audit() {
     const a = await api("/api/audit");
@@ -87,14 +86,15 @@ const pages = {
       `<tr><td>head sequence</td><td id="audit-head">${a.head.sequence}</td></tr>`,
       `<tr><td>head hash (SHA-256 chain)</td><td><code>${esc(a.head.hash)}</code></td></tr>`,
       `<tr><td>snapshots</td><td>${esc(a.snapshots.join(", ") || "none")}</td></tr>`,
-      `<tr><td>last verify</td><td>${esc(a.lastVerify || "not run by this daemon: admitctl verify")}</td></tr>`,
-      `<tr><td>last replay</td><td>${esc(a.lastReplay || "not run by this daemon: admitctl replay --verify")}</td></tr>`]);
+      `<tr><td>last verify (the hash chain and the idempotency index)</td><td id="last-verify">${esc(a.lastVerify || "not run since the daemon started")}</td></tr>`,
+      `<tr><td>last replay (every decision made again and compared)</td><td id="last-replay">${esc(a.lastReplay || "not run since the daemon started")}</td></tr>`]) +
+      `<p><button data-audit="verify">Verify now</button> <button data-audit="replay">Replay now</button> <span id="audit-running"></span></p>`;
   },
 };
 
 function checksTable(checks) {
-  return table(["check", "controller", "waiting now", "oldest waiting since"],
-    checks.map((c) => `<tr><td>${esc(c.name)}</td><td>${esc(c.controller)}</td><td>${c.pending}</td><td>${esc(c.oldestPendingSince || "")}</td></tr>`));
+  return table(["check", "controller", "waiting now", "oldest waiting since", "rejections"],
+    checks.map((c) => `<tr><td>${esc(c.name)}</td><td>${esc(c.controller)}</td><td>${c.pending}</td><td>${esc(c.oldestPendingSince || "")}</td><td>${c.rejected}</td></tr>`));
 }
 
 async function show() {
@@ -152,6 +152,18 @@ async function follow() {
   }
 }
 
+document.addEventListener("click", async (e) => {
+  const what = e.target.dataset && e.target.dataset.audit;
+  if (!what) return;
+  el("audit-running").textContent = what + " running...";
+  try {
+    const r = await fetch("/api/audit/" + what, { method: "POST", headers: { Authorization: "Bearer " + state.token } });
+    el("audit-running").textContent = r.ok ? "" : await r.text();
+    if (r.ok) show();
+  } catch (err) {
+    el("audit-running").textContent = String(err);
+  }
+});
 document.addEventListener("change", (e) => {
   if (e.target.dataset.filter) { state.filters[e.target.dataset.filter] = e.target.value; show(); }
 });

@@ -79,6 +79,20 @@ try {
 }
 await op.page.screenshot({ path: `${SHOTS}/timeline.png`, fullPage: true });
 
+// Audit: a verify and a replay of the whole ledger run in the daemon and show their results.
+await op.page.goto(URL + "/#audit");
+await op.page.waitForSelector("#audit-head");
+for (const what of ["verify", "replay"]) {
+  await op.page.click(`button[data-audit="${what}"]`);
+  try {
+    await op.page.waitForFunction((id) => document.getElementById(id)?.textContent.startsWith("ok: "),
+                                  "last-" + what, { timeout: 20000 });
+  } catch (e) {
+    fail(`audit ${what}: ${await op.page.textContent("#page")}`);
+  }
+}
+await op.page.screenshot({ path: `${SHOTS}/audit-run.png`, fullPage: true });
+
 // Tenant: only its namespace.
 const tenant = await signedIn(TENANT_TOKEN, "tenant");
 await tenant.page.goto(URL + "/#workloads");
@@ -89,6 +103,10 @@ if (namespaces.length !== 1 || namespaces[0] !== TENANT_NS) {
   fail(`the tenant's workloads page shows namespaces ${JSON.stringify(namespaces)}, want only ${TENANT_NS}`);
 }
 await tenant.page.screenshot({ path: `${SHOTS}/tenant-workloads.png`, fullPage: true });
+// A tenant may not run the audit's whole-ledger reads.
+const refused = (await fetch(URL + "/api/audit/verify",
+                             { method: "POST", headers: { Authorization: "Bearer " + TENANT_TOKEN } })).status;
+if (refused !== 403) fail(`a tenant's verify: HTTP ${refused}, want 403`);
 
 for (const s of [op, tenant]) {
   if (s.errors.length) fail(`${s.label}: console errors: ${s.errors.join(" | ")}`);

@@ -99,6 +99,35 @@ std::string ProcessMetrics(const DaemonStats& s) {
   std::snprintf(sum, sizeof sum, "%.6f", static_cast<double>(s.append_us_sum) / 1e6);
   out += std::string("admitd_ledger_append_duration_seconds_sum ") + sum + "\n" +
          "admitd_ledger_append_duration_seconds_count " + std::to_string(s.groups) + "\n";
+  out += "# HELP admitd_rpc_calls_total Calls answered, by method, since the daemon started\n"
+         "# TYPE admitd_rpc_calls_total counter\n";
+  for (const auto& [method, n] : s.calls) {
+    out += "admitd_rpc_calls_total{method=\"" + method + "\"} " + std::to_string(n) + "\n";
+  }
+  out += "# HELP admitd_rpc_call_duration_seconds How long calls took to answer, by method (a "
+         "record call's includes its group commit)\n"
+         "# TYPE admitd_rpc_call_duration_seconds histogram\n";
+  for (const auto& [method, buckets] : s.call_us_buckets) {
+    uint64_t running = 0;
+    for (size_t i = 0; i <= bounds.size(); ++i) {
+      running += i < buckets.size() ? buckets[i] : 0;
+      char le[32];
+      if (i < bounds.size()) {
+        std::snprintf(le, sizeof le, "%g", static_cast<double>(bounds[i]) / 1e6);
+      } else {
+        std::snprintf(le, sizeof le, "+Inf");
+      }
+      out += "admitd_rpc_call_duration_seconds_bucket{method=\"" + method + "\",le=\"" + le +
+             "\"} " + std::to_string(running) + "\n";
+    }
+    char total[32];
+    const auto sum = s.call_us_sum.find(method);
+    std::snprintf(total, sizeof total, "%.6f",
+                  static_cast<double>(sum == s.call_us_sum.end() ? 0 : sum->second) / 1e6);
+    out += "admitd_rpc_call_duration_seconds_sum{method=\"" + method + "\"} " + total + "\n";
+    out += "admitd_rpc_call_duration_seconds_count{method=\"" + method + "\"} " +
+           std::to_string(s.calls.count(method) ? s.calls.at(method) : 0) + "\n";
+  }
   out += "# HELP admitd_rpc_refusals_total Calls refused before any work, by method and reason, "
          "since the daemon started\n# TYPE admitd_rpc_refusals_total counter\n";
   for (const auto& [key, n] : s.refusals) {

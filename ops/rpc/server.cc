@@ -184,6 +184,31 @@ class Daemon::ReadWorker {
   std::thread thread_;
 };
 
+// Counts one call of a method and how long it took to answer, when it is destroyed: at the
+// method's return for the calls answered at once, or with the promise it is attached to.
+class CallTimer {
+ public:
+  CallTimer(DaemonStats& stats, const char* method)
+      : stats_(stats), method_(method), started_(std::chrono::steady_clock::now()) {}
+  ~CallTimer() {
+    const uint64_t us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                  std::chrono::steady_clock::now() - started_)
+                                                  .count());
+    const auto& bounds = AppendBucketsUs();
+    auto& buckets = stats_.call_us_buckets[method_];
+    if (buckets.empty()) buckets.assign(bounds.size() + 1, 0);
+    ++buckets[static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), us) -
+                                  bounds.begin())];
+    stats_.call_us_sum[method_] += us;
+    ++stats_.calls[method_];
+  }
+
+ private:
+  DaemonStats& stats_;
+  const char* method_;
+  std::chrono::steady_clock::time_point started_;
+};
+
 class Daemon::LedgerImpl final : public Ledger::Server {
  public:
   LedgerImpl(Daemon& daemon, std::string principal, Status refusal)
@@ -191,6 +216,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
 
  protected:
   kj::Promise<void> whoami(WhoamiContext context) override {
+    auto timer = kj::heap<CallTimer>(d_.stats_, "whoami");
     auto results = context.getResults();
     results.setPrincipal(principal_);
     auto roles = d_.policy_.RolesOf(principal_);
@@ -202,6 +228,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
   kj::Promise<void> ping(PingContext) override { return kj::READY_NOW; }
 
   kj::Promise<void> record(RecordContext context) override {
+    auto timer = kj::heap<CallTimer>(d_.stats_, "record");
     auto request = context.getParams().getRequest();
     Status s = Admit();
     std::vector<std::string> inputs;
@@ -260,7 +287,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     call->fulfiller = kj::mv(paf.fulfiller);
     call->caller = this;
     d_.Enqueue(kj::mv(call));
-    return paf.promise.then([context](kj::Own<Result<RecordOutcome>> owned) mutable {
+    return paf.promise.attach(kj::mv(timer)).then([context](kj::Own<Result<RecordOutcome>> owned) mutable {
       const Result<RecordOutcome>& result = *owned;
       auto results = context.getResults();
       if (!result.ok()) {
@@ -283,6 +310,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
   }
 
   kj::Promise<void> head(HeadContext context) override {
+    auto timer = kj::heap<CallTimer>(d_.stats_, "head");
     // Any principal the policy knows: submit and revoke build names and deadlines from it.
     const ledger::Head h = d_.log_.GetHead();
     auto out = context.getResults().initHead();
@@ -303,6 +331,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
   }
 
   kj::Promise<void> read(ReadContext context) override {
+    auto timer = kj::heap<CallTimer>(d_.stats_, "read");
     auto params = context.getParams();
     Status s = Admit();
     if (s.ok()) s = d_.policy_.MayRead(principal_, "read the log");
@@ -321,6 +350,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
   }
 
   kj::Promise<void> workload(WorkloadContext context) override {
+    auto timer = kj::heap<CallTimer>(d_.stats_, "workload");
     const std::string name = context.getParams().getName();
     const std::string ns = name.substr(0, name.find('/'));
     Status s = Admit();
@@ -347,6 +377,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
   }
 
   kj::Promise<void> get(GetContext context) override {
+    auto timer = kj::heap<CallTimer>(d_.stats_, "get");
     Status s = Admit();
     if (s.ok()) s = d_.policy_.MaySee(principal_, "get", "");
     if (s.ok()) {
@@ -366,6 +397,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
   }
 
   kj::Promise<void> explain(ExplainContext context) override {
+    auto timer = kj::heap<CallTimer>(d_.stats_, "explain");
     auto params = context.getParams();
     const std::string name = params.getName();
     const std::string ns = name.substr(0, name.find('/'));
@@ -373,6 +405,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     if (s.ok()) s = d_.policy_.MaySee(principal_, "explain", ns);
     if (s.ok()) {
       return d_.Explain(name, params.getAt(), params.getFormat())
+          .attach(kj::mv(timer))
           .then([this, context](kj::Own<Result<std::string>> text) mutable {
             if (text->ok()) {
               context.getResults().setText(**text);
@@ -388,6 +421,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
   }
 
   kj::Promise<void> snapshot(SnapshotContext context) override {
+    auto timer = kj::heap<CallTimer>(d_.stats_, "snapshot");
     Status s = Admit();
     if (s.ok()) s = d_.policy_.MayOperate(principal_, "snapshot");
     if (s.ok()) {
@@ -405,6 +439,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
   }
 
   kj::Promise<void> listSnapshots(ListSnapshotsContext context) override {
+    auto timer = kj::heap<CallTimer>(d_.stats_, "listSnapshots");
     Status s = Admit();
     if (s.ok()) s = d_.policy_.MayRead(principal_, "list snapshots");
     if (s.ok()) {
@@ -422,6 +457,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
   }
 
   kj::Promise<void> readSnapshot(ReadSnapshotContext context) override {
+    auto timer = kj::heap<CallTimer>(d_.stats_, "readSnapshot");
     Status s = Admit();
     if (s.ok()) s = d_.policy_.MayRead(principal_, "read snapshots");
     if (s.ok()) {
@@ -440,6 +476,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
   }
 
   kj::Promise<void> watch(WatchContext context) override {
+    auto timer = kj::heap<CallTimer>(d_.stats_, "watch");
     auto params = context.getParams();
     auto watcher = kj::heap<Watcher>(params.getSink());
     watcher->principal = principal_;

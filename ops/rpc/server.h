@@ -50,6 +50,11 @@ struct DaemonStats {
   std::map<std::pair<std::string, std::string>, uint64_t> refusals;
   // Appends (RecordGroup runs): events they wrote, and how long each took, in microseconds,
   // counted per bucket of kAppendBucketsUs (the last one: longer).
+  // Calls answered, by method, and how long each took to answer (microseconds, per bucket of
+  // AppendBucketsUs; a record call's time includes its wait for the group commit).
+  std::map<std::string, uint64_t> calls;
+  std::map<std::string, uint64_t> call_us_sum;
+  std::map<std::string, std::vector<uint64_t>> call_us_buckets;
   uint64_t appended_events = 0;
   uint64_t append_us_sum = 0;
   std::vector<uint64_t> append_us_buckets;

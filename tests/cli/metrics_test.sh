@@ -276,6 +276,10 @@ events=$(metric "$served" admitd_ledger_appended_events_total)
   submit -f "$work/late.yaml" > /dev/null 2>&1 && fail "a check controller submitted a workload"
 served=$(get "$url/metrics" | tail -n +2)
 want "$served" 'admitd_rpc_refusals_total{method="record",reason="PermissionDenied"}' 1
+records=$(metric "$served" 'admitd_rpc_calls_total{method="record"}')
+[ "$records" -ge 4 ] 2>/dev/null || fail "admitd_rpc_calls_total{method=\"record\"} = $records, want >= 4"
+want "$served" 'admitd_rpc_call_duration_seconds_count{method="record"}' "$records"
+want "$served" 'admitd_rpc_call_duration_seconds_bucket{method="record",le="+Inf"}' "$records"
 promtool check metrics <<< "$served" || fail "promtool rejects /metrics"
 
 # Restart: the same projection; and the past as served.

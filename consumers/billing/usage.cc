@@ -144,7 +144,8 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
   }
 }
 
-void UsageFold::Close(const Hold& hold, int64_t at_ms, std::vector<Interval>* out) const {
+template <typename Out>
+void UsageFold::Close(const Hold& hold, int64_t at_ms, Out* out) const {
   const int64_t idle_end = hold.released_ms ? *hold.released_ms : at_ms;
   for (const Amount& amount : hold.amounts) {
     Attribution to = hold.base;

@@ -13,6 +13,7 @@
 // admitted). Time is ledger time (recordedAtNs), in integer milliseconds.
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -65,8 +66,9 @@ class UsageFold {
   // Folds one stored event (any kind; those billing does not need are skipped).
   void Apply(uint64_t sequence, schema::Event::Reader event);
 
-  // Every interval closed so far, in the order they closed.
-  const std::vector<Interval>& closed() const { return closed_; }
+  // Every interval closed so far, in the order they closed (a deque: a long ledger closes
+  // millions, and a vector would move them all each time it grows).
+  const std::deque<Interval>& closed() const { return closed_; }
   // The intervals still open, closed at `at_ms` (not recorded): what a report up to now counts.
   std::vector<Interval> OpenUntil(int64_t at_ms) const;
   // Nominal quota: spans that ended (a redefinition or deletion), and those still in force,
@@ -106,7 +108,8 @@ class UsageFold {
     std::string ns, local_queue, priority_class;
     bool imported_pending = false;  // the next reservation is an import's: pods already run
   };
-  void Close(const Hold& hold, int64_t at_ms, std::vector<Interval>* out) const;
+  template <typename Out>
+  void Close(const Hold& hold, int64_t at_ms, Out* out) const;
 
   // By uid, until the workload finishes or is deleted (the fold holds only what can still be
   // reserved or is held).
@@ -121,7 +124,7 @@ class UsageFold {
   std::vector<QuotaSpan> quota_closed_;
   std::map<std::string, std::vector<QuotaSpan>> quota_open_;  // by ClusterQueue
   void EndQuota(const std::string& cluster_queue, int64_t at_ms);
-  std::vector<Interval> closed_;
+  std::deque<Interval> closed_;
   bool track_ = false;
   std::set<std::string> changed_;  // entry keys: "w" / "h" + uid, "c" / "q" + ClusterQueue
   void Touch(char kind, std::string_view name) {

@@ -47,6 +47,8 @@ class KafkaLeadership {
   // The advertised address of the member holding the partition, asked of the group
   // coordinator; nullopt while nobody holds it (a rebalance).
   Result<std::optional<std::string>> Holder();
+  // This member's advertised address (what Holder() names when this member holds it).
+  const std::string& advertised() const { return options_.advertised; }
 
   // Called by librdkafka's rebalance callback on the membership thread. Not for callers.
   void OnRebalance(int error, void* partitions);

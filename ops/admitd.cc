@@ -265,8 +265,12 @@ kj::Promise<void> FollowOrLead(kj::AsyncIoContext& io, ledger::KafkaLog* kafka,
   if (!ready.marked()) {
     if (kafka->writer()) {
       ready.Mark();
-    } else if (auto holder = leadership->Holder(); holder.ok() && holder->has_value()) {
-      ready.Mark();  // a standby of a known writer
+    } else if (auto holder = leadership->Holder();
+               holder.ok() && holder->has_value() && **holder != leadership->advertised()) {
+      // A standby of a known writer. When the group names this daemon, the partition is on
+      // its way here: ready once it writes, never as a standby that refuses writes naming
+      // itself as the writer.
+      ready.Mark();
     }
   }
   return io.provider->getTimer()

@@ -255,13 +255,16 @@ await 'admission_checks_pending{admission_check="scan"}' 0
 expect_rc 0 C finish ml/job-train
 contains "$out" "quota reserved for ml/job-waits"
 await 'admission_checks_pending{admission_check="scan"}' 1
-await 'admission_check_oldest_pending_seconds{admission_check="scan"} >= 0' 0
+# Ledger time moves on (another workload, a little later): the wait shows in the oldest gauge.
+sleep 1.2
+expect_rc 0 C submit -f "$work/late.yaml"
+await 'admission_check_oldest_pending_seconds{admission_check="scan"} > bool 0' 1
 gen=$(C get workloads -o json | python3 -c 'import json,sys; print([w for w in json.load(sys.stdin)["items"] if w["metadata"]["name"]=="job-waits"][0]["status"]["admissionGeneration"])')
 expect_rc 0 scanner report-check ml/job-waits scan Ready --generation "$gen"
 contains "$out" "admitted ml/job-waits"
 await 'kueue_admitted_workloads_total{cluster_queue="gpu"}' 2
 await 'admission_checks_pending{admission_check="scan"}' 0
-expect_rc 0 C submit -f "$work/late.yaml"
+await 'admission_check_oldest_pending_seconds{admission_check="scan"}' 0
 await 'sum(kueue_pending_workloads{cluster_queue="gpu"})' 1
 
 # The daemon's own counters: appends, their events and durations, refusals by method.

@@ -202,8 +202,15 @@ pick_free_port() {
 
 # A KRaft cluster id is a UUID in unpadded URL-safe base64 (22 characters), like the output
 # of `kafka-storage.sh random-uuid`; generated here to save a JVM start.
+# Never one that starts with '-': kafka-storage's argument parser would take it for an option
+# ("argument --cluster-id/-t: expected one argument", one start in 64).
 random_cluster_id() {
-  head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'
+  local id
+  while :; do
+    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+    [ "${id:0:1}" != "-" ] && break
+  done
+  printf '%s' "$id"
 }
 
 write_server_properties() {

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "ledger/kafka_record.h"
 #include "schema/result.h"
@@ -25,25 +27,57 @@ inline Status SetKafkaConf(rd_kafka_conf_t* conf, const std::string& name,
   return Status::Ok();
 }
 
+using KafkaSettings = std::vector<std::pair<std::string, std::string>>;
+
+// A new client configuration with `settings`; a refusal names the setting (and the
+// configuration is freed). The caller owns the result until it hands it to rd_kafka_new.
+inline Result<rd_kafka_conf_t*> NewKafkaConf(const KafkaSettings& settings) {
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  for (const auto& [name, value] : settings) {
+    Status s = SetKafkaConf(conf, name, value);
+    if (!s.ok()) {
+      rd_kafka_conf_destroy(conf);
+      return s;
+    }
+  }
+  return conf;
+}
+
+// The last header `name` of a message, viewed in it; nullopt when absent.
+inline std::optional<std::string_view> KafkaHeader(const rd_kafka_message_t* message,
+                                                   const char* name) {
+  rd_kafka_headers_t* headers = nullptr;
+  if (rd_kafka_message_headers(message, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return std::nullopt;
+  }
+  const void* value = nullptr;
+  size_t size = 0;
+  if (rd_kafka_header_get_last(headers, name, &value, &size) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return std::nullopt;
+  }
+  return std::string_view(static_cast<const char*>(value), size);
+}
+
+// A transactional call's error as a Status (kUnavailable, "WHAT: librdkafka's message"), and
+// frees it; *abortable says whether the transaction must be aborted before another try.
+inline Status KafkaTxnStatus(rd_kafka_error_t* error, const std::string& what,
+                             bool* abortable = nullptr) {
+  if (error == nullptr) return Status::Ok();
+  if (abortable != nullptr) *abortable = rd_kafka_error_txn_requires_abort(error);
+  Status s(Code::kUnavailable, what + ": " + rd_kafka_error_string(error));
+  rd_kafka_error_destroy(error);
+  return s;
+}
+
 // A consumed record of a ledger topic as the record check reads it: its offset, value and the
 // ledger's headers, viewed in the message (valid while it is).
 inline KafkaRecordView ViewKafkaMessage(const rd_kafka_message_t* message) {
   KafkaRecordView view;
   view.offset = message->offset;
   view.value = std::string_view(static_cast<const char*>(message->payload), message->len);
-  rd_kafka_headers_t* headers = nullptr;
-  if (rd_kafka_message_headers(message, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR) return view;
-  auto get = [&](const char* name) -> std::optional<std::string_view> {
-    const void* value = nullptr;
-    size_t size = 0;
-    if (rd_kafka_header_get_last(headers, name, &value, &size) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      return std::nullopt;
-    }
-    return std::string_view(static_cast<const char*>(value), size);
-  };
-  view.format = get(kKafkaFormatHeader);
-  view.sequence = get(kKafkaSequenceHeader);
-  view.hash = get(kKafkaHashHeader);
+  view.format = KafkaHeader(message, kKafkaFormatHeader);
+  view.sequence = KafkaHeader(message, kKafkaSequenceHeader);
+  view.hash = KafkaHeader(message, kKafkaHashHeader);
   return view;
 }
 

@@ -16,25 +16,7 @@ constexpr int64_t kTailWindowFirst = 256;  // records read back from the end, fi
 constexpr int kTailSettleTries = 10;       // 100 ms each: the last transaction's markers
 constexpr int kAbortableRetriesMax = 3;
 
-Status TxnError(rd_kafka_error_t* error, const std::string& what, bool* abortable = nullptr) {
-  if (error == nullptr) return Status::Ok();
-  if (abortable != nullptr) *abortable = rd_kafka_error_txn_requires_abort(error);
-  Status s(Code::kUnavailable, "billing relay: " + what + ": " + rd_kafka_error_string(error));
-  rd_kafka_error_destroy(error);
-  return s;
-}
-
-Result<rd_kafka_conf_t*> Conf(const std::vector<std::pair<std::string, std::string>>& settings) {
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  for (const auto& [k, v] : settings) {
-    Status s = ledger::SetKafkaConf(conf, k, v);
-    if (!s.ok()) {
-      rd_kafka_conf_destroy(conf);
-      return s;
-    }
-  }
-  return conf;
-}
+using ledger::KafkaTxnStatus;
 
 struct Consumer {
   rd_kafka_t* rk = nullptr;
@@ -52,14 +34,7 @@ void OnDelivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
 
 // The header `name` of a message, or empty.
 std::string_view Header(const rd_kafka_message_t* m, const char* name) {
-  rd_kafka_headers_t* headers = nullptr;
-  if (rd_kafka_message_headers(m, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR) return {};
-  const void* value = nullptr;
-  size_t size = 0;
-  if (rd_kafka_header_get_last(headers, name, &value, &size) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return {};
-  }
-  return std::string_view(static_cast<const char*>(value), size);
+  return ledger::KafkaHeader(m, name).value_or(std::string_view());
 }
 
 }  // namespace
@@ -81,7 +56,7 @@ Result<std::unique_ptr<OutboxRelay>> OutboxRelay::Open(const ledger::KafkaAddres
   relay->output_ = output;
   relay->transactional_id_ = transactional_id;
   relay->timeout_ms_ = operation_timeout_ms;
-  auto conf = Conf({{"bootstrap.servers", output.bootstrap},
+  auto conf = ledger::NewKafkaConf({{"bootstrap.servers", output.bootstrap},
                     {"transactional.id", transactional_id},
                     {"enable.idempotence", "true"},
                     {"acks", "all"},
@@ -98,14 +73,14 @@ Result<std::unique_ptr<OutboxRelay>> OutboxRelay::Open(const ledger::KafkaAddres
     return Status(Code::kInvalidArgument, std::string("billing relay: ") + err);
   }
   // Fences an earlier instance and aborts the transaction it left open.
-  ADM_RETURN_IF_ERROR(TxnError(
-      rd_kafka_init_transactions(relay->producer_->rk, operation_timeout_ms), "init_transactions"));
+  ADM_RETURN_IF_ERROR(KafkaTxnStatus(
+      rd_kafka_init_transactions(relay->producer_->rk, operation_timeout_ms), "billing relay: init_transactions"));
   return relay;
 }
 
 Result<std::optional<OutboxPosition>> OutboxRelay::PublishedPosition() {
   std::random_device random;
-  auto conf = Conf({{"bootstrap.servers", output_.bootstrap},
+  auto conf = ledger::NewKafkaConf({{"bootstrap.servers", output_.bootstrap},
                     {"group.id", "admission-billing-tail." + std::to_string(random())},
                     {"isolation.level", "read_committed"},
                     {"enable.auto.commit", "false"},
@@ -201,7 +176,7 @@ Status OutboxRelay::Publish(const std::vector<OutboxEntry>& entries,
   for (int attempt = 0;; ++attempt) {
     bool abortable = false;
     delivery_failed_ = false;
-    Status s = TxnError(rd_kafka_begin_transaction(rk), "begin_transaction");
+    Status s = KafkaTxnStatus(rd_kafka_begin_transaction(rk), "billing relay: begin_transaction");
     if (!s.ok()) return s;
     for (const OutboxEntry& entry : entries) {
       const std::string position = entry.position.ToString();
@@ -225,14 +200,14 @@ Status OutboxRelay::Publish(const std::vector<OutboxEntry>& entries,
     }
     rd_kafka_flush(rk, timeout_ms_);
     if (before_commit) before_commit();
-    s = TxnError(rd_kafka_commit_transaction(rk, timeout_ms_), "commit_transaction", &abortable);
+    s = KafkaTxnStatus(rd_kafka_commit_transaction(rk, timeout_ms_), "billing relay: commit_transaction", &abortable);
     if (s.ok() && delivery_failed_) {
       s = Status(Code::kUnavailable, "billing relay: a usage record was not delivered");
     }
     if (s.ok()) return s;
     if (!abortable || attempt + 1 >= kAbortableRetriesMax) return s;
     ADM_RETURN_IF_ERROR(
-        TxnError(rd_kafka_abort_transaction(rk, timeout_ms_), "abort_transaction"));
+        KafkaTxnStatus(rd_kafka_abort_transaction(rk, timeout_ms_), "billing relay: abort_transaction"));
   }
 }
 

@@ -69,7 +69,10 @@ struct Report {
 // REQUIRES: options.from_ms < options.to_ms.
 Report BuildReport(const UsageFold& fold, const ReportOptions& options);
 
-// Resource-seconds as an exact decimal string ("12.5", "0.000001").
+// `value` / 10^decimals as an exact decimal, trailing zeros of the fraction dropped
+// (1500, 3 -> "1.5"; 0 -> "0"; negative values keep their sign).
+std::string ExactDecimal(__int128 value, int decimals);
+// Resource-seconds (milli-units x milliseconds) as an exact decimal ("12.5", "0.000001").
 std::string ResourceSeconds(__int128 milli_ms);
 
 std::string ReportJson(const Report& report);

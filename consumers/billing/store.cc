@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "consumers/billing/report.h"
+
 namespace admission::consumers::billing {
 
 namespace {
@@ -31,17 +33,7 @@ std::string AggregateKeyText(const AggregateKey& k) {
                    .dump();
 }
 
-std::string Int128Text(__int128 v) {
-  if (v == 0) return "0";
-  const bool negative = v < 0;
-  unsigned __int128 u = negative ? -static_cast<unsigned __int128>(v) : v;
-  std::string out;
-  while (u != 0) {
-    out.insert(out.begin(), static_cast<char>('0' + static_cast<int>(u % 10)));
-    u /= 10;
-  }
-  return negative ? "-" + out : out;
-}
+std::string Int128Text(__int128 v) { return ExactDecimal(v, 0); }
 
 std::optional<__int128> ParseInt128(std::string_view text) {
   if (text.empty()) return std::nullopt;

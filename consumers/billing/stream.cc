@@ -22,12 +22,7 @@ constexpr size_t kEventsPerTransactionMax = 4096;
 
 std::string Rfc3339Ms(int64_t ms) { return FormatRfc3339(ms * 1'000'000); }
 
-Status TxnError(rd_kafka_error_t* error, const std::string& what) {
-  if (error == nullptr) return Status::Ok();
-  Status s(Code::kUnavailable, what + ": " + rd_kafka_error_string(error));
-  rd_kafka_error_destroy(error);
-  return s;
-}
+using ledger::KafkaTxnStatus;
 
 struct Handles {
   rd_kafka_t* consumer = nullptr;
@@ -61,13 +56,7 @@ std::vector<UsageRecord> RecordsOf(const Interval& in, int64_t bucket_ms,
     nlohmann::ordered_json j;
     j["id"] = r.id;
     j["sequence"] = closing_sequence;
-    j["namespace"] = in.to.ns;
-    j["localQueue"] = in.to.local_queue;
-    j["clusterQueue"] = in.to.cluster_queue;
-    j["cohort"] = in.to.cohort;
-    j["priorityClass"] = in.to.priority_class;
-    j["flavor"] = in.to.flavor;
-    j["resource"] = in.to.resource;
+    for (const auto& [name, value] : AttributionFields(in.to)) j[name] = *value;
     j["kind"] = kind;
     j["bucket"] = Rfc3339Ms(bucket);
     j["start"] = Rfc3339Ms(start);
@@ -92,50 +81,37 @@ Result<StreamStats> RunBillingStream(const StreamOptions& options) {
   Handles h;
   char err[512];
   {
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
-    for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
-             {"bootstrap.servers", options.ledger.bootstrap},
-             {"group.id", group},
-             {"isolation.level", "read_committed"},
-             {"enable.auto.commit", "false"},
-             {"enable.auto.offset.store", "false"},
-             {"enable.partition.eof", "true"},
-             {"auto.offset.reset", "earliest"},
-             {"fetch.wait.max.ms", "50"},
-             {"log_level", "3"}}) {
-      Status s = ledger::SetKafkaConf(conf, k, v);
-      if (!s.ok()) {
-        rd_kafka_conf_destroy(conf);
-        return s;
-      }
-    }
-    h.consumer = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+    auto conf = ledger::NewKafkaConf({{"bootstrap.servers", options.ledger.bootstrap},
+                                      {"group.id", group},
+                                      {"isolation.level", "read_committed"},
+                                      {"enable.auto.commit", "false"},
+                                      {"enable.auto.offset.store", "false"},
+                                      {"enable.partition.eof", "true"},
+                                      {"auto.offset.reset", "earliest"},
+                                      {"fetch.wait.max.ms", "50"},
+                                      {"log_level", "3"}});
+    if (!conf.ok()) return conf.status();
+    h.consumer = rd_kafka_new(RD_KAFKA_CONSUMER, *conf, err, sizeof err);
     if (h.consumer == nullptr) return Status(Code::kInvalidArgument, err);
   }
   bool delivery_failed = false;
   {
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
-    for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
-             {"bootstrap.servers", options.ledger.bootstrap},
-             {"transactional.id", group + "." + options.output_topic},
-             {"enable.idempotence", "true"},
-             {"acks", "all"},
-             {"linger.ms", "5"},
-             {"retry.backoff.ms", "5"},
-             {"log_level", "3"}}) {
-      Status s = ledger::SetKafkaConf(conf, k, v);
-      if (!s.ok()) {
-        rd_kafka_conf_destroy(conf);
-        return s;
-      }
-    }
+    auto made = ledger::NewKafkaConf({{"bootstrap.servers", options.ledger.bootstrap},
+                                      {"transactional.id", group + "." + options.output_topic},
+                                      {"enable.idempotence", "true"},
+                                      {"acks", "all"},
+                                      {"linger.ms", "5"},
+                                      {"retry.backoff.ms", "5"},
+                                      {"log_level", "3"}});
+    if (!made.ok()) return made.status();
+    rd_kafka_conf_t* conf = *made;
     rd_kafka_conf_set_dr_msg_cb(conf, OnDelivery);
     rd_kafka_conf_set_opaque(conf, &delivery_failed);
     h.producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
     if (h.producer == nullptr) return Status(Code::kInvalidArgument, err);
   }
   // Fences an earlier instance of this consumer and aborts what it had not committed.
-  ADM_RETURN_IF_ERROR(TxnError(rd_kafka_init_transactions(h.producer, options.operation_timeout_ms),
+  ADM_RETURN_IF_ERROR(KafkaTxnStatus(rd_kafka_init_transactions(h.producer, options.operation_timeout_ms),
                                "init_transactions"));
 
   // Where the last committed transaction left the input.
@@ -165,7 +141,7 @@ Result<StreamStats> RunBillingStream(const StreamOptions& options) {
   size_t pending_events = 0;
   auto flush = [&]() -> Status {
     if (pending_events == 0 && pending.empty()) return Status::Ok();
-    ADM_RETURN_IF_ERROR(TxnError(rd_kafka_begin_transaction(h.producer), "begin_transaction"));
+    ADM_RETURN_IF_ERROR(KafkaTxnStatus(rd_kafka_begin_transaction(h.producer), "begin_transaction"));
     for (const auto& [r, seq] : pending) {
       for (;;) {
         rd_kafka_resp_err_t pe = rd_kafka_producev(
@@ -184,7 +160,7 @@ Result<StreamStats> RunBillingStream(const StreamOptions& options) {
     rd_kafka_topic_partition_list_add(position, options.ledger.topic.c_str(), 0)->offset =
         next_offset;
     rd_kafka_consumer_group_metadata_t* meta = rd_kafka_consumer_group_metadata(h.consumer);
-    Status sent = TxnError(rd_kafka_send_offsets_to_transaction(h.producer, position, meta,
+    Status sent = KafkaTxnStatus(rd_kafka_send_offsets_to_transaction(h.producer, position, meta,
                                                                 options.operation_timeout_ms),
                            "send_offsets_to_transaction");
     rd_kafka_consumer_group_metadata_destroy(meta);
@@ -192,7 +168,7 @@ Result<StreamStats> RunBillingStream(const StreamOptions& options) {
     ADM_RETURN_IF_ERROR(sent);
     ++stats.transactions;
     if (options.drill) options.drill(stats.transactions);
-    ADM_RETURN_IF_ERROR(TxnError(
+    ADM_RETURN_IF_ERROR(KafkaTxnStatus(
         rd_kafka_commit_transaction(h.producer, options.operation_timeout_ms), "commit"));
     if (delivery_failed) return Status(Code::kUnavailable, "a usage record was not delivered");
     stats.records_published += pending.size();

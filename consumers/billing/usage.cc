@@ -24,6 +24,13 @@ bool IsToken(std::string_view token, std::string_view uid, uint64_t generation) 
 
 }  // namespace
 
+std::vector<std::pair<const char*, const std::string*>> AttributionFields(const Attribution& to) {
+  return {{"namespace", &to.ns},         {"localQueue", &to.local_queue},
+          {"clusterQueue", &to.cluster_queue}, {"cohort", &to.cohort},
+          {"priorityClass", &to.priority_class}, {"flavor", &to.flavor},
+          {"resource", &to.resource}};
+}
+
 void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
   last_sequence_ = sequence;
   const int64_t at = Ms(event.getRecordedAtNs());

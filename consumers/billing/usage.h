@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ledger/event_log.h"
@@ -38,6 +39,10 @@ struct Attribution {
   std::string resource;
   auto operator<=>(const Attribution&) const = default;
 };
+
+// An attribution's fields under the names usage records and reports give them, in order
+// (namespace, localQueue, clusterQueue, cohort, priorityClass, flavor, resource).
+std::vector<std::pair<const char*, const std::string*>> AttributionFields(const Attribution& to);
 
 enum class UsageKind { kUsed, kIdle };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "consumers/billing/report.h"
 #include "projections/engine_version.h"
 
 namespace admission::consumers::metrics {
@@ -21,21 +22,8 @@ const std::vector<int64_t>& Buckets16() {
   return b;
 }
 
-// A non-negative quantity in thousandths as a decimal: 1500 -> "1.5".
-std::string Thousandths(__int128 v) {
-  const bool negative = v < 0;
-  unsigned __int128 u = negative ? -static_cast<unsigned __int128>(v) : v;
-  std::string whole;
-  unsigned __int128 w = u / 1000;
-  do {
-    whole.insert(whole.begin(), static_cast<char>('0' + static_cast<int>(w % 10)));
-    w /= 10;
-  } while (w != 0);
-  std::string frac = std::to_string(static_cast<int>(u % 1000));
-  frac.insert(frac.begin(), 3 - frac.size(), '0');
-  while (!frac.empty() && frac.back() == '0') frac.pop_back();
-  return (negative ? "-" : "") + whole + (frac.empty() ? "" : "." + frac);
-}
+// A quantity in thousandths as an exact decimal: 1500 -> "1.5".
+std::string Thousandths(__int128 v) { return billing::ExactDecimal(v, 3); }
 
 std::string Escape(const std::string& v) {
   std::string out;

@@ -179,13 +179,7 @@ int RunBillingState(const StateArgs& args) {
   j["rows"] = nlohmann::json::array();
   for (const auto& [k, v] : (*store)->aggregates()) {
     nlohmann::ordered_json row;
-    row["namespace"] = k.to.ns;
-    row["localQueue"] = k.to.local_queue;
-    row["clusterQueue"] = k.to.cluster_queue;
-    row["cohort"] = k.to.cohort;
-    row["priorityClass"] = k.to.priority_class;
-    row["flavor"] = k.to.flavor;
-    row["resource"] = k.to.resource;
+    for (const auto& [name, value] : billing::AttributionFields(k.to)) row[name] = *value;
     row["kind"] = k.kind == billing::UsageKind::kUsed ? "used" : "idle";
     row["bucket"] = FormatRfc3339(k.bucket_ms * 1'000'000);
     row["resourceSeconds"] = billing::ResourceSeconds(v);

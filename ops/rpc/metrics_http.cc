@@ -80,53 +80,40 @@ std::string ProcessMetrics(const DaemonStats& s) {
          "Events (inputs and decisions) those appends wrote, since the daemon started; divided "
          "by admitd_ledger_appends_total: events per durable append (fsync)",
          s.appended_events);
+  // One series of a duration histogram; `labels` is "" or `name="value",`.
+  auto series = [&](const char* name, const std::string& labels, const DurationHistogram& h) {
+    const size_t bounds = std::size(DurationHistogram::kBoundsUs);
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i <= bounds; ++i) {
+      cumulative += i < h.buckets.size() ? h.buckets[i] : 0;
+      char le[32];
+      if (i < bounds) {
+        std::snprintf(le, sizeof le, "%g", static_cast<double>(DurationHistogram::kBoundsUs[i]) / 1e6);
+      } else {
+        std::snprintf(le, sizeof le, "+Inf");
+      }
+      out += std::string(name) + "_bucket{" + labels + "le=\"" + le + "\"} " +
+             std::to_string(cumulative) + "\n";
+    }
+    char sum[32];
+    std::snprintf(sum, sizeof sum, "%.6f", static_cast<double>(h.sum_us) / 1e6);
+    const std::string bare = labels.empty() ? "" : "{" + labels.substr(0, labels.size() - 1) + "}";
+    out += std::string(name) + "_sum" + bare + " " + sum + "\n" + name + "_count" + bare + " " +
+           std::to_string(h.count) + "\n";
+  };
   out += "# HELP admitd_ledger_append_duration_seconds How long each append (decide, write, "
          "fsync) took\n# TYPE admitd_ledger_append_duration_seconds histogram\n";
-  uint64_t cumulative = 0;
-  const auto& bounds = AppendBucketsUs();
-  for (size_t i = 0; i <= bounds.size(); ++i) {
-    cumulative += i < s.append_us_buckets.size() ? s.append_us_buckets[i] : 0;
-    char le[32];
-    if (i < bounds.size()) {
-      std::snprintf(le, sizeof le, "%g", static_cast<double>(bounds[i]) / 1e6);
-    } else {
-      std::snprintf(le, sizeof le, "+Inf");
-    }
-    out += std::string("admitd_ledger_append_duration_seconds_bucket{le=\"") + le + "\"} " +
-           std::to_string(cumulative) + "\n";
-  }
-  char sum[32];
-  std::snprintf(sum, sizeof sum, "%.6f", static_cast<double>(s.append_us_sum) / 1e6);
-  out += std::string("admitd_ledger_append_duration_seconds_sum ") + sum + "\n" +
-         "admitd_ledger_append_duration_seconds_count " + std::to_string(s.groups) + "\n";
+  series("admitd_ledger_append_duration_seconds", "", s.append_duration);
   out += "# HELP admitd_rpc_calls_total Calls answered, by method, since the daemon started\n"
          "# TYPE admitd_rpc_calls_total counter\n";
-  for (const auto& [method, n] : s.calls) {
-    out += "admitd_rpc_calls_total{method=\"" + method + "\"} " + std::to_string(n) + "\n";
+  for (const auto& [method, h] : s.call_duration) {
+    out += "admitd_rpc_calls_total{method=\"" + method + "\"} " + std::to_string(h.count) + "\n";
   }
   out += "# HELP admitd_rpc_call_duration_seconds How long calls took to answer, by method (a "
          "record call's includes its group commit)\n"
          "# TYPE admitd_rpc_call_duration_seconds histogram\n";
-  for (const auto& [method, buckets] : s.call_us_buckets) {
-    uint64_t running = 0;
-    for (size_t i = 0; i <= bounds.size(); ++i) {
-      running += i < buckets.size() ? buckets[i] : 0;
-      char le[32];
-      if (i < bounds.size()) {
-        std::snprintf(le, sizeof le, "%g", static_cast<double>(bounds[i]) / 1e6);
-      } else {
-        std::snprintf(le, sizeof le, "+Inf");
-      }
-      out += "admitd_rpc_call_duration_seconds_bucket{method=\"" + method + "\",le=\"" + le +
-             "\"} " + std::to_string(running) + "\n";
-    }
-    char total[32];
-    const auto sum = s.call_us_sum.find(method);
-    std::snprintf(total, sizeof total, "%.6f",
-                  static_cast<double>(sum == s.call_us_sum.end() ? 0 : sum->second) / 1e6);
-    out += "admitd_rpc_call_duration_seconds_sum{method=\"" + method + "\"} " + total + "\n";
-    out += "admitd_rpc_call_duration_seconds_count{method=\"" + method + "\"} " +
-           std::to_string(s.calls.count(method) ? s.calls.at(method) : 0) + "\n";
+  for (const auto& [method, h] : s.call_duration) {
+    series("admitd_rpc_call_duration_seconds", "method=\"" + method + "\",", h);
   }
   out += "# HELP admitd_rpc_refusals_total Calls refused before any work, by method and reason, "
          "since the daemon started\n# TYPE admitd_rpc_refusals_total counter\n";

@@ -194,13 +194,7 @@ class CallTimer {
     const uint64_t us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                                   std::chrono::steady_clock::now() - started_)
                                                   .count());
-    const auto& bounds = AppendBucketsUs();
-    auto& buckets = stats_.call_us_buckets[method_];
-    if (buckets.empty()) buckets.assign(bounds.size() + 1, 0);
-    ++buckets[static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), us) -
-                                  bounds.begin())];
-    stats_.call_us_sum[method_] += us;
-    ++stats_.calls[method_];
+    stats_.call_duration[method_].Observe(us);
   }
 
  private:
@@ -758,11 +752,7 @@ void Daemon::Flush() {
   const uint64_t us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                                 std::chrono::steady_clock::now() - started)
                                                 .count());
-  const auto& bounds = AppendBucketsUs();
-  if (stats_.append_us_buckets.empty()) stats_.append_us_buckets.assign(bounds.size() + 1, 0);
-  ++stats_.append_us_buckets[static_cast<size_t>(
-      std::lower_bound(bounds.begin(), bounds.end(), us) - bounds.begin())];
-  stats_.append_us_sum += us;
+  stats_.append_duration.Observe(us);
   ++stats_.groups;
   stats_.group_calls += take;
   stats_.record_calls += take;

@@ -7,7 +7,9 @@
 // Thread safety: everything runs on the thread of the kj event loop it was made on.
 
 #include <cstdint>
+#include <algorithm>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,6 +36,22 @@ struct DaemonOptions {
   std::function<std::string(uint64_t)> snapshot_path;
 };
 
+// Durations in microseconds, counted per bucket of kBoundsUs (one more: longer).
+struct DurationHistogram {
+  static constexpr uint64_t kBoundsUs[] = {500,    1000,   2500,   5000,   10000,   25000,
+                                           50000,  100000, 250000, 500000, 1000000, 2500000};
+  std::vector<uint64_t> buckets;
+  uint64_t sum_us = 0;
+  uint64_t count = 0;
+  void Observe(uint64_t us) {
+    if (buckets.empty()) buckets.assign(std::size(kBoundsUs) + 1, 0);
+    ++buckets[static_cast<size_t>(std::lower_bound(std::begin(kBoundsUs), std::end(kBoundsUs), us) -
+                                  std::begin(kBoundsUs))];
+    sum_us += us;
+    ++count;
+  }
+};
+
 struct DaemonStats {
   uint64_t record_calls = 0;       // answered record calls
   uint64_t groups = 0;             // RecordGroup runs
@@ -48,23 +66,13 @@ struct DaemonStats {
   // Calls refused before any work, by method and reason (the Status code's name:
   // PermissionDenied, InvalidArgument, Overloaded, ...).
   std::map<std::pair<std::string, std::string>, uint64_t> refusals;
-  // Appends (RecordGroup runs): events they wrote, and how long each took, in microseconds,
-  // counted per bucket of kAppendBucketsUs (the last one: longer).
-  // Calls answered, by method, and how long each took to answer (microseconds, per bucket of
-  // AppendBucketsUs; a record call's time includes its wait for the group commit).
-  std::map<std::string, uint64_t> calls;
-  std::map<std::string, uint64_t> call_us_sum;
-  std::map<std::string, std::vector<uint64_t>> call_us_buckets;
+  // Calls answered, by method, and how long each took to answer (a record call's time
+  // includes its wait for the group commit).
+  std::map<std::string, DurationHistogram> call_duration;
+  // Appends (RecordGroup runs): the events they wrote, and how long each took.
   uint64_t appended_events = 0;
-  uint64_t append_us_sum = 0;
-  std::vector<uint64_t> append_us_buckets;
+  DurationHistogram append_duration;
 };
-// Bounds of the append duration histogram, microseconds.
-inline const std::vector<uint64_t>& AppendBucketsUs() {
-  static const std::vector<uint64_t> b{500, 1000, 2500, 5000, 10000, 25000, 50000, 100000,
-                                       250000, 500000, 1000000, 2500000};
-  return b;
-}
 
 class Daemon {
  public:

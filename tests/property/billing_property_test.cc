@@ -284,6 +284,11 @@ TEST(Billing, ResourceSecondsAreExactDecimals) {
   // 1e6 GPUs for a year, in milli x ms: beyond 64 bits, exact in 128.
   const __int128 big = static_cast<__int128>(1'000'000'000) * 31'536'000'000;
   EXPECT_EQ(billing::ResourceSeconds(big), "31536000000000");
+  // The same exact decimal at other scales (metrics in thousandths, the consumer's state in units).
+  EXPECT_EQ(billing::ExactDecimal(1500, 3), "1.5");
+  EXPECT_EQ(billing::ExactDecimal(1, 3), "0.001");
+  EXPECT_EQ(billing::ExactDecimal(-25, 1), "-2.5");
+  EXPECT_EQ(billing::ExactDecimal(big, 0), "31536000000000000000");
 }
 
 }  // namespace

@@ -97,7 +97,13 @@ function checksTable(checks) {
     checks.map((c) => `<tr><td>${esc(c.name)}</td><td>${esc(c.controller)}</td><td>${c.pending}</td><td>${esc(c.oldestPendingSince || "")}</td><td>${c.rejected}</td></tr>`));
 }
 
+// Renders may overlap (a hash change while a live refresh is still fetching): each takes a
+// number, and only the newest started writes the page, so a slow stale render never
+// replaces the page the user went to.
+let renders = 0;
 async function show() {
+  const mine = ++renders;
+  const put = (html) => { if (mine === renders) el("page").innerHTML = html; };
   const [page, arg] = (location.hash.slice(1) || "overview").split("/");
   document.querySelectorAll("nav a").forEach((a) => a.classList.toggle("active", a.dataset.page === page));
   if (!state.token) { showLogin("sign in"); return; }
@@ -105,12 +111,12 @@ async function show() {
   try {
     if (page === "explain") {
       const r = await fetch("/api/explain?workload=" + arg, { headers: { Authorization: "Bearer " + state.token } });
-      el("page").innerHTML = r.ok ? `<h2>Timeline of ${esc(decodeURIComponent(arg))}</h2><pre>${esc(await r.text())}</pre>` : `<p class="error">${esc(await r.text())}</p>`;
+      put(r.ok ? `<h2>Timeline of ${esc(decodeURIComponent(arg))}</h2><pre>${esc(await r.text())}</pre>` : `<p class="error">${esc(await r.text())}</p>`);
       return;
     }
-    el("page").innerHTML = await (pages[page] || pages.overview)();
+    put(await (pages[page] || pages.overview)());
   } catch (e) {
-    if (e.message !== "unauthorized") el("page").innerHTML = `<p class="error">${esc(e.message)}</p>`;
+    if (e.message !== "unauthorized") put(`<p class="error">${esc(e.message)}</p>`);
   }
 }
 

@@ -93,10 +93,24 @@ for (const what of ["verify", "replay"]) {
 }
 await op.page.screenshot({ path: `${SHOTS}/audit-run.png`, fullPage: true });
 
-// Tenant: only its namespace.
+// Tenant: only its namespace. On the way, overlapping renders: the overview's data held back
+// 1 s, the user moves on to the workloads page before it arrives, and the stale overview must
+// not replace the workloads page when it lands (seen in CI, from a live refresh's render).
 const tenant = await signedIn(TENANT_TOKEN, "tenant");
+await tenant.page.goto(URL + "/#audit");
+await tenant.page.waitForSelector("#audit-head");
+await tenant.page.route("**/api/overview", async (route) => {
+  await new Promise((res) => setTimeout(res, 1000));
+  await route.continue();
+});
+await tenant.page.goto(URL + "/#overview");
 await tenant.page.goto(URL + "/#workloads");
 await tenant.page.waitForSelector("tr[data-workload]");
+await tenant.page.waitForTimeout(1500);
+await tenant.page.unroute("**/api/overview");
+if (!(await tenant.page.$("tr[data-workload]"))) {
+  fail(`a stale render replaced the workloads page: ${(await tenant.page.textContent("#page")).slice(0, 120)}`);
+}
 const namespaces = await tenant.page.$$eval("tr[data-workload]", (rows) =>
   [...new Set(rows.map((r) => r.dataset.workload.split("/")[0]))]);
 if (namespaces.length !== 1 || namespaces[0] !== TENANT_NS) {

@@ -44,6 +44,14 @@ struct AppendAck {
   bool all_duplicates() const { return written == 0; }
 };
 
+// The disk under a log's local storage (admitd's readiness and metrics).
+struct DiskState {
+  uint64_t free_bytes = 0;       // free to unprivileged writers, now
+  uint64_t min_free_bytes = 0;   // the free-space floor below which appends are refused
+  bool refusing = false;         // appends are refused for lack of space until it returns
+  uint64_t appends_refused = 0;  // appends refused for lack of space since the log was opened
+};
+
 // Interface: no fields. Implementations: MemoryLog, RocksDbLog, KafkaLog.
 // Thread safety: every method may be called from any thread concurrently.
 class EventLog {
@@ -80,6 +88,20 @@ class EventLog {
 
   // The sequence of the event recorded with this idempotency key, if any.
   virtual Result<std::optional<Sequence>> FindKey(std::string_view key) = 0;
+
+  // The history index (docs/ledger.md, "The history index"): the sequences, ascending and at
+  // most `at_most` (0: any), of the events with this history key (schema::HistoryKeysOf: "n"
+  // NS/NAME or "u" UID). nullopt when this log keeps no complete history index; a reader then
+  // scans the ledger instead. The default keeps none.
+  // The disk under the log's local storage; nullopt when it has none (MemoryLog).
+  virtual std::optional<DiskState> Disk() { return std::nullopt; }
+
+  virtual Result<std::optional<std::vector<Sequence>>> History(std::string_view history_key,
+                                                                Sequence at_most) {
+    (void)history_key;
+    (void)at_most;
+    return std::optional<std::vector<Sequence>>();
+  }
 };
 
 }  // namespace admission::ledger

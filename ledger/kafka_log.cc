@@ -893,6 +893,11 @@ Result<std::optional<Sequence>> KafkaLog::FindKey(std::string_view key) {
   return mirror_->FindKey(key);
 }
 
+Result<std::optional<std::vector<Sequence>>> KafkaLog::History(std::string_view history_key,
+                                                                  Sequence at_most) {
+  return mirror_->History(history_key, at_most);
+}
+
 std::optional<Status> KafkaLog::Halted() {
   std::lock_guard<std::mutex> lock(mu_);
   return halted_;

@@ -110,6 +110,10 @@ class KafkaLog final : public EventLog {
   Result<size_t> Scan(Sequence from, size_t max_count, const ScanVisitor& visit) override;
   Head GetHead() override;
   Result<std::optional<Sequence>> FindKey(std::string_view key) override;
+  std::optional<DiskState> Disk() override { return mirror_->Disk(); }
+  // The local copy's history index (written as it ingests).
+  Result<std::optional<std::vector<Sequence>>> History(std::string_view history_key,
+                                                        Sequence at_most) override;
 
   // Reads what the topic holds beyond the local state into it, verifying every record. Returns
   // the head afterwards. Once it found a fork it halts: this and every later call fail.

@@ -3,6 +3,7 @@
 
 #ifdef __linux__
 #include <linux/futex.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -22,6 +23,7 @@
 
 #include "ledger/sequencer.h"
 #include "ledger/verify.h"
+#include "schema/workload_refs.h"
 
 namespace admission::ledger {
 
@@ -172,10 +174,13 @@ std::string RocksDbLog::IndexKey(std::string_view idempotency_key) {
 RocksDbLog::RocksDbLog(std::unique_ptr<rocksdb::DB> db,
                        std::unique_ptr<rocksdb::ColumnFamilyHandle> events_family,
                        std::unique_ptr<rocksdb::ColumnFamilyHandle> index_family,
-                       const RocksDbLogOptions& options)
+                       std::unique_ptr<rocksdb::ColumnFamilyHandle> history_family,
+                       const std::string& dir, const RocksDbLogOptions& options)
     : db_(std::move(db)),
       events_family_(std::move(events_family)),
       index_family_(std::move(index_family)),
+      history_family_(std::move(history_family)),
+      dir_(dir),
       options_(options) {}
 
 RocksDbLog::~RocksDbLog() {
@@ -185,6 +190,7 @@ RocksDbLog::~RocksDbLog() {
               queue_.size(), leading_ ? " and a group commit running" : "");
   }
   // Handles go before the database.
+  history_family_.reset();
   index_family_.reset();
   events_family_.reset();
 }
@@ -222,33 +228,62 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
                                                      const RocksDbLogOptions& options) {
   // RocksDB creates the directory even when it then refuses to create a database; a read of
   // a missing ledger must leave nothing behind.
-  if (!options.create_if_missing && !std::filesystem::exists(dir + "/CURRENT")) {
+  const bool read_only = options.read_only;
+  const bool create = options.create_if_missing && !read_only;
+  if (!create && !std::filesystem::exists(dir + "/CURRENT")) {
     return Status(Code::kNotFound, "no ledger at " + dir);
   }
-  const rocksdb::DBOptions db_options = LedgerDbOptions(options.create_if_missing);
-  const rocksdb::ColumnFamilyOptions events_options = LedgerEventsFamilyOptions();
-  const rocksdb::ColumnFamilyOptions index_options = LedgerIndexFamilyOptions();
+  const rocksdb::DBOptions db_options = LedgerDbOptions(create);
+  std::vector<std::string> existing;
+  if (read_only) {
+    rocksdb::Status listed = rocksdb::DB::ListColumnFamilies(db_options, dir, &existing);
+    ADM_RETURN_IF_ERROR(FromRocks(listed, "listing the column families of " + dir));
+    if (std::find(existing.begin(), existing.end(), kIndexFamily) == existing.end()) {
+      return Status(Code::kInvalidArgument,
+                    "the ledger at " + dir + " predates its index family: open it once to write "
+                    "(any admitctl command that records) before reading it read-only");
+    }
+  }
+  const bool with_history =
+      !read_only || std::find(existing.begin(), existing.end(), kHistoryFamily) != existing.end();
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-      {rocksdb::kDefaultColumnFamilyName, events_options},
-      {kIndexFamily, index_options},
+      {rocksdb::kDefaultColumnFamilyName, LedgerEventsFamilyOptions()},
+      {kIndexFamily, LedgerIndexFamilyOptions()},
   };
+  // Ordered keys, read by prefix: the events family's options.
+  if (with_history) families.push_back({kHistoryFamily, LedgerEventsFamilyOptions()});
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(db_options, dir, families, &handles, &raw);
+  rocksdb::Status s = read_only
+                          ? rocksdb::DB::OpenForReadOnly(db_options, dir, families, &handles, &raw)
+                          : rocksdb::DB::Open(db_options, dir, families, &handles, &raw);
   if (!s.ok()) {
-    if (s.IsInvalidArgument() && !options.create_if_missing) {
+    if (s.IsInvalidArgument() && !create) {
       return Status(Code::kNotFound, "no ledger at " + dir + " (" + s.ToString() + ")");
+    }
+    if (s.IsNoSpace() || s.ToString().find("No space") != std::string::npos) {
+      return Status(Code::kNoSpace, "opening the ledger at " + dir + " to write: its disk is full (" +
+                                        s.ToString() + "); read-only commands still work");
     }
     return FromRocks(s, "opening the ledger at " + dir);
   }
   std::unique_ptr<rocksdb::DB> db(raw);
-  ADM_CHECK(handles.size() == 2, "%zu column family handles", handles.size());
+  ADM_CHECK(handles.size() == families.size(), "%zu column family handles", handles.size());
   std::unique_ptr<rocksdb::ColumnFamilyHandle> events_family(handles[0]);
   std::unique_ptr<rocksdb::ColumnFamilyHandle> index_family(handles[1]);
-  ADM_RETURN_IF_ERROR(MoveIndexToItsFamily(*db, *index_family, dir));
+  std::unique_ptr<rocksdb::ColumnFamilyHandle> history_family(with_history ? handles[2] : nullptr);
+  if (!read_only) ADM_RETURN_IF_ERROR(MoveIndexToItsFamily(*db, *index_family, dir));
   std::unique_ptr<RocksDbLog> log(new RocksDbLog(std::move(db), std::move(events_family),
-                                                 std::move(index_family), options));
+                                                 std::move(index_family), std::move(history_family),
+                                                 dir, options));
   ADM_RETURN_IF_ERROR(log->LoadHead());
+  {
+    std::string state;
+    rocksdb::Status hs = log->db_->Get(rocksdb::ReadOptions(), kHistoryStateKey, &state);
+    if (!hs.ok() && !hs.IsNotFound()) return FromRocks(hs, "reading the history index's state");
+    log->history_complete_ = log->history_family_ != nullptr && hs.ok() && state == kHistoryComplete;
+  }
+  if (!read_only && !log->history_complete_) ADM_RETURN_IF_ERROR(log->BuildHistory());
 
   // Check the tail before anyone appends to it.
   Head head = log->GetHead();
@@ -293,6 +328,129 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
   return log;
 }
 
+std::string RocksDbLog::HistoryKey(std::string_view history_key, Sequence sequence) {
+  std::string key;
+  key.reserve(history_key.size() + 9);
+  key.append(history_key);
+  key.push_back('\0');
+  PutBigEndian64(&key, sequence);
+  return key;
+}
+
+Status RocksDbLog::BuildHistory() {
+  const Sequence head = GetHead().sequence;
+  // Bounded batches: an interrupted build writes again what it wrote (the same entries).
+  constexpr size_t kEventsPerBatch = 8192;
+  std::vector<std::string> keys;
+  Sequence next = 1;
+  while (next <= head) {
+    rocksdb::WriteBatch batch;
+    Status failed;
+    auto shown = Scan(next, kEventsPerBatch, [&](Sequence sequence, std::string_view bytes) {
+      if (!failed.ok()) return;
+      auto decoded = schema::DecodeEvent(bytes);
+      if (!decoded.ok()) {
+        failed = Status(Code::kCorruption, "indexing the history of " + dir_ + ": event " +
+                                               std::to_string(sequence) + ": " +
+                                               decoded.status().message());
+        return;
+      }
+      schema::HistoryKeysOf(decoded->root(), &keys);
+      for (const std::string& k : keys) batch.Put(history_family_.get(), HistoryKey(k, sequence), "");
+      next = sequence + 1;
+    });
+    if (!shown.ok()) return shown.status();
+    ADM_RETURN_IF_ERROR(failed);
+    if (*shown == 0) break;
+    ADM_RETURN_IF_ERROR(FromRocks(db_->Write(rocksdb::WriteOptions(), &batch),
+                                  "writing the history index of " + dir_));
+    if (options_.history_progress) options_.history_progress(next - 1, head);
+  }
+  rocksdb::WriteOptions synced;
+  synced.sync = options_.sync;
+  ADM_RETURN_IF_ERROR(FromRocks(db_->Put(synced, kHistoryStateKey, kHistoryComplete),
+                                "marking the history index of " + dir_ + " complete"));
+  history_complete_ = true;
+  return Status::Ok();
+}
+
+Result<std::optional<std::vector<Sequence>>> RocksDbLog::History(std::string_view history_key,
+                                                                    Sequence at_most) {
+  if (!history_complete_) return std::optional<std::vector<Sequence>>();
+  std::string prefix(history_key);
+  prefix.push_back('\0');
+  std::vector<Sequence> out;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), history_family_.get()));
+  for (it->Seek(prefix); it->Valid(); it->Next()) {
+    rocksdb::Slice key = it->key();
+    if (key.size() != prefix.size() + 8 || !key.starts_with(prefix)) break;
+    const Sequence sequence = GetBigEndian64(key.data() + prefix.size());
+    if (at_most != 0 && sequence > at_most) break;
+    out.push_back(sequence);
+  }
+  ADM_RETURN_IF_ERROR(FromRocks(it->status(), "reading the history index"));
+  return std::optional<std::vector<Sequence>>(std::move(out));
+}
+
+Status RocksDbLog::CheckRoom() {
+  struct statvfs st;
+  uint64_t free = UINT64_MAX;
+  if (statvfs(dir_.c_str(), &st) == 0) free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  free_bytes_.store(free, std::memory_order_relaxed);
+  auto refuse = [&](const std::string& why) {
+    refusing_.store(true, std::memory_order_relaxed);
+    appends_refused_.fetch_add(1, std::memory_order_relaxed);
+    return Status(Code::kNoSpace, "the ledger's disk at " + dir_ + " has " + std::to_string(free) +
+                                      " bytes free" + why +
+                                      ": nothing of this append was written; appends resume "
+                                      "by themselves once space returns");
+  };
+  if (free < options_.min_free_bytes) {
+    return refuse(", below the free-space floor of " + std::to_string(options_.min_free_bytes) +
+                  " bytes (--min-free-bytes)");
+  }
+  if (rocks_no_space_.load(std::memory_order_relaxed)) {
+    rocksdb::Status resumed = db_->Resume();
+    if (!resumed.ok()) return refuse(" and the storage engine is not writable yet (" + resumed.ToString() + ")");
+    rocks_no_space_.store(false, std::memory_order_relaxed);
+  }
+  refusing_.store(false, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status RocksDbLog::WriteFailed(const rocksdb::Status& failure, const std::string& what) {
+  if (failure.IsNoSpace() || failure.ToString().find("No space") != std::string::npos) {
+    rocks_no_space_.store(true, std::memory_order_relaxed);
+    refusing_.store(true, std::memory_order_relaxed);
+    appends_refused_.fetch_add(1, std::memory_order_relaxed);
+    return Status(Code::kNoSpace, what + ": the ledger's disk at " + dir_ +
+                                      " is full (" + failure.ToString() +
+                                      "): nothing of this append was written; appends resume "
+                                      "by themselves once space returns");
+  }
+  return FromRocks(failure, what);
+}
+
+std::optional<DiskState> RocksDbLog::Disk() {
+  DiskState d;
+  struct statvfs st;
+  d.free_bytes = statvfs(dir_.c_str(), &st) == 0 ? static_cast<uint64_t>(st.f_bavail) * st.f_frsize
+                                                 : free_bytes_.load(std::memory_order_relaxed);
+  d.min_free_bytes = options_.min_free_bytes;
+  bool refusing = d.free_bytes < options_.min_free_bytes;
+  if (!refusing && rocks_no_space_.load(std::memory_order_relaxed)) {
+    if (db_->Resume().ok()) {
+      rocks_no_space_.store(false, std::memory_order_relaxed);
+    } else {
+      refusing = true;
+    }
+  }
+  if (!options_.read_only) refusing_.store(refusing, std::memory_order_relaxed);
+  d.refusing = refusing && !options_.read_only;
+  d.appends_refused = appends_refused_.load(std::memory_order_relaxed);
+  return d;
+}
+
 Status RocksDbLog::LoadHead() {
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kHeadKey, &value);
@@ -315,6 +473,9 @@ Result<AppendAck> RocksDbLog::Append(std::span<const std::string> batch) {
     return Status(Code::kInvalidArgument, "an append holds 1 to " +
                                               std::to_string(kAppendBatchEventsMax) +
                                               " events, not " + std::to_string(batch.size()));
+  }
+  if (options_.read_only) {
+    return Status(Code::kInvalidArgument, "the ledger at " + dir_ + " is open read-only");
   }
   Request request;
   request.batch = batch;
@@ -539,13 +700,22 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
   }
 
   PutIndexEntries(*index_family_, &index_puts, &write_batch);
+  for (const PreparedAppend& p : prepared) {
+    for (const auto& [key, sequence] : p.history_entries) {
+      write_batch.Put(history_family_.get(), HistoryKey(key, sequence), rocksdb::Slice());
+    }
+  }
 
   Status write_status;
   if (written > 0) {
     write_batch.Put(kHeadKey, EncodeHead(head));
     rocksdb::WriteOptions write_options;
     write_options.sync = options_.sync;
-    write_status = FromRocks(db_->Write(write_options, &write_batch), "appending to the ledger");
+    write_status = CheckRoom();
+    if (write_status.ok()) {
+      rocksdb::Status s = db_->Write(write_options, &write_batch);
+      if (!s.ok()) write_status = WriteFailed(s, "appending to the ledger");
+    }
   }
   if (!write_status.ok()) {
     // Nothing of the group is durable: every request that wrote fails; the head stays.
@@ -615,6 +785,9 @@ namespace admission::ledger {
 
 Status RocksDbLog::Ingest(std::span<const Ingested> events, const Head& head_after,
                           std::span<const std::pair<std::string, std::string>> extra) {
+  if (options_.read_only) {
+    return Status(Code::kInvalidArgument, "the ledger at " + dir_ + " is open read-only");
+  }
   std::lock_guard<std::mutex> lock(mu_);
   ADM_CHECK(queue_.empty() && !leading_, "Ingest while %zu appends are queued%s", queue_.size(),
             leading_ ? " and a group commit runs" : "");
@@ -624,11 +797,16 @@ Status RocksDbLog::Ingest(std::span<const Ingested> events, const Head& head_aft
   for (const auto& [key, value] : extra) reserve_bytes += key.size() + value.size() + 8;
   rocksdb::WriteBatch write_batch(reserve_bytes);
   std::vector<std::pair<std::string, Sequence>> index_puts;
+  std::vector<std::string> history_keys;
   for (const Ingested& e : events) {
     ADM_CHECK(e.sequence == expected, "ingest of sequence %lu on head %lu",
               static_cast<unsigned long>(e.sequence), static_cast<unsigned long>(expected - 1));
     write_batch.Put(EventKey(e.sequence), rocksdb::Slice(e.bytes.data(), e.bytes.size()));
     if (!e.key.empty()) index_puts.emplace_back(IndexKey(e.key), e.sequence);
+    schema::HistoryKeysOfCanonical(e.bytes, &history_keys);
+    for (const std::string& k : history_keys) {
+      write_batch.Put(history_family_.get(), HistoryKey(k, e.sequence), rocksdb::Slice());
+    }
     ++expected;
   }
   PutIndexEntries(*index_family_, &index_puts, &write_batch);
@@ -645,7 +823,9 @@ Status RocksDbLog::Ingest(std::span<const Ingested> events, const Head& head_aft
   }
   rocksdb::WriteOptions write_options;
   write_options.sync = options_.sync;
-  ADM_RETURN_IF_ERROR(FromRocks(db_->Write(write_options, &write_batch), "ingesting events"));
+  ADM_RETURN_IF_ERROR(CheckRoom());
+  rocksdb::Status written = db_->Write(write_options, &write_batch);
+  if (!written.ok()) return WriteFailed(written, "ingesting events");
   if (!events.empty()) {
     head_ = head_after;
     ++stats_.writes;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,6 +17,7 @@
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class Status;
 }
 
 namespace admission::ledger {
@@ -25,7 +27,19 @@ struct RocksDbLogOptions {
   // Every append is durable (fsync'd WAL) before it is acknowledged. Only benchmarks and
   // throwaway tests may turn this off.
   bool sync = true;
+  // Opens without writing anything (RocksDB's read-only mode): reads work on a full disk, and
+  // Append and Ingest fail. A ledger another process holds open to write may still be read.
+  bool read_only = false;
+  // The free-space floor: an append is refused (kNoSpace, nothing written) while the ledger's
+  // filesystem has less than this free, so the disk never fills up under the ledger.
+  uint64_t min_free_bytes = kDefaultMinFreeBytes;
+  static constexpr uint64_t kDefaultMinFreeBytes = 64ull << 20;
+  // Called while a ledger without a history index gets one on its first writable open
+  // (events indexed so far, of the head).
+  std::function<void(uint64_t done, uint64_t total)> history_progress;
 };
+
+
 
 // How many of the newest links Open checks before it accepts a ledger.
 inline constexpr Sequence kOpenTailCheckEvents = 64;
@@ -57,7 +71,14 @@ class RocksDbLog final : public EventLog {
   Head GetHead() override;
   Result<std::optional<Sequence>> FindKey(std::string_view key) override;
 
+  Result<std::optional<std::vector<Sequence>>> History(std::string_view history_key,
+                                                        Sequence at_most) override;
+
   RocksDbLogStats GetStats();
+  // Free space now (one statvfs) and whether appends would be refused for lack of it; clears a
+  // no-space error of RocksDB's (DB::Resume) once space is back, so readiness returns without
+  // waiting for an append.
+  std::optional<DiskState> Disk() override;
 
   // --- A RocksDbLog as the local copy of a log kept elsewhere (KafkaLog's state) ---
 
@@ -86,6 +107,13 @@ class RocksDbLog final : public EventLog {
   static std::string IndexKey(std::string_view idempotency_key);
   static constexpr const char* kHeadKey = "h";
   static constexpr const char* kIndexFamily = "index";
+  // The history index: HistoryKey(key, sequence) -> "" for every history key of every event.
+  static constexpr const char* kHistoryFamily = "history";
+  static std::string HistoryKey(std::string_view history_key, Sequence sequence);
+  // In the default family: absent while the history index is being built for an older ledger
+  // (an open that stopped half-way starts again), kHistoryComplete once it covers every event.
+  static constexpr const char* kHistoryStateKey = "H";
+  static constexpr const char* kHistoryComplete = "complete";
   // The index family's memtable hashes the first kIndexHashBytes bytes of a key (keys that
   // share them share a bucket, kept sorted) into kIndexHashBuckets buckets.
   static constexpr size_t kIndexHashBytes = 128;
@@ -97,7 +125,15 @@ class RocksDbLog final : public EventLog {
   RocksDbLog(std::unique_ptr<rocksdb::DB> db,
              std::unique_ptr<rocksdb::ColumnFamilyHandle> events_family,
              std::unique_ptr<rocksdb::ColumnFamilyHandle> index_family,
-             const RocksDbLogOptions& options);
+             std::unique_ptr<rocksdb::ColumnFamilyHandle> history_family,
+             const std::string& dir, const RocksDbLogOptions& options);
+  // Indexes every event of an older ledger (first writable open), then marks the index complete.
+  Status BuildHistory();
+  // Before a write: refuses it (kNoSpace) below the floor or while RocksDB holds a no-space
+  // error, which it clears (DB::Resume) once space is back.
+  Status CheckRoom();
+  // After a failed write: a no-space error from RocksDB becomes kNoSpace, naming the free space.
+  Status WriteFailed(const rocksdb::Status& failure, const std::string& what);
   static Status MoveIndexToItsFamily(rocksdb::DB& db, rocksdb::ColumnFamilyHandle& index,
                                      const std::string& dir);
   Status LoadHead();
@@ -121,7 +157,15 @@ class RocksDbLog final : public EventLog {
   const std::unique_ptr<rocksdb::DB> db_;
   std::unique_ptr<rocksdb::ColumnFamilyHandle> events_family_;
   std::unique_ptr<rocksdb::ColumnFamilyHandle> index_family_;
+  std::unique_ptr<rocksdb::ColumnFamilyHandle> history_family_;  // null: read-only, none yet
+  bool history_complete_ = false;
+  const std::string dir_;
   const RocksDbLogOptions options_;
+  // Disk state: written by the writer (the leader or Ingest's caller), read by anyone.
+  std::atomic<bool> refusing_{false};
+  std::atomic<bool> rocks_no_space_{false};  // RocksDB's background error is a no-space one
+  std::atomic<uint64_t> free_bytes_{0};
+  std::atomic<uint64_t> appends_refused_{0};
 
   std::mutex mu_;
   std::deque<Request*> queue_;   // GUARDED_BY(mu_); requests not yet taken into a group

@@ -1,5 +1,7 @@
 #include "ledger/sequencer.h"
 
+#include "schema/workload_refs.h"
+
 namespace admission::ledger {
 
 namespace {
@@ -55,8 +57,9 @@ Intake PrepareIntake(std::span<const std::string> batch) {
           intake.failure = KeyTooLong(i, batch.size());
           break;
         }
-        intake.events.push_back(IntakeEvent{std::move(stored), std::string(key), recorded_at_ns,
-                                            Status::Ok()});
+        IntakeEvent& e = intake.events.emplace_back(IntakeEvent{
+            std::move(stored), std::string(key), recorded_at_ns, Status::Ok(), {}});
+        schema::HistoryKeysOfCanonical(e.stored.bytes, &e.history_keys);
         continue;
       }
     }
@@ -75,6 +78,7 @@ Intake PrepareIntake(std::span<const std::string> batch) {
     IntakeEvent& e = intake.events.emplace_back();
     e.key = std::string(key);
     e.recorded_at_ns = event.getRecordedAtNs();
+    schema::HistoryKeysOf(event, &e.history_keys);
     Result<schema::StoredEventTemplate> stored = schema::MakeStoredEventTemplate(batch[i], *decoded);
     if (stored.ok()) {
       e.stored = std::move(*stored);
@@ -153,6 +157,7 @@ Status SequenceIntake(std::span<const std::string> batch, Intake& intake, const 
       own_keys.emplace(e.key, GroupKey{sequence, prepared.events.back().bytes});
       prepared.index_entries.emplace_back(e.key, sequence);
     }
+    for (std::string& key : e.history_keys) prepared.history_entries.emplace_back(std::move(key), sequence);
     result.sequences.push_back(sequence);
     result.duplicate.push_back(false);
     ++result.written;

@@ -32,6 +32,8 @@ using KeyLookup = std::function<Result<std::optional<RecordedKey>>(std::string_v
 struct PreparedAppend {
   std::vector<StoredEvent> events;                            // new events, in order
   std::vector<std::pair<std::string, Sequence>> index_entries;  // key -> sequence
+  // History index entries (schema::HistoryKeysOf) of the new events: key -> sequence.
+  std::vector<std::pair<std::string, Sequence>> history_entries;
   Head head;                                                  // the head after this request
 };
 
@@ -55,6 +57,7 @@ struct IntakeEvent {
   // Not ok when the event cannot be stored (MakeStoredEventTemplate failed): refused only if it
   // turns out to be new, since a duplicate of a recorded event is never stored again.
   Status unstorable;
+  std::vector<std::string> history_keys;  // schema::HistoryKeysOf the event (if storable)
 };
 
 // An append after intake. Intake stops at the first event that fails it; whether that failure

@@ -52,6 +52,7 @@ struct Args {
   bool local_queue_metrics = false;
   std::string log_level = "info";
   uint64_t snapshot_every = kSnapshotEveryEventsDefault;
+  uint64_t min_free_bytes = ledger::RocksDbLogOptions::kDefaultMinFreeBytes;
 };
 
 // The Kafka ledger's role loop runs this often (a standby's lag behind the writer, and how soon
@@ -332,7 +333,13 @@ int Run(const Args& args) {
                          "--state and --create-topic are for a Kafka ledger (--ledger "
                          "kafka://HOST:PORT/TOPIC)"));
     }
-    auto opened = ledger::RocksDbLog::Open(args.ledger_dir);
+    ledger::RocksDbLogOptions ledger_options;
+    ledger_options.min_free_bytes = args.min_free_bytes;
+    ledger_options.history_progress = [](uint64_t done, uint64_t total) {
+      spdlog::info("indexing the ledger's history (once, for this version): {} of {} events",
+                   done, total);
+    };
+    auto opened = ledger::RocksDbLog::Open(args.ledger_dir, ledger_options);
     if (!opened.ok()) return Fail(opened.status());
     log = std::move(*opened);
   }
@@ -372,8 +379,12 @@ int Run(const Args& args) {
   const ReadyFile* ready_file = nullptr;
   std::unique_ptr<rpc::MetricsHttp> metrics;
   if (!args.metrics_listen.empty()) {
-    metrics = std::make_unique<rpc::MetricsHttp>(io, **service, *log, snapshots, daemon, [&ready_file] {
-      return ready_file != nullptr && ready_file->marked();
+    // Not ready while appends are refused for lack of disk space (reads are still served).
+    ledger::EventLog* disk_log = log.get();
+    metrics = std::make_unique<rpc::MetricsHttp>(io, **service, *log, snapshots, daemon, [&ready_file, disk_log] {
+      if (ready_file == nullptr || !ready_file->marked()) return false;
+      const std::optional<ledger::DiskState> disk = disk_log->Disk();
+      return !disk || !disk->refusing;
     });
     metrics->set_render_options({.local_queues = args.local_queue_metrics});
     Status folded = metrics->CatchUp();
@@ -490,6 +501,10 @@ int main(int argc, char** argv) {
   app.add_option("--snapshot-every", args.snapshot_every,
                  "take a snapshot after an append that crosses a multiple of this many events "
                  "(default 100000; 0: never)");
+  app.add_option("--min-free-bytes", args.min_free_bytes,
+                 "the free-space floor of the embedded ledger's disk: writes are refused "
+                 "(\"no space\", nothing written, /readyz not ready) while less is free, and "
+                 "resume by themselves when space returns (default 64 MiB; 0: only a full disk)");
   app.add_option("--log-level", args.log_level, "trace, debug, info (default), warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   if (auto stop = ParseArgs(app, argc, argv)) return *stop;

@@ -59,7 +59,8 @@ Result<std::string> RenderGet(const projections::Engine& engine, const std::stri
 
 Result<std::string> RenderExplain(ledger::EventLog& log, const std::string& ns_name, uint64_t at,
                                   const std::string& format,
-                                  const std::function<void(uint64_t, uint64_t)>& progress) {
+                                  const std::function<void(uint64_t, uint64_t)>& progress,
+                                  ledger::SnapshotStore* snapshots) {
   auto slash = ns_name.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 == ns_name.size()) {
     return Status(Code::kInvalidArgument,
@@ -69,7 +70,8 @@ Result<std::string> RenderExplain(ledger::EventLog& log, const std::string& ns_n
     return Status(Code::kInvalidArgument,
                   "output format '" + format + "': expected text, json or html");
   }
-  auto x = replay::Explain(log, ns_name.substr(0, slash), ns_name.substr(slash + 1), at, progress);
+  auto x = replay::Explain(log, ns_name.substr(0, slash), ns_name.substr(slash + 1), at, progress,
+                           snapshots);
   if (!x.ok()) return x.status();
   return format == "json"   ? replay::ExplainJson(*x) + "\n"
          : format == "html" ? replay::ExplainHtml(*x)

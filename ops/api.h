@@ -58,10 +58,11 @@ class AdmissionApi {
 Result<std::string> RenderGet(const projections::Engine& engine, const std::string& kind,
                               const std::string& format, const NamespaceScope& scope = {});
 
-// replay::Explain over `log`, rendered (text, json or html).
+// replay::Explain over `log` (and `snapshots`, if any), rendered (text, json or html).
 Result<std::string> RenderExplain(ledger::EventLog& log, const std::string& ns_name, uint64_t at,
                                   const std::string& format,
-                                  const std::function<void(uint64_t, uint64_t)>& progress);
+                                  const std::function<void(uint64_t, uint64_t)>& progress,
+                                  ledger::SnapshotStore* snapshots = nullptr);
 
 // Takes a snapshot through `service` and renders what `admitctl snapshot` prints; `path_of`
 // gives the file of a snapshot (empty: none shown).

@@ -28,6 +28,8 @@ namespace admission::projections {
 // Limits.
 inline constexpr int kCyclesPerBatchMax = 1'000'000;
 inline constexpr int kPodSetsMax = 8;
+inline constexpr int64_t kDefaultRetentionNs = 24LL * 3600 * 1'000'000'000;
+inline constexpr int64_t kRetainForever = -1;
 
 enum class Phase {
   kPending,      // queued (or waiting out a backoff), no quota
@@ -187,6 +189,10 @@ struct EngineConfig {
   int64_t aging_step_ns = 0;         // 0: no aging
   int32_t aging_priority_max = 0;
   bool fair_sharing = false;
+  // Kueue's objectRetentionPolicies.workloads (docs/decider.md, "Retention"): a workload that
+  // ended leaves the live state this long after (ledger time); kRetainForever: never.
+  int64_t retain_finished_ns = kDefaultRetentionNs;     // finished, rejected, deleted
+  int64_t retain_deactivated_ns = kDefaultRetentionNs;
 };
 
 struct MaintenanceWindowSpec {
@@ -274,6 +280,9 @@ class Engine {
   // Effective priority for ordering: priority plus aging for the time waited (bounded).
   int64_t EffectivePriority(const WorkloadState& wl, int64_t now) const;
   uint64_t decisions_made() const { return decisions_made_; }
+  // Workloads retired from the live state by their retention since this engine was built or
+  // loaded (not stored in snapshots: a statistic).
+  uint64_t retired() const { return retired_; }
 
   // Pending workloads of a ClusterQueue in queue order (for reading; O(pending)).
   std::vector<std::string> PendingInOrder(const std::string& cq) const;
@@ -323,6 +332,11 @@ class Engine {
   void EvictForReason(WorkloadState& wl, const std::string& reason, const std::string& message,
                       int pod_set_action, int64_t drain_deadline_ns, int64_t now);
   void PodsGone(WorkloadState& wl, const std::string& why, int64_t now);
+  // Call when a workload reaches a terminal phase: starts its retention timer.
+  void Ended(const WorkloadState& wl, int64_t now);
+  // A retention timer fired: the workload leaves the live state with its indexes, if it is
+  // still the one that ended (same uid, still terminal).
+  void Retire(const std::string& key, const std::string& uid);
   void AddTimer(int64_t at_ns, const std::string& kind, const std::string& key,
                 uint64_t generation, const std::string& detail = "");
   // Fires every timer due at `now`; returns true if any changed the state.
@@ -444,6 +458,7 @@ class Engine {
   std::unique_ptr<capnp::MallocMessageBuilder> decision_arena_;
   std::vector<PendingDecision> decisions_;
   uint64_t decisions_made_ = 0;
+  uint64_t retired_ = 0;
   int64_t now_ns_ = 0;
 
   // ---- Snapshots (projections/snapshot.cc; docs/replay.md, "Snapshots") ----------------------

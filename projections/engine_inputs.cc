@@ -372,7 +372,10 @@ void Engine::Submit(schema::Workload::Reader wl, uint64_t seq, int64_t now) {
   ADM_CHECK(workloads_.size() == before + 1, "workload %s inserted twice", key.c_str());
   WorkloadState& state = it->second;
   InitWorkload(wl, seq, now, &state);
-  if (!wl.getActive()) state.phase = Phase::kRejected;
+  if (!wl.getActive()) {
+    state.phase = Phase::kRejected;
+    Ended(state, now);
+  }
   uid_pending_.push_back(&state);
   if (state.phase == Phase::kPending) Enqueue(state, now);
 }
@@ -437,6 +440,7 @@ void Engine::Finish(const std::string& key, std::string_view message, int64_t no
   wl.fencing_token.clear();
   wl.phase = Phase::kFinished;
   SetCondition(wl, ConditionType::kFinished, true, "Succeeded", message.empty() ? "Job finished" : message, now);
+  Ended(wl, now);
 }
 
 void Engine::Remove(const std::string& key, int64_t now) {
@@ -449,6 +453,7 @@ void Engine::Remove(const std::string& key, int64_t now) {
   wl.fencing_token.clear();
   wl.phase = Phase::kDeleted;
   SetCondition(wl, ConditionType::kFinished, true, "Deleted", "Workload deleted", now);
+  Ended(wl, now);
 }
 
 void Engine::PodsReport(schema::PodsReported::Reader report, int64_t now) {

@@ -17,6 +17,11 @@ const char* EngineVersionNote(uint32_t version) {
       return "a head held by a stopped LocalQueue no longer ends its ClusterQueue's turn in a "
              "cycle: the next head is tried, as in Kueue, where a stopped LocalQueue's "
              "workloads are not queued at all";
+    case 5:
+      return "a workload that ended leaves the live state after its retention (Kueue's "
+             "objectRetentionPolicies.workloads, default 24 h of ledger time), so its name is "
+             "free again; v4 ledgers replay under v5 (same decisions for every ledger v4's "
+             "intake could write)";
     default: return "unknown engine version";
   }
 }

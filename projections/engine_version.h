@@ -5,7 +5,7 @@
 
 namespace admission::projections {
 
-inline constexpr uint32_t kEngineVersion = 4;
+inline constexpr uint32_t kEngineVersion = 5;
 
 // A human-readable description of what each engine version changed.
 const char* EngineVersionNote(uint32_t version);

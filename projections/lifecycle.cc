@@ -64,6 +64,8 @@ void Engine::DefineEngineConfig(schema::EngineConfigDef::Reader def) {
   config_.aging_step_ns = def.getAgingStepNs();
   config_.aging_priority_max = def.getAgingPriorityMax();
   config_.fair_sharing = def.getFairSharingEnabled();
+  config_.retain_finished_ns = def.getRetainFinishedNs();
+  config_.retain_deactivated_ns = def.getRetainDeactivatedNs();
   DefinitionsChanged();
 }
 
@@ -384,6 +386,7 @@ void Engine::Deactivate(WorkloadState& wl, const std::string& reason, const std:
   wl.phase = Phase::kDeactivated;
   wl.fencing_token.clear();
   SetCondition(wl, ConditionType::kDeactivated, true, reason, message, now);
+  Ended(wl, now);
   auto d = NewDecision(current_sequence_).initBody().initDeactivated();
   Ref(d.initWorkload(), wl);
   d.setReason(reason);
@@ -616,6 +619,28 @@ void Engine::AddTimer(int64_t at_ns, const std::string& kind, const std::string&
   timers_.insert({at_ns, kind + "|" + key + "|" + std::to_string(generation) + "|" + detail});
 }
 
+void Engine::Ended(const WorkloadState& wl, int64_t now) {
+  const int64_t keep =
+      wl.phase == Phase::kDeactivated ? config_.retain_deactivated_ns : config_.retain_finished_ns;
+  if (keep == kRetainForever) return;
+  AddTimer(now + keep, "retire", wl.key, wl.generation, wl.uid);
+}
+
+void Engine::Retire(const std::string& key, const std::string& uid) {
+  auto it = workloads_.find(key);
+  // Replaced by a new submission of the same name, or not ended (a hand-written ledger).
+  if (it == workloads_.end() || it->second.uid != uid || !Terminal(it->second.phase)) return;
+  const WorkloadState& wl = it->second;
+  ADM_CHECK(!wl.queued && wl.holder_index < 0, "retiring %s, which is queued or holds quota",
+            key.c_str());
+  UidIndex();  // folds the pending entries, so none names it after this
+  auto u = uid_to_key_.find(uid);
+  if (u != uid_to_key_.end() && u->second == key) uid_to_key_.erase(u);
+  orphans_.erase(key);  // an orphan that ended is dropped lazily (RequeueOrphans): now
+  workloads_.erase(it);
+  ++retired_;
+}
+
 bool Engine::FireTimers(int64_t now) {
   bool changed = false;
   while (!timers_.empty() && timers_.begin()->first <= now) {
@@ -632,6 +657,10 @@ bool Engine::FireTimers(int64_t now) {
     if (kind == "window") {
       DefinitionsChanged();
       changed = true;
+      continue;
+    }
+    if (kind == "retire") {  // changes nothing a decision reads
+      Retire(key, detail);
       continue;
     }
     auto it = workloads_.find(key);

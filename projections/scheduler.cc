@@ -741,6 +741,7 @@ bool Engine::RunCycle(int64_t now) {
       Dequeue(wl);
       wl.phase = Phase::kRejected;
       SetCondition(wl, ConditionType::kQuotaReserved, false, "Rejected", e.n.message, now);
+      Ended(wl, now);
       auto r = NewDecision(current_sequence_).initBody().initRejected();
       Ref(r.initWorkload(), wl);
       r.setReason(e.n.reason);

@@ -527,6 +527,8 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
   config.setAgingStepNs(e.config_.aging_step_ns);
   config.setAgingPriorityMax(e.config_.aging_priority_max);
   config.setFairSharing(e.config_.fair_sharing);
+  config.setRetainFinishedNs(e.config_.retain_finished_ns);
+  config.setRetainDeactivatedNs(e.config_.retain_deactivated_ns);
 
   auto windows = out.initMaintenanceWindows(Count(e.windows_.size(), "maintenance windows"));
   i = 0;
@@ -709,6 +711,8 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
   e->config_.aging_step_ns = config.getAgingStepNs();
   e->config_.aging_priority_max = config.getAgingPriorityMax();
   e->config_.fair_sharing = config.getFairSharing();
+  e->config_.retain_finished_ns = config.getRetainFinishedNs();
+  e->config_.retain_deactivated_ns = config.getRetainDeactivatedNs();
 
   for (auto w : in.getMaintenanceWindows()) {
     MaintenanceWindowSpec spec{Str(w.getName()), Str(w.getFlavor()), w.getStartNs(), w.getEndNs()};

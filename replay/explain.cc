@@ -16,6 +16,8 @@
 
 #include "projections/engine_version.h"
 #include "schema/event_codec.h"
+#include "schema/workload_refs.h"
+#include "replay/snapshots.h"
 
 namespace admission::replay {
 
@@ -87,50 +89,6 @@ const char* PodsReportName(schema::PodsReport r) {
   return "unknown";
 }
 
-// The workload an event is about (for decisions and workload inputs), if any.
-std::optional<schema::WorkloadRef::Reader> SubjectOf(schema::Event::Reader event) {
-  auto b = event.getBody();
-  switch (b.which()) {
-    case W::WORKLOAD_DELETED:
-      return b.getWorkloadDeleted().getWorkload();
-    case W::WORKLOAD_FINISHED:
-      return b.getWorkloadFinished().getWorkload();
-    case W::CHECK_STATE_REPORTED:
-      return b.getCheckStateReported().getWorkload();
-    case W::PODS_REPORTED:
-      return b.getPodsReported().getWorkload();
-    case W::REVOCATION_REQUESTED:
-      if (b.getRevocationRequested().getTarget().isWorkload()) {
-        return b.getRevocationRequested().getTarget().getWorkload();
-      }
-      return std::nullopt;
-    case W::QUOTA_RESERVED:
-      return b.getQuotaReserved().getWorkload();
-    case W::ADMITTED:
-      return b.getAdmitted().getWorkload();
-    case W::PENDING_REASON_CHANGED:
-      return b.getPendingReasonChanged().getWorkload();
-    case W::EVICTION_STARTED:
-      return b.getEvictionStarted().getWorkload();
-    case W::QUOTA_RELEASED:
-      return b.getQuotaReleased().getWorkload();
-    case W::REQUEUED:
-      return b.getRequeued().getWorkload();
-    case W::REJECTED:
-      return b.getRejected().getWorkload();
-    case W::DEACTIVATED:
-      return b.getDeactivated().getWorkload();
-    case W::PREEMPTED:
-      return b.getPreempted().getWorkload();
-    case W::STARVATION_ALERT:
-      return b.getStarvationAlert().getWorkload();
-    case W::DRAIN_DEADLINE_PASSED:
-      return b.getDrainDeadlinePassed().getWorkload();
-    default:
-      return std::nullopt;
-  }
-}
-
 // Collects the history of one workload while the ledger is folded.
 class HistoryCollector {
  public:
@@ -140,10 +98,7 @@ class HistoryCollector {
   void Observe(Sequence sequence, schema::Event::Reader event) {
     last_time_ns_ = event.getRecordedAtNs();
     auto body = event.getBody();
-    std::optional<schema::Workload::Reader> spec;
-    if (body.isWorkloadSubmitted()) spec = body.getWorkloadSubmitted().getWorkload();
-    if (body.isWorkloadImported()) spec = body.getWorkloadImported().getWorkload();
-    if (spec) {
+    if (std::optional<schema::Workload::Reader> spec = schema::SpecOf(event)) {
       if (spec->getNamespace() != ns_.c_str() || spec->getName() != name_.c_str()) return;
       uids_.insert(spec->getUid().cStr());
       HistoryEntry e = Base(sequence, event, spec->getUid().cStr());
@@ -151,7 +106,7 @@ class HistoryCollector {
       history_.push_back(std::move(e));
       return;
     }
-    std::optional<schema::WorkloadRef::Reader> ref = SubjectOf(event);
+    std::optional<schema::WorkloadRef::Reader> ref = schema::SubjectOf(event);
     bool mine = ref && Matches(*ref);
     bool preemptor = false;
     if (!mine && body.isPreempted() && Matches(body.getPreempted().getPreemptor())) {
@@ -523,11 +478,74 @@ std::string StepLabel(const HistoryEntry& e) {
 
 std::string FormatTimeNs(int64_t ns) { return FormatRfc3339(ns); }
 
+// The events of the workload's history up to `at`, read through the history index: those that
+// name it, then those that refer to one of its incarnations by uid alone. nullopt when the log
+// keeps no history index.
+Result<std::optional<std::vector<Sequence>>> IndexedHistory(ledger::EventLog& log,
+                                                            const std::string& key, Sequence at) {
+  auto named = log.History(schema::HistoryNameKey(key), at);
+  if (!named.ok() || !named->has_value()) return named;
+  std::set<Sequence> sequences((*named)->begin(), (*named)->end());
+  std::set<std::string> uids;
+  for (Sequence s : **named) {
+    auto events = log.Read(s, 1);
+    if (!events.ok()) return events.status();
+    if (events->empty() || events->front().sequence != s) {
+      return Status(Code::kCorruption, "the history index names event " + std::to_string(s) +
+                                           ", which the ledger does not hold");
+    }
+    auto decoded = schema::DecodeEvent(events->front().bytes);
+    if (!decoded.ok()) return Status(Code::kCorruption, "event " + std::to_string(s) + ": " + decoded.status().message());
+    if (auto spec = schema::SpecOf(decoded->root())) uids.insert(spec->getUid().cStr());
+  }
+  for (const std::string& uid : uids) {
+    if (uid.empty()) continue;
+    auto by_uid = log.History(schema::HistoryUidKey(uid), at);
+    if (!by_uid.ok()) return by_uid.status();
+    if (!by_uid->has_value()) return std::optional<std::vector<Sequence>>();
+    sequences.insert((*by_uid)->begin(), (*by_uid)->end());
+  }
+  return std::optional<std::vector<Sequence>>(std::vector<Sequence>(sequences.begin(), sequences.end()));
+}
+
+// Shows the events `sequences` (ascending) to the collector, and returns the time of event `at`.
+Result<int64_t> CollectIndexed(ledger::EventLog& log, const std::vector<Sequence>& sequences,
+                               Sequence at, HistoryCollector& collector) {
+  auto show = [&](Sequence s, bool observe) -> Result<int64_t> {
+    auto events = log.Read(s, 1);
+    if (!events.ok()) return events.status();
+    if (events->empty() || events->front().sequence != s) {
+      return Status(Code::kCorruption, "the ledger does not hold event " + std::to_string(s));
+    }
+    auto decoded = schema::DecodeEvent(events->front().bytes);
+    if (!decoded.ok()) return Status(Code::kCorruption, "event " + std::to_string(s) + ": " + decoded.status().message());
+    if (observe) collector.Observe(s, decoded->root());
+    return decoded->root().getRecordedAtNs();
+  };
+  for (Sequence s : sequences) {
+    auto shown = show(s, true);
+    if (!shown.ok()) return shown.status();
+  }
+  if (at == 0) return int64_t{0};
+  return show(at, false);
+}
+
 Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const std::string& name,
-                            Sequence at, const ReplayProgress& progress) {
+                            Sequence at, const ReplayProgress& progress,
+                            ledger::SnapshotStore* snapshots) {
   HistoryCollector collector(ns, name);
-  auto state = FoldToSequence(
-      log, at, progress, [&](Sequence s, schema::Event::Reader e) { collector.Observe(s, e); });
+  const std::string key = ns + "/" + name;
+  auto end = EndOfAppend(log, at == 0 ? log.GetHead().sequence : at);
+  if (!end.ok()) return end.status();
+  auto indexed = IndexedHistory(log, key, *end);
+  if (!indexed.ok()) return indexed.status();
+  // Without an index the history is collected while the ledger is folded from the genesis.
+  Result<StateAt> state =
+      !indexed->has_value()
+          ? FoldToSequence(log, at, progress,
+                           [&](Sequence s, schema::Event::Reader e) { collector.Observe(s, e); })
+      : snapshots != nullptr ? FoldToSequenceFromSnapshot(log, *snapshots, at, progress)
+                             : FoldToSequence(log, at, progress);
   if (!state.ok()) return state.status();
   Explanation x;
   x.ns = ns;
@@ -535,6 +553,11 @@ Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const 
   x.requested = state->requested;
   x.at = state->at;
   x.at_time_ns = collector.last_time_ns();
+  if (indexed->has_value()) {
+    auto at_time = CollectIndexed(log, **indexed, state->at, collector);
+    if (!at_time.ok()) return at_time.status();
+    x.at_time_ns = *at_time;
+  }
   x.engine_version = projections::kEngineVersion;
   x.history = collector.Take();
   const projections::Engine& engine = *state->engine;
@@ -545,6 +568,22 @@ Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const 
   }
   WorkloadNow& now = x.now;
   if (it == engine.workloads().end()) {
+    const HistoryEntry* ended = nullptr;
+    for (const HistoryEntry& e : x.history) {
+      if (e.type == "workloadFinished" || e.type == "workloadDeleted" || e.type == "rejected" ||
+          e.type == "deactivated") {
+        ended = &e;
+      }
+    }
+    if (ended != nullptr) {
+      now.phase = "Retired";
+      now.uid = ended->uid;
+      now.blocked_by = "it ended at " + FormatTimeNs(ended->recorded_at_ns) + " (" + ended->type +
+                       ", sequence " + std::to_string(ended->sequence) +
+                       ") and left the decider's live state after its retention; the ledger "
+                       "keeps its whole history, shown here";
+      return x;
+    }
     now.phase = "Unknown";
     now.blocked_by =
         "the decider holds no workload " + ns + "/" + name + " at sequence " + std::to_string(x.at);

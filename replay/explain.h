@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ledger/event_log.h"
+#include "ledger/snapshot_store.h"
 #include "replay/replayer.h"
 #include "schema/result.h"
 
@@ -91,10 +92,14 @@ struct Explanation {
   WorkloadNow now;
 };
 
-// Folds `log` to the end of the append holding `at` (0: the head) and explains NS/NAME there.
+// Explains NS/NAME after the end of the append holding `at` (0: the head). Its history comes
+// from the log's history index when it keeps one (only the workload's events are read; else the
+// whole ledger is scanned), and the decider's state there from the newest usable snapshot in
+// `snapshots` at or before that point (null: from the genesis), folded on to it.
 // Errors: kNotFound (no such workload up to that point), and those of FoldToSequence.
 Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const std::string& name,
-                            Sequence at, const ReplayProgress& progress = nullptr);
+                            Sequence at, const ReplayProgress& progress = nullptr,
+                            ledger::SnapshotStore* snapshots = nullptr);
 
 std::string ExplainText(const Explanation& explanation);
 std::string ExplainJson(const Explanation& explanation);  // one JSON object, indented

@@ -303,7 +303,11 @@ ReplayStart Genesis() {
   return start;
 }
 
-bool EngineVersionReplayable(uint32_t version) { return version == projections::kEngineVersion; }
+bool EngineVersionReplayable(uint32_t version) {
+  // v5 added retention only (docs/semantics.md, "Engine versions and replay"): for every ledger
+  // v4's intake could write, v5 makes the same decisions, so a v4 ledger replays under v5 rules.
+  return version == projections::kEngineVersion || version == 4;
+}
 
 Replayer::Replayer(ledger::EventLog& log, ReplayStart start)
     : log_(log), engine_(std::move(start.engine)), position_(start.after) {
@@ -532,6 +536,11 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
             auto recorded = chunk.Whole(i);
             if (!recorded.ok()) return CorruptAt(stored.sequence, recorded.status());
             return fold_found(stored.sequence, &*recorded, nullptr);
+          }
+          // Compared as recorded: an older replayable version's decision carries its version.
+          if (stored.envelope.engine_version != projections::kEngineVersion) {
+            produced->batch.events[produced_next].get().setEngineVersion(
+                stored.envelope.engine_version);
           }
           job.items.push_back(Comparison{i, produced, produced_next});
         }

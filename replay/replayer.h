@@ -38,9 +38,9 @@ struct ReplayStart {
 // An empty decider before sequence 1.
 ReplayStart Genesis();
 
-// Whether decisions of this engine version can be reproduced by this build. Only the current
-// version is: no older behaviour is kept behind a version switch (docs/semantics.md, "Engine
-// versions and replay").
+// Whether decisions of this engine version can be reproduced by this build: the current version,
+// and v4, whose decisions v5 reproduces for every ledger v4's intake could write (v5 added
+// only retention; docs/semantics.md, "Engine versions and replay").
 bool EngineVersionReplayable(uint32_t version);
 
 // The first place where the ledger and the replayed decider disagree.

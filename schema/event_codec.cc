@@ -30,6 +30,7 @@ const char* CodeName(Code code) {
     case Code::kBusy: return "Busy";
     case Code::kPermissionDenied: return "PermissionDenied";
     case Code::kOverloaded: return "Overloaded";
+    case Code::kNoSpace: return "NoSpace";
     case Code::kUnavailable: return "Unavailable";
   }
   return "Unknown";

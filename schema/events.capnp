@@ -200,6 +200,12 @@ struct EngineConfigDef {
   agingStepNs @5 :Int64;             # 0: no aging
   agingPriorityMax @6 :Int32;
   fairSharingEnabled @7 :Bool;
+  # Kueue's objectRetentionPolicies.workloads: how long after it ended a workload stays in the
+  # decider's live state (the ledger keeps everything). afterFinished covers finished, rejected
+  # and deleted workloads, afterDeactivatedByKueue deactivated ones. -1: kept for ever.
+  # Default 24 h (Kueue's default keeps them; an authority running for years cannot).
+  retainFinishedNs @8 :Int64 = 86400000000000;
+  retainDeactivatedNs @9 :Int64 = 86400000000000;
 }
 
 # ---------------------------------------------------------------------------------------------

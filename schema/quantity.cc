@@ -183,6 +183,15 @@ std::string FormatQuantityMilli(int64_t milli, std::string_view resource) {
   return sign + std::to_string(units);
 }
 
+Result<int64_t> ParseRetentionNs(std::string_view text) {
+  if (text == "never") return int64_t{-1};
+  auto d = ParseDurationNs(text);
+  if (!d.ok()) {
+    return Status(Code::kInvalidArgument, d.status().message() + ", or never");
+  }
+  return d;
+}
+
 Result<int64_t> ParseDurationNs(std::string_view text) {
   auto fail = [&](const std::string& why) -> Status {
     return Status(Code::kInvalidArgument, "'" + std::string(text) + "' is not a duration: " + why +

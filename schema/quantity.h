@@ -42,4 +42,8 @@ std::string FormatQuantityMilli(int64_t milli, std::string_view resource);
 // results beyond int64 nanoseconds (about 292 years).
 Result<int64_t> ParseDurationNs(std::string_view text);
 
+// A retention (Kueue's objectRetentionPolicies.workloads): a duration as above, or "never"
+// (kept for ever), which is -1.
+Result<int64_t> ParseRetentionNs(std::string_view text);
+
 }  // namespace admission::schema

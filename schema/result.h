@@ -23,6 +23,8 @@ enum class Code {
   kPermissionDenied,    // the caller's principal may not make this call (admitd's policy)
   kOverloaded,          // over a named limit; nothing written; retry after a while
   kUnavailable,         // the service is unreachable or shutting down; the call may be retried
+  kNoSpace,             // the ledger's disk is full or below its free-space floor; nothing
+                        // written; retry once space returns (docs/operations.md)
 };
 
 const char* CodeName(Code code);

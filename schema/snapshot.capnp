@@ -175,6 +175,8 @@ struct EngineConfig {
   agingStepNs @5 :Int64;
   agingPriorityMax @6 :Int32;
   fairSharing @7 :Bool;
+  retainFinishedNs @8 :Int64;
+  retainDeactivatedNs @9 :Int64;
 }
 
 struct MaintenanceWindow {

@@ -171,7 +171,7 @@ int RunConnectedDemo(const GlobalOptions& global, const std::string& certs,
 }
 
 int RunLog(const GlobalOptions& global, uint64_t from, uint64_t limit, const std::string& format) {
-  auto log = OpenLedger(global, false);
+  auto log = OpenLedgerToRead(global);
   if (!log.ok()) return Fail(log.status());
   uint64_t next = from;
   uint64_t shown = 0;
@@ -197,7 +197,7 @@ int RunLog(const GlobalOptions& global, uint64_t from, uint64_t limit, const std
 }
 
 int RunVerify(const GlobalOptions& global, const std::string& format) {
-  auto log = OpenLedger(global, false);
+  auto log = OpenLedgerToRead(global);
   if (!log.ok()) return Fail(log.status());
   Progress progress("verify");
   // Through admitd the chain is checked here, over the daemon's bytes; its idempotency index
@@ -386,7 +386,7 @@ int RunGet(const GlobalOptions& global, const std::string& what, const std::stri
            uint64_t at_sequence) {
   // With --at N: the read models as they were after sequence N (the end of its append).
   if (at_sequence == 0) {
-    auto session = OpenSession(global, false);
+    auto session = OpenSession(global, false, /*read_only=*/true);
     if (!session.ok()) return Fail(session.status());
     auto text = (*session)->api->Get(what, format);
     if (!text.ok()) return Fail(text.status());
@@ -396,7 +396,7 @@ int RunGet(const GlobalOptions& global, const std::string& what, const std::stri
   std::unique_ptr<ledger::EventLog> at_log;
   replay::StateAt at_state;
   {
-    auto log = OpenLedger(global, false);
+    auto log = OpenLedgerToRead(global);
     if (!log.ok()) return Fail(log.status());
     at_log = std::move(*log);
     Progress progress("loading the ledger");
@@ -465,6 +465,9 @@ int main(int argc, char** argv) {
   app.add_option("--request-id", global.request_id,
                  "this call's request id: a retry with the same id returns the first outcome "
                  "and writes nothing (connected mode makes a fresh one per invocation)");
+  app.add_option("--min-free-bytes", global.min_free_bytes,
+                 "refuse appends to the embedded ledger while its disk has less than this many "
+                 "bytes free (default 64 MiB; 0: only a full disk refuses them)");
   app.add_option("--snapshot-every", global.snapshot_every,
                  "take a snapshot of the state after an append that crosses a multiple of this "
                  "many events (default 100000; 0: never). Startup loads the newest valid "

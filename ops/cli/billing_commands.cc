@@ -250,7 +250,7 @@ int RunBillingReport(const GlobalOptions& global, const BillingArgs& args) {
   }
   if (args.bucket == "hour") options.bucket_ms = 3'600'000;
   if (args.bucket == "day") options.bucket_ms = 86'400'000;
-  auto log = OpenLedger(global, false);
+  auto log = OpenLedgerToRead(global);
   if (!log.ok()) return Fail(log.status());
   Progress progress("billing");
   auto fold = billing::FoldLedger(**log);

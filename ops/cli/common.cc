@@ -100,7 +100,8 @@ Result<std::unique_ptr<ledger::EventLog>> OpenKafkaReader(const GlobalOptions& g
 
 }  // namespace
 
-Result<std::unique_ptr<ledger::EventLog>> OpenLedger(const GlobalOptions& global, bool create) {
+Result<std::unique_ptr<ledger::EventLog>> OpenLedger(const GlobalOptions& global, bool create,
+                                                     bool read_only) {
   if (global.connected()) {
     auto client = Connect(global);
     if (!client.ok()) return client.status();
@@ -110,7 +111,7 @@ Result<std::unique_ptr<ledger::EventLog>> OpenLedger(const GlobalOptions& global
     return std::unique_ptr<ledger::EventLog>(std::move(log));
   }
   if (global.kafka()) return OpenKafkaReader(global);
-  auto log = OpenLocalLedger(global, create);
+  auto log = OpenLocalLedger(global, create, read_only);
   if (!log.ok()) return log.status();
   return std::unique_ptr<ledger::EventLog>(std::move(*log));
 }
@@ -133,7 +134,7 @@ Result<std::unique_ptr<ledger::SnapshotStore>> OpenSnapshots(const GlobalOptions
 }
 
 Result<std::unique_ptr<ledger::RocksDbLog>> OpenLocalLedger(const GlobalOptions& global,
-                                                             bool create) {
+                                                             bool create, bool read_only) {
   if (global.connected()) {
     return Status(Code::kInvalidArgument,
                   "this command writes the embedded ledger directly; it does not run through "
@@ -147,7 +148,13 @@ Result<std::unique_ptr<ledger::RocksDbLog>> OpenLocalLedger(const GlobalOptions&
                       "--connect");
   }
   ledger::RocksDbLogOptions options;
-  options.create_if_missing = create;
+  options.create_if_missing = create && !read_only;
+  options.read_only = read_only;
+  options.min_free_bytes = global.min_free_bytes;
+  options.history_progress = [](uint64_t done, uint64_t total) {
+    spdlog::info("indexing the ledger's history (once, for this version): {} of {} events", done,
+                 total);
+  };
   spdlog::debug("opening ledger at {}", global.ledger_dir);
   return ledger::RocksDbLog::Open(global.ledger_dir, options);
 }
@@ -177,7 +184,8 @@ Result<IntakeOptions> IntakeFrom(const GlobalOptions& global, const std::string&
 }
 
 
-Result<std::unique_ptr<Session>> OpenSession(const GlobalOptions& global, bool create) {
+Result<std::unique_ptr<Session>> OpenSession(const GlobalOptions& global, bool create,
+                                             bool read_only) {
   auto session = std::make_unique<Session>();
   if (global.connected()) {
     if (!global.actor.empty()) {
@@ -192,7 +200,7 @@ Result<std::unique_ptr<Session>> OpenSession(const GlobalOptions& global, bool c
     return session;
   }
   // A Kafka ledger is read here; the service refuses writes to it (admitd writes it).
-  auto log = OpenLedger(global, create);
+  auto log = OpenLedger(global, create, read_only);
   if (!log.ok()) return log.status();
   session->log = std::move(*log);
   auto snapshot_dir = global.kafka() ? KafkaStateDir(global) : Result<std::string>(global.ledger_dir);

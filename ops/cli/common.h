@@ -44,6 +44,8 @@ struct GlobalOptions {
   std::string log_level = "warn";
   std::string actor;
   uint64_t snapshot_every = kSnapshotEveryEventsDefault;  // 0: no periodic snapshots
+  // Appends are refused below this much free space on the ledger's disk (embedded ledger).
+  uint64_t min_free_bytes = ledger::RocksDbLogOptions::kDefaultMinFreeBytes;
 };
 
 // Prints "admitctl: <status>" to stderr and returns the exit code for a refusal (1).
@@ -52,10 +54,16 @@ int Fail(const Status& status);
 // The ledger to read: the embedded RocksDB ledger at --ledger, the Kafka ledger at --ledger
 // kafka://... (read from the topic, verifying every record, into its local copy), or admitd's
 // through --connect (read-only: log, verify, replay and get --at read the daemon's stored bytes).
-Result<std::unique_ptr<ledger::EventLog>> OpenLedger(const GlobalOptions& global, bool create);
+Result<std::unique_ptr<ledger::EventLog>> OpenLedger(const GlobalOptions& global, bool create,
+                                                     bool read_only = false);
+// The ledger for a command that only reads it: an embedded ledger opens read-only (RocksDB's
+// read-only mode writes nothing, so it works on a full disk and beside a writer).
+inline Result<std::unique_ptr<ledger::EventLog>> OpenLedgerToRead(const GlobalOptions& global) {
+  return OpenLedger(global, false, true);
+}
 // The embedded ledger for writing, refusing connected mode (developer commands).
 Result<std::unique_ptr<ledger::RocksDbLog>> OpenLocalLedger(const GlobalOptions& global,
-                                                             bool create);
+                                                             bool create, bool read_only = false);
 // The snapshots beside the ledger (the daemon's, read-only, when connected).
 Result<std::unique_ptr<ledger::SnapshotStore>> OpenSnapshots(const GlobalOptions& global);
 
@@ -93,7 +101,8 @@ struct Session {
 // Embedded: opens the ledger and brings a decider to its head, from the newest usable snapshot
 // (progress shown for long folds; skipped snapshots are warnings). Connected: connects to
 // admitd (refusing --as: the daemon records the connection's principal).
-Result<std::unique_ptr<Session>> OpenSession(const GlobalOptions& global, bool create);
+Result<std::unique_ptr<Session>> OpenSession(const GlobalOptions& global, bool create,
+                                             bool read_only = false);
 
 // The whole file, or stdin for "-".
 Result<std::string> ReadAll(const std::string& path);

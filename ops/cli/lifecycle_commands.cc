@@ -3,6 +3,7 @@
 // one input event through intake; refusals write nothing and exit 1 with the reason.
 
 #include <iostream>
+#include <tuple>
 
 #include <CLI/CLI.hpp>
 #include <capnp/message.h>
@@ -310,14 +311,15 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
 
   // configure
   struct ConfigArgs {
-    std::string pods_ready_timeout, aging_step;
+    std::string pods_ready_timeout, aging_step, retain_finished = "24h", retain_deactivated = "24h";
     int32_t backoff_base = 60, backoff_max = 3600, backoff_limit = 0, aging_max = 0;
     bool fair_sharing = false;
   };
   auto cfg = std::make_shared<ConfigArgs>();
   auto* configure = app.add_subcommand(
       "configure", "set the decider's configuration (an input event, so replay sees it): "
-                   "waitForPodsReady, Kueue's requeue backoff, aging, fair sharing");
+                   "waitForPodsReady, Kueue's requeue backoff, aging, fair sharing, "
+                   "retention of ended workloads");
   configure->add_option("--pods-ready-timeout", cfg->pods_ready_timeout,
                         "enable waitForPodsReady with this timeout (e.g. 5m)");
   configure->add_option("--backoff-base-seconds", cfg->backoff_base, "Kueue backoffBaseSeconds");
@@ -329,6 +331,14 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
   configure->add_option("--aging-max", cfg->aging_max, "at most this many points of aging");
   configure->add_flag("--fair-sharing", cfg->fair_sharing,
                       "order entries by weighted dominant resource share");
+  configure->add_option("--retain-finished", cfg->retain_finished,
+                        "Kueue objectRetentionPolicies.workloads.afterFinished: how long a "
+                        "finished, rejected or deleted workload stays in the live state (ledger "
+                        "time; the ledger keeps it for ever), or never")
+      ->capture_default_str();
+  configure->add_option("--retain-deactivated", cfg->retain_deactivated,
+                        "Kueue objectRetentionPolicies.workloads.afterDeactivatedByKueue, or never")
+      ->capture_default_str();
   configure->callback([&global, cfg, exit_code] {
     *exit_code = RecordOne(
         global, "engine configuration", "operator",
@@ -351,6 +361,15 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
           }
           c.setAgingPriorityMax(cfg->aging_max);
           c.setFairSharingEnabled(cfg->fair_sharing);
+          for (auto [flag, text, set] :
+               {std::tuple{"--retain-finished", &cfg->retain_finished,
+                           &schema::EngineConfigDef::Builder::setRetainFinishedNs},
+                std::tuple{"--retain-deactivated", &cfg->retain_deactivated,
+                           &schema::EngineConfigDef::Builder::setRetainDeactivatedNs}}) {
+            auto d = schema::ParseRetentionNs(*text);
+            if (!d.ok()) return Status(Code::kInvalidArgument, std::string(flag) + ": " + d.status().message());
+            (c.*set)(*d);
+          }
           return Status::Ok();
         },
         "text");

@@ -15,7 +15,7 @@ namespace admission::ops {
 namespace {
 
 int RunMetrics(const GlobalOptions& global, uint64_t at, bool local_queues) {
-  auto log = OpenLedger(global, false);
+  auto log = OpenLedgerToRead(global);
   if (!log.ok()) return Fail(log.status());
   consumers::metrics::MetricsFold fold;
   Progress progress("metrics");

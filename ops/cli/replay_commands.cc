@@ -43,7 +43,7 @@ struct ReplayArgs {
 };
 
 int RunReplay(const GlobalOptions& global, const ReplayArgs& args) {
-  auto log = OpenLedger(global, false);
+  auto log = OpenLedgerToRead(global);
   if (!log.ok()) return Fail(log.status());
   const uint64_t head = (*log)->GetHead().sequence;
   if (head == 0) return Fail(Status(Code::kInvalidArgument, "the ledger is empty"));
@@ -213,13 +213,16 @@ int RunExplain(const GlobalOptions& global, const ExplainArgs& args) {
     if (!session.ok()) return Fail(session.status());
     rendered = (*session)->api->Explain(args.workload, args.at, args.format);
   } else {
-    auto log = OpenLedger(global, false);
+    auto log = OpenLedgerToRead(global);
     if (!log.ok()) return Fail(log.status());
+    auto snapshots = OpenSnapshots(global);
+    if (!snapshots.ok()) return Fail(snapshots.status());
     Progress progress("explain");
     rendered = RenderExplain(**log, args.workload, args.at, args.format,
                              [&](uint64_t done, uint64_t total) {
                                if (total > 100000) progress.Update(done, total);
-                             });
+                             },
+                             snapshots->get());
   }
   if (!rendered.ok()) return Fail(rendered.status());
   const std::string& text = *rendered;

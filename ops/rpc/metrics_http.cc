@@ -57,6 +57,26 @@ std::string QueryParam(const std::string& url, const std::string& name) {
 
 // The daemon's own counters, which are not a projection of the ledger (they start at 0 with
 // the process).
+// The ledger's disk (docs/operations.md, "A full disk"), when the log has local storage.
+std::string DiskMetrics(const std::optional<ledger::DiskState>& disk) {
+  if (!disk) return "";
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help, uint64_t v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
+           name + " " + std::to_string(v) + "\n";
+  };
+  metric("admitd_ledger_disk_free_bytes", "gauge", "Bytes free on the ledger's disk now",
+         disk->free_bytes);
+  metric("admitd_ledger_disk_min_free_bytes", "gauge",
+         "The free-space floor (--min-free-bytes): writes are refused below it", disk->min_free_bytes);
+  metric("admitd_ledger_writes_refused", "gauge",
+         "1 while writes are refused for lack of disk space (reads are served), else 0",
+         disk->refusing ? 1 : 0);
+  metric("admitd_ledger_no_space_refusals_total", "counter",
+         "Appends refused for lack of disk space, since the daemon started", disk->appends_refused);
+  return out;
+}
+
 std::string ProcessMetrics(const DaemonStats& s) {
   std::string out;
   auto metric = [&](const char* name, const char* type, const char* help, uint64_t v) {
@@ -167,7 +187,8 @@ class MetricsHttp::Impl final : public kj::HttpService {
 
   Result<std::string> Render() {
     ADM_RETURN_IF_ERROR(CatchUp());
-    return fold_.Render(service_.engine(), render_options_) + ProcessMetrics(daemon_.stats());
+    return fold_.Render(service_.engine(), render_options_) + ProcessMetrics(daemon_.stats()) +
+           DiskMetrics(log_.Disk());
   }
 
   Result<std::string> Listen(const std::string& host_port, kj::WaitScope& ws) {

@@ -920,10 +920,12 @@ kj::Promise<void> Daemon::Shutdown() {
 
 kj::Promise<kj::Own<Result<std::string>>> Daemon::Explain(const std::string& name, uint64_t at,
                                                            const std::string& format) {
-  // Explain folds the ledger from the genesis: on the read worker, not on the loop.
+  // Explain reads the workload's history and folds from the newest snapshot: on the read
+  // worker, not on the loop.
   ledger::EventLog& log = log_;
-  return OnReadWorker([&log, name, at, format]() {
-    return RenderExplain(log, name, at, format, nullptr);
+  ledger::SnapshotStore& snapshots = snapshots_;
+  return OnReadWorker([&log, &snapshots, name, at, format]() {
+    return RenderExplain(log, name, at, format, nullptr, &snapshots);
   });
 }
 

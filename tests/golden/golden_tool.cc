@@ -308,6 +308,8 @@ Status RunStep(const YAML::Node& step, size_t index, ledger::EventLog& log, Step
     }
     if (c["agingMax"]) cfg.setAgingPriorityMax(c["agingMax"].as<int>());
     if (c["fairSharing"]) cfg.setFairSharingEnabled(c["fairSharing"].as<bool>());
+    if (c["retainFinished"]) cfg.setRetainFinishedNs(*schema::ParseRetentionNs(c["retainFinished"].as<std::string>()));
+    if (c["retainDeactivated"]) cfg.setRetainDeactivatedNs(*schema::ParseRetentionNs(c["retainDeactivated"].as<std::string>()));
     ADM_RETURN_IF_ERROR(record({schema::EncodeEvent(m)}, "operator"));
   }
   return Status::Ok();

@@ -7,6 +7,7 @@
 #include <rapidcheck.h>
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -49,6 +50,9 @@ struct StepGen {
 struct ScenarioGen {
   std::vector<QueueGen> queues;
   std::vector<StepGen> steps;
+  // Set: the definitions end with an engine configuration of this retention for ended
+  // workloads (projections::kRetainForever: kept for ever). Unset: no configuration event.
+  std::optional<int64_t> retain_ended_ns;
 };
 
 inline rc::Gen<ScenarioGen> GenScenario() {
@@ -153,6 +157,13 @@ inline std::vector<std::string> Definitions(const ScenarioGen& s) {
     lq.setName("lq-" + std::to_string(q));
     lq.setClusterQueue("cq-" + std::to_string(q));
     out.push_back(Encode(lm));
+  }
+  if (s.retain_ended_ns) {
+    capnp::MallocMessageBuilder m;
+    auto c = m.initRoot<schema::Event>().initBody().initEngineConfigDefined();
+    c.setRetainFinishedNs(*s.retain_ended_ns);
+    c.setRetainDeactivatedNs(*s.retain_ended_ns);
+    out.push_back(Encode(m));
   }
   return out;
 }

@@ -269,6 +269,8 @@ class Scenario : public ::testing::TestWithParam<std::string> {
       if (c["agingStep"]) cfg.setAgingStepNs(*schema::ParseDurationNs(c["agingStep"].as<std::string>()));
       if (c["agingMax"]) cfg.setAgingPriorityMax(c["agingMax"].as<int>());
       if (c["fairSharing"]) cfg.setFairSharingEnabled(c["fairSharing"].as<bool>());
+      if (c["retainFinished"]) cfg.setRetainFinishedNs(*schema::ParseRetentionNs(c["retainFinished"].as<std::string>()));
+      if (c["retainDeactivated"]) cfg.setRetainDeactivatedNs(*schema::ParseRetentionNs(c["retainDeactivated"].as<std::string>()));
       add(Record({schema::EncodeEvent(m)}, "operator"));
     }
     if (step["noop"]) {
@@ -296,6 +298,11 @@ class Scenario : public ::testing::TestWithParam<std::string> {
   void CheckWorkload(const std::string& key, const YAML::Node& want, const std::string& where) {
     const auto& workloads = service_->engine().workloads();
     auto it = workloads.find(key);
+    if (want["retired"]) {  // left the live state by its retention (the ledger keeps it)
+      ExpectKnownKeys(want, {"retired"}, where + ": " + key);
+      EXPECT_EQ(it == workloads.end(), want["retired"].as<bool>()) << where << ": " << key;
+      return;
+    }
     ASSERT_NE(it, workloads.end()) << where << ": no workload " << key;
     const projections::WorkloadState& wl = it->second;
     const auto& engine = service_->engine();

@@ -1,0 +1,34 @@
+#pragma once
+// Which workloads an event is about: one list, read by the ledger's history index (written with
+// the events) and by `explain` (which reads the history back). See docs/ledger.md, "The history
+// index".
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schema/events.capnp.h"
+
+namespace admission::schema {
+
+// The workload a workload input or a decision is about (a Preempted's victim), if any. Not the
+// specification of a submission or import (see SpecOf) nor a Preempted's preemptor.
+std::optional<WorkloadRef::Reader> SubjectOf(Event::Reader event);
+
+// The specification a workloadSubmitted or workloadImported carries, if it is one.
+std::optional<Workload::Reader> SpecOf(Event::Reader event);
+
+// The history index's keys of an event, each at most once, in a fixed order: "n" NS/NAME for
+// every workload it names (the spec, the subject, a preemptor), "u" UID for every reference that
+// carries a uid. An event about no workload has none.
+void HistoryKeysOf(Event::Reader event, std::vector<std::string>* keys);
+
+// HistoryKeysOf for an event in the canonical form the ledger stores (one segment, no segment
+// table), which the caller has already checked (DecodeEvent or TakePlainEvent accepted it).
+void HistoryKeysOfCanonical(std::string_view bytes, std::vector<std::string>* keys);
+
+inline std::string HistoryNameKey(std::string_view ns_name) { return "n" + std::string(ns_name); }
+inline std::string HistoryUidKey(std::string_view uid) { return "u" + std::string(uid); }
+
+}  // namespace admission::schema

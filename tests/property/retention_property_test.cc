@@ -1,0 +1,206 @@
+// Properties of running for years (docs/operations.md): retention and the history index.
+//
+// - Retiring ended workloads from the decider's live state changes no decision: the same
+//   inputs with a retention of 2 s and with none give the same decisions, byte for byte, and
+//   the ledger with retention replays with verify. The live state then holds only workloads
+//   that are live or ended within the retention.
+// - Explain through the history index gives exactly the explanation of a fold from the
+//   genesis (which scans every event), for every workload, at the head and at any sequence,
+//   with and without snapshots.
+// - A ledger without a history index (written before it existed) gets a complete one on its
+//   first writable open, and a read-only open of it uses none until then.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ledger/memory_log.h"
+#include "ledger/rocksdb_log.h"
+#include "ledger/snapshot_store.h"
+#include "projections/engine.h"
+#include "replay/explain.h"
+#include "replay/replayer.h"
+#include "replay/snapshots.h"
+#include "schema/event_codec.h"
+#include "schema/workload_refs.h"
+#include "tests/property/scenario_gen.h"
+#include "tests/unit/raw_ledger_db.h"
+#include "tests/unit/temp_dir.h"
+
+namespace admission::testing {
+namespace {
+
+constexpr int64_t kShortRetentionNs = 2'000'000'000;  // two batches of the recorded scenario
+
+// Each decision as JSON without its prevHash.
+std::vector<std::string> WithoutLinks(const std::vector<std::string>& decisions) {
+  std::vector<std::string> out;
+  for (const std::string& d : decisions) {
+    nlohmann::json j = nlohmann::json::parse(schema::EventToJson(schema::DecodeEvent(d)->root()));
+    j.erase("prevHash");
+    out.push_back(j.dump());
+  }
+  return out;
+}
+
+RC_GTEST_PROP(Retention, RetiringEndedWorkloadsChangesNoDecision, ()) {
+  ScenarioGen s = *GenScenario();
+  s.retain_ended_ns = projections::kRetainForever;
+  ledger::MemoryLog kept_log;
+  const Recording kept = RecordScenario(s, kept_log);
+  s.retain_ended_ns = kShortRetentionNs;
+  ledger::MemoryLog retired_log;
+  const Recording retired = RecordScenario(s, retired_log);
+  // The same decisions; only their chain links differ (the configurations differ).
+  RC_ASSERT(WithoutLinks(retired.decisions) == WithoutLinks(kept.decisions));
+  auto report = replay::ReplayAndVerify(retired_log);
+  RC_ASSERT(report.ok());
+  RC_ASSERT(!report->divergence.has_value());
+  RC_ASSERT(report->decisions_compared == retired.decisions.size());
+
+  // At the head: kept for ever, every workload is there; with retention, only those live or
+  // ended within the last 2 s of ledger time.
+  auto kept_state = replay::FoldToSequence(kept_log, 0);
+  auto retired_state = replay::FoldToSequence(retired_log, 0);
+  RC_ASSERT(kept_state.ok() && retired_state.ok());
+  const auto& all = kept_state->engine->workloads();
+  const auto& live = retired_state->engine->workloads();
+  size_t ended = 0;
+  for (const auto& [key, wl] : all) {
+    if (!projections::Terminal(wl.phase)) {
+      RC_ASSERT(live.count(key) == 1u);
+    } else {
+      ++ended;
+    }
+  }
+  for (const auto& [key, wl] : live) RC_ASSERT(all.count(key) == 1u);
+  RC_ASSERT(live.size() <= all.size());
+  RC_TAG(live.size() < all.size() ? "some retired" : "none retired");
+  RC_CLASSIFY(ended > 0, "some ended");
+}
+
+// Every workload named in a ledger.
+std::set<std::string> WorkloadNames(ledger::EventLog& log) {
+  std::set<std::string> out;
+  auto events = log.Read(1, ledger::kReadEventsMax);
+  for (const auto& e : *events) {
+    auto root = schema::DecodeEvent(e.bytes)->root();
+    if (root.getBody().isWorkloadSubmitted()) {
+      out.insert(root.getBody().getWorkloadSubmitted().getWorkload().getName().cStr());
+    }
+  }
+  return out;
+}
+
+// A log that hides the history index of the one it wraps: explain then folds from the genesis.
+class WithoutHistory final : public ledger::EventLog {
+ public:
+  explicit WithoutHistory(ledger::EventLog& log) : log_(log) {}
+  Result<ledger::AppendAck> Append(std::span<const std::string> batch) override {
+    return log_.Append(batch);
+  }
+  Result<std::vector<ledger::StoredEvent>> Read(Sequence from, size_t max_count) override {
+    return log_.Read(from, max_count);
+  }
+  ledger::Head GetHead() override { return log_.GetHead(); }
+  Result<std::optional<Sequence>> FindKey(std::string_view key) override {
+    return log_.FindKey(key);
+  }
+
+ private:
+  ledger::EventLog& log_;
+};
+
+RC_GTEST_PROP(HistoryIndex, ExplainThroughTheIndexIsTheFoldsExplanation, ()) {
+  ScenarioGen s = *GenScenario();
+  if (*rc::gen::arbitrary<bool>()) s.retain_ended_ns = kShortRetentionNs;
+  TempDir dir;
+  auto log = ledger::RocksDbLog::Open(dir.Sub("ledger"));
+  RC_ASSERT(log.ok());
+  RecordScenario(s, **log);
+  WithoutHistory folded(**log);
+  ledger::FileSnapshotStore snapshots(dir.Sub("ledger"));
+  const Sequence head = (*log)->GetHead().sequence;
+  if (head > 2) {  // a snapshot somewhere in the middle: explain folds on from it
+    const Sequence mid = *rc::gen::inRange<Sequence>(1, head);
+    auto at = replay::FoldToSequence(**log, mid);
+    RC_ASSERT(at.ok());
+    RC_ASSERT(replay::TakeSnapshot(**log, snapshots, *at->engine, at->at, {}).ok());
+  }
+  const std::set<std::string> names = WorkloadNames(**log);
+  RC_PRE(!names.empty());
+  const Sequence at = *rc::gen::element<Sequence>(0, *rc::gen::inRange<Sequence>(1, head + 1));
+  size_t compared = 0;
+  for (const std::string& name : names) {
+    auto want = replay::Explain(folded, "ns", name, at);
+    auto got = replay::Explain(**log, "ns", name, at, nullptr, &snapshots);
+    RC_ASSERT(want.ok() == got.ok());
+    if (!want.ok()) continue;
+    RC_ASSERT(replay::ExplainJson(*got) == replay::ExplainJson(*want));
+    ++compared;
+  }
+  RC_TAG(compared > 0 ? "compared" : "none submitted yet");
+}
+
+TEST(HistoryIndex, AnOlderLedgerIsIndexedOnItsFirstWritableOpen) {
+  TempDir dir;
+  const std::string ledger_dir = dir.Sub("ledger");
+  {
+    auto log = ledger::RocksDbLog::Open(ledger_dir);
+    ASSERT_TRUE(log.ok());
+    RecordScenario(ScenarioFromSeed(7, 60), **log);
+  }
+  std::vector<Sequence> full;
+  {
+    auto log = ledger::RocksDbLog::Open(ledger_dir);
+    ASSERT_TRUE(log.ok());
+    auto h = (*log)->History(schema::HistoryNameKey("ns/w0"), 0);
+    ASSERT_TRUE(h.ok() && h->has_value());
+    full = **h;
+    ASSERT_GE(full.size(), 2u) << "w0's submission and at least one decision";
+  }
+  {
+    // As a ledger of the version before the index: no history family, no state key.
+    RawLedgerDb raw = OpenRawLedgerDb(ledger_dir);
+    ASSERT_NE(raw.history, nullptr);
+    ASSERT_TRUE(raw.db->Delete(rocksdb::WriteOptions(), ledger::RocksDbLog::kHistoryStateKey).ok());
+    ASSERT_TRUE(raw.db->DropColumnFamily(raw.history.get()).ok());
+  }
+  {
+    ledger::RocksDbLogOptions read_only;
+    read_only.read_only = true;
+    auto log = ledger::RocksDbLog::Open(ledger_dir, read_only);
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    auto h = (*log)->History(schema::HistoryNameKey("ns/w0"), 0);
+    ASSERT_TRUE(h.ok());
+    EXPECT_FALSE(h->has_value()) << "a read-only open of an unindexed ledger has no index";
+    // Reads work; writes are refused.
+    EXPECT_TRUE((*log)->Read(1, 10).ok());
+    capnp::MallocMessageBuilder m;
+    m.initRoot<schema::Event>().initBody().initFlavorDefined().setName("x");
+    std::vector<std::string> batch{schema::EncodeEvent(m)};
+    EXPECT_FALSE((*log)->Append(batch).ok());
+  }
+  uint64_t progress_calls = 0;
+  ledger::RocksDbLogOptions options;
+  options.history_progress = [&](uint64_t done, uint64_t total) {
+    ++progress_calls;
+    EXPECT_LE(done, total);
+  };
+  auto log = ledger::RocksDbLog::Open(ledger_dir, options);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  EXPECT_GT(progress_calls, 0u);
+  auto h = (*log)->History(schema::HistoryNameKey("ns/w0"), 0);
+  ASSERT_TRUE(h.ok() && h->has_value());
+  EXPECT_EQ(**h, full);
+  auto bounded = (*log)->History(schema::HistoryNameKey("ns/w0"), full[1]);
+  ASSERT_TRUE(bounded.ok() && bounded->has_value());
+  EXPECT_EQ(**bounded, std::vector<Sequence>(full.begin(), full.begin() + 2));
+}
+
+}  // namespace
+}  // namespace admission::testing

@@ -50,6 +50,7 @@ struct DiskState {
   uint64_t min_free_bytes = 0;   // the free-space floor below which appends are refused
   bool refusing = false;         // appends are refused for lack of space until it returns
   uint64_t appends_refused = 0;  // appends refused for lack of space since the log was opened
+  std::string why;               // when refusing: the error an append gets (names the space)
 };
 
 // Interface: no fields. Implementations: MemoryLog, RocksDbLog, KafkaLog.
@@ -95,6 +96,8 @@ class EventLog {
   // scans the ledger instead. The default keeps none.
   // The disk under the log's local storage; nullopt when it has none (MemoryLog).
   virtual std::optional<DiskState> Disk() { return std::nullopt; }
+  // A caller refused an append itself because Disk() said so: counted in appends_refused.
+  virtual void CountRefusedForSpace() {}
 
   virtual Result<std::optional<std::vector<Sequence>>> History(std::string_view history_key,
                                                                 Sequence at_most) {

@@ -111,6 +111,7 @@ class KafkaLog final : public EventLog {
   Head GetHead() override;
   Result<std::optional<Sequence>> FindKey(std::string_view key) override;
   std::optional<DiskState> Disk() override { return mirror_->Disk(); }
+  void CountRefusedForSpace() override { mirror_->CountRefusedForSpace(); }
   // The local copy's history index (written as it ingests).
   Result<std::optional<std::vector<Sequence>>> History(std::string_view history_key,
                                                         Sequence at_most) override;

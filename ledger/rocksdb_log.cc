@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <unordered_map>
 
 #include <rocksdb/db.h>
@@ -20,6 +21,10 @@
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdarg>
+#include <cstdio>
 
 #include "ledger/sequencer.h"
 #include "ledger/verify.h"
@@ -73,10 +78,36 @@ void PutIndexEntries(rocksdb::ColumnFamilyHandle& index_family,
   }
 }
 
+// RocksDB's own log goes to ours (spdlog) instead of a LOG file beside the ledger: a file RocksDB
+// appends to on its own is one more writer a full disk breaks, and its writer aborts the process
+// on a failed append (an assertion in WritableFileWriter) instead of returning an error.
+class RocksDbToSpdlog final : public rocksdb::Logger {
+ public:
+  RocksDbToSpdlog() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  void Logv(const char* format, va_list ap) override {
+    Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
+  }
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    if (level < GetInfoLogLevel()) return;
+    char line[1024];
+    std::vsnprintf(line, sizeof line, format, ap);
+    if (level >= rocksdb::InfoLogLevel::ERROR_LEVEL) {
+      spdlog::error("rocksdb: {}", line);
+    } else if (level == rocksdb::InfoLogLevel::WARN_LEVEL) {
+      spdlog::warn("rocksdb: {}", line);
+    } else {
+      spdlog::debug("rocksdb: {}", line);
+    }
+  }
+};
+
 }  // namespace
 
 rocksdb::DBOptions LedgerDbOptions(bool create_if_missing) {
   rocksdb::DBOptions db_options;
+  static const std::shared_ptr<rocksdb::Logger> logger = std::make_shared<RocksDbToSpdlog>();
+  db_options.info_log = logger;
+  db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db_options.create_if_missing = create_if_missing;
   db_options.create_missing_column_families = true;
   db_options.paranoid_checks = true;
@@ -233,6 +264,24 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
   if (!create && !std::filesystem::exists(dir + "/CURRENT")) {
     return Status(Code::kNotFound, "no ledger at " + dir);
   }
+  if (!read_only && options.min_free_bytes > 0) {
+    std::error_code ec;
+    const std::filesystem::path probe =
+        std::filesystem::exists(dir, ec) ? std::filesystem::path(dir)
+                                         : std::filesystem::absolute(dir, ec).parent_path();
+    struct statvfs st;
+    if (statvfs(probe.c_str(), &st) == 0) {
+      const uint64_t free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+      if (free < options.min_free_bytes) {
+        return Status(Code::kNoSpace,
+                      "opening the ledger at " + dir + " to write: its disk has " +
+                          std::to_string(free) + " bytes free, below the free-space floor of " +
+                          std::to_string(options.min_free_bytes) +
+                          " bytes (--min-free-bytes); nothing was written; read-only commands "
+                          "(log, verify, get, explain, replay) still work");
+      }
+    }
+  }
   const rocksdb::DBOptions db_options = LedgerDbOptions(create);
   std::vector<std::string> existing;
   if (read_only) {
@@ -262,8 +311,13 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
       return Status(Code::kNotFound, "no ledger at " + dir + " (" + s.ToString() + ")");
     }
     if (s.IsNoSpace() || s.ToString().find("No space") != std::string::npos) {
-      return Status(Code::kNoSpace, "opening the ledger at " + dir + " to write: its disk is full (" +
-                                        s.ToString() + "); read-only commands still work");
+      struct statvfs st;
+      const std::string free = statvfs(dir.c_str(), &st) == 0
+                                   ? std::to_string(static_cast<uint64_t>(st.f_bavail) * st.f_frsize)
+                                   : std::string("no");
+      return Status(Code::kNoSpace, "opening the ledger at " + dir + " to write: its disk has " +
+                                        free + " bytes free (" + s.ToString() +
+                                        "); nothing was written; read-only commands still work");
     }
     return FromRocks(s, "opening the ledger at " + dir);
   }
@@ -392,30 +446,53 @@ Result<std::optional<std::vector<Sequence>>> RocksDbLog::History(std::string_vie
   return std::optional<std::vector<Sequence>>(std::move(out));
 }
 
-Status RocksDbLog::CheckRoom() {
-  struct statvfs st;
-  uint64_t free = UINT64_MAX;
-  if (statvfs(dir_.c_str(), &st) == 0) free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-  free_bytes_.store(free, std::memory_order_relaxed);
-  auto refuse = [&](const std::string& why) {
-    refusing_.store(true, std::memory_order_relaxed);
-    appends_refused_.fetch_add(1, std::memory_order_relaxed);
-    return Status(Code::kNoSpace, "the ledger's disk at " + dir_ + " has " + std::to_string(free) +
-                                      " bytes free" + why +
-                                      ": nothing of this append was written; appends resume "
-                                      "by themselves once space returns");
-  };
+std::string RocksDbLog::NoSpaceMessage(uint64_t free) const {
+  std::string why = "the ledger's disk at " + dir_ + " has " + std::to_string(free) + " bytes free";
   if (free < options_.min_free_bytes) {
-    return refuse(", below the free-space floor of " + std::to_string(options_.min_free_bytes) +
-                  " bytes (--min-free-bytes)");
+    why += ", below the free-space floor of " + std::to_string(options_.min_free_bytes) +
+           " bytes (--min-free-bytes)";
+  } else {
+    why += " and the storage engine has not recovered from running out of it yet";
   }
-  if (rocks_no_space_.load(std::memory_order_relaxed)) {
-    rocksdb::Status resumed = db_->Resume();
-    if (!resumed.ok()) return refuse(" and the storage engine is not writable yet (" + resumed.ToString() + ")");
-    rocks_no_space_.store(false, std::memory_order_relaxed);
+  return why + ": nothing of this append was written; appends resume by themselves once "
+               "space returns";
+}
+
+uint64_t RocksDbLog::FreeBytes() {
+  struct statvfs st;
+  const uint64_t free = statvfs(dir_.c_str(), &st) == 0
+                            ? static_cast<uint64_t>(st.f_bavail) * st.f_frsize
+                            : std::numeric_limits<uint64_t>::max();
+  free_bytes_.store(free, std::memory_order_relaxed);
+  return free;
+}
+
+bool RocksDbLog::TryResume() {
+  // RocksDB recovers from a full disk by itself (its SstFileManager, once a write buffer's worth
+  // is free again) and answers Busy meanwhile; Resume then finds nothing to do.
+  rocksdb::Status resumed = db_->Resume();
+  if (!resumed.ok()) {
+    if (!resume_warned_.exchange(true)) {
+      spdlog::warn("the ledger at {} cannot take writes yet: {}", dir_, resumed.ToString());
+    }
+    return false;
   }
-  refusing_.store(false, std::memory_order_relaxed);
-  return Status::Ok();
+  resume_warned_.store(false);
+  rocks_no_space_.store(false, std::memory_order_relaxed);
+  spdlog::info("the ledger at {} takes writes again", dir_);
+  return true;
+}
+
+Status RocksDbLog::CheckRoom() {
+  const uint64_t free = FreeBytes();
+  bool refuse = free < options_.min_free_bytes;
+  if (!refuse && rocks_no_space_.load(std::memory_order_relaxed)) {
+    refuse = !TryResume();
+  }
+  refusing_.store(refuse, std::memory_order_relaxed);
+  if (!refuse) return Status::Ok();
+  appends_refused_.fetch_add(1, std::memory_order_relaxed);
+  return Status(Code::kNoSpace, NoSpaceMessage(free));
 }
 
 Status RocksDbLog::WriteFailed(const rocksdb::Status& failure, const std::string& what) {
@@ -423,23 +500,19 @@ Status RocksDbLog::WriteFailed(const rocksdb::Status& failure, const std::string
     rocks_no_space_.store(true, std::memory_order_relaxed);
     refusing_.store(true, std::memory_order_relaxed);
     appends_refused_.fetch_add(1, std::memory_order_relaxed);
-    return Status(Code::kNoSpace, what + ": the ledger's disk at " + dir_ +
-                                      " is full (" + failure.ToString() +
-                                      "): nothing of this append was written; appends resume "
-                                      "by themselves once space returns");
+    return Status(Code::kNoSpace, what + ": " + NoSpaceMessage(FreeBytes()) + " (" +
+                                      failure.ToString() + ")");
   }
   return FromRocks(failure, what);
 }
 
 std::optional<DiskState> RocksDbLog::Disk() {
   DiskState d;
-  struct statvfs st;
-  d.free_bytes = statvfs(dir_.c_str(), &st) == 0 ? static_cast<uint64_t>(st.f_bavail) * st.f_frsize
-                                                 : free_bytes_.load(std::memory_order_relaxed);
+  d.free_bytes = FreeBytes();
   d.min_free_bytes = options_.min_free_bytes;
   bool refusing = d.free_bytes < options_.min_free_bytes;
   if (!refusing && rocks_no_space_.load(std::memory_order_relaxed)) {
-    if (db_->Resume().ok()) {
+    if (TryResume()) {
       rocks_no_space_.store(false, std::memory_order_relaxed);
     } else {
       refusing = true;
@@ -447,6 +520,7 @@ std::optional<DiskState> RocksDbLog::Disk() {
   }
   if (!options_.read_only) refusing_.store(refusing, std::memory_order_relaxed);
   d.refusing = refusing && !options_.read_only;
+  if (d.refusing) d.why = NoSpaceMessage(d.free_bytes);
   d.appends_refused = appends_refused_.load(std::memory_order_relaxed);
   return d;
 }

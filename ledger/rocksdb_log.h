@@ -79,6 +79,7 @@ class RocksDbLog final : public EventLog {
   // no-space error of RocksDB's (DB::Resume) once space is back, so readiness returns without
   // waiting for an append.
   std::optional<DiskState> Disk() override;
+  void CountRefusedForSpace() override { appends_refused_.fetch_add(1, std::memory_order_relaxed); }
 
   // --- A RocksDbLog as the local copy of a log kept elsewhere (KafkaLog's state) ---
 
@@ -132,6 +133,10 @@ class RocksDbLog final : public EventLog {
   // Before a write: refuses it (kNoSpace) below the floor or while RocksDB holds a no-space
   // error, which it clears (DB::Resume) once space is back.
   Status CheckRoom();
+  uint64_t FreeBytes();
+  // DB::Resume after a no-space error; true when RocksDB takes writes again.
+  bool TryResume();  // one statvfs of the ledger's folder (max when it fails)
+  std::string NoSpaceMessage(uint64_t free) const;
   // After a failed write: a no-space error from RocksDB becomes kNoSpace, naming the free space.
   Status WriteFailed(const rocksdb::Status& failure, const std::string& what);
   static Status MoveIndexToItsFamily(rocksdb::DB& db, rocksdb::ColumnFamilyHandle& index,
@@ -166,6 +171,7 @@ class RocksDbLog final : public EventLog {
   std::atomic<bool> rocks_no_space_{false};  // RocksDB's background error is a no-space one
   std::atomic<uint64_t> free_bytes_{0};
   std::atomic<uint64_t> appends_refused_{0};
+  std::atomic<bool> resume_warned_{false};
 
   std::mutex mu_;
   std::deque<Request*> queue_;   // GUARDED_BY(mu_); requests not yet taken into a group

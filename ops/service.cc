@@ -377,6 +377,21 @@ std::vector<Result<RecordOutcome>> Service::RecordGroup(const std::vector<Record
   ADM_CHECK(calls.size() <= kGroupCallsMax, "%zu calls in one group", calls.size());
   std::vector<Result<RecordOutcome>> results;
   results.reserve(calls.size());
+  auto refuse_all = [&](const Status& why) {
+    for (size_t i = 0; i < calls.size(); ++i) results.emplace_back(why);
+    return results;
+  };
+  // While the ledger's disk refuses appends, refuse before the decider sees the inputs.
+  if (std::optional<ledger::DiskState> disk = log_.Disk(); disk && disk->refusing) {
+    log_.CountRefusedForSpace();
+    return refuse_all(Status(Code::kNoSpace, disk->why));
+  }
+  if (broken_ && broken_by_no_space_) {
+    spdlog::info("disk space is back: folding the ledger again after the append it refused");
+    Status reloaded = Load(nullptr);
+    if (!reloaded.ok()) return refuse_all(reloaded);
+    broken_by_no_space_ = false;
+  }
   if (broken_) {
     for (size_t i = 0; i < calls.size(); ++i) {
       results.emplace_back(
@@ -448,6 +463,7 @@ std::vector<Result<RecordOutcome>> Service::RecordGroup(const std::vector<Record
         MaybeSnapshot(before, run_first - 1);
       } else {
         broken_ = true;
+        broken_by_no_space_ = failure.code() == Code::kNoSpace;
       }
     }
     if (!failure.ok()) {

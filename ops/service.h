@@ -133,6 +133,9 @@ class Service {
   std::unique_ptr<projections::Engine> engine_;
   projections::DefinitionBodies definitions_;  // current body bytes by DefinitionKey
   bool broken_ = false;
+  // The append that broke the service failed for lack of disk space, so nothing of it was
+  // written: the next call folds the ledger again (Load) instead of refusing for ever.
+  bool broken_by_no_space_ = false;
   uint64_t position_ = 0;  // the last sequence folded or written
   std::optional<uint64_t> loaded_snapshot_;
   uint64_t events_folded_at_open_ = 0;

@@ -91,10 +91,11 @@ class RocksDbToSpdlog final : public rocksdb::Logger {
     if (level < GetInfoLogLevel()) return;
     char line[1024];
     std::vsnprintf(line, sizeof line, format, ap);
-    if (level >= rocksdb::InfoLogLevel::ERROR_LEVEL) {
+    // What matters to a user reaches them as a Status of ours (a full disk, a corrupt file);
+    // RocksDB's own lines (it logs a missing folder as an error while creating a ledger) are
+    // for debugging, except a fatal one.
+    if (level >= rocksdb::InfoLogLevel::FATAL_LEVEL) {
       spdlog::error("rocksdb: {}", line);
-    } else if (level == rocksdb::InfoLogLevel::WARN_LEVEL) {
-      spdlog::warn("rocksdb: {}", line);
     } else {
       spdlog::debug("rocksdb: {}", line);
     }

@@ -283,7 +283,8 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
       }
     }
   }
-  const rocksdb::DBOptions db_options = LedgerDbOptions(create);
+  rocksdb::DBOptions db_options = LedgerDbOptions(create);
+  if (options.env != nullptr) db_options.env = options.env;
   std::vector<std::string> existing;
   if (read_only) {
     rocksdb::Status listed = rocksdb::DB::ListColumnFamilies(db_options, dir, &existing);

@@ -17,6 +17,7 @@
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class Env;
 class Status;
 }
 
@@ -34,6 +35,8 @@ struct RocksDbLogOptions {
   // filesystem has less than this free, so the disk never fills up under the ledger.
   uint64_t min_free_bytes = kDefaultMinFreeBytes;
   static constexpr uint64_t kDefaultMinFreeBytes = 64ull << 20;
+  // Tests only: the RocksDB environment (a file system that fails on demand); null: the default.
+  rocksdb::Env* env = nullptr;
   // Called while a ledger without a history index gets one on its first writable open
   // (events indexed so far, of the head).
   std::function<void(uint64_t done, uint64_t total)> history_progress;

@@ -530,15 +530,91 @@ Result<int64_t> CollectIndexed(ledger::EventLog& log, const std::vector<Sequence
   return show(at, false);
 }
 
+bool Ends(const HistoryEntry& e) {
+  return e.type == "workloadFinished" || e.type == "workloadDeleted" || e.type == "rejected" ||
+         e.type == "deactivated";
+}
+
+// The "now" of a workload the decider no longer holds, from its history: retired, if it ended.
+bool FillRetired(Explanation& x) {
+  const HistoryEntry* ended = nullptr;
+  for (const HistoryEntry& e : x.history) {
+    if (Ends(e)) ended = &e;
+  }
+  if (ended == nullptr) return false;
+  x.now.phase = "Retired";
+  x.now.uid = ended->uid;
+  x.now.blocked_by = "it ended at " + FormatTimeNs(ended->recorded_at_ns) + " (" + ended->type +
+                     ", sequence " + std::to_string(ended->sequence) +
+                     ") and left the decider's live state after its retention; the ledger "
+                     "keeps its whole history, shown here";
+  return true;
+}
+
+// Whether the workload has certainly left the decider's live state after event `at` (at time
+// `at_time_ns`), read from its history and the engine configurations (history key "c") alone:
+// its latest incarnation ended (the first ending after its last submission) and the retention
+// in effect then has passed. false when unsure: the caller folds the state instead.
+Result<bool> RetiredByTime(ledger::EventLog& log, const std::vector<HistoryEntry>& history,
+                           int64_t at_time_ns) {
+  size_t start = 0;
+  for (size_t i = 0; i < history.size(); ++i) {
+    if (history[i].type == "workloadSubmitted" || history[i].type == "workloadImported") start = i;
+  }
+  const HistoryEntry* ended = nullptr;
+  for (size_t i = start; i < history.size() && ended == nullptr; ++i) {
+    if (Ends(history[i])) ended = &history[i];
+  }
+  if (ended == nullptr) return false;
+  auto configs = log.History(schema::kHistoryConfigKey, ended->sequence);
+  if (!configs.ok()) return configs.status();
+  if (!configs->has_value()) return false;
+  int64_t keep_finished = projections::kDefaultRetentionNs;
+  int64_t keep_deactivated = projections::kDefaultRetentionNs;
+  if (!(*configs)->empty()) {
+    auto events = log.Read((*configs)->back(), 1);
+    if (!events.ok()) return events.status();
+    if (events->empty()) return false;
+    auto decoded = schema::DecodeEvent(events->front().bytes);
+    if (!decoded.ok() || !decoded->root().getBody().isEngineConfigDefined()) return false;
+    auto c = decoded->root().getBody().getEngineConfigDefined();
+    keep_finished = c.getRetainFinishedNs();
+    keep_deactivated = c.getRetainDeactivatedNs();
+  }
+  const int64_t keep = ended->type == "deactivated" ? keep_deactivated : keep_finished;
+  if (keep == projections::kRetainForever) return false;
+  return at_time_ns >= ended->recorded_at_ns + keep;
+}
+
 Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const std::string& name,
                             Sequence at, const ReplayProgress& progress,
                             ledger::SnapshotStore* snapshots) {
   HistoryCollector collector(ns, name);
   const std::string key = ns + "/" + name;
-  auto end = EndOfAppend(log, at == 0 ? log.GetHead().sequence : at);
+  const Sequence head = log.GetHead().sequence;
+  auto end = EndOfAppend(log, at == 0 ? head : at);
   if (!end.ok()) return end.status();
   auto indexed = IndexedHistory(log, key, *end);
   if (!indexed.ok()) return indexed.status();
+  Explanation x;
+  x.ns = ns;
+  x.name = name;
+  x.engine_version = projections::kEngineVersion;
+  if (indexed->has_value()) {
+    // Its events through the index; the decider's state only if the workload may be in it.
+    auto at_time = CollectIndexed(log, **indexed, *end, collector);
+    if (!at_time.ok()) return at_time.status();
+    x.at_time_ns = *at_time;
+    x.history = collector.Take();
+    auto retired = RetiredByTime(log, x.history, x.at_time_ns);
+    if (!retired.ok()) return retired.status();
+    if (*retired) {
+      x.requested = at == 0 ? head : at;
+      x.at = *end;
+      FillRetired(x);
+      return x;
+    }
+  }
   // Without an index the history is collected while the ledger is folded from the genesis.
   Result<StateAt> state =
       !indexed->has_value()
@@ -547,19 +623,12 @@ Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const 
       : snapshots != nullptr ? FoldToSequenceFromSnapshot(log, *snapshots, at, progress)
                              : FoldToSequence(log, at, progress);
   if (!state.ok()) return state.status();
-  Explanation x;
-  x.ns = ns;
-  x.name = name;
   x.requested = state->requested;
   x.at = state->at;
-  x.at_time_ns = collector.last_time_ns();
-  if (indexed->has_value()) {
-    auto at_time = CollectIndexed(log, **indexed, state->at, collector);
-    if (!at_time.ok()) return at_time.status();
-    x.at_time_ns = *at_time;
+  if (!indexed->has_value()) {
+    x.at_time_ns = collector.last_time_ns();
+    x.history = collector.Take();
   }
-  x.engine_version = projections::kEngineVersion;
-  x.history = collector.Take();
   const projections::Engine& engine = *state->engine;
   auto it = engine.workloads().find(ns + "/" + name);
   if (it == engine.workloads().end() && x.history.empty()) {
@@ -568,22 +637,7 @@ Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const 
   }
   WorkloadNow& now = x.now;
   if (it == engine.workloads().end()) {
-    const HistoryEntry* ended = nullptr;
-    for (const HistoryEntry& e : x.history) {
-      if (e.type == "workloadFinished" || e.type == "workloadDeleted" || e.type == "rejected" ||
-          e.type == "deactivated") {
-        ended = &e;
-      }
-    }
-    if (ended != nullptr) {
-      now.phase = "Retired";
-      now.uid = ended->uid;
-      now.blocked_by = "it ended at " + FormatTimeNs(ended->recorded_at_ns) + " (" + ended->type +
-                       ", sequence " + std::to_string(ended->sequence) +
-                       ") and left the decider's live state after its retention; the ledger "
-                       "keeps its whole history, shown here";
-      return x;
-    }
+    if (FillRetired(x)) return x;
     now.phase = "Unknown";
     now.blocked_by =
         "the decider holds no workload " + ns + "/" + name + " at sequence " + std::to_string(x.at);

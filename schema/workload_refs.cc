@@ -65,6 +65,7 @@ void HistoryKeysOf(Event::Reader event, std::vector<std::string>* keys) {
     auto p = event.getBody().getPreempted().getPreemptor();
     named(p.getNamespace(), p.getName(), p.getUid());
   }
+  if (event.getBody().isEngineConfigDefined()) add(std::string(kHistoryConfigKey));
 }
 
 void HistoryKeysOfCanonical(std::string_view bytes, std::vector<std::string>* keys) {

@@ -21,7 +21,7 @@ std::optional<Workload::Reader> SpecOf(Event::Reader event);
 
 // The history index's keys of an event, each at most once, in a fixed order: "n" NS/NAME for
 // every workload it names (the spec, the subject, a preemptor), "u" UID for every reference that
-// carries a uid. An event about no workload has none.
+// carries a uid, and "c" for an engine configuration. Other events have none.
 void HistoryKeysOf(Event::Reader event, std::vector<std::string>* keys);
 
 // HistoryKeysOf for an event in the canonical form the ledger stores (one segment, no segment
@@ -29,6 +29,8 @@ void HistoryKeysOf(Event::Reader event, std::vector<std::string>* keys);
 void HistoryKeysOfCanonical(std::string_view bytes, std::vector<std::string>* keys);
 
 inline std::string HistoryNameKey(std::string_view ns_name) { return "n" + std::string(ns_name); }
+// The history key of every engine configuration (explain reads the retention in effect).
+inline constexpr std::string_view kHistoryConfigKey = "c";
 inline std::string HistoryUidKey(std::string_view uid) { return "u" + std::string(uid); }
 
 }  // namespace admission::schema

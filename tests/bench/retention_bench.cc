@@ -35,6 +35,7 @@
 #include "replay/explain.h"
 #include "replay/snapshots.h"
 #include "schema/event_codec.h"
+#include "tests/unit/without_history.h"
 
 #ifndef RETENTION_BENCH_PROFILE_DIR
 #define RETENTION_BENCH_PROFILE_DIR "../shared/kueue-perf"
@@ -155,29 +156,6 @@ std::vector<double> Stream(const std::string& name, ledger::EventLog& log,
   return readings;
 }
 
-// A log that hides the history index of the one it wraps: explain then folds from the genesis,
-// as it did before the index.
-class WithoutHistory final : public ledger::EventLog {
- public:
-  explicit WithoutHistory(ledger::EventLog& log) : log_(log) {}
-  Result<ledger::AppendAck> Append(std::span<const std::string> batch) override {
-    return log_.Append(batch);
-  }
-  Result<std::vector<ledger::StoredEvent>> Read(ledger::Sequence from, size_t max_count) override {
-    return log_.Read(from, max_count);
-  }
-  Result<size_t> Scan(ledger::Sequence from, size_t max_count, const ScanVisitor& visit) override {
-    return log_.Scan(from, max_count, visit);
-  }
-  ledger::Head GetHead() override { return log_.GetHead(); }
-  Result<std::optional<ledger::Sequence>> FindKey(std::string_view key) override {
-    return log_.FindKey(key);
-  }
-
- private:
-  ledger::EventLog& log_;
-};
-
 // `explain` of the first workload of the ledger at its head: through the history index and the
 // snapshot at the head, against the fold from the genesis; both must say the same.
 void ExplainEarly(const std::string& ledger_dir) {
@@ -200,7 +178,7 @@ void ExplainEarly(const std::string& ledger_dir) {
   auto t0 = Clock::now();
   auto indexed = replay::Explain(**log, ns, name, 0, nullptr, &snapshots);
   const double indexed_s = Seconds(t0, Clock::now());
-  WithoutHistory hidden(**log);
+  testing::WithoutHistory hidden(**log);
   t0 = Clock::now();
   auto folded = replay::Explain(hidden, ns, name, 0);
   const double folded_s = Seconds(t0, Clock::now());

@@ -46,27 +46,7 @@ fill_up() { dd if=/dev/zero of="$mnt/filler2" bs=64k 2> /dev/null; sync; }
 make_room() { rm -f "$mnt/filler" "$mnt/filler2"; }
 head_of() { ac verify -o json 2> /dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["head"])'; }
 
-cat > "$work/setup.yaml" <<'YAML'
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: h100}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: gpu}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: jobs, namespace: nlp}
-spec: {clusterQueue: gpu}
-YAML
+gpu_setup "$work/setup.yaml" nlp jobs
 pad=$(head -c 1500 /dev/urandom | od -An -tx1 | tr -d ' \n')
 job() {
   cat > "$work/job.yaml" <<YAML

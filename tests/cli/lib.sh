@@ -5,6 +5,8 @@
 #   contains TEXT WANT     WANT must occur in TEXT
 #   lacks TEXT UNWANTED    UNWANTED must not occur in TEXT
 #   finish NAME            print the verdict and exit 1 when anything failed
+#   gpu_setup FILE NS LQ   write Kueue definitions: flavor h100, ClusterQueue gpu (8 GPUs), and
+#                          LocalQueue NS/LQ on it
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0
@@ -24,4 +26,27 @@ finish() {
     exit 1
   fi
   echo "$1: all passed"
+}
+gpu_setup() {
+  cat > "$1" <<YAML
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: h100}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: gpu}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: $3, namespace: $2}
+spec: {clusterQueue: gpu}
+YAML
 }

@@ -30,6 +30,7 @@
 #include "tests/property/scenario_gen.h"
 #include "tests/unit/raw_ledger_db.h"
 #include "tests/unit/temp_dir.h"
+#include "tests/unit/without_history.h"
 
 namespace admission::testing {
 namespace {
@@ -95,25 +96,6 @@ std::set<std::string> WorkloadNames(ledger::EventLog& log) {
   }
   return out;
 }
-
-// A log that hides the history index of the one it wraps: explain then folds from the genesis.
-class WithoutHistory final : public ledger::EventLog {
- public:
-  explicit WithoutHistory(ledger::EventLog& log) : log_(log) {}
-  Result<ledger::AppendAck> Append(std::span<const std::string> batch) override {
-    return log_.Append(batch);
-  }
-  Result<std::vector<ledger::StoredEvent>> Read(Sequence from, size_t max_count) override {
-    return log_.Read(from, max_count);
-  }
-  ledger::Head GetHead() override { return log_.GetHead(); }
-  Result<std::optional<Sequence>> FindKey(std::string_view key) override {
-    return log_.FindKey(key);
-  }
-
- private:
-  ledger::EventLog& log_;
-};
 
 RC_GTEST_PROP(HistoryIndex, ExplainThroughTheIndexIsTheFoldsExplanation, ()) {
   ScenarioGen s = *GenScenario();

@@ -339,7 +339,6 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
     if (!hs.ok() && !hs.IsNotFound()) return FromRocks(hs, "reading the history index's state");
     log->history_complete_ = log->history_family_ != nullptr && hs.ok() && state == kHistoryComplete;
   }
-  if (!read_only && !log->history_complete_) ADM_RETURN_IF_ERROR(log->BuildHistory());
 
   // Check the tail before anyone appends to it.
   Head head = log->GetHead();
@@ -381,6 +380,8 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
                         std::to_string(any->front().sequence) + ")");
     }
   }
+  // After the tail check: an older ledger gets its history index once its tail is trusted.
+  if (!read_only && !log->history_complete_) ADM_RETURN_IF_ERROR(log->BuildHistory());
   return log;
 }
 
@@ -461,10 +462,13 @@ std::string RocksDbLog::NoSpaceMessage(uint64_t free) const {
 }
 
 uint64_t RocksDbLog::FreeBytes() {
-  struct statvfs st;
-  const uint64_t free = statvfs(dir_.c_str(), &st) == 0
-                            ? static_cast<uint64_t>(st.f_bavail) * st.f_frsize
-                            : std::numeric_limits<uint64_t>::max();
+  // Through RocksDB's environment (statvfs underneath; a test's file system may say otherwise).
+  uint64_t free = std::numeric_limits<uint64_t>::max();
+  rocksdb::Env* env = options_.env != nullptr ? options_.env : rocksdb::Env::Default();
+  if (!env->GetFreeSpace(dir_, &free).ok()) {
+    struct statvfs st;
+    if (statvfs(dir_.c_str(), &st) == 0) free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  }
   free_bytes_.store(free, std::memory_order_relaxed);
   return free;
 }
@@ -489,7 +493,7 @@ Status RocksDbLog::CheckRoom() {
   const uint64_t free = FreeBytes();
   bool refuse = free < options_.min_free_bytes;
   if (!refuse && rocks_no_space_.load(std::memory_order_relaxed)) {
-    refuse = !TryResume();
+    refuse = free < kResumeFreeBytesMin || !TryResume();
   }
   refusing_.store(refuse, std::memory_order_relaxed);
   if (!refuse) return Status::Ok();
@@ -514,11 +518,7 @@ std::optional<DiskState> RocksDbLog::Disk() {
   d.min_free_bytes = options_.min_free_bytes;
   bool refusing = d.free_bytes < options_.min_free_bytes;
   if (!refusing && rocks_no_space_.load(std::memory_order_relaxed)) {
-    if (TryResume()) {
-      rocks_no_space_.store(false, std::memory_order_relaxed);
-    } else {
-      refusing = true;
-    }
+    refusing = d.free_bytes < kResumeFreeBytesMin || !TryResume();
   }
   if (!options_.read_only) refusing_.store(refusing, std::memory_order_relaxed);
   d.refusing = refusing && !options_.read_only;

@@ -137,8 +137,11 @@ class RocksDbLog final : public EventLog {
   // error, which it clears (DB::Resume) once space is back.
   Status CheckRoom();
   uint64_t FreeBytes();
-  // DB::Resume after a no-space error; true when RocksDB takes writes again.
-  bool TryResume();  // one statvfs of the ledger's folder (max when it fails)
+  // DB::Resume after a no-space error; true when RocksDB takes writes again. Tried only with
+  // kResumeFreeBytesMin free (RocksDB's own recovery wants a write buffer's worth, and a resume
+  // that fails for lack of space can leave the error for good).
+  bool TryResume();
+  static constexpr uint64_t kResumeFreeBytesMin = 64ull << 20;  // one statvfs of the ledger's folder (max when it fails)
   std::string NoSpaceMessage(uint64_t free) const;
   // After a failed write: a no-space error from RocksDB becomes kNoSpace, naming the free space.
   Status WriteFailed(const rocksdb::Status& failure, const std::string& what);

@@ -49,6 +49,14 @@ class FullDisk final : public rocksdb::FileSystemWrapper {
     const FullDisk& disk_;
   };
 
+  rocksdb::IOStatus GetFreeSpace(const std::string& path, const rocksdb::IOOptions& options,
+                                 uint64_t* free, rocksdb::IODebugContext* dbg) override {
+    if (full) {
+      *free = 0;
+      return rocksdb::IOStatus::OK();
+    }
+    return target()->GetFreeSpace(path, options, free, dbg);
+  }
   rocksdb::IOStatus NewWritableFile(const std::string& name, const rocksdb::FileOptions& options,
                                     std::unique_ptr<rocksdb::FSWritableFile>* result,
                                     rocksdb::IODebugContext* dbg) override {

@@ -3,6 +3,7 @@
 // execution, maintenance windows), revocation, node failures and quota reclaims.
 
 #include <algorithm>
+#include <limits>
 #include <climits>
 
 #include "projections/engine.h"
@@ -623,7 +624,11 @@ void Engine::Ended(const WorkloadState& wl, int64_t now) {
   const int64_t keep =
       wl.phase == Phase::kDeactivated ? config_.retain_deactivated_ns : config_.retain_finished_ns;
   if (keep == kRetainForever) return;
-  AddTimer(now + keep, "retire", wl.key, wl.generation, wl.uid);
+  // Saturated: a retention of centuries is "never" in practice, and must not overflow.
+  const int64_t at = keep > std::numeric_limits<int64_t>::max() - now
+                         ? std::numeric_limits<int64_t>::max()
+                         : now + std::max<int64_t>(keep, 0);
+  AddTimer(at, "retire", wl.key, wl.generation, wl.uid);
 }
 
 void Engine::Retire(const std::string& key, const std::string& uid) {

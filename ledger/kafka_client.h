@@ -43,6 +43,19 @@ inline Result<rd_kafka_conf_t*> NewKafkaConf(const KafkaSettings& settings) {
   return conf;
 }
 
+// The configuration of a billing consumer's output producer: transactional (exactly once),
+// idempotent, acknowledged by every in-sync replica, short linger and retry backoff.
+inline Result<rd_kafka_conf_t*> NewTransactionalProducerConf(const std::string& bootstrap,
+                                                             const std::string& transactional_id) {
+  return NewKafkaConf({{"bootstrap.servers", bootstrap},
+                       {"transactional.id", transactional_id},
+                       {"enable.idempotence", "true"},
+                       {"acks", "all"},
+                       {"linger.ms", "5"},
+                       {"retry.backoff.ms", "5"},
+                       {"log_level", "3"}});
+}
+
 // The last header `name` of a message, viewed in it; nullopt when absent.
 inline std::optional<std::string_view> KafkaHeader(const rd_kafka_message_t* message,
                                                    const char* name) {

@@ -56,13 +56,7 @@ Result<std::unique_ptr<OutboxRelay>> OutboxRelay::Open(const ledger::KafkaAddres
   relay->output_ = output;
   relay->transactional_id_ = transactional_id;
   relay->timeout_ms_ = operation_timeout_ms;
-  auto conf = ledger::NewKafkaConf({{"bootstrap.servers", output.bootstrap},
-                    {"transactional.id", transactional_id},
-                    {"enable.idempotence", "true"},
-                    {"acks", "all"},
-                    {"linger.ms", "5"},
-                    {"retry.backoff.ms", "5"},
-                    {"log_level", "3"}});
+  auto conf = ledger::NewTransactionalProducerConf(output.bootstrap, transactional_id);
   if (!conf.ok()) return conf.status();
   rd_kafka_conf_set_dr_msg_cb(*conf, OnDelivery);
   rd_kafka_conf_set_opaque(*conf, &relay->delivery_failed_);

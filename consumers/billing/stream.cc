@@ -96,13 +96,8 @@ Result<StreamStats> RunBillingStream(const StreamOptions& options) {
   }
   bool delivery_failed = false;
   {
-    auto made = ledger::NewKafkaConf({{"bootstrap.servers", options.ledger.bootstrap},
-                                      {"transactional.id", group + "." + options.output_topic},
-                                      {"enable.idempotence", "true"},
-                                      {"acks", "all"},
-                                      {"linger.ms", "5"},
-                                      {"retry.backoff.ms", "5"},
-                                      {"log_level", "3"}});
+    auto made = ledger::NewTransactionalProducerConf(options.ledger.bootstrap,
+                                                     group + "." + options.output_topic);
     if (!made.ok()) return made.status();
     rd_kafka_conf_t* conf = *made;
     rd_kafka_conf_set_dr_msg_cb(conf, OnDelivery);

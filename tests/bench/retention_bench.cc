@@ -17,6 +17,7 @@
 #include <rocksdb/db.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -295,6 +296,11 @@ int Main(int argc, char** argv) {
     const double ratio = kept.back() / kept.front();
     Line("retention.rss_last_vs_first", Fixed(ratio, 3), "(goal <= 1.2: flat)");
     if (ratio > 1.2) std::printf("# goal missed: memory grows with retention on\n");
+  }
+  // The baseline at the same points: every reading both runs reached (same process, same run).
+  for (size_t i = 0; i < std::min(kept.size(), base.size()); ++i) {
+    Line("retention.ratio_at_" + Int((i + 1) * step / 1000) + "k", Fixed(kept[i] / base[i], 3),
+         "(resident memory, retention on / off, after the same workloads)");
   }
   if (base.size() >= 2 && kept.size() >= 1) {
     const double per_step = (base.back() - base.front()) / static_cast<double>(base.size() - 1);

@@ -16,6 +16,7 @@
 #include "ledger/memory_log.h"
 #include "ops/service.h"
 #include "schema/event_codec.h"
+#include "tests/sim/invariants.h"
 
 namespace admission::testing {
 namespace {
@@ -366,61 +367,16 @@ std::vector<std::string> RunStream(const Config& config, const std::vector<Step>
   return runner.decisions();
 }
 
-void CheckQuota(const projections::Engine& engine) {
-  const projections::QuotaTree& tree = engine.tree();
-  // Usage held per ClusterQueue equals the sum of its workloads' admissions.
-  std::map<std::string, projections::FrQuantities> recomputed;
-  for (const auto& [key, wl] : engine.workloads()) {
-    if (!projections::HoldsQuota(wl.phase)) continue;
-    for (const auto& [fr, v] : wl.admission.usage) {
-      if (v != 0) recomputed[wl.cluster_queue][fr] += v;
-    }
-  }
-  for (const auto& [name, cq] : engine.cluster_queues()) {
-    projections::FrQuantities held;
-    for (const auto& [fr, v] : cq.usage) {
-      if (v != 0) held[fr] = v;
-    }
-    RC_ASSERT(held == recomputed[name]);
-  }
-  for (size_t id = 0; id < tree.size(); ++id) {
-    const auto& node = tree.node(static_cast<int>(id));
-    for (const auto& [fr, usage] : node.usage) {
-      // Nothing may use more than the tree above it holds: every node's available is >= 0,
-      // a root holds at most its subtree quota, and a borrowing limit caps a node's usage.
-      RC_ASSERT(tree.Available(static_cast<int>(id), fr) >= 0);
-      if (node.parent == -1) RC_ASSERT(usage <= tree.Nominal(static_cast<int>(id), fr));
-      auto q = node.quota.find(fr);
-      if (q != node.quota.end() && q->second.borrowing_limit && node.parent != -1) {
-        RC_ASSERT(usage <= tree.Nominal(static_cast<int>(id), fr) + *q->second.borrowing_limit);
-      }
-    }
-  }
+// The invariants (tests/sim/invariants.h, shared with the simulator), as rapidcheck
+// assertions that name the violation.
+void AssertHolds(const std::optional<sim::Violation>& violation) {
+  if (violation) RC_FAIL(violation->ToString());
 }
-
-void CheckFlavors(const projections::Engine& engine) {
-  for (const auto& [key, wl] : engine.workloads()) {
-    if (wl.phase != projections::Phase::kAdmitted) continue;
-    for (size_t i = 0; i < wl.admission.pod_sets.size(); ++i) {
-      const auto& psa = wl.admission.pod_sets[i];
-      const auto& ps = wl.pod_sets[i];
-      for (const auto& [resource, flavor_id] : psa.flavors) {
-        const projections::Flavor& flavor = engine.flavors().at(engine.flavor_names().Name(flavor_id));
-        for (const auto& [k, v] : ps.node_selector) {
-          auto label = flavor.node_labels.find(k);
-          RC_ASSERT(label != flavor.node_labels.end());
-          RC_ASSERT(label->second == v);
-        }
-        for (const auto& taint : flavor.node_taints) {
-          bool tolerated = false;
-          for (const auto& t : ps.tolerations) {
-            tolerated = tolerated || (t.key == taint.key && t.op == "Exists");
-          }
-          RC_ASSERT(tolerated);
-        }
-      }
-    }
-  }
+void CheckQuota(const projections::Engine& engine) { AssertHolds(sim::CheckQuota(engine)); }
+void CheckFlavors(const projections::Engine& engine) { AssertHolds(sim::CheckFlavors(engine)); }
+// Invariants of the lifecycle, checked after every append.
+void CheckLifecycle(const projections::Engine& engine) {
+  AssertHolds(sim::CheckLifecycle(engine));
 }
 
 // Runs a lifecycle stream: inputs that may be refused are recorded one by one (a refusal
@@ -453,42 +409,6 @@ std::vector<std::string> RunLifecycle(const Config& config, const std::vector<St
     if (check) check(runner.engine());
   }
   return runner.decisions();
-}
-
-// Invariants of the lifecycle, checked after every append.
-void CheckLifecycle(const projections::Engine& engine) {
-  CheckQuota(engine);
-  for (const auto& [key, wl] : engine.workloads()) {
-    if (wl.phase == projections::Phase::kAdmitted) {
-      // Admitted only with every required check Ready for the current generation.
-      for (const auto& [name, cs] : wl.checks) RC_ASSERT(cs.state == "Ready");
-      RC_ASSERT(wl.fencing_token == wl.uid + "/" + std::to_string(wl.generation));
-    } else {
-      RC_ASSERT(wl.fencing_token.empty());
-    }
-    // Never stuck without a reason: pending workloads carry a pending reason or wait out a
-    // backoff; terminal ones say why.
-    switch (wl.phase) {
-      case projections::Phase::kPending:
-        RC_ASSERT(!wl.pending_reason.empty() || wl.requeue_at_ns > 0 || wl.queued);
-        break;
-      case projections::Phase::kReserved:
-        RC_ASSERT(!wl.checks.empty());
-        break;
-      case projections::Phase::kEvicting: {
-        const projections::Condition* c = wl.conditions.Find(projections::ConditionType::kEvicted);
-        RC_ASSERT(c != nullptr && !c->reason.empty());
-        break;
-      }
-      case projections::Phase::kDeactivated: {
-        const projections::Condition* c = wl.conditions.Find(projections::ConditionType::kDeactivated);
-        RC_ASSERT(c != nullptr && !c->reason.empty());
-        break;
-      }
-      default:
-        break;
-    }
-  }
 }
 
 RC_GTEST_PROP(Decider, LifecycleInvariantsHoldUnderDuplicatedStaleAndForeignReports, ()) {

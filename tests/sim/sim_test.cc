@@ -1,0 +1,99 @@
+// The simulator in CI: many seeds pass every invariant, the same seed gives the same trace, and
+// the checker catches a pods-released report with a forged token appended behind the service's
+// back (the test can fail).
+//
+// Known defect, found by the simulator (docs/faults.md, "Found by the simulator"): in seeds
+// kLivelockSeeds the decider's admission cycles never reach a fixpoint after a pods report and
+// its assertion (kCyclesPerBatchMax) aborts. Those seeds are not skipped silently: a death test
+// requires each to still abort that way, so the fix of the decider turns it red and the list
+// must go.
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tests/sim/simulator.h"
+
+namespace admission::sim {
+namespace {
+
+// CI runs at least 300 seeds (SIM_SEEDS overrides; `simulate --seeds 10000` is the long run).
+constexpr uint64_t kSeedsDefault = 300;
+constexpr uint64_t kLivelockSeeds[] = {30, 65, 196};
+
+bool KnownLivelock(uint64_t seed) {
+  for (uint64_t s : kLivelockSeeds) {
+    if (s == seed) return true;
+  }
+  return false;
+}
+
+uint64_t Seeds() {
+  const char* text = std::getenv("SIM_SEEDS");
+  if (text == nullptr || *text == '\0') return kSeedsDefault;
+  return std::strtoull(text, nullptr, 10);
+}
+
+TEST(Simulation, EverySeedKeepsEveryInvariant) {
+  const uint64_t seeds = Seeds();
+  std::map<std::string, uint64_t> totals;
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
+    if (KnownLivelock(seed)) continue;  // AKnownLivelockStillAborts
+    SimOptions options;
+    options.seed = seed;
+    const SimReport report = Simulate(options);
+    ASSERT_TRUE(report.passed) << "seed " << seed << ": " << report.failure
+                               << "\nrepeat: " << ReplayCommand(options);
+    for (const auto& [name, count] : report.counts) totals[name] += count;
+  }
+  for (const auto& [name, count] : totals) std::printf("%s: %llu\n", name.c_str(),
+                                                       static_cast<unsigned long long>(count));
+  // Not vacuous: the faults happened and the platform still admitted work.
+  for (const char* what : {"admitted", "evicted", "preempted", "revocations", "restarts",
+                           "node-failures", "quota-reclaims", "controller-outages",
+                           "late-reports-refused", "pod-reports-refused", "foreign-reports",
+                           "starvation-alerts", "drain-deadlines-passed", "deactivated"}) {
+    EXPECT_GT(totals[what], 0u) << what << " never happened in " << seeds << " seeds";
+  }
+}
+
+TEST(SimulationDeathTest, AKnownLivelockStillAborts) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  for (uint64_t seed : kLivelockSeeds) {
+    SimOptions options;
+    options.seed = seed;
+    EXPECT_DEATH(Simulate(options), "admission cycles do not converge")
+        << "seed " << seed << " no longer livelocks: remove it from kLivelockSeeds";
+  }
+}
+
+TEST(Simulation, TheSameSeedGivesTheSameTrace) {
+  for (uint64_t seed : {7u, 4242u}) {
+    SimOptions options;
+    options.seed = seed;
+    const SimReport a = Simulate(options);
+    const SimReport b = Simulate(options);
+    ASSERT_TRUE(a.passed) << a.failure;
+    EXPECT_EQ(a.trace_hash, b.trace_hash);
+    EXPECT_EQ(a.events, b.events);
+    EXPECT_EQ(a.counts, b.counts);
+    options.seed = seed + 1;
+    EXPECT_NE(Simulate(options).trace_hash, a.trace_hash);
+  }
+}
+
+TEST(Simulation, APodsReleaseWithAForgedTokenIsCaught) {
+  SimOptions options;
+  options.seed = 11;
+  options.forge_release_at_step = 120;
+  const SimReport report = Simulate(options);
+  ASSERT_FALSE(report.passed);
+  EXPECT_NE(report.failure.find("invariant pods-only-with-a-valid-token"), std::string::npos)
+      << report.failure;
+  EXPECT_NE(report.failure.find("forged/1"), std::string::npos) << report.failure;
+}
+
+}  // namespace
+}  // namespace admission::sim

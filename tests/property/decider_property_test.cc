@@ -16,7 +16,7 @@
 #include "ledger/memory_log.h"
 #include "ops/service.h"
 #include "schema/event_codec.h"
-#include "tests/sim/invariants.h"
+#include "ops/sim/invariants.h"
 
 namespace admission::testing {
 namespace {
@@ -367,7 +367,7 @@ std::vector<std::string> RunStream(const Config& config, const std::vector<Step>
   return runner.decisions();
 }
 
-// The invariants (tests/sim/invariants.h, shared with the simulator), as rapidcheck
+// The invariants (ops/sim/invariants.h, shared with the simulator), as rapidcheck
 // assertions that name the violation.
 void AssertHolds(const std::optional<sim::Violation>& violation) {
   if (violation) RC_FAIL(violation->ToString());

@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/sim/simulator.h"
+#include "ops/sim/simulator.h"
 
 namespace admission::sim {
 namespace {
@@ -82,6 +82,52 @@ TEST(Simulation, TheSameSeedGivesTheSameTrace) {
     options.seed = seed + 1;
     EXPECT_NE(Simulate(options).trace_hash, a.trace_hash);
   }
+}
+
+// The drills (admitctl drill NAME) on a few seeds each: every invariant holds, and the fault
+// took effect (evidence), else the drill fails by itself.
+TEST(Drill, EachDrillPassesWithEvidenceOfItsFault) {
+  for (Drill drill : {Drill::kControllerOutage, Drill::kDuplicateCallbacks, Drill::kQuotaReclaim,
+                      Drill::kNodeFailure}) {
+    for (uint64_t seed = 1; seed <= 8; ++seed) {
+      SimOptions options;
+      options.seed = seed;
+      options.steps = 300;
+      options.drill = drill;
+      const SimReport report = Simulate(options);
+      ASSERT_TRUE(report.passed) << DrillName(drill) << " seed " << seed << ": "
+                                 << report.failure << "\nrepeat: " << ReplayCommand(options);
+      // The fault's own lines and what it did (the duplicate drill sums up in one line).
+      EXPECT_GE(report.evidence.size(), drill == Drill::kDuplicateCallbacks ? 1u : 3u)
+          << DrillName(drill) << " seed " << seed;
+    }
+  }
+}
+
+// A drill whose fault never comes (the run ends before its step) fails: it cannot pass
+// vacuously.
+TEST(Drill, ADrillWhoseFaultNeverCameFails) {
+  for (Drill drill : {Drill::kControllerOutage, Drill::kQuotaReclaim, Drill::kNodeFailure}) {
+    SimOptions options;
+    options.steps = 50;
+    options.drill = drill;
+    const SimReport report = Simulate(options);
+    EXPECT_FALSE(report.passed) << DrillName(drill);
+    EXPECT_NE(report.failure.find("the drill's fault had no effect"), std::string::npos)
+        << report.failure;
+  }
+}
+
+// A drill catches what the invariants catch: the forged release of the simulation's test.
+TEST(Drill, ADrillFailsOnAForgedRelease) {
+  SimOptions options;
+  options.steps = 300;
+  options.drill = Drill::kDuplicateCallbacks;
+  options.forge_release_at_step = 100;
+  const SimReport report = Simulate(options);
+  ASSERT_FALSE(report.passed);
+  EXPECT_NE(report.failure.find("invariant pods-only-with-a-valid-token"), std::string::npos)
+      << report.failure;
 }
 
 TEST(Simulation, APodsReleaseWithAForgedTokenIsCaught) {

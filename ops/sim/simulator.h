@@ -23,12 +23,35 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "ledger/event_log.h"
 
 namespace admission::sim {
+
+// A drill (admitctl drill NAME): the simulated platform with only tenants, check controllers and
+// the pod runtime in the background, and the one named fault at fixed steps; it passes when every
+// invariant held and the fault had its effect (shown as evidence), so a drill cannot pass
+// without the fault happening.
+enum class Drill {
+  kNone,                // the simulation: every fault at random
+  kControllerOutage,    // both check controllers down 25 minutes: checks Pending past their TTL
+  kDuplicateCallbacks,  // every check and pods report delivered again, late (stale) and foreign
+  kQuotaReclaim,        // team-b's H100 quota cut to one GPU under admitted work, restored
+  kNodeFailure,         // every H100 node and an A100 node fail under admitted work, recover
+};
+// The drill's command-line name ("controller-outage", ...); nullopt for an unknown one.
+std::optional<Drill> DrillNamed(const std::string& name);
+const char* DrillName(Drill drill);
+inline constexpr const char* kDrillNames[] = {"controller-outage", "duplicate-callbacks",
+                                              "quota-reclaim", "node-failure"};
 
 struct SimOptions {
   uint64_t seed = 1;
   int steps = 400;
+  Drill drill = Drill::kNone;
+  // The ledger to write (a fresh, empty one); null: one in memory.
+  ledger::EventLog* log = nullptr;
   // Test seam: at this step, append a pods-released report with a forged token straight to the
   // ledger, behind the service's back, so the checker must report it (the test can fail).
   std::optional<int> forge_release_at_step;
@@ -43,11 +66,14 @@ struct SimReport {
   // What happened, for the figures and to show the run was not vacuous: admitted, evicted,
   // preempted, revoked, refused, restarts, starvation alerts, ...
   std::map<std::string, uint64_t> counts;
+  // A drill's evidence that its fault took effect and the platform recovered: lines naming the
+  // workload, the decision and its sequence.
+  std::vector<std::string> evidence;
 };
 
 SimReport Simulate(const SimOptions& options);
 
-// The one command that repeats a run.
+// The one command that repeats a run (admitctl simulate, or admitctl drill).
 std::string ReplayCommand(const SimOptions& options);
 
 }  // namespace admission::sim

@@ -1,4 +1,4 @@
-#include "tests/sim/invariants.h"
+#include "ops/sim/invariants.h"
 
 #include <functional>
 #include <map>

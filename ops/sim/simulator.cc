@@ -1,8 +1,9 @@
-#include "tests/sim/simulator.h"
+#include "ops/sim/simulator.h"
 
 #include <capnp/message.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -16,7 +17,7 @@
 #include "ops/service.h"
 #include "replay/replayer.h"
 #include "schema/event_codec.h"
-#include "tests/sim/invariants.h"
+#include "ops/sim/invariants.h"
 
 namespace admission::sim {
 namespace {
@@ -102,13 +103,16 @@ struct TokenState {
 
 class World {
  public:
-  explicit World(const SimOptions& options) : options_(options), rng_(options.seed) {}
+  explicit World(const SimOptions& options)
+      : options_(options), rng_(options.seed),
+        log_(options.log != nullptr ? *options.log : memory_log_) {}
 
   SimReport Run();
 
  private:
   // --- The platform ---
-  std::string DefinitionsYaml(int reclaim_step) const;
+  // The platform's definitions; `reclaimed`: team-b's H100 quota cut down (a quota reclaim).
+  std::string DefinitionsYaml(bool reclaimed) const;
   void Setup();
 
   // --- The actors, one step each ---
@@ -123,6 +127,13 @@ class World {
   void Revoke();
   void Restart();
   void Forge();
+  // The drill's fault, at its fixed steps (nothing for the simulation).
+  void DrillFault();
+  // A decision that shows the drill's fault taking effect, or the platform recovering from it.
+  void NoteEvidence(uint64_t sequence, const schema::Event::Reader& event);
+  // Whether the drill's fault took effect and the platform recovered; the failure otherwise.
+  std::optional<std::string> DrillHadItsEffect() const;
+  bool drilling() const { return options_.drill != Drill::kNone; }
 
   // Records `inputs` as one batch from `actor` at now_. Returns whether it was accepted; a
   // refusal must write nothing. Checks every invariant after an accepted append.
@@ -137,12 +148,20 @@ class World {
   const SimOptions options_;
   Rng rng_;
   NoClock clock_;
-  ledger::MemoryLog log_;
+  ledger::MemoryLog memory_log_;
+  ledger::EventLog& log_;
   std::unique_ptr<ops::Service> service_;
   int64_t now_ns_ = kStartNs;
   int step_ = 0;
   uint64_t next_workload_ = 0;
   uint64_t scanned_ = 0;  // the last sequence ScanNewEvents looked at
+  // Drills: what the fault did, per workload uid, and what came after.
+  std::vector<std::string> evidence_;
+  std::set<std::string> hit_by_fault_;   // uids the fault evicted, released or deactivated
+  std::set<std::string> recovered_;      // of those, admitted again after the fault
+  std::set<std::string> released_after_hit_;  // of those, whose quota was then released
+  uint64_t duplicates_absorbed_ = 0;      // repeated reports recorded as no-ops or refused
+  int64_t fault_over_ns_ = INT64_MAX;     // when the fault ended (controllers back, nodes up)
   std::optional<std::string> failure_;
   std::map<std::string, uint64_t> counts_;
   // The simulated world's own state (not the decider's).
@@ -159,9 +178,12 @@ class World {
   std::set<std::string> reserved_in_append_;
 };
 
-std::string World::DefinitionsYaml(int reclaim_step) const {
-  // A reclaim halves team-b's H100 quota (the quota version changes) until it is restored.
-  const int team_b_h100 = reclaim_step > 0 ? 4 : 8;  // GPUs
+std::string World::DefinitionsYaml(bool reclaimed) const {
+  // A reclaim halves team-b's H100 quota (the quota version changes) until it is restored; the
+  // quota-reclaim drill takes it all but one GPU and forbids borrowing, so admitted work must go.
+  const bool drill = options_.drill == Drill::kQuotaReclaim;
+  const int team_b_h100 = !reclaimed ? 8 : drill ? 1 : 4;  // GPUs
+  const int team_b_borrowing = reclaimed && drill ? 0 : 4;
   std::string y = R"(apiVersion: kueue.x-k8s.io/v1beta2
 kind: AdmissionCheck
 metadata:
@@ -240,7 +262,9 @@ spec:
       resources:
       - {name: cpu, nominalQuota: 64}
       - {name: nvidia.com/gpu, nominalQuota: )" +
-                  std::to_string(team_b_h100) + R"(, borrowingLimit: 4, lendingLimit: 2}
+                  std::to_string(team_b_h100) + ", borrowingLimit: " +
+                  std::to_string(team_b_borrowing) + ", lendingLimit: " +
+                  std::to_string(std::min(team_b_h100, 2)) + R"(}
     - name: spot
       resources: [{name: cpu, nominalQuota: 48}, {name: nvidia.com/gpu, nominalQuota: 8}]
 ---
@@ -282,7 +306,7 @@ void World::Setup() {
     c.setRetainDeactivatedNs(2 * 60 * kMinuteNs);
     Record({Encode(m)}, "platform-ops");
   }
-  Result<std::vector<ops::ParsedObject>> parsed = ops::ParseApplyYaml(DefinitionsYaml(0));
+  Result<std::vector<ops::ParsedObject>> parsed = ops::ParseApplyYaml(DefinitionsYaml(false));
   if (!parsed.ok()) {
     Fail("setup", "", "the simulator's definitions do not parse: " + parsed.status().ToString());
     return;
@@ -364,9 +388,11 @@ void World::TenantBurst() {
   if (Record(inputs, std::string("tenant-") + kNamespaces[ns])) counts_["submitted"] += burst;
 }
 
+bool IsAnchor(const std::string& name) { return name.rfind("anchor-", 0) == 0; }
+
 void World::TenantEnds() {
   auto live = Workloads([](const projections::WorkloadState& wl) {
-    return !projections::Terminal(wl.phase);
+    return !projections::Terminal(wl.phase) && !IsAnchor(wl.name);
   });
   if (live.empty()) return;
   const WorkloadView& wl = live[rng_.Next() % live.size()];
@@ -395,7 +421,9 @@ void World::CheckControllers() {
       const int64_t outage_until = scanner ? scanner_outage_until_ns_ : budget_outage_until_ns_;
       if (now_ns_ < outage_until || !rng_.Chance(45)) continue;  // down, or still working
       const int roll = rng_.Uniform(1, 100);
-      const schema::CheckState state = roll <= 88   ? schema::CheckState::READY
+      // A drill's anchor is never refused by a controller: its drill is about another fault.
+      const schema::CheckState state = roll <= 88 || IsAnchor(wl->name)
+                                           ? schema::CheckState::READY
                                        : roll <= 95 ? schema::CheckState::RETRY
                                        : roll <= 98 ? schema::CheckState::REJECTED
                                                     : schema::CheckState::PENDING;
@@ -409,19 +437,27 @@ void World::CheckControllers() {
       if (state == schema::CheckState::RETRY) r.setRequeueAfterNs(2 * kMinuteNs);
       HeldReport report{now_ns_, scanner ? kScanner : kBudget, Encode(m)};
       ++reports;
-      if (rng_.Chance(15) && held_.size() < kHeldReportsMax) {
+      const bool duplicating = options_.drill == Drill::kDuplicateCallbacks;
+      if (rng_.Chance(duplicating ? 30 : 15) && held_.size() < kHeldReportsMax) {
         // Delayed past other events: delivered late, perhaps for a generation that is gone.
         report.deliver_at_ns = now_ns_ + rng_.Uniform(1, 20) * kMinuteNs;
         held_.push_back(std::move(report));
         continue;
       }
       if (Record({report.input}, report.actor)) ++counts_["check-reports"];
-      if (rng_.Chance(10)) {
+      if (rng_.Chance(duplicating ? 100 : 10)) {
         // A duplicate delivery: an identical repeat changes nothing (or is refused as stale).
-        Record({report.input}, report.actor);
+        const uint64_t head = log_.GetHead().sequence;
+        const bool accepted = Record({report.input}, report.actor);
+        if (!accepted || log_.GetHead().sequence == head) ++duplicates_absorbed_;
+        if (duplicating && held_.size() < kHeldReportsMax) {
+          // And once more, late: by then often for a generation that is gone.
+          held_.push_back(HeldReport{now_ns_ + rng_.Uniform(1, 30) * kMinuteNs, report.actor,
+                                     report.input});
+        }
         ++counts_["duplicate-reports"];
       }
-      if (rng_.Chance(3)) {
+      if (rng_.Chance(duplicating ? 20 : 3)) {
         // Someone who does not own the check: must be refused.
         if (Record({report.input}, "intruder")) {
           Fail("reports-only-from-the-check-owner", wl->key,
@@ -461,7 +497,8 @@ void World::PodRuntime() {
     std::optional<schema::PodsReport> report;
     std::string presented = token;
     if (wl->phase == projections::Phase::kEvicting) {
-      if (rng_.Chance(10)) {
+      // Lost reports are a fault of their own: the simulation's, not a drill's.
+      if (!drilling() && rng_.Chance(10)) {
         lost_reports_.insert(token);  // never confirmed: the drain deadline must end it
         ++counts_["lost-pod-reports"];
         continue;
@@ -474,7 +511,7 @@ void World::PodRuntime() {
     } else if (rng_.Chance(4)) {
       report = schema::PodsReport::TERMINATED;  // the pods crashed
       ++counts_["pod-crashes"];
-    } else if (rng_.Chance(6)) {
+    } else if (rng_.Chance(6) && !IsAnchor(wl->name)) {
       report = schema::PodsReport::FINISHED;
     }
     if (!report) continue;
@@ -487,7 +524,14 @@ void World::PodRuntime() {
     r.setFencingToken(presented);
     ++reports;
     const std::string key = wl->key;
-    const bool accepted = Record({Encode(m)}, kRuntime);
+    const std::string input = Encode(m);
+    const bool accepted = Record({input}, kRuntime);
+    if (accepted && options_.drill == Drill::kDuplicateCallbacks) {
+      // The runtime's report delivered again: it must not release anything twice.
+      const uint64_t head = log_.GetHead().sequence;
+      if (!Record({input}, kRuntime) || log_.GetHead().sequence == head) ++duplicates_absorbed_;
+      ++counts_["duplicate-pod-reports"];
+    }
     if (stale && accepted) {
       Fail("pods-only-with-a-valid-token", key,
            "a report with the stale token '" + presented + "' was accepted");
@@ -521,7 +565,7 @@ void World::NodeEvent() {
 void World::QuotaReclaim() {
   reclaimed_ = !reclaimed_;
   Result<std::vector<ops::ParsedObject>> parsed =
-      ops::ParseApplyYaml(DefinitionsYaml(reclaimed_ ? step_ : 0));
+      ops::ParseApplyYaml(DefinitionsYaml(reclaimed_));
   if (!parsed.ok()) {
     Fail("setup", "", parsed.status().ToString());
     return;
@@ -605,6 +649,171 @@ void World::Forge() {
   ScanNewEvents();
 }
 
+// The steps at which a drill's fault starts and ends; the run goes on long after, so the
+// platform has to recover within it.
+constexpr int kDrillAnchorStep = 20;
+constexpr int kDrillFaultStep = 60;
+constexpr int kDrillSecondFaultStep = 110;
+constexpr int kDrillRecoveryStep = 160;
+
+void World::DrillFault() {
+  const bool anchors_now =
+      options_.drill == Drill::kControllerOutage
+          ? step_ == kDrillFaultStep
+          : step_ == kDrillAnchorStep && options_.drill != Drill::kDuplicateCallbacks;
+  if (anchors_now) {
+    // Work the fault will hit, which the tenants and the runtime never end: an H100 job of each
+    // team, high priority, well before the fault (or, for an outage, as it starts, so its checks
+    // wait on the controllers that are down).
+    for (const char* ns : {"team-a", "team-b"}) {
+      capnp::MallocMessageBuilder m;
+      auto wl = m.initRoot<schema::Event>().initBody().initWorkloadSubmitted().initWorkload();
+      const std::string name = std::string("anchor-") + ns;
+      wl.setNamespace(ns);
+      wl.setName(name);
+      wl.setUid("uid-" + name);
+      wl.setQueueName("main");
+      wl.setHasPriority(true);
+      wl.setPriority(1000);
+      auto ps = wl.initPodSets(1)[0];
+      ps.setName("trainer");
+      ps.setCount(2);
+      auto requests = ps.initRequests(2);
+      requests[0].setName("cpu");
+      requests[0].setMilli(4000);
+      requests[1].setName("nvidia.com/gpu");
+      requests[1].setMilli(2000);
+      auto selector = ps.initNodeSelector(1);
+      selector[0].setKey("gpu.product");
+      selector[0].setValue("h100");
+      Record({Encode(m)}, std::string("tenant-") + ns);
+    }
+  }
+  switch (options_.drill) {
+    case Drill::kControllerOutage:
+      if (step_ == kDrillFaultStep) {
+        // Both controllers go down for 25 minutes: image-scan's 10 minute TTL (Retry with
+        // backoff) runs out, twice for work that waits all along, within its retry limit.
+        scanner_outage_until_ns_ = budget_outage_until_ns_ = now_ns_ + 25 * kMinuteNs;
+        fault_over_ns_ = scanner_outage_until_ns_;
+        evidence_.push_back("step " + std::to_string(step_) + ": image-scan and budget "
+                            "controllers down for 25 minutes");
+      }
+      break;
+    case Drill::kQuotaReclaim:
+      if (step_ == kDrillFaultStep || step_ == kDrillSecondFaultStep) {
+        evidence_.push_back("step " + std::to_string(step_) +
+                            ": team-b's H100 quota cut to 1 GPU, no borrowing");
+        if (!reclaimed_) QuotaReclaim();
+      } else if (step_ == kDrillFaultStep + 30 || step_ == kDrillRecoveryStep) {
+        if (reclaimed_) QuotaReclaim();
+        fault_over_ns_ = std::min(fault_over_ns_, now_ns_);
+      }
+      break;
+    case Drill::kNodeFailure:
+      if ((step_ >= kDrillFaultStep && step_ <= kDrillFaultStep + 2) ||
+          step_ == kDrillSecondFaultStep) {
+        // Every H100 node, one step apart, then an A100 node.
+        const char* node = step_ == kDrillSecondFaultStep ? "a100-0"
+                                                          : kNodes[step_ - kDrillFaultStep];
+        evidence_.push_back("step " + std::to_string(step_) + ": node " + node + " failed");
+        capnp::MallocMessageBuilder m;
+        m.initRoot<schema::Event>().initBody().initNodeFailed().setNode(node);
+        if (Record({Encode(m)}, "node-agent")) failed_nodes_.insert(node);
+      } else if (step_ == kDrillRecoveryStep) {
+        evidence_.push_back("step " + std::to_string(step_) + ": the nodes recovered");
+        for (const std::string& node : std::set<std::string>(failed_nodes_)) {
+          capnp::MallocMessageBuilder m;
+          m.initRoot<schema::Event>().initBody().initNodeRecovered().setNode(node);
+          if (Record({Encode(m)}, "node-agent")) failed_nodes_.erase(node);
+        }
+        fault_over_ns_ = now_ns_;
+      }
+      break;
+    case Drill::kDuplicateCallbacks:
+    case Drill::kNone:
+      break;
+  }
+}
+
+void World::NoteEvidence(uint64_t sequence, const schema::Event::Reader& event) {
+  const auto body = event.getBody();
+  auto line = [&](const std::string& what, schema::WorkloadRef::Reader ref) {
+    return "#" + std::to_string(sequence) + " " + what + " " + ref.getNamespace().cStr() + "/" +
+           ref.getName().cStr();
+  };
+  auto hit = [&](const std::string& what, schema::WorkloadRef::Reader ref) {
+    if (hit_by_fault_.insert(ref.getUid().cStr()).second && evidence_.size() < 24) {
+      evidence_.push_back(line(what, ref));
+    }
+  };
+  const bool outage = options_.drill == Drill::kControllerOutage;
+  switch (body.which()) {
+    case schema::Event::Body::EVICTION_STARTED: {
+      auto e = body.getEvictionStarted();
+      const std::string reason = e.getReason().cStr();
+      if ((options_.drill == Drill::kQuotaReclaim && reason == "QuotaReclaimed") ||
+          (options_.drill == Drill::kNodeFailure && reason == "NodeFailure") ||
+          (outage && std::string(e.getMessage().cStr()).find("after its TTL") !=
+                         std::string::npos)) {
+        hit("evicted (" + reason + ": " + e.getMessage().cStr() + "):", e.getWorkload());
+      }
+      break;
+    }
+    case schema::Event::Body::REQUEUED: {
+      auto r = body.getRequeued();
+      const std::string reason = r.getReason().cStr();
+      if (outage && reason.rfind("AdmissionCheckTimeout", 0) == 0) {
+        hit("released and requeued with backoff (" + reason + "):", r.getWorkload());
+      }
+      break;
+    }
+    case schema::Event::Body::QUOTA_RELEASED: {
+      auto r = body.getQuotaReleased();
+      const std::string uid = r.getWorkload().getUid().cStr();
+      if (hit_by_fault_.count(uid) > 0 && released_after_hit_.insert(uid).second &&
+          evidence_.size() < 32) {
+        evidence_.push_back(line(std::string("quota released (") + r.getReason().cStr() + "):",
+                                 r.getWorkload()));
+      }
+      break;
+    }
+    case schema::Event::Body::ADMITTED: {
+      auto a = body.getAdmitted();
+      const std::string uid = a.getWorkload().getUid().cStr();
+      if (hit_by_fault_.count(uid) > 0 && event.getRecordedAtNs() >= fault_over_ns_ &&
+          recovered_.insert(uid).second && evidence_.size() < 40) {
+        evidence_.push_back(line("admitted again after the fault, token " +
+                                     std::string(a.getFencingToken().cStr()) + ":",
+                                 a.getWorkload()));
+      }
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+std::optional<std::string> World::DrillHadItsEffect() const {
+  switch (options_.drill) {
+    case Drill::kDuplicateCallbacks:
+      if (duplicates_absorbed_ == 0) return "no repeated report was delivered";
+      return std::nullopt;
+    case Drill::kQuotaReclaim:
+    case Drill::kNodeFailure:
+      if (hit_by_fault_.empty()) return "nothing was evicted";
+      if (released_after_hit_.empty()) return "no evicted workload's quota was released";
+      return std::nullopt;
+    case Drill::kControllerOutage:
+      if (hit_by_fault_.empty()) return "no check ran past its TTL";
+      if (recovered_.empty()) return "no workload was admitted after the controllers came back";
+      return std::nullopt;
+    case Drill::kNone:
+      break;
+  }
+  return std::nullopt;
+}
+
 bool World::Record(const std::vector<std::string>& inputs, const std::string& actor) {
   if (failure_ || inputs.empty()) return false;
   const uint64_t head = log_.GetHead().sequence;
@@ -662,6 +871,7 @@ void World::ScanNewEvents() {
       const schema::Event::Reader event = decoded->root();
       const auto body = event.getBody();
       const std::string at = "sequence " + std::to_string(stored.sequence);
+      if (drilling()) NoteEvidence(stored.sequence, event);
       switch (body.which()) {
         case schema::Event::Body::ADMITTED: {
           auto a = body.getAdmitted();
@@ -788,17 +998,25 @@ SimReport World::Run() {
       }
     }
     if (options_.forge_release_at_step && *options_.forge_release_at_step == step_) Forge();
-    if (rng_.Chance(scanner_outage_until_ns_ > now_ns_ ? 0 : 2)) {
+    if (drilling()) DrillFault();
+    if (!drilling() && rng_.Chance(scanner_outage_until_ns_ > now_ns_ ? 0 : 2)) {
       scanner_outage_until_ns_ = now_ns_ + rng_.Uniform(5, 40) * kMinuteNs;
       ++counts_["controller-outages"];
     }
-    if (rng_.Chance(budget_outage_until_ns_ > now_ns_ ? 0 : 1)) {
+    if (!drilling() && rng_.Chance(budget_outage_until_ns_ > now_ns_ ? 0 : 1)) {
       budget_outage_until_ns_ = now_ns_ + rng_.Uniform(10, 60) * kMinuteNs;
       ++counts_["controller-outages"];
     }
     DeliverHeldReports();
     const int roll = rng_.Uniform(1, 100);
-    if (roll <= 18) {
+    if (drilling()) {
+      // Only the background: tenants come and go; the fault is DrillFault's.
+      if (roll <= 18) {
+        TenantBurst();
+      } else if (roll <= 26) {
+        TenantEnds();
+      }
+    } else if (roll <= 18) {
       TenantBurst();
     } else if (roll <= 26) {
       TenantEnds();
@@ -858,6 +1076,20 @@ SimReport World::Run() {
   report.trace_hash = schema::HashHex(log_.GetHead().hash);
   report.events = log_.GetHead().sequence;
   report.counts = counts_;
+  report.evidence = evidence_;
+  if (options_.drill == Drill::kDuplicateCallbacks) {
+    report.evidence.push_back(
+        std::to_string(duplicates_absorbed_) + " repeated reports recorded as no-ops or refused; " +
+        std::to_string(counts_["foreign-reports"]) + " reports by a non-owner refused; " +
+        std::to_string(counts_["late-reports-refused"]) + " late (stale) reports refused; " +
+        std::to_string(tokens_issued_.size()) + " admissions, each token issued once");
+  }
+  if (report.passed && drilling()) {
+    if (std::optional<std::string> missing = DrillHadItsEffect()) {
+      report.passed = false;
+      report.failure = "the drill's fault had no effect: " + *missing;
+    }
+  }
   return report;
 }
 
@@ -874,8 +1106,31 @@ SimReport Simulate(const SimOptions& options) {
 }
 
 std::string ReplayCommand(const SimOptions& options) {
-  return "build/tests/sim/simulate --seed " + std::to_string(options.seed) + " --steps " +
+  if (options.drill != Drill::kNone) {
+    return std::string("admitctl drill ") + DrillName(options.drill) + " --seed " +
+           std::to_string(options.seed);
+  }
+  return "admitctl simulate --seed " + std::to_string(options.seed) + " --steps " +
          std::to_string(options.steps);
+}
+
+std::optional<Drill> DrillNamed(const std::string& name) {
+  for (Drill d : {Drill::kControllerOutage, Drill::kDuplicateCallbacks, Drill::kQuotaReclaim,
+                  Drill::kNodeFailure}) {
+    if (name == DrillName(d)) return d;
+  }
+  return std::nullopt;
+}
+
+const char* DrillName(Drill drill) {
+  switch (drill) {
+    case Drill::kControllerOutage: return "controller-outage";
+    case Drill::kDuplicateCallbacks: return "duplicate-callbacks";
+    case Drill::kQuotaReclaim: return "quota-reclaim";
+    case Drill::kNodeFailure: return "node-failure";
+    case Drill::kNone: break;
+  }
+  return "simulation";
 }
 
 }  // namespace admission::sim

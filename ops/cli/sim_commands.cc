@@ -4,6 +4,8 @@
 //   simulate --seed S [--steps N] [--seeds K]   seeds S..S+K-1; PASS, or FAIL with the evidence
 //   drill NAME [--seed S] [--keep DIR]          one fault against a fresh service on a fresh
 //                                               RocksDB ledger: PASS or FAIL with the evidence
+//   drill partition                             admitd on Kafka cut from its broker (a script:
+//                                               root, a broker, a network namespace)
 //
 // Each simulated seed runs in a child process, so a seed that trips one of the decider's
 // assertions (an abort) is reported as that seed's failure and the run goes on.
@@ -163,11 +165,31 @@ struct DrillArgs {
 // has the rest to show it recovered.
 constexpr int kDrillSteps = 300;
 
+// The partition drill needs a Kafka broker, admitd and a network namespace: a script runs it
+// (ops/scripts/drill_partition.sh, from this build's source tree) with this admitctl and the
+// admitd beside it.
+int RunPartitionDrill() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return Fail(Status(Code::kIoError, "finding admitctl's own path: " + error.message()));
+  const std::string admitd = (self.parent_path() / "admitd").string();
+  const std::string script = std::string(ADMISSION_SOURCE_DIR) + "/ops/scripts/drill_partition.sh";
+  if (access(script.c_str(), X_OK) != 0 || access(admitd.c_str(), X_OK) != 0) {
+    return Fail(Status(Code::kNotFound, "drill partition runs " + script + " with " + admitd +
+                                            "; one of them is missing"));
+  }
+  std::fflush(stdout);
+  execl(script.c_str(), script.c_str(), self.c_str(), admitd.c_str(), static_cast<char*>(nullptr));
+  return Fail(Status(Code::kIoError, "running " + script + ": " + std::strerror(errno)));
+}
+
 int RunDrill(const DrillArgs& args) {
+  if (args.name == "partition") return RunPartitionDrill();
   const std::optional<sim::Drill> drill = sim::DrillNamed(args.name);
   if (!drill) {
     std::string names;
     for (const char* n : sim::kDrillNames) names += std::string(names.empty() ? "" : ", ") + n;
+    names += ", partition";
     return Fail(Status(Code::kInvalidArgument,
                        "no drill '" + args.name + "' (there are: " + names + ")"));
   }
@@ -252,6 +274,7 @@ void AddSimulationCommands(CLI::App& app, int* exit_code) {
   auto drill_args = std::make_shared<DrillArgs>();
   std::string names;
   for (const char* n : sim::kDrillNames) names += std::string(names.empty() ? "" : "|") + n;
+  names += "|partition";
   auto* drill = app.add_subcommand(
       "drill",
       "run one fault (" + names + ") against a fresh service on a fresh ledger; PASS or FAIL "

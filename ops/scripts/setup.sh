@@ -14,6 +14,7 @@ packages=(
   openjdk-17-jre-headless maven
   curl ca-certificates openssl python3 python3-venv
   prometheus chromium nodejs npm
+  iptables util-linux
 )
 
 missing=()

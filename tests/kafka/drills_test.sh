@@ -9,6 +9,10 @@
 #              wrote is visible to read_committed readers
 #   broker     kill -9 of the broker and restart, under load
 #   stall      the writer stalled past transaction.timeout.ms
+#   partition  admitd cut from the broker (iptables drops its port in both directions) for
+#              longer than the session timeout, under load, then healed; only in a network
+#              namespace of the test's own (ops/scripts/drill_partition.sh runs it so), since
+#              it changes the namespace's packet filter
 # After each: every answered call is in the ledger and its retry writes nothing, the chain
 # verifies (admitctl and the independent Python reader, which also refuses any repeated or
 # skipped sequence), replay --verify matches, and no fencing token was issued twice.
@@ -309,6 +313,61 @@ drill_stall() {
   wait "$(pid_of a)" || fail "admitd a did not stop cleanly"
 }
 
+# The cut: packets to and from the broker's port are dropped, silently, as on a partition.
+partition_rules() {  # partition_rules -I|-D
+  local port=${KAFKA_BOOTSTRAP##*:}
+  iptables "$1" INPUT -p tcp --dport "$port" -j DROP
+  iptables "$1" INPUT -p tcp --sport "$port" -j DROP
+}
+readonly PARTITION_S=15         # longer than the session timeout (6 s): the group loses admitd
+readonly PARTITION_CALL_S=10    # a call during the cut gives up after this
+readonly PARTITION_RESUME_S=120 # service must resume within this after the cut heals
+
+drill_partition() {
+  [ -n "${ADMISSION_IN_TEST_NETNS:-}" ] ||
+    fail "the partition drill changes the packet filter: run it in a network namespace of its own (ops/scripts/drill_partition.sh)"
+  start a
+  wait_writer a
+  "$admitctl" --connect "unix:$work/a.sock" apply -f "$work/defs.yaml" > /dev/null || fail "defs"
+  load a before 4
+  partition_rules -I
+  note "cut: packets to and from the broker's port ${KAFKA_BOOTSTRAP##*:} dropped"
+  local cut_started=$SECONDS k out
+  # Calls during the cut: none may be answered unless its events are durable in the topic
+  # (check, below, finds every answered call there after the cut heals).
+  for ((k = 1; SECONDS - cut_started < PARTITION_S; k++)); do
+    job "cut-$k" > "$work/job-cut-$k.yaml"
+    if out=$(timeout "$PARTITION_CALL_S" "$admitctl" --connect "unix:$work/a.sock"                --request-id "cut-$k" submit -f "$work/job-cut-$k.yaml" -o json 2>&1); then
+      echo "cut-$k $(echo "$out" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["inputs"][0]["sequence"])')" >> "$work/acked"
+      note "cut-$k answered during the cut (it must be durable)"
+    else
+      echo "cut-$k unanswered during the cut: $(echo "$out" | tail -1 | cut -c1-160)" >> "$work/refused"
+    fi
+  done
+  local during=$k
+  if timeout "$PARTITION_CALL_S" "$admitctl" --connect "unix:$work/a.sock" get clusterqueues \
+       > /dev/null 2>&1; then
+    note "reads during the cut: answered"
+  else
+    note "reads during the cut: not answered within ${PARTITION_CALL_S}s"
+  fi
+  partition_rules -D
+  note "healed after $((SECONDS - cut_started)) s; $((during - 1)) calls tried during the cut, $(grep -c '^cut-' "$work/acked" 2>/dev/null || true) answered"
+  kill -0 "$(pid_of a)" 2>/dev/null || fail "admitd exited during the cut ($(tail -3 "$work/a.log" | tr '\n' ' '))"
+  # Service resumes: the calls of the cut, retried with their request ids, are answered (once).
+  local healed=$SECONDS
+  until call a "cut-1"; do
+    ((SECONDS - healed < PARTITION_RESUME_S)) || fail "no call answered ${PARTITION_RESUME_S}s after the cut healed"
+    sleep 0.5
+  done
+  note "service resumed $((SECONDS - healed)) s after the cut healed"
+  for ((k = 2; k < during; k++)); do call a "cut-$k" || fail "cut-$k was refused after the heal"; done
+  load a after 3
+  check a
+  kill -TERM "$(pid_of a)"
+  wait "$(pid_of a)" || fail "admitd a did not stop cleanly"
+}
+
 for drill in "${drills[@]}"; do
   new_drill "$drill"
   case "$drill" in
@@ -317,6 +376,7 @@ for drill in "${drills[@]}"; do
     zombie) drill_zombie ;;
     broker) drill_broker ;;
     stall) drill_stall ;;
+    partition) drill_partition ;;
     *) echo "unknown drill $drill" >&2; exit 2 ;;
   esac
 done

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "ledger/event_log.h"
+#include "ledger/verify.h"
 #include "schema/event_codec.h"
 #include "tests/crash/crash_stream.h"
 
@@ -37,6 +38,24 @@ struct LedgerContents {
   explicit LedgerContents(int streams) : sequences(static_cast<size_t>(streams)) {}
   int streams() const { return static_cast<int>(sequences.size()); }
 };
+
+// VerifyChain over the whole ledger, with the idempotency index: no fault, every event checked.
+inline ::testing::AssertionResult WholeChainVerifies(ledger::EventLog& log,
+                                                     ledger::VerifyReport* report) {
+  Result<ledger::VerifyReport> verified =
+      ledger::VerifyChain(log, 1, schema::kGenesisHash, /*check_index=*/true);
+  if (!verified.ok()) return ::testing::AssertionFailure() << verified.status().ToString();
+  if (verified->fault) {
+    return ::testing::AssertionFailure() << "chain fault at sequence " << verified->fault->sequence
+                                         << ": " << verified->fault->reason;
+  }
+  if (verified->events_checked != verified->head) {
+    return ::testing::AssertionFailure() << "checked " << verified->events_checked
+                                         << " events of " << verified->head;
+  }
+  *report = *verified;
+  return ::testing::AssertionSuccess();
+}
 
 // Why `stored` is not the expected bytes: the first differing payload field, or the envelope.
 inline std::string DescribeMismatch(const std::string& stored, const std::string& expected) {

@@ -64,8 +64,8 @@ namespace {
 // A canonical copy of `root` into a zeroed flat segment of `words` words; throws (kj) when it
 // does not fit.
 std::string_view CanonicalCopy(const capnp::_::StructReader& root, size_t words,
-                               std::vector<capnp::word>* buffer) {
-  buffer->assign(words, capnp::word{});
+                               WordBuffer* buffer) {
+  ZeroWords(buffer, words);
   capnp::FlatMessageBuilder builder(kj::arrayPtr(buffer->data(), words));
   capnp::_::PointerHelpers<capnp::AnyPointer>::getInternalBuilder(
       builder.initRoot<capnp::AnyPointer>())
@@ -78,7 +78,7 @@ std::string_view CanonicalCopy(const capnp::_::StructReader& root, size_t words,
 
 }  // namespace
 
-std::string_view CanonicalBytesInto(Event::Reader event, std::vector<capnp::word>* buffer,
+std::string_view CanonicalBytesInto(Event::Reader event, WordBuffer* buffer,
                                     size_t expected_bytes) {
   // capnp::canonicalize's own steps (StructReader::canonicalize): a zeroed flat segment as large
   // as the event plus its root pointer, and a canonical copy of the root struct into it.

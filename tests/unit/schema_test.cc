@@ -219,7 +219,7 @@ RC_GTEST_PROP(EventCodec, CanonicalBytesIntoIsCanonicalBytesWhateverSizeIsExpect
   Result<DecodedEvent> decoded = DecodeEvent(bytes);
   RC_PRE(decoded.ok());
   const std::string canonical = CanonicalBytes(decoded->root());
-  std::vector<capnp::word> buffer;
+  WordBuffer buffer;
   if (*rc::gen::arbitrary<bool>()) buffer.resize(*rc::gen::inRange<size_t>(0, 64));  // reused
   const size_t expected = *rc::gen::element<size_t>(
       0, canonical.size(), canonical.size() - 8, canonical.size() + 8, 8, 3);

@@ -206,6 +206,9 @@ class WalkPlans {
     plans_.emplace_back();
     by_id_.emplace(id, index);
     ScopePlan plan;
+    ADM_CHECK(schema.getProto().getStruct().getPointerCount() <= 64,
+              "event walk: %s has more than 64 pointer fields",
+              schema.getProto().getDisplayName().cStr());
     for (capnp::StructSchema::Field field : schema.getNonUnionFields()) {
       if (field.getProto().isGroup()) {
         plan.groups.push_back(ForScope(field.getType().asStruct()));
@@ -328,11 +331,14 @@ void ReadList(const WalkPlans& plans, const PointerField& field, capnp::AnyPoint
   }
 }
 
+// Reads the pointer fields of one scope (and of its groups and active union member), and marks
+// each slot it read in `read` (bit i: pointer slot i; the plan asserts fewer than 64).
 void WalkScope(const WalkPlans& plans, int index, capnp::List<capnp::AnyPointer>::Reader pointers,
-               kj::ArrayPtr<const capnp::byte> data) {
+               kj::ArrayPtr<const capnp::byte> data, uint64_t* read) {
   const ScopePlan& plan = plans.plan(index);
   for (const PointerField& field : plan.pointers) {
     if (field.index >= pointers.size()) continue;  // beyond the stored struct: null
+    *read |= uint64_t{1} << field.index;
     capnp::AnyPointer::Reader p = pointers[field.index];
     switch (field.read) {
       case PointerRead::kText: (void)p.getAs<capnp::Text>(); break;
@@ -341,7 +347,7 @@ void WalkScope(const WalkPlans& plans, int index, capnp::List<capnp::AnyPointer>
       case PointerRead::kList: ReadList(plans, field, p); break;
     }
   }
-  for (int group : plan.groups) WalkScope(plans, group, pointers, data);
+  for (int group : plan.groups) WalkScope(plans, group, pointers, data, read);
   if (plan.has_union) {
     uint16_t discriminant = 0;  // beyond the stored data section: the default, 0
     const size_t at = static_cast<size_t>(plan.discriminant_offset) * 2;
@@ -349,13 +355,24 @@ void WalkScope(const WalkPlans& plans, int index, capnp::List<capnp::AnyPointer>
       discriminant = static_cast<uint16_t>(data[at] | (static_cast<unsigned>(data[at + 1]) << 8));
     }
     if (const int member = plan.Member(discriminant); member >= 0) {
-      WalkScope(plans, member, pointers, data);
+      WalkScope(plans, member, pointers, data, read);
     }
   }
 }
 
 void WalkStruct(const WalkPlans& plans, int plan, capnp::AnyStruct::Reader reader) {
-  WalkScope(plans, plan, reader.getPointerSection(), reader.getDataSection());
+  capnp::List<capnp::AnyPointer>::Reader pointers = reader.getPointerSection();
+  uint64_t read = 0;
+  WalkScope(plans, plan, pointers, reader.getDataSection(), &read);
+  // Every other slot is read untyped (bounds, nesting and the traversal limit, as a copy
+  // checks them): a field this schema does not know (a newer writer's, or an unknown union
+  // member's) or an inactive union member's slot. A copy of the event (capnp::canonicalize,
+  // MessageBuilder::setRoot) follows every pointer of a struct, so a malformed one here
+  // would throw there, in a caller that trusted the decoded event.
+  for (unsigned i = 0; i < pointers.size(); ++i) {
+    if (i < 64 && (read >> i & 1) != 0) continue;
+    if (!pointers[i].isNull()) (void)pointers[i].targetSize();
+  }
 }
 
 }  // namespace

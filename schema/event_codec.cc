@@ -360,18 +360,47 @@ void WalkScope(const WalkPlans& plans, int index, capnp::List<capnp::AnyPointer>
   }
 }
 
+// Reads a pointer no field reads, and everything it reaches, untyped (capnp checks bounds,
+// nesting and the traversal limit on the way), refusing capabilities: an event holds none, and
+// a copy of one (canonicalize) throws.
+void ReadUntyped(capnp::AnyPointer::Reader p) {
+  switch (p.getPointerType()) {
+    case capnp::PointerType::NULL_: return;
+    case capnp::PointerType::CAPABILITY:
+      KJ_FAIL_REQUIRE("an event holds a capability pointer");
+    case capnp::PointerType::STRUCT:
+      for (capnp::AnyPointer::Reader q : p.getAs<capnp::AnyStruct>().getPointerSection()) {
+        ReadUntyped(q);
+      }
+      return;
+    case capnp::PointerType::LIST: {
+      capnp::AnyList::Reader list = p.getAs<capnp::AnyList>();
+      if (list.getElementSize() == capnp::ElementSize::POINTER) {
+        for (capnp::AnyPointer::Reader q : list.as<capnp::List<capnp::AnyPointer>>()) {
+          ReadUntyped(q);
+        }
+      } else if (list.getElementSize() == capnp::ElementSize::INLINE_COMPOSITE) {
+        for (capnp::AnyStruct::Reader element : list.as<capnp::List<capnp::AnyStruct>>()) {
+          for (capnp::AnyPointer::Reader q : element.getPointerSection()) ReadUntyped(q);
+        }
+      }
+      return;
+    }
+  }
+}
+
 void WalkStruct(const WalkPlans& plans, int plan, capnp::AnyStruct::Reader reader) {
   capnp::List<capnp::AnyPointer>::Reader pointers = reader.getPointerSection();
   uint64_t read = 0;
   WalkScope(plans, plan, pointers, reader.getDataSection(), &read);
-  // Every other slot is read untyped (bounds, nesting and the traversal limit, as a copy
-  // checks them): a field this schema does not know (a newer writer's, or an unknown union
-  // member's) or an inactive union member's slot. A copy of the event (capnp::canonicalize,
-  // MessageBuilder::setRoot) follows every pointer of a struct, so a malformed one here
-  // would throw there, in a caller that trusted the decoded event.
+  // Every other slot is read untyped (ReadUntyped): a field this schema does not know (a
+  // newer writer's, or an unknown union member's) or an inactive union member's slot. A copy
+  // of the event (capnp::canonicalize, MessageBuilder::setRoot) follows every pointer of a
+  // struct, so a malformed one here would throw there, in a caller that trusted the decoded
+  // event.
   for (unsigned i = 0; i < pointers.size(); ++i) {
     if (i < 64 && (read >> i & 1) != 0) continue;
-    if (!pointers[i].isNull()) (void)pointers[i].targetSize();
+    ReadUntyped(pointers[i]);
   }
 }
 

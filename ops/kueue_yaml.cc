@@ -7,10 +7,12 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <sstream>
 #include <utility>
 
 #include <capnp/message.h>
 #include <openssl/evp.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "schema/quantity.h"
@@ -2261,6 +2263,45 @@ class DocumentParser {
   YamlError error_;
 };
 
+// Counts the documents of a YAML stream without building them.
+class DocumentCounter final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { last_line_ = mark.line; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+  int last_line() const { return last_line_; }
+
+ private:
+  int last_line_ = 0;
+};
+
+// yaml-cpp 0.7 (Debian 12's) never returns from LoadAll on some malformed input, e.g. a stray
+// ',' (found by tests/fuzz/yaml_fuzz.cc; jbeder/yaml-cpp#1040, fixed upstream after 0.8.0 by
+// #1318 and #1319): its parser keeps reporting an empty document without consuming a token,
+// and LoadAll collects them until memory runs out. So each piece is first parsed by a handler
+// that builds nothing, and refused once it reports more documents than the text could hold
+// (every document but the last takes at least one byte). Returns the line (0-based) where the
+// parser got stuck, or -1 when it reaches the end. Throws what the parser throws.
+int StuckParserLine(const std::string& text) {
+  std::istringstream stream(text);
+  YAML::Parser parser(stream);
+  DocumentCounter counter;
+  const size_t documents_max = text.size() + 1;
+  for (size_t documents = 0; parser.HandleNextDocument(counter);) {
+    if (++documents > documents_max) return counter.last_line();
+  }
+  return -1;
+}
+
 Result<std::vector<ParsedObject>> ParseYaml(std::string_view text, Mode mode,
                                             const SubmitContext* ctx) {
   if (text.size() > kYamlBytesMax) {
@@ -2273,7 +2314,14 @@ Result<std::vector<ParsedObject>> ParseYaml(std::string_view text, Mode mode,
   for (const RawDocument& raw : SplitDocuments(text)) {
     std::vector<YAML::Node> nodes;
     try {
-      nodes = YAML::LoadAll(std::string(raw.text));
+      const std::string raw_text(raw.text);
+      if (const int stuck = StuckParserLine(raw_text); stuck >= 0) {
+        DocumentParser parser(mode, ctx, document_number + 1, raw, &out);
+        parser.FailAtLine(static_cast<size_t>(stuck),
+                          "not valid YAML: the parser cannot get past this line");
+        return Status(Code::kInvalidArgument, parser.error().ToString());
+      }
+      nodes = YAML::LoadAll(raw_text);
     } catch (const YAML::Exception& e) {
       DocumentParser parser(mode, ctx, document_number + 1, raw, &out);
       parser.FailAtLine(e.mark.is_null() ? 0 : static_cast<size_t>(e.mark.line),

@@ -28,6 +28,11 @@ namespace admission::projections {
 // Limits.
 inline constexpr int kCyclesPerBatchMax = 1'000'000;
 inline constexpr int kPodSetsMax = 8;
+// A workload's total request of one resource (every pod set's per-pod requests times its
+// count), in milli-units: 2^62 (4.6e15 units; 4 PiB of memory), so that the decider's sums of
+// a workload's requests never overflow (signed overflow was found by tests/fuzz/rpc_fuzz.cc:
+// the same resource listed twice with huge values). Validate refuses a workload beyond it.
+inline constexpr int64_t kWorkloadRequestMilliMax = int64_t{1} << 62;
 inline constexpr int64_t kDefaultRetentionNs = 24LL * 3600 * 1'000'000'000;
 inline constexpr int64_t kRetainForever = -1;
 
@@ -207,6 +212,10 @@ struct InputVerdict {
   bool noop = false;
   std::string note;  // why it is a no-op
 };
+
+// Why a workload's pod sets request more than the decider can add up (kWorkloadRequestMilliMax,
+// or a sum that overflows 64 bits); empty when they do not. Pure; Engine::Validate's check.
+std::string RequestsOutOfRange(capnp::List<schema::PodSet>::Reader pod_sets);
 
 // The outcome of nominating a queue head (flavor assignment, maybe preemption).
 enum NominationMode { kNoFit = 0, kPreempt = 1, kFit = 2 };  // larger is better

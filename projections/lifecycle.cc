@@ -13,6 +13,31 @@
 
 namespace admission::projections {
 
+std::string RequestsOutOfRange(capnp::List<schema::PodSet>::Reader pod_sets) {
+  std::map<std::string, int64_t> total;  // milli-units, by resource
+  for (auto ps : pod_sets) {
+    std::map<std::string, int64_t> per_pod;
+    for (auto r : ps.getRequests()) {
+      int64_t& sum = per_pod[std::string(r.getName().cStr())];
+      if (__builtin_add_overflow(sum, r.getMilli(), &sum)) {
+        return std::string("the requests of pod set '") + ps.getName().cStr() + "' for " +
+               r.getName().cStr() + " overflow 64 bits";
+      }
+    }
+    for (const auto& [resource, milli] : per_pod) {
+      int64_t all_pods = 0;
+      int64_t& sum = total[resource];
+      if (__builtin_mul_overflow(milli, static_cast<int64_t>(ps.getCount()), &all_pods) ||
+          __builtin_add_overflow(sum, all_pods, &sum) || sum > kWorkloadRequestMilliMax ||
+          sum < -kWorkloadRequestMilliMax) {
+        return "its total request of " + resource + " is beyond " +
+               std::to_string(kWorkloadRequestMilliMax) + " milli-units";
+      }
+    }
+  }
+  return "";
+}
+
 namespace {
 
 // Jitter for backoffs: a hash of (uid, attempt), never a random number (FNV-1a, 64 bits).
@@ -201,6 +226,18 @@ InputVerdict Engine::Validate(schema::Event::Reader event) const {
       if (r.getReport() == schema::PodsReport::RELEASED && wl->pods_released) {
         v.noop = true;
         v.note = "pods of " + KeyOf(r.getWorkload()) + " already reported released";
+      }
+      return v;
+    }
+    case schema::Event::Body::WORKLOAD_SUBMITTED:
+    case schema::Event::Body::WORKLOAD_IMPORTED: {
+      schema::Workload::Reader wl = body.isWorkloadSubmitted()
+                                        ? body.getWorkloadSubmitted().getWorkload()
+                                        : body.getWorkloadImported().getWorkload();
+      std::string why = RequestsOutOfRange(wl.getPodSets());
+      if (!why.empty()) {
+        return refuse(std::string("workload ") + wl.getNamespace().cStr() + "/" + wl.getName().cStr() +
+                      ": " + why);
       }
       return v;
     }

@@ -7,6 +7,7 @@
 #include <deque>
 #include <future>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -68,7 +69,16 @@ struct UninitializedAllocator : std::allocator<T> {
   void construct(U* p) noexcept {
     ::new (static_cast<void*>(p)) U;  // default-initialized: no zeroing for a trivial type
   }
+  // Growing moves the words it had: as bytes (capnp::word may be copied only under GCC;
+  // schema/word_buffer.h).
+  void construct(capnp::word* p, capnp::word&& from) noexcept {
+    std::memcpy(static_cast<void*>(p), &from, sizeof(*p));
+  }
+  void construct(capnp::word* p, const capnp::word& from) noexcept {
+    std::memcpy(static_cast<void*>(p), &from, sizeof(*p));
+  }
   template <typename U, typename... Args>
+    requires(!std::is_same_v<U, capnp::word> || sizeof...(Args) > 1)
   void construct(U* p, Args&&... args) {
     ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
@@ -172,7 +182,8 @@ FetchedChunk Fetch(ledger::EventLog& log, Sequence from, size_t count, bool deco
     chunk.words.resize(e.offset + word_count);
     if (word_count > 0) {
       // A partial last word (the event is malformed) is zero past its bytes.
-      chunk.words[e.offset + word_count - 1] = capnp::word{};
+      std::memset(static_cast<void*>(&chunk.words[e.offset + word_count - 1]), 0,
+                  sizeof(capnp::word));
       std::memcpy(chunk.words.data() + e.offset, bytes.data(), bytes.size());
     }
     if (chunk.words.data() != base) {
@@ -226,7 +237,7 @@ struct Produced {
   // (schema::StoredEventTemplate), so no decode and re-layout is needed. Writes into the
   // batch's arena: one thread at a time.
   Result<std::string_view> Stored(size_t i, Sequence sequence, const schema::Hash& prev_hash,
-                                  size_t stored_bytes, std::vector<capnp::word>* layout,
+                                  size_t stored_bytes, schema::WordBuffer* layout,
                                   std::string* altered) {
     if (alter != nullptr && *alter) {
       auto bytes = AsStored(Bytes(i), sequence, prev_hash);
@@ -263,7 +274,7 @@ struct Verified {
 // stored bytes and extends the decision-stream hash, in order, up to the first mismatch.
 Verified VerifyItems(FetchedChunk& chunk, const std::vector<Comparison>& items,
                      schema::Hash hash) {
-  thread_local std::vector<capnp::word> layout;  // reused by every comparison on this thread
+  thread_local schema::WordBuffer layout;  // reused by every comparison on this thread
   std::string altered;
   Verified v;
   for (const Comparison& item : items) {

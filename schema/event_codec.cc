@@ -64,8 +64,8 @@ namespace {
 // A canonical copy of `root` into a zeroed flat segment of `words` words; throws (kj) when it
 // does not fit.
 std::string_view CanonicalCopy(const capnp::_::StructReader& root, size_t words,
-                               std::vector<capnp::word>* buffer) {
-  buffer->assign(words, capnp::word{});
+                               WordBuffer* buffer) {
+  ZeroWords(buffer, words);
   capnp::FlatMessageBuilder builder(kj::arrayPtr(buffer->data(), words));
   capnp::_::PointerHelpers<capnp::AnyPointer>::getInternalBuilder(
       builder.initRoot<capnp::AnyPointer>())
@@ -78,7 +78,7 @@ std::string_view CanonicalCopy(const capnp::_::StructReader& root, size_t words,
 
 }  // namespace
 
-std::string_view CanonicalBytesInto(Event::Reader event, std::vector<capnp::word>* buffer,
+std::string_view CanonicalBytesInto(Event::Reader event, WordBuffer* buffer,
                                     size_t expected_bytes) {
   // capnp::canonicalize's own steps (StructReader::canonicalize): a zeroed flat segment as large
   // as the event plus its root pointer, and a canonical copy of the root struct into it.
@@ -206,6 +206,9 @@ class WalkPlans {
     plans_.emplace_back();
     by_id_.emplace(id, index);
     ScopePlan plan;
+    ADM_CHECK(schema.getProto().getStruct().getPointerCount() <= 64,
+              "event walk: %s has more than 64 pointer fields",
+              schema.getProto().getDisplayName().cStr());
     for (capnp::StructSchema::Field field : schema.getNonUnionFields()) {
       if (field.getProto().isGroup()) {
         plan.groups.push_back(ForScope(field.getType().asStruct()));
@@ -328,11 +331,14 @@ void ReadList(const WalkPlans& plans, const PointerField& field, capnp::AnyPoint
   }
 }
 
+// Reads the pointer fields of one scope (and of its groups and active union member), and marks
+// each slot it read in `read` (bit i: pointer slot i; the plan asserts fewer than 64).
 void WalkScope(const WalkPlans& plans, int index, capnp::List<capnp::AnyPointer>::Reader pointers,
-               kj::ArrayPtr<const capnp::byte> data) {
+               kj::ArrayPtr<const capnp::byte> data, uint64_t* read) {
   const ScopePlan& plan = plans.plan(index);
   for (const PointerField& field : plan.pointers) {
     if (field.index >= pointers.size()) continue;  // beyond the stored struct: null
+    *read |= uint64_t{1} << field.index;
     capnp::AnyPointer::Reader p = pointers[field.index];
     switch (field.read) {
       case PointerRead::kText: (void)p.getAs<capnp::Text>(); break;
@@ -341,7 +347,7 @@ void WalkScope(const WalkPlans& plans, int index, capnp::List<capnp::AnyPointer>
       case PointerRead::kList: ReadList(plans, field, p); break;
     }
   }
-  for (int group : plan.groups) WalkScope(plans, group, pointers, data);
+  for (int group : plan.groups) WalkScope(plans, group, pointers, data, read);
   if (plan.has_union) {
     uint16_t discriminant = 0;  // beyond the stored data section: the default, 0
     const size_t at = static_cast<size_t>(plan.discriminant_offset) * 2;
@@ -349,13 +355,53 @@ void WalkScope(const WalkPlans& plans, int index, capnp::List<capnp::AnyPointer>
       discriminant = static_cast<uint16_t>(data[at] | (static_cast<unsigned>(data[at + 1]) << 8));
     }
     if (const int member = plan.Member(discriminant); member >= 0) {
-      WalkScope(plans, member, pointers, data);
+      WalkScope(plans, member, pointers, data, read);
+    }
+  }
+}
+
+// Reads a pointer no field reads, and everything it reaches, untyped (capnp checks bounds,
+// nesting and the traversal limit on the way), refusing capabilities: an event holds none, and
+// a copy of one (canonicalize) throws.
+void ReadUntyped(capnp::AnyPointer::Reader p) {
+  switch (p.getPointerType()) {
+    case capnp::PointerType::NULL_: return;
+    case capnp::PointerType::CAPABILITY:
+      KJ_FAIL_REQUIRE("an event holds a capability pointer");
+    case capnp::PointerType::STRUCT:
+      for (capnp::AnyPointer::Reader q : p.getAs<capnp::AnyStruct>().getPointerSection()) {
+        ReadUntyped(q);
+      }
+      return;
+    case capnp::PointerType::LIST: {
+      capnp::AnyList::Reader list = p.getAs<capnp::AnyList>();
+      if (list.getElementSize() == capnp::ElementSize::POINTER) {
+        for (capnp::AnyPointer::Reader q : list.as<capnp::List<capnp::AnyPointer>>()) {
+          ReadUntyped(q);
+        }
+      } else if (list.getElementSize() == capnp::ElementSize::INLINE_COMPOSITE) {
+        for (capnp::AnyStruct::Reader element : list.as<capnp::List<capnp::AnyStruct>>()) {
+          for (capnp::AnyPointer::Reader q : element.getPointerSection()) ReadUntyped(q);
+        }
+      }
+      return;
     }
   }
 }
 
 void WalkStruct(const WalkPlans& plans, int plan, capnp::AnyStruct::Reader reader) {
-  WalkScope(plans, plan, reader.getPointerSection(), reader.getDataSection());
+  capnp::List<capnp::AnyPointer>::Reader pointers = reader.getPointerSection();
+  uint64_t read = 0;
+  WalkScope(plans, plan, pointers, reader.getDataSection(), &read);
+  // Every other slot is read untyped (ReadUntyped): a field this schema does not know (a
+  // newer writer's, or an unknown union member's) or an inactive union member's slot. A copy
+  // of the event (capnp::canonicalize, MessageBuilder::setRoot) follows every pointer of a
+  // struct, so a malformed one here would throw there, in a caller that trusted the decoded
+  // event.
+  for (unsigned i = 0; i < pointers.size(); ++i) {
+    if (i < 64 && (read >> i & 1) != 0) continue;
+    ReadUntyped(pointers[i]);
+  }
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "schema/events.capnp.h"
 #include "schema/result.h"
+#include "schema/word_buffer.h"
 
 namespace admission::schema {
 
@@ -41,7 +42,7 @@ std::string CanonicalBytes(Event::Reader event);
 // bytes would see any fault as a difference. With `expected_bytes` (the size of the bytes it
 // will be compared with), the copy is first tried into that much space, which spares the walk
 // that sizes the event; when it does not fit, the event is sized and copied again.
-std::string_view CanonicalBytesInto(Event::Reader event, std::vector<capnp::word>* buffer,
+std::string_view CanonicalBytesInto(Event::Reader event, WordBuffer* buffer,
                                     size_t expected_bytes = 0);
 
 // The chain value after an event: SHA-256(previous chain value || canonical bytes).

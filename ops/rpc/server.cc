@@ -90,6 +90,47 @@ std::optional<std::pair<std::string, std::string>> WorkloadOf(schema::Event::Rea
 
 }  // namespace
 
+Result<RecordCall> RecordCallOf(const Policy& policy, const std::string& principal,
+                                ::admission::rpc::RecordRequest::Reader request,
+                                const projections::Engine& engine) {
+  if (request.getRequestId().size() == 0) {
+    return Status(Code::kInvalidArgument,
+                  "record: requestId is empty; every mutating call carries a request id");
+  }
+  if (request.getRequestId().size() > kRequestIdBytesMax) {
+    return Status(Code::kInvalidArgument,
+                  "record: requestId is " + std::to_string(request.getRequestId().size()) +
+                      " bytes; at most " + std::to_string(kRequestIdBytesMax) + " are allowed");
+  }
+  if (request.getInputs().size() == 0 ||
+      request.getInputs().size() > ledger::kAppendBatchEventsMax / 2) {
+    return Status(Code::kInvalidArgument,
+                  "record: a request holds 1 to " +
+                      std::to_string(ledger::kAppendBatchEventsMax / 2) + " inputs, not " +
+                      std::to_string(request.getInputs().size()));
+  }
+  RecordCall call;
+  for (unsigned i = 0; i < request.getInputs().size(); ++i) {
+    auto data = request.getInputs()[i];
+    std::string bytes(reinterpret_cast<const char*>(data.begin()), data.size());
+    auto decoded = schema::DecodeEvent(bytes);
+    if (!decoded.ok()) {
+      return Status(Code::kInvalidArgument,
+                    "input " + std::to_string(i) + ": " + decoded.status().message());
+    }
+    Status s = policy.MayRecord(principal, decoded->root(), engine);
+    if (!s.ok()) return s;
+    call.inputs.push_back(std::move(bytes));
+  }
+  // The actor is the connection's principal, whatever the input says; the request id keys
+  // every input that has no key of its own.
+  call.options.actor = principal;
+  call.options.force_actor = true;
+  call.options.request_id = request.getRequestId().cStr();
+  if (request.getHasAt()) call.options.at_ns = request.getAtNs();
+  return call;
+}
+
 // One record call waiting for its group.
 struct Daemon::PendingCall {
   RecordCall call;
@@ -225,36 +266,10 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     auto timer = kj::heap<CallTimer>(d_.stats_, "record");
     auto request = context.getParams().getRequest();
     Status s = Admit();
-    std::vector<std::string> inputs;
-    if (s.ok() && request.getRequestId().size() == 0) {
-      s = Status(Code::kInvalidArgument,
-                 "record: requestId is empty; every mutating call carries a request id");
-    }
-    if (s.ok() && request.getRequestId().size() > kRequestIdBytesMax) {
-      s = Status(Code::kInvalidArgument, "record: requestId is " +
-                                             std::to_string(request.getRequestId().size()) +
-                                             " bytes; at most " +
-                                             std::to_string(kRequestIdBytesMax) + " are allowed");
-    }
-    if (s.ok() && (request.getInputs().size() == 0 ||
-                   request.getInputs().size() > ledger::kAppendBatchEventsMax / 2)) {
-      s = Status(Code::kInvalidArgument,
-                 "record: a request holds 1 to " + std::to_string(ledger::kAppendBatchEventsMax / 2) +
-                     " inputs, not " + std::to_string(request.getInputs().size()));
-    }
-    for (unsigned i = 0; s.ok() && i < request.getInputs().size(); ++i) {
-      auto data = request.getInputs()[i];
-      std::string bytes(reinterpret_cast<const char*>(data.begin()), data.size());
-      auto decoded = schema::DecodeEvent(bytes);
-      if (!decoded.ok()) {
-        s = Status(Code::kInvalidArgument,
-                   "input " + std::to_string(i) + ": " + decoded.status().message());
-        break;
-      }
-      s = d_.policy_.MayRecord(principal_, decoded->root(), d_.service_.engine());
-      if (!s.ok()) break;
-      inputs.push_back(std::move(bytes));
-    }
+    Result<RecordCall> checked = s.ok() ? RecordCallOf(d_.policy_, principal_, request,
+                                                       d_.service_.engine())
+                                        : Result<RecordCall>(s);
+    if (!checked.ok()) s = checked.status();
     if (s.ok() && d_.shutting_down_) {
       s = Status(Code::kUnavailable, "admitd is shutting down; retry with the same request id");
     }
@@ -271,13 +286,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     }
     auto paf = kj::newPromiseAndFulfiller<kj::Own<Result<RecordOutcome>>>();
     auto call = kj::heap<PendingCall>();
-    call->call.inputs = std::move(inputs);
-    // The actor is the connection's principal, whatever the input says; the request id
-    // keys every input that has no key of its own.
-    call->call.options.actor = principal_;
-    call->call.options.force_actor = true;
-    call->call.options.request_id = request.getRequestId().cStr();
-    if (request.getHasAt()) call->call.options.at_ns = request.getAtNs();
+    call->call = std::move(*checked);
     call->fulfiller = kj::mv(paf.fulfiller);
     call->caller = this;
     d_.Enqueue(kj::mv(call));

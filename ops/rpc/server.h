@@ -26,6 +26,16 @@
 
 namespace admission::ops::rpc {
 
+// The checks admitd makes of a record call before it waits for a group commit, and the call
+// they give: a request id of 1 to kRequestIdBytesMax bytes, 1 to kAppendBatchEventsMax / 2
+// inputs, each one decoded (schema::DecodeEvent) and allowed to `principal` by `policy`
+// (MayRecord); the actor forced to the principal. Pure (no I/O, no event loop), so the fuzz
+// target of RPC messages runs the daemon's own checks (tests/fuzz/rpc_fuzz.cc).
+// Errors: kInvalidArgument, kPermissionDenied.
+Result<RecordCall> RecordCallOf(const Policy& policy, const std::string& principal,
+                                ::admission::rpc::RecordRequest::Reader request,
+                                const projections::Engine& engine);
+
 struct DaemonOptions {
   std::vector<Endpoint> listen;
   // The daemon's certificate and key, and the CA whose client certificates it accepts

@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  clang-14 libclang-rt-14-dev
   librocksdb-dev librdkafka-dev
   capnproto libcapnp-dev
   libspdlog-dev libfmt-dev

@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # Sets up the machine, builds everything and runs every test (unit, property, crash, CLI,
-# layering, Kafka with a real broker, benchmark smoke runs). Exit status: ctest's.
+# layering, Kafka with a real broker, benchmark smoke runs); then the sanitizer build (the
+# `asan` preset: clang-14 with AddressSanitizer and UndefinedBehaviorSanitizer) and its unit,
+# property, scenario and fuzz tests (docs/faults.md, "Fuzzing and sanitizers").
+# Exit status: nonzero when either ctest run failed.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 "$top/ops/scripts/setup.sh"
 "$top/ops/kafka/kafka.sh" fetch
 "$top/ops/scripts/build.sh"
 cd "$top"
-ctest --preset default "$@"
+status=0
+ctest --preset default "$@" || status=$?
+cmake --preset asan >/dev/null
+cmake --build --preset asan
+ctest --preset asan || status=$?
+exit "$status"

@@ -421,7 +421,8 @@ RC_GTEST_PROP(Decider, LifecycleInvariantsHoldUnderDuplicatedStaleAndForeignRepo
   std::set<std::string> tokens;
   bool any_admitted = false, any_released = false;
   for (const auto& bytes : decisions) {
-    auto body = schema::DecodeEvent(bytes)->root().getBody();
+    auto decoded = schema::DecodeEvent(bytes);  // owns what `body` views
+    auto body = decoded->root().getBody();
     if (body.isAdmitted()) {
       any_admitted = true;
       auto a = body.getAdmitted();
@@ -448,7 +449,8 @@ RC_GTEST_PROP(Decider, NeverOvercommitsAnyCohortLevel, ()) {
   // is visible in the output.
   bool admitted = false, preempted = false, borrowed = false;
   for (const auto& d : decisions) {
-    auto body = schema::DecodeEvent(d)->root().getBody();
+    auto decoded = schema::DecodeEvent(d);  // owns what `body` views
+    auto body = decoded->root().getBody();
     admitted = admitted || body.isAdmitted();
     preempted = preempted || body.isPreempted();
     borrowed = borrowed || (body.isQuotaReserved() && body.getQuotaReserved().getBorrowing());

@@ -89,7 +89,8 @@ std::set<std::string> WorkloadNames(ledger::EventLog& log) {
   std::set<std::string> out;
   auto events = log.Read(1, ledger::kReadEventsMax);
   for (const auto& e : *events) {
-    auto root = schema::DecodeEvent(e.bytes)->root();
+    auto decoded = schema::DecodeEvent(e.bytes);  // owns what `root` views
+    auto root = decoded->root();
     if (root.getBody().isWorkloadSubmitted()) {
       out.insert(root.getBody().getWorkloadSubmitted().getWorkload().getName().cStr());
     }

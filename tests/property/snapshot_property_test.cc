@@ -119,6 +119,28 @@ TEST(Snapshot, TheCheckFailsWhenTheLoadedDeciderDiffers) {
   }
 }
 
+// A text no encoder writes (an embedded NUL: setters write a std::string up to its first NUL)
+// is refused, so that a loaded state encodes to what it was loaded from.
+TEST(Snapshot, RefusesATextWithANulByte) {
+  projections::Engine engine;
+  auto bytes = projections::EncodeSnapshot(engine, 0, schema::kGenesisHash, {{"k", "body"}});
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  ASSERT_TRUE(projections::LoadSnapshot(*bytes).ok());
+  auto decoded = schema::DecodeSnapshot(*bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  capnp::MallocMessageBuilder message;
+  message.setRoot(decoded->root());
+  const char kKey[] = {'k', '\0', 'x'};
+  message.getRoot<schema::snap::Snapshot>().getDefinitions()[0].setKey(
+      capnp::Text::Reader(kKey, sizeof kKey));
+  kj::Array<capnp::word> words = capnp::canonicalize(
+      message.getRoot<schema::snap::Snapshot>().asReader());
+  auto loaded = projections::LoadSnapshot(std::string_view(words.asChars().begin(), words.asChars().size()));
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), Code::kCorruption);
+  EXPECT_NE(loaded.status().message().find("NUL"), std::string::npos) << loaded.status().message();
+}
+
 TEST(Snapshot, RefusesADeciderHoldingUndeliveredDecisions) {
   ledger::MemoryLog log;
   RecordScenario(ScenarioFromSeed(2, 10), log);

@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <capnp/blob.h>
+#include <capnp/message.h>
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include "projections/engine.h"
 #include "projections/engine_internal.h"
 
 namespace admission::projections {
@@ -21,6 +25,40 @@ RC_GTEST_PROP(EngineInternal, ViewReadsATextAsCStrDid, (const std::string& bytes
   stored.push_back('\0');
   capnp::Text::Reader text(stored.data(), bytes.size());
   RC_ASSERT(std::string(View(text)) == std::string(text.cStr()));
+}
+
+// Found by tests/fuzz/rpc_fuzz.cc: the same resource twice with huge values overflowed the
+// decider's signed sum of a pod's requests (undefined behaviour). Validate now refuses such a
+// workload, before anything is recorded.
+TEST(EngineValidate, RefusesRequestsTheDeciderCannotAddUp) {
+  auto submit = [](int32_t count, std::vector<int64_t> cpu_milli) {
+    auto message = std::make_unique<capnp::MallocMessageBuilder>();
+    auto wl = message->initRoot<schema::Event>().initBody().initWorkloadSubmitted().initWorkload();
+    wl.setNamespace("a");
+    wl.setName("w");
+    auto ps = wl.initPodSets(1)[0];
+    ps.setName("main");
+    ps.setCount(count);
+    auto requests = ps.initRequests(static_cast<unsigned>(cpu_milli.size()));
+    for (unsigned i = 0; i < cpu_milli.size(); ++i) {
+      requests[i].setName("cpu");
+      requests[i].setMilli(cpu_milli[i]);
+    }
+    return message;
+  };
+  Engine engine;
+  auto verdict = [&](int32_t count, std::vector<int64_t> milli) {
+    auto message = submit(count, std::move(milli));
+    return engine.Validate(message->getRoot<schema::Event>().asReader()).status;
+  };
+  EXPECT_TRUE(verdict(4, {1000, 2000}).ok());
+  EXPECT_TRUE(verdict(1, {kWorkloadRequestMilliMax}).ok());
+  const Status twice = verdict(1, {9178730101431336960, 8031714103660475500});
+  EXPECT_FALSE(twice.ok());
+  EXPECT_NE(twice.message().find("overflow"), std::string::npos) << twice.message();
+  const Status times_count = verdict(1 << 20, {int64_t{1} << 50});
+  EXPECT_FALSE(times_count.ok());
+  EXPECT_NE(times_count.message().find("beyond"), std::string::npos) << times_count.message();
 }
 
 TEST(EngineInternal, ViewCutsAtAnEmbeddedNul) {

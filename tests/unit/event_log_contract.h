@@ -71,8 +71,10 @@ TEST_P(EventLogTest, AppendsDenseSequencesAndReadsThemBack) {
   EXPECT_EQ(log_->GetHead().sequence, 4u);
   EXPECT_EQ(log_->GetHead().hash, chain);
   EXPECT_EQ(log_->GetHead().recorded_at_ns, 12);
-  auto name = schema::DecodeEvent((*read)[0].bytes)
-                  ->root().getBody().getWorkloadDeleted().getWorkload().getName();
+  // The decoded event owns the bytes the reader views: it must outlive `name`.
+  auto first = schema::DecodeEvent((*read)[0].bytes);
+  ASSERT_TRUE(first.ok());
+  auto name = first->root().getBody().getWorkloadDeleted().getWorkload().getName();
   EXPECT_EQ(std::string(name.cStr()), "b");
 }
 

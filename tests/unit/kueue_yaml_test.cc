@@ -75,6 +75,29 @@ std::string ImportError(const std::string& yaml) {
 #define EXPECT_CONTAINS(haystack, needle) \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
+constexpr const char* kGoodFlavorForStuckParser =
+    "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: f}\n";
+
+// Found by tests/fuzz/yaml_fuzz.cc: yaml-cpp 0.7's LoadAll never returned on a stray ',' (it
+// collected empty documents until memory ran out); such a file is refused, naming the line.
+TEST(KueueYaml, RefusesAFileTheYamlParserCannotGetPast) {
+  for (const std::string& yaml : {std::string(",\n"), std::string(",ap\373: a\220kap\373: a")}) {
+    for (int mode = 0; mode < 3; ++mode) {
+      Result<std::vector<ParsedObject>> r = mode == 0   ? ParseApplyYaml(yaml)
+                                            : mode == 1 ? ParseSubmitYaml(yaml, kSeedA)
+                                                        : ParseImportYaml(yaml, kSeedA);
+      ASSERT_FALSE(r.ok()) << yaml;
+      EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+      EXPECT_NE(r.status().message().find("not valid YAML"), std::string::npos)
+          << r.status().message();
+    }
+  }
+  // After a good document: the line is the file's.
+  const std::string error = ApplyError(std::string(kGoodFlavorForStuckParser) + "---\n,\n");
+  EXPECT_NE(error.find("line 5"), std::string::npos) << error;
+  EXPECT_NE(error.find("not valid YAML"), std::string::npos) << error;
+}
+
 TEST(KueueYaml, EveryKueueExampleParses) {
   SKIP_WITHOUT_EXAMPLES();
   size_t files = 0;

@@ -219,7 +219,7 @@ RC_GTEST_PROP(EventCodec, CanonicalBytesIntoIsCanonicalBytesWhateverSizeIsExpect
   Result<DecodedEvent> decoded = DecodeEvent(bytes);
   RC_PRE(decoded.ok());
   const std::string canonical = CanonicalBytes(decoded->root());
-  std::vector<capnp::word> buffer;
+  WordBuffer buffer;
   if (*rc::gen::arbitrary<bool>()) buffer.resize(*rc::gen::inRange<size_t>(0, 64));  // reused
   const size_t expected = *rc::gen::element<size_t>(
       0, canonical.size(), canonical.size() - 8, canonical.size() + 8, 8, 3);
@@ -347,7 +347,8 @@ void ReflectiveTouch(const capnp::DynamicValue::Reader& value) {
 }
 
 // What DecodeEvent decided before its one-pass check: accepted (every field read through the
-// dynamic API) and canonical (MessageReader::isCanonical).
+// dynamic API, and the whole event copied, as capnp::canonicalize and MessageBuilder::setRoot
+// copy it: pointers no field reads included) and canonical (MessageReader::isCanonical).
 struct ReflectiveDecode {
   bool accepted = false;
   bool canonical = false;
@@ -363,6 +364,7 @@ ReflectiveDecode DecodeReflectively(const std::string& bytes) {
                    capnp::SegmentArrayMessageReader reader(kj::arrayPtr(&segment, 1),
                                                            EventReaderOptions());
                    ReflectiveTouchStruct(capnp::DynamicStruct::Reader(reader.getRoot<Event>()));
+                   (void)capnp::canonicalize(reader.getRoot<Event>());
                    out.canonical = reader.isCanonical();
                  }) == nullptr;
   return out;
@@ -407,12 +409,48 @@ RC_GTEST_PROP(EventCodec, EncodedEventsTakeThePlainCanonicalCheck, ()) {
 }
 
 // Whatever the bytes, DecodeEvent refuses exactly what reading every field through the dynamic
-// API refuses: the planned walk is as strict as the reflective one was, and no stricter.
+// API and copying the event refuse: the planned walk is as strict as the reflective one was,
+// and no stricter.
 RC_GTEST_PROP(EventCodec, DecodeRefusesExactlyWhatTheReflectiveWalkRefuses, ()) {
   const std::string bytes = EditedEventBytes();
   const bool accepted = DecodeEvent(bytes).ok();
   RC_TAG(accepted ? "accepted" : "refused");
   RC_ASSERT(accepted == ReflectiveWalkAccepts(bytes));
+}
+
+// Found by tests/fuzz/event_fuzz.cc and rpc_fuzz.cc: a malformed pointer in a slot no field of
+// the event's current shape reads (another union member's, or an unknown member's) was
+// accepted, and copying the decoded event then threw (Service::Stage's setRoot, through
+// admitd's record, or CanonicalBytes).
+TEST(EventCodec, RefusesMalformedPointersInSlotsNoFieldReads) {
+  capnp::MallocMessageBuilder message;
+  Event::Builder event = message.initRoot<Event>();
+  event.setActor("a");
+  event.initBody().initWorkloadDeleted().initWorkload().setName("w");
+  const std::string good = EncodeEvent(message);
+  ASSERT_TRUE(DecodeEvent(good).ok());
+  // The body's member slot: the one pointer slot of the union (every member shares it).
+  capnp::StructSchema body = capnp::Schema::from<Event::Body>();
+  const uint32_t slot = body.getFieldByName("workloadDeleted").getProto().getSlot().getOffset();
+  const uint32_t discriminant_offset = body.getProto().getStruct().getDiscriminantOffset();
+  uint64_t root;
+  std::memcpy(&root, good.data(), sizeof root);
+  const uint32_t data_words = static_cast<uint32_t>(root >> 32) & 0xffff;
+  const size_t pointer_at = (1 + data_words + slot) * sizeof(capnp::word);
+  ASSERT_LT(pointer_at + 8, good.size());
+  // A struct pointer far past the end of the message.
+  const uint64_t out_of_bounds = uint64_t{0x10000} << 2 | uint64_t{1} << 32;
+  // A member this schema does not know (a newer writer's): no field reads its slot.
+  for (const uint16_t member : {uint16_t{127}, uint16_t{1000}}) {
+    std::string bad = good;
+    std::memcpy(bad.data() + pointer_at, &out_of_bounds, sizeof out_of_bounds);
+    std::memcpy(bad.data() + sizeof(capnp::word) + discriminant_offset * 2, &member, 2);
+    Result<DecodedEvent> decoded = DecodeEvent(bad);
+    EXPECT_FALSE(decoded.ok()) << "member " << member;
+    if (decoded.ok()) {
+      EXPECT_NO_THROW((void)CanonicalBytes(decoded->root())) << "member " << member;
+    }
+  }
 }
 
 TEST(EventCodec, RefusesTextWithoutNulAndPointersOfTheWrongKind) {

@@ -70,15 +70,11 @@ void RunOne(std::string_view bytes) {
   };
 
   const std::string canonical = schema::CanonicalBytes(fresh().root());
-  // Bytes the one-pass check calls canonical canonicalize to themselves. The general path's
-  // verdict is capnp's isCanonical(), which is laxer (open, docs/faults.md: it accepts an
-  // inline composite list's tag with the unused top bit of its count set, and a null root, the
-  // canonical form of "no root", whose reader is the empty struct), so it is not held to this.
-  if (schema::IsPlainCanonicalEvent(bytes) && canonical != bytes) {
+  if (decoded->canonical() && canonical != bytes) {
     size_t at = 0;
     while (at < canonical.size() && at < bytes.size() && canonical[at] == bytes[at]) ++at;
-    ADM_CHECK(false, "bytes the one-pass check calls canonical canonicalize differently: "
-              "%zu then %zu bytes, first difference at byte %zu", bytes.size(), canonical.size(), at);
+    ADM_CHECK(false, "bytes DecodeEvent called canonical canonicalize differently: %zu then %zu "
+              "bytes, first difference at byte %zu", bytes.size(), canonical.size(), at);
   }
   auto again = schema::DecodeEvent(canonical);
   ADM_CHECK(again.ok(), "canonical bytes of an accepted event refused: %s",

@@ -364,8 +364,10 @@ ReflectiveDecode DecodeReflectively(const std::string& bytes) {
                    capnp::SegmentArrayMessageReader reader(kj::arrayPtr(&segment, 1),
                                                            EventReaderOptions());
                    ReflectiveTouchStruct(capnp::DynamicStruct::Reader(reader.getRoot<Event>()));
-                   (void)capnp::canonicalize(reader.getRoot<Event>());
-                   out.canonical = reader.isCanonical();
+                   kj::Array<capnp::word> canonical = capnp::canonicalize(reader.getRoot<Event>());
+                   out.canonical = reader.isCanonical() &&
+                                   std::string(canonical.asChars().begin(),
+                                               canonical.asChars().size()) == bytes;
                  }) == nullptr;
   return out;
 }

@@ -25,6 +25,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -279,7 +280,9 @@ void AddSimulationCommands(CLI::App& app, int* exit_code) {
       "drill",
       "run one fault (" + names + ") against a fresh service on a fresh ledger; PASS or FAIL "
       "with the evidence (which invariant, which workload, which sequences)");
-  drill->add_option("name", drill_args->name, names)->required();
+  std::vector<std::string> known(std::begin(sim::kDrillNames), std::end(sim::kDrillNames));
+  known.push_back("partition");
+  drill->add_option("name", drill_args->name, names)->required()->check(CLI::IsMember(known));
   drill->add_option("--seed", drill_args->seed, "the seed of the background load")
       ->capture_default_str();
   drill->add_option("--keep", drill_args->keep,

@@ -293,11 +293,18 @@ rocksdb::IOStatus PowerCutFileSystem::RenameFile(const std::string& from, const 
     auto it = files_.find(from);
     if (it != files_.end()) {
       FileState state = it->second;
-      state.entry_durable = true;  // renames count as durable at once (see the header)
       files_.erase(it);
       files_[to] = state;
     } else {
       files_.erase(to);
+    }
+    // A rename counts as durable at once, and directory operations are ordered (as a journaling
+    // file system commits them): every entry made before it in its directories is durable too.
+    // Otherwise a cut could keep a CURRENT that names a MANIFEST whose creation it lost, a
+    // state ext4 and XFS never leave.
+    for (auto& [name, other] : files_) {
+      const std::string parent = ParentOf(name);
+      if (parent == ParentOf(to) || parent == ParentOf(from)) other.entry_durable = true;
     }
   }
   return s;

@@ -15,7 +15,9 @@
 // file whose directory was not synced is lost; a synced file keeps everything up to its last
 // sync. Renames and deletions count as durable at once (RocksDB syncs the directory right after
 // the renames it relies on, CURRENT's, and a lost deletion only leaves an obsolete file), and
-// RangeSync (sync_file_range) makes nothing durable. Nothing is torn inside a synced range.
+// directory operations are ordered, as a journaling file system (ext4, XFS) commits them: a
+// rename makes every entry created before it in its directories durable too. RangeSync
+// (sync_file_range) makes nothing durable. Nothing is torn inside a synced range.
 //
 // Cuts can also arm themselves: ArmCutAfter(n) cuts at the n-th change (append, sync, create,
 // rename, delete, directory fsync) from now, so a cut lands inside whatever RocksDB is doing:

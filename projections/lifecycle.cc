@@ -16,8 +16,17 @@ namespace admission::projections {
 std::string RequestsOutOfRange(capnp::List<schema::PodSet>::Reader pod_sets) {
   std::map<std::string, int64_t> total;  // milli-units, by resource
   for (auto ps : pod_sets) {
+    // A negative count or request would subtract from a ClusterQueue's usage (the decider
+    // asserts usage never goes below zero): Kubernetes refuses both, and so do we.
+    if (ps.getCount() < 0 || ps.getMinCount() < 0) {
+      return std::string("pod set '") + ps.getName().cStr() + "' has a negative count";
+    }
     std::map<std::string, int64_t> per_pod;
     for (auto r : ps.getRequests()) {
+      if (r.getMilli() < 0) {
+        return std::string("pod set '") + ps.getName().cStr() + "' requests a negative " +
+               r.getName().cStr() + " (" + std::to_string(r.getMilli()) + " milli-units)";
+      }
       int64_t& sum = per_pod[std::string(r.getName().cStr())];
       if (__builtin_add_overflow(sum, r.getMilli(), &sum)) {
         return std::string("the requests of pod set '") + ps.getName().cStr() + "' for " +

@@ -43,6 +43,7 @@
 #include "ledger/verify.h"
 #include "tests/crash/crash_stream.h"
 #include "tests/crash/ledger_checks.h"
+#include "tests/crash/scratch_dir.h"
 
 #ifndef CRASH_APPENDER_PATH
 #error "CRASH_APPENDER_PATH must name the crash_appender binary (see CMakeLists.txt)"
@@ -91,34 +92,6 @@ std::string ReadWholeFile(const std::filesystem::path& path) {
   out << in.rdbuf();
   return out.str();
 }
-
-// The test's scratch directory; kept after a failure so the ledger can be inspected.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const char* base = std::getenv("TEST_TMPDIR");
-    std::string pattern =
-        (base != nullptr && *base != '\0' ? std::filesystem::path(base)
-                                          : std::filesystem::temp_directory_path()) /
-        "crash_sigkill.XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr) {
-      ADD_FAILURE() << "mkdtemp " << pattern << ": " << std::strerror(errno);
-    }
-    path_ = pattern;
-  }
-  ~ScratchDir() {
-    if (::testing::Test::HasFailure()) {
-      std::printf("keeping %s for inspection\n", path_.c_str());
-      return;
-    }
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 // Starts the appender with stdout and stderr appended to `log_path`.
 pid_t SpawnAppender(const std::string& appender, const std::string& ledger_dir,
@@ -184,7 +157,7 @@ TEST(CrashRecovery, SigkilledAppenderLeavesVerifiedPrefixWithEveryAck) {
   const std::string appender = AppenderPath();
   ASSERT_EQ(access(appender.c_str(), X_OK), 0) << "crash_appender at '" << appender
                                                << "': " << std::strerror(errno);
-  ScratchDir scratch;
+  ScratchDir scratch("crash_sigkill");
   ASSERT_FALSE(HasFailure());
   const std::string appender_log = scratch.path() / "appender.log";
 

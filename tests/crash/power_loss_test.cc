@@ -45,6 +45,7 @@
 #include "tests/crash/crash_stream.h"
 #include "tests/crash/ledger_checks.h"
 #include "tests/crash/power_cut_fs.h"
+#include "tests/crash/scratch_dir.h"
 
 #ifndef POWER_LOSS_LEDGER_SYNC
 #define POWER_LOSS_LEDGER_SYNC true
@@ -148,13 +149,9 @@ TEST(PowerLoss, EveryAcknowledgedEventSurvivesAPowerCut) {
               "sync %s\n",
               static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed), cuts,
               kLedgerSync ? "on" : "OFF (this build must fail)");
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string pattern = (base != nullptr && *base != '\0'
-                             ? std::filesystem::path(base)
-                             : std::filesystem::temp_directory_path()) /
-                        "power_loss.XXXXXX";
-  ASSERT_NE(mkdtemp(pattern.data()), nullptr) << std::strerror(errno);
-  const std::filesystem::path scratch = pattern;
+  ScratchDir scratch_dir("power_loss");
+  ASSERT_FALSE(HasFailure());
+  const std::filesystem::path& scratch = scratch_dir.path();
 
   int epoch = -1;
   std::string ledger_dir;
@@ -258,7 +255,6 @@ TEST(PowerLoss, EveryAcknowledgedEventSurvivesAPowerCut) {
     EXPECT_GT(dropped_in_all.bytes_dropped, 0u);
     EXPECT_GT(cuts_in_recovery, 0);
   }
-  if (!HasFailure()) std::filesystem::remove_all(scratch);
 }
 
 }  // namespace

@@ -177,7 +177,8 @@ Result<std::vector<std::string>> Service::DecisionsOfBatch(uint64_t sequence, ui
   return decisions;
 }
 
-Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group) {
+Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group,
+                                       bool* engine_touched) {
   const std::vector<std::string>& inputs = call.inputs;
   const IntakeOptions& options = call.options;
   if (inputs.empty() || inputs.size() > ledger::kAppendBatchEventsMax / 2) {
@@ -342,6 +343,7 @@ Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group
   }
 
   // Let the decider fold the inputs and decide.
+  *engine_touched = true;
   for (const std::string& input : fresh) {
     auto decoded = schema::DecodeEvent(input);
     ADM_CHECK(decoded.ok(), "stamped input does not decode: %s",
@@ -479,7 +481,21 @@ std::vector<Result<RecordOutcome>> Service::RecordGroup(const std::vector<Record
                                 : failure;
       continue;
     }
-    auto s = Stage(calls[i], group);
+    // A call's inputs come from a client: reading one must not throw (DecodeEvent bounds every
+    // walk of an accepted event), but if one does, only that call is refused. A throw once the
+    // decider has applied inputs leaves it ahead of the ledger: the service stops writing.
+    Result<Staged> s = Status(Code::kInvalidArgument, "not staged");
+    bool engine_touched = false;
+    kj::Maybe<kj::Exception> thrown =
+        kj::runCatchingExceptions([&]() { s = Stage(calls[i], group, &engine_touched); });
+    KJ_IF_MAYBE(e, thrown) {
+      if (engine_touched) broken_ = true;
+      s = Status(engine_touched ? Code::kIoError : Code::kInvalidArgument,
+                 std::string(engine_touched ? "the decider failed on the call's inputs (reopen "
+                                              "the ledger to continue): "
+                                            : "the call's inputs could not be read: ") +
+                     e->getDescription().cStr());
+    }
     if (!s.ok()) {
       refused[i] = s.status();
       continue;

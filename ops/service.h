@@ -117,7 +117,9 @@ class Service {
   struct GroupState;
   // Validates one call against the head and the group so far, lets the decider fold it and
   // lays out its events. A refusal changes nothing (the decider has not seen the call).
-  Result<Staged> Stage(const RecordCall& call, GroupState& group);
+  // Sets *engine_touched once the decider has applied an input (a throw after that leaves the
+  // engine ahead of the ledger).
+  Result<Staged> Stage(const RecordCall& call, GroupState& group, bool* engine_touched);
   // The decisions of the batch holding `sequence` (an input), read from the ledger.
   Result<std::vector<std::string>> DecisionsOfBatch(uint64_t sequence, uint64_t* first);
   // Open's work: a decider from the newest usable snapshot, folded to the head.

@@ -719,47 +719,59 @@ Result<EventEnvelope> PeekEvent(kj::ArrayPtr<const capnp::word> words) {
 Result<DecodedEvent> DecodedEvent::DecodeSegment(DecodedEvent decoded) {
   const std::string_view bytes(decoded.segments_[0].asChars().begin(),
                                decoded.segments_[0].asChars().size());
+  const kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments(decoded.segments_, 1);
   kj::Maybe<kj::Exception> error = kj::runCatchingExceptions([&]() {
-    decoded.reader_ = std::make_unique<capnp::SegmentArrayMessageReader>(
-        kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>>(decoded.segments_, 1),
-        EventReaderOptions());
-    decoded.root_ = decoded.reader_->getRoot<Event>();
     if (IsPlainCanonicalEvent(bytes)) {
-      // Every field the schema knows was read as its type, and the form is canonical.
+      // Every field the schema knows was read as its type, the form is canonical, and one walk
+      // costs at most half of a reader's traversal budget.
       decoded.canonical_ = true;
       return;
     }
+    // Each check below walks the event in a reader of its own, so the reader handed out (made
+    // last) keeps its whole traversal budget for the caller.
+    //
     // A message whose pointers share their targets reaches more words than it holds, and every
     // walk of it (a copy, canonicalize) costs that much of a reader's traversal budget: a
     // caller's later copy would throw (found by tests/fuzz/event_fuzz.cc; a 488-byte event
-    // reached about 60,000 words). Sized in a reader of its own, so the budget of the reader
-    // handed out is left to the caller.
+    // reached about 60,000 words).
     {
-      capnp::SegmentArrayMessageReader sizing(
-          kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>>(decoded.segments_, 1),
-          EventReaderOptions());
+      capnp::SegmentArrayMessageReader sizing(segments, EventReaderOptions());
       const uint64_t reached = sizing.getRoot<Event>().totalSize().wordCount + 1;
       KJ_REQUIRE(reached <= decoded.segments_[0].size(),
                  "pointers share their targets: the event reaches more words than it holds",
                  reached, decoded.segments_[0].size());
     }
-    // Read every pointer field once, so a malformed pointer or text is found here, not later
-    // in a caller that trusted a decoded event.
-    const WalkPlans& plans = WalkPlans::Get();
-    WalkStruct(plans, plans.root(), capnp::AnyStruct::Reader(decoded.root_));
-    decoded.canonical_ = decoded.reader_->isCanonical();
-    if (decoded.canonical_) {
-      // capnp's isCanonical() (0.9) does not check every bit: it accepts an inline composite
-      // list's tag whose count has its unused top bit set (found by tests/fuzz/event_fuzz.cc),
-      // which MakeStoredEventTemplate would then splice into the ledger as it is. A yes is
-      // confirmed by canonicalizing in a fresh reader (its own traversal budget).
-      capnp::SegmentArrayMessageReader check(
-          kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>>(decoded.segments_, 1),
-          EventReaderOptions());
-      kj::Array<capnp::word> words = capnp::canonicalize(check.getRoot<Event>());
-      decoded.canonical_ = std::string_view(words.asChars().begin(), words.size() * sizeof(capnp::word)) == bytes;
+    // One complete walk (canonicalize copies every pointer, known to the schema or not) within
+    // half of the budget, as IsPlainCanonicalEvent requires of the canonical form: lists of
+    // elements of no size hold no words but cost one each per walk (capnp's guard against
+    // amplification), so a small event could otherwise spend a caller's whole budget in one
+    // copy and make the next throw (found by tests/fuzz/rpc_fuzz.cc in Service::Stage). The same
+    // walk decides canonical form: capnp 0.9's isCanonical() accepts an inline composite
+    // list's tag whose count has its unused top bit set (found by tests/fuzz/event_fuzz.cc),
+    // which MakeStoredEventTemplate would then splice into the ledger as it is.
+    {
+      capnp::ReaderOptions half = EventReaderOptions();
+      half.traversalLimitInWords /= 2;
+      capnp::SegmentArrayMessageReader walk(segments, half);
+      kj::Array<capnp::word> words = capnp::canonicalize(walk.getRoot<Event>());
+      decoded.canonical_ =
+          std::string_view(words.asChars().begin(), words.asChars().size()) == bytes;
+    }
+    // Read every pointer field once, as its type, so a malformed pointer or text is found here,
+    // not later in a caller that trusted a decoded event.
+    {
+      capnp::SegmentArrayMessageReader typed(segments, EventReaderOptions());
+      const WalkPlans& plans = WalkPlans::Get();
+      WalkStruct(plans, plans.root(), capnp::AnyStruct::Reader(typed.getRoot<Event>()));
     }
   });
+  if (error == nullptr) {
+    error = kj::runCatchingExceptions([&]() {
+      decoded.reader_ = std::make_unique<capnp::SegmentArrayMessageReader>(segments,
+                                                                           EventReaderOptions());
+      decoded.root_ = decoded.reader_->getRoot<Event>();
+    });
+  }
   KJ_IF_MAYBE(e, error) {
     return Status(Code::kCorruption,
                   std::string("malformed event: ") + e->getDescription().cStr());

@@ -479,3 +479,58 @@ TEST(EventCodec, RefusesTextWithoutNulAndPointersOfTheWrongKind) {
 }
 }  // namespace
 }  // namespace admission::schema
+
+namespace admission::schema {
+namespace {
+
+// An event holding a list of `count` labels that are all empty: canonical form truncates each
+// to a struct of no size, so the bytes stay small while every walk of the list costs `count`
+// words of its reader's traversal budget (capnp's guard against amplification).
+std::string EventWithEmptyLabels(uint32_t count) {
+  capnp::MallocMessageBuilder message;
+  Event::Builder event = message.initRoot<Event>();
+  event.setActor("a");
+  ResourceFlavorDef::Builder flavor = event.initBody().initFlavorDefined();
+  flavor.setName("f");
+  flavor.initNodeLabels(count);
+  return EncodeEvent(message);
+}
+
+// Found by tests/fuzz/rpc_fuzz.cc: an accepted event whose one walk cost more than a third of
+// the budget left a caller's copy (Service::Stage's setRoot) to throw, because the decode's own
+// walks had spent the reader it handed out. An accepted event now costs at most half of the
+// budget per walk, in a reader whose whole budget is the caller's; a costlier one is refused.
+TEST(EventCodec, AcceptedEventsCanBeWalkedTwiceAndCostlierOnesAreRefused) {
+  const uint64_t half = EventReaderOptions().traversalLimitInWords / 2;
+  const std::string fits = EventWithEmptyLabels(static_cast<uint32_t>(half - 64));
+  ASSERT_LT(fits.size(), 1024u);  // small bytes, a costly walk
+  Result<DecodedEvent> decoded = DecodeEvent(fits);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_TRUE(decoded->canonical());
+  std::string first;
+  std::string second;
+  EXPECT_NO_THROW(first = CanonicalBytes(decoded->root()));
+  EXPECT_NO_THROW(second = CanonicalBytes(decoded->root()));
+  EXPECT_EQ(first, fits);
+  EXPECT_EQ(second, fits);
+
+  // Not in canonical form (an extra zero word at the end), so the general path decides: the
+  // same walks are owed to the caller.
+  std::string padded = fits + std::string(sizeof(capnp::word), '\0');
+  Result<DecodedEvent> general = DecodeEvent(padded);
+  ASSERT_TRUE(general.ok()) << general.status().ToString();
+  EXPECT_FALSE(general->canonical());
+  EXPECT_NO_THROW(first = CanonicalBytes(general->root()));
+  EXPECT_NO_THROW(second = CanonicalBytes(general->root()));
+  EXPECT_EQ(first, fits);
+
+  for (const std::string& costly :
+       {EventWithEmptyLabels(static_cast<uint32_t>(half + 64)),
+        EventWithEmptyLabels(static_cast<uint32_t>(half + 64)) + std::string(8, '\0')}) {
+    Result<DecodedEvent> refused = DecodeEvent(costly);
+    EXPECT_EQ(refused.status().code(), Code::kCorruption) << costly.size() << " bytes";
+  }
+}
+
+}  // namespace
+}  // namespace admission::schema

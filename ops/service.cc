@@ -76,8 +76,20 @@ Status Service::Fold(uint64_t after, const std::function<void(uint64_t, uint64_t
       engine_->ApplyInput(event);
       projections::TrackDefinition(event, &definitions_);
       if (event.getEndsBatch()) {
-        // The decisions are in the ledger already; replay --verify compares them.
-        (void)engine_->EndBatch(stored.sequence, event.getRecordedAtNs());
+        // The decisions are in the ledger already; replay --verify compares them. The batch
+        // is decided as the version that sequenced it decided it.
+        const uint32_t version = projections::DecidingVersion(event.getEngineVersion());
+        if (!projections::EngineVersionDecidable(version)) {
+          return Status(Code::kInvalidArgument,
+                        "event " + std::to_string(stored.sequence) +
+                            " was sequenced by engine v" + std::to_string(version) +
+                            "; this build runs engine v" +
+                            std::to_string(projections::kEngineVersion) +
+                            " and decides as v" +
+                            std::to_string(projections::kEngineVersionOldestDecidable) + " to v" +
+                            std::to_string(projections::kEngineVersion) + " only");
+        }
+        (void)engine_->EndBatch(stored.sequence, event.getRecordedAtNs(), version);
       }
     }
     position_ = next - 1;
@@ -304,6 +316,8 @@ Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group
     schema::Event::Builder root = message->getRoot<schema::Event>();
     root.setSequence(next_sequence);
     root.setRecordedAtNs(at);
+    // The decider version that sequences it: replay decides its batch as this version did.
+    root.setEngineVersion(projections::kEngineVersion);
     if (options.force_actor || root.getActor().size() == 0) root.setActor(options.actor);
     if (stamp_key) root.setIdempotencyKey(key);
     // The decider's own view: a report from the wrong identity, for a stale generation or

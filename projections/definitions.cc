@@ -39,6 +39,7 @@ std::string DefinitionBody(schema::Event::Reader event) {
   root.setPrevHash(capnp::Data::Reader());
   root.setEndsBatch(false);
   root.setCausationSequence(0);
+  root.setEngineVersion(0);
   return schema::EncodeEvent(copy);
 }
 

@@ -75,15 +75,20 @@ std::string Engine::BatchDecisions::Encode(size_t i) const {
   return schema::CanonicalBytes(events[i].getReader());
 }
 
-std::vector<std::string> Engine::EndBatch(uint64_t batch_last_sequence, int64_t now_ns) {
-  BatchDecisions batch = EndBatchDecisions(batch_last_sequence, now_ns);
+std::vector<std::string> Engine::EndBatch(uint64_t batch_last_sequence, int64_t now_ns,
+                                          uint32_t version) {
+  BatchDecisions batch = EndBatchDecisions(batch_last_sequence, now_ns, version);
   std::vector<std::string> out;
   out.reserve(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) out.push_back(batch.Encode(i));
   return out;
 }
 
-Engine::BatchDecisions Engine::EndBatchDecisions(uint64_t batch_last_sequence, int64_t now_ns) {
+Engine::BatchDecisions Engine::EndBatchDecisions(uint64_t batch_last_sequence, int64_t now_ns,
+                                                 uint32_t version) {
+  ADM_CHECK(EngineVersionDecidable(version), "engine v%u cannot decide as v%u", kEngineVersion,
+            version);
+  batch_version_ = version;
   now_ns_ = std::max(now_ns_, now_ns);
   current_sequence_ = 0;  // decisions made by cycles cite the batch's last input
   int cycles = 0;
@@ -99,13 +104,25 @@ Engine::BatchDecisions Engine::EndBatchDecisions(uint64_t batch_last_sequence, i
     }
     more = more && !timers_.empty() && timers_.begin()->first <= now_ns_;
   }
+  // The heads held back for having been preempted in this batch are nominated again in the
+  // next one, as any other queued workload.
+  for (const auto& [cq_name, class_key] : held_until_next_batch_) {
+    auto cq = cqs_.find(cq_name);
+    if (cq == cqs_.end()) continue;
+    auto cls = cq->second.classes.find(class_key);
+    if (cls == cq->second.classes.end() || !cls->second.inadmissible) continue;
+    cls->second.inadmissible = false;
+    active_.insert(cq_name);
+  }
+  held_until_next_batch_.clear();
+  preempted_in_batch_.clear();
   BatchDecisions out;
   out.events.reserve(decisions_.size());
   for (PendingDecision& d : decisions_) {
     schema::Event::Builder e = d.event.get();
     e.setRecordedAtNs(now_ns_);
     e.setCausationSequence(d.causation != 0 ? d.causation : batch_last_sequence);
-    e.setEngineVersion(kEngineVersion);
+    e.setEngineVersion(version);
     out.events.emplace_back(std::move(d.event));
   }
   decisions_made_ += out.events.size();

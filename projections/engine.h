@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "projections/conditions.h"
+#include "projections/engine_version.h"
 #include "projections/model.h"
 #include <capnp/message.h>
 
@@ -249,7 +250,10 @@ class Engine {
 
   // Runs admission cycles to a fixpoint and returns every decision since the last EndBatch,
   // as canonical Event bytes stamped with (causation, time) and this engine's version.
-  std::vector<std::string> EndBatch(uint64_t batch_last_sequence, int64_t now_ns);
+  // `version` is the decider behaviour to decide the batch with (DecidingVersion of the batch's
+  // last input; REQUIRES: EngineVersionDecidable), and what its decisions record.
+  std::vector<std::string> EndBatch(uint64_t batch_last_sequence, int64_t now_ns,
+                                    uint32_t version = kEngineVersion);
 
   // The same decisions, stamped but not yet encoded: for a caller that encodes them elsewhere
   // (replay canonicalizes them on its comparison thread). Encode(i) gives EndBatch's bytes.
@@ -273,7 +277,8 @@ class Engine {
     size_t size() const { return events.size(); }
     std::string Encode(size_t i) const;
   };
-  BatchDecisions EndBatchDecisions(uint64_t batch_last_sequence, int64_t now_ns);
+  BatchDecisions EndBatchDecisions(uint64_t batch_last_sequence, int64_t now_ns,
+                                   uint32_t version = kEngineVersion);
 
   // Read models.
   const std::map<std::string, WorkloadState>& workloads() const { return workloads_; }
@@ -461,6 +466,17 @@ class Engine {
   Interner flavor_ids_;
 
   uint64_t current_sequence_ = 0;
+  // The behaviour version of the batch being decided (EndBatchDecisions' `version`).
+  uint32_t batch_version_ = kEngineVersion;
+  // Engine v6: the workloads preempted so far in this batch (one instant of ledger time), and
+  // the classes whose head was held back for it (ClusterQueue, class key). Such a workload may
+  // still be admitted into free quota in the batch, but it preempts nobody before the next
+  // batch: in Kueue a preempted workload is nominated again only after its eviction has been
+  // observed and it was requeued, a later cycle. Without this, preemptions whose victims
+  // release at once can rotate inside one batch without end (docs/semantics.md). Both are
+  // empty between batches (not stored in snapshots).
+  std::set<std::string> preempted_in_batch_;
+  std::vector<std::pair<std::string, std::string>> held_until_next_batch_;
   // One message per batch holds every decision of the batch (one allocation instead of one
   // per decision); reset by EndBatch.
   static constexpr unsigned kDecisionArenaFirstWords = 256;

@@ -22,6 +22,13 @@ const char* EngineVersionNote(uint32_t version) {
              "objectRetentionPolicies.workloads, default 24 h of ledger time), so its name is "
              "free again; v4 ledgers replay under v5 (same decisions for every ledger v4's "
              "intake could write)";
+    case 6:
+      return "a workload preempted in a batch (one instant of ledger time) preempts nobody "
+             "before the next batch, as in Kueue, where it is nominated again only after its "
+             "eviction was observed; without this, preemptions whose victims release at once "
+             "could rotate inside one batch without end (the decider aborted). Inputs record the "
+             "version that sequenced them, and replay decides each batch as that version did "
+             "(v5 for older inputs)";
     default: return "unknown engine version";
   }
 }

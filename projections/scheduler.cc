@@ -685,6 +685,18 @@ bool Engine::RunCycle(int64_t now) {
       continue;
     }
     if (e.n.mode == kPreempt) {
+      if (batch_version_ >= 6 && preempted_in_batch_.count(wl.key) != 0) {
+        // Engine v6: preempted earlier at this instant, it preempts nobody before the next
+        // batch (Kueue nominates it again only once its eviction was observed).
+        e.cls->inadmissible = true;
+        held_until_next_batch_.emplace_back(wl.cluster_queue, wl.class_key);
+        SetPending(wl, "Pending",
+                   "Preempted at this instant; it may preempt in turn from the next cycle: " +
+                       e.n.message,
+                   e.n.resource, e.n.flavor, e.n.shortfall, now, true);
+        changed = true;
+        continue;
+      }
       if (touched_roots.count(root) != 0) {
         // Earlier entries of this cycle changed this cohort tree, so the victims were chosen
         // on a stale view: choose again against the current state rather than retrying the
@@ -719,6 +731,7 @@ bool Engine::RunCycle(int64_t now) {
           reason = "InCohortReclamation";
           human = "reclamation within the cohort";
         }
+        if (batch_version_ >= 6) preempted_in_batch_.insert(v.key);
         Evict(v, "Preempted", message + human, reason, &wl, now);
       }
       SetPending(wl, "Pending",

@@ -1001,11 +1001,13 @@ Result<LoadedSnapshot> LoadSnapshot(std::string_view bytes) {
                "snapshot format v" + std::to_string(root.getFormatVersion()) +
                    "; this build reads format v" + std::to_string(kSnapshotFormatVersion));
       }
-      if (root.getEngineVersion() != kEngineVersion) {
+      // v6 changed no stored state (only what one batch remembers while it is decided), so a
+      // v5 snapshot is a v6 state.
+      if (root.getEngineVersion() != kEngineVersion && root.getEngineVersion() != 5) {
         Refuse(Code::kInvalidArgument,
                "snapshot of engine v" + std::to_string(root.getEngineVersion()) +
                    "; this build runs engine v" + std::to_string(kEngineVersion) +
-                   " and keeps no other version's state");
+                   " and reads the state of v5 and v6 only");
       }
       if (root.getChainHash().size() != loaded.header.chain_hash.size()) {
         Corrupt("chainHash has " + std::to_string(root.getChainHash().size()) + " bytes, not 32");

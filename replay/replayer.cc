@@ -29,17 +29,19 @@ Status CorruptAt(Sequence sequence, const Status& status) {
                 "event " + std::to_string(sequence) + " does not decode: " + status.message());
 }
 
-// The refusal for a decision this build cannot reproduce.
+// The refusal for a decision, or a batch, of a version this build cannot decide as.
 Status VersionRefusal(Sequence sequence, uint32_t recorded) {
   return Status(
       Code::kInvalidArgument,
-      "the decision at sequence " + std::to_string(sequence) + " was made by engine v" +
+      "the event at sequence " + std::to_string(sequence) + " was made by engine v" +
           std::to_string(recorded) + " (" + projections::EngineVersionNote(recorded) +
           "); this build runs engine v" + std::to_string(projections::kEngineVersion) + " (" +
-          projections::EngineVersionNote(projections::kEngineVersion) +
-          ") and keeps no other version's behaviour, so it cannot reproduce that decision. "
-          "Replay this ledger with a build of engine v" +
-          std::to_string(recorded) + " (docs/semantics.md, \"Engine versions and replay\")");
+          projections::EngineVersionNote(projections::kEngineVersion) + ") and decides as v" +
+          std::to_string(projections::kEngineVersionOldestDecidable) + " to v" +
+          std::to_string(projections::kEngineVersion) +
+          " only, so it cannot reproduce that batch's decisions. Replay this ledger with a "
+          "build of engine v" + std::to_string(recorded) +
+          " (docs/semantics.md, \"Engine versions and replay\")");
 }
 
 // A chunk of the ledger, read and looked at off the folding thread. The events' bytes lie in
@@ -317,7 +319,8 @@ ReplayStart Genesis() {
 bool EngineVersionReplayable(uint32_t version) {
   // v5 added retention only (docs/semantics.md, "Engine versions and replay"): for every ledger
   // v4's intake could write, v5 makes the same decisions, so a v4 ledger replays under v5 rules.
-  return version == projections::kEngineVersion || version == 4;
+  // v6 changed decisions, and older batches are decided as v5 decided them (DecidingVersion).
+  return version == 4 || projections::EngineVersionDecidable(version);
 }
 
 Replayer::Replayer(ledger::EventLog& log, ReplayStart start)
@@ -548,10 +551,11 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
             if (!recorded.ok()) return CorruptAt(stored.sequence, recorded.status());
             return fold_found(stored.sequence, &*recorded, nullptr);
           }
-          // Compared as recorded: an older replayable version's decision carries its version.
-          if (stored.envelope.engine_version != projections::kEngineVersion) {
-            produced->batch.events[produced_next].get().setEngineVersion(
-                stored.envelope.engine_version);
+          // A v4 decision is compared as recorded: its batch is decided as v5 (the same
+          // decisions), and only the version it records differs.
+          if (stored.envelope.engine_version == 4) {
+            schema::Event::Builder made = produced->batch.events[produced_next].get();
+            if (made.getEngineVersion() == 5) made.setEngineVersion(4);
           }
           job.items.push_back(Comparison{i, produced, produced_next});
         }
@@ -576,7 +580,12 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
         ++report.inputs;
         if (event.getEndsBatch()) {
           auto batch = std::make_shared<Produced>();
-          batch->batch = engine_->EndBatchDecisions(stored.sequence, event.getRecordedAtNs());
+          const uint32_t version = projections::DecidingVersion(event.getEngineVersion());
+          if (!projections::EngineVersionDecidable(version)) {
+            return VersionRefusal(stored.sequence, version);
+          }
+          batch->batch =
+              engine_->EndBatchDecisions(stored.sequence, event.getRecordedAtNs(), version);
           batch->alter = &options.alter_replayed;
           produced = std::move(batch);
         }

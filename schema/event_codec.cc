@@ -1096,7 +1096,12 @@ std::string DifferStruct(const capnp::DynamicStruct::Reader& a,
                                     name == "prevHash" || name == "endsBatch")) {
       continue;
     }
-    if (skip == Envelope::kRequest && (name == "actor" || name == "idempotencyKey")) continue;
+    // A request retried is the same request whoever sends it and whichever decider version
+    // sequenced it (intake stamps engineVersion on inputs).
+    if (skip == Envelope::kRequest &&
+        (name == "actor" || name == "idempotencyKey" || name == "engineVersion")) {
+      continue;
+    }
     std::string d = Differ(a.get(field), b.get(field), join(field));
     if (!d.empty()) return d;
   }

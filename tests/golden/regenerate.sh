@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Regenerates the golden corpus from the scenario files, for a deliberate behaviour change of
-# the decider, which must also bump kEngineVersion (projections/engine_version.h). See README.md.
+# Generates the ledgers of the golden corpus that do not exist yet, from their scenario files,
+# then checks the whole corpus. A committed ledger is history and is never regenerated: it is
+# what the engine version of its day decided, and every later build must still replay it,
+# deciding each batch as that version did (docs/semantics.md, "Engine versions and replay").
+# A behaviour change bumps kEngineVersion (projections/engine_version.h) and adds ledgers here.
+# See README.md.
 #   tests/golden/regenerate.sh [BUILD_DIR]        (default: build)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -15,11 +19,17 @@ corpus=(
   "import-and-quota-versions:13-import-and-quota-versions.yaml"
   "admission-checks:15-admission-checks.yaml"
   "pods-and-revocation:17-pods-and-revocation.yaml"
+  # engine v6
+  "preemption-ring:24-preemption-ring.yaml"
+  "preempted-then-reclaims:25-preempted-then-reclaims.yaml"
 )
-rm -f "$top"/tests/golden/*.ledger "$top"/tests/golden/*.sha256
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}
   scenario=${entry#*:}
+  if [[ -e "$top/tests/golden/$name.ledger" ]]; then
+    echo "kept $name.ledger (committed ledgers are never regenerated)"
+    continue
+  fi
   "$tool" generate "$top/tests/scenarios/$scenario" "$top/tests/golden/$name"
 done
 "$tool" check "$top/tests/golden"

@@ -263,6 +263,145 @@ TEST(Replay, RefusesADecisionOfAnotherEngineVersion) {
   }
 }
 
+// The ledger of `v6` rebuilt as an older writer would have written it: its inputs carry
+// `input_version` (0: written before inputs recorded one) and each batch's decisions are the
+// decider's when it decides as `decide_as`.
+// With `batches`, only the first that many batches; the inputs of the next are left in
+// `*next_batch` (their bodies and keys only, as a client sends them).
+void RewriteInputs(ledger::EventLog& v6, uint32_t input_version, uint32_t decide_as,
+                   ledger::MemoryLog* out, size_t batches = SIZE_MAX,
+                   std::vector<std::string>* next_batch = nullptr) {
+  auto events = v6.Read(1, ledger::kReadEventsMax);
+  ASSERT_TRUE(events.ok());
+  projections::Engine engine;
+  size_t ended = 0;
+  for (const auto& e : *events) {
+    if (ended == batches) {
+      auto decoded = schema::DecodeEvent(e.bytes);
+      ASSERT_TRUE(decoded.ok());
+      if (schema::IsDecision(decoded->root().getBody().which())) continue;
+      capnp::MallocMessageBuilder m;
+      m.setRoot(decoded->root());
+      auto input = m.getRoot<schema::Event>();
+      input.setSequence(0);
+      input.setRecordedAtNs(0);
+      input.setPrevHash(capnp::Data::Reader());
+      input.setEndsBatch(false);
+      input.setEngineVersion(0);
+      if (next_batch != nullptr) next_batch->push_back(schema::CanonicalBytes(input.asReader()));
+      if (decoded->root().getEndsBatch()) break;
+      continue;
+    }
+    auto decoded = schema::DecodeEvent(e.bytes);
+    ASSERT_TRUE(decoded.ok());
+    if (schema::IsDecision(decoded->root().getBody().which())) continue;
+    capnp::MallocMessageBuilder m;
+    m.setRoot(decoded->root());
+    m.getRoot<schema::Event>().setEngineVersion(input_version);
+    auto ack = out->Append(
+        std::vector<std::string>{schema::CanonicalBytes(m.getRoot<schema::Event>().asReader())});
+    ASSERT_TRUE(ack.ok());
+    auto stored = out->Read(ack->sequences.front(), 1);
+    auto input = schema::DecodeEvent(stored->front().bytes);
+    engine.ApplyInput(input->root());
+    if (input->root().getEndsBatch()) {
+      ++ended;
+      std::vector<std::string> decisions =
+          engine.EndBatch(ack->sequences.front(), input->root().getRecordedAtNs(), decide_as);
+      if (!decisions.empty()) {
+        ASSERT_TRUE(out->Append(decisions).ok());
+      }
+    }
+  }
+}
+
+// What each batch's decisions record as their version, in ledger order.
+std::vector<uint32_t> DecisionVersions(ledger::EventLog& log) {
+  std::vector<uint32_t> versions;
+  auto events = log.Read(1, ledger::kReadEventsMax);
+  for (const auto& e : *events) {
+    auto decoded = schema::DecodeEvent(e.bytes);
+    if (schema::IsDecision(decoded->root().getBody().which())) {
+      versions.push_back(decoded->root().getEngineVersion());
+    }
+  }
+  return versions;
+}
+
+TEST(Replay, EachBatchIsDecidedAsTheVersionThatSequencedIt) {
+  // tests/scenarios/25-preempted-then-reclaims.yaml, recorded by engine v6: a workload
+  // preempted in a batch preempts nobody before the next one. v5 let it reclaim in the same
+  // batch, so the same inputs make other decisions under v5.
+  ledger::MemoryLog v6;
+  ASSERT_TRUE(
+      replay::ImportLedger(ReadFile(GOLDEN_DIR "/preempted-then-reclaims.ledger"), v6).ok());
+  for (uint32_t version : DecisionVersions(v6)) ASSERT_EQ(version, 6u);
+  ledger::MemoryLog v5;  // as written before v6: inputs carry no version
+  RewriteInputs(v6, 0, 5, &v5);
+  for (uint32_t version : DecisionVersions(v5)) ASSERT_EQ(version, 5u);
+  ASSERT_NE(replay::ReplayAndVerify(v6)->decision_stream_hash,
+            replay::ReplayAndVerify(v5)->decision_stream_hash)
+      << "the scenario no longer tells v5 from v6";
+
+  // Each replays as recorded: the v5 ledger's batches decided as v5, the v6 ledger's as v6.
+  for (ledger::EventLog* log : {static_cast<ledger::EventLog*>(&v5), static_cast<ledger::EventLog*>(&v6)}) {
+    auto report = replay::ReplayAndVerify(*log);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    EXPECT_FALSE(report->divergence.has_value()) << report->divergence->first_differing_field;
+  }
+
+  // The inputs say which version decides: v5's decisions under inputs that name v6 diverge
+  // (replay never picks whichever version matches).
+  ledger::MemoryLog relabelled;
+  RewriteInputs(v5, 6, 5, &relabelled);
+  auto report = replay::ReplayAndVerify(relabelled);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_TRUE(report->divergence.has_value());
+
+  // An upgraded service continues a v5 ledger: old batches folded as v5, new ones decided and
+  // recorded as v6, and the mixed ledger replays. Here v6 takes over just before B's
+  // submission (the fourth batch), and decides it as v6 does.
+  FixedClock clock;
+  ledger::MemoryLog mixed;
+  std::vector<std::string> b_submission;
+  RewriteInputs(v6, 0, 5, &mixed, 3, &b_submission);
+  ASSERT_FALSE(b_submission.empty());
+  {
+    auto service = ops::Service::Open(mixed, clock);
+    ASSERT_TRUE(service.ok()) << service.status().ToString();
+    ops::IntakeOptions options;
+    options.actor = "test";
+    ASSERT_TRUE((*service)->Record(b_submission, options).ok());
+  }
+  std::vector<uint32_t> versions = DecisionVersions(mixed);
+  ASSERT_FALSE(versions.empty());
+  EXPECT_EQ(versions.front(), 5u);
+  EXPECT_EQ(versions.back(), 6u);
+  auto mixed_report = replay::ReplayAndVerify(mixed);
+  ASSERT_TRUE(mixed_report.ok()) << mixed_report.status().ToString();
+  EXPECT_FALSE(mixed_report->divergence.has_value());
+  // The v6 batch is v6's: A waits, C keeps its quota.
+  auto a = schema::DecodeEvent(mixed.Read(mixed.GetHead().sequence, 1)->front().bytes);
+  const std::string last = schema::EventToJson(a->root());
+  EXPECT_NE(last.find("Preempted at this instant"), std::string::npos) << last;
+
+  // A batch of a version this build cannot decide as is refused, by replay and by the service.
+  ledger::MemoryLog future;
+  RewriteInputs(v6, projections::kEngineVersion + 1, projections::kEngineVersion, &future);
+  auto refused = replay::ReplayAndVerify(future);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(
+                "engine v" + std::to_string(projections::kEngineVersion + 1)),
+            std::string::npos)
+      << refused.status().message();
+  auto opened = ops::Service::Open(future, clock);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.status().message().find(
+                "sequenced by engine v" + std::to_string(projections::kEngineVersion + 1)),
+            std::string::npos)
+      << opened.status().message();
+}
+
 TEST(Replay, ExtraDecisionOfTheReplayedDeciderIsADivergenceAtTheNextInput) {
   // Remove the last decision of the first batch that has two or more, by rebuilding the ledger
   // without it: the replayed decider then makes one more decision than recorded.

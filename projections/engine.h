@@ -28,6 +28,8 @@ namespace admission::projections {
 
 // Limits.
 inline constexpr int kCyclesPerBatchMax = 1'000'000;
+// One unit of a resource in the decider's milli-units (one pod, one GPU).
+inline constexpr int64_t kMilliPerUnit = 1000;
 inline constexpr int kPodSetsMax = 8;
 // A workload's total request of one resource (every pod set's per-pod requests times its
 // count), in milli-units: 2^62 (4.6e15 units; 4 PiB of memory), so that the decider's sums of
@@ -417,6 +419,8 @@ class Engine {
   int64_t DominantShare(int cq_node, const FrQuantities* extra) const;
   // `cq`: the state of the workload's ClusterQueue, whose queue it heads.
   Nomination Nominate(const WorkloadState& wl, const ClusterQueueState& cq);
+  // The id of `pods` when one of the ClusterQueue's resource groups covers it (engine v7).
+  std::optional<int> CoveredPods(const ClusterQueueSpec& spec) const;
   Nomination AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec& spec, int cq_node,
                            const std::vector<int32_t>& counts) const;
   std::vector<WorkloadState*> FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec,

@@ -29,6 +29,9 @@ const char* EngineVersionNote(uint32_t version) {
              "could rotate inside one batch without end (the decider aborted). Inputs record the "
              "version that sequenced them, and replay decides each batch as that version did "
              "(v5 for older inputs)";
+    case 7:
+      return "a ClusterQueue that covers `pods` counts one per pod of each podSet against that "
+             "flavor's quota, and `pods` appears in the assignment, as in Kueue";
     default: return "unknown engine version";
   }
 }

@@ -41,6 +41,15 @@ bool ShouldTryNextFlavor(const FlavorChoice& c, const ClusterQueueSpec& spec) {
 
 
 // Flavor assignment for the given pod counts (Kueue: FlavorAssigner.assignFlavors).
+std::optional<int> Engine::CoveredPods(const ClusterQueueSpec& spec) const {
+  const std::optional<int> pods = resources_.Find("pods");
+  if (!pods) return std::nullopt;
+  for (const ResourceGroup& g : spec.resource_groups) {
+    if (std::find(g.covered.begin(), g.covered.end(), *pods) != g.covered.end()) return pods;
+  }
+  return std::nullopt;
+}
+
 Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec& spec,
                                          int cq_node, const std::vector<int32_t>& counts) const {
   Nomination n;
@@ -49,16 +58,27 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
   std::vector<std::string> messages;
   FrQuantities total;  // usage of the podSets assigned so far
   bool never = false;
+  // Engine v7: a ClusterQueue that covers `pods` counts one per pod of each podSet against
+  // that flavor's quota, and `pods` is part of the assignment (Kueue's flavor assigner sets
+  // the podSet's pods request to its count). A request for `pods` a podSet names itself is
+  // replaced by that.
+  const std::optional<int> pods = batch_version_ >= 7 ? CoveredPods(spec) : std::nullopt;
+  std::map<int, int64_t> with_pods;
   for (size_t i = 0; i < wl.pod_sets.size(); ++i) {
     const PodSetSpec& ps = wl.pod_sets[i];
     const int32_t count = counts[i];
+    if (pods) {
+      with_pods = ps.requests;
+      with_pods[*pods] = kMilliPerUnit;
+    }
+    const std::map<int, int64_t>& requests = pods ? with_pods : ps.requests;
     PodSetAssignment psa;
     psa.name = ps.name;
     psa.count = count;
     int ps_mode = kFit;
     std::string ps_message;
     // Every requested resource must be covered by one resource group.
-    for (const auto& [res, per_pod] : ps.requests) {
+    for (const auto& [res, per_pod] : requests) {
       bool covered = false;
       for (const ResourceGroup& g : spec.resource_groups) {
         covered = covered || std::find(g.covered.begin(), g.covered.end(), res) != g.covered.end();
@@ -74,7 +94,7 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
       if (ps_mode == kNoFit) break;
       std::vector<int> wanted;
       for (int r : g.covered) {
-        if (ps.requests.count(r) != 0) wanted.push_back(r);
+        if (requests.count(r) != 0) wanted.push_back(r);
       }
       if (wanted.empty()) continue;
       std::vector<std::string_view> allowed_keys;  // views of the flavors' label keys
@@ -131,12 +151,12 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
         for (int r : wanted) {
           const Fr fr = MakeFr(fq.flavor, r);
           auto tf = total.find(fr);
-          const int64_t val = ps.requests.at(r) * count + (tf == total.end() ? 0 : tf->second);
+          const int64_t val = requests.at(r) * count + (tf == total.end() ? 0 : tf->second);
           const int64_t max_capacity = tree_.PotentialAvailable(cq_node, fr);
           // Never fits: even the smallest admissible count exceeds the most this flavor could
           // ever provide.
           const int32_t min_count = ps.min_count > 0 ? ps.min_count : ps.count;
-          if (ps.requests.at(r) * min_count > max_capacity) ever = false;
+          if (requests.at(r) * min_count > max_capacity) ever = false;
           if (val > max_capacity) {
             choice.mode = kNoFit;
             exceeds_max = true;
@@ -224,7 +244,7 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
       n.assignment.borrows = n.assignment.borrows || best.borrow;
       for (int r : wanted) {
         psa.flavors[r] = best.flavor;
-        const int64_t amount = ps.requests.at(r) * count;
+        const int64_t amount = requests.at(r) * count;
         psa.usage[r] = amount;
         total[MakeFr(best.flavor, r)] += amount;
       }

@@ -1001,13 +1001,14 @@ Result<LoadedSnapshot> LoadSnapshot(std::string_view bytes) {
                "snapshot format v" + std::to_string(root.getFormatVersion()) +
                    "; this build reads format v" + std::to_string(kSnapshotFormatVersion));
       }
-      // v6 changed no stored state (only what one batch remembers while it is decided), so a
-      // v5 snapshot is a v6 state.
-      if (root.getEngineVersion() != kEngineVersion && root.getEngineVersion() != 5) {
+      // v6 and v7 changed no stored state (v6 only what one batch remembers while it is
+      // decided, v7 only which requests a nomination counts), so a v5 or v6 snapshot is a v7
+      // state.
+      if (root.getEngineVersion() < 5 || root.getEngineVersion() > kEngineVersion) {
         Refuse(Code::kInvalidArgument,
                "snapshot of engine v" + std::to_string(root.getEngineVersion()) +
                    "; this build runs engine v" + std::to_string(kEngineVersion) +
-                   " and reads the state of v5 and v6 only");
+                   " and reads the state of v5 to v" + std::to_string(kEngineVersion) + " only");
       }
       if (root.getChainHash().size() != loaded.header.chain_hash.size()) {
         Corrupt("chainHash has " + std::to_string(root.getChainHash().size()) + " bytes, not 32");

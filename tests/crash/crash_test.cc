@@ -167,7 +167,7 @@ TEST(CrashRecovery, SigkilledAppenderLeavesVerifiedPrefixWithEveryAck) {
   std::string ack_path;
   LedgerContents contents(kAppenderThreads);
   int iterations_with_new_events = 0;
-  int iterations_after_ack = 0;
+  int iterations_with_new_acks = 0;  // runs whose acks, checked against the ledger, grew
   uint64_t events_in_all = 0;
   size_t acks_in_all = 0;
   size_t ledger_acks = 0;  // acks in the current ledger's ack file at the last check
@@ -240,11 +240,12 @@ TEST(CrashRecovery, SigkilledAppenderLeavesVerifiedPrefixWithEveryAck) {
                 iteration, run_ms, after_first_ack ? "1st ack" : "start  ", epoch,
                 static_cast<unsigned long long>(contents.head),
                 static_cast<unsigned long long>(contents.head - previous_head), ack_count);
-    // An ack of this run was seen, and every ack is checked above; this states the point.
+    // A run killed after its first ack appended (that ack names an event of this run, and
+    // every ack is checked against the ledger above).
     if (after_first_ack) {
       EXPECT_GT(contents.head, previous_head);
-      ++iterations_after_ack;
     }
+    if (ack_count > ledger_acks) ++iterations_with_new_acks;
     if (contents.head > previous_head) ++iterations_with_new_events;
     events_in_all += contents.head - previous_head;
     for (int t = 0; t < kAppenderThreads; ++t) {
@@ -254,11 +255,11 @@ TEST(CrashRecovery, SigkilledAppenderLeavesVerifiedPrefixWithEveryAck) {
     ledger_acks = ack_count;
   }
 
-  // The test must not pass vacuously: most runs appended (at least those killed after an
-  // ack), and every stream got somewhere (none starved behind the others' group commits).
-  // (Every run killed after an ack appended: checked per run above.)
-  EXPECT_GE(iterations_after_ack, kIterations / 2);
-  EXPECT_GE(acks_in_all, static_cast<size_t>(iterations_after_ack));
+  // The test must not pass vacuously: most runs acknowledged events that the checks above
+  // found in the ledger (counted from the ack files, not from which runs were meant to wait
+  // for an ack), and every stream got somewhere (none starved behind the others' group
+  // commits).
+  EXPECT_GE(iterations_with_new_acks, kIterations / 2);
   for (int t = 0; t < kAppenderThreads; ++t) {
     EXPECT_GT(stream_events_in_all[t], 0u) << "stream t" << t << " never appended";
   }

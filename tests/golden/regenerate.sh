@@ -22,6 +22,8 @@ corpus=(
   # engine v6
   "preemption-ring:24-preemption-ring.yaml"
   "preempted-then-reclaims:25-preempted-then-reclaims.yaml"
+  # engine v7
+  "pods-quota:26-pods-quota.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

@@ -346,9 +346,13 @@ void ReflectiveTouch(const capnp::DynamicValue::Reader& value) {
   }
 }
 
-// What DecodeEvent decided before its one-pass check: accepted (every field read through the
-// dynamic API, and the whole event copied, as capnp::canonicalize and MessageBuilder::setRoot
-// copy it: pointers no field reads included) and canonical (MessageReader::isCanonical).
+// What DecodeEvent must decide, read the slow way: accepted when the event reaches no more
+// words than it holds (pointers that share their targets make every walk cost more than the
+// event's size), every field reads through the dynamic API, and the whole event copies (as capnp::canonicalize and MessageBuilder::setRoot
+// copy it: pointers no field reads included) within half of a reader's traversal budget, so
+// that a caller can walk an accepted event twice (a list of elements of no size costs a word
+// of budget per element per walk while holding none); canonical when that copy is the bytes
+// and MessageReader::isCanonical agrees. Each walk has a reader of its own.
 struct ReflectiveDecode {
   bool accepted = false;
   bool canonical = false;
@@ -360,14 +364,22 @@ ReflectiveDecode DecodeReflectively(const std::string& bytes) {
   std::vector<capnp::word> words(bytes.size() / sizeof(capnp::word));
   std::memcpy(words.data(), bytes.data(), bytes.size());
   kj::ArrayPtr<const capnp::word> segment(words.data(), words.size());
+  auto reader = [&](uint64_t traversal_words) {
+    capnp::ReaderOptions options = EventReaderOptions();
+    options.traversalLimitInWords = traversal_words;
+    return std::make_unique<capnp::SegmentArrayMessageReader>(kj::arrayPtr(&segment, 1), options);
+  };
+  const uint64_t budget = EventReaderOptions().traversalLimitInWords;
   out.accepted = kj::runCatchingExceptions([&]() {
-                   capnp::SegmentArrayMessageReader reader(kj::arrayPtr(&segment, 1),
-                                                           EventReaderOptions());
-                   ReflectiveTouchStruct(capnp::DynamicStruct::Reader(reader.getRoot<Event>()));
-                   kj::Array<capnp::word> canonical = capnp::canonicalize(reader.getRoot<Event>());
-                   out.canonical = reader.isCanonical() &&
-                                   std::string(canonical.asChars().begin(),
-                                               canonical.asChars().size()) == bytes;
+                   auto touch = reader(budget);
+                   KJ_REQUIRE(touch->getRoot<Event>().totalSize().wordCount + 1 <= words.size(),
+                              "shared targets");
+                   ReflectiveTouchStruct(capnp::DynamicStruct::Reader(touch->getRoot<Event>()));
+                   auto copy = reader(budget / 2);
+                   kj::Array<capnp::word> canonical = capnp::canonicalize(copy->getRoot<Event>());
+                   out.canonical = std::string(canonical.asChars().begin(),
+                                               canonical.asChars().size()) == bytes &&
+                                   reader(budget)->isCanonical();
                  }) == nullptr;
   return out;
 }

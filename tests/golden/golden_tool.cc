@@ -394,8 +394,8 @@ int Check(const std::string& dir) {
     auto report = replay::ReplayAndVerify(log);
     if (!report.ok()) {
       std::cout << "FAIL " << name << ": " << report.status().ToString() << "\n"
-                << "  (a deliberate behaviour change bumps kEngineVersion and regenerates the "
-                   "corpus: tests/golden/regenerate.sh)\n";
+                << "  (a build must still decide as the version that wrote this ledger; see "
+                   "tests/golden/README.md)\n";
       ++failures;
       continue;
     }
@@ -406,7 +406,8 @@ int Check(const std::string& dir) {
                 << "  recorded: " << d.recorded_json << "\n"
                 << "  replayed: " << d.replayed_json << "\n"
                 << "  An unintended behaviour change of the decider, or a deliberate one that must "
-                   "bump kEngineVersion and regenerate the corpus (tests/golden/regenerate.sh).\n";
+                   "bump kEngineVersion and keep the old behaviour behind a switch on the "
+                   "batch's version (tests/golden/README.md).\n";
       ++failures;
       continue;
     }

@@ -216,6 +216,12 @@ class SnapshotCodec {
           quota.nominal = q.getNominal();
           if (q.getHasBorrowingLimit()) quota.borrowing_limit = q.getBorrowingLimit();
           if (q.getHasLendingLimit()) quota.lending_limit = q.getLendingLimit();
+          // Intake never records a negative quota; the quota tree's arithmetic assumes none
+          // (found by tests/fuzz/snapshot_fuzz.cc: a lending limit near -2^63 overflowed).
+          if (quota.nominal < 0 || quota.borrowing_limit.value_or(0) < 0 ||
+              quota.lending_limit.value_or(0) < 0) {
+            Corrupt("a negative quota");
+          }
           if (!fq.resources.emplace(ResourceId(e, q.getResource()), quota).second) {
             Corrupt("duplicate quota of one resource");
           }

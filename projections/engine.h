@@ -228,6 +228,9 @@ struct Nomination {
   std::vector<WorkloadState*> victims;  // for kPreempt: the workloads to evict
   bool partial = false;              // counts reduced toward minCount
   bool never_fits = false;           // no flavor could ever hold it
+  // Kueue's Assignment.Borrowing: the largest borrowing level of the chosen flavors (0: no
+  // borrowing; 1 for any borrowing before engine v8, the borrowing height since).
+  int borrowing_height = 0;
   std::string reason = "Pending";
   std::string message;
   std::string resource, flavor;      // the first shortfall found

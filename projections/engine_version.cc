@@ -32,6 +32,10 @@ const char* EngineVersionNote(uint32_t version) {
     case 7:
       return "a ClusterQueue that covers `pods` counts one per pod of each podSet against that "
              "flavor's quota, and `pods` appears in the assignment, as in Kueue";
+    case 8:
+      return "hierarchical cohorts: the entries of a cycle are ordered by borrowing height "
+             "(how far up the cohort tree their quota comes from) before priority, and flavors "
+             "compare by it, as in Kueue (FindHeightOfLowestSubtreeThatFits)";
     default: return "unknown engine version";
   }
 }

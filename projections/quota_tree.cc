@@ -76,6 +76,28 @@ void QuotaTree::Rebuild(const std::map<std::string, ClusterQueueSpec>& cqs,
   for (size_t id = 0; id < nodes_.size(); ++id) {
     if (nodes_[id].parent == -1) ComputeSubtree(static_cast<int>(id));
   }
+  // Heights, leaves up: a node's height is only read after all its children's (a child cohort
+  // may have a larger id than its parent, so repeat until no height grows; the tree depth
+  // bounds the rounds).
+  heights_.assign(nodes_.size(), 0);
+  for (size_t round = 0; round <= nodes_.size(); ++round) {
+    bool grew = false;
+    for (size_t id = 0; id < nodes_.size(); ++id) {
+      const Node& n = nodes_[id];
+      if (n.is_cluster_queue) continue;
+      int h = n.children.empty() ? 0 : 1;
+      for (int child : n.children) {
+        if (!nodes_[static_cast<size_t>(child)].is_cluster_queue) {
+          h = std::max(h, heights_[static_cast<size_t>(child)] + 1);
+        }
+      }
+      if (h != heights_[id]) {
+        heights_[id] = h;
+        grew = true;
+      }
+    }
+    if (!grew) break;
+  }
   // Each ClusterQueue is under itself and its ancestors; ids ascend in every list.
   cqs_under_.assign(nodes_.size(), {});
   for (size_t id = 0; id < nodes_.size(); ++id) {
@@ -166,6 +188,19 @@ int64_t QuotaTree::Usage(int id, Fr fr) const {
 
 int64_t QuotaTree::Borrowed(int id, Fr fr) const {
   return std::max<int64_t>(0, Usage(id, fr) - Nominal(id, fr));
+}
+
+int QuotaTree::BorrowingHeight(int cq, Fr fr, int64_t val) const {
+  const Node& c = nodes_[static_cast<size_t>(cq)];
+  if (c.parent == -1 || Usage(cq, fr) + val <= Nominal(cq, fr)) return 0;
+  // What the ClusterQueue keeps from lending covers part of it; the rest must come from the
+  // first ancestor whose subtree still has room.
+  int64_t remaining = val - std::max<int64_t>(0, Guaranteed(cq, fr) - Usage(cq, fr));
+  for (int id = c.parent; id != -1; id = nodes_[static_cast<size_t>(id)].parent) {
+    if (Usage(id, fr) + remaining <= Nominal(id, fr)) return heights_[static_cast<size_t>(id)];
+    remaining -= std::max<int64_t>(0, Guaranteed(id, fr) - Usage(id, fr));
+  }
+  return heights_[static_cast<size_t>(Root(cq))];
 }
 
 void QuotaTree::AddUsage(int cq, const FrQuantities& delta, int sign) {

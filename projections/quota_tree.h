@@ -44,6 +44,11 @@ class QuotaTree {
   int64_t Usage(int id, Fr fr) const;
   // Borrowed by a node: usage above its subtree quota (0 if none).
   int64_t Borrowed(int id, Fr fr) const;
+  // Kueue's FindHeightOfLowestSubtreeThatFits: 0 when the ClusterQueue holds `val` more of
+  // `fr` within its own nominal quota (or has no cohort); else the height of the lowest
+  // cohort on its path whose subtree holds it (a cohort whose children are ClusterQueues only
+  // is 1; each level of cohorts below adds 1), or the root's height when none does.
+  int BorrowingHeight(int cq, Fr fr, int64_t val) const;
 
   // Adds (or with negative values removes) reserved usage of a ClusterQueue and propagates
   // the change of its usage above guaranteed quota up to the root.
@@ -65,6 +70,7 @@ class QuotaTree {
   void ComputeSubtree(int id);
   std::vector<Node> nodes_;
   std::vector<std::vector<int>> cqs_under_;  // by node id
+  std::vector<int> heights_;                 // by node id: Kueue's getNodeHeight
   std::map<std::string, int> cq_ids_;
   std::map<std::string, int> cohort_ids_;
 };

@@ -16,23 +16,28 @@ using Mode = NominationMode;
 struct FlavorChoice {
   int flavor = -1;
   Mode mode = kNoFit;
-  bool borrow = false;
+  // Kueue's borrowingLevel: 0 without borrowing; since engine v8 the borrowing height
+  // (QuotaTree::BorrowingHeight), before it 1 for any borrowing.
+  int borrow = 0;
 };
 
-// Kueue's preference between two candidate flavors when the search continues.
+// Kueue's preference between two candidate flavors when the search continues (isPreferred):
+// the lower borrowing level is better.
 bool Better(const FlavorChoice& a, const FlavorChoice& b, FungibilityPreference pref) {
   if (b.flavor < 0) return a.flavor >= 0;
   if (pref == FungibilityPreference::kPreemptionOverBorrowing) {
-    if (a.borrow != b.borrow) return !a.borrow;
+    if (a.borrow != b.borrow) return a.borrow < b.borrow;
     return a.mode > b.mode;
   }
   if (a.mode != b.mode) return a.mode > b.mode;
-  return !a.borrow && b.borrow;
+  return a.borrow < b.borrow;
 }
 
 bool ShouldTryNextFlavor(const FlavorChoice& c, const ClusterQueueSpec& spec) {
-  if (c.mode == kFit && !c.borrow) return false;
-  if (c.mode == kFit && c.borrow && spec.when_can_borrow == FungibilityAction::kBorrow) return false;
+  if (c.mode == kFit && c.borrow == 0) return false;
+  if (c.mode == kFit && c.borrow > 0 && spec.when_can_borrow == FungibilityAction::kBorrow) {
+    return false;
+  }
   if (c.mode == kPreempt && spec.when_can_preempt == FungibilityAction::kPreempt) return false;
   return true;
 }
@@ -181,9 +186,13 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
           }
           const bool has_parent = tree_.node(cq_node).parent != -1;
           const bool borrow = has_parent && tree_.Usage(cq_node, fr) + val > tree_.Nominal(cq_node, fr);
+          // Engine v8: how far up the cohort tree the quota comes from (hierarchical cohorts).
+          const int level = !borrow                ? 0
+                            : batch_version_ >= 8 ? std::max(1, tree_.BorrowingHeight(cq_node, fr, val))
+                                                  : 1;
           const int64_t available = tree_.Available(cq_node, fr);
           if (val <= available) {
-            choice.borrow = choice.borrow || borrow;
+            choice.borrow = std::max(choice.borrow, level);
             continue;
           }
           reasons.push_back(Cat({"insufficient unused quota for ", resources_.Name(r),
@@ -198,7 +207,7 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
               spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever;
           if (val <= tree_.Nominal(cq_node, fr) || (borrow && can_preempt_while_borrowing)) {
             choice.mode = std::min(choice.mode, kPreempt);
-            choice.borrow = choice.borrow || borrow;
+            choice.borrow = std::max(choice.borrow, level);
           } else {
             choice.mode = kNoFit;
             break;
@@ -241,7 +250,8 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
           ps_message.append(r);
         }
       }
-      n.assignment.borrows = n.assignment.borrows || best.borrow;
+      n.assignment.borrows = n.assignment.borrows || best.borrow > 0;
+      n.borrowing_height = std::max(n.borrowing_height, best.borrow);
       for (int r : wanted) {
         psa.flavors[r] = best.flavor;
         const int64_t amount = requests.at(r) * count;
@@ -655,8 +665,9 @@ bool Engine::RunCycle(int64_t now) {
   for (auto name : idle) active_.erase(name);
   if (entries.empty()) return false;
 
-  // Kueue's entry order: not borrowing first, then priority, then FIFO timestamp; ties by
-  // submission order, then uid (Kueue leaves ties to an unstable sort).
+  // Kueue's entry order: the lower borrowing level first (not borrowing, then, since engine
+  // v8, the lower borrowing height in hierarchical cohorts), then priority, then FIFO
+  // timestamp; ties by submission order, then uid (Kueue leaves ties to an unstable sort).
   if (config_.fair_sharing) {
     // Fair sharing: the entry whose ClusterQueue would have the lower weighted dominant
     // share after admitting it goes first.
@@ -673,7 +684,9 @@ bool Engine::RunCycle(int64_t now) {
     const Entry& a = *pa;
     const Entry& b = *pb;
     if (config_.fair_sharing && a.share != b.share) return a.share < b.share;
-    if (a.n.assignment.borrows != b.n.assignment.borrows) return !a.n.assignment.borrows;
+    if (a.n.borrowing_height != b.n.borrowing_height) {
+      return a.n.borrowing_height < b.n.borrowing_height;
+    }
     if (a.priority != b.priority) return a.priority > b.priority;
     if (a.queued_at_ns != b.queued_at_ns) return a.queued_at_ns < b.queued_at_ns;
     if (a.submitted_sequence != b.submitted_sequence) {

@@ -24,6 +24,9 @@ corpus=(
   "preempted-then-reclaims:25-preempted-then-reclaims.yaml"
   # engine v7
   "pods-quota:26-pods-quota.yaml"
+  # engine v8
+  "borrowing-height:27-borrowing-height.yaml"
+  "hierarchical-cohorts:05-hierarchical-cohorts.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

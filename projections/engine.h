@@ -429,6 +429,16 @@ class Engine {
   std::vector<WorkloadState*> FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec,
                                        int cq_node, const Assignment& assignment);
   bool WorkloadFits(int cq_node, const FrQuantities& request, bool allow_borrowing) const;
+  // Kueue's canBorrowWithinCohort: with borrowWithinCohort, the priority below which other
+  // ClusterQueues' workloads may be preempted while borrowing (the preemptor's priority, or
+  // maxPriorityThreshold + 1 when lower); nothing without it.
+  static std::optional<int32_t> BorrowWithinCohortBelow(const ClusterQueueSpec& spec,
+                                                        const WorkloadState& wl);
+  // Engine v9: a victim of another ClusterQueue is preempted "while borrowing"
+  // (InCohortReclaimWhileBorrowing) when it is below that priority, as Kueue's
+  // minimalPreemptions names it; otherwise it is a reclamation (InCohortReclamation).
+  static bool VictimWhileBorrowing(const ClusterQueueSpec& spec, const WorkloadState& preemptor,
+                                   const WorkloadState& victim);
 
   // Decisions.
   schema::Event::Builder NewDecision(uint64_t causation);

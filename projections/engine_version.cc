@@ -36,6 +36,14 @@ const char* EngineVersionNote(uint32_t version) {
       return "hierarchical cohorts: the entries of a cycle are ordered by borrowing height "
              "(how far up the cohort tree their quota comes from) before priority, and flavors "
              "compare by it, as in Kueue (FindHeightOfLowestSubtreeThatFits)";
+    case 9:
+      return "the victim search follows Kueue's getTargets: a ClusterQueue is under nominal "
+             "when its usage is below nominal in the resources needing preemption (not usage "
+             "plus request), and then tries all candidates without borrowing first; with "
+             "borrowWithinCohort a victim at or above the threshold forbids borrowing for the "
+             "rest of the search, and at or above nominal such victims are left out; a victim "
+             "of another ClusterQueue is InCohortReclaimWhileBorrowing only when below the "
+             "threshold, else InCohortReclamation";
     default: return "unknown engine version";
   }
 }

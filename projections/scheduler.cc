@@ -346,6 +346,23 @@ bool Engine::WorkloadFits(int cq_node, const FrQuantities& request, bool allow_b
   return true;
 }
 
+std::optional<int32_t> Engine::BorrowWithinCohortBelow(const ClusterQueueSpec& spec,
+                                                       const WorkloadState& wl) {
+  if (spec.preemption.borrow_within_cohort == ReclaimPolicy::kNever) return std::nullopt;
+  int32_t threshold = wl.priority;
+  if (spec.preemption.max_priority_threshold &&
+      *spec.preemption.max_priority_threshold < threshold) {
+    threshold = *spec.preemption.max_priority_threshold + 1;
+  }
+  return threshold;
+}
+
+bool Engine::VictimWhileBorrowing(const ClusterQueueSpec& spec, const WorkloadState& preemptor,
+                                  const WorkloadState& victim) {
+  const std::optional<int32_t> below = BorrowWithinCohortBelow(spec, preemptor);
+  return below && victim.priority < *below;
+}
+
 std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec,
                                              int cq_node, const Assignment& assignment) {
   // Flavor-resources where the request does not fit what is available now: ascending, as
@@ -398,11 +415,20 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
   // Other ClusterQueues' workloads are chosen only when borrowing within the cohort may
   // preempt, under fair sharing, or when the preemptor stays within its nominal quota
   // (reclaim); otherwise the choice below is minimal(same_queue) whatever they are.
-  bool request_under_nominal = true;
-  for (const auto& [fr, amount] : assignment.usage) {
-    if (tree_.Usage(cq_node, fr) + amount > tree_.Nominal(cq_node, fr)) request_under_nominal = false;
+  // Whether the ClusterQueue is under its nominal quota. Engine v9: Kueue's
+  // queueUnderNominalInResourcesNeedingPreemption (usage below nominal in every flavor-resource
+  // that needs preemption); before v9, usage plus the whole request within nominal.
+  bool under_nominal = true;
+  if (batch_version_ >= 9) {
+    for (Fr fr : needing) {
+      if (tree_.Usage(cq_node, fr) >= tree_.Nominal(cq_node, fr)) under_nominal = false;
+    }
+  } else {
+    for (const auto& [fr, amount] : assignment.usage) {
+      if (tree_.Usage(cq_node, fr) + amount > tree_.Nominal(cq_node, fr)) under_nominal = false;
+    }
   }
-  const bool cohort_candidates_used = request_under_nominal || config_.fair_sharing ||
+  const bool cohort_candidates_used = under_nominal || config_.fair_sharing ||
                                       spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever;
   if (in_cohort && cohort_candidates_used &&
       (spec.preemption.reclaim_within_cohort != ReclaimPolicy::kNever ||
@@ -473,16 +499,24 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
     return i < ordered.size() ? &ordered[i] : nullptr;
   };
 
-  auto minimal = [&](bool same_queue_only, bool allow_borrowing,
-                     std::optional<int32_t> borrow_below) -> std::vector<Candidate> {
+  // Kueue's minimalPreemptions. With `borrow_below` (borrowWithinCohort), a victim of another
+  // ClusterQueue at or above that priority may only be taken if the preemptor then fits
+  // without borrowing: since engine v9 (as Kueue) taking one forbids borrowing for the rest of
+  // the search and the fill-back, and `drop_at_or_above` leaves such workloads out entirely;
+  // before v9 only the fit check right after taking it forbade borrowing.
+  auto minimal = [&](bool same_queue_only, bool allow_borrowing, std::optional<int32_t> borrow_below,
+                     bool drop_at_or_above = false) -> std::vector<Candidate> {
     std::vector<Candidate> targets;
     bool fits = false;
     for (size_t i = 0; const Candidate* next = nth(i); ++i) {
       const Candidate& c = *next;
       if (same_queue_only && !c.same_cq) continue;
       if (!c.same_cq && !borrowing_in_needed(c.node)) continue;
+      const bool at_or_above = !c.same_cq && borrow_below && c.wl->priority >= *borrow_below;
+      if (at_or_above && drop_at_or_above) continue;
+      if (at_or_above && batch_version_ >= 9) allow_borrowing = false;
       bool borrowing_ok = allow_borrowing;
-      if (!c.same_cq && borrow_below && c.wl->priority >= *borrow_below) borrowing_ok = false;
+      if (at_or_above) borrowing_ok = false;
       tree_.AddUsage(c.node, c.wl->admission.usage, -1);
       targets.push_back(c);
       if (WorkloadFits(cq_node, assignment.usage, borrowing_ok)) {
@@ -512,19 +546,12 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
   std::vector<Candidate> chosen;
   if (all_same_queue) {
     chosen = minimal(false, true, std::nullopt);
-  } else if (spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever) {
+  } else if (const std::optional<int32_t> threshold = BorrowWithinCohortBelow(spec, wl)) {
     // Kueue v0.9: while borrowing, only other queues' workloads of strictly lower priority
-    // (and at most maxPriorityThreshold) may be preempted: min(priority, threshold + 1).
-    int32_t threshold = wl.priority;
-    if (spec.preemption.max_priority_threshold) {
-      threshold = std::min(threshold, *spec.preemption.max_priority_threshold + 1);
-    }
-    chosen = minimal(false, true, threshold);
+    // (and at most maxPriorityThreshold) may be preempted. Since engine v9, as Kueue: a
+    // ClusterQueue at or above nominal leaves the others out entirely.
+    chosen = minimal(false, true, threshold, batch_version_ >= 9 && !under_nominal);
   } else {
-    bool under_nominal = true;
-    for (const auto& [fr, amount] : assignment.usage) {
-      if (tree_.Usage(cq_node, fr) + amount > tree_.Nominal(cq_node, fr)) under_nominal = false;
-    }
     if (under_nominal) chosen = minimal(false, false, std::nullopt);
     if (chosen.empty()) chosen = minimal(true, true, std::nullopt);
   }
@@ -757,7 +784,8 @@ bool Engine::RunCycle(int64_t now) {
         } else if (config_.fair_sharing) {
           reason = "InCohortFairSharing";
           human = "Fair Sharing within the cohort";
-        } else if (e.n.assignment.borrows) {
+        } else if (batch_version_ >= 9 ? VictimWhileBorrowing(*cq.spec, wl, v)
+                                       : e.n.assignment.borrows) {
           reason = "InCohortReclaimWhileBorrowing";
           human = "reclamation within the cohort while borrowing";
         } else {

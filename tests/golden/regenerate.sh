@@ -27,6 +27,9 @@ corpus=(
   # engine v8
   "borrowing-height:27-borrowing-height.yaml"
   "hierarchical-cohorts:05-hierarchical-cohorts.yaml"
+  # engine v9
+  "victim-search:28-victim-search.yaml"
+  "borrow-within-cohort:09-borrow-within-cohort.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

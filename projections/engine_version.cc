@@ -44,6 +44,9 @@ const char* EngineVersionNote(uint32_t version) {
              "rest of the search, and at or above nominal such victims are left out; a victim "
              "of another ClusterQueue is InCohortReclaimWhileBorrowing only when below the "
              "threshold, else InCohortReclamation";
+    case 10:
+      return "quantities in flavor assignment messages are in Kubernetes' canonical form, as "
+             "Kueue writes them (memory 64Gi, not 68719476736)";
     default: return "unknown engine version";
   }
 }

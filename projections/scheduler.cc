@@ -5,6 +5,7 @@
 
 #include "projections/engine.h"
 #include "projections/engine_internal.h"
+#include "schema/quantity.h"
 #include "schema/result.h"
 
 namespace admission::projections {
@@ -69,6 +70,12 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
   // replaced by that.
   const std::optional<int> pods = batch_version_ >= 7 ? CoveredPods(spec) : std::nullopt;
   std::map<int, int64_t> with_pods;
+  // Quantities in messages: since engine v10 in Kubernetes' canonical form, as Kueue's
+  // resource formatter writes them (memory 64Gi, not 68719476736); before, plain units.
+  auto Qty = [&](int64_t milli, int r) {
+    return batch_version_ >= 10 ? schema::FormatQuantityMilli(milli, resources_.Name(r))
+                                : FormatMilli(milli);
+  };
   for (size_t i = 0; i < wl.pod_sets.size(); ++i) {
     const PodSetSpec& ps = wl.pod_sets[i];
     const int32_t count = counts[i];
@@ -166,8 +173,8 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
             choice.mode = kNoFit;
             exceeds_max = true;
             reasons.push_back(Cat({"insufficient quota for ", resources_.Name(r), " in flavor ",
-                                   fname, ", request > maximum capacity (", FormatMilli(val),
-                                   " > ", FormatMilli(max_capacity), ")"}));
+                                   fname, ", request > maximum capacity (", Qty(val, r),
+                                   " > ", Qty(max_capacity, r), ")"}));
             if (n.resource.empty()) {
               n.resource = resources_.Name(r);
               n.flavor = fname;
@@ -180,7 +187,7 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
           if (val > capacity_left) {
             choice.mode = kNoFit;
             reasons.push_back(Cat({"insufficient node capacity for ", resources_.Name(r),
-                                   " in flavor ", fname, ", ", FormatMilli(val - capacity_left),
+                                   " in flavor ", fname, ", ", Qty(val - capacity_left, r),
                                    " more needed"}));
             break;
           }
@@ -196,7 +203,7 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
             continue;
           }
           reasons.push_back(Cat({"insufficient unused quota for ", resources_.Name(r),
-                                 " in flavor ", fname, ", ", FormatMilli(val - available),
+                                 " in flavor ", fname, ", ", Qty(val - available, r),
                                  " more needed"}));
           if (n.resource.empty()) {
             n.resource = resources_.Name(r);

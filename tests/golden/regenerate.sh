@@ -30,6 +30,8 @@ corpus=(
   # engine v9
   "victim-search:28-victim-search.yaml"
   "borrow-within-cohort:09-borrow-within-cohort.yaml"
+  # engine v10
+  "quantities-in-messages:29-quantities-in-messages.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

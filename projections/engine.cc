@@ -1,4 +1,5 @@
-// Engine: queues, the admission cycle, flavor assignment, preemption, decisions.
+// Engine: batches (EndBatch), queues and heads, the quota tree's upkeep, decisions, reservation,
+// release and eviction. The cycle itself is in scheduler.cc.
 
 #include "projections/engine.h"
 

@@ -231,6 +231,8 @@ struct Nomination {
   // Kueue's Assignment.Borrowing: the largest borrowing level of the chosen flavors (0: no
   // borrowing; 1 for any borrowing before engine v8, the borrowing height since).
   int borrowing_height = 0;
+  // It fits only by preempting, but no victim set frees enough (Kueue's noPreemptionCandidates).
+  bool preempt_without_victims = false;
   std::string reason = "Pending";
   std::string message;
   std::string resource, flavor;      // the first shortfall found
@@ -415,7 +417,10 @@ class Engine {
   bool RunCycle(int64_t now);
   // The workload to nominate from a ClusterQueue's pending queue, if any.
   // `cls` (optional) receives the head's equivalence class.
-  WorkloadState* Head(ClusterQueueState& cq, EquivalenceClass** cls = nullptr) const;
+  // The queue's head: the best head of its admissible classes; under StrictFIFO the best of
+  // all, and none when that one is inadmissible (unless `even_inadmissible`).
+  WorkloadState* Head(ClusterQueueState& cq, EquivalenceClass** cls = nullptr,
+                      bool even_inadmissible = false) const;
   bool HeadBefore(const QueueKey& a, const QueueKey& b) const;
   // Weighted dominant resource share (integer, per mille) of a ClusterQueue, optionally with
   // `extra` usage added.
@@ -432,6 +437,10 @@ class Engine {
   // Kueue's canBorrowWithinCohort: with borrowWithinCohort, the priority below which other
   // ClusterQueues' workloads may be preempted while borrowing (the preemptor's priority, or
   // maxPriorityThreshold + 1 when lower); nothing without it.
+  // Engine v11: an entry that fits only by preempting but finds no victims holds the capacity
+  // it needs for the rest of the cycle, unless its ClusterQueue can always reclaim (Kueue's
+  // reserveCapacityForUnreclaimablePreempt); `held` gets what to give back at the cycle's end.
+  void HoldCapacity(int cq_node, const Nomination& n, std::vector<std::pair<int, FrQuantities>>* held);
   static std::optional<int32_t> BorrowWithinCohortBelow(const ClusterQueueSpec& spec,
                                                         const WorkloadState& wl);
   // Engine v9: a victim of another ClusterQueue is preempted "while borrowing"

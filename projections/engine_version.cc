@@ -47,6 +47,11 @@ const char* EngineVersionNote(uint32_t version) {
     case 10:
       return "quantities in flavor assignment messages are in Kubernetes' canonical form, as "
              "Kueue writes them (memory 64Gi, not 68719476736)";
+    case 11:
+      return "an entry that fits only by preempting but finds no victims holds the capacity it "
+             "needs for the rest of the cycle unless its ClusterQueue's reclaimWithinCohort is "
+             "Any, as Kueue's reserveCapacityForUnreclaimablePreempt; a StrictFIFO head waiting "
+             "so holds it in every cycle, as Kueue nominates such a head in every cycle";
     default: return "unknown engine version";
   }
 }

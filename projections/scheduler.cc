@@ -336,6 +336,7 @@ Nomination Engine::Nominate(const WorkloadState& wl, const ClusterQueueState& cq
   }
   if (n.mode == kPreempt) {
     n.mode = kNoFit;  // no victim set frees enough
+    n.preempt_without_victims = true;
   }
   return n;
 }
@@ -351,6 +352,31 @@ bool Engine::WorkloadFits(int cq_node, const FrQuantities& request, bool allow_b
     if (amount > tree_.Available(cq_node, fr)) return false;
   }
   return true;
+}
+
+void Engine::HoldCapacity(int cq_node, const Nomination& n,
+                          std::vector<std::pair<int, FrQuantities>>* held) {
+  // Kueue's quotaResourcesToReserve for a Preempt-mode assignment: when borrowing, the request
+  // up to the borrowing limit; otherwise what is left of the nominal quota.
+  FrQuantities reserve;
+  const QuotaTree::Node& node = tree_.node(cq_node);
+  for (const auto& [fr, amount] : n.assignment.usage) {
+    const int64_t usage = tree_.Usage(cq_node, fr);
+    const int64_t nominal = tree_.Nominal(cq_node, fr);
+    auto q = node.quota.find(fr);
+    const std::optional<int64_t> limit =
+        q == node.quota.end() ? std::nullopt : q->second.borrowing_limit;
+    int64_t r = 0;
+    if (n.borrowing_height > 0) {
+      r = limit ? std::min(amount, nominal + *limit - usage) : amount;
+    } else {
+      r = std::min(amount, nominal - usage);
+    }
+    if (r > 0) reserve[fr] = r;
+  }
+  if (reserve.empty()) return;
+  tree_.AddUsage(cq_node, reserve, +1);
+  held->emplace_back(cq_node, std::move(reserve));
 }
 
 std::optional<int32_t> Engine::BorrowWithinCohortBelow(const ClusterQueueSpec& spec,
@@ -610,7 +636,8 @@ bool Engine::HeadBefore(const QueueKey& a, const QueueKey& b) const {
   return a < b;
 }
 
-WorkloadState* Engine::Head(ClusterQueueState& cq, EquivalenceClass** cls_out) const {
+WorkloadState* Engine::Head(ClusterQueueState& cq, EquivalenceClass** cls_out,
+                           bool even_inadmissible) const {
   const QueueKey* best = nullptr;
   EquivalenceClass* best_cls = nullptr;
   const bool strict = cq.spec && cq.spec->queueing == QueueingStrategy::kStrictFifo;
@@ -625,7 +652,7 @@ WorkloadState* Engine::Head(ClusterQueueState& cq, EquivalenceClass** cls_out) c
     }
   }
   if (best == nullptr) return nullptr;
-  if (strict && best_cls->inadmissible) return nullptr;
+  if (strict && best_cls->inadmissible && !even_inadmissible) return nullptr;
   if (cls_out != nullptr) *cls_out = best_cls;
   return best->wl;
 }
@@ -643,6 +670,7 @@ bool Engine::RunCycle(int64_t now) {
     int64_t priority = 0;
     int64_t queued_at_ns = 0;
     uint64_t submitted_sequence = 0;
+    bool hold_only = false;  // engine v11: a sleeping StrictFIFO head that only holds capacity
   };
   std::vector<Entry> entries;
   entries.reserve(active_.size());  // one per active ClusterQueue at most, as a rule
@@ -697,6 +725,29 @@ bool Engine::RunCycle(int64_t now) {
                             wl.submitted_sequence});
   }
   for (auto name : idle) active_.erase(name);
+  if (batch_version_ >= 11) {
+    // Engine v11: Kueue nominates a StrictFIFO head again in every cycle, even one that found
+    // no victims; such a head holds the capacity it needs in each cycle (below). Ours sleeps
+    // until capacity changes, so its hold is taken here, as an entry that only holds.
+    for (auto& [cq_name, cq] : cqs_) {
+      if (!cq.spec || cq.spec->queueing != QueueingStrategy::kStrictFifo || cq.pending == 0 ||
+          !cq.inactive_reason.empty() || cq.spec->stop_policy != StopPolicy::kNone ||
+          cq.spec->preemption.reclaim_within_cohort == ReclaimPolicy::kAny) {
+        continue;
+      }
+      EquivalenceClass* head_class = nullptr;
+      WorkloadState* head = Head(cq, &head_class, /*even_inadmissible=*/true);
+      if (head == nullptr || !head_class->inadmissible) continue;  // an entry already
+      if (stopped_local_queues_ > 0) {
+        auto lq = lqs_.find(head->local_queue_key);
+        if (lq != lqs_.end() && lq->second.stop_policy != StopPolicy::kNone) continue;
+      }
+      Nomination n = Nominate(*head, cq);
+      if (!n.preempt_without_victims) continue;
+      entries.push_back(Entry{head, &cq, head_class, std::move(n), 0, EffectivePriority(*head, now),
+                              head->queued_at_ns, head->submitted_sequence, true});
+    }
+  }
   if (entries.empty()) return false;
 
   // Kueue's entry order: the lower borrowing level first (not borrowing, then, since engine
@@ -732,12 +783,18 @@ bool Engine::RunCycle(int64_t now) {
 
   bool changed = false;
   std::set<int> touched_roots;  // cohort trees changed earlier in this cycle
+  std::vector<std::pair<int, FrQuantities>> held;  // engine v11: capacity held in this cycle
+  const uint64_t held_epoch = tree_epoch_;
   for (Entry* entry : order) {
     Entry& e = *entry;
     WorkloadState& wl = *e.wl;
     ClusterQueueState& cq = *e.cq;
     const int node = NodeOf(cq, wl.cluster_queue);
     const int root = tree_.Root(node);
+    if (e.hold_only) {
+      HoldCapacity(node, e.n, &held);
+      continue;
+    }
     if (e.n.mode == kFit) {
       if (tree_.Fits(node, e.n.assignment.usage)) {
         Reserve(wl, e.n, now);
@@ -830,9 +887,17 @@ bool Engine::RunCycle(int64_t now) {
       changed = true;
       continue;
     }
+    if (batch_version_ >= 11 && e.n.preempt_without_victims &&
+        cq.spec->preemption.reclaim_within_cohort != ReclaimPolicy::kAny) {
+      HoldCapacity(node, e.n, &held);
+    }
     e.cls->inadmissible = true;
     SetPending(wl, e.n.reason, e.n.message, e.n.resource, e.n.flavor, e.n.shortfall, now, true);
     changed = true;
+  }
+  // The capacity held for entries that found no victims returns at the end of the cycle.
+  for (auto it = held.rbegin(); it != held.rend(); ++it) {
+    if (held_epoch == tree_epoch_) tree_.AddUsage(it->first, it->second, -1);
   }
   return changed;
 }

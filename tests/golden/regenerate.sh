@@ -32,6 +32,9 @@ corpus=(
   "borrow-within-cohort:09-borrow-within-cohort.yaml"
   # engine v10
   "quantities-in-messages:29-quantities-in-messages.yaml"
+  # engine v11
+  "hold-capacity:30-hold-capacity.yaml"
+  "queueing-strategies:06-queueing-strategies.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

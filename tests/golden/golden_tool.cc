@@ -9,48 +9,36 @@
 //                                              decision-stream hash as in memory (docs/kafka.md)
 //
 // `generate` runs a scenario file (tests/scenarios/*.yaml, the format of
-// tests/scenarios/README.md; its `expect:` blocks are ignored here, scenario_tests checks them;
-// the steps are run as scenario_test.cc runs them) through the real intake path (Kueue YAML parser,
-// Service, decider, ledger) on an in-memory ledger. `check` exits 1 when a ledger does not load,
-// does not replay byte for byte, or hashes differently from its committed hash.
-
-#include <capnp/message.h>
-#include <yaml-cpp/yaml.h>
-
-#include "tests/scenarios/workload_yaml.h"
+// tests/scenarios/README.md; its `expect:` and `noop:` checks are scenario_tests' business) with
+// the step interpreter scenario_tests uses (tests/scenarios/steps.h), through the real intake
+// path (Kueue YAML parser, Service, decider, ledger) on an in-memory ledger. `check` exits 1
+// when a ledger does not load, does not replay byte for byte, or hashes differently from its
+// committed hash.
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "ledger/kafka_log.h"
 #include "ledger/memory_log.h"
-#include "ops/kueue_yaml.h"
-#include "schema/quantity.h"
 #include "ops/service.h"
-#include "schema/time_format.h"
 #include "projections/engine_version.h"
 #include "replay/ledger_file.h"
 #include "replay/replayer.h"
 #include "schema/event_codec.h"
+#include "tests/scenarios/steps.h"
 
 namespace admission::golden {
 namespace {
 
-class StepClock final : public ops::Clock {
- public:
-  int64_t NowNs() override { return now_ns; }
-  int64_t now_ns = kCorpusStartNs;
-  // The corpus starts here; scenario_test.cc starts its clock at 0, which scenarios that set
-  // `at:` to dates before the corpus start need.
-  static constexpr int64_t kCorpusStartNs = 1'795'910'400'000'000'000;  // 2026-11-29T00:00:00Z
-};
+// The corpus starts here; the scenario tests start their clock at 0, which scenarios that set
+// `at:` to dates before the corpus start need.
+constexpr int64_t kCorpusStartNs = 1'795'910'400'000'000'000;  // 2026-11-29T00:00:00Z
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -66,255 +54,6 @@ bool WriteFile(const std::string& path, const std::string& text) {
   return static_cast<bool>(out);
 }
 
-
-// Records one step's inputs. A step marked `refused:` expects intake to refuse them (nothing is
-// written); its refusal is not an error here.
-Status Record(ops::Service& service, const std::vector<std::string>& inputs, int64_t at,
-              const std::string& actor, bool refusal_expected) {
-  if (inputs.empty()) return Status::Ok();
-  ops::IntakeOptions options;
-  options.at_ns = at;
-  options.actor = actor;
-  auto outcome = service.Record(inputs, options);
-  if (refusal_expected) {
-    return outcome.ok() ? Status(Code::kInvalidArgument, "a refusal was expected") : Status::Ok();
-  }
-  return outcome.ok() ? Status::Ok() : outcome.status();
-}
-
-// The step keys this tool runs (those of tests/scenarios/scenario_test.cc); a scenario with any
-// other key is refused rather than recorded differently from the scenario test.
-const std::set<std::string>& KnownStepKeys() {
-  static const std::set<std::string> kKeys = {
-      "at",     "name",        "apply",     "submit", "import", "workloads",
-      "finish", "delete",      "report",    "pods",   "revoke", "tick",  "finish_by_uid",
-      "node",   "maintenance", "configure", "expect", "noop",   "refused"};
-  return kKeys;
-}
-
-Status RunStep(const YAML::Node& step, size_t index, ledger::EventLog& log, StepClock& clock,
-               ops::Service& service) {
-  const std::string where = "step " + std::to_string(index) + ": ";
-  for (const auto& kv : step) {
-    const std::string key = kv.first.as<std::string>();
-    if (KnownStepKeys().count(key) == 0) {
-      return Status(Code::kInvalidArgument, where + "golden_tool does not run '" + key +
-                                                "' steps; add it here as scenario_test.cc runs it");
-    }
-  }
-  const bool refused = static_cast<bool>(step["refused"]);
-  auto record = [&](const std::vector<std::string>& inputs, const std::string& actor) {
-    return Record(service, inputs, clock.now_ns, actor, refused);
-  };
-  if (step["at"]) {
-    auto at = ParseRfc3339(step["at"].as<std::string>());
-    if (!at.ok()) return Status(at.status().code(), where + at.status().message());
-    clock.now_ns = *at;
-  } else {
-    clock.now_ns += 1'000'000'000;
-  }
-  if (step["apply"]) {
-    auto objects = ops::ParseApplyYaml(step["apply"].as<std::string>());
-    if (!objects.ok()) return Status(objects.status().code(), where + objects.status().message());
-    std::vector<std::string> inputs;
-    for (const auto& o : *objects) inputs.push_back(o.event);
-    ADM_RETURN_IF_ERROR(record(inputs, "operator"));
-  }
-  for (const char* verb : {"submit", "import", "workloads"}) {
-    if (!step[verb]) continue;
-    const bool compact = std::string(verb) == "workloads";
-    const std::string text = compact ? testing::WorkloadYaml(step[verb]) : step[verb].as<std::string>();
-    const std::string kind = compact ? "submit" : verb;
-    ops::SubmitContext ctx;
-    ctx.name_seed = std::to_string(log.GetHead().sequence);
-    auto objects =
-        kind == "submit" ? ops::ParseSubmitYaml(text, ctx) : ops::ParseImportYaml(text, ctx);
-    if (!objects.ok()) return Status(objects.status().code(), where + objects.status().message());
-    std::vector<std::string> inputs;
-    for (const auto& o : *objects) {
-      auto decoded = schema::DecodeEvent(o.event);
-      if (!decoded.ok()) return decoded.status();
-      capnp::MallocMessageBuilder message;
-      message.setRoot(decoded->root());
-      message.getRoot<schema::Event>().setIdempotencyKey(kind + "/" + o.ns + "/" + o.name);
-      inputs.push_back(schema::EncodeEvent(message));
-    }
-    ADM_RETURN_IF_ERROR(record(inputs, "submitter"));
-  }
-  auto workload = [&](const std::string& key) -> const projections::WorkloadState* {
-    auto it = service.engine().workloads().find(key);
-    return it == service.engine().workloads().end() ? nullptr : &it->second;
-  };
-  auto set_ref = [](schema::WorkloadRef::Builder ref, const projections::WorkloadState& wl) {
-    ref.setNamespace(wl.ns);
-    ref.setName(wl.name);
-    ref.setUid(wl.uid);
-  };
-  auto missing = [&](const std::string& key) {
-    return Status(Code::kNotFound, where + "no workload " + key);
-  };
-  for (const char* verb : {"finish", "delete", "finish_by_uid"}) {
-    if (!step[verb]) continue;
-    std::vector<std::string> names;
-    if (step[verb].IsSequence()) {
-      for (const auto& n : step[verb]) names.push_back(n.as<std::string>());
-    } else {
-      names.push_back(step[verb].as<std::string>());
-    }
-    std::vector<std::string> inputs;
-    for (const std::string& key : names) {
-      const projections::WorkloadState* wl = workload(key);
-      if (wl == nullptr) return missing(key);
-      capnp::MallocMessageBuilder message;
-      auto event = message.initRoot<schema::Event>();
-      const bool delete_it = std::string(verb) == "delete";
-      auto ref = delete_it ? event.initBody().initWorkloadDeleted().initWorkload()
-                           : event.initBody().initWorkloadFinished().initWorkload();
-      ref.setNamespace(wl->ns);
-      if (std::string(verb) != "finish_by_uid") ref.setName(wl->name);  // else the uid alone
-      ref.setUid(wl->uid);
-      inputs.push_back(schema::EncodeEvent(message));
-    }
-    ADM_RETURN_IF_ERROR(record(inputs, "runtime"));
-  }
-  if (const auto& r = step["report"]) {
-    const std::string key = r["workload"].as<std::string>();
-    const projections::WorkloadState* wl = workload(key);
-    if (wl == nullptr) return missing(key);
-    capnp::MallocMessageBuilder m;
-    auto rep = m.initRoot<schema::Event>().initBody().initCheckStateReported();
-    set_ref(rep.initWorkload(), *wl);
-    rep.setCheck(r["check"].as<std::string>());
-    const std::string gen = r["generation"] ? r["generation"].as<std::string>() : "current";
-    rep.setGeneration(gen == "current" ? wl->generation : std::stoull(gen));
-    const std::string state = r["state"].as<std::string>();
-    rep.setState(state == "Ready"      ? schema::CheckState::READY
-                 : state == "Retry"    ? schema::CheckState::RETRY
-                 : state == "Rejected" ? schema::CheckState::REJECTED
-                                       : schema::CheckState::PENDING);
-    if (r["message"]) rep.setMessage(r["message"].as<std::string>());
-    if (r["requeueAfter"]) {
-      auto after = schema::ParseDurationNs(r["requeueAfter"].as<std::string>());
-      if (!after.ok()) return after.status();
-      rep.setRequeueAfterNs(*after);
-    }
-    ADM_RETURN_IF_ERROR(
-        record({schema::EncodeEvent(m)}, r["as"] ? r["as"].as<std::string>() : "nobody"));
-  }
-  if (const auto& p = step["pods"]) {
-    const std::string key = p["workload"].as<std::string>();
-    const projections::WorkloadState* wl = workload(key);
-    if (wl == nullptr) return missing(key);
-    capnp::MallocMessageBuilder m;
-    auto rep = m.initRoot<schema::Event>().initBody().initPodsReported();
-    set_ref(rep.initWorkload(), *wl);
-    const std::string token = p["token"] ? p["token"].as<std::string>() : "current";
-    rep.setFencingToken(token == "current" ? (wl->fencing_token.empty()
-                                                  ? wl->uid + "/" + std::to_string(wl->generation)
-                                                  : wl->fencing_token)
-                                           : token);
-    const std::string what = p["report"].as<std::string>();
-    rep.setReport(what == "released"     ? schema::PodsReport::RELEASED
-                  : what == "ready"      ? schema::PodsReport::READY
-                  : what == "terminated" ? schema::PodsReport::TERMINATED
-                                         : schema::PodsReport::FINISHED);
-    ADM_RETURN_IF_ERROR(record({schema::EncodeEvent(m)}, "pod-runtime"));
-  }
-  if (const auto& r = step["revoke"]) {
-    capnp::MallocMessageBuilder m;
-    auto rev = m.initRoot<schema::Event>().initBody().initRevocationRequested();
-    if (r["workload"]) {
-      const std::string key = r["workload"].as<std::string>();
-      const projections::WorkloadState* wl = workload(key);
-      if (wl == nullptr) return missing(key);
-      set_ref(rev.getTarget().initWorkload(), *wl);
-    } else if (r["check"]) {
-      rev.getTarget().setCheck(r["check"].as<std::string>());
-    } else {
-      rev.getTarget().setFlavor(r["flavor"].as<std::string>());
-    }
-    rev.setReason(r["reason"] ? r["reason"].as<std::string>() : "test");
-    if (r["drain"] && r["drain"].as<bool>()) rev.setPodSetAction(schema::PodSetAction::DRAIN);
-    if (r["drainDeadline"]) {
-      auto deadline = schema::ParseDurationNs(r["drainDeadline"].as<std::string>());
-      if (!deadline.ok()) return deadline.status();
-      rev.setDrainDeadlineNs(clock.now_ns + *deadline);
-    }
-    ADM_RETURN_IF_ERROR(
-        record({schema::EncodeEvent(m)}, r["as"] ? r["as"].as<std::string>() : "security"));
-  }
-  if (step["tick"]) {
-    capnp::MallocMessageBuilder m;
-    m.initRoot<schema::Event>().initBody().initClockAdvanced().setToNs(clock.now_ns);
-    ADM_RETURN_IF_ERROR(record({schema::EncodeEvent(m)}, "clock"));
-  }
-  if (const auto& n = step["node"]) {
-    capnp::MallocMessageBuilder m;
-    auto body = m.initRoot<schema::Event>().initBody();
-    const std::string action = n["action"].as<std::string>();
-    auto node = action == "capacity" ? body.initNodeCapacityChanged()
-                : action == "fail"   ? body.initNodeFailed()
-                                     : body.initNodeRecovered();
-    node.setNode(n["node"].as<std::string>());
-    if (n["flavor"]) node.setFlavor(n["flavor"].as<std::string>());
-    if (n["capacity"]) {
-      auto list = node.initCapacity(static_cast<unsigned>(n["capacity"].size()));
-      unsigned i = 0;
-      for (const auto& c : n["capacity"]) {
-        auto milli = schema::ParseQuantityMilli(c.second.as<std::string>());
-        if (!milli.ok()) return milli.status();
-        list[i].setName(c.first.as<std::string>());
-        list[i].setMilli(*milli);
-        ++i;
-      }
-    }
-    ADM_RETURN_IF_ERROR(record({schema::EncodeEvent(m)}, "node-monitor"));
-  }
-  if (const auto& w = step["maintenance"]) {
-    capnp::MallocMessageBuilder m;
-    auto win = m.initRoot<schema::Event>().initBody().initMaintenanceWindowDefined();
-    auto from = ParseRfc3339(w["from"].as<std::string>());
-    auto to = ParseRfc3339(w["to"].as<std::string>());
-    if (!from.ok()) return from.status();
-    if (!to.ok()) return to.status();
-    win.setName(w["name"].as<std::string>());
-    win.setFlavor(w["flavor"].as<std::string>());
-    win.setStartNs(*from);
-    win.setEndNs(*to);
-    ADM_RETURN_IF_ERROR(record({schema::EncodeEvent(m)}, "operator"));
-  }
-  if (const auto& c = step["configure"]) {
-    capnp::MallocMessageBuilder m;
-    auto cfg = m.initRoot<schema::Event>().initBody().initEngineConfigDefined();
-    auto duration = [&](const char* key, int64_t* out) -> Status {
-      auto d = schema::ParseDurationNs(c[key].as<std::string>());
-      if (!d.ok()) return d.status();
-      *out = *d;
-      return Status::Ok();
-    };
-    if (c["podsReadyTimeout"]) {
-      int64_t ns = 0;
-      ADM_RETURN_IF_ERROR(duration("podsReadyTimeout", &ns));
-      cfg.setWaitForPodsReadyEnabled(true);
-      cfg.setPodsReadyTimeoutNs(ns);
-    }
-    if (c["backoffBaseSeconds"]) cfg.setBackoffBaseSeconds(c["backoffBaseSeconds"].as<int>());
-    if (c["backoffMaxSeconds"]) cfg.setBackoffMaxSeconds(c["backoffMaxSeconds"].as<int>());
-    if (c["backoffLimitCount"]) cfg.setBackoffLimitCount(c["backoffLimitCount"].as<int>());
-    if (c["agingStep"]) {
-      int64_t ns = 0;
-      ADM_RETURN_IF_ERROR(duration("agingStep", &ns));
-      cfg.setAgingStepNs(ns);
-    }
-    if (c["agingMax"]) cfg.setAgingPriorityMax(c["agingMax"].as<int>());
-    if (c["fairSharing"]) cfg.setFairSharingEnabled(c["fairSharing"].as<bool>());
-    if (c["retainFinished"]) cfg.setRetainFinishedNs(*schema::ParseRetentionNs(c["retainFinished"].as<std::string>()));
-    if (c["retainDeactivated"]) cfg.setRetainDeactivatedNs(*schema::ParseRetentionNs(c["retainDeactivated"].as<std::string>()));
-    ADM_RETURN_IF_ERROR(record({schema::EncodeEvent(m)}, "operator"));
-  }
-  return Status::Ok();
-}
-
 // A scenario run on a log: the ledger as text (ExportLedger) and its decision-stream hash.
 struct RunLedger {
   std::string text;
@@ -324,16 +63,17 @@ struct RunLedger {
 };
 
 Result<RunLedger> RunScenario(const std::string& scenario, ledger::EventLog& log,
-                              int64_t start_ns = StepClock::kCorpusStartNs) {
-  StepClock clock;
-  clock.now_ns = start_ns;
+                              int64_t start_ns = kCorpusStartNs) {
+  testing::StepClock clock(start_ns);
   auto service = ops::Service::Open(log, clock);
   if (!service.ok()) return service.status();
-  YAML::Node doc = YAML::LoadFile(scenario);
+  auto steps = testing::LoadScenarioSteps(scenario);
+  if (!steps.ok()) return steps.status();
+  testing::StepRunner runner(scenario, log, clock, **service);
   size_t index = 0;
-  for (const auto& step : doc["steps"]) {
-    Status s = RunStep(step, ++index, log, clock, **service);
-    if (!s.ok()) return Status(s.code(), scenario + ": " + s.message());
+  for (const auto& step : *steps) {
+    auto outcome = runner.Run(step, ++index);
+    if (!outcome.ok()) return outcome.status();
   }
   auto report = replay::ReplayAndVerify(log);
   if (!report.ok()) return report.status();

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <sstream>
 
-#include <capnp/message.h>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -20,20 +19,12 @@
 #include "schema/quantity.h"
 #include "ops/render.h"
 #include "ops/service.h"
-#include "schema/time_format.h"
 #include "schema/event_codec.h"
 #include "tests/property/snapshot_check.h"
-#include "tests/scenarios/workload_yaml.h"
+#include "tests/scenarios/steps.h"
 
 namespace admission::testing {
 namespace {
-
-class FixedClock final : public ops::Clock {
- public:
-  int64_t NowNs() override { return now_ns; }
-  int64_t now_ns = 0;
-};
-
 
 std::vector<std::string> ScenarioFiles() {
   std::vector<std::string> files;
@@ -58,226 +49,6 @@ class Scenario : public ::testing::TestWithParam<std::string> {
     auto service = ops::Service::Open(log_, clock_);
     ASSERT_TRUE(service.ok()) << service.status().ToString();
     service_ = std::move(*service);
-  }
-
-  // Records the inputs of one step; returns the decisions' one-line descriptions.
-  std::vector<std::string> Record(const std::vector<std::string>& inputs, const std::string& actor) {
-    ops::IntakeOptions options;
-    options.at_ns = clock_.now_ns;
-    options.actor = actor;
-    const uint64_t head_before = log_.GetHead().sequence;
-    auto outcome = service_->Record(inputs, options);
-    if (!expect_refused_.empty()) {
-      EXPECT_FALSE(outcome.ok()) << "expected a refusal containing '" << expect_refused_ << "'";
-      if (!outcome.ok()) {
-        EXPECT_NE(outcome.status().message().find(expect_refused_), std::string::npos)
-            << outcome.status().ToString();
-      }
-      EXPECT_EQ(log_.GetHead().sequence, head_before) << "a refused input wrote events";
-      return {};
-    }
-    EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
-    if (outcome.ok()) {
-      last_noop_ = !outcome->unchanged.empty() && outcome->unchanged.back();
-    }
-    std::vector<std::string> described;
-    if (!outcome.ok()) return described;
-    for (const std::string& bytes : outcome->decisions) {
-      auto d = schema::DecodeEvent(bytes);
-      described.push_back(schema::BodyName(d->root()) + " " + ops::DescribeDecision(d->root()));
-    }
-    return described;
-  }
-
-  std::vector<std::string> RunStep(const YAML::Node& step, size_t index) {
-    // Before any of the step's inputs is recorded: a refusal of any of them is checked.
-    expect_refused_ = step["refused"] ? step["refused"].as<std::string>() : "";
-    if (step["at"]) {
-      auto at = ParseRfc3339(step["at"].as<std::string>());
-      EXPECT_TRUE(at.ok()) << "step " << index << ": " << at.status().ToString();
-      clock_.now_ns = *at;
-    } else {
-      clock_.now_ns += 1'000'000'000;  // one second per step unless told
-    }
-    std::vector<std::string> decisions;
-    auto add = [&](std::vector<std::string> d) { decisions.insert(decisions.end(), d.begin(), d.end()); };
-    if (step["apply"]) {
-      auto objects = ops::ParseApplyYaml(step["apply"].as<std::string>());
-      EXPECT_TRUE(objects.ok()) << "step " << index << ": " << objects.status().ToString();
-      if (objects.ok()) {
-        std::vector<std::string> inputs;
-        for (const auto& o : *objects) inputs.push_back(o.event);
-        add(Record(inputs, "operator"));
-      }
-    }
-    for (const char* verb : {"submit", "import", "workloads"}) {
-      if (!step[verb]) continue;
-      const bool compact = std::string(verb) == "workloads";
-      const std::string text = compact ? WorkloadYaml(step[verb]) : step[verb].as<std::string>();
-      if (compact) verb = "submit";
-      ops::SubmitContext ctx;
-      ctx.name_seed = std::to_string(log_.GetHead().sequence);
-      auto objects = std::string(verb) == "submit" ? ops::ParseSubmitYaml(text, ctx)
-                                                   : ops::ParseImportYaml(text, ctx);
-      EXPECT_TRUE(objects.ok()) << "step " << index << ": " << objects.status().ToString();
-      if (!objects.ok()) continue;
-      std::vector<std::string> inputs;
-      for (const auto& o : *objects) {
-        auto decoded = schema::DecodeEvent(o.event);
-        capnp::MallocMessageBuilder message;
-        message.setRoot(decoded->root());
-        message.getRoot<schema::Event>().setIdempotencyKey(std::string(verb) + "/" + o.ns + "/" + o.name);
-        inputs.push_back(schema::EncodeEvent(message));
-      }
-      add(Record(inputs, "submitter"));
-    }
-    for (const char* verb : {"finish", "delete", "finish_by_uid"}) {
-      if (!step[verb]) continue;
-      std::vector<std::string> names;
-      if (step[verb].IsSequence()) {
-        for (const auto& n : step[verb]) names.push_back(n.as<std::string>());
-      } else {
-        names.push_back(step[verb].as<std::string>());
-      }
-      std::vector<std::string> inputs;
-      for (const std::string& key : names) {
-        auto it = service_->engine().workloads().find(key);
-        EXPECT_NE(it, service_->engine().workloads().end()) << "step " << index << ": no " << key;
-        if (it == service_->engine().workloads().end()) continue;
-        capnp::MallocMessageBuilder message;
-        auto event = message.initRoot<schema::Event>();
-        const bool delete_it = std::string(verb) == "delete";
-        auto ref = delete_it ? event.initBody().initWorkloadDeleted().initWorkload()
-                             : event.initBody().initWorkloadFinished().initWorkload();
-        ref.setNamespace(it->second.ns);
-        if (std::string(verb) != "finish_by_uid") ref.setName(it->second.name);  // else uid alone
-        ref.setUid(it->second.uid);
-        inputs.push_back(schema::EncodeEvent(message));
-      }
-      if (!inputs.empty()) add(Record(inputs, "runtime"));
-    }
-    auto workload = [&](const std::string& key) -> const projections::WorkloadState* {
-      auto it = service_->engine().workloads().find(key);
-      EXPECT_NE(it, service_->engine().workloads().end()) << "step " << index << ": no " << key;
-      return it == service_->engine().workloads().end() ? nullptr : &it->second;
-    };
-    auto set_ref = [](schema::WorkloadRef::Builder ref, const projections::WorkloadState& wl) {
-      ref.setNamespace(wl.ns);
-      ref.setName(wl.name);
-      ref.setUid(wl.uid);
-    };
-    if (const auto& r = step["report"]) {
-      const projections::WorkloadState* wl = workload(r["workload"].as<std::string>());
-      if (wl != nullptr) {
-        capnp::MallocMessageBuilder m;
-        auto rep = m.initRoot<schema::Event>().initBody().initCheckStateReported();
-        set_ref(rep.initWorkload(), *wl);
-        rep.setCheck(r["check"].as<std::string>());
-        const std::string gen = r["generation"] ? r["generation"].as<std::string>() : "current";
-        rep.setGeneration(gen == "current" ? wl->generation : std::stoull(gen));
-        const std::string state = r["state"].as<std::string>();
-        rep.setState(state == "Ready"      ? schema::CheckState::READY
-                     : state == "Retry"    ? schema::CheckState::RETRY
-                     : state == "Rejected" ? schema::CheckState::REJECTED
-                                           : schema::CheckState::PENDING);
-        if (r["message"]) rep.setMessage(r["message"].as<std::string>());
-        if (r["requeueAfter"]) rep.setRequeueAfterNs(*schema::ParseDurationNs(r["requeueAfter"].as<std::string>()));
-        add(Record({schema::EncodeEvent(m)}, r["as"] ? r["as"].as<std::string>() : "nobody"));
-      }
-    }
-    if (const auto& p = step["pods"]) {
-      const projections::WorkloadState* wl = workload(p["workload"].as<std::string>());
-      if (wl != nullptr) {
-        capnp::MallocMessageBuilder m;
-        auto rep = m.initRoot<schema::Event>().initBody().initPodsReported();
-        set_ref(rep.initWorkload(), *wl);
-        const std::string token = p["token"] ? p["token"].as<std::string>() : "current";
-        rep.setFencingToken(token == "current" ? (wl->fencing_token.empty()
-                                                      ? wl->uid + "/" + std::to_string(wl->generation)
-                                                      : wl->fencing_token)
-                                               : token);
-        const std::string what = p["report"].as<std::string>();
-        rep.setReport(what == "released"     ? schema::PodsReport::RELEASED
-                      : what == "ready"      ? schema::PodsReport::READY
-                      : what == "terminated" ? schema::PodsReport::TERMINATED
-                                             : schema::PodsReport::FINISHED);
-        add(Record({schema::EncodeEvent(m)}, "pod-runtime"));
-      }
-    }
-    if (const auto& r = step["revoke"]) {
-      capnp::MallocMessageBuilder m;
-      auto rev = m.initRoot<schema::Event>().initBody().initRevocationRequested();
-      if (r["workload"]) {
-        const projections::WorkloadState* wl = workload(r["workload"].as<std::string>());
-        if (wl != nullptr) set_ref(rev.getTarget().initWorkload(), *wl);
-      } else if (r["check"]) {
-        rev.getTarget().setCheck(r["check"].as<std::string>());
-      } else {
-        rev.getTarget().setFlavor(r["flavor"].as<std::string>());
-      }
-      rev.setReason(r["reason"] ? r["reason"].as<std::string>() : "test");
-      if (r["drain"] && r["drain"].as<bool>()) rev.setPodSetAction(schema::PodSetAction::DRAIN);
-      if (r["drainDeadline"]) {
-        rev.setDrainDeadlineNs(clock_.now_ns + *schema::ParseDurationNs(r["drainDeadline"].as<std::string>()));
-      }
-      add(Record({schema::EncodeEvent(m)}, r["as"] ? r["as"].as<std::string>() : "security"));
-    }
-    if (step["tick"]) {
-      capnp::MallocMessageBuilder m;
-      m.initRoot<schema::Event>().initBody().initClockAdvanced().setToNs(clock_.now_ns);
-      add(Record({schema::EncodeEvent(m)}, "clock"));
-    }
-    if (const auto& n = step["node"]) {
-      capnp::MallocMessageBuilder m;
-      auto body = m.initRoot<schema::Event>().initBody();
-      const std::string action = n["action"].as<std::string>();
-      auto node = action == "capacity" ? body.initNodeCapacityChanged()
-                  : action == "fail"   ? body.initNodeFailed()
-                                       : body.initNodeRecovered();
-      node.setNode(n["node"].as<std::string>());
-      if (n["flavor"]) node.setFlavor(n["flavor"].as<std::string>());
-      if (n["capacity"]) {
-        auto list = node.initCapacity(static_cast<unsigned>(n["capacity"].size()));
-        unsigned i = 0;
-        for (const auto& c : n["capacity"]) {
-          list[i].setName(c.first.as<std::string>());
-          list[i].setMilli(*schema::ParseQuantityMilli(c.second.as<std::string>()));
-          ++i;
-        }
-      }
-      add(Record({schema::EncodeEvent(m)}, "node-monitor"));
-    }
-    if (const auto& w = step["maintenance"]) {
-      capnp::MallocMessageBuilder m;
-      auto win = m.initRoot<schema::Event>().initBody().initMaintenanceWindowDefined();
-      win.setName(w["name"].as<std::string>());
-      win.setFlavor(w["flavor"].as<std::string>());
-      win.setStartNs(*ParseRfc3339(w["from"].as<std::string>()));
-      win.setEndNs(*ParseRfc3339(w["to"].as<std::string>()));
-      add(Record({schema::EncodeEvent(m)}, "operator"));
-    }
-    if (const auto& c = step["configure"]) {
-      capnp::MallocMessageBuilder m;
-      auto cfg = m.initRoot<schema::Event>().initBody().initEngineConfigDefined();
-      if (c["podsReadyTimeout"]) {
-        cfg.setWaitForPodsReadyEnabled(true);
-        cfg.setPodsReadyTimeoutNs(*schema::ParseDurationNs(c["podsReadyTimeout"].as<std::string>()));
-      }
-      if (c["backoffBaseSeconds"]) cfg.setBackoffBaseSeconds(c["backoffBaseSeconds"].as<int>());
-      if (c["backoffMaxSeconds"]) cfg.setBackoffMaxSeconds(c["backoffMaxSeconds"].as<int>());
-      if (c["backoffLimitCount"]) cfg.setBackoffLimitCount(c["backoffLimitCount"].as<int>());
-      if (c["agingStep"]) cfg.setAgingStepNs(*schema::ParseDurationNs(c["agingStep"].as<std::string>()));
-      if (c["agingMax"]) cfg.setAgingPriorityMax(c["agingMax"].as<int>());
-      if (c["fairSharing"]) cfg.setFairSharingEnabled(c["fairSharing"].as<bool>());
-      if (c["retainFinished"]) cfg.setRetainFinishedNs(*schema::ParseRetentionNs(c["retainFinished"].as<std::string>()));
-      if (c["retainDeactivated"]) cfg.setRetainDeactivatedNs(*schema::ParseRetentionNs(c["retainDeactivated"].as<std::string>()));
-      add(Record({schema::EncodeEvent(m)}, "operator"));
-    }
-    if (step["noop"]) {
-      EXPECT_EQ(last_noop_, step["noop"].as<bool>()) << "step " << index;
-    }
-    expect_refused_.clear();
-    return decisions;
   }
 
   // A key the harness does not know is a failure, not a check that silently never runs.
@@ -445,23 +216,24 @@ class Scenario : public ::testing::TestWithParam<std::string> {
   }
 
   ledger::MemoryLog log_;
-  FixedClock clock_;
+  StepClock clock_;
   std::unique_ptr<ops::Service> service_;
-  std::string expect_refused_;
-  bool last_noop_ = false;
 };
 
 TEST_P(Scenario, ReachesExpectedStates) {
-  YAML::Node doc = YAML::LoadFile(GetParam());
-  ASSERT_TRUE(doc["steps"]) << GetParam() << ": no steps";
+  auto steps = LoadScenarioSteps(GetParam());
+  ASSERT_TRUE(steps.ok()) << steps.status().ToString();
+  StepRunner runner(GetParam(), log_, clock_, *service_);
   size_t index = 0;
-  for (const auto& step : doc["steps"]) {
+  for (const auto& step : *steps) {
     ++index;
-    const std::string where = std::filesystem::path(GetParam()).filename().string() + " step " +
-                              std::to_string(index) +
-                              (step["name"] ? " (" + step["name"].as<std::string>() + ")" : "");
-    auto decisions = RunStep(step, index);
-    if (step["expect"]) CheckExpect(step["expect"], decisions, where);
+    const std::string where = StepWhere(GetParam(), step, index);
+    auto outcome = runner.Run(step, index);
+    ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+    if (step["noop"]) {
+      EXPECT_EQ(outcome->last_input_unchanged, step["noop"].as<bool>()) << where << ": noop";
+    }
+    if (step["expect"]) CheckExpect(step["expect"], outcome->decisions, where);
     if (::testing::Test::HasFatalFailure()) return;
   }
   // The ledger verifies, and a restart from it reaches the same state.
@@ -480,6 +252,47 @@ TEST_P(Scenario, ReachesExpectedStates) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kueue, Scenario, ::testing::ValuesIn(ScenarioFiles()), TestName);
+
+// The interpreter golden_tool shares (tests/golden/CMakeLists.txt runs it on the same file):
+// a misspelt step key is refused, naming the key, the step and the file, before the step
+// records anything.
+TEST(ScenarioSteps, AnUnknownStepKeyIsRefusedNamingKeyStepAndFile) {
+  const std::string file = std::string(SCENARIO_DIR) + "/refused/unknown-step-key.yaml";
+  auto steps = LoadScenarioSteps(file);
+  ASSERT_TRUE(steps.ok()) << steps.status().ToString();
+  ledger::MemoryLog log;
+  StepClock clock;
+  auto service = ops::Service::Open(log, clock);
+  ASSERT_TRUE(service.ok());
+  StepRunner runner(file, log, clock, **service);
+  ASSERT_EQ(steps->size(), 2u);
+  auto first = runner.Run((*steps)[0], 1);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const uint64_t head = log.GetHead().sequence;
+  auto second = runner.Run((*steps)[1], 2);
+  ASSERT_FALSE(second.ok()) << "the step with the key 'tikc' ran";
+  EXPECT_EQ(second.status().message(),
+            "unknown-step-key.yaml step 2 (misspelt tick): unknown key 'tikc' in the step "
+            "(known: name, at, refused, apply, submit, import, workloads, finish, delete, "
+            "finish_by_uid, report, pods, revoke, tick, node, maintenance, configure, expect, "
+            "noop)");
+  EXPECT_EQ(log.GetHead().sequence, head) << "the refused step recorded inputs";
+}
+
+TEST(ScenarioSteps, AnUnknownKeyInsideAStepIsRefused) {
+  ledger::MemoryLog log;
+  StepClock clock;
+  auto service = ops::Service::Open(log, clock);
+  ASSERT_TRUE(service.ok());
+  StepRunner runner("inline.yaml", log, clock, **service);
+  auto outcome = runner.Run(YAML::Load("{configure: {fairSharing: true, fairsharing: false}}"), 3);
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_NE(outcome.status().message().find(
+                "inline.yaml step 3: unknown key 'fairsharing' in configure"),
+            std::string::npos)
+      << outcome.status().message();
+  EXPECT_EQ(log.GetHead().sequence, 0u);
+}
 
 }  // namespace
 }  // namespace admission::testing
@@ -507,7 +320,7 @@ TEST(KueueExamples, EveryManifestAppliesOrSubmitsCleanly) {
   for (const std::string& path : files) {
     SCOPED_TRACE(path);
     ledger::MemoryLog log;
-    FixedClock clock;
+    StepClock clock;
     clock.now_ns = 1'800'000'000'000'000'000;
     auto service = ops::Service::Open(log, clock);
     ASSERT_TRUE(service.ok());

@@ -291,6 +291,13 @@ TEST(ScenarioSteps, AnUnknownKeyInsideAStepIsRefused) {
                 "inline.yaml step 3: unknown key 'fairsharing' in configure"),
             std::string::npos)
       << outcome.status().message();
+  outcome =
+      runner.Run(YAML::Load("{workloads: [{name: ns/a, podSets: [{name: main, cuont: 2}]}]}"), 4);
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_NE(outcome.status().message().find(
+                "inline.yaml step 4: unknown key 'cuont' in workloads[0].podSets[0]"),
+            std::string::npos)
+      << outcome.status().message();
   EXPECT_EQ(log.GetHead().sequence, 0u);
 }
 

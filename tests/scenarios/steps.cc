@@ -38,6 +38,13 @@ const std::initializer_list<const char*> kConfigureKeys = {
     "agingStep",        "agingMax",           "fairSharing",       "retainFinished",
     "retainDeactivated"};
 
+// The compact form of a workload (workload_yaml.h), and of each of its podSets.
+const std::initializer_list<const char*> kWorkloadKeys = {
+    "name",     "queue",    "priority",     "priorityClassName", "count",
+    "minCount", "requests", "nodeSelector", "tolerations",       "podSets"};
+const std::initializer_list<const char*> kPodSetKeys = {
+    "name", "count", "minCount", "requests", "nodeSelector", "tolerations"};
+
 Status Refuse(const std::string& where, const std::string& what) {
   return Status(Code::kInvalidArgument, where + ": " + what);
 }
@@ -134,6 +141,24 @@ class StepRunner::Step {
         {"maintenance", kMaintenanceKeys}, {"configure", kConfigureKeys}};
     for (const auto& [key, known] : maps) {
       if (step_[key]) ADM_RETURN_IF_ERROR(CheckKeys(step_[key], known, where_, key));
+    }
+    return CheckWorkloadKeys();
+  }
+
+  Status CheckWorkloadKeys() {
+    const YAML::Node workloads = step_["workloads"];
+    if (!workloads) return Status::Ok();
+    if (!workloads.IsSequence()) return Refuse(where_, "workloads is not a list");
+    for (size_t i = 0; i < workloads.size(); ++i) {
+      const std::string what = "workloads[" + std::to_string(i) + "]";
+      ADM_RETURN_IF_ERROR(CheckKeys(workloads[i], kWorkloadKeys, where_, what));
+      const YAML::Node pod_sets = workloads[i]["podSets"];
+      if (!pod_sets) continue;
+      if (!pod_sets.IsSequence()) return Refuse(where_, what + ".podSets is not a list");
+      for (size_t j = 0; j < pod_sets.size(); ++j) {
+        ADM_RETURN_IF_ERROR(CheckKeys(pod_sets[j], kPodSetKeys, where_,
+                                      what + ".podSets[" + std::to_string(j) + "]"));
+      }
     }
     return Status::Ok();
   }

@@ -4,9 +4,10 @@
 // scenario means the same inputs to both: a golden ledger is exactly what the scenario test
 // checked when it was made.
 //
-// A key the interpreter does not know, in a scenario file, a step or a step's map (report,
-// pods, revoke, node, maintenance, configure), is refused, naming the key, the step and the
-// file: a misspelt key would otherwise be an input or a check that silently never happens.
+// A key the interpreter does not know, in a scenario file, a step, a step's map (report, pods,
+// revoke, node, maintenance, configure) or a compact workload (`workloads:`) or its podSets, is
+// refused before the step records anything, naming the key, the step and the file: a misspelt
+// key would otherwise be an input or a check that silently never happens.
 // Expectations (`expect:`, `noop:`) are the scenario test's: the interpreter accepts the keys
 // and leaves them to its caller.
 

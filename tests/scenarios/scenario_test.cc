@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -252,6 +253,39 @@ TEST_P(Scenario, ReachesExpectedStates) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kueue, Scenario, ::testing::ValuesIn(ScenarioFiles()), TestName);
+
+// The cases of Kueue's own tables that the scenarios port (`kueue:`), counted and printed; each
+// is listed in docs/semantics.md ("Kueue's own tables, ported") with its outcome. A ported case
+// matches Kueue when its scenario passes (Scenario.ReachesExpectedStates) and it names no
+// deliberate difference.
+TEST(KueuePorts, AreCountedAndListedInTheSemantics) {
+  std::map<std::string, size_t> by_test;
+  size_t ported = 0, differing = 0;
+  std::ifstream doc_file(std::string(SCENARIO_DIR) + "/../../docs/semantics.md");
+  ASSERT_TRUE(doc_file.good()) << "docs/semantics.md not found";
+  const std::string doc((std::istreambuf_iterator<char>(doc_file)), {});
+  for (const std::string& file : ScenarioFiles()) {
+    auto ports = LoadKueuePorts(file);
+    ASSERT_TRUE(ports.ok()) << ports.status().ToString();
+    for (const KueuePort& p : *ports) {
+      ++ported;
+      ++by_test[p.test];
+      if (!p.differs.empty()) ++differing;
+      EXPECT_NE(doc.find(p.test + " \"" + p.kueue_case + "\""), std::string::npos)
+          << file << ": " << p.test << " \"" << p.kueue_case
+          << "\" is not listed in docs/semantics.md";
+    }
+  }
+  std::string tests;
+  for (const auto& [test, n] : by_test) {
+    tests += (tests.empty() ? "" : ", ") + test + " " + std::to_string(n);
+  }
+  std::printf("Kueue cases ported: %zu (%s); matching: %zu; deliberate differences: %zu\n",
+              ported, tests.c_str(), ported - differing, differing);
+  RecordProperty("kueue_cases_ported", static_cast<int>(ported));
+  RecordProperty("kueue_cases_matching", static_cast<int>(ported - differing));
+  EXPECT_GT(ported, 0u);
+}
 
 // The interpreter golden_tool shares (tests/golden/CMakeLists.txt runs it on the same file):
 // a misspelt step key is refused, naming the key, the step and the file, before the step

@@ -21,7 +21,9 @@ namespace {
 constexpr int64_t kStepNsDefault = 1'000'000'000;  // a step without `at:` is one second later
 
 // The keys of a scenario file, of a step, and of each step's map.
-const std::initializer_list<const char*> kFileKeys = {"description", "steps"};
+const std::initializer_list<const char*> kFileKeys = {"description", "kueue", "steps"};
+// A Kueue table case a scenario ports (`kueue:` of a scenario file).
+const std::initializer_list<const char*> kPortKeys = {"test", "case", "differs"};
 const std::initializer_list<const char*> kStepKeys = {
     "name", "at", "refused", "apply", "submit", "import", "workloads", "finish", "delete",
     "finish_by_uid", "report", "pods", "revoke", "tick", "node", "maintenance", "configure",
@@ -95,7 +97,37 @@ Result<YAML::Node> LoadScenarioSteps(const std::string& path) {
   }
   ADM_RETURN_IF_ERROR(CheckKeys(doc, kFileKeys, path, "the scenario"));
   if (!doc["steps"] || !doc["steps"].IsSequence()) return Refuse(path, "no list of steps");
+  ADM_RETURN_IF_ERROR(LoadKueuePorts(path).status());
   return doc["steps"];
+}
+
+Result<std::vector<KueuePort>> LoadKueuePorts(const std::string& path) {
+  YAML::Node doc;
+  try {
+    doc = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    return Refuse(path, std::string("not valid YAML: ") + e.what());
+  }
+  std::vector<KueuePort> ports;
+  const YAML::Node list = doc.IsMap() ? doc["kueue"] : YAML::Node();
+  if (!list) return ports;
+  if (!list.IsSequence()) return Refuse(path, "kueue: not a list of ported cases");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string where = path + " kueue[" + std::to_string(i) + "]";
+    ADM_RETURN_IF_ERROR(CheckKeys(list[i], kPortKeys, where, "a ported case"));
+    KueuePort port;
+    try {
+      if (!list[i]["test"] || !list[i]["case"]) return Refuse(where, "needs test and case");
+      port.test = list[i]["test"].as<std::string>();
+      port.kueue_case = list[i]["case"].as<std::string>();
+      if (list[i]["differs"]) port.differs = list[i]["differs"].as<std::string>();
+    } catch (const YAML::Exception& e) {
+      return Refuse(where, std::string("not text: ") + e.what());
+    }
+    if (port.test.empty() || port.kueue_case.empty()) return Refuse(where, "empty test or case");
+    ports.push_back(std::move(port));
+  }
+  return ports;
 }
 
 std::string StepWhere(const std::string& file, const YAML::Node& step, size_t index) {

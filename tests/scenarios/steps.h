@@ -33,9 +33,18 @@ class StepClock final : public ops::Clock {
   int64_t now_ns;
 };
 
-// A scenario file's steps. Refuses a file that is not a mapping of `description` and a list
-// of `steps`, or that has any other key.
+// A scenario file's steps. Refuses a file that is not a mapping of `description`, `kueue`
+// (the Kueue cases it ports) and a list of `steps`, or that has any other key.
 Result<YAML::Node> LoadScenarioSteps(const std::string& path);
+
+// A case of Kueue's own unit tables that a scenario ports: `kueue: [{test: TestSchedule,
+// case: "...", differs: "why"}]`. `differs` says why our outcome deliberately differs.
+struct KueuePort {
+  std::string test;        // TestSchedule, TestPreemption, TestAssignFlavors, ...
+  std::string kueue_case;  // the case's name in that table
+  std::string differs;     // empty when the scenario expects Kueue's outcome
+};
+Result<std::vector<KueuePort>> LoadKueuePorts(const std::string& path);
 
 // "FILE step N" or "FILE step N (NAME)": where a step's errors and failed checks are reported.
 std::string StepWhere(const std::string& file, const YAML::Node& step, size_t index);

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency that is missing. Idempotent: a second run does
 # nothing but check. Debian packages only (plus Java 17 and Maven for the Kafka test broker; the Kafka tests' independent reader
-# takes confluent-kafka from PyPI into a virtual environment of the build folder).
+# takes confluent-kafka from PyPI into a virtual environment of the build folder). etcd-server
+# is the Kubernetes tests' etcd (ops/k8s/cluster.sh, which builds the Kubernetes binaries with
+# the Go toolchain of the machine); on a machine booted with systemd, the package also starts a
+# system etcd on 127.0.0.1:2379, which the tests do not use.
 set -euo pipefail
 
 packages=(
@@ -16,6 +19,7 @@ packages=(
   curl ca-certificates openssl python3 python3-venv
   prometheus chromium nodejs npm
   iptables util-linux
+  etcd-server
 )
 
 missing=()

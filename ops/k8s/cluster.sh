@@ -1,0 +1,540 @@
+#!/usr/bin/env bash
+# A throwaway Kubernetes control plane on loopback for tests: etcd, kube-apiserver and
+# kube-controller-manager, without kubelet or scheduler (pods stay Pending). Only package
+# registries are reachable from our machines and CI, so the Kubernetes binaries are built from
+# the Go module proxy and etcd comes from Debian's etcd-server package.
+#
+#   ops/k8s/cluster.sh build        build kube-apiserver, kube-controller-manager and kubectl once
+#   ops/k8s/cluster.sh start DIR    start a fresh control plane in DIR; prints DIR/admin.kubeconfig
+#   ops/k8s/cluster.sh stop DIR     stop what start started in DIR
+#
+# stdout carries only what callers capture (the kubeconfig path printed by `start`, the folder
+# printed by `bin-dir`); every progress or error message goes to stderr.
+set -euo pipefail
+
+readonly K8S_VERSION=v1.34.0
+# The staging modules (k8s.io/api, client-go, apiserver, ...) are published as v0.MINOR.PATCH.
+readonly STAGING_VERSION=v0.34.0
+readonly K8S_GIT_MAJOR=1
+readonly K8S_GIT_MINOR=34
+# The commit that the v1.34.0 tag names (the module proxy's Origin.Hash for the module).
+readonly K8S_GIT_COMMIT=f28b4c9efbca5c5c0af716d9f2d5702667ee8a45
+# kubectl too, of the server's version: the tests then depend neither on a kubectl installed on
+# the machine nor on its version skew (Debian's kubernetes-client conflicts with the kubectl that
+# our machines come with).
+readonly COMPONENTS=(kube-apiserver kube-controller-manager kubectl)
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly script_dir
+# The edited go.mod and go.sum of k8s.io/kubernetes, committed so that builds repeat exactly.
+readonly pinned_go_mod="$script_dir/kubernetes-go.mod"
+readonly pinned_go_sum="$script_dir/kubernetes-go.sum"
+# Binaries, and the sources and Go build cache while building. Outside the work tree by default:
+# CI runs in a fresh clone each time, and every clone and work tree of the machine should reuse
+# one build. ADMISSION_K8S_BIN_DIR moves it.
+readonly bin_root="${ADMISSION_K8S_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/admission-ledger/k8s}"
+readonly version_dir="$bin_root/$K8S_VERSION"
+# Written last by build, listing each binary and its SHA-256: its presence means the build is
+# complete.
+readonly built_stamp="$version_dir/built.txt"
+readonly go_bin="${GO:-$(command -v go 2>/dev/null || echo /usr/local/go/bin/go)}"
+
+# Bounded waits, in seconds.
+readonly BUILD_LOCK_WAIT_SECONDS=3600  # another process may be building (6 min cold on 2 cores)
+readonly START_TIMEOUT_SECONDS=120     # /readyz after ~3 s on an idle 2-core machine; far more when busy
+readonly STOP_TIMEOUT_SECONDS=30       # each component exits within a second or two of SIGTERM
+readonly KILL_TIMEOUT_SECONDS=10       # after SIGKILL, only the kernel is left to wait for
+readonly POLL_INTERVAL_SECONDS=0.2
+# Ports are picked at random and checked, then bound by the processes a moment later; another
+# process can take one in between, so a start that fails on a busy port is retried.
+readonly START_ATTEMPTS=3
+# Below Linux's default ephemeral range (32768-60999), so the kernel does not hand these ports
+# to outgoing connections while we are choosing.
+readonly PORT_RANGE_LOW=20000
+readonly PORT_RANGE_SIZE=12000
+readonly CERT_DAYS=7
+# Addresses of the cluster's Services; nothing routes them (no kube-proxy), the API server only
+# allocates from the range and the `kubernetes` Service takes its first address.
+readonly SERVICE_CLUSTER_IP_RANGE=10.0.0.0/24
+readonly KUBERNETES_SERVICE_IP=10.0.0.1
+# Started in this order, stopped in the reverse one.
+readonly PROCESSES=(etcd kube-apiserver kube-controller-manager)
+
+log() { echo "cluster.sh: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+usage() {
+  cat <<EOF
+Usage: ops/k8s/cluster.sh COMMAND [DIR]
+
+A throwaway Kubernetes $K8S_VERSION control plane on 127.0.0.1 for tests: etcd (Debian's
+etcd-server), kube-apiserver and kube-controller-manager. There is no kubelet and no scheduler,
+so pods are created (by the Job controller, for instance) but stay Pending.
+
+Commands:
+  build       Build kube-apiserver, kube-controller-manager and kubectl $K8S_VERSION from the Go
+              module proxy into $version_dir. A no-op when they are already there.
+              About 6 minutes and a 3 GB Go build cache (deleted afterwards) on 2 cores.
+  start DIR   Start a fresh control plane whose certificates, data, logs and pid files live in
+              DIR; waits for the API server's /readyz and prints the path of DIR/admin.kubeconfig
+              on stdout. When DIR's control plane is already running, just prints the path. Data
+              left in DIR by a stopped control plane is deleted.
+  stop DIR    Stop everything that start started in DIR (SIGTERM, then SIGKILL). A no-op when
+              nothing is running. Leaves DIR and its logs in place.
+  bin-dir     Print the folder holding the built binaries, kubectl among them (exit 1 when they
+              are not built).
+  --help      Show this text.
+
+Environment:
+  ADMISSION_K8S_BIN_DIR  Where build puts its binaries (default
+                         \${XDG_CACHE_HOME:-~/.cache}/admission-ledger/k8s, shared by every
+                         clone on the machine).
+  GO                     The go command for build (default: go on PATH, else /usr/local/go/bin/go).
+  K8S_UPDATE_PINS=1      build resolves the module graph anew (-mod=mod) and rewrites
+                         ops/k8s/kubernetes-go.mod and .sum; otherwise it builds exactly
+                         what they pin (-mod=readonly).
+EOF
+}
+
+require_tools() {
+  local tool
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null 2>&1 || die "'$tool' is not installed (ops/scripts/setup.sh installs it)"
+  done
+}
+
+# True when every component is listed in the stamp of the last successful build and is there
+# with the hash listed.
+is_built() {
+  [[ -s "$built_stamp" ]] || return 1
+  local component
+  for component in "${COMPONENTS[@]}"; do
+    grep -q "  $component\$" "$built_stamp" || return 1
+  done
+  (cd "$version_dir" && sha256sum --quiet --check "$built_stamp" >/dev/null 2>&1)
+}
+
+# Prints the go.mod of k8s.io/kubernetes with every `k8s.io/X => ./staging/src/k8s.io/X`
+# replacement pointed at the published module k8s.io/X at STAGING_VERSION.
+edit_go_mod() {
+  local go_mod="$1"
+  sed -E "s#^([[:space:]]*)(k8s\.io/[A-Za-z0-9._/-]+) => \./staging/src/k8s\.io/[A-Za-z0-9._/-]+\$#\1\2 => \2 $STAGING_VERSION#" "$go_mod"
+}
+
+cmd_build() {
+  require_tools flock sha256sum
+  [[ -x "$go_bin" ]] || die "no go command (set GO=/path/to/go; Go 1.24 or newer)"
+  mkdir -p "$version_dir"
+  # Two test runs may start at once on a fresh checkout: the second waits for the first one's
+  # binaries instead of building over them.
+  {
+    flock -w "$BUILD_LOCK_WAIT_SECONDS" 9 || die "timed out waiting for another build ($bin_root/.lock)"
+    if is_built; then
+      log "${COMPONENTS[*]} $K8S_VERSION already built in $version_dir"
+      return 0
+    fi
+    local started_in=$SECONDS
+    local src="$version_dir/src"
+    local gocache="$version_dir/gocache"
+    # The Go module cache stays the user's (shared and read-only); the build cache is ours, so
+    # that its 3 GB can be deleted once the binaries exist.
+    export GOCACHE="$gocache" GOTOOLCHAIN=local GOFLAGS=-buildvcs=false GOWORK=off CGO_ENABLED=0
+
+    log "downloading k8s.io/kubernetes@$K8S_VERSION from the Go module proxy"
+    local module_dir
+    module_dir="$(cd /tmp && GOFLAGS=-mod=mod "$go_bin" mod download -json "k8s.io/kubernetes@$K8S_VERSION" \
+      | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+    [[ -n "$module_dir" && -f "$module_dir/go.mod" ]] \
+      || die "go mod download k8s.io/kubernetes@$K8S_VERSION gave no module folder"
+
+    rm -rf "$src"
+    cp -r "$module_dir" "$src"
+    chmod -R u+w "$src"
+    # The workspace file names the staging folders, which the module zip does not carry.
+    rm -f "$src/go.work" "$src/go.work.sum"
+    local mod_flag
+    if [[ -s "$pinned_go_mod" && -s "$pinned_go_sum" && "${K8S_UPDATE_PINS:-0}" != 1 ]]; then
+      cp "$pinned_go_mod" "$src/go.mod"
+      cp "$pinned_go_sum" "$src/go.sum"
+      # Exactly the committed module graph: a build that would change go.mod or go.sum fails.
+      mod_flag=-mod=readonly
+    else
+      log "making $pinned_go_mod anew: pointing the staging replacements at $STAGING_VERSION"
+      edit_go_mod "$module_dir/go.mod" > "$src/go.mod"
+      ! grep -q '=> \./staging' "$src/go.mod" || die "a staging replacement was left in go.mod"
+      mod_flag=-mod=mod
+    fi
+
+    local ldflags="-s -w"
+    ldflags+=" -X k8s.io/component-base/version.gitVersion=$K8S_VERSION"
+    ldflags+=" -X k8s.io/component-base/version.gitMajor=$K8S_GIT_MAJOR"
+    ldflags+=" -X k8s.io/component-base/version.gitMinor=$K8S_GIT_MINOR"
+    ldflags+=" -X k8s.io/component-base/version.gitCommit=$K8S_GIT_COMMIT"
+    ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+    local component
+    for component in "${COMPONENTS[@]}"; do
+      log "building $component $K8S_VERSION ($mod_flag)"
+      (cd "$src" && nice -n 10 "$go_bin" build "$mod_flag" -trimpath -ldflags "$ldflags" \
+        -o "$version_dir/$component.partial" "./cmd/$component") \
+        || die "building $component failed (sources in $src, build cache in $gocache)"
+      mv "$version_dir/$component.partial" "$version_dir/$component"
+    done
+    if [[ "$mod_flag" == -mod=mod ]]; then
+      cp "$src/go.mod" "$pinned_go_mod"
+      cp "$src/go.sum" "$pinned_go_sum"
+      log "wrote $pinned_go_mod and $pinned_go_sum: commit them so that builds repeat exactly"
+    fi
+    "$version_dir/kube-apiserver" --version | grep -qx "Kubernetes $K8S_VERSION" \
+      || die "kube-apiserver reports '$("$version_dir/kube-apiserver" --version)', not $K8S_VERSION"
+    local cache_size
+    cache_size="$(du -sh "$gocache" | cut -f1)"
+    rm -rf "$gocache" "$src"
+    (cd "$version_dir" && sha256sum "${COMPONENTS[@]}") > "$built_stamp.partial"
+    mv "$built_stamp.partial" "$built_stamp"
+    log "built ${COMPONENTS[*]} in $((SECONDS - started_in))s into $version_dir (build cache $cache_size, deleted)"
+  } 9> "$bin_root/.lock"
+}
+
+# Status of a process by pid: running unless gone or a zombie. A process killed after cluster.sh
+# exited is reparented; in a container whose init does not reap, it stays a zombie forever.
+is_alive() {
+  local pid="$1" stat
+  stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || return 1
+  # The state letter follows the command name, which is in parentheses and may hold spaces.
+  stat="${stat##*) }"
+  [[ "${stat:0:1}" != "Z" ]]
+}
+
+# Prints the pid of DIR's process NAME if it is running. Checks the command line too, so a pid
+# file left by a crash, whose number now belongs to another process, is not taken for ours:
+# every process started here names DIR in its arguments.
+running_pid() {
+  local dir="$1" name="$2" pid cmdline
+  [[ -s "$dir/$name.pid" ]] || return 1
+  pid="$(<"$dir/$name.pid")"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  is_alive "$pid" || return 1
+  cmdline="$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)" || return 1
+  [[ "$cmdline" == *"$name"*"$dir/"* ]] || return 1
+  echo "$pid"
+}
+
+# True when something accepts TCP connections on 127.0.0.1:PORT.
+port_accepts() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# Prints a port that nothing listens on and that is not among the ports given.
+pick_free_port() {
+  local port attempt taken avoid
+  for attempt in $(seq 1 100); do
+    port=$((PORT_RANGE_LOW + (RANDOM * 32768 + RANDOM) % PORT_RANGE_SIZE))
+    taken=0
+    for avoid in "$@"; do [[ "$port" == "$avoid" ]] && taken=1; done
+    if ((taken == 0)) && ! port_accepts "$port"; then
+      echo "$port"
+      return 0
+    fi
+  done
+  die "found no free port in $PORT_RANGE_LOW-$((PORT_RANGE_LOW + PORT_RANGE_SIZE - 1))"
+}
+
+# Runs openssl quietly; shows its output only when it fails.
+openssl_quiet() {
+  local out
+  out="$(openssl "$@" 2>&1)" || { echo "$out" >&2; die "openssl $1 failed"; }
+}
+
+# issue_cert PKI NAME SUBJECT EXTENSIONS: a P-256 key NAME.key and a certificate NAME.pem signed
+# by PKI/ca, with the x509v3 EXTENSIONS given (one per line).
+issue_cert() {
+  local pki="$1" name="$2" subject="$3" extensions="$4"
+  openssl_quiet req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$pki/$name.key" -out "$pki/$name.csr" -subj "$subject"
+  printf '%s\n' "$extensions" > "$pki/$name.ext"
+  openssl_quiet x509 -req -in "$pki/$name.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" \
+    -CAcreateserial -days "$CERT_DAYS" -sha256 -extfile "$pki/$name.ext" -out "$pki/$name.pem"
+  rm -f "$pki/$name.csr" "$pki/$name.ext"
+}
+
+# A fresh PKI in DIR/pki: the cluster's CA, the API server's serving certificate, client
+# certificates for the admin (group system:masters, which RBAC lets do anything) and the
+# controller manager (the user that Kubernetes' bootstrap RBAC policy names), the controller
+# manager's serving certificate, and the service-account signing key pair.
+make_pki() {
+  local pki="$1/pki"
+  rm -rf "$pki"
+  mkdir -p "$pki"
+  openssl_quiet req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$pki/ca.key" -out "$pki/ca.pem" -days "$CERT_DAYS" \
+    -subj "/CN=admission-ledger test cluster CA" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+  local server_usage=$'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth'
+  local client_usage=$'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth'
+  issue_cert "$pki" kube-apiserver "/CN=kube-apiserver" "$server_usage
+subjectAltName=IP:127.0.0.1,IP:$KUBERNETES_SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  issue_cert "$pki" kube-controller-manager-serving "/CN=kube-controller-manager" "$server_usage
+subjectAltName=IP:127.0.0.1,DNS:localhost"
+  issue_cert "$pki" admin "/O=system:masters/CN=admission-ledger-admin" "$client_usage"
+  issue_cert "$pki" kube-controller-manager "/CN=system:kube-controller-manager" "$client_usage"
+  openssl_quiet genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$pki/service-account.key"
+  openssl_quiet pkey -in "$pki/service-account.key" -pubout -out "$pki/service-account.pub"
+  chmod 600 "$pki"/*.key
+}
+
+# write_kubeconfig FILE SERVER USER: a kubeconfig for USER (its certificate pki/USER.pem) with
+# the CA and the client certificate embedded, so the file can be copied elsewhere.
+write_kubeconfig() {
+  local file="$1" server="$2" user="$3" pki
+  pki="$(dirname "$file")/pki"
+  cat > "$file.partial" <<EOF
+# Generated by ops/k8s/cluster.sh start; rewritten on every start.
+apiVersion: v1
+kind: Config
+clusters:
+- name: admission-ledger-test
+  cluster:
+    server: $server
+    certificate-authority-data: $(base64 -w0 < "$pki/ca.pem")
+users:
+- name: $user
+  user:
+    client-certificate-data: $(base64 -w0 < "$pki/$user.pem")
+    client-key-data: $(base64 -w0 < "$pki/$user.key")
+contexts:
+- name: $user@admission-ledger-test
+  context:
+    cluster: admission-ledger-test
+    user: $user
+current-context: $user@admission-ledger-test
+EOF
+  chmod 600 "$file.partial"
+  mv "$file.partial" "$file"
+}
+
+# launch DIR NAME COMMAND...: runs COMMAND in the background with its output in DIR/NAME.log and
+# its pid in DIR/NAME.pid. Its stdin and stdout are not the caller's: a caller capturing this
+# script's stdout must not wait for the control plane to close it.
+launch() {
+  local dir="$1" name="$2"
+  shift 2
+  "$@" < /dev/null >> "$dir/$name.log" 2>&1 &
+  echo "$!" > "$dir/$name.pid"
+}
+
+# True when GET https://127.0.0.1:PORT/PATH answers "ok", checked against the cluster's CA and
+# asked with the admin's certificate.
+endpoint_ok() {
+  local dir="$1" port="$2" path="$3" body
+  body="$(curl -sS --max-time 5 --cacert "$dir/pki/ca.pem" --cert "$dir/pki/admin.pem" \
+    --key "$dir/pki/admin.key" "https://127.0.0.1:$port/$path" 2>/dev/null)" || return 1
+  [[ "$body" == ok ]]
+}
+
+etcd_healthy() {
+  local body
+  body="$(curl -sS --max-time 5 "http://127.0.0.1:$1/health" 2>/dev/null)" || return 1
+  [[ "$body" == *'"health":"true"'* ]]
+}
+
+# wait_for DIR NAME DEADLINE CHECK...: waits until the command CHECK succeeds while DIR's process
+# NAME runs. Sets start_outcome to "ready", "port_taken" (NAME exited and its log says a port was
+# busy) or "failed" (after printing why). Reports through a variable, not its status, because
+# calling it in a condition would switch off set -e inside it.
+start_outcome=""
+wait_for() {
+  local dir="$1" name="$2" deadline="$3"
+  shift 3
+  while ((SECONDS < deadline)); do
+    if ! running_pid "$dir" "$name" > /dev/null; then
+      if grep -qi "address already in use" "$dir/$name.log"; then
+        log "$name could not bind its port: it was taken meanwhile"
+        start_outcome="port_taken"
+        return 0
+      fi
+      log "$name exited during startup; last lines of $dir/$name.log:"
+      tail -n 40 "$dir/$name.log" >&2
+      start_outcome="failed"
+      return 0
+    fi
+    if "$@"; then
+      start_outcome="ready"
+      return 0
+    fi
+    sleep "$POLL_INTERVAL_SECONDS"
+  done
+  log "$name was not ready after ${START_TIMEOUT_SECONDS}s; last lines of $dir/$name.log:"
+  tail -n 40 "$dir/$name.log" >&2
+  start_outcome="failed"
+}
+
+# Starts etcd, the API server and the controller manager in DIR on fresh ports and waits for
+# each. Sets start_outcome like wait_for; stops whatever it started unless all are ready.
+start_once() {
+  local dir="$1" bin="$version_dir" deadline
+  deadline=$((SECONDS + START_TIMEOUT_SECONDS))
+  local etcd_port etcd_peer_port apiserver_port kcm_port
+  etcd_port="$(pick_free_port)"
+  etcd_peer_port="$(pick_free_port "$etcd_port")"
+  apiserver_port="$(pick_free_port "$etcd_port" "$etcd_peer_port")"
+  kcm_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port")"
+  local process
+  for process in "${PROCESSES[@]}"; do : > "$dir/$process.log"; done
+  rm -rf "$dir/etcd-data"
+
+  # Plain HTTP on loopback: only the API server talks to it, and nothing off this machine can.
+  launch "$dir" etcd etcd --name admission-ledger-test --data-dir "$dir/etcd-data" \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" \
+    --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
+    --initial-cluster "admission-ledger-test=http://127.0.0.1:$etcd_peer_port" \
+    --initial-cluster-state new
+  wait_for "$dir" etcd "$deadline" etcd_healthy "$etcd_port"
+  [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
+
+  local pki="$dir/pki"
+  # RBAC, as in a real cluster: the admin is in system:masters, the controller manager gets the
+  # bootstrap policy's roles, and the bridge will get exactly what its manifests grant. Node
+  # authorization is left out: there are no kubelets.
+  launch "$dir" kube-apiserver "$bin/kube-apiserver" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$apiserver_port" \
+    --etcd-servers="http://127.0.0.1:$etcd_port" \
+    --cert-dir="$dir/kube-apiserver-certs" \
+    --tls-cert-file="$pki/kube-apiserver.pem" --tls-private-key-file="$pki/kube-apiserver.key" \
+    --client-ca-file="$pki/ca.pem" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$pki/service-account.pub" \
+    --service-account-signing-key-file="$pki/service-account.key" \
+    --service-cluster-ip-range="$SERVICE_CLUSTER_IP_RANGE" \
+    --authorization-mode=RBAC \
+    --profiling=false
+  wait_for "$dir" kube-apiserver "$deadline" endpoint_ok "$dir" "$apiserver_port" readyz
+  [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
+
+  local server="https://127.0.0.1:$apiserver_port"
+  write_kubeconfig "$dir/kube-controller-manager.kubeconfig" "$server" kube-controller-manager
+  # Each controller acts as its own service account (as kubeadm sets it up), so RBAC applies to
+  # the Job controller and the garbage collector as in a real cluster.
+  launch "$dir" kube-controller-manager "$bin/kube-controller-manager" \
+    --kubeconfig="$dir/kube-controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port="$kcm_port" \
+    --tls-cert-file="$pki/kube-controller-manager-serving.pem" \
+    --tls-private-key-file="$pki/kube-controller-manager-serving.key" \
+    --use-service-account-credentials=true \
+    --service-account-private-key-file="$pki/service-account.key" \
+    --root-ca-file="$pki/ca.pem" \
+    --cluster-signing-cert-file="$pki/ca.pem" --cluster-signing-key-file="$pki/ca.key" \
+    --leader-elect=false \
+    --controllers='*' \
+    --profiling=false
+  wait_for "$dir" kube-controller-manager "$deadline" endpoint_ok "$dir" "$kcm_port" healthz
+  [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
+
+  # Last: its presence says the control plane is up (cmd_start prints it for a running one).
+  write_kubeconfig "$dir/admin.kubeconfig" "$server" admin
+}
+
+# True when every process of DIR runs.
+all_running() {
+  local dir="$1" process
+  for process in "${PROCESSES[@]}"; do
+    running_pid "$dir" "$process" > /dev/null || return 1
+  done
+}
+
+cmd_start() {
+  local dir="${1:-}"
+  [[ -n "$dir" ]] || die "start needs a DIR (see --help)"
+  mkdir -p "$dir"
+  dir="$(cd "$dir" && pwd)"
+  if all_running "$dir" && [[ -s "$dir/admin.kubeconfig" ]]; then
+    log "control plane already running in $dir"
+    echo "$dir/admin.kubeconfig"
+    return 0
+  fi
+  is_built || die "${COMPONENTS[*]} $K8S_VERSION are not built in $version_dir: run ops/k8s/cluster.sh build (about 6 minutes)"
+  require_tools etcd openssl curl base64
+  # Whatever is left of an earlier start: a process that survived, a stale kubeconfig.
+  cmd_stop "$dir" 2>/dev/null
+  make_pki "$dir"
+  local started_in=$SECONDS attempt
+  for attempt in $(seq 1 "$START_ATTEMPTS"); do
+    start_once "$dir"
+    case "$start_outcome" in
+      ready)
+        local rss_kb=0 process pid
+        for process in "${PROCESSES[@]}"; do
+          pid="$(running_pid "$dir" "$process")"
+          rss_kb=$((rss_kb + $(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")))
+        done
+        log "control plane ready after $((SECONDS - started_in))s in $dir (RSS $((rss_kb / 1024)) MiB; logs $dir/*.log)"
+        echo "$dir/admin.kubeconfig"
+        return 0
+        ;;
+      port_taken) log "start attempt $attempt of $START_ATTEMPTS failed on a busy port" ;;
+      *) die "could not start the control plane in $dir" ;;
+    esac
+  done
+  die "could not start the control plane: ports kept being taken"
+}
+
+# stop_process DIR NAME: SIGTERM, then SIGKILL after STOP_TIMEOUT_SECONDS.
+stop_process() {
+  local dir="$1" name="$2" pid deadline
+  if ! pid="$(running_pid "$dir" "$name")"; then
+    rm -f "$dir/$name.pid"
+    return 0
+  fi
+  kill -TERM "$pid" 2>/dev/null || true
+  deadline=$((SECONDS + STOP_TIMEOUT_SECONDS))
+  while is_alive "$pid" && ((SECONDS < deadline)); do
+    sleep "$POLL_INTERVAL_SECONDS"
+  done
+  if is_alive "$pid"; then
+    log "$name (pid $pid) ignored SIGTERM for ${STOP_TIMEOUT_SECONDS}s; sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    deadline=$((SECONDS + KILL_TIMEOUT_SECONDS))
+    while is_alive "$pid" && ((SECONDS < deadline)); do
+      sleep "$POLL_INTERVAL_SECONDS"
+    done
+    if is_alive "$pid"; then
+      die "$name (pid $pid) survived SIGKILL"
+    fi
+  fi
+  rm -f "$dir/$name.pid"
+  log "$name (pid $pid) stopped"
+}
+
+cmd_stop() {
+  local dir="${1:-}" i
+  [[ -n "$dir" ]] || die "stop needs a DIR (see --help)"
+  [[ -d "$dir" ]] || { log "nothing to stop in $dir (no such folder)"; return 0; }
+  dir="$(cd "$dir" && pwd)"
+  # The admin kubeconfig marks a running control plane: it goes first, so that nobody takes a
+  # half-stopped one for a running one.
+  rm -f "$dir/admin.kubeconfig"
+  for ((i = ${#PROCESSES[@]} - 1; i >= 0; i--)); do
+    stop_process "$dir" "${PROCESSES[i]}"
+  done
+}
+
+cmd_bin_dir() {
+  is_built || die "${COMPONENTS[*]} $K8S_VERSION are not built (ops/k8s/cluster.sh build)"
+  echo "$version_dir"
+}
+
+main() {
+  local command="${1:-}"
+  case "$command" in
+    build) cmd_build ;;
+    start) shift; cmd_start "$@" ;;
+    stop) shift; cmd_stop "$@" ;;
+    bin-dir) cmd_bin_dir ;;
+    -h|--help|help) usage ;;
+    "") usage >&2; exit 2 ;;
+    *) log "unknown command '$command'"; usage >&2; exit 2 ;;
+  esac
+}
+
+main "$@"

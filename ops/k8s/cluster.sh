@@ -29,6 +29,8 @@ readonly script_dir
 # The edited go.mod and go.sum of k8s.io/kubernetes, committed so that builds repeat exactly.
 readonly pinned_go_mod="$script_dir/kubernetes-go.mod"
 readonly pinned_go_sum="$script_dir/kubernetes-go.sum"
+# Our kueue.x-k8s.io CRDs, installed by start (docs/k8s.md).
+readonly crds_dir="$script_dir/crds"
 # Binaries, and the sources and Go build cache while building. Outside the work tree by default:
 # CI runs in a fresh clone each time, and every clone and work tree of the machine should reuse
 # one build. ADMISSION_K8S_BIN_DIR moves it.
@@ -74,10 +76,10 @@ so pods are created (by the Job controller, for instance) but stay Pending.
 Commands:
   build       Build kube-apiserver, kube-controller-manager and kubectl $K8S_VERSION from the Go
               module proxy into $version_dir. A no-op when they are already there.
-              About 6 minutes and a 3 GB Go build cache (deleted afterwards) on 2 cores.
+              6 to 13 minutes on 2 cores and a 3 GB Go build cache (deleted afterwards).
   start DIR   Start a fresh control plane whose certificates, data, logs and pid files live in
-              DIR; waits for the API server's /readyz and prints the path of DIR/admin.kubeconfig
-              on stdout. When DIR's control plane is already running, just prints the path. Data
+              DIR; waits for the API server's /readyz, installs our kueue.x-k8s.io CRDs
+              (ops/k8s/crds/) and prints the path of DIR/admin.kubeconfig on stdout. When DIR's control plane is already running, just prints the path. Data
               left in DIR by a stopped control plane is deleted.
   stop DIR    Stop everything that start started in DIR (SIGTERM, then SIGKILL). A no-op when
               nothing is running. Leaves DIR and its logs in place.
@@ -345,8 +347,12 @@ start_outcome=""
 wait_for() {
   local dir="$1" name="$2" deadline="$3"
   shift 3
+  # The pid, not running_pid: a process launched a moment ago may not have exec'd yet, and until
+  # then its command line is this script's.
+  local pid
+  pid="$(<"$dir/$name.pid")"
   while ((SECONDS < deadline)); do
-    if ! running_pid "$dir" "$name" > /dev/null; then
+    if ! is_alive "$pid"; then
       if grep -qi "address already in use" "$dir/$name.log"; then
         log "$name could not bind its port: it was taken meanwhile"
         start_outcome="port_taken"
@@ -431,8 +437,30 @@ start_once() {
   wait_for "$dir" kube-controller-manager "$deadline" endpoint_ok "$dir" "$kcm_port" healthz
   [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
 
+  write_kubeconfig "$dir/admin.kubeconfig.partial" "$server" admin
+  install_crds "$dir" "$dir/admin.kubeconfig.partial" "$deadline"
+  [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
+
   # Last: its presence says the control plane is up (cmd_start prints it for a running one).
-  write_kubeconfig "$dir/admin.kubeconfig" "$server" admin
+  mv "$dir/admin.kubeconfig.partial" "$dir/admin.kubeconfig"
+}
+
+# install_crds DIR KUBECONFIG DEADLINE: applies ops/k8s/crds/ and waits until every CRD is
+# Established (its API is served). Sets start_outcome to "ready" or "failed" (after saying why).
+install_crds() {
+  local dir="$1" kubeconfig="$2" deadline="$3" seconds_left
+  local kubectl_cmd=("$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=30s)
+  seconds_left=$((deadline - SECONDS))
+  ((seconds_left > 0)) || seconds_left=1
+  if ! "${kubectl_cmd[@]}" apply -f "$crds_dir" > "$dir/crds.log" 2>&1 ||
+      ! "${kubectl_cmd[@]}" wait --for condition=established --timeout="${seconds_left}s" \
+        -f "$crds_dir" >> "$dir/crds.log" 2>&1; then
+    log "installing the CRDs of $crds_dir failed:"
+    cat "$dir/crds.log" >&2
+    start_outcome="failed"
+    return 0
+  fi
+  start_outcome="ready"
 }
 
 # True when every process of DIR runs.
@@ -453,7 +481,7 @@ cmd_start() {
     echo "$dir/admin.kubeconfig"
     return 0
   fi
-  is_built || die "${COMPONENTS[*]} $K8S_VERSION are not built in $version_dir: run ops/k8s/cluster.sh build (about 6 minutes)"
+  is_built || die "${COMPONENTS[*]} $K8S_VERSION are not built in $version_dir: run ops/k8s/cluster.sh build (6 to 13 minutes on 2 cores, once per machine)"
   require_tools etcd openssl curl base64
   # Whatever is left of an earlier start: a process that survived, a stale kubeconfig.
   cmd_stop "$dir" 2>/dev/null
@@ -513,7 +541,7 @@ cmd_stop() {
   dir="$(cd "$dir" && pwd)"
   # The admin kubeconfig marks a running control plane: it goes first, so that nobody takes a
   # half-stopped one for a running one.
-  rm -f "$dir/admin.kubeconfig"
+  rm -f "$dir/admin.kubeconfig" "$dir/admin.kubeconfig.partial"
   for ((i = ${#PROCESSES[@]} - 1; i >= 0; i--)); do
     stop_process "$dir" "${PROCESSES[i]}"
   done

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Our kueue.x-k8s.io CRDs (ops/k8s/crds/) on a real API server: `cluster.sh start` installs
+# them, Kueue's own quick-start manifests apply and list, and every case of
+# tests/k8s/crd_cases/ gets the same answer from the API server as from the ledger's parser
+# (`admitctl apply`, or `submit` for a Workload, on a throwaway ledger): accept-*.yaml both
+# take; refuse-*.yaml both refuse, the API server with the reason its `# expect:` line names;
+# ledger-only-*.yaml, what a CRD cannot check, only the ledger refuses.
+#   tests/k8s/crds_test.sh ADMITCTL
+# Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries are not built.
+# K8S_TEST_KEEP_DIR=1 keeps the cluster's folder.
+set -euo pipefail
+
+(($# == 1)) || { echo "usage: $0 ADMITCTL" >&2; exit 2; }
+admitctl="$1"
+
+readonly SKIP_STATUS=77
+readonly WATCHDOG_POLL_SECONDS=1
+# The kinds and plural names that ops/k8s/crds/ must define.
+readonly KINDS=(resourceflavors cohorts clusterqueues localqueues admissionchecks
+  workloadpriorityclasses workloads)
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly script_dir
+readonly cluster_sh="$script_dir/../../ops/k8s/cluster.sh"
+readonly cases_dir="$script_dir/crd_cases"
+# The shared folder beside the repository, with Kueue's own example manifests.
+readonly examples_dir="$script_dir/../../../shared/kueue-examples"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { echo "--- $*" >&2; }
+
+if ! bin_dir="$("$cluster_sh" bin-dir 2>/dev/null)"; then
+  echo "SKIP: kube-apiserver, kube-controller-manager and kubectl are not built; run ops/k8s/cluster.sh build (6 to 13 minutes on 2 cores, once per machine)"
+  exit "$SKIP_STATUS"
+fi
+[[ -x "$admitctl" ]] || fail "no admitctl at $admitctl"
+readonly kubectl_bin="$bin_dir/kubectl"
+
+dir="$(mktemp -d "${TMPDIR:-/tmp}/k8s-crds-test.XXXXXX")"
+readonly dir
+# shellcheck disable=SC2317  # run by the EXIT trap
+cleanup() {
+  local status=$?
+  if [[ -s "$dir/watchdog.pid" ]]; then
+    kill -TERM "$(<"$dir/watchdog.pid")" 2>/dev/null || true
+  fi
+  "$cluster_sh" stop "$dir" || true
+  if ((status != 0)) && [[ -f "$dir/kube-apiserver.log" ]]; then
+    echo "--- last lines of $dir/kube-apiserver.log" >&2
+    tail -n 20 "$dir/kube-apiserver.log" >&2
+  fi
+  if [[ "${K8S_TEST_KEEP_DIR:-0}" == 1 ]]; then
+    echo "kept the cluster's folder $dir" >&2
+  else
+    rm -rf "$dir"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# As in cluster_test.sh: stops the control plane if ctest SIGKILLs this script.
+# shellcheck disable=SC2016  # the watchdog's own arguments, expanded by its shell
+setsid --fork bash -c '
+  echo "$$" > "$4/watchdog.pid"
+  while kill -0 "$1" 2>/dev/null; do sleep "$2"; done
+  "$3" stop "$4"
+  rm -rf "$4"
+' crds_test_watchdog "$$" "$WATCHDOG_POLL_SECONDS" "$cluster_sh" "$dir" \
+  < /dev/null > /dev/null 2>&1
+
+step "start installs the CRDs"
+kubeconfig="$("$cluster_sh" start "$dir")"
+kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
+for plural in "${KINDS[@]}"; do
+  crd="$plural.kueue.x-k8s.io"
+  versions="$(kubectl get crd "$crd" -o jsonpath='{range .spec.versions[*]}{.name}:{.served}:{.storage} {end}')" \
+    || fail "CRD $crd is not installed"
+  [[ "$versions" == "v1beta2:true:true v1beta1:true:false " ]] \
+    || fail "CRD $crd serves '$versions', not v1beta2 (stored) and v1beta1"
+  established="$(kubectl get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')"
+  [[ "$established" == True ]] || fail "CRD $crd is not Established"
+  # Both versions answer a list.
+  for version in v1beta1 v1beta2; do
+    kubectl get "$plural.$version.kueue.x-k8s.io" -A -o name > /dev/null 2> "$dir/list.err" \
+      || { cat "$dir/list.err" >&2; fail "$version $plural does not list"; }
+  done
+done
+
+step "Kueue's quick-start setup applies, and kubectl get clusterqueues lists it"
+if [[ -f "$examples_dir/getting-started-quick-start-setup.yaml" ]]; then
+  kubectl apply -f "$examples_dir/getting-started-quick-start-setup.yaml" > /dev/null
+  listed="$(kubectl get clusterqueues -o name)"
+  [[ "$listed" == *clusterqueue.kueue.x-k8s.io/cluster-queue* ]] \
+    || fail "kubectl get clusterqueues lists '$listed', not cluster-queue"
+  kubectl get localqueues -n default user-queue -o name > /dev/null || fail "no LocalQueue user-queue"
+  kubectl get resourceflavors default-flavor -o name > /dev/null || fail "no ResourceFlavor default-flavor"
+  # Every other definition file of the examples applies too (a server-side dry run: they reuse
+  # names with other specs). The Job samples are submissions, for the bridge.
+  for example in "$examples_dir"/*.yaml; do
+    grep -q '^kind: Job$' "$example" && continue
+    grep -q '^apiVersion: kueue.x-k8s.io/' "$example" || continue
+    kubectl apply --dry-run=server -f "$example" > "$dir/example.out" 2>&1 \
+      || { cat "$dir/example.out" >&2; fail "Kueue's example $(basename "$example") was refused"; }
+  done
+else
+  echo "skipped: $examples_dir is absent (the shared folder beside the repository)" >&2
+fi
+
+step "each case: the API server and the ledger agree"
+cases=0
+for case_file in "$cases_dir"/*.yaml; do
+  name="$(basename "$case_file" .yaml)"
+  ledger="$dir/ledger-$name"
+  # Server-side dry run: the full validation, nothing stored, cases may reuse names.
+  server_status=0
+  kubectl apply --dry-run=server -f "$case_file" > "$dir/server.out" 2>&1 || server_status=$?
+  # Definitions are applied to the ledger; Workloads are submitted.
+  ledger_command=apply
+  if grep -q '^kind: Workload$' "$case_file"; then ledger_command=submit; fi
+  ledger_status=0
+  "$admitctl" --ledger "$ledger" "$ledger_command" -f "$case_file" > "$dir/ledger.out" 2>&1 \
+    || ledger_status=$?
+  case "$name" in
+    accept-*)
+      ((server_status == 0)) || { cat "$dir/server.out" >&2; fail "$name: the API server refused it"; }
+      ((ledger_status == 0)) || { cat "$dir/ledger.out" >&2; fail "$name: the ledger refused it"; }
+      ;;
+    refuse-*)
+      ((server_status != 0)) || fail "$name: the API server accepted it"
+      ((ledger_status != 0)) || { cat "$dir/ledger.out" >&2; fail "$name: the ledger accepted it"; }
+      expect="$(sed -n 's/^# expect: //p' "$case_file")"
+      [[ -n "$expect" ]] || fail "$name has no '# expect:' line"
+      grep -qF -- "$expect" "$dir/server.out" \
+        || { cat "$dir/server.out" >&2; fail "$name: the API server's refusal does not say '$expect'"; }
+      ;;
+    ledger-only-*)
+      # What a CRD cannot check (docs/k8s.md): the API server takes it, the ledger refuses it. A
+      # case that the API server starts refusing belongs to refuse-*.
+      ((server_status == 0)) || { cat "$dir/server.out" >&2; fail "$name: the API server refused it: make it a refuse-* case"; }
+      ((ledger_status != 0)) || { cat "$dir/ledger.out" >&2; fail "$name: the ledger accepted it"; }
+      ;;
+    *) fail "case $name is neither accept-*, refuse-* nor ledger-only-*" ;;
+  esac
+  cases=$((cases + 1))
+done
+((cases > 0)) || fail "no cases in $cases_dir"
+
+echo "PASS: CRDs installed and served as v1beta1 and v1beta2; $cases cases agree with the ledger"

@@ -65,6 +65,15 @@ struct WatchFilter {
 
 # Implemented by the watcher. The daemon sends one push at a time and waits for its return
 # before the next (the watcher's pace), and ends the stream with `end`.
+# A Kubernetes object as a client read it (YAML or JSON; a kind: List for several), parsed by
+# the daemon with the ledger's own parser (ops/kueue_yaml.h), so that a client in another
+# language (the Kubernetes bridge, docs/k8s.md) neither writes a second parser nor builds events.
+struct ManifestRequest {
+  requestId @0 :Text;      # as in RecordRequest
+  mode @1 :Text;           # "apply": definitions (ParseApplyYaml); "submit": Workloads and Jobs
+  manifest @2 :Text;
+}
+
 interface EventSink {
   push @0 (events :List(StoredEvent)) -> ();
   # The stream is over: shutting down, the watcher fell too far behind, or the daemon's
@@ -106,4 +115,9 @@ interface Ledger {
 
   # Does nothing: the transport's round trip, for admitd_bench.
   ping @11 () -> ();
+
+  # Parses the manifest as admitctl apply (or submit) does and records its objects as `record`
+  # would record those events, with the same checks, policy and answer. A manifest the parser
+  # refuses is an InvalidArgument naming document, line, field path and reason.
+  recordManifest @12 (request :ManifestRequest) -> (outcome :Outcome, error :Error);
 }

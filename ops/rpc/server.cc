@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ops/api.h"
+#include "ops/kueue_yaml.h"
 #include "schema/event_codec.h"
 
 namespace admission::ops::rpc {
@@ -129,6 +130,61 @@ Result<RecordCall> RecordCallOf(const Policy& policy, const std::string& princip
   call.options.request_id = request.getRequestId().cStr();
   if (request.getHasAt()) call.options.at_ns = request.getAtNs();
   return call;
+}
+
+Result<RecordCall> ManifestCallOf(const Policy& policy, const std::string& principal,
+                                  ::admission::rpc::ManifestRequest::Reader request,
+                                  const projections::Engine& engine, const std::string& name_seed) {
+  const std::string_view mode = request.getMode().cStr();
+  if (mode != "apply" && mode != "submit") {
+    return Status(Code::kInvalidArgument, "recordManifest: mode '" + std::string(mode) +
+                                              "' is neither 'apply' nor 'submit'");
+  }
+  if (request.getManifest().size() > kYamlBytesMax) {
+    return Status(Code::kInvalidArgument,
+                  "recordManifest: the manifest is " + std::to_string(request.getManifest().size()) +
+                      " bytes; at most " + std::to_string(kYamlBytesMax) + " are allowed");
+  }
+  const std::string_view text(request.getManifest().cStr(), request.getManifest().size());
+  SubmitContext ctx;
+  ctx.name_seed = name_seed;
+  Result<std::vector<ParsedObject>> objects =
+      mode == "apply" ? ParseApplyYaml(text) : ParseSubmitYaml(text, ctx);
+  if (!objects.ok()) return objects.status();
+  if (objects->empty()) {
+    return Status(Code::kInvalidArgument, "recordManifest: the manifest holds no objects");
+  }
+  if (objects->size() > ledger::kAppendBatchEventsMax / 2) {
+    return Status(Code::kInvalidArgument,
+                  "recordManifest: the manifest holds " + std::to_string(objects->size()) +
+                      " objects; at most " + std::to_string(ledger::kAppendBatchEventsMax / 2) +
+                      " are allowed");
+  }
+  // The events as a record request, so that every check of `record` applies unchanged.
+  capnp::MallocMessageBuilder message;
+  auto record = message.initRoot<::admission::rpc::RecordRequest>();
+  record.setRequestId(request.getRequestId());
+  auto inputs = record.initInputs(static_cast<unsigned>(objects->size()));
+  std::vector<std::string> keyed;  // owns the submit events' bytes until RecordCallOf copies them
+  keyed.reserve(objects->size());
+  for (unsigned i = 0; i < objects->size(); ++i) {
+    const ParsedObject& o = (*objects)[i];
+    if (mode == "apply") {
+      inputs.set(i, capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(o.event.data()),
+                                        o.event.size()));
+      continue;
+    }
+    // A workload is submitted once: its name is its idempotency key (as admitctl submit).
+    auto decoded = schema::DecodeEvent(o.event);
+    if (!decoded.ok()) return decoded.status();
+    capnp::MallocMessageBuilder event;
+    event.setRoot(decoded->root());
+    event.getRoot<schema::Event>().setIdempotencyKey("submit/" + o.ns + "/" + o.name);
+    keyed.push_back(schema::EncodeEvent(event));
+    inputs.set(i, capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(keyed.back().data()),
+                                      keyed.back().size()));
+  }
+  return RecordCallOf(policy, principal, record.asReader(), engine);
 }
 
 // One record call waiting for its group.
@@ -269,7 +325,28 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     Result<RecordCall> checked = s.ok() ? RecordCallOf(d_.policy_, principal_, request,
                                                        d_.service_.engine())
                                         : Result<RecordCall>(s);
-    if (!checked.ok()) s = checked.status();
+    return Enqueue(kj::mv(context), kj::mv(checked), "record", kj::mv(timer));
+  }
+
+  kj::Promise<void> recordManifest(RecordManifestContext context) override {
+    auto timer = kj::heap<CallTimer>(d_.stats_, "recordManifest");
+    auto request = context.getParams().getRequest();
+    Status s = Admit();
+    // Names made from generateName take the head as their seed, as admitctl submit's do.
+    Result<RecordCall> checked =
+        s.ok() ? ManifestCallOf(d_.policy_, principal_, request, d_.service_.engine(),
+                                std::to_string(d_.log_.GetHead().sequence))
+               : Result<RecordCall>(s);
+    return Enqueue(kj::mv(context), kj::mv(checked), "recordManifest", kj::mv(timer));
+  }
+
+  // The rest of a record or recordManifest call: refused at once, or queued for a group commit
+  // and answered with its outcome. Context: RecordContext or RecordManifestContext, whose
+  // results both hold `outcome` and `error`.
+  template <typename Context>
+  kj::Promise<void> Enqueue(Context context, Result<RecordCall> checked, const char* method,
+                            kj::Own<CallTimer> timer) {
+    Status s = checked.ok() ? Status::Ok() : checked.status();
     if (s.ok() && d_.shutting_down_) {
       s = Status(Code::kUnavailable, "admitd is shutting down; retry with the same request id");
     }
@@ -280,7 +357,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
       ++d_.stats_.overloaded_calls;
     }
     if (!s.ok()) {
-      Count(s, "record");
+      Count(s, method);
       ToError(s, context.getResults().initError());
       return kj::READY_NOW;
     }

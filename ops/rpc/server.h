@@ -36,6 +36,16 @@ Result<RecordCall> RecordCallOf(const Policy& policy, const std::string& princip
                                 ::admission::rpc::RecordRequest::Reader request,
                                 const projections::Engine& engine);
 
+// The checks of a recordManifest call: the manifest parsed by the ledger's parser
+// (ParseApplyYaml for mode "apply", ParseSubmitYaml for "submit", whose workloads are keyed
+// "submit/NS/NAME" as admitctl submit keys them and whose generated names take `name_seed`),
+// then RecordCallOf on the events it gives. Pure, like RecordCallOf.
+// Errors: kInvalidArgument (an unknown mode, a manifest over kYamlBytesMax, without objects or
+// refused by the parser), and RecordCallOf's.
+Result<RecordCall> ManifestCallOf(const Policy& policy, const std::string& principal,
+                                  ::admission::rpc::ManifestRequest::Reader request,
+                                  const projections::Engine& engine, const std::string& name_seed);
+
 struct DaemonOptions {
   std::vector<Endpoint> listen;
   // The daemon's certificate and key, and the CA whose client certificates it accepts

@@ -1,0 +1,194 @@
+// recordManifest: admitd parses a Kubernetes object with the ledger's own parser and records
+// exactly the events that admitctl apply (or submit) would record, through record's checks.
+
+#include <capnp/message.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "ops/kueue_yaml.h"
+#include "ops/rpc/client.h"
+#include "schema/event_codec.h"
+#include "tests/rpc/in_process_daemon.h"
+#include "tests/unit/temp_dir.h"
+
+namespace admission::testing {
+namespace {
+
+constexpr char kDefinitions[] = R"({"apiVersion": "v1", "kind": "List",
+"items": [
+ {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+  "metadata": {"name": "default-flavor", "uid": "1b7f", "resourceVersion": "42"}},
+ {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+  "metadata": {"name": "cluster-queue"},
+  "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory"],
+    "flavors": [{"name": "default-flavor", "resources": [{"name": "cpu", "nominalQuota": 9},
+      {"name": "memory", "nominalQuota": "36Gi"}]}]}]}},
+ {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+  "metadata": {"name": "user-queue", "namespace": "default"},
+  "spec": {"clusterQueue": "cluster-queue"}}
+]})";
+
+constexpr char kJob[] = R"(apiVersion: batch/v1
+kind: Job
+metadata:
+  name: sample-job
+  namespace: default
+  labels: {kueue.x-k8s.io/queue-name: user-queue}
+spec:
+  parallelism: 1
+  completions: 1
+  template:
+    spec:
+      containers:
+      - name: main
+        image: x
+        resources: {requests: {cpu: "1"}}
+      restartPolicy: Never
+)";
+
+// What one recordManifest call answered.
+struct Answer {
+  Status transport;      // the call itself (kUnavailable: the connection failed)
+  uint8_t error_code = 0;  // 0: none
+  std::string error_message;
+  std::vector<uint64_t> sequences;
+  std::vector<bool> unchanged;
+  bool retried = false;
+};
+
+class RecordManifestTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto log = ledger::RocksDbLog::Open(dir_.Sub("ledger"));
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    served_.log = std::move(*log);
+    served_.snapshots = std::make_unique<ledger::FileSnapshotStore>(dir_.Sub("ledger"));
+    ops::ServiceOptions options;
+    options.snapshot_every_events = 0;
+    auto service = ops::Service::Open(*served_.log, served_.clock, nullptr, options);
+    ASSERT_TRUE(service.ok()) << service.status().ToString();
+    served_.service = std::move(*service);
+    daemon_ = std::make_unique<InProcessDaemon>(served_, dir_.Sub("admitd.sock"));
+    ops::rpc::ClientOptions client_options;
+    auto endpoint = ops::rpc::ParseEndpoint("unix:" + dir_.Sub("admitd.sock"));
+    ASSERT_TRUE(endpoint.ok());
+    client_options.endpoint = *endpoint;
+    auto client = ops::rpc::RpcClient::Connect(client_options);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_ = std::move(*client);
+  }
+
+  Answer Call(const std::string& request_id, const std::string& mode,
+              const std::string& manifest) {
+    Answer answer;
+    answer.transport = client_->Run([&](ops::rpc::Ledger::Client& ledger) {
+      auto call = ledger.recordManifestRequest();
+      auto request = call.initRequest();
+      request.setRequestId(request_id);
+      request.setMode(mode);
+      request.setManifest(manifest);
+      return call.send().then([&](capnp::Response<ops::rpc::Ledger::RecordManifestResults> r) {
+        if (r.hasError()) {
+          answer.error_code = r.getError().getCode();
+          answer.error_message = r.getError().getMessage().cStr();
+        }
+        auto o = r.getOutcome();
+        for (uint64_t s : o.getSequences()) answer.sequences.push_back(s);
+        for (bool u : o.getUnchanged()) answer.unchanged.push_back(u);
+        answer.retried = o.getRetried();
+        return Status::Ok();
+      });
+    });
+    return answer;
+  }
+
+  // The stored bytes of the event at `sequence`.
+  std::string StoredBytes(uint64_t sequence) {
+    auto events = served_.log->Read(sequence, 1);
+    EXPECT_TRUE(events.ok() && events->size() == 1);
+    return events.ok() && !events->empty() ? (*events)[0].bytes : std::string();
+  }
+
+  TempDir dir_;
+  ServedLedger served_;
+  std::unique_ptr<InProcessDaemon> daemon_;
+  std::unique_ptr<ops::rpc::RpcClient> client_;
+};
+
+TEST_F(RecordManifestTest, ApplyRecordsTheEventsOfTheLedgersParser) {
+  Answer a = Call("bridge/definitions/1", "apply", kDefinitions);
+  ASSERT_TRUE(a.transport.ok()) << a.transport.ToString();
+  ASSERT_EQ(a.error_code, 0) << a.error_message;
+  ASSERT_EQ(a.sequences.size(), 3u);
+  EXPECT_FALSE(a.retried);
+
+  auto parsed = ops::ParseApplyYaml(kDefinitions);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  ASSERT_EQ(parsed->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    auto stored = schema::DecodeEvent(StoredBytes(a.sequences[i]));
+    ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+    auto expected = schema::DecodeEvent((*parsed)[i].event);
+    ASSERT_TRUE(expected.ok());
+    auto stored_event = stored->root();
+    // The body is the parser's; the actor is the connection's principal.
+    EXPECT_EQ(std::string(stored_event.getBody().toString().flatten().cStr()),
+              std::string(expected->root().getBody().toString().flatten().cStr()));
+    EXPECT_EQ(std::string(stored_event.getActor().cStr()), "admin");
+  }
+}
+
+TEST_F(RecordManifestTest, ARetryIsAnsweredOnceAndTheSameObjectsAreUnchanged) {
+  Answer first = Call("bridge/definitions/1", "apply", kDefinitions);
+  ASSERT_EQ(first.error_code, 0) << first.error_message;
+  Answer retry = Call("bridge/definitions/1", "apply", kDefinitions);
+  ASSERT_EQ(retry.error_code, 0) << retry.error_message;
+  EXPECT_TRUE(retry.retried);
+  EXPECT_EQ(retry.sequences, first.sequences);
+  // A resync (another request id, the same objects) writes nothing new.
+  Answer resync = Call("bridge/definitions/2", "apply", kDefinitions);
+  ASSERT_EQ(resync.error_code, 0) << resync.error_message;
+  EXPECT_EQ(resync.unchanged, std::vector<bool>({true, true, true}));
+  EXPECT_EQ(served_.log->GetHead().sequence, first.sequences.back());
+}
+
+TEST_F(RecordManifestTest, SubmitKeysTheWorkloadByItsName) {
+  ASSERT_EQ(Call("setup", "apply", kDefinitions).error_code, 0);
+  Answer a = Call("bridge/job/uid-1/1", "submit", kJob);
+  ASSERT_EQ(a.error_code, 0) << a.error_message;
+  ASSERT_FALSE(a.sequences.empty());
+  auto stored = schema::DecodeEvent(StoredBytes(a.sequences[0]));
+  ASSERT_TRUE(stored.ok());
+  EXPECT_TRUE(stored->root().getBody().isWorkloadSubmitted());
+  EXPECT_EQ(std::string(stored->root().getIdempotencyKey().cStr()), "submit/default/job-sample-job");
+}
+
+TEST_F(RecordManifestTest, ARefusedManifestWritesNothingAndSaysWhere) {
+  const uint64_t head = served_.log->GetHead().sequence;
+  Answer a = Call("bad/1", "apply", R"(apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq}
+spec: {queueingStrategy: Random}
+)");
+  ASSERT_TRUE(a.transport.ok());
+  EXPECT_EQ(a.error_code, static_cast<uint8_t>(Code::kInvalidArgument));
+  EXPECT_NE(a.error_message.find("spec.queueingStrategy"), std::string::npos) << a.error_message;
+  EXPECT_EQ(served_.log->GetHead().sequence, head);
+
+  Answer mode = Call("bad/2", "import", kDefinitions);
+  EXPECT_EQ(mode.error_code, static_cast<uint8_t>(Code::kInvalidArgument));
+  EXPECT_NE(mode.error_message.find("neither 'apply' nor 'submit'"), std::string::npos);
+
+  Answer jobs_are_submitted = Call("bad/3", "apply", kJob);
+  EXPECT_EQ(jobs_are_submitted.error_code, static_cast<uint8_t>(Code::kInvalidArgument));
+
+  Answer no_id = Call("", "apply", kDefinitions);
+  EXPECT_EQ(no_id.error_code, static_cast<uint8_t>(Code::kInvalidArgument));
+  EXPECT_NE(no_id.error_message.find("requestId is empty"), std::string::npos);
+  EXPECT_EQ(served_.log->GetHead().sequence, head);
+}
+
+}  // namespace
+}  // namespace admission::testing

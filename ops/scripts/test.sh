@@ -13,6 +13,8 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 # fresh machine, then reused from outside the clone (docs/k8s.md).
 "$top/ops/k8s/cluster.sh" build
 "$top/ops/scripts/build.sh"
+# admit-k8s, the Kubernetes bridge (Go; docs/k8s.md), for the k8s tests.
+"$top/ops/k8s/bridge/build.sh" "$top/build/admit-k8s"
 cd "$top"
 status=0
 ctest --preset default "$@" || status=$?

@@ -1,0 +1,151 @@
+// admit-k8s, the bridge between a Kubernetes cluster and the admission ledger (docs/k8s.md).
+// What it does so far: forwards Kueue definitions (ResourceFlavor, Cohort, ClusterQueue,
+// LocalQueue, AdmissionCheck, WorkloadPriorityClass) to admitd as they change. It refuses to
+// start while Kueue's own controller manager holds its leader lease: one admission authority
+// per cluster.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"admission-ledger/bridge/internal/definitions"
+	"admission-ledger/bridge/internal/ledger"
+)
+
+// KueueLeaseName is the leader-election lease of Kueue's controller manager (its default,
+// DefaultLeaderElectionID in Kueue's config API).
+const KueueLeaseName = "c1f6bfd2.kueue.x-k8s.io"
+
+// StartupCheckTimeout bounds the checks made before the manager starts.
+const StartupCheckTimeout = 30 * time.Second
+
+func main() {
+	var (
+		admitd, cert, key, ca   string
+		leaderElect             bool
+		leaderElectionNamespace string
+		healthAddr, metricsAddr string
+		kueueLeaseStaleAfter    time.Duration
+	)
+	flag.StringVar(&admitd, "admitd", "", "admitd's address: unix:PATH or tls:HOST:PORT (required)")
+	flag.StringVar(&cert, "admitd-cert", "", "our client certificate for a tls: address; its common name is our principal")
+	flag.StringVar(&key, "admitd-key", "", "the key of --admitd-cert")
+	flag.StringVar(&ca, "admitd-ca", "", "the CA that signed admitd's certificate")
+	flag.BoolVar(&leaderElect, "leader-elect", true, "run only while holding the lease admit-k8s.admission-ledger.io (one active bridge per cluster)")
+	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "the lease's namespace (default: the pod's own; required outside a cluster)")
+	flag.StringVar(&healthAddr, "health-probe-bind-address", "127.0.0.1:0", "where /healthz and /readyz are served (0: not at all)")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "where controller-runtime's metrics are served (0: not at all)")
+	flag.DurationVar(&kueueLeaseStaleAfter, "kueue-lease-stale-after", 2*time.Minute, "a Kueue lease not renewed for this long is taken for a Kueue that is gone")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), `Usage: admit-k8s --admitd ADDRESS [flags]
+
+The admission ledger's bridge to Kubernetes: forwards Kueue definitions to admitd as they
+change (docs/k8s.md). The cluster is the one of --kubeconfig, $KUBECONFIG or the pod's service
+account.
+
+Flags:
+`)
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	if err := run(admitd, cert, key, ca, leaderElect, leaderElectionNamespace, healthAddr, metricsAddr,
+		kueueLeaseStaleAfter); err != nil {
+		fmt.Fprintf(os.Stderr, "admit-k8s: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace, healthAddr,
+	metricsAddr string, kueueLeaseStaleAfter time.Duration) error {
+	if admitd == "" {
+		return errors.New("--admitd is required (unix:PATH or tls:HOST:PORT); see --help")
+	}
+	ledgerClient, err := ledger.New(ledger.Options{Address: admitd, CertFile: cert, KeyFile: key, CAFile: ca})
+	if err != nil {
+		return err
+	}
+	defer ledgerClient.Close()
+
+	config, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("no cluster to talk to: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), StartupCheckTimeout)
+	defer cancel()
+	direct, err := client.New(config, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	if err := refuseIfKueueRuns(ctx, direct, kueueLeaseStaleAfter); err != nil {
+		return err
+	}
+	principal, roles, err := ledgerClient.WhoAmI(ctx)
+	if err != nil {
+		return err
+	}
+	ctrl.Log.Info("connected to admitd", "address", admitd, "principal", principal, "roles", roles)
+
+	mgr, err := ctrl.NewManager(config, ctrl.Options{
+		Scheme:                  scheme,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "admit-k8s.admission-ledger.io",
+		LeaderElectionNamespace: leaderElectionNamespace,
+		HealthProbeBindAddress:  healthAddr,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+	})
+	if err != nil {
+		return fmt.Errorf("creating the controller manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := definitions.SetupWithManager(mgr, ledgerClient); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// refuseIfKueueRuns fails when a Kueue controller manager holds its leader lease in any
+// namespace, renewed within staleAfter: two admission authorities would fight over every Job.
+func refuseIfKueueRuns(ctx context.Context, c client.Client, staleAfter time.Duration) error {
+	var leases coordinationv1.LeaseList
+	if err := c.List(ctx, &leases); err != nil {
+		return fmt.Errorf("listing leases to look for Kueue's controller manager: %w", err)
+	}
+	for _, lease := range leases.Items {
+		if lease.Name != KueueLeaseName || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+			continue
+		}
+		if lease.Spec.RenewTime != nil && time.Since(lease.Spec.RenewTime.Time) > staleAfter {
+			continue
+		}
+		return fmt.Errorf("Kueue's controller manager runs in this cluster (lease %s/%s held by %q): "+
+			"one admission authority per cluster; remove Kueue's controller first", lease.Namespace,
+			lease.Name, *lease.Spec.HolderIdentity)
+	}
+	return nil
+}

@@ -1,0 +1,188 @@
+// Package definitions forwards Kueue definitions (ResourceFlavor, Cohort, ClusterQueue,
+// LocalQueue, AdmissionCheck, WorkloadPriorityClass) from the cluster to the ledger as they
+// change. admitd parses each object with the ledger's own parser (recordManifest, mode
+// "apply"): an identical object is `unchanged` there, so resyncs and restarts write nothing.
+package definitions
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"admission-ledger/bridge/internal/ledger"
+)
+
+// Group and StoredVersion of our CRDs (ops/k8s/crds/): objects are read in the stored version.
+const (
+	Group         = "kueue.x-k8s.io"
+	StoredVersion = "v1beta2"
+)
+
+// Kinds forwarded, each by a controller of its own.
+var Kinds = []string{"ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "AdmissionCheck",
+	"WorkloadPriorityClass"}
+
+// RetryAfterTransportError is how long a definition waits after admitd could not be reached or
+// asked to retry, on top of controller-runtime's own backoff.
+const RetryAfterTransportError = 5 * time.Second
+
+// Recorder is what the reconciler needs of the ledger client.
+type Recorder interface {
+	RecordManifest(ctx context.Context, requestID, mode, manifest string) (ledger.Outcome, error)
+}
+
+// Reconciler forwards one kind.
+type Reconciler struct {
+	Kind   string
+	Client client.Client
+	Ledger Recorder
+	Events record.EventRecorder
+}
+
+// SetupWithManager registers one controller per kind of Kinds.
+func SetupWithManager(mgr ctrl.Manager, ledgerClient Recorder) error {
+	for _, kind := range Kinds {
+		r := &Reconciler{
+			Kind:   kind,
+			Client: mgr.GetClient(),
+			Ledger: ledgerClient,
+			Events: mgr.GetEventRecorderFor("admit-k8s"),
+		}
+		watched := &unstructured.Unstructured{}
+		watched.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: kind})
+		// A change of the spec bumps the generation; labels and annotations (the ledger's
+		// settings of a check) do not, and the ledger reads them too.
+		err := ctrl.NewControllerManagedBy(mgr).
+			Named("definitions-"+strings.ToLower(kind)).
+			For(watched, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
+				predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+			Complete(r)
+		if err != nil {
+			return fmt.Errorf("setting up the %s controller: %w", kind, err)
+		}
+	}
+	return nil
+}
+
+// Reconcile forwards the object's current state. A deleted object is not forwarded: the ledger
+// has no removal of definitions yet (docs/k8s.md, "Not yet built").
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx).WithValues("kind", r.Kind)
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: r.Kind})
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			logger.Info("deleted; the ledger keeps its last definition (removal is not built yet)")
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	manifest, err := Manifest(obj)
+	if err != nil {
+		r.Events.Event(obj, corev1.EventTypeWarning, "NotForwarded", err.Error())
+		return ctrl.Result{}, nil
+	}
+	outcome, err := r.Ledger.RecordManifest(ctx, RequestID(obj), "apply", manifest)
+	var refused *ledger.Refused
+	switch {
+	case errors.As(err, &refused) && !refused.Retryable():
+		// The object itself is wrong for the ledger: only a changed object can succeed.
+		logger.Info("the ledger refused the definition", "reason", refused.Message)
+		r.Events.Event(obj, corev1.EventTypeWarning, "LedgerRefused", refused.Message)
+		return ctrl.Result{}, nil
+	case err != nil:
+		logger.Error(err, "forwarding the definition failed; will retry")
+		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+	}
+	if len(outcome.Sequences) == 0 {
+		return ctrl.Result{}, fmt.Errorf("admitd answered without a sequence")
+	}
+	if outcome.Retried || outcome.Unchanged[0] {
+		logger.V(1).Info("already in the ledger", "sequence", outcome.Sequences[0])
+		return ctrl.Result{}, nil
+	}
+	logger.Info("recorded", "sequence", outcome.Sequences[0])
+	r.Events.Event(obj, corev1.EventTypeNormal, "Recorded",
+		"recorded in the admission ledger at sequence "+strconv.FormatUint(outcome.Sequences[0], 10))
+	return ctrl.Result{}, nil
+}
+
+// RequestID is the same for every forwarding of one version of one object (so a retry, or a
+// restarted bridge, is answered from admitd's record of the first call) and differs after any
+// write to it: its resourceVersion changes then, even when only annotations changed (which do
+// not bump the generation) or when a later write restores an earlier spec. It fits admitd's
+// limit of 128 bytes whatever the names.
+func RequestID(obj *unstructured.Unstructured) string {
+	sum := sha256.Sum256([]byte(obj.GetKind() + "\x00" + obj.GetNamespace() + "\x00" +
+		obj.GetName() + "\x00" + string(obj.GetUID()) + "\x00" + obj.GetResourceVersion()))
+	return "admit-k8s/definition/" + hex.EncodeToString(sum[:16])
+}
+
+// Manifest is the object as the ledger's parser takes it: JSON with apiVersion, kind, the
+// metadata the parser reads (name, namespace, uid, labels, annotations) and the spec (or, for a
+// WorkloadPriorityClass, value and description). The status and the server's bookkeeping stay
+// out. An object written in v1beta1 is stored with its v1beta1 field names (the CRDs do not
+// convert, docs/k8s.md), so it is forwarded as v1beta1 when it uses them.
+func Manifest(obj *unstructured.Unstructured) (string, error) {
+	metadata := map[string]any{"name": obj.GetName()}
+	if ns := obj.GetNamespace(); ns != "" {
+		metadata["namespace"] = ns
+	}
+	if uid := obj.GetUID(); uid != "" {
+		metadata["uid"] = string(uid)
+	}
+	if labels := obj.GetLabels(); len(labels) > 0 {
+		metadata["labels"] = labels
+	}
+	if annotations := obj.GetAnnotations(); len(annotations) > 0 {
+		delete(annotations, corev1.LastAppliedConfigAnnotation)
+		if len(annotations) > 0 {
+			metadata["annotations"] = annotations
+		}
+	}
+	out := map[string]any{
+		"apiVersion": Group + "/" + VersionOfSpelling(obj),
+		"kind":       obj.GetKind(),
+		"metadata":   metadata,
+	}
+	for _, field := range []string{"spec", "value", "description"} {
+		if v, ok := obj.Object[field]; ok {
+			out[field] = v
+		}
+	}
+	text, err := json.Marshal(out)
+	if err != nil {
+		return "", fmt.Errorf("encoding %s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	return string(text), nil
+}
+
+// VersionOfSpelling is v1beta1 when the stored object uses a field name that only v1beta1 has
+// (ClusterQueue spec.cohort, Cohort spec.parent), else the stored version.
+func VersionOfSpelling(obj *unstructured.Unstructured) string {
+	field := map[string]string{"ClusterQueue": "cohort", "Cohort": "parent"}[obj.GetKind()]
+	if field == "" {
+		return StoredVersion
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", field); found {
+		return "v1beta1"
+	}
+	return StoredVersion
+}

@@ -1,0 +1,271 @@
+// Package ledger is the bridge's client of admitd: Cap'n Proto RPC (schema/admission_rpc.capnp)
+// over a Unix socket or TLS with the bridge's own client certificate, whose common name is the
+// principal admitd's policy gives roles to (docs/admitd.md, docs/k8s.md).
+package ledger
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"capnproto.org/go/capnp/v3/rpc"
+
+	"admission-ledger/bridge/internal/ledgerrpc"
+)
+
+// DialTimeout bounds one connection attempt, handshake included.
+const DialTimeout = 10 * time.Second
+
+// Codes of admitd's Error (schema/result.h's admission::Code) that the bridge reacts to.
+const (
+	CodeInvalidArgument  = 1
+	CodeConflict         = 3
+	CodeIoError          = 6
+	CodeBusy             = 7
+	CodePermissionDenied = 8
+	CodeOverloaded       = 9
+	CodeUnavailable      = 10
+	CodeNoSpace          = 11
+)
+
+// Options say where admitd is and how to prove who we are.
+type Options struct {
+	// Address is unix:PATH or tls:HOST:PORT, as admitctl --connect takes it.
+	Address string
+	// CertFile, KeyFile and CAFile are required for tls: addresses: our certificate and key,
+	// and the CA that signed admitd's certificate.
+	CertFile, KeyFile, CAFile string
+}
+
+// Refused is admitd's answer to a call that it refused: nothing was written.
+type Refused struct {
+	Code    uint8
+	Message string
+}
+
+func (r *Refused) Error() string {
+	return fmt.Sprintf("admitd refused the call (code %d): %s", r.Code, r.Message)
+}
+
+// Retryable says whether the same call may succeed later (admitd overloaded, shutting down, out
+// of disk, or its storage failing); otherwise the call itself is wrong (invalid, not allowed, a
+// conflicting retry) and only a changed call can succeed.
+func (r *Refused) Retryable() bool {
+	switch r.Code {
+	case CodeIoError, CodeBusy, CodeOverloaded, CodeUnavailable, CodeNoSpace:
+		return true
+	}
+	return false
+}
+
+// Outcome of a recorded call: per input, its sequence and whether it was already recorded (or
+// identical to the current definition); Retried when the request id was answered before.
+type Outcome struct {
+	Sequences []uint64
+	Unchanged []bool
+	Retried   bool
+}
+
+// Client holds one connection to admitd and dials again after the connection fails.
+// Safe for concurrent use.
+type Client struct {
+	opts Options
+	tls  *tls.Config // nil for unix: addresses
+
+	mu     sync.Mutex
+	conn   *rpc.Conn        // nil: not connected
+	ledger ledgerrpc.Ledger // valid while conn is not nil
+}
+
+// New checks the options and loads the certificates; it does not connect yet.
+func New(opts Options) (*Client, error) {
+	c := &Client{opts: opts}
+	switch {
+	case strings.HasPrefix(opts.Address, "unix:"):
+	case strings.HasPrefix(opts.Address, "tls:"):
+		if opts.CertFile == "" || opts.KeyFile == "" || opts.CAFile == "" {
+			return nil, errors.New("a tls: address of admitd needs --admitd-cert, --admitd-key and --admitd-ca")
+		}
+		cert, err := tls.LoadX509KeyPair(opts.CertFile, opts.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("loading the client certificate: %w", err)
+		}
+		caPEM, err := os.ReadFile(opts.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading admitd's CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			return nil, fmt.Errorf("%s holds no PEM certificate", opts.CAFile)
+		}
+		host, _, err := net.SplitHostPort(strings.TrimPrefix(opts.Address, "tls:"))
+		if err != nil {
+			return nil, fmt.Errorf("admitd address %q: %w", opts.Address, err)
+		}
+		c.tls = &tls.Config{
+			Certificates: []tls.Certificate{cert},
+			RootCAs:      pool,
+			ServerName:   host,
+			MinVersion:   tls.VersionTLS12,
+		}
+	default:
+		return nil, fmt.Errorf("admitd address %q is neither unix:PATH nor tls:HOST:PORT", opts.Address)
+	}
+	return c, nil
+}
+
+// Close drops the connection.
+func (c *Client) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dropLocked()
+}
+
+func (c *Client) dropLocked() {
+	if c.conn != nil {
+		c.ledger.Release()
+		_ = c.conn.Close()
+		c.conn = nil
+	}
+}
+
+// connected returns the Ledger capability of the current connection, dialing first if needed.
+func (c *Client) connected(ctx context.Context) (ledgerrpc.Ledger, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn != nil {
+		select {
+		case <-c.conn.Done():
+			c.dropLocked()
+		default:
+			return c.ledger.AddRef(), nil
+		}
+	}
+	dialer := net.Dialer{Timeout: DialTimeout}
+	var stream net.Conn
+	var err error
+	if c.tls == nil {
+		stream, err = dialer.DialContext(ctx, "unix", strings.TrimPrefix(c.opts.Address, "unix:"))
+	} else {
+		tlsDialer := tls.Dialer{NetDialer: &dialer, Config: c.tls}
+		stream, err = tlsDialer.DialContext(ctx, "tcp", strings.TrimPrefix(c.opts.Address, "tls:"))
+	}
+	if err != nil {
+		return ledgerrpc.Ledger{}, fmt.Errorf("connecting to admitd at %s: %w", c.opts.Address, err)
+	}
+	c.conn = rpc.NewConn(rpc.NewStreamTransport(stream), nil)
+	c.ledger = ledgerrpc.Ledger(c.conn.Bootstrap(ctx))
+	return c.ledger.AddRef(), nil
+}
+
+// failed drops the connection after a transport error, so that the next call dials again.
+func (c *Client) failed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dropLocked()
+}
+
+// WhoAmI returns the principal admitd sees for this connection and its roles.
+func (c *Client) WhoAmI(ctx context.Context) (string, []string, error) {
+	ledger, err := c.connected(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	defer ledger.Release()
+	future, release := ledger.Whoami(ctx, nil)
+	defer release()
+	results, err := future.Struct()
+	if err != nil {
+		c.failed()
+		return "", nil, fmt.Errorf("whoami: %w", err)
+	}
+	principal, err := results.Principal()
+	if err != nil {
+		return "", nil, fmt.Errorf("whoami: %w", err)
+	}
+	list, err := results.Roles()
+	if err != nil {
+		return "", nil, fmt.Errorf("whoami: %w", err)
+	}
+	roles := make([]string, 0, list.Len())
+	for i := 0; i < list.Len(); i++ {
+		role, err := list.At(i)
+		if err != nil {
+			return "", nil, fmt.Errorf("whoami: %w", err)
+		}
+		roles = append(roles, role)
+	}
+	return principal, roles, nil
+}
+
+// RecordManifest has admitd parse `manifest` (YAML or JSON) with the ledger's own parser and
+// record it: mode "apply" for definitions, "submit" for Workloads and Jobs. A retry with the
+// same requestID is answered with the first outcome and writes nothing. Errors: *Refused when
+// admitd refused it (nothing written, retrying the same call gets the same answer); any other
+// error is the transport's (retry).
+func (c *Client) RecordManifest(ctx context.Context, requestID, mode, manifest string) (Outcome, error) {
+	ledger, err := c.connected(ctx)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer ledger.Release()
+	future, release := ledger.RecordManifest(ctx, func(p ledgerrpc.Ledger_recordManifest_Params) error {
+		request, err := p.NewRequest()
+		if err != nil {
+			return err
+		}
+		if err := request.SetRequestId(requestID); err != nil {
+			return err
+		}
+		if err := request.SetMode(mode); err != nil {
+			return err
+		}
+		return request.SetManifest(manifest)
+	})
+	defer release()
+	results, err := future.Struct()
+	if err != nil {
+		c.failed()
+		return Outcome{}, fmt.Errorf("recordManifest: %w", err)
+	}
+	if results.HasError() {
+		e, err := results.Error()
+		if err != nil {
+			return Outcome{}, fmt.Errorf("recordManifest: %w", err)
+		}
+		// capnpc-go names the field `message` Message_: Message() is the struct's capnp.Message.
+		message, err := e.Message_()
+		if err != nil {
+			return Outcome{}, fmt.Errorf("recordManifest: %w", err)
+		}
+		return Outcome{}, &Refused{Code: e.Code(), Message: message}
+	}
+	o, err := results.Outcome()
+	if err != nil {
+		return Outcome{}, fmt.Errorf("recordManifest: %w", err)
+	}
+	var out Outcome
+	sequences, err := o.Sequences()
+	if err != nil {
+		return Outcome{}, fmt.Errorf("recordManifest: %w", err)
+	}
+	for i := 0; i < sequences.Len(); i++ {
+		out.Sequences = append(out.Sequences, sequences.At(i))
+	}
+	unchanged, err := o.Unchanged()
+	if err != nil {
+		return Outcome{}, fmt.Errorf("recordManifest: %w", err)
+	}
+	for i := 0; i < unchanged.Len(); i++ {
+		out.Unchanged = append(out.Unchanged, unchanged.At(i))
+	}
+	out.Retried = o.Retried()
+	return out, nil
+}

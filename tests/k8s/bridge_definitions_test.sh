@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# admit-k8s forwards Kueue definitions from a real API server to admitd over TLS with its own
+# client certificate (docs/k8s.md): what kubectl applies (v1beta2, and v1beta1 spellings) shows
+# up in the ledger with the bridge as actor; a change is forwarded; what the ledger refuses is
+# reported as a Kubernetes Event on the object; a bridge killed with SIGKILL and restarted
+# writes nothing for what it forwarded before; and it refuses to start while Kueue's controller
+# manager holds its lease.
+#   tests/k8s/bridge_definitions_test.sh ADMITCTL ADMITD ADMIT_K8S
+# Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
+# K8S_TEST_KEEP_DIR=1 keeps the test's folder.
+set -euo pipefail
+
+(($# == 3)) || { echo "usage: $0 ADMITCTL ADMITD ADMIT_K8S" >&2; exit 2; }
+readonly admitctl="$1" admitd="$2" admit_k8s="$3"
+
+readonly SKIP_STATUS=77
+readonly WATCHDOG_POLL_SECONDS=1
+readonly WAIT_SECONDS=90
+readonly POLL_INTERVAL_SECONDS=0.5
+readonly PRINCIPAL=admit-k8s
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly script_dir
+readonly top="$script_dir/../.."
+readonly cluster_sh="$top/ops/k8s/cluster.sh"
+readonly cases_dir="$script_dir/crd_cases"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { echo "--- $*" >&2; }
+
+if ! bin_dir="$("$cluster_sh" bin-dir 2>/dev/null)"; then
+  echo "SKIP: kube-apiserver, kube-controller-manager and kubectl are not built; run ops/k8s/cluster.sh build (6 to 13 minutes on 2 cores, once per machine)"
+  exit "$SKIP_STATUS"
+fi
+if [[ ! -x "$admit_k8s" ]]; then
+  echo "SKIP: admit-k8s is not built at $admit_k8s; run ops/k8s/bridge/build.sh"
+  exit "$SKIP_STATUS"
+fi
+[[ -x "$admitctl" && -x "$admitd" ]] || fail "admitctl or admitd missing: $admitctl $admitd"
+readonly kubectl_bin="$bin_dir/kubectl"
+
+dir="$(mktemp -d "${TMPDIR:-/tmp}/k8s-bridge-test.XXXXXX")"
+readonly dir
+admitd_pid=""
+bridge_pid=""
+# shellcheck disable=SC2317  # run by the EXIT trap
+cleanup() {
+  local status=$?
+  if [[ -s "$dir/watchdog.pid" ]]; then
+    kill -TERM "$(<"$dir/watchdog.pid")" 2>/dev/null || true
+  fi
+  [[ -n "$bridge_pid" ]] && kill -TERM "$bridge_pid" 2>/dev/null && wait "$bridge_pid" 2>/dev/null
+  [[ -n "$admitd_pid" ]] && kill -TERM "$admitd_pid" 2>/dev/null && wait "$admitd_pid" 2>/dev/null
+  "$cluster_sh" stop "$dir/cluster" || true
+  if ((status != 0)); then
+    for log in "$dir"/bridge*.log "$dir/admitd.err"; do
+      [[ -f "$log" ]] || continue
+      echo "--- last lines of $log" >&2
+      tail -n 30 "$log" >&2
+    done
+  fi
+  if [[ "${K8S_TEST_KEEP_DIR:-0}" == 1 ]]; then
+    echo "kept the test's folder $dir" >&2
+  else
+    rm -rf "$dir"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# Stops the control plane if ctest SIGKILLs this script (admitd and the bridge are children
+# and die with the test's process group).
+# shellcheck disable=SC2016  # the watchdog's own arguments, expanded by its shell
+setsid --fork bash -c '
+  echo "$$" > "$4/watchdog.pid"
+  while kill -0 "$1" 2>/dev/null; do sleep "$2"; done
+  "$3" stop "$4/cluster"
+  rm -rf "$4"
+' bridge_test_watchdog "$$" "$WATCHDOG_POLL_SECONDS" "$cluster_sh" "$dir" \
+  < /dev/null > /dev/null 2>&1
+
+# wait_until DESCRIPTION COMMAND...: polls COMMAND until it succeeds, or fails the test.
+wait_until() {
+  local description="$1" deadline=$((SECONDS + WAIT_SECONDS))
+  shift
+  until "$@"; do
+    ((SECONDS < deadline)) || fail "after ${WAIT_SECONDS}s: $description"
+    sleep "$POLL_INTERVAL_SECONDS"
+  done
+}
+
+step "admitd on TLS, with a policy that makes the bridge's certificate an operator"
+"$top/ops/scripts/test_pki.sh" "$dir/pki" "$PRINCIPAL" > /dev/null
+printf 'principals:\n- name: %s\n  roles: [operator]\n' "$PRINCIPAL" > "$dir/policy.yaml"
+"$admitd" --ledger "$dir/ledger" --listen "unix:$dir/admitd.sock" --listen tls:127.0.0.1:0 \
+  --tls-cert "$dir/pki/server.pem" --tls-key "$dir/pki/server.key" --client-ca "$dir/pki/ca.pem" \
+  --policy "$dir/policy.yaml" --ready-file "$dir/ready" --log-level warn \
+  > "$dir/admitd.out" 2> "$dir/admitd.err" &
+admitd_pid=$!
+admitd_ready() { [[ -s "$dir/ready" ]] && grep -q '^tls:' "$dir/ready"; }
+wait_until "admitd did not start" admitd_ready
+readonly admitd_tls="$(grep '^tls:' "$dir/ready")"
+ledger() { "$admitctl" --connect "unix:$dir/admitd.sock" "$@"; }
+head_sequence() { ledger log | tail -n 1 | awk '{print $1}'; }
+
+step "a control plane with our CRDs"
+kubeconfig="$("$cluster_sh" start "$dir/cluster")"
+kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
+
+bridge_runs=0
+start_bridge() {
+  bridge_runs=$((bridge_runs + 1))
+  "$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
+    --admitd-cert "$dir/pki/$PRINCIPAL.pem" --admitd-key "$dir/pki/$PRINCIPAL.key" \
+    --admitd-ca "$dir/pki/ca.pem" --leader-elect=false \
+    > "$dir/bridge-$bridge_runs.log" 2>&1 &
+  bridge_pid=$!
+}
+
+step "definitions applied with kubectl reach the ledger, with the bridge as actor"
+kubectl apply -f "$cases_dir/accept-v1beta2-definitions.yaml" > /dev/null
+start_bridge
+kubectl apply -f "$cases_dir/accept-v1beta1-definitions.yaml" > /dev/null
+# 6 objects in v1beta2, 4 in v1beta1 (ClusterQueue team-b keeps its v1beta1 spec.cohort).
+readonly expected_definitions=10
+definitions_by_bridge() { ledger log | grep -c "Defined  actor=$PRINCIPAL" || true; }
+all_forwarded() { [[ "$(definitions_by_bridge)" == "$expected_definitions" ]]; }
+wait_until "the ledger holds $(definitions_by_bridge) of the $expected_definitions definitions" all_forwarded
+grep -q "\"msg\":\"connected to admitd\".*\"principal\":\"$PRINCIPAL\"" "$dir/bridge-1.log" \
+  || fail "the bridge did not log its principal $PRINCIPAL"
+queues="$(ledger get clusterqueues -o json)"
+[[ "$queues" == *'"name": "team-a"'* && "$queues" == *'"name": "team-b"'* ]] \
+  || fail "the ledger's ClusterQueues are not team-a and team-b: $queues"
+# team-b was written in v1beta1 (spec.cohort) and must keep its cohort.
+team_b="$(ledger get clusterqueues -o json | tr -d ' \n')"
+[[ "$team_b" == *'"name":"team-b"},"spec":{"cohortName":"research"'* ]] \
+  || fail "team-b lost its v1beta1 cohort on the way: $team_b"
+
+step "a change is forwarded"
+kubectl patch clusterqueue team-a --type=merge -p '{"spec":{"queueingStrategy":"BestEffortFIFO"}}' > /dev/null
+strategy_changed() {
+  ledger get clusterqueues -o json | tr -d ' \n' | grep -q '"name":"team-a"},"spec":{"cohortName":"research","queueingStrategy":"BestEffortFIFO"'
+}
+wait_until "team-a's new queueingStrategy is not in the ledger" strategy_changed
+
+step "what the ledger refuses is reported on the object"
+kubectl apply -f "$cases_dir/ledger-only-lending-limit-above-nominal.yaml" > /dev/null
+refusal_reported() {
+  kubectl get events --field-selector involvedObject.name=lends-too-much,reason=LedgerRefused \
+    -o jsonpath='{.items[*].message}' | grep -q "lendingLimit"
+}
+wait_until "no LedgerRefused event on ClusterQueue lends-too-much" refusal_reported
+
+step "a bridge killed with SIGKILL and restarted writes nothing it wrote before"
+kill -KILL "$bridge_pid"
+wait "$bridge_pid" 2>/dev/null || true
+before="$(head_sequence)"
+start_bridge
+bridge_synced() { grep -q '"worker count"' "$dir/bridge-$bridge_runs.log"; }
+wait_until "the restarted bridge did not start its controllers" bridge_synced
+# A change made after the restart: once it is in the ledger, the resync of every object the
+# bridge had already forwarded is behind us too (the same informers, listed first).
+kubectl patch resourceflavor h100-eu --type=merge -p '{"spec":{"nodeLabels":{"cloud.example.com/gpu":"h100","topology.kubernetes.io/region":"eu-north"}}}' > /dev/null
+flavor_changed() { ledger log | tail -n 3 | grep -q "flavorDefined  actor=$PRINCIPAL"; }
+wait_until "the changed ResourceFlavor is not in the ledger" flavor_changed
+sleep 2
+after="$(head_sequence)"
+((after == before + 1)) \
+  || fail "the restarted bridge wrote $((after - before)) events, not 1: $(ledger log --from "$((before + 1))")"
+
+step "the bridge refuses to start while Kueue's controller manager holds its lease"
+kill -TERM "$bridge_pid"
+wait "$bridge_pid" 2>/dev/null || true
+bridge_pid=""
+kubectl create namespace kueue-system > /dev/null
+kubectl apply -f - > /dev/null <<EOF
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata:
+  name: c1f6bfd2.kueue.x-k8s.io
+  namespace: kueue-system
+spec:
+  holderIdentity: kueue-controller-manager-0
+  leaseDurationSeconds: 15
+  renewTime: "$(date -u +%Y-%m-%dT%H:%M:%S.000000Z)"
+EOF
+status=0
+timeout 60 "$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
+  --admitd-cert "$dir/pki/$PRINCIPAL.pem" --admitd-key "$dir/pki/$PRINCIPAL.key" \
+  --admitd-ca "$dir/pki/ca.pem" --leader-elect=false > "$dir/bridge-kueue.log" 2>&1 || status=$?
+((status == 1)) || fail "with Kueue's lease held, the bridge exited $status, not 1"
+grep -q "Kueue's controller manager runs in this cluster" "$dir/bridge-kueue.log" \
+  || fail "the bridge did not say why it refused: $(cat "$dir/bridge-kueue.log")"
+
+echo "PASS: $expected_definitions definitions forwarded by $PRINCIPAL, a change, a refusal reported, a restart that wrote nothing twice, Kueue's lease respected"

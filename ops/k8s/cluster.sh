@@ -76,7 +76,7 @@ so pods are created (by the Job controller, for instance) but stay Pending.
 Commands:
   build       Build kube-apiserver, kube-controller-manager and kubectl $K8S_VERSION from the Go
               module proxy into $version_dir. A no-op when they are already there.
-              6 to 13 minutes on 2 cores and a 3 GB Go build cache (deleted afterwards).
+              6 to 17 minutes on 2 cores and a 3 GB Go build cache (deleted afterwards).
   start DIR   Start a fresh control plane whose certificates, data, logs and pid files live in
               DIR; waits for the API server's /readyz, installs our kueue.x-k8s.io CRDs
               (ops/k8s/crds/) and prints the path of DIR/admin.kubeconfig on stdout. When DIR's control plane is already running, just prints the path. Data
@@ -481,7 +481,7 @@ cmd_start() {
     echo "$dir/admin.kubeconfig"
     return 0
   fi
-  is_built || die "${COMPONENTS[*]} $K8S_VERSION are not built in $version_dir: run ops/k8s/cluster.sh build (6 to 13 minutes on 2 cores, once per machine)"
+  is_built || die "${COMPONENTS[*]} $K8S_VERSION are not built in $version_dir: run ops/k8s/cluster.sh build (6 to 17 minutes on 2 cores, once per machine)"
   require_tools etcd openssl curl base64
   # Whatever is left of an earlier start: a process that survived, a stale kubeconfig.
   cmd_stop "$dir" 2>/dev/null

@@ -9,7 +9,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 "$top/ops/scripts/setup.sh"
 "$top/ops/kafka/kafka.sh" fetch
-# kube-apiserver, kube-controller-manager and kubectl for the k8s tests: 6 to 13 minutes on a
+# kube-apiserver, kube-controller-manager and kubectl for the k8s tests: 6 to 17 minutes on a
 # fresh machine, then reused from outside the clone (docs/k8s.md).
 "$top/ops/k8s/cluster.sh" build
 "$top/ops/scripts/build.sh"

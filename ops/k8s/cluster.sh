@@ -79,8 +79,11 @@ Commands:
               6 to 17 minutes on 2 cores and a 3 GB Go build cache (deleted afterwards).
   start DIR   Start a fresh control plane whose certificates, data, logs and pid files live in
               DIR; waits for the API server's /readyz, installs our kueue.x-k8s.io CRDs
-              (ops/k8s/crds/) and prints the path of DIR/admin.kubeconfig on stdout. When DIR's control plane is already running, just prints the path. Data
-              left in DIR by a stopped control plane is deleted.
+              (ops/k8s/crds/) and the MutatingWebhookConfiguration of admit-k8s's Job webhook
+              (served at the address written to DIR/webhook.address with DIR/pki/webhook.pem
+              and .key), and prints the path of DIR/admin.kubeconfig on stdout. When DIR's
+              control plane is already running, just prints the path. Data left in DIR by a
+              stopped control plane is deleted.
   stop DIR    Stop everything that start started in DIR (SIGTERM, then SIGKILL). A no-op when
               nothing is running. Leaves DIR and its logs in place.
   bin-dir     Print the folder holding the built binaries, kubectl among them (exit 1 when they
@@ -259,8 +262,8 @@ issue_cert() {
   rm -f "$pki/$name.csr" "$pki/$name.ext"
 }
 
-# A fresh PKI in DIR/pki: the cluster's CA, the API server's serving certificate, client
-# certificates for the admin (group system:masters, which RBAC lets do anything) and the
+# A fresh PKI in DIR/pki: the cluster's CA, the API server's serving certificate, the serving
+# certificate of admit-k8s's webhook, client certificates for the admin (group system:masters, which RBAC lets do anything) and the
 # controller manager (the user that Kubernetes' bootstrap RBAC policy names), the controller
 # manager's serving certificate, and the service-account signing key pair.
 make_pki() {
@@ -276,6 +279,9 @@ make_pki() {
   issue_cert "$pki" kube-apiserver "/CN=kube-apiserver" "$server_usage
 subjectAltName=IP:127.0.0.1,IP:$KUBERNETES_SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   issue_cert "$pki" kube-controller-manager-serving "/CN=kube-controller-manager" "$server_usage
+subjectAltName=IP:127.0.0.1,DNS:localhost"
+  # admit-k8s's Job webhook (docs/k8s.md, "Jobs"), served on loopback like the rest.
+  issue_cert "$pki" webhook "/CN=admit-k8s webhook" "$server_usage
 subjectAltName=IP:127.0.0.1,DNS:localhost"
   issue_cert "$pki" admin "/O=system:masters/CN=admission-ledger-admin" "$client_usage"
   issue_cert "$pki" kube-controller-manager "/CN=system:kube-controller-manager" "$client_usage"
@@ -440,6 +446,10 @@ start_once() {
   write_kubeconfig "$dir/admin.kubeconfig.partial" "$server" admin
   install_crds "$dir" "$dir/admin.kubeconfig.partial" "$deadline"
   [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
+  local webhook_port
+  webhook_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port" "$kcm_port")"
+  install_webhook "$dir" "$dir/admin.kubeconfig.partial" "127.0.0.1:$webhook_port"
+  [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
 
   # Last: its presence says the control plane is up (cmd_start prints it for a running one).
   mv "$dir/admin.kubeconfig.partial" "$dir/admin.kubeconfig"
@@ -457,6 +467,50 @@ install_crds() {
         -f "$crds_dir" >> "$dir/crds.log" 2>&1; then
     log "installing the CRDs of $crds_dir failed:"
     cat "$dir/crds.log" >&2
+    start_outcome="failed"
+    return 0
+  fi
+  start_outcome="ready"
+}
+
+# install_webhook DIR KUBECONFIG ADDRESS: the MutatingWebhookConfiguration of admit-k8s's Job
+# webhook, which the bridge serves at https://ADDRESS with DIR/pki/webhook.pem (docs/k8s.md,
+# "Jobs"). Only Jobs that carry kueue.x-k8s.io/queue-name are sent to it (objectSelector): every
+# other Job is created without asking the bridge. failurePolicy Fail, as Kueue's: while no
+# bridge answers, a labelled Job is refused rather than created unsuspended. Writes ADDRESS to
+# DIR/webhook.address for whoever starts the bridge. Sets start_outcome to "ready" or "failed".
+install_webhook() {
+  local dir="$1" kubeconfig="$2" address="$3"
+  echo "$address" > "$dir/webhook.address"
+  if ! "$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=30s apply -f - \
+      > "$dir/webhook.log" 2>&1 <<EOF
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: admit-k8s
+  labels:
+    app.kubernetes.io/part-of: admission-ledger
+webhooks:
+- name: mjob.admission-ledger.io
+  clientConfig:
+    url: https://$address/mutate-batch-v1-job
+    caBundle: $(base64 -w0 < "$dir/pki/ca.pem")
+  rules:
+  - apiGroups: [batch]
+    apiVersions: [v1]
+    operations: [CREATE]
+    resources: [jobs]
+  objectSelector:
+    matchExpressions:
+    - {key: kueue.x-k8s.io/queue-name, operator: Exists}
+  failurePolicy: Fail
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  timeoutSeconds: 10
+EOF
+  then
+    log "installing the Job webhook's configuration failed:"
+    cat "$dir/webhook.log" >&2
     start_outcome="failed"
     return 0
   fi

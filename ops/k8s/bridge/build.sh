@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds admit-k8s, the bridge between Kubernetes and admitd (docs/k8s.md):
 #   ops/k8s/bridge/build.sh [OUTPUT]     default OUTPUT: build/admit-k8s
-# 1. generates the Go code of schema/admission_rpc.capnp with capnpc-go (a tool of this module,
-#    pinned in go.mod) into internal/ledgerrpc/ (git-ignored). capnpc-go needs the Go package
-#    annotations, which our schema does not carry (the C++ build would then need Go's
-#    go.capnp), so it compiles an annotated copy made in a temporary folder;
+# 1. generates the Go code of schema/admission_rpc.capnp and schema/events.capnp with capnpc-go
+#    (a tool of this module, pinned in go.mod) into internal/ledgerrpc/ and internal/ledgerevents/
+#    (git-ignored). capnpc-go needs the Go package annotations, which our schemas do not carry
+#    (the C++ build would then need Go's go.capnp), so it compiles annotated copies made in a
+#    temporary folder;
 # 2. gofmt -l and go vet ./...;
 # 3. go build ./cmd/admit-k8s.
 # Needs the capnp compiler (Debian's capnproto) and Go 1.24 or newer; modules come from the Go
@@ -17,8 +18,6 @@ top="$(cd "$script_dir/../../.." && pwd)"
 readonly top
 readonly output="${1:-$top/build/admit-k8s}"
 readonly go_bin="${GO:-$(command -v go 2>/dev/null || echo /usr/local/go/bin/go)}"
-readonly generated_dir="$script_dir/internal/ledgerrpc"
-readonly go_import="admission-ledger/bridge/internal/ledgerrpc"
 
 log() { echo "bridge/build.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -39,21 +38,28 @@ capnp_module="$("$go_bin" list -m -f '{{.Dir}}' capnproto.org/go/capnp/v3)"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/bridge-capnp.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-# The annotations go right after the file's id (its first line).
-{
-  head -n 1 "$top/schema/admission_rpc.capnp"
-  echo 'using Go = import "/go.capnp";'
-  echo '$Go.package("ledgerrpc");'
-  echo "\$Go.import(\"$go_import\");"
-  tail -n +2 "$top/schema/admission_rpc.capnp"
-} > "$work/admission_rpc.capnp"
-mkdir -p "$work/out"
-capnp compile -I "$capnp_module/std" --src-prefix="$work" -o "$plugin:$work/out" \
-  "$work/admission_rpc.capnp" || die "capnp compile -o go failed"
-mkdir -p "$generated_dir"
-mv "$work/out/admission_rpc.capnp.go" "$generated_dir/admission_rpc.capnp.go"
+# generate SCHEMA PACKAGE: the Go code of schema/SCHEMA.capnp into internal/PACKAGE/.
+generate() {
+  local schema="$1" package="$2"
+  # The annotations go right after the file's id (its first line).
+  {
+    head -n 1 "$top/schema/$schema.capnp"
+    echo 'using Go = import "/go.capnp";'
+    echo "\$Go.package(\"$package\");"
+    echo "\$Go.import(\"admission-ledger/bridge/internal/$package\");"
+    tail -n +2 "$top/schema/$schema.capnp"
+  } > "$work/$schema.capnp"
+  mkdir -p "$work/out"
+  capnp compile -I "$capnp_module/std" --src-prefix="$work" -o "$plugin:$work/out" \
+    "$work/$schema.capnp" || die "capnp compile -o go of $schema.capnp failed"
+  mkdir -p "$script_dir/internal/$package"
+  mv "$work/out/$schema.capnp.go" "$script_dir/internal/$package/$schema.capnp.go"
+}
+# The RPC API, and the events the bridge builds (pod reports) and reads.
+generate admission_rpc ledgerrpc
+generate events ledgerevents
 
-unformatted="$(gofmt -l cmd internal/ledger internal/definitions)"
+unformatted="$(gofmt -l cmd internal/ledger internal/definitions internal/jobs)"
 [[ -z "$unformatted" ]] || die "not gofmt-formatted: $unformatted"
 nice -n 10 "$go_bin" vet ./... || die "go vet found problems"
 mkdir -p "$(dirname "$output")"

@@ -15,8 +15,10 @@ import (
 	"sync"
 	"time"
 
+	"capnproto.org/go/capnp/v3"
 	"capnproto.org/go/capnp/v3/rpc"
 
+	"admission-ledger/bridge/internal/ledgerevents"
 	"admission-ledger/bridge/internal/ledgerrpc"
 )
 
@@ -235,37 +237,141 @@ func (c *Client) RecordManifest(ctx context.Context, requestID, mode, manifest s
 		c.failed()
 		return Outcome{}, fmt.Errorf("recordManifest: %w", err)
 	}
+	return outcomeOf("recordManifest", results.HasError, results.Error, results.Outcome)
+}
+
+// Record records serialized events (canonical Cap'n Proto bytes of schema/events.capnp's Event,
+// body and optionally idempotencyKey set) as one atomic batch, as admitctl does; the actor is
+// our principal. Errors as RecordManifest's.
+func (c *Client) Record(ctx context.Context, requestID string, inputs [][]byte) (Outcome, error) {
+	ledger, err := c.connected(ctx)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer ledger.Release()
+	future, release := ledger.Record(ctx, func(p ledgerrpc.Ledger_record_Params) error {
+		request, err := p.NewRequest()
+		if err != nil {
+			return err
+		}
+		if err := request.SetRequestId(requestID); err != nil {
+			return err
+		}
+		list, err := request.NewInputs(int32(len(inputs)))
+		if err != nil {
+			return err
+		}
+		for i, input := range inputs {
+			if err := list.Set(i, input); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	defer release()
+	results, err := future.Struct()
+	if err != nil {
+		c.failed()
+		return Outcome{}, fmt.Errorf("record: %w", err)
+	}
+	return outcomeOf("record", results.HasError, results.Error, results.Outcome)
+}
+
+// Get returns a read model at the head as `admitctl get KIND -o FORMAT` prints it.
+// Errors: *Refused (not allowed, unknown kind), or the transport's.
+func (c *Client) Get(ctx context.Context, kind, format string) (string, error) {
+	ledger, err := c.connected(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer ledger.Release()
+	future, release := ledger.Get(ctx, func(p ledgerrpc.Ledger_get_Params) error {
+		if err := p.SetKind(kind); err != nil {
+			return err
+		}
+		return p.SetFormat(format)
+	})
+	defer release()
+	results, err := future.Struct()
+	if err != nil {
+		c.failed()
+		return "", fmt.Errorf("get: %w", err)
+	}
 	if results.HasError() {
 		e, err := results.Error()
 		if err != nil {
-			return Outcome{}, fmt.Errorf("recordManifest: %w", err)
+			return "", fmt.Errorf("get: %w", err)
 		}
-		// capnpc-go names the field `message` Message_: Message() is the struct's capnp.Message.
-		message, err := e.Message_()
-		if err != nil {
-			return Outcome{}, fmt.Errorf("recordManifest: %w", err)
-		}
-		return Outcome{}, &Refused{Code: e.Code(), Message: message}
+		return "", refusedOf(e)
 	}
-	o, err := results.Outcome()
+	text, err := results.Text()
 	if err != nil {
-		return Outcome{}, fmt.Errorf("recordManifest: %w", err)
+		return "", fmt.Errorf("get: %w", err)
+	}
+	return text, nil
+}
+
+func refusedOf(e ledgerrpc.Error) error {
+	// capnpc-go names the field `message` Message_: Message() is the struct's capnp.Message.
+	message, err := e.Message_()
+	if err != nil {
+		return err
+	}
+	return &Refused{Code: e.Code(), Message: message}
+}
+
+// outcomeOf reads the (outcome, error) results of record and recordManifest.
+func outcomeOf(method string, hasError func() bool, errorOf func() (ledgerrpc.Error, error),
+	outcomeOf func() (ledgerrpc.Outcome, error)) (Outcome, error) {
+	if hasError() {
+		e, err := errorOf()
+		if err != nil {
+			return Outcome{}, fmt.Errorf("%s: %w", method, err)
+		}
+		if err := refusedOf(e); err != nil {
+			var refused *Refused
+			if errors.As(err, &refused) {
+				return Outcome{}, refused
+			}
+			return Outcome{}, fmt.Errorf("%s: %w", method, err)
+		}
+	}
+	o, err := outcomeOf()
+	if err != nil {
+		return Outcome{}, fmt.Errorf("%s: %w", method, err)
 	}
 	var out Outcome
 	sequences, err := o.Sequences()
 	if err != nil {
-		return Outcome{}, fmt.Errorf("recordManifest: %w", err)
+		return Outcome{}, fmt.Errorf("%s: %w", method, err)
 	}
 	for i := 0; i < sequences.Len(); i++ {
 		out.Sequences = append(out.Sequences, sequences.At(i))
 	}
 	unchanged, err := o.Unchanged()
 	if err != nil {
-		return Outcome{}, fmt.Errorf("recordManifest: %w", err)
+		return Outcome{}, fmt.Errorf("%s: %w", method, err)
 	}
 	for i := 0; i < unchanged.Len(); i++ {
 		out.Unchanged = append(out.Unchanged, unchanged.At(i))
 	}
 	out.Retried = o.Retried()
 	return out, nil
+}
+
+// BuildEvent returns the canonical bytes (one segment, no segment table: schema/event_codec.h)
+// of an Event that fill sets up, as `record` takes its inputs.
+func BuildEvent(fill func(ledgerevents.Event) error) ([]byte, error) {
+	_, segment, err := capnp.NewMessage(capnp.SingleSegment(nil))
+	if err != nil {
+		return nil, err
+	}
+	event, err := ledgerevents.NewRootEvent(segment)
+	if err != nil {
+		return nil, err
+	}
+	if err := fill(event); err != nil {
+		return nil, err
+	}
+	return capnp.Canonicalize(capnp.Struct(event))
 }

@@ -1,8 +1,10 @@
 // admit-k8s, the bridge between a Kubernetes cluster and the admission ledger (docs/k8s.md).
 // What it does so far: forwards Kueue definitions (ResourceFlavor, Cohort, ClusterQueue,
-// LocalQueue, AdmissionCheck, WorkloadPriorityClass) to admitd as they change. It refuses to
-// start while Kueue's own controller manager holds its leader lease: one admission authority
-// per cluster.
+// LocalQueue, AdmissionCheck, WorkloadPriorityClass) to admitd as they change; suspends Jobs
+// that carry kueue.x-k8s.io/queue-name at creation (a mutating webhook), submits them, mirrors
+// the ledger's decisions into their Workload objects and releases them when the ledger admits
+// them. It refuses to start while Kueue's own controller manager holds its leader lease: one
+// admission authority per cluster.
 package main
 
 import (
@@ -10,7 +12,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
+	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -21,8 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"admission-ledger/bridge/internal/definitions"
+	"admission-ledger/bridge/internal/jobs"
 	"admission-ledger/bridge/internal/ledger"
 )
 
@@ -40,6 +47,8 @@ func main() {
 		leaderElectionNamespace string
 		healthAddr, metricsAddr string
 		kueueLeaseStaleAfter    time.Duration
+		webhookAddr             string
+		webhookCert, webhookKey string
 	)
 	flag.StringVar(&admitd, "admitd", "", "admitd's address: unix:PATH or tls:HOST:PORT (required)")
 	flag.StringVar(&cert, "admitd-cert", "", "our client certificate for a tls: address; its common name is our principal")
@@ -50,13 +59,17 @@ func main() {
 	flag.StringVar(&healthAddr, "health-probe-bind-address", "127.0.0.1:0", "where /healthz and /readyz are served (0: not at all)")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "where controller-runtime's metrics are served (0: not at all)")
 	flag.DurationVar(&kueueLeaseStaleAfter, "kueue-lease-stale-after", 2*time.Minute, "a Kueue lease not renewed for this long is taken for a Kueue that is gone")
+	flag.StringVar(&webhookAddr, "webhook-bind-address", "", "HOST:PORT of the Job webhook's HTTPS server (empty: no webhook)")
+	flag.StringVar(&webhookCert, "webhook-cert", "", "the webhook's serving certificate (PEM)")
+	flag.StringVar(&webhookKey, "webhook-key", "", "the key of --webhook-cert")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), `Usage: admit-k8s --admitd ADDRESS [flags]
 
 The admission ledger's bridge to Kubernetes: forwards Kueue definitions to admitd as they
-change (docs/k8s.md). The cluster is the one of --kubeconfig, $KUBECONFIG or the pod's service
+change, and holds back Jobs with a kueue.x-k8s.io/queue-name label until the ledger admits
+them (docs/k8s.md). The cluster is the one of --kubeconfig, $KUBECONFIG or the pod's service
 account.
 
 Flags:
@@ -65,15 +78,19 @@ Flags:
 	}
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	if err := run(admitd, cert, key, ca, leaderElect, leaderElectionNamespace, healthAddr, metricsAddr,
-		kueueLeaseStaleAfter); err != nil {
+	webhookOpts, err := webhookOptions(webhookAddr, webhookCert, webhookKey)
+	if err == nil {
+		err = run(admitd, cert, key, ca, leaderElect, leaderElectionNamespace, healthAddr, metricsAddr,
+			kueueLeaseStaleAfter, webhookOpts)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "admit-k8s: %v\n", err)
 		os.Exit(1)
 	}
 }
 
 func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace, healthAddr,
-	metricsAddr string, kueueLeaseStaleAfter time.Duration) error {
+	metricsAddr string, kueueLeaseStaleAfter time.Duration, webhookOpts *webhook.Options) error {
 	if admitd == "" {
 		return errors.New("--admitd is required (unix:PATH or tls:HOST:PORT); see --help")
 	}
@@ -106,14 +123,18 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	}
 	ctrl.Log.Info("connected to admitd", "address", admitd, "principal", principal, "roles", roles)
 
-	mgr, err := ctrl.NewManager(config, ctrl.Options{
+	options := ctrl.Options{
 		Scheme:                  scheme,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "admit-k8s.admission-ledger.io",
 		LeaderElectionNamespace: leaderElectionNamespace,
 		HealthProbeBindAddress:  healthAddr,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
-	})
+	}
+	if webhookOpts != nil {
+		options.WebhookServer = webhook.NewServer(*webhookOpts)
+	}
+	mgr, err := ctrl.NewManager(config, options)
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)
 	}
@@ -126,7 +147,38 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	if err := definitions.SetupWithManager(mgr, ledgerClient); err != nil {
 		return err
 	}
+	if err := jobs.SetupWithManager(mgr, ledgerClient); err != nil {
+		return fmt.Errorf("setting up the Job controller: %w", err)
+	}
+	if webhookOpts != nil {
+		// The webhook answers whether or not this replica leads: admission must not wait for
+		// an election.
+		mgr.GetWebhookServer().Register(jobs.WebhookPath, jobs.NewWebhook(scheme))
+	}
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// webhookOptions: nil when no webhook is served.
+func webhookOptions(addr, cert, key string) (*webhook.Options, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	if cert == "" || key == "" {
+		return nil, errors.New("--webhook-bind-address needs --webhook-cert and --webhook-key")
+	}
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-bind-address %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-bind-address %q: the port is not a number", addr)
+	}
+	if filepath.Dir(cert) != filepath.Dir(key) {
+		return nil, errors.New("--webhook-cert and --webhook-key must be in one folder (controller-runtime watches it)")
+	}
+	return &webhook.Options{Host: host, Port: port, CertDir: filepath.Dir(cert),
+		CertName: filepath.Base(cert), KeyName: filepath.Base(key)}, nil
 }
 
 // refuseIfKueueRuns fails when a Kueue controller manager holds its leader lease in any

@@ -1,0 +1,546 @@
+package jobs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"admission-ledger/bridge/internal/ledger"
+	"admission-ledger/bridge/internal/ledgerevents"
+)
+
+// FencingTokenAnnotation carries the ledger's fencing token of the admission that released a
+// Job, on the Job and on its pod template (so every pod carries it).
+const FencingTokenAnnotation = "admission-ledger.io/fencing-token"
+
+// PodSetName is the one podSet of a Job's Workload (ops/kueue_yaml.cc's ParseJob, as Kueue).
+const PodSetName = "main"
+
+// Group and version of the Workload objects the bridge writes (ops/k8s/crds/workloads.yaml).
+const (
+	KueueGroup   = "kueue.x-k8s.io"
+	KueueVersion = "v1beta2"
+)
+
+// PollInterval is how often a Job whose Workload the ledger has not finished with is looked at
+// again: the ledger's decisions reach the bridge by polling its read model (a watch on the
+// ledger is not built yet, docs/k8s.md).
+const PollInterval = 2 * time.Second
+
+// RetryAfterTransportError is the wait after admitd could not be reached or asked to retry.
+const RetryAfterTransportError = 5 * time.Second
+
+// Ledger is what the reconciler needs of admitd.
+type Ledger interface {
+	RecordManifest(ctx context.Context, requestID, mode, manifest string) (ledger.Outcome, error)
+	Record(ctx context.Context, requestID string, inputs [][]byte) (ledger.Outcome, error)
+	Get(ctx context.Context, kind, format string) (string, error)
+}
+
+// Reconciler drives one Job at a time through submission, mirroring and release. It keeps no
+// state of its own: the Job, its Workload and the ledger are the state, so a restarted bridge
+// carries on where the last one stopped.
+type Reconciler struct {
+	Client client.Client
+	Ledger Ledger
+	Events record.EventRecorder
+}
+
+// SetupWithManager registers the reconciler for Jobs that carry the queue label.
+func SetupWithManager(mgr ctrl.Manager, l Ledger) error {
+	r := &Reconciler{Client: mgr.GetClient(), Ledger: l, Events: mgr.GetEventRecorderFor("admit-k8s")}
+	managed := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()[QueueNameLabel] != ""
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("jobs").
+		For(&batchv1.Job{}, builder.WithPredicates(managed)).
+		Complete(r)
+}
+
+// WorkloadName is the name the ledger gives a Job's Workload (ParseJob: "job-" + the Job's
+// name); the Workload object the bridge creates has the same name.
+func WorkloadName(job *batchv1.Job) string { return "job-" + job.Name }
+
+// SubmitRequestID is derived from the Job's uid and generation: a retry, or a restarted
+// bridge, sends the same id and is answered from admitd's record of the first call.
+func SubmitRequestID(job *batchv1.Job) string {
+	sum := sha256.Sum256([]byte(string(job.UID) + "\x00" + strconv.FormatInt(job.Generation, 10)))
+	return "admit-k8s/job/" + hex.EncodeToString(sum[:16])
+}
+
+// podsRequestID names one pod report: the same report on the same token is one call.
+func podsRequestID(report, namespace, name, token string) string {
+	sum := sha256.Sum256([]byte(report + "\x00" + namespace + "\x00" + name + "\x00" + token))
+	return "admit-k8s/pods/" + hex.EncodeToString(sum[:16])
+}
+
+// LedgerWorkload is what the bridge reads of the ledger's workload read model
+// (`admitctl get workloads -o json`, ops/render.cc).
+type LedgerWorkload struct {
+	Name      string
+	Namespace string
+	UID       string
+	// Status as the ledger renders it, Kueue's field names; copied into the Workload object.
+	Status map[string]any
+}
+
+func (w *LedgerWorkload) str(field string) string {
+	s, _, _ := unstructured.NestedString(w.Status, field)
+	return s
+}
+
+// Phase is the ledger's phase: Pending, QuotaReserved, Admitted, Evicting, Finished, ...
+func (w *LedgerWorkload) Phase() string { return w.str("phase") }
+
+// FencingToken is the token of the current admission ("" when none).
+func (w *LedgerWorkload) FencingToken() string { return w.str("fencingToken") }
+
+// Generation is the admission generation (status.admissionGeneration).
+func (w *LedgerWorkload) Generation() int64 {
+	g, _, _ := unstructured.NestedInt64(w.Status, "admissionGeneration")
+	return g
+}
+
+// Assignment returns the flavors (resource -> flavor) and count of the podSet "main".
+func (w *LedgerWorkload) Assignment() (map[string]string, int32, bool) {
+	list, _, _ := unstructured.NestedSlice(w.Status, "admission", "podSetAssignments")
+	for _, item := range list {
+		psa, ok := item.(map[string]any)
+		if !ok || psa["name"] != PodSetName {
+			continue
+		}
+		flavors, _, _ := unstructured.NestedStringMap(psa, "flavors")
+		count, _, _ := unstructured.NestedInt64(psa, "count")
+		return flavors, int32(count), true
+	}
+	return nil, 0, false
+}
+
+// findLedgerWorkload reads the ledger's workloads and returns namespace/name, or nil.
+func (r *Reconciler) findLedgerWorkload(ctx context.Context, namespace, name string) (*LedgerWorkload, error) {
+	text, err := r.Ledger.Get(ctx, "workloads", "json")
+	if err != nil {
+		return nil, err
+	}
+	// A kind: List. utiljson keeps integers as int64, as the API server's objects have them, so
+	// that a status copied from the ledger compares equal to the one read back.
+	var list struct {
+		Items []map[string]any `json:"items"`
+	}
+	if err := utiljson.Unmarshal([]byte(text), &list); err != nil {
+		return nil, fmt.Errorf("the ledger's workloads are not a JSON List: %w", err)
+	}
+	for _, item := range list.Items {
+		u := unstructured.Unstructured{Object: item}
+		if u.GetNamespace() != namespace || u.GetName() != name {
+			continue
+		}
+		status, _, _ := unstructured.NestedMap(item, "status")
+		return &LedgerWorkload{Name: name, Namespace: namespace, UID: string(u.GetUID()), Status: status}, nil
+	}
+	return nil, nil
+}
+
+// Reconcile takes one Job one step further: Workload object, submission, status, release or
+// suspension. Each step is idempotent and decided from the current state alone.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	job := &batchv1.Job{}
+	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Its Workload object goes with it (owner reference). Telling the ledger is not
+			// built yet (docs/k8s.md).
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if job.DeletionTimestamp != nil || job.Labels[QueueNameLabel] == "" {
+		return ctrl.Result{}, nil
+	}
+	workload, err := r.ensureWorkloadObject(ctx, job)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	name := WorkloadName(job)
+	state, err := r.findLedgerWorkload(ctx, job.Namespace, name)
+	if err != nil {
+		logger.Error(err, "reading the ledger's workloads failed; will retry")
+		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+	}
+	if state == nil {
+		// Not in the ledger: nothing may run, then submit.
+		if err := r.suspend(ctx, job, "not admitted by the ledger"); err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.submit(ctx, job)
+	}
+	if err := r.mirror(ctx, workload, state); err != nil {
+		return ctrl.Result{}, err
+	}
+	switch state.Phase() {
+	case "Admitted":
+		if jobFinished(job) {
+			return r.reportPods(ctx, job, state, ledgerevents.PodsReport_finished, state.FencingToken())
+		}
+		return r.release(ctx, job, state)
+	case "Evicting":
+		// The pods must go before the ledger releases the quota: suspend (the Job controller
+		// deletes them), and report terminated only once none is left.
+		if err := r.suspend(ctx, job, "evicted by the ledger"); err != nil {
+			return ctrl.Result{}, err
+		}
+		if activePods(job) > 0 {
+			return ctrl.Result{RequeueAfter: PollInterval}, nil
+		}
+		token := state.UID + "/" + strconv.FormatInt(state.Generation(), 10)
+		return r.reportPods(ctx, job, state, ledgerevents.PodsReport_terminated, token)
+	case "Finished", "Rejected", "Deleted", "Deactivated":
+		if err := r.suspend(ctx, job, "the ledger's workload is "+state.Phase()); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, nil
+	default:
+		// Pending or QuotaReserved: no Job runs without an admission.
+		if err := r.suspend(ctx, job, "not admitted by the ledger"); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: PollInterval}, nil
+	}
+}
+
+func jobFinished(job *batchv1.Job) bool {
+	for _, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func activePods(job *batchv1.Job) int32 {
+	n := job.Status.Active
+	if job.Status.Terminating != nil {
+		n += *job.Status.Terminating
+	}
+	return n
+}
+
+// submit sends the Job to the ledger, parsed there by the ledger's own parser.
+func (r *Reconciler) submit(ctx context.Context, job *batchv1.Job) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	manifest, err := JobManifest(job)
+	if err != nil {
+		r.Events.Event(job, corev1.EventTypeWarning, "NotSubmitted", err.Error())
+		return ctrl.Result{}, nil
+	}
+	outcome, err := r.Ledger.RecordManifest(ctx, SubmitRequestID(job), "submit", manifest)
+	var refused *ledger.Refused
+	switch {
+	case errors.As(err, &refused) && !refused.Retryable():
+		logger.Info("the ledger refused the Job", "reason", refused.Message)
+		r.Events.Event(job, corev1.EventTypeWarning, "LedgerRefused", refused.Message)
+		return ctrl.Result{}, nil
+	case err != nil:
+		logger.Error(err, "submitting the Job failed; will retry")
+		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+	}
+	if len(outcome.Sequences) > 0 && !outcome.Retried && !outcome.Unchanged[0] {
+		logger.Info("submitted", "sequence", outcome.Sequences[0])
+		r.Events.Event(job, corev1.EventTypeNormal, "Submitted",
+			"submitted to the admission ledger at sequence "+strconv.FormatUint(outcome.Sequences[0], 10))
+	}
+	return ctrl.Result{RequeueAfter: PollInterval}, nil
+}
+
+// JobManifest is the Job as the ledger's parser takes it: apiVersion, kind, the metadata it
+// reads and the spec.
+func JobManifest(job *batchv1.Job) (string, error) {
+	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&job.Spec)
+	if err != nil {
+		return "", err
+	}
+	metadata := map[string]any{"name": job.Name, "namespace": job.Namespace, "uid": string(job.UID)}
+	if len(job.Labels) > 0 {
+		metadata["labels"] = job.Labels
+	}
+	annotations := map[string]string{}
+	for k, v := range job.Annotations {
+		if k != corev1.LastAppliedConfigAnnotation && k != FencingTokenAnnotation {
+			annotations[k] = v
+		}
+	}
+	if len(annotations) > 0 {
+		metadata["annotations"] = annotations
+	}
+	text, err := json.Marshal(map[string]any{"apiVersion": "batch/v1", "kind": "Job",
+		"metadata": metadata, "spec": spec})
+	if err != nil {
+		return "", fmt.Errorf("encoding Job %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	return string(text), nil
+}
+
+func newWorkloadObject() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: KueueGroup, Version: KueueVersion, Kind: "Workload"})
+	return u
+}
+
+// ensureWorkloadObject returns the Job's Workload object, creating it (owned by the Job, so the
+// garbage collector deletes it with the Job) when missing.
+func (r *Reconciler) ensureWorkloadObject(ctx context.Context, job *batchv1.Job) (*unstructured.Unstructured, error) {
+	workload := newWorkloadObject()
+	key := types.NamespacedName{Namespace: job.Namespace, Name: WorkloadName(job)}
+	err := r.Client.Get(ctx, key, workload)
+	if err == nil || !apierrors.IsNotFound(err) {
+		return workload, err
+	}
+	template, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&job.Spec.Template)
+	if err != nil {
+		return nil, err
+	}
+	unstructured.RemoveNestedField(template, "metadata", "creationTimestamp")
+	count := int64(1)
+	if job.Spec.Parallelism != nil {
+		count = int64(*job.Spec.Parallelism)
+	}
+	if job.Spec.Completions != nil && int64(*job.Spec.Completions) < count {
+		count = int64(*job.Spec.Completions)
+	}
+	workload = newWorkloadObject()
+	workload.SetNamespace(job.Namespace)
+	workload.SetName(key.Name)
+	workload.SetLabels(map[string]string{"kueue.x-k8s.io/job-uid": string(job.UID)})
+	workload.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(job,
+		batchv1.SchemeGroupVersion.WithKind("Job"))})
+	workload.Object["spec"] = map[string]any{
+		"queueName": job.Labels[QueueNameLabel],
+		"podSets":   []any{map[string]any{"name": PodSetName, "count": count, "template": template}},
+	}
+	if err := r.Client.Create(ctx, workload); err != nil {
+		return nil, fmt.Errorf("creating Workload %s: %w", key, err)
+	}
+	return workload, nil
+}
+
+// mirror writes the ledger's status of the workload into the Workload object's status.
+func (r *Reconciler) mirror(ctx context.Context, workload *unstructured.Unstructured, state *LedgerWorkload) error {
+	current, _, _ := unstructured.NestedMap(workload.Object, "status")
+	if equality.Semantic.DeepEqual(current, state.Status) {
+		return nil
+	}
+	workload.Object["status"] = runtime.DeepCopyJSONValue(state.Status)
+	if err := r.Client.Status().Update(ctx, workload); err != nil {
+		return fmt.Errorf("writing the status of Workload %s/%s: %w", workload.GetNamespace(), workload.GetName(), err)
+	}
+	return nil
+}
+
+// suspend sets spec.suspend: the Job controller then deletes the Job's pods.
+func (r *Reconciler) suspend(ctx context.Context, job *batchv1.Job, why string) error {
+	if job.Spec.Suspend != nil && *job.Spec.Suspend {
+		return nil
+	}
+	job.Spec.Suspend = ptr.To(true)
+	if err := r.Client.Update(ctx, job); err != nil {
+		return fmt.Errorf("suspending Job %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	log.FromContext(ctx).Info("suspended", "why", why)
+	r.Events.Event(job, corev1.EventTypeNormal, "Suspended", why)
+	return nil
+}
+
+// reportPods records a pod report for the workload with the given token. A repeat of a report
+// already recorded is answered from the ledger and writes nothing.
+func (r *Reconciler) reportPods(ctx context.Context, job *batchv1.Job, state *LedgerWorkload,
+	report ledgerevents.PodsReport, token string) (ctrl.Result, error) {
+	if err := r.recordPods(ctx, state, report, token); err != nil {
+		return r.retryOrDrop(ctx, job, err)
+	}
+	return ctrl.Result{RequeueAfter: PollInterval}, nil
+}
+
+func (r *Reconciler) recordPods(ctx context.Context, state *LedgerWorkload, report ledgerevents.PodsReport, token string) error {
+	event, err := PodsReportedEvent(state.Namespace, state.Name, state.UID, report, token)
+	if err != nil {
+		return err
+	}
+	_, err = r.Ledger.Record(ctx, podsRequestID(report.String(), state.Namespace, state.Name, token), [][]byte{event})
+	return err
+}
+
+// retryOrDrop: a transport failure is retried; a refusal (a stale token: the ledger moved on)
+// is reported on the Job and the Job is looked at again with the ledger's new state.
+func (r *Reconciler) retryOrDrop(ctx context.Context, job *batchv1.Job, err error) (ctrl.Result, error) {
+	var refused *ledger.Refused
+	if errors.As(err, &refused) && !refused.Retryable() {
+		log.FromContext(ctx).Info("the ledger refused a pod report", "reason", refused.Message)
+		r.Events.Event(job, corev1.EventTypeWarning, "LedgerRefused", refused.Message)
+		return ctrl.Result{RequeueAfter: PollInterval}, nil
+	}
+	log.FromContext(ctx).Error(err, "reporting to the ledger failed; will retry")
+	return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+}
+
+// release lets an admitted Job run, write-ahead: (1) `pods released` is in the ledger before
+// anything else, (2) the pod template gets the flavors' node selectors and tolerations, the
+// admitted count (partial admission) and the fencing token, (3) only then is the Job
+// unsuspended. A crash between steps repeats the rest: (1) is answered from the ledger, (2) is
+// a comparison, (3) happens only after (2) is stored.
+func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *LedgerWorkload) (ctrl.Result, error) {
+	token := state.FencingToken()
+	if token == "" {
+		return ctrl.Result{RequeueAfter: PollInterval}, nil
+	}
+	running := job.Spec.Suspend == nil || !*job.Spec.Suspend
+	if running && job.Annotations[FencingTokenAnnotation] == token {
+		return ctrl.Result{RequeueAfter: PollInterval}, nil // released before
+	}
+	if running {
+		// Unsuspended, but not by this admission: stop it before releasing anew.
+		if err := r.suspend(ctx, job, "running without the ledger's current admission"); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	// (1)
+	if err := r.recordPods(ctx, state, ledgerevents.PodsReport_released, token); err != nil {
+		return r.retryOrDrop(ctx, job, err)
+	}
+	// (2)
+	changed, err := r.applyAdmission(ctx, job, state, token)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if changed {
+		if err := r.Client.Update(ctx, job); err != nil {
+			return ctrl.Result{}, fmt.Errorf("setting the admission on Job %s/%s: %w", job.Namespace, job.Name, err)
+		}
+	}
+	// (3)
+	job.Spec.Suspend = ptr.To(false)
+	if err := r.Client.Update(ctx, job); err != nil {
+		return ctrl.Result{}, fmt.Errorf("unsuspending Job %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	log.FromContext(ctx).Info("released", "fencingToken", token)
+	r.Events.Event(job, corev1.EventTypeNormal, "Released", "admitted by the ledger with fencing token "+token)
+	return ctrl.Result{RequeueAfter: PollInterval}, nil
+}
+
+// applyAdmission sets, on the (suspended) Job, what the admission assigned: the node labels of
+// the assigned flavors as node selectors, their tolerations, the admitted pod count as
+// parallelism when it is smaller (partial admission), and the fencing token on the Job and on
+// its pod template. Reports whether anything changed.
+func (r *Reconciler) applyAdmission(ctx context.Context, job *batchv1.Job, state *LedgerWorkload, token string) (bool, error) {
+	before := job.DeepCopy()
+	flavors, count, ok := state.Assignment()
+	if !ok {
+		return false, fmt.Errorf("the ledger's admission of %s/%s has no podSet %q", state.Namespace, state.Name, PodSetName)
+	}
+	names := make([]string, 0, len(flavors))
+	seen := map[string]bool{}
+	for _, flavor := range flavors {
+		if !seen[flavor] {
+			seen[flavor] = true
+			names = append(names, flavor)
+		}
+	}
+	sort.Strings(names)
+	podSpec := &job.Spec.Template.Spec
+	for _, name := range names {
+		flavor := &unstructured.Unstructured{}
+		flavor.SetGroupVersionKind(schema.GroupVersionKind{Group: KueueGroup, Version: KueueVersion, Kind: "ResourceFlavor"})
+		if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, flavor); err != nil {
+			return false, fmt.Errorf("reading ResourceFlavor %s: %w", name, err)
+		}
+		labels, _, _ := unstructured.NestedStringMap(flavor.Object, "spec", "nodeLabels")
+		for k, v := range labels {
+			if podSpec.NodeSelector == nil {
+				podSpec.NodeSelector = map[string]string{}
+			}
+			podSpec.NodeSelector[k] = v
+		}
+		tolerations, _, _ := unstructured.NestedSlice(flavor.Object, "spec", "tolerations")
+		for _, item := range tolerations {
+			m, ok := item.(map[string]any)
+			if !ok {
+				continue
+			}
+			var t corev1.Toleration
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &t); err != nil {
+				return false, fmt.Errorf("ResourceFlavor %s: a toleration: %w", name, err)
+			}
+			present := false
+			for _, have := range podSpec.Tolerations {
+				if have.MatchToleration(&t) && have.Value == t.Value && ptr.Equal(have.TolerationSeconds, t.TolerationSeconds) {
+					present = true
+				}
+			}
+			if !present {
+				podSpec.Tolerations = append(podSpec.Tolerations, t)
+			}
+		}
+	}
+	if job.Spec.Parallelism == nil || count < *job.Spec.Parallelism {
+		job.Spec.Parallelism = ptr.To(count)
+	}
+	if job.Annotations == nil {
+		job.Annotations = map[string]string{}
+	}
+	job.Annotations[FencingTokenAnnotation] = token
+	if job.Spec.Template.Annotations == nil {
+		job.Spec.Template.Annotations = map[string]string{}
+	}
+	job.Spec.Template.Annotations[FencingTokenAnnotation] = token
+	return !equality.Semantic.DeepEqual(before, job), nil
+}
+
+// PodsReportedEvent is the input `admitctl pods REPORT NAMESPACE/NAME --token T` records, in
+// the canonical bytes admitd takes.
+func PodsReportedEvent(namespace, name, uid string, report ledgerevents.PodsReport, token string) ([]byte, error) {
+	return ledger.BuildEvent(func(event ledgerevents.Event) error {
+		r, err := event.Body().NewPodsReported()
+		if err != nil {
+			return err
+		}
+		ref, err := r.NewWorkload()
+		if err != nil {
+			return err
+		}
+		if err := ref.SetNamespace(namespace); err != nil {
+			return err
+		}
+		if err := ref.SetName(name); err != nil {
+			return err
+		}
+		if err := ref.SetUid(uid); err != nil {
+			return err
+		}
+		r.SetReport(report)
+		return r.SetFencingToken(token)
+	})
+}

@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# admit-k8s makes the ledger the admission authority of batch/v1 Jobs on a real API server
+# (docs/k8s.md, "Jobs"): with Kueue's quick-start setup applied by kubectl, its sample Job is
+# created suspended (the bridge's mutating webhook), gets a Workload object, is submitted to the
+# ledger with the bridge as actor, is admitted, and is released write-ahead (`pods released` in
+# the ledger, then the flavor's node selector, the fencing token annotation, then unsuspended);
+# `kubectl get workloads` shows it Admitted; the Job controller creates its pods. A Job without
+# the queue label is created as written and never reaches the ledger.
+#   tests/k8s/bridge_jobs_test.sh ADMITCTL ADMITD ADMIT_K8S
+# Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
+# K8S_TEST_KEEP_DIR=1 keeps the test's folder.
+set -euo pipefail
+
+(($# == 3)) || { echo "usage: $0 ADMITCTL ADMITD ADMIT_K8S" >&2; exit 2; }
+readonly admitctl="$1" admitd="$2" admit_k8s="$3"
+
+readonly SKIP_STATUS=77
+readonly WATCHDOG_POLL_SECONDS=1
+readonly WAIT_SECONDS=90
+readonly POLL_INTERVAL_SECONDS=0.5
+readonly PRINCIPAL=admit-k8s
+readonly NAMESPACE=default
+# A node label for the quick-start's flavor (it has none): the released Job must select it.
+readonly FLAVOR_LABEL_KEY=cloud.example.com/pool FLAVOR_LABEL_VALUE=quick-start
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly script_dir
+readonly top="$script_dir/../.."
+readonly cluster_sh="$top/ops/k8s/cluster.sh"
+readonly examples_dir="$top/../shared/kueue-examples"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { echo "--- $*" >&2; }
+
+if ! bin_dir="$("$cluster_sh" bin-dir 2>/dev/null)"; then
+  echo "SKIP: kube-apiserver, kube-controller-manager and kubectl are not built; run ops/k8s/cluster.sh build (6 to 17 minutes on 2 cores, once per machine)"
+  exit "$SKIP_STATUS"
+fi
+if [[ ! -x "$admit_k8s" ]]; then
+  echo "SKIP: admit-k8s is not built at $admit_k8s; run ops/k8s/bridge/build.sh"
+  exit "$SKIP_STATUS"
+fi
+[[ -x "$admitctl" && -x "$admitd" ]] || fail "admitctl or admitd missing: $admitctl $admitd"
+readonly kubectl_bin="$bin_dir/kubectl"
+
+dir="$(mktemp -d "${TMPDIR:-/tmp}/k8s-jobs-test.XXXXXX")"
+readonly dir
+admitd_pid=""
+bridge_pid=""
+# shellcheck disable=SC2317  # run by the EXIT trap
+cleanup() {
+  local status=$?
+  if [[ -s "$dir/watchdog.pid" ]]; then
+    kill -TERM "$(<"$dir/watchdog.pid")" 2>/dev/null || true
+  fi
+  [[ -n "$bridge_pid" ]] && kill -TERM "$bridge_pid" 2>/dev/null && wait "$bridge_pid" 2>/dev/null
+  [[ -n "$admitd_pid" ]] && kill -TERM "$admitd_pid" 2>/dev/null && wait "$admitd_pid" 2>/dev/null
+  "$cluster_sh" stop "$dir/cluster" || true
+  if ((status != 0)); then
+    for log in "$dir"/bridge*.log "$dir/admitd.err"; do
+      [[ -f "$log" ]] || continue
+      echo "--- last lines of $log" >&2
+      tail -n 30 "$log" >&2
+    done
+  fi
+  if [[ "${K8S_TEST_KEEP_DIR:-0}" == 1 ]]; then
+    echo "kept the test's folder $dir" >&2
+  else
+    rm -rf "$dir"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# Stops the control plane if ctest SIGKILLs this script (admitd and the bridge are children
+# and die with the test's process group).
+# shellcheck disable=SC2016  # the watchdog's own arguments, expanded by its shell
+setsid --fork bash -c '
+  echo "$$" > "$4/watchdog.pid"
+  while kill -0 "$1" 2>/dev/null; do sleep "$2"; done
+  "$3" stop "$4/cluster"
+  rm -rf "$4"
+' jobs_test_watchdog "$$" "$WATCHDOG_POLL_SECONDS" "$cluster_sh" "$dir" \
+  < /dev/null > /dev/null 2>&1
+
+# wait_until DESCRIPTION COMMAND...: polls COMMAND until it succeeds, or fails the test.
+wait_until() {
+  local description="$1" deadline=$((SECONDS + WAIT_SECONDS))
+  shift
+  until "$@"; do
+    ((SECONDS < deadline)) || fail "after ${WAIT_SECONDS}s: $description"
+    sleep "$POLL_INTERVAL_SECONDS"
+  done
+}
+
+step "admitd on TLS; the bridge's certificate may define, submit in $NAMESPACE and report pods"
+"$top/ops/scripts/test_pki.sh" "$dir/pki" "$PRINCIPAL" > /dev/null
+printf 'principals:\n- name: %s\n  roles: [operator, tenant, runtime]\n  namespaces: [%s]\n' \
+  "$PRINCIPAL" "$NAMESPACE" > "$dir/policy.yaml"
+"$admitd" --ledger "$dir/ledger" --listen "unix:$dir/admitd.sock" --listen tls:127.0.0.1:0 \
+  --tls-cert "$dir/pki/server.pem" --tls-key "$dir/pki/server.key" --client-ca "$dir/pki/ca.pem" \
+  --policy "$dir/policy.yaml" --ready-file "$dir/ready" --log-level warn \
+  > "$dir/admitd.out" 2> "$dir/admitd.err" &
+admitd_pid=$!
+admitd_ready() { [[ -s "$dir/ready" ]] && grep -q '^tls:' "$dir/ready"; }
+wait_until "admitd did not start" admitd_ready
+readonly admitd_tls="$(grep '^tls:' "$dir/ready")"
+ledger() { "$admitctl" --connect "unix:$dir/admitd.sock" "$@"; }
+
+step "a control plane with our CRDs and the Job webhook's configuration"
+kubeconfig="$("$cluster_sh" start "$dir/cluster")"
+kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
+[[ -s "$dir/cluster/webhook.address" ]] || fail "cluster.sh start wrote no webhook.address"
+readonly webhook_address="$(<"$dir/cluster/webhook.address")"
+
+step "a labelled Job is refused while no bridge serves the webhook (failurePolicy Fail)"
+job_yaml() { # NAME [LABELLED]
+  cat <<EOF
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: $1
+  namespace: $NAMESPACE
+$([[ "${2:-}" == labelled ]] && printf '  labels:\n    kueue.x-k8s.io/queue-name: user-queue\n')
+spec:
+  parallelism: 2
+  completions: 2
+  template:
+    spec:
+      containers:
+      - name: main
+        image: registry.k8s.io/pause:3.10
+        resources:
+          requests: {cpu: 100m, memory: 100Mi}
+      restartPolicy: Never
+EOF
+}
+if job_yaml early labelled | kubectl create -f - > "$dir/early.out" 2>&1; then
+  fail "a labelled Job was created with nobody to suspend it"
+fi
+grep -q "mjob.admission-ledger.io" "$dir/early.out" \
+  || fail "the refusal does not name the webhook: $(cat "$dir/early.out")"
+
+step "the bridge, serving the webhook at $webhook_address"
+"$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
+  --admitd-cert "$dir/pki/$PRINCIPAL.pem" --admitd-key "$dir/pki/$PRINCIPAL.key" \
+  --admitd-ca "$dir/pki/ca.pem" --leader-elect=false \
+  --webhook-bind-address "$webhook_address" \
+  --webhook-cert "$dir/cluster/pki/webhook.pem" --webhook-key "$dir/cluster/pki/webhook.key" \
+  > "$dir/bridge.log" 2>&1 &
+bridge_pid=$!
+# Any HTTP answer (404 for /) over TLS checked against the cluster's CA will do.
+webhook_serves() {
+  curl -s -o /dev/null --max-time 2 --cacert "$dir/cluster/pki/ca.pem" \
+    "https://$webhook_address/" 2>/dev/null
+}
+wait_until "the bridge's webhook does not answer at $webhook_address" webhook_serves
+
+step "Kueue's quick-start setup, applied with kubectl, reaches the ledger"
+if [[ -f "$examples_dir/getting-started-quick-start-setup.yaml" ]]; then
+  kubectl apply -f "$examples_dir/getting-started-quick-start-setup.yaml" > /dev/null
+  readonly sample_job="$examples_dir/getting-started-quick-start-job.yaml"
+else
+  echo "note: $examples_dir is absent; using the test's own setup of the same shape" >&2
+  kubectl apply -f - > /dev/null <<EOF
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default-flavor}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cluster-queue}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: default-flavor
+      resources:
+      - {name: cpu, nominalQuota: 9}
+      - {name: memory, nominalQuota: 9Gi}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: $NAMESPACE, name: user-queue}
+spec: {clusterQueue: cluster-queue}
+EOF
+  job_yaml sample-job labelled > "$dir/sample-job.yaml"
+  readonly sample_job="$dir/sample-job.yaml"
+fi
+kubectl patch resourceflavor default-flavor --type=merge \
+  -p "{\"spec\":{\"nodeLabels\":{\"$FLAVOR_LABEL_KEY\":\"$FLAVOR_LABEL_VALUE\"}}}" > /dev/null
+# The flavor as applied, then with its node label; the ClusterQueue; the LocalQueue.
+setup_forwarded() {
+  local log
+  log="$(ledger log)"
+  [[ "$(grep -c "flavorDefined  actor=$PRINCIPAL" <<< "$log")" == 2 ]] &&
+    grep -q "localQueueDefined  actor=$PRINCIPAL" <<< "$log" &&
+    grep -q "clusterQueueDefined  actor=$PRINCIPAL" <<< "$log"
+}
+wait_until "the setup and the flavor's node label are not in the ledger" setup_forwarded
+
+step "the quick-start's sample Job is created suspended"
+created="$(kubectl create -f "$sample_job" -o jsonpath='{.metadata.name} {.spec.suspend}')"
+readonly job_name="${created% *}"
+[[ "${created#* }" == true ]] || fail "the sample Job was created with suspend '${created#* }', not true"
+readonly workload="job-$job_name"
+
+step "it is admitted and released: the token annotation, the flavor's node selector, unsuspended"
+job_released() {
+  [[ "$(kubectl get job "$job_name" -n "$NAMESPACE" -o jsonpath='{.spec.suspend}')" == false ]]
+}
+wait_until "Job $job_name was not unsuspended" job_released
+token="$(ledger get workloads -o json | python3 -c '
+import json, sys
+for w in json.load(sys.stdin)["items"]:
+    if (w["metadata"]["namespace"], w["metadata"]["name"]) == (sys.argv[1], sys.argv[2]):
+        print(w["status"].get("fencingToken", ""))
+' "$NAMESPACE" "$workload")"
+[[ -n "$token" ]] || fail "the ledger holds no fencing token for $NAMESPACE/$workload: $(ledger get workloads)"
+job_json="$(kubectl get job "$job_name" -n "$NAMESPACE" -o json)"
+jq_get() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1" <<< "$job_json"; }
+[[ "$(jq_get "d['metadata']['annotations'].get('admission-ledger.io/fencing-token')")" == "$token" ]] \
+  || fail "the Job's fencing-token annotation is not the ledger's $token"
+[[ "$(jq_get "d['spec']['template']['metadata']['annotations'].get('admission-ledger.io/fencing-token')")" == "$token" ]] \
+  || fail "the pod template's fencing-token annotation is not the ledger's $token"
+[[ "$(jq_get "d['spec']['template']['spec'].get('nodeSelector',{}).get('$FLAVOR_LABEL_KEY')")" == "$FLAVOR_LABEL_VALUE" ]] \
+  || fail "the pod template does not select the flavor's node label $FLAVOR_LABEL_KEY=$FLAVOR_LABEL_VALUE"
+
+step "the ledger holds the submission and, after the admission, 'pods released', both by the bridge"
+ledger log -o json > "$dir/ledger.json"
+# sequence_of KIND [ACTOR] [REPORT]: the first event of KIND about $NAMESPACE/$workload.
+sequence_of() {
+  python3 -c '
+import json, sys
+kind, actor, report, ns, name = sys.argv[1:6]
+for line in open(sys.argv[6]):
+    e = json.loads(line)["event"]
+    body = e.get("body", {}).get(kind)
+    if body is None or body.get("workload", {}).get("name") is None:
+        continue
+    w = body["workload"]
+    if (w.get("namespace"), w["name"]) != (ns, name):
+        continue
+    if actor and e.get("actor") != actor:
+        continue
+    # JSON leaves out a default: the first value of the enum, released.
+    if report and body.get("report", "released") != report:
+        continue
+    print(e["sequence"])
+    break
+' "$1" "${2:-}" "${3:-}" "$NAMESPACE" "$workload" "$dir/ledger.json"
+}
+submitted_at="$(sequence_of workloadSubmitted "$PRINCIPAL")"
+admitted_at="$(sequence_of admitted)"
+released_at="$(sequence_of podsReported "$PRINCIPAL" released)"
+[[ -n "$submitted_at" && -n "$admitted_at" && -n "$released_at" ]] \
+  || fail "not all of: a submission and a 'pods released' by $PRINCIPAL, an admission of $NAMESPACE/$workload ($submitted_at, $released_at, $admitted_at): $(ledger log)"
+((submitted_at < admitted_at && admitted_at < released_at)) \
+  || fail "out of order: submitted $submitted_at, admitted $admitted_at, released $released_at"
+
+step "kubectl get workloads shows it Admitted, owned by the Job"
+workload_admitted() {
+  kubectl get workloads -n "$NAMESPACE" "$workload" --no-headers 2>/dev/null | grep -q 'cluster-queue *True'
+}
+wait_until "kubectl get workloads does not show $workload Admitted in cluster-queue" workload_admitted
+owner="$(kubectl get workload "$workload" -n "$NAMESPACE" -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}/{.metadata.ownerReferences[0].controller}')"
+[[ "$owner" == "Job/$job_name/true" ]] || fail "Workload $workload is owned by '$owner', not Job/$job_name"
+status_token="$(kubectl get workload "$workload" -n "$NAMESPACE" -o jsonpath='{.status.fencingToken}')"
+[[ "$status_token" == "$token" ]] || fail "the Workload's status.fencingToken is '$status_token', not $token"
+
+step "the Job controller creates its pods, each carrying the token"
+pods_with_token() {
+  local n
+  n="$(kubectl get pods -n "$NAMESPACE" -l "batch.kubernetes.io/job-name=$job_name" \
+    -o jsonpath='{range .items[*]}{.metadata.annotations.admission-ledger\.io/fencing-token}{"\n"}{end}' |
+    grep -c -x -F "$token" || true)"
+  ((n >= 1))
+}
+wait_until "no pod of $job_name carries the token" pods_with_token
+
+step "a Job without the queue label runs untouched"
+before_count="$(ledger log | wc -l)"
+created="$(job_yaml plain | kubectl create -f - -o jsonpath='{.spec.suspend}')"
+[[ "$created" == false ]] || fail "the unlabelled Job was created with suspend '$created'"
+plain_pods() {
+  [[ "$(kubectl get pods -n "$NAMESPACE" -l batch.kubernetes.io/job-name=plain -o name | wc -l)" == 2 ]]
+}
+wait_until "the unlabelled Job did not get its 2 pods" plain_pods
+sleep 3  # a few of the bridge's polls
+! kubectl get workload job-plain -n "$NAMESPACE" > /dev/null 2>&1 \
+  || fail "the bridge made a Workload for the unlabelled Job"
+ledger log | tail -n +"$((before_count + 1))" | grep -q "plain" \
+  && fail "the unlabelled Job reached the ledger"
+annotations="$(kubectl get job plain -n "$NAMESPACE" -o jsonpath='{.metadata.annotations}')"
+[[ "$annotations" != *fencing-token* ]] || fail "the unlabelled Job got a fencing token: $annotations"
+
+echo "PASS: $job_name created suspended, submitted by $PRINCIPAL at $submitted_at, admitted at $admitted_at, 'pods released' at $released_at, then released with token $token and $FLAVOR_LABEL_KEY=$FLAVOR_LABEL_VALUE; its Workload Admitted; an unlabelled Job untouched"

@@ -5,7 +5,10 @@
 # ledger with the bridge as actor, is admitted, and is released write-ahead (`pods released` in
 # the ledger, then the flavor's node selector, the fencing token annotation, then unsuspended);
 # `kubectl get workloads` shows it Admitted; the Job controller creates its pods. A Job without
-# the queue label is created as written and never reaches the ledger.
+# the queue label is created as written and never reaches the ledger. A Job beyond quota stays
+# suspended with the ledger's pending reason in its Workload; a higher-priority Job preempts a
+# running one, which is suspended, loses its pods, is reported `terminated` by the bridge, and
+# only then has its quota released in the ledger and taken by the preemptor.
 #   tests/k8s/bridge_jobs_test.sh ADMITCTL ADMITD ADMIT_K8S
 # Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
 # K8S_TEST_KEEP_DIR=1 keeps the test's folder.
@@ -115,24 +118,30 @@ kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"
 readonly webhook_address="$(<"$dir/cluster/webhook.address")"
 
 step "a labelled Job is refused while no bridge serves the webhook (failurePolicy Fail)"
-job_yaml() { # NAME [LABELLED]
+# job_yaml NAME [LABELLED [CPU_PER_POD [PODS [PRIORITY_CLASS]]]]: a Job of PODS pods (default 2)
+# of CPU_PER_POD (default 100m) each, in user-queue when LABELLED is "labelled".
+job_yaml() {
+  local name="$1" labelled="${2:-}" cpu="${3:-100m}" pods="${4:-2}" priority="${5:-}"
   cat <<EOF
 apiVersion: batch/v1
 kind: Job
 metadata:
-  name: $1
+  name: $name
   namespace: $NAMESPACE
-$([[ "${2:-}" == labelled ]] && printf '  labels:\n    kueue.x-k8s.io/queue-name: user-queue\n')
+  labels:
+    app: bridge-jobs-test
+$([[ "$labelled" == labelled ]] && echo "    kueue.x-k8s.io/queue-name: user-queue")
+$([[ -n "$priority" ]] && echo "    kueue.x-k8s.io/priority-class: $priority")
 spec:
-  parallelism: 2
-  completions: 2
+  parallelism: $pods
+  completions: $pods
   template:
     spec:
       containers:
       - name: main
         image: registry.k8s.io/pause:3.10
         resources:
-          requests: {cpu: 100m, memory: 100Mi}
+          requests: {cpu: "$cpu", memory: 100Mi}
       restartPolicy: Never
 EOF
 }
@@ -230,7 +239,8 @@ jq_get() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.a
 
 step "the ledger holds the submission and, after the admission, 'pods released', both by the bridge"
 ledger log -o json > "$dir/ledger.json"
-# sequence_of KIND [ACTOR] [REPORT]: the first event of KIND about $NAMESPACE/$workload.
+# sequence_of KIND [ACTOR [REPORT [WORKLOAD]]]: the first event of KIND about
+# $NAMESPACE/WORKLOAD (default $workload), by ACTOR if not empty.
 sequence_of() {
   python3 -c '
 import json, sys
@@ -250,7 +260,7 @@ for line in open(sys.argv[6]):
         continue
     print(e["sequence"])
     break
-' "$1" "${2:-}" "${3:-}" "$NAMESPACE" "$workload" "$dir/ledger.json"
+' "$1" "${2:-}" "${3:-}" "$NAMESPACE" "${4:-$workload}" "$dir/ledger.json"
 }
 submitted_at="$(sequence_of workloadSubmitted "$PRINCIPAL")"
 admitted_at="$(sequence_of admitted)"
@@ -296,4 +306,62 @@ ledger log | tail -n +"$((before_count + 1))" | grep -q "plain" \
 annotations="$(kubectl get job plain -n "$NAMESPACE" -o jsonpath='{.metadata.annotations}')"
 [[ "$annotations" != *fencing-token* ]] || fail "the unlabelled Job got a fencing token: $annotations"
 
-echo "PASS: $job_name created suspended, submitted by $PRINCIPAL at $submitted_at, admitted at $admitted_at, 'pods released' at $released_at, then released with token $token and $FLAVOR_LABEL_KEY=$FLAVOR_LABEL_VALUE; its Workload Admitted; an unlabelled Job untouched"
+step "a Job beyond quota stays suspended, with the ledger's pending reason in its Workload"
+# cluster-queue has 9 cpu: sample-job holds 3, low takes the other 6, waits finds none left.
+job_yaml low labelled 3 2 | kubectl create -f - > /dev/null
+job_is_running() {
+  [[ "$(kubectl get job "$1" -n "$NAMESPACE" -o jsonpath='{.spec.suspend}')" == false ]]
+}
+wait_until "Job low was not released" job_is_running low
+job_yaml waits labelled 2 1 | kubectl create -f - > /dev/null
+waits_pending() {
+  [[ "$(kubectl get workload job-waits -n "$NAMESPACE" -o jsonpath='{.status.phase}/{.status.pendingReason.message}' 2>/dev/null)" == Pending/?* ]]
+}
+wait_until "Workload job-waits shows no pending reason" waits_pending
+reason="$(kubectl get workload job-waits -n "$NAMESPACE" -o jsonpath='{.status.pendingReason.message}')"
+echo "job-waits pending: $reason" >&2
+quota_condition="$(kubectl get workload job-waits -n "$NAMESPACE" -o jsonpath='{.status.conditions[?(@.type=="QuotaReserved")].status}')"
+[[ "$quota_condition" == False ]] || fail "job-waits has QuotaReserved '$quota_condition', not False"
+[[ "$(kubectl get job waits -n "$NAMESPACE" -o jsonpath='{.spec.suspend}')" == true ]] \
+  || fail "Job waits runs without an admission"
+[[ "$(kubectl get pods -n "$NAMESPACE" -l batch.kubernetes.io/job-name=waits -o name | wc -l)" == 0 ]] \
+  || fail "Job waits has pods"
+
+step "a higher-priority Job preempts low: low is suspended, its pods go, then its quota"
+kubectl apply -f - > /dev/null <<EOF
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
+EOF
+kubectl patch clusterqueue cluster-queue --type=merge \
+  -p '{"spec":{"preemption":{"withinClusterQueue":"LowerPriority"}}}' > /dev/null
+preemption_forwarded() {
+  local log
+  log="$(ledger log)"
+  [[ "$(grep -c "clusterQueueDefined  actor=$PRINCIPAL" <<< "$log")" == 2 ]] &&
+    grep -q "priorityClassDefined  actor=$PRINCIPAL" <<< "$log"
+}
+wait_until "the preemption policy and the priority class are not in the ledger" preemption_forwarded
+job_yaml urgent labelled 3 2 high | kubectl create -f - > /dev/null
+wait_until "Job urgent was not released" job_is_running urgent
+[[ "$(kubectl get job low -n "$NAMESPACE" -o jsonpath='{.spec.suspend}')" == true ]] \
+  || fail "the preempted Job low was not suspended"
+low_pods_gone() {
+  [[ "$(kubectl get pods -n "$NAMESPACE" -l batch.kubernetes.io/job-name=low -o name | wc -l)" == 0 ]]
+}
+wait_until "the pods of the preempted Job low are still there" low_pods_gone
+ledger log -o json > "$dir/ledger.json"
+evicted_at="$(sequence_of evictionStarted "" "" job-low)"
+terminated_at="$(sequence_of podsReported "$PRINCIPAL" terminated job-low)"
+quota_released_at="$(sequence_of quotaReleased "" "" job-low)"
+urgent_admitted_at="$(sequence_of admitted "" "" job-urgent)"
+urgent_released_at="$(sequence_of podsReported "$PRINCIPAL" released job-urgent)"
+[[ -n "$evicted_at" && -n "$terminated_at" && -n "$quota_released_at" && -n "$urgent_admitted_at" && -n "$urgent_released_at" ]] \
+  || fail "missing: eviction '$evicted_at', terminated '$terminated_at', quota released '$quota_released_at' of job-low; admission '$urgent_admitted_at', released '$urgent_released_at' of job-urgent: $(ledger log)"
+((evicted_at < terminated_at && terminated_at <= quota_released_at && quota_released_at < urgent_admitted_at && urgent_admitted_at < urgent_released_at)) \
+  || fail "out of order: low evicted $evicted_at, terminated $terminated_at, quota released $quota_released_at; urgent admitted $urgent_admitted_at, released $urgent_released_at"
+[[ "$(kubectl get job waits -n "$NAMESPACE" -o jsonpath='{.spec.suspend}')" == true ]] \
+  || fail "Job waits runs without an admission"
+
+echo "PASS: $job_name created suspended, submitted by $PRINCIPAL at $submitted_at, admitted at $admitted_at, 'pods released' at $released_at, then released with token $token and $FLAVOR_LABEL_KEY=$FLAVOR_LABEL_VALUE; its Workload Admitted; an unlabelled Job untouched; a Job beyond quota pending and suspended; low preempted by urgent (evicted $evicted_at, pods terminated $terminated_at, quota released $quota_released_at, urgent admitted $urgent_admitted_at)"

@@ -8,7 +8,10 @@
 # the queue label is created as written and never reaches the ledger. A Job beyond quota stays
 # suspended with the ledger's pending reason in its Workload; a higher-priority Job preempts a
 # running one, which is suspended, loses its pods, is reported `terminated` by the bridge, and
-# only then has its quota released in the ledger and taken by the preemptor.
+# only then has its quota released in the ledger and taken by the preemptor. The bridge,
+# SIGKILLed $KILLS times at points of Jobs' flows and restarted, converges: one submission, one
+# admission and one `pods released` per Job, each running with the ledger's token; and
+# `admitctl replay --verify` of the ledger passes.
 #   tests/k8s/bridge_jobs_test.sh ADMITCTL ADMITD ADMIT_K8S
 # Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
 # K8S_TEST_KEEP_DIR=1 keeps the test's folder.
@@ -22,6 +25,8 @@ readonly WATCHDOG_POLL_SECONDS=1
 readonly WAIT_SECONDS=90
 readonly POLL_INTERVAL_SECONDS=0.5
 readonly PRINCIPAL=admit-k8s
+# How many times the bridge is SIGKILLed during Jobs' flows (issue #18: at least 10 per CI run).
+readonly KILLS=10
 readonly NAMESPACE=default
 # A node label for the quick-start's flavor (it has none): the released Job must select it.
 readonly FLAVOR_LABEL_KEY=cloud.example.com/pool FLAVOR_LABEL_VALUE=quick-start
@@ -119,7 +124,8 @@ readonly webhook_address="$(<"$dir/cluster/webhook.address")"
 
 step "a labelled Job is refused while no bridge serves the webhook (failurePolicy Fail)"
 # job_yaml NAME [LABELLED [CPU_PER_POD [PODS [PRIORITY_CLASS]]]]: a Job of PODS pods (default 2)
-# of CPU_PER_POD (default 100m) each, in user-queue when LABELLED is "labelled".
+# of CPU_PER_POD (default 100m) each, in the LocalQueue $QUEUE (default user-queue) when LABELLED
+# is "labelled".
 job_yaml() {
   local name="$1" labelled="${2:-}" cpu="${3:-100m}" pods="${4:-2}" priority="${5:-}"
   cat <<EOF
@@ -130,7 +136,7 @@ metadata:
   namespace: $NAMESPACE
   labels:
     app: bridge-jobs-test
-$([[ "$labelled" == labelled ]] && echo "    kueue.x-k8s.io/queue-name: user-queue")
+$([[ "$labelled" == labelled ]] && echo "    kueue.x-k8s.io/queue-name: ${QUEUE:-user-queue}")
 $([[ -n "$priority" ]] && echo "    kueue.x-k8s.io/priority-class: $priority")
 spec:
   parallelism: $pods
@@ -152,19 +158,24 @@ grep -q "mjob.admission-ledger.io" "$dir/early.out" \
   || fail "the refusal does not name the webhook: $(cat "$dir/early.out")"
 
 step "the bridge, serving the webhook at $webhook_address"
-"$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
-  --admitd-cert "$dir/pki/$PRINCIPAL.pem" --admitd-key "$dir/pki/$PRINCIPAL.key" \
-  --admitd-ca "$dir/pki/ca.pem" --leader-elect=false \
-  --webhook-bind-address "$webhook_address" \
-  --webhook-cert "$dir/cluster/pki/webhook.pem" --webhook-key "$dir/cluster/pki/webhook.key" \
-  > "$dir/bridge.log" 2>&1 &
-bridge_pid=$!
+bridge_runs=0
 # Any HTTP answer (404 for /) over TLS checked against the cluster's CA will do.
 webhook_serves() {
   curl -s -o /dev/null --max-time 2 --cacert "$dir/cluster/pki/ca.pem" \
     "https://$webhook_address/" 2>/dev/null
 }
-wait_until "the bridge's webhook does not answer at $webhook_address" webhook_serves
+start_bridge() {
+  bridge_runs=$((bridge_runs + 1))
+  "$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
+    --admitd-cert "$dir/pki/$PRINCIPAL.pem" --admitd-key "$dir/pki/$PRINCIPAL.key" \
+    --admitd-ca "$dir/pki/ca.pem" --leader-elect=false \
+    --webhook-bind-address "$webhook_address" \
+    --webhook-cert "$dir/cluster/pki/webhook.pem" --webhook-key "$dir/cluster/pki/webhook.key" \
+    > "$dir/bridge-$bridge_runs.log" 2>&1 &
+  bridge_pid=$!
+  wait_until "the bridge's webhook does not answer at $webhook_address" webhook_serves
+}
+start_bridge
 
 step "Kueue's quick-start setup, applied with kubectl, reaches the ledger"
 if [[ -f "$examples_dir/getting-started-quick-start-setup.yaml" ]]; then
@@ -221,12 +232,16 @@ job_released() {
   [[ "$(kubectl get job "$job_name" -n "$NAMESPACE" -o jsonpath='{.spec.suspend}')" == false ]]
 }
 wait_until "Job $job_name was not unsuspended" job_released
-token="$(ledger get workloads -o json | python3 -c '
+# ledger_token WORKLOAD: the fencing token of the ledger's current admission of it.
+ledger_token() {
+  ledger get workloads -o json | python3 -c '
 import json, sys
 for w in json.load(sys.stdin)["items"]:
     if (w["metadata"]["namespace"], w["metadata"]["name"]) == (sys.argv[1], sys.argv[2]):
         print(w["status"].get("fencingToken", ""))
-' "$NAMESPACE" "$workload")"
+' "$NAMESPACE" "$1"
+}
+token="$(ledger_token "$workload")"
 [[ -n "$token" ]] || fail "the ledger holds no fencing token for $NAMESPACE/$workload: $(ledger get workloads)"
 job_json="$(kubectl get job "$job_name" -n "$NAMESPACE" -o json)"
 jq_get() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1" <<< "$job_json"; }
@@ -364,4 +379,102 @@ urgent_released_at="$(sequence_of podsReported "$PRINCIPAL" released job-urgent)
 [[ "$(kubectl get job waits -n "$NAMESPACE" -o jsonpath='{.spec.suspend}')" == true ]] \
   || fail "Job waits runs without an admission"
 
-echo "PASS: $job_name created suspended, submitted by $PRINCIPAL at $submitted_at, admitted at $admitted_at, 'pods released' at $released_at, then released with token $token and $FLAVOR_LABEL_KEY=$FLAVOR_LABEL_VALUE; its Workload Admitted; an unlabelled Job untouched; a Job beyond quota pending and suspended; low preempted by urgent (evicted $evicted_at, pods terminated $terminated_at, quota released $quota_released_at, urgent admitted $urgent_admitted_at)"
+step "the bridge SIGKILLed at $KILLS random points of Jobs' flows converges"
+kubectl apply -f - > /dev/null <<EOF
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: drill-queue}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: default-flavor
+      resources:
+      - {name: cpu, nominalQuota: 100}
+      - {name: memory, nominalQuota: 100Gi}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: $NAMESPACE, name: drill}
+spec: {clusterQueue: drill-queue}
+EOF
+drill_queue_forwarded() {
+  [[ "$(ledger log | grep -c "localQueueDefined  actor=$PRINCIPAL")" == 2 ]]
+}
+wait_until "the drill's queues are not in the ledger" drill_queue_forwarded
+# The flow of one Job takes a few hundred milliseconds; the kill points cycle through its steps
+# (each kill lands as soon as the step is seen, so at it or a little after), and a random delay.
+has_workload() { kubectl get workload "job-$1" -n "$NAMESPACE" > /dev/null 2>&1; }
+is_submitted() { ledger log | grep -q "key=submit/$NAMESPACE/job-$1\$"; }
+has_token() {
+  [[ -n "$(kubectl get job "$1" -n "$NAMESPACE" -o jsonpath='{.metadata.annotations.admission-ledger\.io/fencing-token}')" ]]
+}
+# poll_briefly COMMAND...: polls COMMAND without sleeping, for at most 5 s.
+poll_briefly() {
+  local deadline=$((SECONDS + 5))
+  until "$@"; do ((SECONDS < deadline)) || return 0; done
+}
+for i in $(seq 1 "$KILLS"); do
+  QUEUE=drill job_yaml "drill-$i" labelled 100m 1 | kubectl create -f - > /dev/null
+  case $((i % 5)) in
+    1) ;;  # at once: before the Workload object, most likely
+    2) poll_briefly has_workload "drill-$i" ;;
+    3) poll_briefly is_submitted "drill-$i" ;;
+    4) poll_briefly has_token "drill-$i" ;;
+    0) sleep "$(printf '0.%03d' $((RANDOM % 400)))" ;;
+  esac
+  kill -KILL "$bridge_pid"
+  wait "$bridge_pid" 2>/dev/null || true
+  # Where it was, the bridge being dead: Workload object, submission, token annotation, running.
+  state=""
+  for check in has_workload is_submitted has_token job_is_running; do
+    if "$check" "drill-$i"; then state+=" $check"; fi
+  done
+  echo "kill $i (point $((i % 5))) found:${state:- nothing done}" >&2
+  start_bridge
+done
+all_drills_released() {
+  local i
+  for i in $(seq 1 "$KILLS"); do job_is_running "drill-$i" || return 1; done
+}
+wait_until "not every drill Job was released after the restarts" all_drills_released
+ledger log -o json > "$dir/ledger.json"
+# count_of KIND WORKLOAD [REPORT]: how many events of KIND are about $NAMESPACE/WORKLOAD.
+count_of() {
+  python3 -c '
+import json, sys
+kind, ns, name, report = sys.argv[1:5]
+n = 0
+for line in open(sys.argv[5]):
+    body = json.loads(line)["event"].get("body", {}).get(kind)
+    if not body or body.get("workload", {}).get("name") != name:
+        continue
+    if body["workload"].get("namespace") == ns and (not report or body.get("report", "released") == report):
+        n += 1
+print(n)
+' "$1" "$NAMESPACE" "$2" "${3:-}" "$dir/ledger.json"
+}
+for i in $(seq 1 "$KILLS"); do
+  for kind in workloadSubmitted admitted; do
+    n="$(count_of "$kind" "job-drill-$i")"
+    ((n == 1)) || fail "job-drill-$i has $n $kind events, not 1"
+  done
+  n="$(count_of podsReported "job-drill-$i" released)"
+  ((n == 1)) || fail "job-drill-$i has $n 'pods released' reports, not 1"
+  annotation="$(kubectl get job "drill-$i" -n "$NAMESPACE" -o jsonpath='{.metadata.annotations.admission-ledger\.io/fencing-token}')"
+  [[ "$annotation" == "$(ledger_token "job-drill-$i")" ]] \
+    || fail "Job drill-$i runs with token '$annotation', not the ledger's"
+done
+
+step "the ledger replays: every recorded decision is the one this build makes"
+kill -TERM "$bridge_pid"
+wait "$bridge_pid" 2>/dev/null || true
+bridge_pid=""
+kill -TERM "$admitd_pid"
+wait "$admitd_pid" 2>/dev/null || true
+admitd_pid=""
+"$admitctl" --ledger "$dir/ledger" replay --verify > "$dir/replay.out" 2>&1 \
+  || fail "replay --verify failed: $(cat "$dir/replay.out")"
+
+echo "PASS: $job_name created suspended, submitted by $PRINCIPAL at $submitted_at, admitted at $admitted_at, 'pods released' at $released_at, then released with token $token and $FLAVOR_LABEL_KEY=$FLAVOR_LABEL_VALUE; its Workload Admitted; an unlabelled Job untouched; a Job beyond quota pending and suspended; low preempted by urgent (evicted $evicted_at, pods terminated $terminated_at, quota released $quota_released_at, urgent admitted $urgent_admitted_at); $KILLS SIGKILLs of the bridge converged (one submission, one token, one release each); replay --verify passes"

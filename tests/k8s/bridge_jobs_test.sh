@@ -8,7 +8,9 @@
 # the queue label is created as written and never reaches the ledger. A Job beyond quota stays
 # suspended with the ledger's pending reason in its Workload; a higher-priority Job preempts a
 # running one, which is suspended, loses its pods, is reported `terminated` by the bridge, and
-# only then has its quota released in the ledger and taken by the preemptor. The bridge,
+# only then has its quota released in the ledger and taken by the preemptor. `admitctl revoke`
+# of a running Job's admission has the bridge suspend it and report `terminated`; it never runs
+# on the revoked token again. The bridge,
 # SIGKILLed $KILLS times at points of Jobs' flows and restarted, converges: one submission, one
 # admission and one `pods released` per Job, each running with the ledger's token; and
 # `admitctl replay --verify` of the ledger passes.
@@ -379,6 +381,27 @@ urgent_released_at="$(sequence_of podsReported "$PRINCIPAL" released job-urgent)
 [[ "$(kubectl get job waits -n "$NAMESPACE" -o jsonpath='{.spec.suspend}')" == true ]] \
   || fail "Job waits runs without an admission"
 
+step "admitctl revoke of urgent's admission: the bridge suspends it and reports terminated when its pods are gone"
+urgent_token="$(ledger_token job-urgent)"
+ledger revoke "$NAMESPACE/job-urgent" --reason "bridge test: revoked" > /dev/null
+urgent_quota_released() {
+  ledger log -o json > "$dir/ledger.json"
+  [[ -n "$(sequence_of quotaReleased "" "" job-urgent)" ]]
+}
+wait_until "the revoked job-urgent's quota was not released" urgent_quota_released
+revoked_at="$(sequence_of evictionStarted "" "" job-urgent)"
+urgent_terminated_at="$(sequence_of podsReported "$PRINCIPAL" terminated job-urgent)"
+urgent_quota_released_at="$(sequence_of quotaReleased "" "" job-urgent)"
+[[ -n "$revoked_at" && -n "$urgent_terminated_at" ]] \
+  || fail "no eviction '$revoked_at' or no 'terminated' by $PRINCIPAL '$urgent_terminated_at' of job-urgent: $(ledger log)"
+((revoked_at < urgent_terminated_at && urgent_terminated_at <= urgent_quota_released_at)) \
+  || fail "out of order: urgent evicted $revoked_at, terminated $urgent_terminated_at, quota released $urgent_quota_released_at"
+# Whatever the ledger decides next (it may admit urgent again), the Job never runs on the
+# revoked token.
+urgent_annotation="$(kubectl get job urgent -n "$NAMESPACE" -o jsonpath='{.spec.suspend}/{.metadata.annotations.admission-ledger\.io/fencing-token}')"
+[[ "$urgent_annotation" != "false/$urgent_token" ]] \
+  || fail "Job urgent still runs with the revoked token $urgent_token"
+
 step "the bridge SIGKILLed at $KILLS random points of Jobs' flows converges"
 kubectl apply -f - > /dev/null <<EOF
 apiVersion: kueue.x-k8s.io/v1beta2
@@ -477,4 +500,4 @@ admitd_pid=""
 "$admitctl" --ledger "$dir/ledger" replay --verify > "$dir/replay.out" 2>&1 \
   || fail "replay --verify failed: $(cat "$dir/replay.out")"
 
-echo "PASS: $job_name created suspended, submitted by $PRINCIPAL at $submitted_at, admitted at $admitted_at, 'pods released' at $released_at, then released with token $token and $FLAVOR_LABEL_KEY=$FLAVOR_LABEL_VALUE; its Workload Admitted; an unlabelled Job untouched; a Job beyond quota pending and suspended; low preempted by urgent (evicted $evicted_at, pods terminated $terminated_at, quota released $quota_released_at, urgent admitted $urgent_admitted_at); $KILLS SIGKILLs of the bridge converged (one submission, one token, one release each); replay --verify passes"
+echo "PASS: $job_name created suspended, submitted by $PRINCIPAL at $submitted_at, admitted at $admitted_at, 'pods released' at $released_at, then released with token $token and $FLAVOR_LABEL_KEY=$FLAVOR_LABEL_VALUE; its Workload Admitted; an unlabelled Job untouched; a Job beyond quota pending and suspended; low preempted by urgent (evicted $evicted_at, pods terminated $terminated_at, quota released $quota_released_at, urgent admitted $urgent_admitted_at); urgent revoked ($revoked_at) and terminated ($urgent_terminated_at); $KILLS SIGKILLs of the bridge converged (one submission, one token, one release each); replay --verify passes"

@@ -1,6 +1,7 @@
 // admit-k8s, the bridge between a Kubernetes cluster and the admission ledger (docs/k8s.md).
 // What it does so far: forwards Kueue definitions (ResourceFlavor, Cohort, ClusterQueue,
-// LocalQueue, AdmissionCheck, WorkloadPriorityClass) to admitd as they change; suspends Jobs
+// LocalQueue, AdmissionCheck, WorkloadPriorityClass) to admitd as they change, and writes the
+// ledger's ClusterQueue and LocalQueue status back; suspends Jobs
 // that carry kueue.x-k8s.io/queue-name at creation (a mutating webhook), submits them, mirrors
 // the ledger's decisions into their Workload objects and releases them when the ledger admits
 // them. It refuses to start while Kueue's own controller manager holds its leader lease: one
@@ -145,6 +146,9 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 		return err
 	}
 	if err := definitions.SetupWithManager(mgr, ledgerClient); err != nil {
+		return err
+	}
+	if err := definitions.AddStatusWriter(mgr, ledgerClient); err != nil {
 		return err
 	}
 	if err := jobs.SetupWithManager(mgr, ledgerClient); err != nil {

@@ -1,0 +1,104 @@
+package definitions
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// StatusInterval is how often ClusterQueue and LocalQueue status is copied from the ledger's
+// read models (a watch on the ledger is not built yet, docs/k8s.md).
+const StatusInterval = 2 * time.Second
+
+// Reader is what the status writer needs of the ledger client.
+type Reader interface {
+	Get(ctx context.Context, kind, format string) (string, error)
+}
+
+// StatusWriter writes the ledger's status of every ClusterQueue and LocalQueue (`admitctl get
+// clusterqueues|localqueues -o json`: pending, reserving and admitted workloads, flavors'
+// reservation and usage, conditions) into the objects of the same name in the cluster. Runs
+// only on the leader.
+type StatusWriter struct {
+	Client client.Client
+	Ledger Reader
+}
+
+// AddStatusWriter registers the writer with the manager.
+func AddStatusWriter(mgr ctrl.Manager, l Reader) error {
+	return mgr.Add(&StatusWriter{Client: mgr.GetClient(), Ledger: l})
+}
+
+// NeedLeaderElection: only the leader writes.
+func (w *StatusWriter) NeedLeaderElection() bool { return true }
+
+// Start copies the status every StatusInterval until ctx ends. A failed round is logged and
+// the next one tries again.
+func (w *StatusWriter) Start(ctx context.Context) error {
+	logger := ctrl.Log.WithName("queue-status")
+	ticker := time.NewTicker(StatusInterval)
+	defer ticker.Stop()
+	for {
+		for _, kind := range []string{"ClusterQueue", "LocalQueue"} {
+			if err := w.copyStatus(ctx, kind); err != nil && ctx.Err() == nil {
+				logger.Error(err, "copying the ledger's status failed; will retry", "kind", kind)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// copyStatus copies the ledger's status of every object of kind that exists in the cluster.
+func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
+	plural := map[string]string{"ClusterQueue": "clusterqueues", "LocalQueue": "localqueues"}[kind]
+	text, err := w.Ledger.Get(ctx, plural, "json")
+	if err != nil {
+		return err
+	}
+	// utiljson keeps integers as int64, as objects read from the API server have them.
+	var list struct {
+		Items []map[string]any `json:"items"`
+	}
+	if err := utiljson.Unmarshal([]byte(text), &list); err != nil {
+		return fmt.Errorf("the ledger's %s are not a JSON List: %w", plural, err)
+	}
+	for _, item := range list.Items {
+		from := unstructured.Unstructured{Object: item}
+		status, found, _ := unstructured.NestedMap(item, "status")
+		if !found {
+			continue
+		}
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: kind})
+		key := types.NamespacedName{Namespace: from.GetNamespace(), Name: from.GetName()}
+		if err := w.Client.Get(ctx, key, obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // in the ledger, not (or no longer) in the cluster
+			}
+			return err
+		}
+		current, _, _ := unstructured.NestedMap(obj.Object, "status")
+		if equality.Semantic.DeepEqual(current, status) {
+			continue
+		}
+		obj.Object["status"] = runtime.DeepCopyJSONValue(status)
+		if err := w.Client.Status().Update(ctx, obj); err != nil {
+			return fmt.Errorf("writing the status of %s %s: %w", kind, key, err)
+		}
+	}
+	return nil
+}

@@ -9,8 +9,8 @@
 # suspended with the ledger's pending reason in its Workload; a higher-priority Job preempts a
 # running one, which is suspended, loses its pods, is reported `terminated` by the bridge, and
 # only then has its quota released in the ledger and taken by the preemptor. `admitctl revoke`
-# of a running Job's admission has the bridge suspend it and report `terminated`; it never runs
-# on the revoked token again. The bridge,
+# of a running Job's admission has the bridge suspend it and report `terminated`; readmitted, it
+# runs again under the new token only. The bridge,
 # SIGKILLed $KILLS times at points of Jobs' flows and restarted, converges: one submission, one
 # admission and one `pods released` per Job, each running with the ledger's token; and
 # `admitctl replay --verify` of the ledger passes.
@@ -297,6 +297,21 @@ owner="$(kubectl get workload "$workload" -n "$NAMESPACE" -o jsonpath='{.metadat
 status_token="$(kubectl get workload "$workload" -n "$NAMESPACE" -o jsonpath='{.status.fencingToken}')"
 [[ "$status_token" == "$token" ]] || fail "the Workload's status.fencingToken is '$status_token', not $token"
 
+step "kubectl get clusterqueues and localqueues show the ledger's counts and usage"
+queues_counted() {
+  [[ "$(kubectl get clusterqueue cluster-queue -o jsonpath='{.status.admittedWorkloads}/{.status.pendingWorkloads}')" == 1/0 ]] &&
+    [[ "$(kubectl get localqueue user-queue -n "$NAMESPACE" -o jsonpath='{.status.admittedWorkloads}')" == 1 ]]
+}
+wait_until "cluster-queue and user-queue do not count the admitted workload" queues_counted
+usage="$(kubectl get clusterqueue cluster-queue -o json | python3 -c '
+import json, sys
+for f in json.load(sys.stdin)["status"]["flavorsUsage"]:
+    for r in f["resources"]:
+        if r["name"] == "cpu":
+            print(f["name"], r["total"])
+')"
+[[ "$usage" == "default-flavor 3" ]] || fail "cluster-queue's cpu usage is '$usage', not 3 in default-flavor"
+
 step "the Job controller creates its pods, each carrying the token"
 pods_with_token() {
   local n
@@ -396,11 +411,15 @@ urgent_quota_released_at="$(sequence_of quotaReleased "" "" job-urgent)"
   || fail "no eviction '$revoked_at' or no 'terminated' by $PRINCIPAL '$urgent_terminated_at' of job-urgent: $(ledger log)"
 ((revoked_at < urgent_terminated_at && urgent_terminated_at <= urgent_quota_released_at)) \
   || fail "out of order: urgent evicted $revoked_at, terminated $urgent_terminated_at, quota released $urgent_quota_released_at"
-# Whatever the ledger decides next (it may admit urgent again), the Job never runs on the
-# revoked token.
-urgent_annotation="$(kubectl get job urgent -n "$NAMESPACE" -o jsonpath='{.spec.suspend}/{.metadata.annotations.admission-ledger\.io/fencing-token}')"
-[[ "$urgent_annotation" != "false/$urgent_token" ]] \
-  || fail "Job urgent still runs with the revoked token $urgent_token"
+# The ledger admits urgent again (it is first in line and the quota is free): it runs again,
+# under the new token only (its pod template changed while suspended after a run).
+urgent_runs_again() {
+  local new_token
+  new_token="$(ledger_token job-urgent)"
+  [[ -n "$new_token" && "$new_token" != "$urgent_token" ]] &&
+    [[ "$(kubectl get job urgent -n "$NAMESPACE" -o jsonpath='{.spec.suspend}/{.metadata.annotations.admission-ledger\.io/fencing-token}')" == "false/$new_token" ]]
+}
+wait_until "Job urgent does not run again under a new token (revoked: $urgent_token)" urgent_runs_again
 
 step "the bridge SIGKILLed at $KILLS random points of Jobs' flows converges"
 kubectl apply -f - > /dev/null <<EOF

@@ -366,8 +366,10 @@ func (r *Reconciler) suspend(ctx context.Context, job *batchv1.Job, why string) 
 	if job.Spec.Suspend != nil && *job.Spec.Suspend {
 		return nil
 	}
+	// A patch of the one field: the Job controller's status writes do not make it conflict.
+	before := job.DeepCopy()
 	job.Spec.Suspend = ptr.To(true)
-	if err := r.Client.Update(ctx, job); err != nil {
+	if err := r.Client.Patch(ctx, job, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("suspending Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
 	log.FromContext(ctx).Info("suspended", "why", why)
@@ -431,6 +433,15 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 	if err := r.recordPods(ctx, state, ledgerevents.PodsReport_released, token); err != nil {
 		return r.retryOrDrop(ctx, job, err)
 	}
+	// Kubernetes lets the scheduling directives of a suspended Job change only while it has no
+	// start time, and the Job controller keeps the start of an earlier run (an eviction, a
+	// revocation): clear it, as Kueue does.
+	if job.Status.StartTime != nil {
+		job.Status.StartTime = nil
+		if err := r.Client.Status().Update(ctx, job); err != nil {
+			return ctrl.Result{}, fmt.Errorf("clearing the start time of Job %s/%s: %w", job.Namespace, job.Name, err)
+		}
+	}
 	// (2)
 	changed, err := r.applyAdmission(ctx, job, state, token)
 	if err != nil {
@@ -441,9 +452,10 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 			return ctrl.Result{}, fmt.Errorf("setting the admission on Job %s/%s: %w", job.Namespace, job.Name, err)
 		}
 	}
-	// (3)
+	// (3), a patch of the one field, as suspend's.
+	before := job.DeepCopy()
 	job.Spec.Suspend = ptr.To(false)
-	if err := r.Client.Update(ctx, job); err != nil {
+	if err := r.Client.Patch(ctx, job, client.MergeFrom(before)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("unsuspending Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
 	log.FromContext(ctx).Info("released", "fencingToken", token)

@@ -208,7 +208,7 @@ kind: LocalQueue
 metadata: {namespace: $NAMESPACE, name: user-queue}
 spec: {clusterQueue: cluster-queue}
 EOF
-  job_yaml sample-job labelled > "$dir/sample-job.yaml"
+  job_yaml sample-job labelled 1 3 > "$dir/sample-job.yaml"  # as the quick-start's: 3 pods of 1 cpu
   readonly sample_job="$dir/sample-job.yaml"
 fi
 kubectl patch resourceflavor default-flavor --type=merge \
@@ -253,6 +253,9 @@ jq_get() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.a
   || fail "the pod template's fencing-token annotation is not the ledger's $token"
 [[ "$(jq_get "d['spec']['template']['spec'].get('nodeSelector',{}).get('$FLAVOR_LABEL_KEY')")" == "$FLAVOR_LABEL_VALUE" ]] \
   || fail "the pod template does not select the flavor's node label $FLAVOR_LABEL_KEY=$FLAVOR_LABEL_VALUE"
+# What the Job asked for itself, kept so that a later admission starts from it, not from this one.
+original="$(jq_get "d['metadata']['annotations'].get('admission-ledger.io/original-pod-set')")"
+[[ "$original" == '{"parallelism":3}' ]] || fail "the Job's original pod set is recorded as '$original'"
 
 step "the ledger holds the submission and, after the admission, 'pods released', both by the bridge"
 ledger log -o json > "$dir/ledger.json"

@@ -290,7 +290,7 @@ func JobManifest(job *batchv1.Job) (string, error) {
 	}
 	annotations := map[string]string{}
 	for k, v := range job.Annotations {
-		if k != corev1.LastAppliedConfigAnnotation && k != FencingTokenAnnotation {
+		if k != corev1.LastAppliedConfigAnnotation && k != FencingTokenAnnotation && k != OriginalPodSetAnnotation {
 			annotations[k] = v
 		}
 	}
@@ -463,7 +463,8 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 	return ctrl.Result{RequeueAfter: PollInterval}, nil
 }
 
-// applyAdmission sets, on the (suspended) Job, what the admission assigned: the node labels of
+// applyAdmission sets, on the (suspended) Job, starting from the Job's own settings
+// (OriginalPodSetAnnotation), what the admission assigned: the node labels of
 // the assigned flavors as node selectors, their tolerations, the admitted pod count as
 // parallelism when it is smaller (partial admission), and the fencing token on the Job and on
 // its pod template. Reports whether anything changed.
@@ -472,6 +473,9 @@ func (r *Reconciler) applyAdmission(ctx context.Context, job *batchv1.Job, state
 	flavors, count, ok := state.Assignment()
 	if !ok {
 		return false, fmt.Errorf("the ledger's admission of %s/%s has no podSet %q", state.Namespace, state.Name, PodSetName)
+	}
+	if err := startFromOriginal(job); err != nil {
+		return false, err
 	}
 	names := make([]string, 0, len(flavors))
 	seen := map[string]bool{}
@@ -529,6 +533,42 @@ func (r *Reconciler) applyAdmission(ctx context.Context, job *batchv1.Job, state
 	}
 	job.Spec.Template.Annotations[FencingTokenAnnotation] = token
 	return !equality.Semantic.DeepEqual(before, job), nil
+}
+
+// OriginalPodSetAnnotation keeps what the Job asked for before its first release (node
+// selector, tolerations, parallelism), so that every admission is applied to that and not on
+// top of an earlier admission's flavors (Kueue restores the same on a stop).
+const OriginalPodSetAnnotation = "admission-ledger.io/original-pod-set"
+
+type originalPodSet struct {
+	NodeSelector map[string]string   `json:"nodeSelector,omitempty"`
+	Tolerations  []corev1.Toleration `json:"tolerations,omitempty"`
+	Parallelism  *int32              `json:"parallelism,omitempty"`
+}
+
+// startFromOriginal records the Job's own pod-set settings the first time, and restores them
+// from the record every later time.
+func startFromOriginal(job *batchv1.Job) error {
+	if text, found := job.Annotations[OriginalPodSetAnnotation]; found {
+		var original originalPodSet
+		if err := json.Unmarshal([]byte(text), &original); err != nil {
+			return fmt.Errorf("Job %s/%s: annotation %s: %w", job.Namespace, job.Name, OriginalPodSetAnnotation, err)
+		}
+		job.Spec.Template.Spec.NodeSelector = original.NodeSelector
+		job.Spec.Template.Spec.Tolerations = original.Tolerations
+		job.Spec.Parallelism = original.Parallelism
+		return nil
+	}
+	text, err := json.Marshal(originalPodSet{NodeSelector: job.Spec.Template.Spec.NodeSelector,
+		Tolerations: job.Spec.Template.Spec.Tolerations, Parallelism: job.Spec.Parallelism})
+	if err != nil {
+		return err
+	}
+	if job.Annotations == nil {
+		job.Annotations = map[string]string{}
+	}
+	job.Annotations[OriginalPodSetAnnotation] = string(text)
+	return nil
 }
 
 // PodsReportedEvent is the input `admitctl pods REPORT NAMESPACE/NAME --token T` records, in

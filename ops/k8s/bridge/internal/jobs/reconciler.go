@@ -220,8 +220,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		token := state.UID + "/" + strconv.FormatInt(state.Generation(), 10)
 		return r.reportPods(ctx, job, state, ledgerevents.PodsReport_terminated, token)
 	case "Finished", "Rejected", "Deleted", "Deactivated":
-		if err := r.suspend(ctx, job, "the ledger's workload is "+state.Phase()); err != nil {
-			return ctrl.Result{}, err
+		// A Job that completed or failed is left as it is; any other stops.
+		if !jobFinished(job) {
+			if err := r.suspend(ctx, job, "the ledger's workload is "+state.Phase()); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
 		return ctrl.Result{}, nil
 	default:

@@ -1,0 +1,73 @@
+# The shared set-up of the bridge's tests (bridge_definitions_test.sh, bridge_jobs_test.sh),
+# sourced after they set admitctl, admitd, admit_k8s, cluster_sh, SKIP_STATUS,
+# WATCHDOG_POLL_SECONDS, WAIT_SECONDS and POLL_INTERVAL_SECONDS:
+#   source bridge_test_lib.sh NAME     (NAME: the test folder's prefix in $TMPDIR)
+# Skips (exit SKIP_STATUS) when the Kubernetes binaries or admit-k8s are not built; sets
+# bin_dir, kubectl_bin and dir; stops admitd ($admitd_pid), the bridge ($bridge_pid) and the
+# control plane on exit, printing the logs on failure, and also if ctest SIGKILLs the test;
+# defines fail, step and wait_until.
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { echo "--- $*" >&2; }
+
+if ! bin_dir="$("$cluster_sh" bin-dir 2>/dev/null)"; then
+  echo "SKIP: kube-apiserver, kube-controller-manager and kubectl are not built; run ops/k8s/cluster.sh build (6 to 17 minutes on 2 cores, once per machine)"
+  exit "$SKIP_STATUS"
+fi
+if [[ ! -x "$admit_k8s" ]]; then
+  echo "SKIP: admit-k8s is not built at $admit_k8s; run ops/k8s/bridge/build.sh"
+  exit "$SKIP_STATUS"
+fi
+[[ -x "$admitctl" && -x "$admitd" ]] || fail "admitctl or admitd missing: $admitctl $admitd"
+readonly kubectl_bin="$bin_dir/kubectl"
+
+dir="$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")"
+readonly dir
+admitd_pid=""
+bridge_pid=""
+# shellcheck disable=SC2317  # run by the EXIT trap
+cleanup() {
+  local status=$?
+  if [[ -s "$dir/watchdog.pid" ]]; then
+    kill -TERM "$(<"$dir/watchdog.pid")" 2>/dev/null || true
+  fi
+  [[ -n "$bridge_pid" ]] && kill -TERM "$bridge_pid" 2>/dev/null && wait "$bridge_pid" 2>/dev/null
+  [[ -n "$admitd_pid" ]] && kill -TERM "$admitd_pid" 2>/dev/null && wait "$admitd_pid" 2>/dev/null
+  "$cluster_sh" stop "$dir/cluster" || true
+  if ((status != 0)); then
+    for log in "$dir"/bridge*.log "$dir/admitd.err"; do
+      [[ -f "$log" ]] || continue
+      echo "--- last lines of $log" >&2
+      tail -n 30 "$log" >&2
+    done
+  fi
+  if [[ "${K8S_TEST_KEEP_DIR:-0}" == 1 ]]; then
+    echo "kept the test's folder $dir" >&2
+  else
+    rm -rf "$dir"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# Stops the control plane if ctest SIGKILLs this script (admitd and the bridge are children
+# and die with the test's process group).
+# shellcheck disable=SC2016  # the watchdog's own arguments, expanded by its shell
+setsid --fork bash -c '
+  echo "$$" > "$4/watchdog.pid"
+  while kill -0 "$1" 2>/dev/null; do sleep "$2"; done
+  "$3" stop "$4/cluster"
+  rm -rf "$4"
+' "$1-watchdog" "$$" "$WATCHDOG_POLL_SECONDS" "$cluster_sh" "$dir" \
+  < /dev/null > /dev/null 2>&1
+
+# wait_until DESCRIPTION COMMAND...: polls COMMAND until it succeeds, or fails the test.
+wait_until() {
+  local description="$1" deadline=$((SECONDS + WAIT_SECONDS))
+  shift
+  until "$@"; do
+    ((SECONDS < deadline)) || fail "after ${WAIT_SECONDS}s: $description"
+    sleep "$POLL_INTERVAL_SECONDS"
+  done
+}
+

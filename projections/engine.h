@@ -217,7 +217,8 @@ struct InputVerdict {
 };
 
 // Why a workload's pod sets request more than the decider can add up (kWorkloadRequestMilliMax,
-// or a sum that overflows 64 bits); empty when they do not. Pure; Engine::Validate's check.
+// or a sum that overflows 64 bits) or have counts Kueue refuses (negative, minCount above
+// count); empty when they do not. Pure; Engine::Validate's check.
 std::string RequestsOutOfRange(capnp::List<schema::PodSet>::Reader pod_sets);
 
 // The outcome of nominating a queue head (flavor assignment, maybe preemption).

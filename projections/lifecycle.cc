@@ -21,6 +21,11 @@ std::string RequestsOutOfRange(capnp::List<schema::PodSet>::Reader pod_sets) {
     if (ps.getCount() < 0 || ps.getMinCount() < 0) {
       return std::string("pod set '") + ps.getName().cStr() + "' has a negative count";
     }
+    if (ps.getMinCount() > ps.getCount()) {  // Kueue's CRD rule: minCount <= count
+      return std::string("pod set '") + ps.getName().cStr() + "' has minCount " +
+             std::to_string(ps.getMinCount()) + " above its count " +
+             std::to_string(ps.getCount()) + " (Kueue refuses it too)";
+    }
     std::map<std::string, int64_t> per_pod;
     for (auto r : ps.getRequests()) {
       if (r.getMilli() < 0) {

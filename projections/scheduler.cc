@@ -168,7 +168,13 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
           // Never fits: even the smallest admissible count exceeds the most this flavor could
           // ever provide.
           const int32_t min_count = ps.min_count > 0 ? ps.min_count : ps.count;
-          if (requests.at(r) * min_count > max_capacity) ever = false;
+          // A product beyond 64 bits is beyond any capacity too (a minCount above count, sent
+          // before intake refused it, could reach it).
+          int64_t min_request = 0;
+          if (__builtin_mul_overflow(requests.at(r), int64_t{min_count}, &min_request) ||
+              min_request > max_capacity) {
+            ever = false;
+          }
           if (val > max_capacity) {
             choice.mode = kNoFit;
             exceeds_max = true;

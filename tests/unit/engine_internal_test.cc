@@ -61,6 +61,83 @@ TEST(EngineValidate, RefusesRequestsTheDeciderCannotAddUp) {
   EXPECT_NE(times_count.message().find("beyond"), std::string::npos) << times_count.message();
 }
 
+// Found by tests/fuzz/rpc_fuzz.cc in CI: a minCount far above count times a large request
+// overflowed the flavor assigner's "could it ever fit" product. Intake now refuses minCount
+// above count (Kueue's CRD rule), and the product is checked for overflow for what was recorded
+// before.
+TEST(EngineValidate, RefusesMinCountAboveCount) {
+  auto verdict = [](int32_t count, int32_t min_count) {
+    capnp::MallocMessageBuilder message;
+    auto wl = message.initRoot<schema::Event>().initBody().initWorkloadSubmitted().initWorkload();
+    wl.setNamespace("a");
+    wl.setName("w");
+    auto ps = wl.initPodSets(1)[0];
+    ps.setName("main");
+    ps.setCount(count);
+    ps.setMinCount(min_count);
+    auto requests = ps.initRequests(1);
+    requests[0].setName("cpu");
+    requests[0].setMilli(16121856);
+    return Engine().Validate(message.getRoot<schema::Event>().asReader()).status;
+  };
+  EXPECT_TRUE(verdict(4, 2).ok());
+  EXPECT_TRUE(verdict(4, 4).ok());
+  const Status above = verdict(1, 576460752);
+  EXPECT_FALSE(above.ok());
+  EXPECT_NE(above.message().find("minCount 576460752 above its count 1"), std::string::npos)
+      << above.message();
+}
+
+// What a ledger recorded before intake refused minCount above count still decides without
+// overflow (UBSan in the asan preset catches the old product): the pod set can never fit.
+TEST(EngineDecider, MinCountAboveCountRecordedEarlierNeverFits) {
+  Engine engine;
+  uint64_t sequence = 0;
+  auto apply = [&](auto&& fill) {
+    capnp::MallocMessageBuilder message;
+    auto event = message.initRoot<schema::Event>();
+    event.setSequence(++sequence);
+    fill(event.initBody());
+    engine.ApplyInput(event.asReader());
+  };
+  apply([](schema::Event::Body::Builder body) { body.initFlavorDefined().setName("f"); });
+  apply([](schema::Event::Body::Builder body) {
+    auto cq = body.initClusterQueueDefined();
+    cq.setName("cq");
+    cq.initNamespaceSelector().setMatchesAll(true);
+    auto group = cq.initResourceGroups(1)[0];
+    group.initCoveredResources(1).set(0, "cpu");
+    auto flavor = group.initFlavors(1)[0];
+    flavor.setName("f");
+    auto quota = flavor.initResources(1)[0];
+    quota.setName("cpu");
+    quota.setNominalQuotaMilli(1000);
+  });
+  apply([](schema::Event::Body::Builder body) {
+    auto lq = body.initLocalQueueDefined();
+    lq.setNamespace("a");
+    lq.setName("lq");
+    lq.setClusterQueue("cq");
+  });
+  apply([](schema::Event::Body::Builder body) {
+    auto wl = body.initWorkloadSubmitted().initWorkload();
+    wl.setNamespace("a");
+    wl.setName("w");
+    wl.setUid("u");
+    wl.setQueueName("lq");
+    auto ps = wl.initPodSets(1)[0];
+    ps.setName("main");
+    ps.setCount(1);
+    ps.setMinCount(16121856);
+    auto request = ps.initRequests(1)[0];
+    request.setName("cpu");
+    request.setMilli(576460752303429488);
+  });
+  engine.EndBatch(sequence, 1'000'000'000);
+  const WorkloadState& w = engine.workloads().begin()->second;
+  EXPECT_FALSE(HoldsQuota(w.phase)) << PhaseName(w.phase) << ": " << w.pending_message;
+}
+
 TEST(EngineInternal, ViewCutsAtAnEmbeddedNul) {
   const std::string stored("uid/1\0extra\0", 12);
   capnp::Text::Reader text(stored.data(), 11);

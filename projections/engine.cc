@@ -117,6 +117,13 @@ Engine::BatchDecisions Engine::EndBatchDecisions(uint64_t batch_last_sequence, i
   }
   held_until_next_batch_.clear();
   preempted_in_batch_.clear();
+  // Engine v12: a resumed flavor search lives within its batch (the cycles above ran until no
+  // workload had flavors left to try, or its resumes ran out).
+  for (const std::string& key : resuming_) {
+    auto w = workloads_.find(key);
+    if (w != workloads_.end()) w->second.flavor_resume.reset();
+  }
+  resuming_.clear();
   BatchDecisions out;
   out.events.reserve(decisions_.size());
   for (PendingDecision& d : decisions_) {
@@ -481,6 +488,7 @@ void Engine::ReleaseQuota(WorkloadState& wl, const std::string& reason, int64_t 
   RemoveHolder(cq, wl);  // checks that it held quota here
   wl.fencing_token.clear();
   AddUsage(cq, wl.cluster_queue, wl.admission.usage, -1);
+  ++cq.allocatable_generation;  // engine v12: resumed flavor searches here start over
   const std::string message = "Quota released: " + reason;
   SetCondition(wl, ConditionType::kQuotaReserved, false, reason, message, now);
   SetCondition(wl, ConditionType::kAdmitted, false, reason, message, now);

@@ -72,6 +72,17 @@ struct CheckStatus {
 struct ClusterQueueState;
 struct EquivalenceClass;
 
+// Engine v12: a flavor search to resume in the next cycle (Kueue's LastAssignment), valid
+// while its ClusterQueue's allocatable generation and the quota tree are those it was made
+// under. Lives within one batch: the batch's cycles run until no workload has flavors left
+// to try, and EndBatch drops what remains, so snapshots never hold one.
+struct FlavorResume {
+  std::vector<std::vector<int32_t>> start;  // Nomination::resume
+  uint64_t cq_generation = 0;
+  uint64_t tree_epoch = 0;
+  uint32_t resumes = 0;  // in this batch; bounded by FlavorResumesMax
+};
+
 struct WorkloadState {
   std::string ns, name, uid, queue_name;
   std::string key;                 // namespace/name: the key of Engine::workloads()
@@ -87,6 +98,7 @@ struct WorkloadState {
   std::string class_key;           // its equivalence class while queued
   bool queued = false;             // present in a ClusterQueue's pending queue
   Assignment admission;
+  std::optional<FlavorResume> flavor_resume;  // engine v12, within a batch only
   uint64_t generation = 0;         // reservation generation
   uint64_t quota_version = 0;
   int64_t reserved_at_ns = 0;
@@ -162,6 +174,10 @@ struct EquivalenceClass {
 
 struct ClusterQueueState {
   std::optional<ClusterQueueSpec> spec;
+  // Bumped whenever a workload's quota here is released (Kueue's AllocatableResourceGeneration):
+  // a flavor search resumed from an older generation starts over. Only compared within a
+  // batch (FlavorResume never outlives one), so never stored in a snapshot.
+  uint64_t allocatable_generation = 0;
   std::map<std::string, EquivalenceClass> classes;  // by class key
   // Workloads holding quota here, unordered (WorkloadState::holder_index): pointers into
   // Engine's workload map, whose entries holding quota are never erased.
@@ -234,6 +250,10 @@ struct Nomination {
   int borrowing_height = 0;
   // It fits only by preempting, but no victim set frees enough (Kueue's noPreemptionCandidates).
   bool preempt_without_victims = false;
+  // Engine v12: where the next flavor search of each pod set's resource groups starts, by pod
+  // set then group (Kueue's LastTriedFlavorIdx + 1: 0 after the last flavor was tried, or when
+  // no flavor was chosen). Some start > 0: flavors are left to try (Kueue's PendingFlavors).
+  std::vector<std::vector<int32_t>> resume;
   std::string reason = "Pending";
   std::string message;
   std::string resource, flavor;      // the first shortfall found
@@ -432,6 +452,20 @@ class Engine {
   std::optional<int> CoveredPods(const ClusterQueueSpec& spec) const;
   Nomination AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec& spec, int cq_node,
                            const std::vector<int32_t>& counts) const;
+  // Engine v12, flavor stickiness (Kueue's LastTriedFlavorIdx): the search a workload resumes,
+  // if it has one made under the current quota of its ClusterQueue.
+  const FlavorResume* ValidResume(const WorkloadState& wl, int cq_node) const;
+  // After a nomination that admits nothing: keeps where its search stopped, when flavors are
+  // left to try, so the next cycle tries them (the workload stays awake). False when nothing
+  // is left to try, or the workload already resumed (`resumes`) FlavorResumesMax times in this
+  // batch. REQUIRES: the workload keeps no search.
+  bool KeepFlavorSearch(WorkloadState& wl, const ClusterQueueState& cq, const Nomination& n,
+                        uint32_t resumes);
+  // How often one workload may resume its search in a batch: each resume moves some group's
+  // start forward unless quota changed meanwhile, so the pod sets times the flavors bound it,
+  // and the bound keeps the batch's cycles finite whatever else happens in them.
+  static uint32_t FlavorResumesMax(const WorkloadState& wl, const ClusterQueueSpec& spec);
+  std::vector<std::string> resuming_;  // keys of workloads with a FlavorResume in this batch
   std::vector<WorkloadState*> FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec,
                                        int cq_node, const Assignment& assignment);
   bool WorkloadFits(int cq_node, const FrQuantities& request, bool allow_borrowing) const;

@@ -52,6 +52,11 @@ const char* EngineVersionNote(uint32_t version) {
              "needs for the rest of the cycle unless its ClusterQueue's reclaimWithinCohort is "
              "Any, as Kueue's reserveCapacityForUnreclaimablePreempt; a StrictFIFO head waiting "
              "so holds it in every cycle, as Kueue nominates such a head in every cycle";
+    case 12:
+      return "flavor stickiness: a workload whose flavor search stopped before its last flavor "
+             "and admitted nothing resumes the search after that flavor in the next cycle, until "
+             "its ClusterQueue releases quota or changes, as Kueue's LastTriedFlavorIdx; such a "
+             "resumed search never concludes that the workload can never fit";
     default: return "unknown engine version";
   }
 }

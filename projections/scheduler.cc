@@ -76,6 +76,13 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
     return batch_version_ >= 10 ? schema::FormatQuantityMilli(milli, resources_.Name(r))
                                 : FormatMilli(milli);
   };
+  // Engine v12: where each group's search starts (a resumed search), and where the next one
+  // would (n.resume); a pod set that finds no flavor ends the recording, as Kueue returns there.
+  const FlavorResume* resume = batch_version_ >= 12 ? ValidResume(wl, cq_node) : nullptr;
+  bool resume_recording = batch_version_ >= 12;
+  if (resume_recording) {
+    n.resume.assign(wl.pod_sets.size(), std::vector<int32_t>(spec.resource_groups.size(), 0));
+  }
   for (size_t i = 0; i < wl.pod_sets.size(); ++i) {
     const PodSetSpec& ps = wl.pod_sets[i];
     const int32_t count = counts[i];
@@ -102,7 +109,8 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
         n.resource = resources_.Name(res);
       }
     }
-    for (const ResourceGroup& g : spec.resource_groups) {
+    for (size_t gi = 0; gi < spec.resource_groups.size(); ++gi) {
+      const ResourceGroup& g = spec.resource_groups[gi];
       if (ps_mode == kNoFit) break;
       std::vector<int> wanted;
       for (int r : g.covered) {
@@ -124,8 +132,16 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
       bool blocked_for_now = false;
       bool no_match = false;        // some flavor was excluded by selectors or taints
       bool exceeds_max = false;     // some flavor could never hold the request
-      bool any_could_ever_fit = false;
-      for (size_t k = 0; k < g.flavors.size(); ++k) {
+      // A resumed search skips the flavors before its start: it cannot tell that the
+      // workload never fits them, so it never concludes "never fits".
+      const size_t start =
+          resume != nullptr && i < resume->start.size() && gi < resume->start[i].size()
+              ? std::min<size_t>(static_cast<size_t>(resume->start[i][gi]), g.flavors.size())
+              : 0;
+      bool any_could_ever_fit = start > 0;
+      size_t attempted = start;  // the last flavor the search looked at
+      for (size_t k = start; k < g.flavors.size(); ++k) {
+        attempted = k;
         const FlavorQuotas& fq = g.flavors[k];
         const std::string& fname = flavor_ids_.Name(fq.flavor);
         const Flavor* flavor = defined[k];
@@ -236,6 +252,10 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
       }
       if (!any_could_ever_fit && !blocked_for_now) never = true;
       if (best.flavor < 0) {
+        if (resume_recording) {
+          std::fill(n.resume[i].begin(), n.resume[i].end(), 0);
+          resume_recording = false;
+        }
         ps_mode = kNoFit;
         // Kueue sorts the reasons of every flavor tried before joining them.
         std::sort(reasons.begin(), reasons.end());
@@ -263,6 +283,11 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
           ps_message.append(r);
         }
       }
+      if (resume_recording) {
+        // Kueue's TriedFlavorIdx: the next search starts after the last flavor looked at,
+        // from the first once the last one was.
+        n.resume[i][gi] = attempted + 1 >= g.flavors.size() ? 0 : static_cast<int32_t>(attempted + 1);
+      }
       n.assignment.borrows = n.assignment.borrows || best.borrow > 0;
       n.borrowing_height = std::max(n.borrowing_height, best.borrow);
       for (int r : wanted) {
@@ -287,6 +312,37 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
   if (n.mode == kNoFit && never && n.reason != "NoMatchingFlavor") n.reason = "ExceedsMaxQuota";
   if (n.mode != kNoFit && n.reason == "Pending") n.reason = "WaitingForQuota";
   return n;
+}
+
+const FlavorResume* Engine::ValidResume(const WorkloadState& wl, int cq_node) const {
+  if (!wl.flavor_resume) return nullptr;
+  const ClusterQueueState* cq =
+      cq_node >= 0 && static_cast<size_t>(cq_node) < cq_by_node_.size() ? cq_by_node_[cq_node]
+                                                                       : nullptr;
+  if (cq == nullptr || wl.flavor_resume->cq_generation != cq->allocatable_generation ||
+      wl.flavor_resume->tree_epoch != tree_epoch_) {
+    return nullptr;  // quota was released or redefined since: search from the first flavor
+  }
+  return &*wl.flavor_resume;
+}
+
+uint32_t Engine::FlavorResumesMax(const WorkloadState& wl, const ClusterQueueSpec& spec) {
+  size_t flavors = 0;
+  for (const ResourceGroup& g : spec.resource_groups) flavors += g.flavors.size();
+  return static_cast<uint32_t>(std::min<size_t>(wl.pod_sets.size() * flavors + 1, UINT32_MAX));
+}
+
+bool Engine::KeepFlavorSearch(WorkloadState& wl, const ClusterQueueState& cq,
+                              const Nomination& n, uint32_t resumes) {
+  ADM_CHECK(!wl.flavor_resume, "workload %s keeps two flavor searches", wl.key.c_str());
+  bool left = false;
+  for (const std::vector<int32_t>& groups : n.resume) {
+    for (int32_t start : groups) left = left || start > 0;
+  }
+  if (!left || resumes >= FlavorResumesMax(wl, *cq.spec)) return false;
+  wl.flavor_resume = FlavorResume{n.resume, cq.allocatable_generation, tree_epoch_, resumes + 1};
+  if (resumes == 0) resuming_.push_back(wl.key);
+  return true;
 }
 
 Nomination Engine::Nominate(const WorkloadState& wl, const ClusterQueueState& cq) {
@@ -801,6 +857,11 @@ bool Engine::RunCycle(int64_t now) {
       HoldCapacity(node, e.n, &held);
       continue;
     }
+    // Engine v12: a search is resumed only by the NoFit branch below; any other outcome
+    // (admitted, preempting, skipped) starts the next search from the first flavor, as Kueue
+    // clears LastAssignment then.
+    const uint32_t resumes = wl.flavor_resume ? wl.flavor_resume->resumes : 0;
+    wl.flavor_resume.reset();
     if (e.n.mode == kFit) {
       if (tree_.Fits(node, e.n.assignment.usage)) {
         Reserve(wl, e.n, now);
@@ -896,6 +957,16 @@ bool Engine::RunCycle(int64_t now) {
     if (batch_version_ >= 11 && e.n.preempt_without_victims &&
         cq.spec->preemption.reclaim_within_cohort != ReclaimPolicy::kAny) {
       HoldCapacity(node, e.n, &held);
+    }
+    if (batch_version_ >= 12) {
+      if (KeepFlavorSearch(wl, cq, e.n, resumes)) {
+        // Flavors are left to try: nominated again in the next cycle (Kueue requeues it at once
+        // when PendingFlavors), not put to sleep.
+        SetPending(wl, e.n.reason, e.n.message, e.n.resource, e.n.flavor, e.n.shortfall, now,
+                   true);
+        changed = true;
+        continue;
+      }
     }
     e.cls->inadmissible = true;
     SetPending(wl, e.n.reason, e.n.message, e.n.resource, e.n.flavor, e.n.shortfall, now, true);

@@ -35,6 +35,8 @@ corpus=(
   # engine v11
   "hold-capacity:30-hold-capacity.yaml"
   "queueing-strategies:06-queueing-strategies.yaml"
+  # engine v12
+  "flavor-stickiness:31-flavor-stickiness.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

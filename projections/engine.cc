@@ -103,7 +103,7 @@ Engine::BatchDecisions Engine::EndBatchDecisions(uint64_t batch_last_sequence, i
       ADM_CHECK(cycles < kCyclesPerBatchMax, "admission cycles do not converge");
       more = true;
     }
-    more = more && !timers_.empty() && timers_.begin()->first <= now_ns_;
+    more = more && !timers_.empty() && timers_.begin()->at_ns <= now_ns_;
   }
   // The heads held back for having been preempted in this batch are nominated again in the
   // next one, as any other queued workload.
@@ -226,7 +226,7 @@ void Engine::Enqueue(WorkloadState& wl, int64_t now) {
     wl.pending_since_ns = now;
     wl.starvation_alerted = false;
     if (cq.spec && cq.spec->max_wait_ns > 0) {
-      AddTimer(now + cq.spec->max_wait_ns, "maxwait", wl.key, wl.generation,
+      AddTimer(now + cq.spec->max_wait_ns, TimerKind::kMaxWait, wl.key, wl.generation,
                std::to_string(now));
     }
   }

@@ -260,6 +260,39 @@ struct Nomination {
   int64_t shortfall = 0;
 };
 
+// The decider's timers. Kinds in the order of their names, which is their firing order at one
+// instant (the names were compared as text before timers were a struct).
+enum class TimerKind : uint8_t {
+  kDrain,      // "drain": a drain deadline passed
+  kMaxExec,    // "maxexec": a maximum execution time passed
+  kMaxWait,    // "maxwait": the starvation alert of a ClusterQueue's max wait
+  kPodsReady,  // "podsready": waitForPodsReady's timeout
+  kRequeue,    // "requeue": a backoff ended
+  kRetire,     // "retire": an ended workload's retention passed
+  kTtl,        // "ttl": an admission check's pending TTL
+  kWindow,     // "window": a maintenance window ended
+};
+inline constexpr int kTimerKinds = 8;
+const char* TimerKindName(TimerKind kind);
+std::optional<TimerKind> TimerKindFromName(std::string_view name);
+
+// One timer: what fires, for which object (a workload's key, a window's name), for which
+// reservation generation, with a detail (a check's name, a uid, a pending-since time).
+struct Timer {
+  int64_t at_ns = 0;
+  TimerKind kind = TimerKind::kDrain;
+  std::string key;
+  uint64_t generation = 0;
+  std::string detail;
+  // The firing order: by time, then as the text "kind|key|generation|detail" compares (the
+  // timers' form until snapshot format 3), so decisions keep their order.
+  bool operator<(const Timer& other) const;
+  bool operator==(const Timer& other) const {
+    return at_ns == other.at_ns && kind == other.kind && key == other.key &&
+           generation == other.generation && detail == other.detail;
+  }
+};
+
 class Engine {
  public:
   Engine();
@@ -379,8 +412,8 @@ class Engine {
   // A retention timer fired: the workload leaves the live state with its indexes, if it is
   // still the one that ended (same uid, still terminal).
   void Retire(const std::string& key, const std::string& uid);
-  void AddTimer(int64_t at_ns, const std::string& kind, const std::string& key,
-                uint64_t generation, const std::string& detail = "");
+  void AddTimer(int64_t at_ns, TimerKind kind, const std::string& key, uint64_t generation,
+                const std::string& detail = "");
   // Fires every timer due at `now`; returns true if any changed the state.
   bool FireTimers(int64_t now);
   int64_t Backoff(const WorkloadState& wl, int64_t base_ns, int64_t max_ns, uint32_t attempt) const;
@@ -506,8 +539,10 @@ class Engine {
     bool failed = false;
   };
   std::map<std::string, NodeState> nodes_;
-  // Timers: (time, kind|key|generation|detail), fired in order at EndBatch.
-  std::set<std::pair<int64_t, std::string>> timers_;
+  // Timers, fired in order at EndBatch. At most one per (kind, object, generation, detail) and
+  // time; a workload starts a bounded number per reservation (a TTL per check, podsReady,
+  // maxexec, requeue, drain, maxwait, retire), and a fired or stale one is dropped.
+  std::set<Timer> timers_;
   std::string current_actor_;
   std::map<std::string, ClusterQueueState> cqs_;
   std::map<std::string, WorkloadState> workloads_;  // by namespace/name

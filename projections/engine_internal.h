@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the engine's translation units. Pure functions only.
 
+#include <array>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -48,5 +49,10 @@ inline std::string Cat(std::initializer_list<std::string_view> parts) {
   for (std::string_view p : parts) out.append(p);
   return out;
 }
+
+// Whether the parts of `a` joined with '|' compare below those of `b` joined so, as texts,
+// without joining them (Timer's order).
+bool JoinedTextLess(const std::array<std::string_view, 3>& a,
+                    const std::array<std::string_view, 3>& b);
 
 }  // namespace admission::projections

@@ -3,6 +3,8 @@
 // execution, maintenance windows), revocation, node failures and quota reclaims.
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <limits>
 #include <climits>
 
@@ -114,7 +116,7 @@ void Engine::DefineMaintenance(schema::MaintenanceWindow::Reader window, int64_t
                              window.getStartNs(), window.getEndNs()};
   windows_[spec.name] = spec;
   // When the window is over, what it blocked may fit again.
-  if (spec.end_ns > now) AddTimer(spec.end_ns, "window", spec.name, 0);
+  if (spec.end_ns > now) AddTimer(spec.end_ns, TimerKind::kWindow, spec.name, 0);
   DefinitionsChanged();
 }
 
@@ -299,7 +301,7 @@ void Engine::StartChecks(WorkloadState& wl, int64_t now) {
     cs.last_transition_ns = now;
     auto spec = checks_.find(check);
     if (spec != checks_.end() && spec->second.pending_ttl_ns > 0) {
-      AddTimer(now + spec->second.pending_ttl_ns, "ttl", key, wl.generation, check);
+      AddTimer(now + spec->second.pending_ttl_ns, TimerKind::kTtl, key, wl.generation, check);
     }
   }
   TryAdmit(wl, now);
@@ -337,9 +339,9 @@ void Engine::TryAdmit(WorkloadState& wl, int64_t now) {
   for (size_t i = 0; i < versions.size(); ++i) cv.set(static_cast<unsigned>(i), versions[i]);
   const std::string& key = wl.key;
   if (config_.wait_for_pods_ready && config_.pods_ready_timeout_ns > 0) {
-    AddTimer(now + config_.pods_ready_timeout_ns, "podsready", key, wl.generation);
+    AddTimer(now + config_.pods_ready_timeout_ns, TimerKind::kPodsReady, key, wl.generation);
   }
-  if (wl.max_execution_ns > 0) AddTimer(now + wl.max_execution_ns, "maxexec", key, wl.generation);
+  if (wl.max_execution_ns > 0) AddTimer(now + wl.max_execution_ns, TimerKind::kMaxExec, key, wl.generation);
 }
 
 void Engine::ReportCheck(schema::CheckStateReported::Reader report, uint64_t seq, int64_t now) {
@@ -416,7 +418,7 @@ void Engine::ReleaseAndRetry(WorkloadState& wl, const std::string& reason,
   d.setRequeueAtNs(wl.requeue_at_ns);
   d.setAttempt(wl.check_retries);
   d.setReason(reason + ": " + message);
-  AddTimer(wl.requeue_at_ns, "requeue", wl.key, wl.generation);
+  AddTimer(wl.requeue_at_ns, TimerKind::kRequeue, wl.key, wl.generation);
 }
 
 int64_t Engine::Backoff(const WorkloadState& wl, int64_t base_ns, int64_t max_ns,
@@ -468,7 +470,7 @@ void Engine::EvictForReason(WorkloadState& wl, const std::string& reason,
     return;
   }
   wl.drain_deadline_ns = drain_deadline_ns;
-  if (drain_deadline_ns > 0) AddTimer(drain_deadline_ns, "drain", wl.key, wl.generation);
+  if (drain_deadline_ns > 0) AddTimer(drain_deadline_ns, TimerKind::kDrain, wl.key, wl.generation);
 }
 
 void Engine::PodsGone(WorkloadState& wl, const std::string& why, int64_t now) {
@@ -511,7 +513,7 @@ void Engine::PodsGone(WorkloadState& wl, const std::string& why, int64_t now) {
     d.setRequeueAtNs(wl.requeue_at_ns);
     d.setAttempt(wl.pods_ready_requeues);
     d.setReason("PodsReadyTimeout");
-    AddTimer(wl.requeue_at_ns, "requeue", wl.key, wl.generation);
+    AddTimer(wl.requeue_at_ns, TimerKind::kRequeue, wl.key, wl.generation);
   } else {
     ReleaseQuota(wl, why, now);
     RequeueAfterEviction(wl, now);
@@ -666,9 +668,71 @@ void Engine::EnforceCapacity(int64_t now) {
 // ---------------------------------------------------------------------------------------------
 // Timers.
 
-void Engine::AddTimer(int64_t at_ns, const std::string& kind, const std::string& key,
-                      uint64_t generation, const std::string& detail) {
-  timers_.insert({at_ns, kind + "|" + key + "|" + std::to_string(generation) + "|" + detail});
+const char* TimerKindName(TimerKind kind) {
+  switch (kind) {
+    case TimerKind::kDrain: return "drain";
+    case TimerKind::kMaxExec: return "maxexec";
+    case TimerKind::kMaxWait: return "maxwait";
+    case TimerKind::kPodsReady: return "podsready";
+    case TimerKind::kRequeue: return "requeue";
+    case TimerKind::kRetire: return "retire";
+    case TimerKind::kTtl: return "ttl";
+    case TimerKind::kWindow: return "window";
+  }
+  return "drain";
+}
+
+std::optional<TimerKind> TimerKindFromName(std::string_view name) {
+  for (int k = 0; k < kTimerKinds; ++k) {
+    if (name == TimerKindName(static_cast<TimerKind>(k))) return static_cast<TimerKind>(k);
+  }
+  return std::nullopt;
+}
+
+bool JoinedTextLess(const std::array<std::string_view, 3>& a,
+                    const std::array<std::string_view, 3>& b) {
+  // Walks both as if joined with '|', stopping at the first difference.
+  size_t ia = 0, pa = 0, ib = 0, pb = 0;
+  auto next = [](const std::array<std::string_view, 3>& parts, size_t& i, size_t& p,
+                 unsigned char* c) {
+    while (i < parts.size()) {
+      if (p < parts[i].size()) {
+        *c = static_cast<unsigned char>(parts[i][p++]);
+        return true;
+      }
+      ++i;
+      p = 0;
+      if (i < parts.size()) {
+        *c = '|';
+        return true;
+      }
+    }
+    return false;
+  };
+  for (;;) {
+    unsigned char ca = 0, cb = 0;
+    const bool has_a = next(a, ia, pa, &ca);
+    const bool has_b = next(b, ib, pb, &cb);
+    if (!has_a || !has_b) return !has_a && has_b;
+    if (ca != cb) return ca < cb;
+  }
+}
+
+bool Timer::operator<(const Timer& other) const {
+  if (at_ns != other.at_ns) return at_ns < other.at_ns;
+  // No kind's name is a prefix of another's, so the names decide first, in enum order.
+  if (kind != other.kind) return kind < other.kind;
+  char ga[24], gb[24];
+  const auto ea = std::to_chars(ga, ga + sizeof ga, generation).ptr;
+  const auto eb = std::to_chars(gb, gb + sizeof gb, other.generation).ptr;
+  return JoinedTextLess({key, std::string_view(ga, static_cast<size_t>(ea - ga)), detail},
+                        {other.key, std::string_view(gb, static_cast<size_t>(eb - gb)),
+                         other.detail});
+}
+
+void Engine::AddTimer(int64_t at_ns, TimerKind kind, const std::string& key, uint64_t generation,
+                      const std::string& detail) {
+  timers_.insert(Timer{at_ns, kind, key, generation, detail});
 }
 
 void Engine::Ended(const WorkloadState& wl, int64_t now) {
@@ -679,7 +743,7 @@ void Engine::Ended(const WorkloadState& wl, int64_t now) {
   const int64_t at = keep > std::numeric_limits<int64_t>::max() - now
                          ? std::numeric_limits<int64_t>::max()
                          : now + std::max<int64_t>(keep, 0);
-  AddTimer(at, "retire", wl.key, wl.generation, wl.uid);
+  AddTimer(at, TimerKind::kRetire, wl.key, wl.generation, wl.uid);
 }
 
 void Engine::Retire(const std::string& key, const std::string& uid) {
@@ -699,30 +763,25 @@ void Engine::Retire(const std::string& key, const std::string& uid) {
 
 bool Engine::FireTimers(int64_t now) {
   bool changed = false;
-  while (!timers_.empty() && timers_.begin()->first <= now) {
-    const std::string timer = timers_.begin()->second;
-    timers_.erase(timers_.begin());
-    // kind|key|generation|detail
-    const size_t a = timer.find('|');
-    const size_t b = timer.find('|', a + 1);
-    const size_t c = timer.find('|', b + 1);
-    const std::string kind = timer.substr(0, a);
-    const std::string key = timer.substr(a + 1, b - a - 1);
-    const uint64_t generation = std::stoull(timer.substr(b + 1, c - b - 1));
-    const std::string detail = timer.substr(c + 1);
-    if (kind == "window") {
+  while (!timers_.empty() && timers_.begin()->at_ns <= now) {
+    const Timer timer = std::move(timers_.extract(timers_.begin()).value());
+    const TimerKind kind = timer.kind;
+    const std::string& key = timer.key;
+    const uint64_t generation = timer.generation;
+    const std::string& detail = timer.detail;
+    if (kind == TimerKind::kWindow) {
       DefinitionsChanged();
       changed = true;
       continue;
     }
-    if (kind == "retire") {  // changes nothing a decision reads
+    if (kind == TimerKind::kRetire) {  // changes nothing a decision reads
       Retire(key, detail);
       continue;
     }
     auto it = workloads_.find(key);
     if (it == workloads_.end()) continue;
     WorkloadState& wl = it->second;
-    if (kind == "ttl") {
+    if (kind == TimerKind::kTtl) {
       auto cs = wl.checks.find(detail);
       if (wl.phase != Phase::kReserved || wl.generation != generation || cs == wl.checks.end() ||
           cs->second.state != "Pending") {
@@ -739,18 +798,18 @@ bool Engine::FireTimers(int64_t now) {
         ReleaseAndRetry(wl, "AdmissionCheckTimeout", message, 0, now);
       }
       changed = true;
-    } else if (kind == "requeue") {
+    } else if (kind == TimerKind::kRequeue) {
       if (wl.phase != Phase::kPending || wl.queued || wl.requeue_at_ns > now) continue;
       wl.requeue_at_ns = 0;
       SetCondition(wl, ConditionType::kRequeued, true, "BackoffFinished", "The backoff is over", now);
       Enqueue(wl, now);
       changed = true;
-    } else if (kind == "podsready") {
+    } else if (kind == TimerKind::kPodsReady) {
       if (wl.phase != Phase::kAdmitted || wl.generation != generation || wl.pods_ready) continue;
       wl.after_eviction = "podsready";
       EvictForReason(wl, "PodsReadyTimeout", "not all pods ready within the timeout", 0, 0, now);
       changed = true;
-    } else if (kind == "drain") {
+    } else if (kind == TimerKind::kDrain) {
       if (wl.phase != Phase::kEvicting || wl.generation != generation) continue;
       auto d = NewDecision(current_sequence_).initBody().initDrainDeadlinePassed();
       Ref(d.initWorkload(), wl);
@@ -759,14 +818,14 @@ bool Engine::FireTimers(int64_t now) {
                    "is released");
       PodsGone(wl, "DrainDeadlinePassed", now);
       changed = true;
-    } else if (kind == "maxexec") {
+    } else if (kind == TimerKind::kMaxExec) {
       if (!Evictable(wl.phase) || wl.generation != generation) continue;
       wl.after_eviction = "deactivate";
       wl.deactivate_reason = "MaximumExecutionTimeExceeded";
       wl.deactivate_message = "ran longer than its maximum execution time";
       EvictForReason(wl, "MaximumExecutionTimeExceeded", wl.deactivate_message, 0, 0, now);
       changed = true;
-    } else if (kind == "maxwait") {
+    } else if (kind == TimerKind::kMaxWait) {
       if (wl.phase != Phase::kPending || wl.starvation_alerted ||
           std::to_string(wl.pending_since_ns) != detail) {
         continue;

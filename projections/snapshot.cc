@@ -568,9 +568,12 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
 
   auto timers = out.initTimers(Count(e.timers_.size(), "timers"));
   i = 0;
-  for (const auto& [at, timer] : e.timers_) {
-    timers[i].setAtNs(at);
-    timers[i].setTimer(timer);
+  for (const Timer& timer : e.timers_) {
+    timers[i].setAtNs(timer.at_ns);
+    timers[i].setKind(TimerKindName(timer.kind));
+    timers[i].setKey(timer.key);
+    timers[i].setGeneration(timer.generation);
+    timers[i].setDetail(timer.detail);
     ++i;
   }
 
@@ -743,18 +746,12 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
   }
 
   for (auto t : in.getTimers()) {
-    // kind|key|generation|detail, as Engine::AddTimer writes it and FireTimers parses it.
-    const std::string timer = Str(t.getTimer());
-    const size_t a = timer.find('|');
-    const size_t b = a == std::string::npos ? a : timer.find('|', a + 1);
-    const size_t c = b == std::string::npos ? b : timer.find('|', b + 1);
-    const std::string generation =
-        c == std::string::npos ? std::string() : timer.substr(b + 1, c - b - 1);
-    if (generation.empty() || generation.size() > 20 ||
-        generation.find_first_not_of("0123456789") != std::string::npos) {
-      Corrupt("timer '" + timer + "' is not kind|key|generation|detail");
-    }
-    if (!e->timers_.emplace(t.getAtNs(), timer).second) Corrupt("duplicate timer '" + timer + "'");
+    const std::string kind_name = Str(t.getKind());
+    const std::optional<TimerKind> kind = TimerKindFromName(kind_name);
+    if (!kind) Corrupt("timer of unknown kind '" + kind_name + "'");
+    Timer timer{t.getAtNs(), *kind, Str(t.getKey()), t.getGeneration(), Str(t.getDetail())};
+    const std::string what = kind_name + " timer of '" + timer.key + "'";
+    if (!e->timers_.insert(std::move(timer)).second) Corrupt("duplicate " + what);
   }
 
   e->current_actor_ = Str(in.getCurrentActor());

@@ -196,7 +196,11 @@ struct NodeState {
 
 struct Timer {
   atNs @0 :Int64;
-  timer @1 :Text;               # kind|key|generation|detail
+  timer @1 :Text;               # format 2: kind|key|generation|detail; unused since format 3
+  kind @2 :Text;                # format 3: projections::TimerKindName
+  key @3 :Text;
+  generation @4 :UInt64;
+  detail @5 :Text;
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -138,6 +138,36 @@ TEST(EngineDecider, MinCountAboveCountRecordedEarlierNeverFits) {
   EXPECT_FALSE(HoldsQuota(w.phase)) << PhaseName(w.phase) << ": " << w.pending_message;
 }
 
+// Timers fire in the order their text "kind|key|generation|detail" had before they were a
+// struct: JoinedTextLess must compare as the joined texts do, for any parts ('|' inside too).
+RC_GTEST_PROP(EngineInternal, JoinedTextLessComparesAsTheJoinedTexts,
+              (const std::string& a0, const std::string& a1, const std::string& a2,
+               const std::string& b0, const std::string& b1, const std::string& b2)) {
+  const std::string a = a0 + "|" + a1 + "|" + a2;
+  const std::string b = b0 + "|" + b1 + "|" + b2;
+  RC_ASSERT(JoinedTextLess({a0, a1, a2}, {b0, b1, b2}) == (a < b));
+  RC_ASSERT(JoinedTextLess({a0, a1, a2}, {a0, a1, a2}) == false);
+}
+
+TEST(EngineInternal, TimersFireInTheOrderOfTheirFormerText) {
+  // "ns/a|..." sorts after "ns/ab|..." as text ('|' is above every name character); the
+  // generation compares as decimal text (10 before 9).
+  const Timer a{5, TimerKind::kRequeue, "ns/a", 1, ""};
+  const Timer ab{5, TimerKind::kRequeue, "ns/ab", 1, ""};
+  EXPECT_TRUE(ab < a);
+  EXPECT_FALSE(a < ab);
+  const Timer g10{5, TimerKind::kTtl, "ns/a", 10, "scan"};
+  const Timer g9{5, TimerKind::kTtl, "ns/a", 9, "scan"};
+  EXPECT_TRUE(g10 < g9);
+  EXPECT_TRUE((Timer{4, TimerKind::kWindow, "z", 0, ""} < a));
+  for (int k = 0; k + 1 < kTimerKinds; ++k) {
+    EXPECT_LT(std::string(TimerKindName(static_cast<TimerKind>(k))),
+              std::string(TimerKindName(static_cast<TimerKind>(k + 1))));
+    EXPECT_EQ(TimerKindFromName(TimerKindName(static_cast<TimerKind>(k))), static_cast<TimerKind>(k));
+  }
+  EXPECT_FALSE(TimerKindFromName("nap"));
+}
+
 TEST(EngineInternal, ViewCutsAtAnEmbeddedNul) {
   const std::string stored("uid/1\0extra\0", 12);
   capnp::Text::Reader text(stored.data(), 11);

@@ -81,7 +81,7 @@ wait_until() {
 }
 
 step "usage errors are refused"
-"$cluster_sh" --help | grep -q "start DIR" || fail "--help does not describe start"
+"$cluster_sh" --help | grep -q "start \[--control-plane-only\]" || fail "--help does not describe start and --control-plane-only"
 if "$cluster_sh" start 2>/dev/null; then fail "start without DIR succeeded"; fi
 if "$cluster_sh" frobnicate 2>/dev/null; then fail "an unknown command succeeded"; fi
 if "$cluster_sh" start --frobnicate "$dir" 2>/dev/null; then fail "start with an unknown option succeeded"; fi

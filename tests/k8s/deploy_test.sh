@@ -118,7 +118,7 @@ items = json.load(open(sys.argv[1]))["items"]
 objs = {(o["kind"], o["metadata"]["name"]): o for o in items}
 def need(fact, ok):
     if not ok:
-        print("FAIL: " + fact)
+        print("the objects do not fit: " + fact)
         sys.exit(1)
     print("  ok: " + fact, file=sys.stderr)
 def args(container):

@@ -197,6 +197,38 @@ EOF
 }
 check_served "$dir/served.json" > "$dir/check.out" || fail "$(cat "$dir/check.out")"
 
+step "every flag the manifests pass is one admitd and admit-k8s take (their --help)"
+# flags_of KIND NAME: the flag names of the first container of the object, one per line.
+flags_of() {
+  python3 -c '
+import json, sys
+for o in json.load(open(sys.argv[1]))["items"]:
+    if (o["kind"], o["metadata"]["name"]) == (sys.argv[2], sys.argv[3]):
+        for a in o["spec"]["template"]["spec"]["containers"][0]["args"]:
+            print(a.split("=", 1)[0].lstrip("-"))
+' "$dir/served.json" "$1" "$2"
+}
+# takes_flags HELP_TEXT FLAG...: each FLAG is listed in HELP_TEXT (CLI11's "  --name", Go's
+# "  -name").
+takes_flags() {
+  local help="$1" flag
+  shift
+  for flag in "$@"; do
+    grep -qE -- "^ +--?$flag( |$)" <<< "$help" || { echo "$flag"; return 1; }
+  done
+}
+mapfile -t admitd_flags < <(flags_of StatefulSet admitd)
+mapfile -t bridge_flags < <(flags_of Deployment admit-k8s)
+((${#admitd_flags[@]} > 0 && ${#bridge_flags[@]} > 0)) || fail "no flags found in the manifests"
+unknown="$(takes_flags "$("$admitd" --help 2>&1)" "${admitd_flags[@]}")" \
+  || fail "admitd.yaml passes --$unknown, which admitd --help does not list"
+unknown="$(takes_flags "$("$admit_k8s" --help 2>&1)" "${bridge_flags[@]}")" \
+  || fail "admit-k8s.yaml passes --$unknown, which admit-k8s --help does not list"
+echo "  admitd takes ${admitd_flags[*]}" >&2
+echo "  admit-k8s takes ${bridge_flags[*]}" >&2
+! takes_flags "$("$admit_k8s" --help 2>&1)" webhook-bind-adress > /dev/null \
+  || fail "takes_flags found a flag admit-k8s does not have"
+
 step "admitd accepts the ConfigMap's policy"
 # admitd_accepts_policy FILE: admitd starts with FILE as its policy (on a throwaway ledger).
 admitd_accepts_policy() {

@@ -442,7 +442,7 @@ start_once() {
   apiserver_port="$(pick_free_port "$etcd_port" "$etcd_peer_port")"
   kcm_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port")"
   local process
-  for process in "${PROCESSES[@]}"; do : > "$dir/$process.log"; done
+  for process in $(started_components "$dir"); do : > "$dir/$process.log"; done
   rm -rf "$dir/etcd-data" "$dir/ledger"
 
   # Plain HTTP on loopback: only the API server talks to it, and nothing off this machine can.

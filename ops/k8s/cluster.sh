@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# A throwaway Kubernetes control plane on loopback for tests: etcd, kube-apiserver and
-# kube-controller-manager, without kubelet or scheduler (pods stay Pending). Only package
-# registries are reachable from our machines and CI, so the Kubernetes binaries are built from
-# the Go module proxy and etcd comes from Debian's etcd-server package.
+# A throwaway Kubernetes cluster on loopback, like a local kind cluster: etcd, kube-apiserver
+# and kube-controller-manager, without kubelet or scheduler (pods stay Pending), then admitd
+# and the bridge admit-k8s. Only package registries are reachable from our machines and CI, so
+# the Kubernetes binaries are built from the Go module proxy and etcd comes from Debian's
+# etcd-server package.
 #
 #   ops/k8s/cluster.sh build        build kube-apiserver, kube-controller-manager and kubectl once
-#   ops/k8s/cluster.sh start DIR    start a fresh control plane in DIR; prints DIR/admin.kubeconfig
+#   ops/k8s/cluster.sh start DIR    start a fresh cluster in DIR; prints DIR/admin.kubeconfig
+#   ops/k8s/cluster.sh start --control-plane-only DIR    without admitd and the bridge
 #   ops/k8s/cluster.sh stop DIR     stop what start started in DIR
 #
 # stdout carries only what callers capture (the kubeconfig path printed by `start`, the folder
@@ -26,11 +28,24 @@ readonly COMPONENTS=(kube-apiserver kube-controller-manager kubectl)
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly script_dir
+top="$(cd "$script_dir/../.." && pwd)"
+readonly top
 # The edited go.mod and go.sum of k8s.io/kubernetes, committed so that builds repeat exactly.
 readonly pinned_go_mod="$script_dir/kubernetes-go.mod"
 readonly pinned_go_sum="$script_dir/kubernetes-go.sum"
 # Our kueue.x-k8s.io CRDs, installed by start (docs/k8s.md).
 readonly crds_dir="$script_dir/crds"
+# The deployment manifests (docs/k8s.md, "Deployment"): start applies their namespace and the
+# bridge's RBAC, and runs the bridge under that service account.
+readonly deploy_dir="$top/ops/deploy"
+readonly BRIDGE_NAMESPACE=admission-ledger
+readonly BRIDGE_SERVICE_ACCOUNT=admit-k8s
+# The Lease of the bridge's leader election (ops/k8s/bridge/cmd/admit-k8s).
+readonly BRIDGE_LEASE=admit-k8s.admission-ledger.io
+# Common names of the client certificates admitd's policy names: the bridge's, and one for
+# admitctl (operator and auditor).
+readonly BRIDGE_PRINCIPAL=admit-k8s
+readonly ADMITCTL_PRINCIPAL=admitctl
 # Binaries, and the sources and Go build cache while building. Outside the work tree by default:
 # CI runs in a fresh clone each time, and every clone and work tree of the machine should reuse
 # one build. ADMISSION_K8S_BIN_DIR moves it.
@@ -59,33 +74,58 @@ readonly CERT_DAYS=7
 # allocates from the range and the `kubernetes` Service takes its first address.
 readonly SERVICE_CLUSTER_IP_RANGE=10.0.0.0/24
 readonly KUBERNETES_SERVICE_IP=10.0.0.1
-# Started in this order, stopped in the reverse one.
-readonly PROCESSES=(etcd kube-apiserver kube-controller-manager)
+# Started in this order, stopped in the reverse one. start --control-plane-only starts the
+# first three; DIR/components lists what a start started.
+readonly PROCESSES=(etcd kube-apiserver kube-controller-manager admitd admit-k8s)
+readonly CONTROL_PLANE=(etcd kube-apiserver kube-controller-manager)
 
 log() { echo "cluster.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 usage() {
   cat <<EOF
-Usage: ops/k8s/cluster.sh COMMAND [DIR]
+Usage: ops/k8s/cluster.sh COMMAND [OPTIONS] [DIR]
 
-A throwaway Kubernetes $K8S_VERSION control plane on 127.0.0.1 for tests: etcd (Debian's
-etcd-server), kube-apiserver and kube-controller-manager. There is no kubelet and no scheduler,
-so pods are created (by the Job controller, for instance) but stay Pending.
+A throwaway Kubernetes $K8S_VERSION cluster on 127.0.0.1 for tests and trying things out, like
+a local kind cluster: etcd (Debian's etcd-server), kube-apiserver and kube-controller-manager,
+then admitd (the ledger) and admit-k8s (the bridge). There is no kubelet and no scheduler, so
+pods are created (by the Job controller, for instance) but stay Pending.
 
 Commands:
   build       Build kube-apiserver, kube-controller-manager and kubectl $K8S_VERSION from the Go
               module proxy into $version_dir. A no-op when they are already there.
               6 to 17 minutes on 2 cores and a 3 GB Go build cache (deleted afterwards).
-  start DIR   Start a fresh control plane whose certificates, data, logs and pid files live in
-              DIR; waits for the API server's /readyz, installs our kueue.x-k8s.io CRDs
+  start [--control-plane-only] [--admitd PATH] [--admit-k8s PATH] DIR
+              Start a fresh cluster whose certificates, data, logs and pid files live in DIR:
+              waits for the API server's /readyz, installs our kueue.x-k8s.io CRDs
               (ops/k8s/crds/) and the MutatingWebhookConfiguration of admit-k8s's Job webhook
-              (served at the address written to DIR/webhook.address with DIR/pki/webhook.pem
-              and .key), and prints the path of DIR/admin.kubeconfig on stdout. When DIR's
-              control plane is already running, just prints the path. Data left in DIR by a
-              stopped control plane is deleted.
-  stop DIR    Stop everything that start started in DIR (SIGTERM, then SIGKILL). A no-op when
-              nothing is running. Leaves DIR and its logs in place.
+              (at the address written to DIR/webhook.address, served with DIR/pki/webhook.pem
+              and .key); then
+              - admitd on a fresh ledger in DIR/ledger, listening on unix:DIR/admitd.sock
+                (admin for this user) and on TLS on 127.0.0.1 (the address is written to
+                DIR/admitd.address), its certificates from the cluster's CA (DIR/pki/admitd.pem),
+                its policy DIR/admitd-policy.yaml: admit-k8s may define, submit in the
+                namespaces of \$ADMIT_K8S_NAMESPACES (default: default) and report pods;
+                admitctl (DIR/pki/admitctl.pem and .key) is operator and auditor;
+              - ops/deploy/'s namespace $BRIDGE_NAMESPACE and the bridge's RBAC, and admit-k8s
+                as its service account (a token in DIR/admit-k8s.kubeconfig), with leader
+                election, serving the Job webhook;
+              and prints the path of DIR/admin.kubeconfig on stdout. When DIR's cluster is
+              already running, just prints the path. Data left in DIR by a stopped cluster
+              (etcd's and the ledger) is deleted.
+              --control-plane-only  start neither admitd nor the bridge (the bridge's own
+                                    tests start theirs); the webhook stays installed and,
+                                    with nobody serving it, refuses labelled Jobs
+              --admitd PATH         admitd (default \$ADMITD, else $top/build/ops/admitd)
+              --admit-k8s PATH      the bridge (default \$ADMIT_K8S, else $top/build/admit-k8s)
+              With the cluster up:
+                kubectl --kubeconfig DIR/admin.kubeconfig get workloads -A
+                admitctl --connect unix:DIR/admitd.sock log
+                admitctl --connect \$(cat DIR/admitd.address) --cert DIR/pki/admitctl.pem \\
+                         --key DIR/pki/admitctl.key --ca DIR/pki/ca.pem get clusterqueues
+  stop DIR    Stop everything that start started in DIR, the bridge and admitd first (SIGTERM,
+              then SIGKILL after ${STOP_TIMEOUT_SECONDS}s). A no-op when nothing is running. Leaves DIR, the
+              ledger and the logs in place.
   bin-dir     Print the folder holding the built binaries, kubectl among them (exit 1 when they
               are not built).
   --help      Show this text.
@@ -95,6 +135,9 @@ Environment:
                          \${XDG_CACHE_HOME:-~/.cache}/admission-ledger/k8s, shared by every
                          clone on the machine).
   GO                     The go command for build (default: go on PATH, else /usr/local/go/bin/go).
+  ADMITD, ADMIT_K8S      admitd and admit-k8s for start (see --admitd, --admit-k8s).
+  ADMIT_K8S_NAMESPACES   start: the namespaces whose Jobs the bridge may submit (admitd's
+                         tenant role lists them; default: default), separated by spaces.
   K8S_UPDATE_PINS=1      build resolves the module graph anew (-mod=mod) and rewrites
                          ops/k8s/kubernetes-go.mod and .sum; otherwise it builds exactly
                          what they pin (-mod=readonly).
@@ -265,7 +308,8 @@ issue_cert() {
 # A fresh PKI in DIR/pki: the cluster's CA, the API server's serving certificate, the serving
 # certificate of admit-k8s's webhook, client certificates for the admin (group system:masters, which RBAC lets do anything) and the
 # controller manager (the user that Kubernetes' bootstrap RBAC policy names), the controller
-# manager's serving certificate, and the service-account signing key pair.
+# manager's serving certificate, admitd's serving certificate and the client certificates of
+# the bridge and admitctl for it, and the service-account signing key pair.
 make_pki() {
   local pki="$1/pki"
   rm -rf "$pki"
@@ -284,6 +328,13 @@ subjectAltName=IP:127.0.0.1,DNS:localhost"
   issue_cert "$pki" webhook "/CN=admit-k8s webhook" "$server_usage
 subjectAltName=IP:127.0.0.1,DNS:localhost"
   issue_cert "$pki" admin "/O=system:masters/CN=admission-ledger-admin" "$client_usage"
+  # admitd's serving certificate and its clients' (their common names are admitd's principals):
+  # admitd trusts the cluster's CA for clients, and the bridge trusts it for admitd.
+  # kj-tls (admitctl) checks a tls:127.0.0.1 address against the DNS names, Go against the IPs.
+  issue_cert "$pki" admitd "/CN=admitd" "$server_usage
+subjectAltName=IP:127.0.0.1,DNS:127.0.0.1,DNS:localhost"
+  issue_cert "$pki" "$BRIDGE_PRINCIPAL" "/CN=$BRIDGE_PRINCIPAL" "$client_usage"
+  issue_cert "$pki" "$ADMITCTL_PRINCIPAL" "/CN=$ADMITCTL_PRINCIPAL" "$client_usage"
   issue_cert "$pki" kube-controller-manager "/CN=system:kube-controller-manager" "$client_usage"
   openssl_quiet genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$pki/service-account.key"
   openssl_quiet pkey -in "$pki/service-account.key" -pubout -out "$pki/service-account.pub"
@@ -391,8 +442,8 @@ start_once() {
   apiserver_port="$(pick_free_port "$etcd_port" "$etcd_peer_port")"
   kcm_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port")"
   local process
-  for process in "${PROCESSES[@]}"; do : > "$dir/$process.log"; done
-  rm -rf "$dir/etcd-data"
+  for process in $(started_components "$dir"); do : > "$dir/$process.log"; done
+  rm -rf "$dir/etcd-data" "$dir/ledger"
 
   # Plain HTTP on loopback: only the API server talks to it, and nothing off this machine can.
   launch "$dir" etcd etcd --name admission-ledger-test --data-dir "$dir/etcd-data" \
@@ -450,6 +501,15 @@ start_once() {
   webhook_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port" "$kcm_port")"
   install_webhook "$dir" "$dir/admin.kubeconfig.partial" "127.0.0.1:$webhook_port"
   [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
+  if ((start_ledger_side)); then
+    start_admitd "$dir" "$deadline"
+    [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
+    local health_port
+    health_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port" "$kcm_port" "$webhook_port")"
+    start_bridge "$dir" "$dir/admin.kubeconfig.partial" "$server" "127.0.0.1:$webhook_port" \
+      "127.0.0.1:$health_port" "$deadline"
+    [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
+  fi
 
   # Last: its presence says the control plane is up (cmd_start prints it for a running one).
   mv "$dir/admin.kubeconfig.partial" "$dir/admin.kubeconfig"
@@ -517,21 +577,182 @@ EOF
   start_outcome="ready"
 }
 
+# True when admitd has written its ready file with its TLS address (it writes the file once,
+# atomically, when it listens).
+admitd_listening() {
+  [[ -s "$1/admitd.ready" ]] && grep -q '^tls:' "$1/admitd.ready"
+}
+
+# start_admitd DIR DEADLINE: admitd on a fresh ledger in DIR/ledger, on unix:DIR/admitd.sock and
+# TLS on a port of 127.0.0.1 that it picks (written to DIR/admitd.address), with the policy
+# DIR/admitd-policy.yaml. Sets start_outcome like wait_for.
+start_admitd() {
+  local dir="$1" deadline="$2"
+  rm -f "$dir/admitd.ready" "$dir/admitd.address"
+  local namespaces
+  namespaces="$(echo "$bridge_namespaces" | xargs | sed 's/ /, /g')"
+  cat > "$dir/admitd-policy.yaml" <<EOF
+# Written by ops/k8s/cluster.sh start; admitd reloads it on SIGHUP (docs/admitd.md, "Policy").
+principals:
+# The bridge: definitions (operator), Jobs' submissions in these namespaces (tenant; a Job in
+# another namespace is refused, and the bridge reports it as a LedgerRefused Event on the Job),
+# pod reports (runtime); as tests/k8s/bridge_jobs_test.sh gives it.
+# TODO(#18): the \`bridge\` role (every namespace) once admitd's policy has it.
+- name: $BRIDGE_PRINCIPAL
+  roles: [operator, tenant, runtime]
+  namespaces: [$namespaces]
+# admitctl with pki/$ADMITCTL_PRINCIPAL.pem: definitions, revocations, every read. (The Unix
+# socket is admin for this user.)
+- name: $ADMITCTL_PRINCIPAL
+  roles: [operator, auditor]
+EOF
+  launch "$dir" admitd "$admitd_bin" --ledger "$dir/ledger" \
+    --listen "unix:$dir/admitd.sock" --listen tls:127.0.0.1:0 \
+    --tls-cert "$dir/pki/admitd.pem" --tls-key "$dir/pki/admitd.key" --client-ca "$dir/pki/ca.pem" \
+    --policy "$dir/admitd-policy.yaml" --ready-file "$dir/admitd.ready"
+  wait_for "$dir" admitd "$deadline" admitd_listening "$dir"
+  [[ "$start_outcome" == ready ]] || return 0
+  grep '^tls:' "$dir/admitd.ready" | head -n 1 > "$dir/admitd.address"
+}
+
+# write_token_kubeconfig FILE SERVER TOKEN: a kubeconfig with a bearer token (the bridge's
+# service account's) and the cluster's CA embedded.
+write_token_kubeconfig() {
+  local file="$1" server="$2" token="$3" pki
+  pki="$(dirname "$file")/pki"
+  cat > "$file.partial" <<EOF
+# Generated by ops/k8s/cluster.sh start: the service account $BRIDGE_NAMESPACE/$BRIDGE_SERVICE_ACCOUNT.
+apiVersion: v1
+kind: Config
+clusters:
+- name: admission-ledger-test
+  cluster:
+    server: $server
+    certificate-authority-data: $(base64 -w0 < "$pki/ca.pem")
+users:
+- name: $BRIDGE_SERVICE_ACCOUNT
+  user:
+    token: $token
+contexts:
+- name: $BRIDGE_SERVICE_ACCOUNT@admission-ledger-test
+  context:
+    cluster: admission-ledger-test
+    user: $BRIDGE_SERVICE_ACCOUNT
+    namespace: $BRIDGE_NAMESPACE
+current-context: $BRIDGE_SERVICE_ACCOUNT@admission-ledger-test
+EOF
+  chmod 600 "$file.partial"
+  mv "$file.partial" "$file"
+}
+
+# bridge_ready DIR KUBECONFIG WEBHOOK_ADDRESS HEALTH_ADDRESS: the bridge answers its webhook over
+# TLS (any HTTP answer, checked against the cluster's CA) and its /readyz, and holds its Lease.
+bridge_ready() {
+  local dir="$1" kubeconfig="$2" webhook_address="$3" health_address="$4" body holder
+  curl -s -o /dev/null --max-time 2 --cacert "$dir/pki/ca.pem" "https://$webhook_address/" \
+    2>/dev/null || return 1
+  body="$(curl -sS --max-time 2 "http://$health_address/readyz" 2>/dev/null)" || return 1
+  [[ "$body" == ok ]] || return 1
+  holder="$("$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=5s get lease \
+    "$BRIDGE_LEASE" -n "$BRIDGE_NAMESPACE" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null)" \
+    || return 1
+  [[ -n "$holder" ]]
+}
+
+# start_bridge DIR KUBECONFIG SERVER WEBHOOK_ADDRESS HEALTH_ADDRESS DEADLINE: applies
+# ops/deploy/'s namespace and the bridge's RBAC, and starts admit-k8s as that service account
+# (so the bridge here has exactly what the manifests grant), connected to admitd with its
+# client certificate, with leader election, serving the Job webhook. Sets start_outcome like
+# wait_for.
+start_bridge() {
+  local dir="$1" kubeconfig="$2" server="$3" webhook_address="$4" health_address="$5" deadline="$6"
+  local kubectl_cmd=("$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=30s) token
+  if ! "${kubectl_cmd[@]}" apply -f "$deploy_dir/namespace.yaml" \
+      -f "$deploy_dir/admit-k8s-rbac.yaml" > "$dir/rbac.log" 2>&1 ||
+      ! token="$("${kubectl_cmd[@]}" create token "$BRIDGE_SERVICE_ACCOUNT" \
+        -n "$BRIDGE_NAMESPACE" --duration="$((CERT_DAYS * 24))h" 2>> "$dir/rbac.log")"; then
+    log "applying the bridge's RBAC ($deploy_dir) or making its token failed:"
+    cat "$dir/rbac.log" >&2
+    start_outcome="failed"
+    return 0
+  fi
+  write_token_kubeconfig "$dir/admit-k8s.kubeconfig" "$server" "$token"
+  launch "$dir" admit-k8s "$bridge_bin" --kubeconfig "$dir/admit-k8s.kubeconfig" \
+    --admitd "$(<"$dir/admitd.address")" --admitd-cert "$dir/pki/$BRIDGE_PRINCIPAL.pem" \
+    --admitd-key "$dir/pki/$BRIDGE_PRINCIPAL.key" --admitd-ca "$dir/pki/ca.pem" \
+    --leader-election-namespace "$BRIDGE_NAMESPACE" \
+    --webhook-bind-address "$webhook_address" \
+    --webhook-cert "$dir/pki/webhook.pem" --webhook-key "$dir/pki/webhook.key" \
+    --health-probe-bind-address "$health_address"
+  wait_for "$dir" admit-k8s "$deadline" bridge_ready "$dir" "$kubeconfig" "$webhook_address" \
+    "$health_address"
+}
+
+# The processes DIR's last start started (DIR/components), one per line.
+started_components() {
+  local dir="$1"
+  if [[ -s "$dir/components" ]]; then
+    cat "$dir/components"
+  else
+    printf '%s\n' "${CONTROL_PLANE[@]}"
+  fi
+}
+
 # True when every process of DIR runs.
 all_running() {
   local dir="$1" process
-  for process in "${PROCESSES[@]}"; do
+  for process in $(started_components "$dir"); do
     running_pid "$dir" "$process" > /dev/null || return 1
   done
 }
 
+# Set by cmd_start from its options, read by start_once and the functions it calls.
+start_ledger_side=1
+admitd_bin="${ADMITD:-$top/build/ops/admitd}"
+bridge_bin="${ADMIT_K8S:-$top/build/admit-k8s}"
+bridge_namespaces="${ADMIT_K8S_NAMESPACES:-default}"
+
 cmd_start() {
-  local dir="${1:-}"
+  local dir=""
+  while (($# > 0)); do
+    case "$1" in
+      --control-plane-only) start_ledger_side=0 ;;
+      --admitd|--admit-k8s)
+        (($# > 1)) && [[ -n "$2" ]] || die "start: $1 needs a PATH (see --help)"
+        if [[ "$1" == --admitd ]]; then admitd_bin="$2"; else bridge_bin="$2"; fi
+        shift ;;
+      -*) die "start: unknown option '$1' (see --help)" ;;
+      *) [[ -z "$dir" ]] || die "start takes one DIR, got '$dir' and '$1' (see --help)"
+         dir="$1" ;;
+    esac
+    shift
+  done
   [[ -n "$dir" ]] || die "start needs a DIR (see --help)"
+  local wanted=("${CONTROL_PLANE[@]}")
+  if ((start_ledger_side)); then
+    # Before anything starts: a missing binary is a clear error, not a half-started cluster.
+    [[ -x "$admitd_bin" ]] || die "admitd is not built at $admitd_bin: build it with 'ops/scripts/build.sh admitd' (or name it with --admitd PATH or ADMITD=PATH; --control-plane-only starts no admitd)"
+    [[ -x "$bridge_bin" ]] || die "admit-k8s is not built at $bridge_bin: build it with 'ops/k8s/bridge/build.sh $top/build/admit-k8s' (or name it with --admit-k8s PATH or ADMIT_K8S=PATH; --control-plane-only starts no bridge)"
+    local ns
+    [[ -n "${bridge_namespaces// /}" ]] || die "ADMIT_K8S_NAMESPACES is empty: the bridge needs a namespace to submit Jobs from"
+    for ns in $bridge_namespaces; do
+      [[ "$ns" =~ ^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$ ]] \
+        || die "ADMIT_K8S_NAMESPACES: '$ns' is not a namespace name (an RFC 1123 label: lower-case letters, digits and '-', at most 63)"
+    done
+    wanted+=(admitd admit-k8s)
+  fi
   mkdir -p "$dir"
   dir="$(cd "$dir" && pwd)"
+  # A Unix socket's path has at most 107 bytes (sun_path).
+  if ((start_ledger_side)) && ((${#dir} + 12 > 107)); then
+    die "DIR '$dir' is too long for admitd's socket $dir/admitd.sock (at most 107 bytes): use a shorter folder"
+  fi
   if all_running "$dir" && [[ -s "$dir/admin.kubeconfig" ]]; then
-    log "control plane already running in $dir"
+    local running
+    running="$(started_components "$dir" | tr '\n' ' ')"
+    [[ "$running" == "${wanted[*]} " ]] \
+      || die "a cluster runs in $dir with ${running% }, not ${wanted[*]}: stop it first"
+    log "already running in $dir"
     echo "$dir/admin.kubeconfig"
     return 0
   fi
@@ -539,6 +760,7 @@ cmd_start() {
   require_tools etcd openssl curl base64
   # Whatever is left of an earlier start: a process that survived, a stale kubeconfig.
   cmd_stop "$dir" 2>/dev/null
+  printf '%s\n' "${wanted[@]}" > "$dir/components"
   make_pki "$dir"
   local started_in=$SECONDS attempt
   for attempt in $(seq 1 "$START_ATTEMPTS"); do
@@ -546,11 +768,14 @@ cmd_start() {
     case "$start_outcome" in
       ready)
         local rss_kb=0 process pid
-        for process in "${PROCESSES[@]}"; do
+        for process in "${wanted[@]}"; do
           pid="$(running_pid "$dir" "$process")"
           rss_kb=$((rss_kb + $(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")))
         done
-        log "control plane ready after $((SECONDS - started_in))s in $dir (RSS $((rss_kb / 1024)) MiB; logs $dir/*.log)"
+        log "${wanted[*]} ready after $((SECONDS - started_in))s in $dir (RSS $((rss_kb / 1024)) MiB; logs $dir/*.log)"
+        if ((start_ledger_side)); then
+          log "admitd: admitctl --connect unix:$dir/admitd.sock (admin), or --connect $(<"$dir/admitd.address") --cert $dir/pki/$ADMITCTL_PRINCIPAL.pem --key $dir/pki/$ADMITCTL_PRINCIPAL.key --ca $dir/pki/ca.pem"
+        fi
         echo "$dir/admin.kubeconfig"
         return 0
         ;;
@@ -595,7 +820,9 @@ cmd_stop() {
   dir="$(cd "$dir" && pwd)"
   # The admin kubeconfig marks a running control plane: it goes first, so that nobody takes a
   # half-stopped one for a running one.
-  rm -f "$dir/admin.kubeconfig" "$dir/admin.kubeconfig.partial"
+  rm -f "$dir/admin.kubeconfig" "$dir/admin.kubeconfig.partial" "$dir/admitd.address"
+  # The bridge and admitd first: the bridge stops acting while the API server and the ledger
+  # are still there, and admitd answers what is in flight.
   for ((i = ${#PROCESSES[@]} - 1; i >= 0; i--)); do
     stop_process "$dir" "${PROCESSES[i]}"
   done

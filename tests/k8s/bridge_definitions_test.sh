@@ -43,7 +43,7 @@ ledger() { "$admitctl" --connect "unix:$dir/admitd.sock" "$@"; }
 head_sequence() { ledger log | tail -n 1 | awk '{print $1}'; }
 
 step "a control plane with our CRDs"
-kubeconfig="$("$cluster_sh" start "$dir/cluster")"
+kubeconfig="$("$cluster_sh" start --control-plane-only "$dir/cluster")"
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
 
 bridge_runs=0

@@ -57,7 +57,7 @@ readonly admitd_tls="$(grep '^tls:' "$dir/ready")"
 ledger() { "$admitctl" --connect "unix:$dir/admitd.sock" "$@"; }
 
 step "a control plane with our CRDs and the Job webhook's configuration"
-kubeconfig="$("$cluster_sh" start "$dir/cluster")"
+kubeconfig="$("$cluster_sh" start --control-plane-only "$dir/cluster")"
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
 [[ -s "$dir/cluster/webhook.address" ]] || fail "cluster.sh start wrote no webhook.address"
 readonly webhook_address="$(<"$dir/cluster/webhook.address")"

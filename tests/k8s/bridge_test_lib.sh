@@ -1,4 +1,5 @@
-# The shared set-up of the bridge's tests (bridge_definitions_test.sh, bridge_jobs_test.sh),
+# The shared set-up of the bridge's tests (bridge_definitions_test.sh, bridge_jobs_test.sh,
+# deploy_test.sh),
 # sourced after they set admitctl, admitd, admit_k8s, cluster_sh, SKIP_STATUS,
 # WATCHDOG_POLL_SECONDS, WAIT_SECONDS and POLL_INTERVAL_SECONDS:
 #   source bridge_test_lib.sh NAME     (NAME: the test folder's prefix in $TMPDIR)
@@ -34,7 +35,8 @@ cleanup() {
   [[ -n "$admitd_pid" ]] && kill -TERM "$admitd_pid" 2>/dev/null && wait "$admitd_pid" 2>/dev/null
   "$cluster_sh" stop "$dir/cluster" || true
   if ((status != 0)); then
-    for log in "$dir"/bridge*.log "$dir/admitd.err"; do
+    # The last two: the admitd and bridge of a full `cluster.sh start` (deploy_test.sh).
+    for log in "$dir"/bridge*.log "$dir/admitd.err" "$dir/cluster/admitd.log" "$dir/cluster/admit-k8s.log"; do
       [[ -f "$log" ]] || continue
       echo "--- last lines of $log" >&2
       tail -n 30 "$log" >&2

@@ -81,19 +81,28 @@ wait_until() {
 }
 
 step "usage errors are refused"
-"$cluster_sh" --help | grep -q "start DIR" || fail "--help does not describe start"
+"$cluster_sh" --help | grep -q "start \[--control-plane-only\]" || fail "--help does not describe start and --control-plane-only"
 if "$cluster_sh" start 2>/dev/null; then fail "start without DIR succeeded"; fi
 if "$cluster_sh" frobnicate 2>/dev/null; then fail "an unknown command succeeded"; fi
+if "$cluster_sh" start --frobnicate "$dir" 2>/dev/null; then fail "start with an unknown option succeeded"; fi
+# Without --control-plane-only, start runs admitd and the bridge too: a missing one is named,
+# with how to build it, before anything starts.
+if missing="$(ADMITD="$dir/no-such-admitd" "$cluster_sh" start "$dir" 2>&1)"; then
+  fail "start without admitd succeeded"
+fi
+[[ "$missing" == *"admitd is not built at $dir/no-such-admitd"*"ops/scripts/build.sh admitd"* ]] \
+  || fail "start without admitd says: $missing"
+[[ ! -e "$dir/etcd.pid" ]] || fail "start without admitd started etcd"
 
 step "start"
 started_at=$SECONDS
-kubeconfig="$("$cluster_sh" start "$dir")"
+kubeconfig="$("$cluster_sh" start --control-plane-only "$dir")"
 echo "control plane up in $((SECONDS - started_at))s" >&2
 [[ "$kubeconfig" == "$dir/admin.kubeconfig" ]] || fail "start printed '$kubeconfig', not $dir/admin.kubeconfig"
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
 
 step "a second start finds it running"
-again="$("$cluster_sh" start "$dir")"
+again="$("$cluster_sh" start --control-plane-only "$dir")"
 [[ "$again" == "$kubeconfig" ]] || fail "a second start printed '$again'"
 
 step "the server is Kubernetes v1.34.0 and kubectl can parse its version"

@@ -70,7 +70,7 @@ setsid --fork bash -c '
   < /dev/null > /dev/null 2>&1
 
 step "start installs the CRDs"
-kubeconfig="$("$cluster_sh" start "$dir")"
+kubeconfig="$("$cluster_sh" start --control-plane-only "$dir")"
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
 for plural in "${KINDS[@]}"; do
   crd="$plural.kueue.x-k8s.io"

@@ -1,0 +1,442 @@
+#!/usr/bin/env bash
+# The deployment (ops/deploy/, docs/k8s.md "Deployment") and the whole local cluster of
+# `ops/k8s/cluster.sh start` (control plane, admitd and the bridge), against a real API server:
+# - `cluster.sh start` brings up etcd, the API server, the controller manager, admitd and the
+#   bridge, the latter as ops/deploy's service account (its token, its RBAC and nothing more);
+# - `kubectl apply --dry-run=server -k ops/deploy` passes for every object, and creates nothing;
+#   the objects as the server would store them say what the bridge and admitd need (webhook on
+#   labelled Job CREATE only, failurePolicy Fail, sideEffects None, the Services and ports the
+#   other objects name, the ledger on the volume claim); admitd accepts the ConfigMap's policy;
+# - broken copies of the manifests are refused by the server, naming the field, and by the
+#   test's own checks;
+# - RBAC: `kubectl auth can-i --as` the bridge's service account: it may do what the bridge does
+#   and not, for instance, read secrets or delete pods;
+# - Kueue's quick-start setup and sample Job, with nothing started by the test itself: the Job is
+#   created suspended, then unsuspended with the ledger's token; admitctl over TLS with the
+#   cluster's admitctl certificate shows the submission by admit-k8s; the bridge was never
+#   refused by RBAC;
+# - stop stops every process (bridge and admitd first) and the ledger left verifies.
+#   tests/k8s/deploy_test.sh ADMITCTL ADMITD ADMIT_K8S
+# Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
+# K8S_TEST_KEEP_DIR=1 keeps the test's folder.
+set -euo pipefail
+
+(($# == 3)) || { echo "usage: $0 ADMITCTL ADMITD ADMIT_K8S" >&2; exit 2; }
+readonly admitctl="$1" admitd="$2" admit_k8s="$3"
+
+readonly SKIP_STATUS=77
+readonly WATCHDOG_POLL_SECONDS=1
+readonly WAIT_SECONDS=90
+readonly POLL_INTERVAL_SECONDS=0.5
+readonly NAMESPACE=default
+readonly BRIDGE_NAMESPACE=admission-ledger
+readonly BRIDGE_USER=system:serviceaccount:$BRIDGE_NAMESPACE:admit-k8s
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly script_dir
+top="$(cd "$script_dir/../.." && pwd)"
+readonly top
+readonly cluster_sh="$top/ops/k8s/cluster.sh"
+readonly deploy_dir="$top/ops/deploy"
+readonly examples_dir="$top/../shared/kueue-examples"
+
+# shellcheck source=tests/k8s/bridge_test_lib.sh
+source "$script_dir/bridge_test_lib.sh" k8s-deploy-test
+readonly cluster="$dir/cluster"
+
+step "cluster.sh start: the control plane, admitd and the bridge"
+started_at=$SECONDS
+kubeconfig="$("$cluster_sh" start --admitd "$admitd" --admit-k8s "$admit_k8s" "$cluster")"
+start_seconds=$((SECONDS - started_at))
+echo "started in ${start_seconds}s" >&2
+kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
+[[ "$kubeconfig" == "$cluster/admin.kubeconfig" ]] || fail "start printed '$kubeconfig'"
+for name in etcd kube-apiserver kube-controller-manager admitd admit-k8s; do
+  [[ -s "$cluster/$name.pid" ]] && kill -0 "$(<"$cluster/$name.pid")" \
+    || fail "$name does not run after start"
+done
+[[ -s "$cluster/admitd.address" ]] || fail "start wrote no admitd.address"
+readonly admitd_address="$(<"$cluster/admitd.address")"
+[[ "$admitd_address" == tls:127.0.0.1:* ]] || fail "admitd.address is '$admitd_address'"
+# admitctl as the cluster's admitctl principal, over TLS, as cluster.sh --help documents.
+ledger() {
+  "$admitctl" --connect "$admitd_address" --cert "$cluster/pki/admitctl.pem" \
+    --key "$cluster/pki/admitctl.key" --ca "$cluster/pki/ca.pem" "$@"
+}
+ledger verify > "$dir/verify-tls.out" 2>&1 \
+  || fail "admitctl over TLS with the cluster's admitctl certificate: $(cat "$dir/verify-tls.out")"
+bridge_user="$("$kubectl_bin" --kubeconfig "$cluster/admit-k8s.kubeconfig" auth whoami \
+  -o jsonpath='{.status.userInfo.username}')"
+[[ "$bridge_user" == "$BRIDGE_USER" ]] || fail "the bridge acts as '$bridge_user', not $BRIDGE_USER"
+holder="$(kubectl get lease admit-k8s.admission-ledger.io -n "$BRIDGE_NAMESPACE" -o jsonpath='{.spec.holderIdentity}')"
+[[ -n "$holder" ]] || fail "the bridge holds no Lease"
+
+step "a second start finds it running; one with other components is refused"
+again="$("$cluster_sh" start --admitd "$admitd" --admit-k8s "$admit_k8s" "$cluster")"
+[[ "$again" == "$kubeconfig" ]] || fail "a second start printed '$again'"
+if other="$("$cluster_sh" start --control-plane-only "$cluster" 2>&1)"; then
+  fail "a --control-plane-only start over a full cluster succeeded"
+fi
+[[ "$other" == *"stop it first"* ]] || fail "the refused start says: $other"
+
+step "kubectl apply --dry-run=server -k ops/deploy: every object passes, nothing is created"
+readonly expected_objects=(
+  namespace/admission-ledger
+  serviceaccount/admit-k8s
+  clusterrole.rbac.authorization.k8s.io/admit-k8s
+  clusterrolebinding.rbac.authorization.k8s.io/admit-k8s
+  role.rbac.authorization.k8s.io/admit-k8s-leader-election
+  rolebinding.rbac.authorization.k8s.io/admit-k8s-leader-election
+  configmap/admitd-policy
+  service/admitd
+  service/admit-k8s-webhook
+  statefulset.apps/admitd
+  deployment.apps/admit-k8s
+  mutatingwebhookconfiguration.admissionregistration.k8s.io/admit-k8s
+)
+documents="$(kubectl kustomize "$deploy_dir" | grep -c '^kind:')"
+((documents == ${#expected_objects[@]})) \
+  || fail "ops/deploy has $documents objects; the test checks ${#expected_objects[@]}: add the new ones to expected_objects"
+kubectl apply --dry-run=server -k "$deploy_dir" > "$dir/dry-run.out" 2> "$dir/dry-run.err" \
+  || fail "the server-side dry run of ops/deploy failed: $(cat "$dir/dry-run.err")"
+for object in "${expected_objects[@]}"; do
+  line="$(grep -F "$object " "$dir/dry-run.out" || true)"
+  [[ "$line" == *"(server dry run)" ]] || fail "the dry run did not pass $object: $(cat "$dir/dry-run.out")"
+  echo "  passed: $line" >&2
+done
+! kubectl get statefulset admitd -n "$BRIDGE_NAMESPACE" > /dev/null 2>&1 \
+  || fail "the dry run created the StatefulSet"
+
+step "the objects as the server would store them fit together"
+kubectl apply --dry-run=server -k "$deploy_dir" -o json > "$dir/served.json"
+# check_served FILE: what a deployment needs beyond the schema; prints each fact checked, exits
+# 1 naming the first that fails. Also writes the policy of the ConfigMap to FILE.policy.yaml.
+check_served() {
+  python3 - "$1" <<'EOF'
+import json, sys
+items = json.load(open(sys.argv[1]))["items"]
+objs = {(o["kind"], o["metadata"]["name"]): o for o in items}
+def need(fact, ok):
+    if not ok:
+        print("the objects do not fit: " + fact)
+        sys.exit(1)
+    print("  ok: " + fact, file=sys.stderr)
+def args(container):
+    return dict(a[2:].split("=", 1) for a in container.get("args", []) if a.startswith("--") and "=" in a)
+def port_of(service, name):
+    return next(p for p in service["spec"]["ports"] if p["name"] == name)
+
+hook_cfg = objs[("MutatingWebhookConfiguration", "admit-k8s")]["webhooks"]
+need("one webhook", len(hook_cfg) == 1)
+hook = hook_cfg[0]
+need("failurePolicy Fail", hook.get("failurePolicy") == "Fail")
+need("sideEffects None", hook.get("sideEffects") == "None")
+need("rules: batch/v1 jobs, CREATE only",
+     [(r["apiGroups"], r["apiVersions"], r["operations"], r["resources"]) for r in hook["rules"]]
+     == [(["batch"], ["v1"], ["CREATE"], ["jobs"])])
+need("objectSelector: the label kueue.x-k8s.io/queue-name exists",
+     hook.get("objectSelector") == {"matchExpressions": [
+         {"key": "kueue.x-k8s.io/queue-name", "operator": "Exists"}]})
+need("caBundle set (a placeholder to replace)", bool(hook["clientConfig"].get("caBundle")))
+svc_ref = hook["clientConfig"]["service"]
+need("the webhook calls /mutate-batch-v1-job (the bridge's path)",
+     svc_ref.get("path") == "/mutate-batch-v1-job")
+hook_svc = objs.get(("Service", svc_ref["name"]))
+need("the webhook's Service %s exists in %s" % (svc_ref["name"], svc_ref["namespace"]),
+     hook_svc is not None and hook_svc["metadata"]["namespace"] == svc_ref["namespace"])
+need("the webhook's port is the Service's", svc_ref.get("port", 443) == port_of(hook_svc, "webhook")["port"])
+
+bridge = objs[("Deployment", "admit-k8s")]
+need("the bridge has 2 replicas (leader election)", bridge["spec"]["replicas"] == 2)
+bpod = bridge["spec"]["template"]["spec"]
+need("the bridge runs as ServiceAccount admit-k8s", bpod.get("serviceAccountName") == "admit-k8s")
+need("the bridge's ServiceAccount exists", ("ServiceAccount", "admit-k8s") in objs)
+need("the webhook Service selects the bridge's pods",
+     all(bridge["spec"]["template"]["metadata"]["labels"].get(k) == v
+         for k, v in hook_svc["spec"]["selector"].items()))
+bargs = args(bpod["containers"][0])
+webhook_port = int(bargs["webhook-bind-address"].rsplit(":", 1)[1])
+bports = {p["name"]: p["containerPort"] for p in bpod["containers"][0]["ports"]}
+need("the bridge serves the webhook on the port the Service targets",
+     bports.get(port_of(hook_svc, "webhook")["targetPort"]) == webhook_port)
+
+admitd = objs[("StatefulSet", "admitd")]
+need("admitd has 1 replica (the one writer)", admitd["spec"]["replicas"] == 1)
+admitd_svc = objs.get(("Service", admitd["spec"]["serviceName"]))
+need("admitd's governing Service exists", admitd_svc is not None)
+need("admitd's Service selects its pods",
+     all(admitd["spec"]["template"]["metadata"]["labels"].get(k) == v
+         for k, v in admitd_svc["spec"]["selector"].items()))
+apod = admitd["spec"]["template"]["spec"]
+actr = apod["containers"][0]
+aargs = args(actr)
+mounts = {m["mountPath"]: m["name"] for m in actr["volumeMounts"]}
+def mount_of(path):
+    best = max((p for p in mounts if path.startswith(p + "/")), key=len, default=None)
+    return mounts.get(best)
+claims = [t["metadata"]["name"] for t in admitd["spec"]["volumeClaimTemplates"]]
+need("the ledger (%s) is on the volume claim template" % aargs["ledger"], mount_of(aargs["ledger"]) in claims)
+volumes = {v["name"]: v for v in apod["volumes"]}
+tls_volume = volumes[mount_of(aargs["tls-cert"])]
+need("admitd's certificate, key and client CA come from one Secret",
+     "secret" in tls_volume and mount_of(aargs["tls-key"]) == mount_of(aargs["client-ca"]) == tls_volume["name"])
+policy_volume = volumes[mount_of(aargs["policy"])]
+cm = objs.get(("ConfigMap", policy_volume.get("configMap", {}).get("name")))
+need("admitd's policy comes from the ConfigMap admitd-policy", cm is not None)
+open(sys.argv[1] + ".policy.yaml", "w").write(cm["data"][aargs["policy"].rsplit("/", 1)[1]])
+listen_tls = [a for a in actr["args"] if a.startswith("--listen=tls:")]
+need("admitd listens on TLS", len(listen_tls) == 1)
+rpc_port = int(listen_tls[0].rsplit(":", 1)[1])
+aports = {p["name"]: p["containerPort"] for p in actr["ports"]}
+need("admitd's Service targets its TLS port", aports.get(port_of(admitd_svc, "rpc")["targetPort"]) == rpc_port)
+host, port = bargs["admitd"][len("tls:"):].rsplit(":", 1)
+need("the bridge dials admitd's Service (%s)" % bargs["admitd"],
+     host == "%s.%s.svc" % (admitd_svc["metadata"]["name"], admitd_svc["metadata"]["namespace"])
+     and int(port) == port_of(admitd_svc, "rpc")["port"])
+EOF
+}
+check_served "$dir/served.json" > "$dir/check.out" || fail "$(cat "$dir/check.out")"
+
+step "every flag the manifests pass is one admitd and admit-k8s take (their --help)"
+# flags_of KIND NAME: the flag names of the first container of the object, one per line.
+flags_of() {
+  python3 -c '
+import json, sys
+for o in json.load(open(sys.argv[1]))["items"]:
+    if (o["kind"], o["metadata"]["name"]) == (sys.argv[2], sys.argv[3]):
+        for a in o["spec"]["template"]["spec"]["containers"][0]["args"]:
+            print(a.split("=", 1)[0].lstrip("-"))
+' "$dir/served.json" "$1" "$2"
+}
+# takes_flags HELP_TEXT FLAG...: each FLAG is listed in HELP_TEXT (CLI11's "  --name", Go's
+# "  -name").
+takes_flags() {
+  local help="$1" flag
+  shift
+  for flag in "$@"; do
+    grep -qE -- "^ +--?$flag( |$)" <<< "$help" || { echo "$flag"; return 1; }
+  done
+}
+mapfile -t admitd_flags < <(flags_of StatefulSet admitd)
+mapfile -t bridge_flags < <(flags_of Deployment admit-k8s)
+((${#admitd_flags[@]} > 0 && ${#bridge_flags[@]} > 0)) || fail "no flags found in the manifests"
+unknown="$(takes_flags "$("$admitd" --help 2>&1)" "${admitd_flags[@]}")" \
+  || fail "admitd.yaml passes --$unknown, which admitd --help does not list"
+unknown="$(takes_flags "$("$admit_k8s" --help 2>&1)" "${bridge_flags[@]}")" \
+  || fail "admit-k8s.yaml passes --$unknown, which admit-k8s --help does not list"
+echo "  admitd takes ${admitd_flags[*]}" >&2
+echo "  admit-k8s takes ${bridge_flags[*]}" >&2
+! takes_flags "$("$admit_k8s" --help 2>&1)" webhook-bind-adress > /dev/null \
+  || fail "takes_flags found a flag admit-k8s does not have"
+
+step "admitd accepts the ConfigMap's policy"
+# admitd_accepts_policy FILE: admitd starts with FILE as its policy (on a throwaway ledger).
+admitd_accepts_policy() {
+  local ready="$dir/policy-check.ready" status=0
+  rm -rf "$dir/policy-check-ledger" "$ready"
+  "$admitd" --ledger "$dir/policy-check-ledger" --listen "unix:$dir/policy-check.sock" \
+    --policy "$1" --ready-file "$ready" --log-level warn > "$dir/policy-check.out" 2>&1 &
+  local pid=$! deadline=$((SECONDS + 30))
+  while [[ ! -s "$ready" ]] && kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
+    sleep 0.1
+  done
+  [[ -s "$ready" ]] || status=1
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  return "$status"
+}
+admitd_accepts_policy "$dir/served.json.policy.yaml" \
+  || fail "admitd refuses the policy of ConfigMap admitd-policy: $(cat "$dir/policy-check.out")"
+sed 's/roles: \[operator, tenant, runtime\]/roles: [operator, tennant, runtime]/' \
+  "$dir/served.json.policy.yaml" > "$dir/broken-policy.yaml"
+! admitd_accepts_policy "$dir/broken-policy.yaml" || fail "admitd accepted a policy with a role 'tennant'"
+grep -q "tennant" "$dir/policy-check.out" || fail "admitd's refusal does not name the role: $(cat "$dir/policy-check.out")"
+
+step "broken copies of the manifests are refused"
+# broken NAME FILE SED EXPECTED: ops/deploy with SED applied to FILE must fail the server-side
+# dry run with EXPECTED in the error.
+broken() {
+  local name="$1" file="$2" script="$3" expected="$4" copy="$dir/broken-$1"
+  cp -r "$deploy_dir" "$copy"
+  sed -i "$script" "$copy/$file"
+  ! cmp -s "$deploy_dir/$file" "$copy/$file" || fail "broken copy $name: the edit changed nothing"
+  if kubectl apply --dry-run=server -k "$copy" > "$copy.out" 2>&1; then
+    fail "broken copy $name passed the dry run"
+  fi
+  grep -qF "$expected" "$copy.out" || fail "broken copy $name: the refusal does not say '$expected': $(cat "$copy.out")"
+  echo "  refused ($name): $(grep -F "$expected" "$copy.out" | head -n 1)" >&2
+}
+broken failure-policy webhook.yaml 's/failurePolicy: Fail/failurePolicy: Sometimes/' \
+  'failurePolicy: Unsupported value: "Sometimes"'
+broken ledger-mount admitd.yaml 's/^        - name: ledger$/        - name: ledgr/' \
+  'volumeMounts[0].name: Not found: "ledgr"'
+broken role-ref admit-k8s-rbac.yaml '0,/^  kind: ClusterRole$/s//  kind: Role/' \
+  'roleRef.kind: Unsupported value: "Role"'
+# What the schema allows but the bridge must not have: the test's own checks refuse it.
+cp -r "$deploy_dir" "$dir/ignored-failures"
+sed -i 's/failurePolicy: Fail/failurePolicy: Ignore/' "$dir/ignored-failures/webhook.yaml"
+kubectl apply --dry-run=server -k "$dir/ignored-failures" -o json > "$dir/ignored.json"
+if check_served "$dir/ignored.json" > "$dir/ignored.out" 2>/dev/null; then
+  fail "the checks passed a webhook with failurePolicy Ignore"
+fi
+echo "  refused (failurePolicy Ignore): $(cat "$dir/ignored.out")" >&2
+
+step "RBAC: the bridge's service account may do what the bridge does, and no more"
+# cluster.sh start applied namespace.yaml and admit-k8s-rbac.yaml for real; again, unchanged.
+kubectl apply -f "$deploy_dir/namespace.yaml" -f "$deploy_dir/admit-k8s-rbac.yaml" > /dev/null
+# can QUESTION...: kubectl's answer, yes or no; anything else (a warning about a resource it
+# does not know, an error) is printed too, and is neither. kubectl's note that a cluster-scoped
+# resource has no namespace (it asks in its default one) is dropped.
+can() {
+  { kubectl auth can-i "$@" --as="$BRIDGE_USER" 2>&1 || true; } |
+    grep -v -e "^Warning: resource '[a-z0-9.-]*' is not namespace scoped in group '[a-z0-9.-]*'\$" -e '^$' || true
+}
+allowed=(
+  "watch jobs.batch -A" "patch jobs.batch -n $NAMESPACE" "update jobs.batch -n $NAMESPACE"
+  "update jobs.batch --subresource=status -n $NAMESPACE"
+  "create workloads.kueue.x-k8s.io -n $NAMESPACE" "update workloads.kueue.x-k8s.io --subresource=status -n $NAMESPACE"
+  "list clusterqueues.kueue.x-k8s.io" "update clusterqueues.kueue.x-k8s.io --subresource=status"
+  "update localqueues.kueue.x-k8s.io --subresource=status -n $NAMESPACE"
+  "watch resourceflavors.kueue.x-k8s.io" "watch cohorts.kueue.x-k8s.io"
+  "watch admissionchecks.kueue.x-k8s.io" "watch workloadpriorityclasses.kueue.x-k8s.io"
+  "create events -n $NAMESPACE" "patch events -n $NAMESPACE"
+  "get leases.coordination.k8s.io/admit-k8s.admission-ledger.io -n $BRIDGE_NAMESPACE"
+  "update leases.coordination.k8s.io/admit-k8s.admission-ledger.io -n $BRIDGE_NAMESPACE"
+  "create leases.coordination.k8s.io -n $BRIDGE_NAMESPACE"
+  "list leases.coordination.k8s.io -A"
+)
+denied=(
+  "get secrets -n $BRIDGE_NAMESPACE" "delete secrets -n $NAMESPACE" "list secrets -A"
+  "delete pods -n $NAMESPACE" "create pods -n $NAMESPACE" "get pods -n $NAMESPACE"
+  "create jobs.batch -n $NAMESPACE" "delete jobs.batch -n $NAMESPACE"
+  "delete workloads.kueue.x-k8s.io -n $NAMESPACE" "update workloads.kueue.x-k8s.io -n $NAMESPACE"
+  "update clusterqueues.kueue.x-k8s.io" "delete clusterqueues.kueue.x-k8s.io"
+  "update resourceflavors.kueue.x-k8s.io --subresource=status"
+  "patch jobs.batch --subresource=status -n $NAMESPACE"
+  "update leases.coordination.k8s.io/kube-controller-manager -n kube-system"
+  "update leases.coordination.k8s.io/other -n $BRIDGE_NAMESPACE"
+  "delete leases.coordination.k8s.io/admit-k8s.admission-ledger.io -n $BRIDGE_NAMESPACE"
+  "update mutatingwebhookconfigurations.admissionregistration.k8s.io"
+  "create clusterrolebindings.rbac.authorization.k8s.io"
+  "create serviceaccounts --subresource=token -n $BRIDGE_NAMESPACE"
+)
+for question in "${allowed[@]}"; do
+  # shellcheck disable=SC2086  # each question is words
+  answer="$(can $question)"
+  [[ "$answer" == yes ]] || fail "the bridge's service account may not: $question ($answer)"
+done
+for question in "${denied[@]}"; do
+  # shellcheck disable=SC2086
+  answer="$(can $question)"
+  [[ "$answer" == no ]] || fail "the bridge's service account may: $question ($answer)"
+done
+echo "  ${#allowed[@]} allowed, ${#denied[@]} denied, as expected" >&2
+
+step "Kueue's quick-start: the sample Job is created suspended and released by the bridge cluster.sh started"
+if [[ -f "$examples_dir/getting-started-quick-start-setup.yaml" ]]; then
+  kubectl apply -f "$examples_dir/getting-started-quick-start-setup.yaml" > /dev/null
+  readonly sample_job="$examples_dir/getting-started-quick-start-job.yaml"
+else
+  echo "note: $examples_dir is absent; using the test's own setup of the same shape" >&2
+  kubectl apply -f - > /dev/null <<EOF
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default-flavor}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cluster-queue}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: default-flavor
+      resources:
+      - {name: cpu, nominalQuota: 9}
+      - {name: memory, nominalQuota: 9Gi}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: $NAMESPACE, name: user-queue}
+spec: {clusterQueue: cluster-queue}
+EOF
+  cat > "$dir/sample-job.yaml" <<EOF
+apiVersion: batch/v1
+kind: Job
+metadata:
+  generateName: sample-job-
+  namespace: $NAMESPACE
+  labels:
+    kueue.x-k8s.io/queue-name: user-queue
+spec:
+  parallelism: 3
+  completions: 3
+  template:
+    spec:
+      containers:
+      - name: dummy-job
+        image: registry.k8s.io/e2e-test-images/agnhost:2.53
+        args: ["entrypoint-tester", "hello", "world"]
+        resources:
+          requests: {cpu: 1, memory: 200Mi}
+      restartPolicy: Never
+EOF
+  readonly sample_job="$dir/sample-job.yaml"
+fi
+setup_forwarded() {
+  local log
+  log="$(ledger log)"
+  grep -q "flavorDefined  actor=admit-k8s" <<< "$log" &&
+    grep -q "clusterQueueDefined  actor=admit-k8s" <<< "$log" &&
+    grep -q "localQueueDefined  actor=admit-k8s" <<< "$log"
+}
+wait_until "the quick-start setup is not in the ledger" setup_forwarded
+created="$(kubectl create -f "$sample_job" -o jsonpath='{.metadata.name} {.spec.suspend}')"
+readonly job_name="${created% *}"
+[[ "${created#* }" == true ]] || fail "the sample Job was created with suspend '${created#* }', not true"
+job_released() {
+  [[ "$(kubectl get job "$job_name" -n "$NAMESPACE" -o jsonpath='{.spec.suspend}')" == false ]]
+}
+wait_until "Job $job_name was not unsuspended" job_released
+token="$(ledger get workloads -o json | python3 -c '
+import json, sys
+for w in json.load(sys.stdin)["items"]:
+    if (w["metadata"]["namespace"], w["metadata"]["name"]) == (sys.argv[1], sys.argv[2]):
+        print(w["status"].get("fencingToken", ""))
+' "$NAMESPACE" "job-$job_name")"
+[[ -n "$token" ]] || fail "the ledger has no token for job-$job_name"
+annotation="$(kubectl get job "$job_name" -n "$NAMESPACE" -o jsonpath='{.metadata.annotations.admission-ledger\.io/fencing-token}')"
+[[ "$annotation" == "$token" ]] || fail "Job $job_name runs with token '$annotation', not the ledger's $token"
+ledger log > "$dir/ledger.log"
+grep -q "workloadSubmitted  actor=admit-k8s  key=submit/$NAMESPACE/job-$job_name\$" "$dir/ledger.log" \
+  || fail "the ledger holds no submission of job-$job_name by admit-k8s: $(cat "$dir/ledger.log")"
+workload_admitted() {
+  kubectl get workload "job-$job_name" -n "$NAMESPACE" --no-headers 2>/dev/null | grep -q 'cluster-queue *True'
+}
+wait_until "kubectl get workloads does not show job-$job_name Admitted" workload_admitted
+! grep -qi forbidden "$cluster/admit-k8s.log" \
+  || fail "RBAC refused the bridge something: $(grep -i forbidden "$cluster/admit-k8s.log" | head -n 3)"
+
+step "stop: the bridge and admitd first, then the control plane; no process is left"
+pids=()
+for name in admit-k8s admitd kube-controller-manager kube-apiserver etcd; do
+  pids+=("$(<"$cluster/$name.pid")")
+done
+"$cluster_sh" stop "$cluster" 2> "$dir/stop.err" || fail "stop failed: $(cat "$dir/stop.err")"
+cat "$dir/stop.err" >&2
+order="$(sed -n 's/^cluster.sh: \([a-z0-9-]*\) (pid [0-9]*) stopped$/\1/p' "$dir/stop.err" | tr '\n' ' ')"
+[[ "$order" == "admit-k8s admitd kube-controller-manager kube-apiserver etcd " ]] \
+  || fail "stop stopped '$order'"
+for pid in "${pids[@]}"; do
+  if kill -0 "$pid" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$pid/status"; then
+    fail "process $pid still runs after stop"
+  fi
+done
+[[ ! -e "$cluster/admin.kubeconfig" && ! -e "$cluster/admitd.address" ]] \
+  || fail "stop left admin.kubeconfig or admitd.address behind"
+"$cluster_sh" stop "$cluster" 2> /dev/null || fail "a second stop failed"
+"$admitctl" --ledger "$cluster/ledger" verify > "$dir/verify.out" 2>&1 \
+  || fail "the ledger left by stop does not verify: $(cat "$dir/verify.out")"
+
+echo "PASS: cluster.sh start (control plane, admitd, the bridge as $BRIDGE_USER) in ${start_seconds}s; ops/deploy's ${#expected_objects[@]} objects pass a server-side dry run and fit together, 4 broken copies refused; RBAC ${#allowed[@]} allowed and ${#denied[@]} denied; the quick-start Job $job_name released with token $token; stop left no process and a ledger that verifies"

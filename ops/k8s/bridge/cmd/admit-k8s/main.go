@@ -161,13 +161,14 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 		return err
 	}
 	jobEvents := jobs.NewLedgerEvents(mgr.GetClient())
-	if err := jobs.SetupWithManager(mgr, ledgerClient, jobEvents); err != nil {
+	jobLedger := jobs.NewCachedLedger(ledgerClient)
+	if err := jobs.SetupWithManager(mgr, jobLedger, jobEvents); err != nil {
 		return fmt.Errorf("setting up the Job controller: %w", err)
 	}
 	// The ledger's decisions trigger the Jobs' reconciles and the queues' status at once (on
 	// the leader, as they are).
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		return watchLedger(ctx, ledgerClient, statusWriter, jobEvents)
+		return watchLedger(ctx, ledgerClient, statusWriter, jobEvents, jobLedger)
 	})); err != nil {
 		return err
 	}
@@ -180,28 +181,28 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 }
 
 // watchLedger watches the ledger from its head on, for as long as ctx lasts: each decision about
-// a Job's workload triggers a reconcile of that Job, and each change of a queue's counts a copy
-// of the queues' status. When a watch starts, every Job is reconciled once (what happened
-// before it is read then). Fails only when admitd refuses the watch for good.
-func watchLedger(ctx context.Context, l *ledger.Client, status *definitions.StatusWriter, events *jobs.LedgerEvents) error {
+// a Job's workload triggers a reconcile of that Job, each change of a queue's counts a copy of
+// the queues' status, and every event drops the Jobs' cached read of the ledger's workloads.
+// When a watch starts, every Job is reconciled once (what happened before it is read then).
+// Fails only when admitd refuses the watch for good.
+func watchLedger(ctx context.Context, l *ledger.Client, status *definitions.StatusWriter,
+	events *jobs.LedgerEvents, cache *jobs.CachedLedger) error {
 	statusKinds := map[string]bool{}
 	for _, k := range definitions.StatusKinds {
 		statusKinds[k] = true
 	}
-	kinds := append([]string(nil), definitions.StatusKinds...)
-	for _, k := range jobs.WatchedKinds {
-		if !statusKinds[k] {
-			kinds = append(kinds, k)
-		}
-	}
 	logger := ctrl.Log.WithName("ledger-watch")
-	err := l.Watch(ctx, ledger.WatchFilter{Kinds: kinds},
+	// Every kind: any event may change the workloads' read model the Jobs' cache holds.
+	err := l.Watch(ctx, ledger.WatchFilter{},
 		func(from uint64) {
 			logger.Info("watching the ledger", "from", from)
+			cache.SetLive(true)
 			status.Notify()
 			events.ResyncAll(ctx)
 		},
+		func() { cache.SetLive(false) },
 		func(batch []ledger.WatchedEvent) {
+			cache.Invalidate()
 			for _, e := range batch {
 				if statusKinds[e.Kind] {
 					status.Notify()
@@ -210,6 +211,8 @@ func watchLedger(ctx context.Context, l *ledger.Client, status *definitions.Stat
 			}
 			events.Handle(ctx, batch)
 		})
+	reads, cached := cache.Reads()
+	logger.Info("stopped watching the ledger", "workloadReads", reads, "answeredFromCache", cached)
 	if err != nil {
 		return fmt.Errorf("watching the ledger: %w (the bridge's principal needs a role that may watch: operator or runtime)", err)
 	}

@@ -23,6 +23,14 @@ var WatchedKinds = []string{
 	"requeued", "rejected", "deactivated", "preempted", "drainDeadlinePassed",
 }
 
+var watchedKinds = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range WatchedKinds {
+		m[k] = true
+	}
+	return m
+}()
+
 // workloadPrefix: the ledger names a Job's workload "job-" + the Job's name (WorkloadName).
 const workloadPrefix = "job-"
 
@@ -55,7 +63,7 @@ func (l *LedgerEvents) send(ctx context.Context, namespace, name string) {
 // merges repeats.
 func (l *LedgerEvents) Handle(ctx context.Context, events []ledger.WatchedEvent) {
 	for _, e := range events {
-		if e.Name == "" || !strings.HasPrefix(e.Name, workloadPrefix) {
+		if e.Name == "" || !strings.HasPrefix(e.Name, workloadPrefix) || !watchedKinds[e.Kind] {
 			continue
 		}
 		l.send(ctx, e.Namespace, strings.TrimPrefix(e.Name, workloadPrefix))

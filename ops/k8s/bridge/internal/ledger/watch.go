@@ -71,12 +71,13 @@ func (c *Client) Head(ctx context.Context) (uint64, error) {
 // the watcher fell behind), it dials again with backoff and resumes from the first sequence it
 // has not been sent, so handle sees every matching event once, in order. established is called
 // each time a watch is in place (the first time and after each resumption) with the sequence it
-// starts from: events before it were not watched by this stream.
+// starts from, and lost each time such a watch ends: in between, every matching event appended
+// is pushed.
 //
 // handle runs on the connection's goroutine, one push at a time, and admitd waits for it
 // before the next push: it must not block for long.
 func (c *Client) Watch(ctx context.Context, filter WatchFilter, established func(from uint64),
-	handle func([]WatchedEvent)) error {
+	lost func(), handle func([]WatchedEvent)) error {
 	logger := log.FromContext(ctx).WithName("ledger-watch")
 	var next uint64 // 0: not known yet (the head is read first)
 	backoff := WatchBackoffMin
@@ -98,6 +99,9 @@ func (c *Client) Watch(ctx context.Context, filter WatchFilter, established func
 					established(from)
 				}
 			}, handle)
+			if lost != nil {
+				lost()
+			}
 			next = resume
 			switch {
 			case ctx.Err() != nil:

@@ -389,30 +389,28 @@ has_pods() { [[ "$(pods_of "$1")" == "$2" ]]; }
 suspended_and_terminating() {
   [[ "$(kubectl get job "$1" -n "$NAMESPACE" -o jsonpath='{.spec.suspend}/{.status.terminating}')" == "true/$2" ]]
 }
-# A finalizer of the test's keeps a deleted pod (terminating) until the test removes it: the
+# A deleted pod stays terminating while its node has not confirmed that it stopped: the test
+# binds the pods it holds to a Node object of its own, which has no kubelet (the pod garbage
+# collector would fail an unscheduled one at once), and lets them go by force-deleting them. The
 # bridge must not report `terminated` before.
-readonly HOLD=test.admission-ledger.io/hold
+readonly HOLD_NODE=bridge-test-node
+kubectl apply -f - > /dev/null <<EOF
+apiVersion: v1
+kind: Node
+metadata: {name: $HOLD_NODE}
+EOF
 hold_pods() {
   local pod
   for pod in $(kubectl get pods -n "$NAMESPACE" -l "batch.kubernetes.io/job-name=$1" -o name); do
-    kubectl patch "$pod" -n "$NAMESPACE" --type=json \
-      -p "[{\"op\":\"add\",\"path\":\"/metadata/finalizers/-\",\"value\":\"$HOLD\"}]" > /dev/null
+    kubectl create --raw "/api/v1/namespaces/$NAMESPACE/pods/${pod#pod/}/binding" -f - > /dev/null <<EOF
+{"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "${pod#pod/}"},
+ "target": {"apiVersion": "v1", "kind": "Node", "name": "$HOLD_NODE"}}
+EOF
   done
 }
-# let_pods_go JOB: removes the test's finalizer from JOB's pods; fails (to be retried) when the
-# Job controller changed a pod's finalizers meanwhile.
 let_pods_go() {
-  local pod index
-  for pod in $(kubectl get pods -n "$NAMESPACE" -l "batch.kubernetes.io/job-name=$1" -o name); do
-    index="$(kubectl get "$pod" -n "$NAMESPACE" -o json 2>/dev/null | python3 -c '
-import json, sys
-f = json.load(sys.stdin)["metadata"].get("finalizers", [])
-print(f.index(sys.argv[1]) if sys.argv[1] in f else "")
-' "$HOLD" || true)"
-    [[ -n "$index" ]] || continue
-    kubectl patch "$pod" -n "$NAMESPACE" --type=json -p "[{\"op\":\"test\",\"path\":\"/metadata/finalizers/$index\",\"value\":\"$HOLD\"},{\"op\":\"remove\",\"path\":\"/metadata/finalizers/$index\"}]" \
-      > /dev/null 2>&1 || return 1
-  done
+  kubectl delete pods -n "$NAMESPACE" -l "batch.kubernetes.io/job-name=$1" --grace-period=0 --force \
+    > /dev/null 2>&1
 }
 # reported WORKLOAD REPORT: the ledger holds a pod report REPORT by the bridge for WORKLOAD.
 reported() {
@@ -423,7 +421,7 @@ reported() {
 no_terminated_while_held() {
   local deadline=$((SECONDS + 2))
   while ((SECONDS < deadline)); do
-    ! reported "job-$1" terminated || fail "the bridge reported $1 terminated while its pods were terminating: $(kubectl get pods -n "$NAMESPACE" -l "batch.kubernetes.io/job-name=$1" -o name)"
+    ! reported "job-$1" terminated || fail "the bridge reported $1 terminated while its pods were terminating: $(kubectl get pods -n "$NAMESPACE" -l "batch.kubernetes.io/job-name=$1" -o wide)"
     sleep 0.3
   done
   [[ "$(pods_of "$1")" == 2 ]] || fail "the held pods of $1 are gone"
@@ -459,10 +457,10 @@ start_bridge "before-pods-released:$NAMESPACE/job-urgent"
 wait_until "low was not suspended, or the Job does not count its 2 held pods terminating" \
   suspended_and_terminating low 2
 no_terminated_while_held low
-kill_bridge "low suspended, its pods terminating (held by the test), terminated not reported"
+kill_bridge "low suspended, its pods terminating (held by a node that does not confirm their end), terminated not reported"
 start_bridge "before-terminated:$NAMESPACE/job-low"
 no_terminated_while_held low
-wait_until "the test's finalizer could not be removed from low's pods" let_pods_go low
+let_pods_go low
 wait_until "the bridge did not stop before low's terminated" paused_at before-terminated job-low
 [[ "$(pods_of low)" == 0 ]] || fail "the bridge went on to report low terminated with pods left"
 ! reported job-low terminated || fail "low reported terminated before the pause before it"
@@ -518,9 +516,9 @@ start_bridge "before-pods-released:$NAMESPACE/job-urgent"
 wait_until "urgent was not suspended, or the Job does not count its 2 held pods terminating" \
   suspended_and_terminating urgent 2
 no_terminated_while_held urgent
-kill_bridge "urgent suspended, its pods terminating (held by the test), terminated not reported"
+kill_bridge "urgent suspended, its pods terminating (held by a node that does not confirm their end), terminated not reported"
 start_bridge "before-terminated:$NAMESPACE/job-urgent"
-wait_until "the test's finalizer could not be removed from urgent's pods" let_pods_go urgent
+let_pods_go urgent
 wait_until "the bridge did not stop before urgent's terminated" paused_at before-terminated job-urgent
 [[ "$(pods_of urgent)" == 0 ]] || fail "the bridge went on to report urgent terminated with pods left"
 ! reported job-urgent terminated || fail "urgent reported terminated before the pause before it"

@@ -53,11 +53,16 @@ step "admitd on TLS; the bridge's certificate may define, submit in $NAMESPACE a
 "$top/ops/scripts/test_pki.sh" "$dir/pki" "$PRINCIPAL" > /dev/null
 printf 'principals:\n- name: %s\n  roles: [operator, tenant, runtime]\n  namespaces: [%s]\n' \
   "$PRINCIPAL" "$NAMESPACE" > "$dir/policy.yaml"
-"$admitd" --ledger "$dir/ledger" --listen "unix:$dir/admitd.sock" --listen tls:127.0.0.1:0 \
-  --tls-cert "$dir/pki/server.pem" --tls-key "$dir/pki/server.key" --client-ca "$dir/pki/ca.pem" \
-  --policy "$dir/policy.yaml" --ready-file "$dir/ready" --metrics-listen 127.0.0.1:0 --log-level warn \
-  > "$dir/admitd.out" 2> "$dir/admitd.err" &
-admitd_pid=$!
+# start_admitd TLS_ADDRESS METRICS_ADDRESS (HOST:PORT each; port 0: any free one)
+start_admitd() {
+  rm -f "$dir/ready"
+  "$admitd" --ledger "$dir/ledger" --listen "unix:$dir/admitd.sock" --listen "tls:$1" \
+    --tls-cert "$dir/pki/server.pem" --tls-key "$dir/pki/server.key" --client-ca "$dir/pki/ca.pem" \
+    --policy "$dir/policy.yaml" --ready-file "$dir/ready" --metrics-listen "$2" --log-level warn \
+    >> "$dir/admitd.out" 2>> "$dir/admitd.err" &
+  admitd_pid=$!
+}
+start_admitd 127.0.0.1:0 127.0.0.1:0
 admitd_ready() { [[ -s "$dir/ready" ]] && grep -q '^tls:' "$dir/ready" && grep -q '^http://' "$dir/ready"; }
 wait_until "admitd did not start" admitd_ready
 readonly admitd_tls="$(grep '^tls:' "$dir/ready")"
@@ -67,14 +72,20 @@ ledger() {
   if [[ "$1" == get ]]; then echo >> "$dir/test-get-calls"; fi
   "$admitctl" --connect "unix:$dir/admitd.sock" "$@"
 }
-# bridge_get_calls: how many `get` calls (read models: workloads, queues) admitd served to the
-# bridge so far: admitd_rpc_calls_total{method="get"} less the test's own.
-bridge_get_calls() {
-  local served own=0
+# get_calls_served: admitd_rpc_calls_total{method="get"}, plus what earlier runs of admitd served.
+served_before_restart=0
+get_calls_served() {
+  local served
   served="$(curl -s --max-time 5 "$metrics_url/metrics" |
     awk '$1 == "admitd_rpc_calls_total{method=\"get\"}" {print $2}')"
+  echo $(( ${served%.*} + served_before_restart ))
+}
+# bridge_get_calls: how many `get` calls (read models: workloads, queues) admitd served to the
+# bridge so far: get_calls_served less the test's own.
+bridge_get_calls() {
+  local own=0
   [[ -f "$dir/test-get-calls" ]] && own="$(wc -l < "$dir/test-get-calls")"
-  echo $(( ${served%.*} - own ))
+  echo $(( $(get_calls_served) - own ))
 }
 
 step "a control plane with our CRDs and the Job webhook's configuration"
@@ -616,6 +627,31 @@ for i in $(seq 1 "$KILLS"); do
   [[ "$annotation" == "$(ledger_token "job-drill-$i")" ]] \
     || fail "Job drill-$i runs with token '$annotation', not the ledger's"
 done
+
+step "admitd restarted: it ends the bridge's watch, the bridge resumes it, and a revocation after the restart reaches it at once"
+served_before_restart="$(get_calls_served)"
+kill -TERM "$admitd_pid"
+wait "$admitd_pid" 2>/dev/null || true
+start_admitd "${admitd_tls#tls:}" "${metrics_url#http://}"
+wait_until "admitd did not start again on $admitd_tls" admitd_ready
+timed_token="$(ledger_token job-timed-1)"
+[[ -n "$timed_token" ]] || fail "job-timed-1 has no token in the ledger"
+ledger revoke "$NAMESPACE/job-timed-1" --reason "bridge test: after admitd's restart" > /dev/null
+# Revoked, terminated, admitted again (drill-queue has room) and released under a new token: the
+# bridge hears of the revocation only through its watch, resumed after admitd's restart.
+timed_runs_again() {
+  local new
+  new="$(ledger_token job-timed-1)"
+  [[ -n "$new" && "$new" != "$timed_token" ]] &&
+    [[ "$(kubectl get job timed-1 -n "$NAMESPACE" -o jsonpath='{.spec.suspend}/{.metadata.annotations.admission-ledger\.io/fencing-token}')" == "false/$new" ]]
+}
+deadline=$((SECONDS + revoke_seen_within))
+until timed_runs_again; do
+  ((SECONDS < deadline)) || fail "Job timed-1 does not run again under a new token ${revoke_seen_within}s after its revocation (the bridge's watch did not resume after admitd's restart)"
+  sleep "$POLL_INTERVAL_SECONDS"
+done
+grep -E -o '"(admitd ended the ledger watch|the ledger watch failed); resuming"[^}]*' "$dir/bridge-$bridge_runs.log" >&2 \
+  || fail "the bridge did not log the end of its watch: $(grep ledger-watch "$dir/bridge-$bridge_runs.log")"
 
 step "over the whole test ($kills SIGKILLs): one submission per workload, one 'pods released' per admission's token, terminated only for an evicted admission, no Job running without an admission"
 ledger log -o json > "$dir/ledger.json"

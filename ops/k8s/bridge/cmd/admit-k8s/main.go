@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -73,8 +74,15 @@ change, and holds back Jobs with a kueue.x-k8s.io/queue-name label until the led
 them (docs/k8s.md). The cluster is the one of --kubeconfig, $KUBECONFIG or the pod's service
 account.
 
+The ledger's decisions reach it through a watch on the ledger (admitd's watch); Jobs and
+the queues' status are also looked at again every 45 s (a safety resync).
+
+Test only: %s=STEP:NAMESPACE/WORKLOAD makes it stop for good at STEP of that
+workload's flow, so that a test can SIGKILL it exactly there (STEP: evicted-before-suspend,
+before-terminated, before-pods-released, before-unsuspend). Never set it otherwise.
+
 Flags:
-`)
+`, jobs.TestPauseEnv)
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -148,11 +156,21 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	if err := definitions.SetupWithManager(mgr, ledgerClient); err != nil {
 		return err
 	}
-	if err := definitions.AddStatusWriter(mgr, ledgerClient); err != nil {
+	statusWriter, err := definitions.AddStatusWriter(mgr, ledgerClient)
+	if err != nil {
 		return err
 	}
-	if err := jobs.SetupWithManager(mgr, ledgerClient); err != nil {
+	jobEvents := jobs.NewLedgerEvents(mgr.GetClient())
+	jobLedger := jobs.NewCachedLedger(ledgerClient)
+	if err := jobs.SetupWithManager(mgr, jobLedger, jobEvents); err != nil {
 		return fmt.Errorf("setting up the Job controller: %w", err)
+	}
+	// The ledger's decisions trigger the Jobs' reconciles and the queues' status at once (on
+	// the leader, as they are).
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return watchLedger(ctx, ledgerClient, statusWriter, jobEvents, jobLedger)
+	})); err != nil {
+		return err
 	}
 	if webhookOpts != nil {
 		// The webhook answers whether or not this replica leads: admission must not wait for
@@ -160,6 +178,45 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 		mgr.GetWebhookServer().Register(jobs.WebhookPath, jobs.NewWebhook(scheme))
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// watchLedger watches the ledger from its head on, for as long as ctx lasts: each decision about
+// a Job's workload triggers a reconcile of that Job, each change of a queue's counts a copy of
+// the queues' status, and every event drops the Jobs' cached read of the ledger's workloads.
+// When a watch starts, every Job is reconciled once (what happened before it is read then).
+// Fails only when admitd refuses the watch for good.
+func watchLedger(ctx context.Context, l *ledger.Client, status *definitions.StatusWriter,
+	events *jobs.LedgerEvents, cache *jobs.CachedLedger) error {
+	statusKinds := map[string]bool{}
+	for _, k := range definitions.StatusKinds {
+		statusKinds[k] = true
+	}
+	logger := ctrl.Log.WithName("ledger-watch")
+	// Every kind: any event may change the workloads' read model the Jobs' cache holds.
+	err := l.Watch(ctx, ledger.WatchFilter{},
+		func(from uint64) {
+			logger.Info("watching the ledger", "from", from)
+			cache.SetLive(true)
+			status.Notify()
+			events.ResyncAll(ctx)
+		},
+		func() { cache.SetLive(false) },
+		func(batch []ledger.WatchedEvent) {
+			cache.Invalidate()
+			for _, e := range batch {
+				if statusKinds[e.Kind] {
+					status.Notify()
+					break
+				}
+			}
+			events.Handle(ctx, batch)
+		})
+	reads, cached := cache.Reads()
+	logger.Info("stopped watching the ledger", "workloadReads", reads, "answeredFromCache", cached)
+	if err != nil {
+		return fmt.Errorf("watching the ledger: %w (the bridge's principal needs a role that may watch: operator or runtime)", err)
+	}
+	return nil
 }
 
 // webhookOptions: nil when no webhook is served.

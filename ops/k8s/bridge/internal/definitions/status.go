@@ -17,8 +17,21 @@ import (
 )
 
 // StatusInterval is how often ClusterQueue and LocalQueue status is copied from the ledger's
-// read models (a watch on the ledger is not built yet, docs/k8s.md).
-const StatusInterval = 2 * time.Second
+// read models without a reason: a safety resync. The ledger watch (Notify) makes the writer copy
+// it as soon as a decision or a definition changed it, after StatusDebounce.
+const StatusInterval = 45 * time.Second
+
+// StatusDebounce is how long the writer waits after a notification before it copies, so that
+// the decisions of one admission cycle make one copy.
+const StatusDebounce = 200 * time.Millisecond
+
+// StatusKinds are the ledger's events that change a ClusterQueue's or a LocalQueue's status.
+var StatusKinds = []string{
+	"flavorDefined", "cohortDefined", "clusterQueueDefined", "localQueueDefined", "objectDeleted",
+	"workloadSubmitted", "workloadImported", "workloadDeleted", "workloadFinished",
+	"quotaReserved", "admitted", "evictionStarted", "quotaReleased", "requeued", "rejected",
+	"deactivated", "preempted",
+}
 
 // Reader is what the status writer needs of the ledger client.
 type Reader interface {
@@ -32,32 +45,60 @@ type Reader interface {
 type StatusWriter struct {
 	Client client.Client
 	Ledger Reader
+	notify chan struct{}
 }
 
 // AddStatusWriter registers the writer with the manager.
-func AddStatusWriter(mgr ctrl.Manager, l Reader) error {
-	return mgr.Add(&StatusWriter{Client: mgr.GetClient(), Ledger: l})
+func AddStatusWriter(mgr ctrl.Manager, l Reader) (*StatusWriter, error) {
+	w := &StatusWriter{Client: mgr.GetClient(), Ledger: l, notify: make(chan struct{}, 1)}
+	return w, mgr.Add(w)
 }
 
 // NeedLeaderElection: only the leader writes.
 func (w *StatusWriter) NeedLeaderElection() bool { return true }
 
-// Start copies the status every StatusInterval until ctx ends. A failed round is logged and
-// the next one tries again.
+// Notify asks for a copy soon (the ledger watch saw a change); never blocks.
+func (w *StatusWriter) Notify() {
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Start copies the status at once, on each Notify (debounced) and every StatusInterval, until
+// ctx ends. A failed round is logged and retried after RetryAfterTransportError.
 func (w *StatusWriter) Start(ctx context.Context) error {
 	logger := ctrl.Log.WithName("queue-status")
 	ticker := time.NewTicker(StatusInterval)
 	defer ticker.Stop()
+	var retry <-chan time.Time
 	for {
+		failed := false
 		for _, kind := range []string{"ClusterQueue", "LocalQueue"} {
 			if err := w.copyStatus(ctx, kind); err != nil && ctx.Err() == nil {
 				logger.Error(err, "copying the ledger's status failed; will retry", "kind", kind)
+				failed = true
 			}
+		}
+		retry = nil
+		if failed {
+			retry = time.After(RetryAfterTransportError)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
+		case <-retry:
+		case <-w.notify:
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(StatusDebounce):
+			}
+			select { // the notifications of the wait are covered by this copy
+			case <-w.notify:
+			default:
+			}
 		}
 	}
 }

@@ -47,9 +47,9 @@ const (
 )
 
 // PollInterval is how often a Job whose Workload the ledger has not finished with is looked at
-// again: the ledger's decisions reach the bridge by polling its read model (a watch on the
-// ledger is not built yet, docs/k8s.md).
-const PollInterval = 2 * time.Second
+// again without a reason: a safety resync. The ledger's decisions reach the bridge through its
+// watch on the ledger (LedgerEvents, watch.go), which triggers a reconcile of the Job at once.
+const PollInterval = 45 * time.Second
 
 // RetryAfterTransportError is the wait after admitd could not be reached or asked to retry.
 const RetryAfterTransportError = 5 * time.Second
@@ -70,16 +70,20 @@ type Reconciler struct {
 	Events record.EventRecorder
 }
 
-// SetupWithManager registers the reconciler for Jobs that carry the queue label.
-func SetupWithManager(mgr ctrl.Manager, l Ledger) error {
+// SetupWithManager registers the reconciler for Jobs that carry the queue label, also
+// triggered by the ledger's decisions about their workloads (events; nil: none).
+func SetupWithManager(mgr ctrl.Manager, l Ledger, events *LedgerEvents) error {
 	r := &Reconciler{Client: mgr.GetClient(), Ledger: l, Events: mgr.GetEventRecorderFor("admit-k8s")}
 	managed := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[QueueNameLabel] != ""
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("jobs").
-		For(&batchv1.Job{}, builder.WithPredicates(managed)).
-		Complete(r)
+		For(&batchv1.Job{}, builder.WithPredicates(managed))
+	if events != nil {
+		b = b.WatchesRawSource(events.Source())
+	}
+	return b.Complete(r)
 }
 
 // WorkloadName is the name the ledger gives a Job's Workload (ParseJob: "job-" + the Job's
@@ -211,12 +215,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case "Evicting":
 		// The pods must go before the ledger releases the quota: suspend (the Job controller
 		// deletes them), and report terminated only once none is left.
+		if job.Spec.Suspend == nil || !*job.Spec.Suspend {
+			pauseAt(ctx, "evicted-before-suspend", state)
+		}
 		if err := r.suspend(ctx, job, "evicted by the ledger"); err != nil {
 			return ctrl.Result{}, err
 		}
 		if activePods(job) > 0 {
 			return ctrl.Result{RequeueAfter: PollInterval}, nil
 		}
+		pauseAt(ctx, "before-terminated", state)
 		token := state.UID + "/" + strconv.FormatInt(state.Generation(), 10)
 		return r.reportPods(ctx, job, state, ledgerevents.PodsReport_terminated, token)
 	case "Finished", "Rejected", "Deleted", "Deactivated":
@@ -433,6 +441,7 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 		}
 	}
 	// (1)
+	pauseAt(ctx, "before-pods-released", state)
 	if err := r.recordPods(ctx, state, ledgerevents.PodsReport_released, token); err != nil {
 		return r.retryOrDrop(ctx, job, err)
 	}
@@ -456,6 +465,7 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 		}
 	}
 	// (3), a patch of the one field, as suspend's.
+	pauseAt(ctx, "before-unsuspend", state)
 	before := job.DeepCopy()
 	job.Spec.Suspend = ptr.To(false)
 	if err := r.Client.Patch(ctx, job, client.MergeFrom(before)); err != nil {

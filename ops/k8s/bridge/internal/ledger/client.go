@@ -150,6 +150,16 @@ func (c *Client) connected(ctx context.Context) (ledgerrpc.Ledger, error) {
 			return c.ledger.AddRef(), nil
 		}
 	}
+	conn, ledger, err := c.dial(ctx)
+	if err != nil {
+		return ledgerrpc.Ledger{}, err
+	}
+	c.conn, c.ledger = conn, ledger
+	return c.ledger.AddRef(), nil
+}
+
+// dial opens a new connection to admitd and returns it with its Ledger capability.
+func (c *Client) dial(ctx context.Context) (*rpc.Conn, ledgerrpc.Ledger, error) {
 	dialer := net.Dialer{Timeout: DialTimeout}
 	var stream net.Conn
 	var err error
@@ -160,11 +170,10 @@ func (c *Client) connected(ctx context.Context) (ledgerrpc.Ledger, error) {
 		stream, err = tlsDialer.DialContext(ctx, "tcp", strings.TrimPrefix(c.opts.Address, "tls:"))
 	}
 	if err != nil {
-		return ledgerrpc.Ledger{}, fmt.Errorf("connecting to admitd at %s: %w", c.opts.Address, err)
+		return nil, ledgerrpc.Ledger{}, fmt.Errorf("connecting to admitd at %s: %w", c.opts.Address, err)
 	}
-	c.conn = rpc.NewConn(rpc.NewStreamTransport(stream), nil)
-	c.ledger = ledgerrpc.Ledger(c.conn.Bootstrap(ctx))
-	return c.ledger.AddRef(), nil
+	conn := rpc.NewConn(rpc.NewStreamTransport(stream), nil)
+	return conn, ledgerrpc.Ledger(conn.Bootstrap(ctx)), nil
 }
 
 // failed drops the connection after a transport error, so that the next call dials again.

@@ -14,8 +14,9 @@
 # - the first Job's pods marked Succeeded by hand (there is no kubelet): the Job controller
 #   marks the Job Complete, the bridge reports `finished`, the ledger finishes the workload and
 #   releases its quota;
-# - the second Job deleted: its finalizer holds it until the ledger has recorded the workload's
-#   deletion (by the bridge), its quota is released, and the Job is gone.
+# - the second Job deleted while the bridge is SIGKILLed: its finalizer holds it; the restarted
+#   bridge has the ledger record the workload's deletion (by the bridge), its quota is released,
+#   and only then is the Job gone.
 #   tests/k8s/bridge_checks_test.sh ADMITCTL ADMITD ADMIT_K8S
 # Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
 # K8S_TEST_KEEP_DIR=1 keeps the test's folder.
@@ -61,14 +62,19 @@ webhook_serves() {
   curl -s -o /dev/null --max-time 2 --cacert "$dir/cluster/pki/ca.pem" \
     "https://$webhook_address/" 2>/dev/null
 }
-"$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
-  --admitd-cert "$dir/pki/$PRINCIPAL.pem" --admitd-key "$dir/pki/$PRINCIPAL.key" \
-  --admitd-ca "$dir/pki/ca.pem" --leader-elect=false \
-  --webhook-bind-address "$webhook_address" \
-  --webhook-cert "$dir/cluster/pki/webhook.pem" --webhook-key "$dir/cluster/pki/webhook.key" \
-  > "$dir/bridge-1.log" 2>&1 &
-bridge_pid=$!
-wait_until "the bridge's webhook does not answer at $webhook_address" webhook_serves
+bridge_runs=0
+start_bridge() {
+  bridge_runs=$((bridge_runs + 1))
+  "$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
+    --admitd-cert "$dir/pki/$PRINCIPAL.pem" --admitd-key "$dir/pki/$PRINCIPAL.key" \
+    --admitd-ca "$dir/pki/ca.pem" --leader-elect=false \
+    --webhook-bind-address "$webhook_address" \
+    --webhook-cert "$dir/cluster/pki/webhook.pem" --webhook-key "$dir/cluster/pki/webhook.key" \
+    > "$dir/bridge-$bridge_runs.log" 2>&1 &
+  bridge_pid=$!
+  wait_until "the bridge's webhook does not answer at $webhook_address" webhook_serves
+}
+start_bridge
 
 step "a ClusterQueue that requires the AdmissionCheck scan ($CONTROLLER)"
 kubectl apply -f - > /dev/null <<EOF
@@ -267,10 +273,19 @@ sys.exit(1)
 ' "$PRINCIPAL" || fail "no podsReported finished by $PRINCIPAL for job-checked: $(ledger log)"
 [[ "$(reserved_cpu)" == 400 ]] || fail "after job-checked finished the ledger reserves $(reserved_cpu)m cpu, not 400m (job-intruded's)"
 
-step "the second Job deleted: the ledger records the deletion by the bridge, the quota is released, the Job is gone"
+step "the second Job deleted while the bridge is down: held by the finalizer; the restarted bridge records the deletion, then lets it go"
+kill -KILL "$bridge_pid"
+wait "$bridge_pid" 2>/dev/null || true
+bridge_pid=""
 kubectl delete job intruded -n "$NAMESPACE" --wait=false > /dev/null
+sleep 2
+deleting="$(kubectl get job intruded -n "$NAMESPACE" -o jsonpath='{.metadata.deletionTimestamp}' 2>&1 || true)"
+[[ "$deleting" == 20* ]] \
+  || fail "Job intruded is not held by a finalizer while no bridge runs (deletionTimestamp: '$deleting')"
+ledger log -o json | grep -q '"workloadDeleted"' && fail "a deletion reached the ledger with no bridge running"
+start_bridge
 job_gone() { ! kubectl get job intruded -n "$NAMESPACE" > /dev/null 2>&1; }
-wait_until "Job intruded was not deleted (finalizer not removed?)" job_gone
+wait_until "Job intruded was not deleted after the bridge restarted (finalizer not removed?)" job_gone
 ledger log -o json | python3 -c '
 import json, sys
 for line in sys.stdin:

@@ -7,7 +7,9 @@
 #   gets its reservation and its Workload shows the check Pending;
 # - `kubectl patch workload --subresource=status --field-manager=example.com/scan` setting it
 #   Ready: the ledger records the report with the bridge as actor and viaFieldManager
-#   example.com/scan (the weaker proof), admits, and the Job is released;
+#   example.com/scan (the weaker proof), admits, and the Job is released; its admission revoked,
+#   it is reserved again with the check Pending, and the earlier Ready is not taken for the new
+#   reservation until the controller sets it again;
 # - a second Job whose check is set Ready by the field manager `intruder`: reverted to Pending
 #   with a Warning Event naming the manager and the controllerName, nothing in the ledger, the
 #   Job stays suspended;
@@ -221,6 +223,25 @@ events_of job-checked CheckForwarded | grep -q "field manager \"$CONTROLLER\"" \
 [[ "$(check_state job-checked)" == Ready ]] || fail "the Workload's check scan is '$(check_state job-checked)', not Ready"
 [[ "$(ledger_field job-checked 'w["status"]["admissionChecks"][0]["state"]')" == Ready ]] \
   || fail "the ledger's check scan of job-checked is not Ready"
+
+step "its admission revoked: reserved again, the check Pending again and the earlier Ready not forwarded for the new reservation"
+ledger revoke "$NAMESPACE/job-checked" --reason "bridge checks test: revoked" > /dev/null
+reserved_again() {
+  [[ "$(ledger_field job-checked 'w["status"]["phase"], w["status"].get("admissionGeneration")')" == "('QuotaReserved', 2)" ]]
+}
+wait_until "job-checked was not reserved again (generation 2) after the revocation: $(ledger_field job-checked 'w["status"]')" reserved_again
+wait_until "the Workload job-checked does not show check scan Pending for the new reservation" check_pending job-checked
+sleep 3  # time for a stale report to be forwarded
+[[ "$(suspended checked)" == true ]] || fail "Job checked runs again without a new Ready"
+reports="$(ledger log | grep -c checkStateReported || true)"
+[[ "$reports" == 1 ]] || fail "$reports check reports in the ledger after the revocation, not 1: $(ledger log)"
+[[ "$(ledger_field job-checked 'w["status"]["phase"]')" == QuotaReserved ]] \
+  || fail "the ledger's job-checked is not QuotaReserved after the revocation"
+kubectl patch workload job-checked -n "$NAMESPACE" --subresource=status --type=json \
+  --field-manager="$CONTROLLER" \
+  -p '[{"op":"replace","path":"/status/admissionChecks/0/state","value":"Ready"}]' > /dev/null
+wait_until "Job checked was not released again after its check was set Ready again" released checked
+[[ "$(ledger log | grep -c checkStateReported)" == 2 ]] || fail "not 2 check reports: $(ledger log)"
 
 step "a second Job's check set Ready by another field manager: reverted, with a Warning Event"
 job_yaml intruded | kubectl create -f - > /dev/null

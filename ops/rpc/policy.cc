@@ -199,7 +199,8 @@ Status Policy::MayRecord(const std::string& principal, schema::Event::Reader inp
       // A bridge submits, deletes and finishes the workloads of every namespace of its cluster.
       if (p->Has(Role::kBridge)) return Status::Ok();
       if (!p->Has(Role::kTenant)) {
-        return Denied(principal, "record", kind + " in " + ns, "needs the tenant or bridge role");
+        return Denied(principal, "record", kind + " in " + ns,
+                      "needs the tenant role (or the bridge role)");
       }
       if (std::find(p->namespaces.begin(), p->namespaces.end(), ns) == p->namespaces.end()) {
         return Denied(principal, "record", kind + " in namespace " + ns,
@@ -246,7 +247,7 @@ Status Policy::MayRecord(const std::string& principal, schema::Event::Reader inp
     }
     case schema::Event::Body::PODS_REPORTED:
       if (!p->Has(Role::kRuntime) && !p->Has(Role::kBridge)) {
-        return Denied(principal, "report pods", "", "needs the runtime or bridge role");
+        return Denied(principal, "report pods", "", "needs the runtime role (or the bridge role)");
       }
       return Status::Ok();
     case schema::Event::Body::FLAVOR_DEFINED:
@@ -257,7 +258,7 @@ Status Policy::MayRecord(const std::string& principal, schema::Event::Reader inp
     case schema::Event::Body::PRIORITY_CLASS_DEFINED:
       // The Kueue objects a bridge forwards from its cluster.
       if (!p->Has(Role::kOperator) && !p->Has(Role::kBridge)) {
-        return Denied(principal, "record", kind, "needs the operator or bridge role");
+        return Denied(principal, "record", kind, "needs the operator role (or the bridge role)");
       }
       return Status::Ok();
     default:

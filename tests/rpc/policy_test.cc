@@ -160,7 +160,7 @@ TEST_F(BridgeRole, RecordsDefinitionsButNotOperatorsOtherInputs) {
     e.initBody().initFlavorDefined().setName("f");
   });
   EXPECT_EQ(tenant.code(), Code::kPermissionDenied);
-  EXPECT_NE(tenant.message().find("needs the operator or bridge role"), std::string::npos)
+  EXPECT_NE(tenant.message().find("needs the operator role (or the bridge role)"), std::string::npos)
       << tenant.message();
 }
 

@@ -185,7 +185,15 @@ InputVerdict Engine::Validate(schema::Event::Reader event) const {
       auto spec = checks_.find(check);
       if (spec == checks_.end()) return refuse("no AdmissionCheck " + check);
       const std::string actor = event.getActor().cStr();
-      if (actor != spec->second.controller) {
+      const std::string via = r.getViaFieldManager().cStr();
+      if (!via.empty()) {
+        // Forwarded by a bridge from a cluster: the field manager it saw must be the owner.
+        if (via != spec->second.controller) {
+          return refuse("check " + check + " forwarded by '" + actor + "' was written by field "
+                        "manager '" + via + "', not by its owner '" + spec->second.controller +
+                        "'; nothing recorded");
+        }
+      } else if (actor != spec->second.controller) {
         return refuse("identity '" + actor + "' does not own check " + check + " (owner: '" +
                       spec->second.controller + "'); nothing recorded");
       }

@@ -313,6 +313,12 @@ struct CheckStateReported {
   state @3 :CheckState;
   message @4 :Text;
   requeueAfterNs @5 :Int64;
+  viaFieldManager @6 :Text;
+  # Empty: reported by the check's controller itself (the actor is its controllerName, proven
+  # by its own certificate: the strong path). Set: forwarded by a bridge (the actor) from the
+  # status of a cluster's Workload object, where the API server's managedFields named this field
+  # manager as the writer of the check's state. The weaker proof: a field manager is a name the
+  # writer chose, and the bridge vouches only that it matched the check's controllerName.
 }
 
 struct PodsReported {

@@ -104,8 +104,8 @@ Commands:
               - admitd on a fresh ledger in DIR/ledger, listening on unix:DIR/admitd.sock
                 (admin for this user) and on TLS on 127.0.0.1 (the address is written to
                 DIR/admitd.address), its certificates from the cluster's CA (DIR/pki/admitd.pem),
-                its policy DIR/admitd-policy.yaml: admit-k8s may define, submit in the
-                namespaces of \$ADMIT_K8S_NAMESPACES (default: default) and report pods;
+                its policy DIR/admitd-policy.yaml: admit-k8s has the bridge role (define,
+                submit, delete and finish in every namespace, report pods, forward checks);
                 admitctl (DIR/pki/admitctl.pem and .key) is operator and auditor;
               - ops/deploy/'s namespace $BRIDGE_NAMESPACE and the bridge's RBAC, and admit-k8s
                 as its service account (a token in DIR/admit-k8s.kubeconfig), with leader
@@ -136,8 +136,6 @@ Environment:
                          clone on the machine).
   GO                     The go command for build (default: go on PATH, else /usr/local/go/bin/go).
   ADMITD, ADMIT_K8S      admitd and admit-k8s for start (see --admitd, --admit-k8s).
-  ADMIT_K8S_NAMESPACES   start: the namespaces whose Jobs the bridge may submit (admitd's
-                         tenant role lists them; default: default), separated by spaces.
   K8S_UPDATE_PINS=1      build resolves the module graph anew (-mod=mod) and rewrites
                          ops/k8s/kubernetes-go.mod and .sum; otherwise it builds exactly
                          what they pin (-mod=readonly).
@@ -589,18 +587,14 @@ admitd_listening() {
 start_admitd() {
   local dir="$1" deadline="$2"
   rm -f "$dir/admitd.ready" "$dir/admitd.address"
-  local namespaces
-  namespaces="$(echo "$bridge_namespaces" | xargs | sed 's/ /, /g')"
   cat > "$dir/admitd-policy.yaml" <<EOF
 # Written by ops/k8s/cluster.sh start; admitd reloads it on SIGHUP (docs/admitd.md, "Policy").
 principals:
-# The bridge: definitions (operator), Jobs' submissions in these namespaces (tenant; a Job in
-# another namespace is refused, and the bridge reports it as a LedgerRefused Event on the Job),
-# pod reports (runtime); as tests/k8s/bridge_jobs_test.sh gives it.
-# TODO(#18): the \`bridge\` role (every namespace) once admitd's policy has it.
+# The bridge: admitd's bridge role (docs/admitd.md): definitions, Jobs' submissions, deletions
+# and finishes in every namespace, pod reports, check reports forwarded from the cluster, reads
+# and the watch; as the bridge tests give it.
 - name: $BRIDGE_PRINCIPAL
-  roles: [operator, tenant, runtime]
-  namespaces: [$namespaces]
+  roles: [bridge]
 # admitctl with pki/$ADMITCTL_PRINCIPAL.pem: definitions, revocations, every read. (The Unix
 # socket is admin for this user.)
 - name: $ADMITCTL_PRINCIPAL
@@ -710,7 +704,6 @@ all_running() {
 start_ledger_side=1
 admitd_bin="${ADMITD:-$top/build/ops/admitd}"
 bridge_bin="${ADMIT_K8S:-$top/build/admit-k8s}"
-bridge_namespaces="${ADMIT_K8S_NAMESPACES:-default}"
 
 cmd_start() {
   local dir=""
@@ -733,12 +726,6 @@ cmd_start() {
     # Before anything starts: a missing binary is a clear error, not a half-started cluster.
     [[ -x "$admitd_bin" ]] || die "admitd is not built at $admitd_bin: build it with 'ops/scripts/build.sh admitd' (or name it with --admitd PATH or ADMITD=PATH; --control-plane-only starts no admitd)"
     [[ -x "$bridge_bin" ]] || die "admit-k8s is not built at $bridge_bin: build it with 'ops/k8s/bridge/build.sh $top/build/admit-k8s' (or name it with --admit-k8s PATH or ADMIT_K8S=PATH; --control-plane-only starts no bridge)"
-    local ns
-    [[ -n "${bridge_namespaces// /}" ]] || die "ADMIT_K8S_NAMESPACES is empty: the bridge needs a namespace to submit Jobs from"
-    for ns in $bridge_namespaces; do
-      [[ "$ns" =~ ^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$ ]] \
-        || die "ADMIT_K8S_NAMESPACES: '$ns' is not a namespace name (an RFC 1123 label: lower-case letters, digits and '-', at most 63)"
-    done
     wanted+=(admitd admit-k8s)
   fi
   mkdir -p "$dir"

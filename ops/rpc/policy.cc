@@ -22,6 +22,7 @@ std::optional<Role> ParseRole(const std::string& name) {
   if (name == "check-controller") return Role::kCheckController;
   if (name == "runtime") return Role::kRuntime;
   if (name == "auditor") return Role::kAuditor;
+  if (name == "bridge") return Role::kBridge;
   return std::nullopt;
 }
 
@@ -51,6 +52,7 @@ const char* RoleName(Role role) {
     case Role::kCheckController: return "check-controller";
     case Role::kRuntime: return "runtime";
     case Role::kAuditor: return "auditor";
+    case Role::kBridge: return "bridge";
   }
   return "?";
 }
@@ -108,7 +110,8 @@ Result<Policy> Policy::Parse(const std::string& text, const std::string& source)
     YAML::Node roles = p["roles"];
     if (!roles || !roles.IsSequence() || roles.size() == 0) {
       return bad(path + ".roles",
-                 "required: a list of operator, tenant, check-controller, runtime, auditor");
+                 "required: a list of operator, tenant, check-controller, runtime, auditor, "
+                 "bridge");
     }
     for (size_t r = 0; r < roles.size(); ++r) {
       const std::string name = roles[r].IsScalar() ? roles[r].as<std::string>() : "";
@@ -116,7 +119,7 @@ Result<Policy> Policy::Parse(const std::string& text, const std::string& source)
       if (!role) {
         return bad(path + ".roles[" + std::to_string(r) + "]",
                    "'" + name + "' is not a role (operator, tenant, check-controller, runtime, "
-                   "auditor)");
+                   "auditor, bridge)");
       }
       entry.roles.push_back(*role);
     }
@@ -193,7 +196,12 @@ Status Policy::MayRecord(const std::string& principal, schema::Event::Reader inp
     case schema::Event::Body::WORKLOAD_DELETED:
     case schema::Event::Body::WORKLOAD_FINISHED: {
       const std::string ns = NamespaceOf(input);
-      if (!p->Has(Role::kTenant)) return Denied(principal, "record", kind + " in " + ns, "needs the tenant role");
+      // A bridge submits, deletes and finishes the workloads of every namespace of its cluster.
+      if (p->Has(Role::kBridge)) return Status::Ok();
+      if (!p->Has(Role::kTenant)) {
+        return Denied(principal, "record", kind + " in " + ns,
+                      "needs the tenant role (or the bridge role)");
+      }
       if (std::find(p->namespaces.begin(), p->namespaces.end(), ns) == p->namespaces.end()) {
         return Denied(principal, "record", kind + " in namespace " + ns,
                       "not one of its namespaces");
@@ -201,11 +209,33 @@ Status Policy::MayRecord(const std::string& principal, schema::Event::Reader inp
       return Status::Ok();
     }
     case schema::Event::Body::CHECK_STATE_REPORTED: {
-      const std::string check = body.getCheckStateReported().getCheck();
-      if (!p->Has(Role::kCheckController)) {
-        return Denied(principal, "report-check", check, "needs the check-controller role");
-      }
+      auto report = body.getCheckStateReported();
+      const std::string check = report.getCheck();
+      const std::string via = report.getViaFieldManager();
       auto it = engine.admission_checks().find(check);
+      if (!via.empty()) {
+        // Forwarded from a cluster's Workload status by a bridge, on the weaker proof of the
+        // API server's field manager: only a bridge may vouch for one, and only for the owner.
+        if (!p->Has(Role::kBridge)) {
+          return Denied(principal, "report-check", check + " via field manager " + via,
+                        "only the bridge role forwards reports from a cluster");
+        }
+        if (it == engine.admission_checks().end()) {
+          return Denied(principal, "report-check", check, "no such AdmissionCheck");
+        }
+        if (it->second.controller != via) {
+          return Denied(principal, "report-check", check + " via field manager " + via,
+                        "its spec.controllerName is '" + it->second.controller + "'");
+        }
+        return Status::Ok();
+      }
+      if (!p->Has(Role::kCheckController)) {
+        return Denied(principal, "report-check", check,
+                      p->Has(Role::kBridge)
+                          ? "a bridge reports a check only as forwarded from a cluster "
+                            "(viaFieldManager), or needs the check-controller role"
+                          : "needs the check-controller role");
+      }
       if (it == engine.admission_checks().end()) {
         return Denied(principal, "report-check", check, "no such AdmissionCheck");
       }
@@ -216,7 +246,20 @@ Status Policy::MayRecord(const std::string& principal, schema::Event::Reader inp
       return Status::Ok();
     }
     case schema::Event::Body::PODS_REPORTED:
-      if (!p->Has(Role::kRuntime)) return Denied(principal, "report pods", "", "needs the runtime role");
+      if (!p->Has(Role::kRuntime) && !p->Has(Role::kBridge)) {
+        return Denied(principal, "report pods", "", "needs the runtime role (or the bridge role)");
+      }
+      return Status::Ok();
+    case schema::Event::Body::FLAVOR_DEFINED:
+    case schema::Event::Body::COHORT_DEFINED:
+    case schema::Event::Body::CLUSTER_QUEUE_DEFINED:
+    case schema::Event::Body::LOCAL_QUEUE_DEFINED:
+    case schema::Event::Body::ADMISSION_CHECK_DEFINED:
+    case schema::Event::Body::PRIORITY_CLASS_DEFINED:
+      // The Kueue objects a bridge forwards from its cluster.
+      if (!p->Has(Role::kOperator) && !p->Has(Role::kBridge)) {
+        return Denied(principal, "record", kind, "needs the operator role (or the bridge role)");
+      }
       return Status::Ok();
     default:
       // Definitions, configuration, nodes, maintenance, revocations and clock ticks.
@@ -247,8 +290,10 @@ Status Policy::MaySee(const std::string& principal, const std::string& method,
   const PrincipalPolicy* p = Find(principal);
   if (p == nullptr) return Denied(principal, method, "", "the principal is not in the policy");
   if (p->Has(Role::kAuditor) || p->Has(Role::kOperator)) return Status::Ok();
-  // Check controllers and runtimes look workloads up to report on them.
-  if (p->Has(Role::kCheckController) || p->Has(Role::kRuntime)) return Status::Ok();
+  // Check controllers, runtimes and bridges look workloads up to report on them.
+  if (p->Has(Role::kCheckController) || p->Has(Role::kRuntime) || p->Has(Role::kBridge)) {
+    return Status::Ok();
+  }
   if (p->Has(Role::kTenant)) {
     if (ns.empty() ||
         std::find(p->namespaces.begin(), p->namespaces.end(), ns) != p->namespaces.end()) {
@@ -262,7 +307,7 @@ Status Policy::MaySee(const std::string& principal, const std::string& method,
 std::vector<std::string> Policy::ScopeOf(const std::string& principal) const {
   const PrincipalPolicy* p = Find(principal);
   if (p == nullptr || p->Has(Role::kAuditor) || p->Has(Role::kOperator) ||
-      p->Has(Role::kCheckController) || p->Has(Role::kRuntime)) {
+      p->Has(Role::kCheckController) || p->Has(Role::kRuntime) || p->Has(Role::kBridge)) {
     return {};
   }
   return p->namespaces;
@@ -274,7 +319,8 @@ Status Policy::MayWatch(const std::string& principal, std::vector<std::string>* 
   if (principal == kAdminPrincipal) return Status::Ok();
   const PrincipalPolicy* p = Find(principal);
   if (p == nullptr) return Denied(principal, "watch", "", "the principal is not in the policy");
-  if (p->Has(Role::kAuditor) || p->Has(Role::kOperator) || p->Has(Role::kRuntime)) {
+  if (p->Has(Role::kAuditor) || p->Has(Role::kOperator) || p->Has(Role::kRuntime) ||
+      p->Has(Role::kBridge)) {
     return Status::Ok();
   }
   if (p->Has(Role::kCheckController)) {

@@ -14,7 +14,7 @@
 
 namespace admission::ops::rpc {
 
-enum class Role { kOperator, kTenant, kCheckController, kRuntime, kAuditor };
+enum class Role { kOperator, kTenant, kCheckController, kRuntime, kAuditor, kBridge };
 const char* RoleName(Role role);
 
 struct PrincipalPolicy {
@@ -52,7 +52,7 @@ class Policy {
                 const std::string& ns) const;
   // The namespaces a principal's get is limited to (empty: all). REQUIRES: MaySee passed for "".
   std::vector<std::string> ScopeOf(const std::string& principal) const;
-  // watch: operators, auditors, runtimes see every event; a tenant only its namespaces and a
+  // watch: operators, auditors, runtimes and bridges see every event; a tenant only its namespaces and a
   // check controller only its checks (the filter is narrowed to them).
   Status MayWatch(const std::string& principal, std::vector<std::string>* namespaces,
                   std::vector<std::string>* checks, const projections::Engine& engine) const;

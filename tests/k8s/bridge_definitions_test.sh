@@ -28,9 +28,9 @@ readonly cases_dir="$script_dir/crd_cases"
 # shellcheck source=tests/k8s/bridge_test_lib.sh
 source "$script_dir/bridge_test_lib.sh" k8s-bridge-test
 
-step "admitd on TLS, with a policy that makes the bridge's certificate an operator"
+step "admitd on TLS, with a policy that gives the bridge's certificate the bridge role"
 "$top/ops/scripts/test_pki.sh" "$dir/pki" "$PRINCIPAL" > /dev/null
-printf 'principals:\n- name: %s\n  roles: [operator]\n' "$PRINCIPAL" > "$dir/policy.yaml"
+printf 'principals:\n- name: %s\n  roles: [bridge]\n' "$PRINCIPAL" > "$dir/policy.yaml"
 "$admitd" --ledger "$dir/ledger" --listen "unix:$dir/admitd.sock" --listen tls:127.0.0.1:0 \
   --tls-cert "$dir/pki/server.pem" --tls-key "$dir/pki/server.key" --client-ca "$dir/pki/ca.pem" \
   --policy "$dir/policy.yaml" --ready-file "$dir/ready" --log-level warn \

@@ -49,10 +49,9 @@ readonly examples_dir="$top/../shared/kueue-examples"
 # shellcheck source=tests/k8s/bridge_test_lib.sh
 source "$script_dir/bridge_test_lib.sh" k8s-jobs-test
 
-step "admitd on TLS; the bridge's certificate may define, submit in $NAMESPACE and report pods"
+step "admitd on TLS; the bridge's certificate has the bridge role (definitions, Jobs, pod reports)"
 "$top/ops/scripts/test_pki.sh" "$dir/pki" "$PRINCIPAL" > /dev/null
-printf 'principals:\n- name: %s\n  roles: [operator, tenant, runtime]\n  namespaces: [%s]\n' \
-  "$PRINCIPAL" "$NAMESPACE" > "$dir/policy.yaml"
+printf 'principals:\n- name: %s\n  roles: [bridge]\n' "$PRINCIPAL" > "$dir/policy.yaml"
 # start_admitd TLS_ADDRESS METRICS_ADDRESS (HOST:PORT each; port 0: any free one)
 start_admitd() {
   rm -f "$dir/ready"

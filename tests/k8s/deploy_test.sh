@@ -295,6 +295,7 @@ allowed=(
   "watch jobs.batch -A" "patch jobs.batch -n $NAMESPACE" "update jobs.batch -n $NAMESPACE"
   "update jobs.batch --subresource=status -n $NAMESPACE"
   "create workloads.kueue.x-k8s.io -n $NAMESPACE" "update workloads.kueue.x-k8s.io --subresource=status -n $NAMESPACE"
+  "patch workloads.kueue.x-k8s.io --subresource=status -n $NAMESPACE"
   "list clusterqueues.kueue.x-k8s.io" "update clusterqueues.kueue.x-k8s.io --subresource=status"
   "update localqueues.kueue.x-k8s.io --subresource=status -n $NAMESPACE"
   "watch resourceflavors.kueue.x-k8s.io" "watch cohorts.kueue.x-k8s.io"

@@ -59,7 +59,7 @@ generate() {
 generate admission_rpc ledgerrpc
 generate events ledgerevents
 
-unformatted="$(gofmt -l cmd internal/ledger internal/definitions internal/jobs)"
+unformatted="$(gofmt -l cmd internal/ledger internal/definitions internal/jobs internal/checks)"
 [[ -z "$unformatted" ]] || die "not gofmt-formatted: $unformatted"
 nice -n 10 "$go_bin" vet ./... || die "go vet found problems"
 mkdir -p "$(dirname "$output")"

@@ -4,7 +4,9 @@
 // ledger's ClusterQueue and LocalQueue status back; suspends Jobs
 // that carry kueue.x-k8s.io/queue-name at creation (a mutating webhook), submits them, mirrors
 // the ledger's decisions into their Workload objects and releases them when the ledger admits
-// them. It refuses to start while Kueue's own controller manager holds its leader lease: one
+// them; forwards the admission check states that a check controller writes into a Workload's
+// status when its field manager is the AdmissionCheck's controllerName, and reverts any other.
+// It refuses to start while Kueue's own controller manager holds its leader lease: one
 // admission authority per cluster.
 package main
 
@@ -30,6 +32,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"admission-ledger/bridge/internal/checks"
 	"admission-ledger/bridge/internal/definitions"
 	"admission-ledger/bridge/internal/jobs"
 	"admission-ledger/bridge/internal/ledger"
@@ -71,7 +74,8 @@ func main() {
 
 The admission ledger's bridge to Kubernetes: forwards Kueue definitions to admitd as they
 change, and holds back Jobs with a kueue.x-k8s.io/queue-name label until the ledger admits
-them (docs/k8s.md). The cluster is the one of --kubeconfig, $KUBECONFIG or the pod's service
+them; forwards check states written into Workloads by the field manager that is the
+AdmissionCheck's controllerName, and reverts others (docs/k8s.md). The cluster is the one of --kubeconfig, $KUBECONFIG or the pod's service
 account.
 
 The ledger's decisions reach it through a watch on the ledger (admitd's watch); Jobs and
@@ -113,6 +117,9 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	if err != nil {
 		return fmt.Errorf("no cluster to talk to: %w", err)
 	}
+	// The API server names the field manager of our writes after the user agent; the check
+	// forwarder tells the bridge's own writes from a check controller's by it.
+	config.UserAgent = checks.BridgeFieldManager
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -171,6 +178,9 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 		return watchLedger(ctx, ledgerClient, statusWriter, jobEvents, jobLedger)
 	})); err != nil {
 		return err
+	}
+	if err := checks.SetupWithManager(mgr, ledgerClient); err != nil {
+		return fmt.Errorf("setting up the check forwarder: %w", err)
 	}
 	if webhookOpts != nil {
 		// The webhook answers whether or not this replica leads: admission must not wait for

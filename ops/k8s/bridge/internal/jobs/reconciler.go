@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"admission-ledger/bridge/internal/checks"
 	"admission-ledger/bridge/internal/ledger"
 	"admission-ledger/bridge/internal/ledgerevents"
 )
@@ -177,14 +178,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	job := &batchv1.Job{}
 	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
-			// Its Workload object goes with it (owner reference). Telling the ledger is not
-			// built yet (docs/k8s.md).
+			// Its Workload object goes with it (owner reference); the ledger was told before
+			// the finalizer let it go (deletion.go).
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
-	if job.DeletionTimestamp != nil || job.Labels[QueueNameLabel] == "" {
+	if job.DeletionTimestamp != nil {
+		return r.deleted(ctx, job)
+	}
+	if job.Labels[QueueNameLabel] == "" {
 		return ctrl.Result{}, nil
+	}
+	if err := r.ensureFinalizer(ctx, job); err != nil {
+		return ctrl.Result{}, err
 	}
 	workload, err := r.ensureWorkloadObject(ctx, job)
 	if err != nil {
@@ -362,10 +369,16 @@ func (r *Reconciler) ensureWorkloadObject(ctx context.Context, job *batchv1.Job)
 // mirror writes the ledger's status of the workload into the Workload object's status.
 func (r *Reconciler) mirror(ctx context.Context, workload *unstructured.Unstructured, state *LedgerWorkload) error {
 	current, _, _ := unstructured.NestedMap(workload.Object, "status")
-	if equality.Semantic.DeepEqual(current, state.Status) {
+	desired := runtime.DeepCopyJSONValue(state.Status).(map[string]any)
+	// A check state that a check controller wrote and the ledger does not hold yet is the
+	// check forwarder's to forward or revert (internal/checks), not the mirror's to overwrite.
+	if desired != nil {
+		checks.KeepForeignChecks(workload, desired)
+	}
+	if equality.Semantic.DeepEqual(current, desired) {
 		return nil
 	}
-	workload.Object["status"] = runtime.DeepCopyJSONValue(state.Status)
+	workload.Object["status"] = desired
 	if err := r.Client.Status().Update(ctx, workload); err != nil {
 		return fmt.Errorf("writing the status of Workload %s/%s: %w", workload.GetNamespace(), workload.GetName(), err)
 	}

@@ -1,0 +1,439 @@
+// Package checks forwards admission check states written inside the cluster to the ledger
+// (docs/k8s.md, "Checks from inside the cluster"). A check controller written for Kueue sets
+// `status.admissionChecks[i].state` of a Workload; the API server's managedFields name the field
+// manager that wrote it. When that manager is the AdmissionCheck's `spec.controllerName`, the
+// bridge records the report in the ledger as its own input, marked `viaFieldManager` (the
+// weaker proof: a field manager is a name the writer chose, vouched for by the bridge, where a
+// check controller's own certificate to admitd is the strong path). A state written by any
+// other manager is reverted to the ledger's, with a Warning Event naming the manager and the
+// controllerName expected.
+package checks
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"admission-ledger/bridge/internal/ledger"
+	"admission-ledger/bridge/internal/ledgerevents"
+)
+
+// BridgeFieldManager is the field manager of the bridge's own writes (its user agent: the API
+// server names an Update's manager after it; main sets it).
+const BridgeFieldManager = "admit-k8s"
+
+// JobUIDLabel marks the Workload objects the bridge creates for Jobs.
+const JobUIDLabel = "kueue.x-k8s.io/job-uid"
+
+// RetryAfterTransportError is the wait after admitd could not be reached or asked to retry.
+const RetryAfterTransportError = 5 * time.Second
+
+var (
+	workloadGVK = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "Workload"}
+	checkGVK    = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "AdmissionCheck"}
+)
+
+// Ledger is what the check forwarder needs of admitd.
+type Ledger interface {
+	Record(ctx context.Context, requestID string, inputs [][]byte) (ledger.Outcome, error)
+	Get(ctx context.Context, kind, format string) (string, error)
+}
+
+// Reconciler looks at one Workload at a time: every admissionChecks entry whose state differs
+// from the ledger's and was written by someone other than the bridge is forwarded or reverted.
+type Reconciler struct {
+	Client client.Client
+	Ledger Ledger
+	Events record.EventRecorder
+}
+
+// SetupWithManager registers the forwarder for the Workloads the bridge creates for Jobs.
+func SetupWithManager(mgr ctrl.Manager, l Ledger) error {
+	r := &Reconciler{Client: mgr.GetClient(), Ledger: l, Events: mgr.GetEventRecorderFor("admit-k8s")}
+	owned := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()[JobUIDLabel] != ""
+	})
+	workload := &unstructured.Unstructured{}
+	workload.SetGroupVersionKind(workloadGVK)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("checks").
+		For(workload, builder.WithPredicates(owned)).
+		Complete(r)
+}
+
+// ledgerCheck is one check of the ledger's workload read model.
+type ledgerCheck struct {
+	State, Message string
+}
+
+type ledgerWorkload struct {
+	UID        string
+	Generation int64
+	Checks     map[string]ledgerCheck
+}
+
+// findLedgerWorkload reads the ledger's workload read model (`get workloads -o json`).
+func (r *Reconciler) findLedgerWorkload(ctx context.Context, namespace, name string) (*ledgerWorkload, error) {
+	text, err := r.Ledger.Get(ctx, "workloads", "json")
+	if err != nil {
+		return nil, err
+	}
+	var list struct {
+		Items []map[string]any `json:"items"`
+	}
+	if err := utiljson.Unmarshal([]byte(text), &list); err != nil {
+		return nil, fmt.Errorf("the ledger's workloads are not a JSON List: %w", err)
+	}
+	for _, item := range list.Items {
+		u := unstructured.Unstructured{Object: item}
+		if u.GetNamespace() != namespace || u.GetName() != name {
+			continue
+		}
+		w := &ledgerWorkload{UID: string(u.GetUID()), Checks: map[string]ledgerCheck{}}
+		w.Generation, _, _ = unstructured.NestedInt64(item, "status", "admissionGeneration")
+		entries, _, _ := unstructured.NestedSlice(item, "status", "admissionChecks")
+		for _, e := range entries {
+			m, _ := e.(map[string]any)
+			name, _ := m["name"].(string)
+			state, _ := m["state"].(string)
+			message, _ := m["message"].(string)
+			w.Checks[name] = ledgerCheck{State: state, Message: message}
+		}
+		return w, nil
+	}
+	return nil, nil
+}
+
+// StateWriters returns, per check name, the field managers that own
+// `status.admissionChecks[name=...].state` of the object (managedFields on the status
+// subresource; the CRD declares admissionChecks a map list keyed by name, so each entry's
+// fields are owned separately).
+func StateWriters(managed []metav1.ManagedFieldsEntry) map[string][]string {
+	writers := map[string][]string{}
+	for _, entry := range managed {
+		if entry.Subresource != "status" || entry.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]any
+		if err := json.Unmarshal(entry.FieldsV1.Raw, &fields); err != nil {
+			continue
+		}
+		status, _ := fields["f:status"].(map[string]any)
+		list, _ := status["f:admissionChecks"].(map[string]any)
+		for key, value := range list {
+			if !strings.HasPrefix(key, "k:") {
+				continue
+			}
+			var k struct {
+				Name string `json:"name"`
+			}
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(key, "k:")), &k); err != nil {
+				continue
+			}
+			item, _ := value.(map[string]any)
+			if _, owns := item["f:state"]; owns {
+				writers[k.Name] = append(writers[k.Name], entry.Manager)
+			}
+		}
+	}
+	for _, list := range writers {
+		sort.Strings(list)
+	}
+	return writers
+}
+
+// foreignWriter is the manager that wrote the entry's state when the bridge does not own it
+// (alone or shared: the bridge shares it once it has forwarded it); "" otherwise.
+func foreignWriter(writers []string) string {
+	for _, w := range writers {
+		if w == BridgeFieldManager {
+			return ""
+		}
+	}
+	if len(writers) == 0 {
+		return ""
+	}
+	return strings.Join(writers, ",")
+}
+
+func entriesOf(obj map[string]any) []any {
+	entries, _, _ := unstructured.NestedSlice(obj, "status", "admissionChecks")
+	return entries
+}
+
+// KeepForeignChecks is for the bridge's status mirror: in `desired` (the ledger's status about
+// to be written over the Workload's), it keeps every admissionChecks entry of the Workload
+// whose state a field manager other than the bridge wrote and the ledger does not hold yet, so
+// the mirror does not overwrite a check controller's report before this package has forwarded
+// or reverted it.
+func KeepForeignChecks(workload *unstructured.Unstructured, desired map[string]any) {
+	writers := StateWriters(workload.GetManagedFields())
+	desiredEntries, _ := desired["admissionChecks"].([]any)
+	index := map[string]int{}
+	for i, e := range desiredEntries {
+		m, _ := e.(map[string]any)
+		name, _ := m["name"].(string)
+		index[name] = i
+	}
+	changed := false
+	for _, e := range entriesOf(workload.Object) {
+		m, _ := e.(map[string]any)
+		name, _ := m["name"].(string)
+		if foreignWriter(writers[name]) == "" {
+			continue
+		}
+		i, found := index[name]
+		if found {
+			d, _ := desiredEntries[i].(map[string]any)
+			if d["state"] == m["state"] {
+				continue
+			}
+			desiredEntries[i] = runtime.DeepCopyJSONValue(m)
+		} else {
+			desiredEntries = append(desiredEntries, runtime.DeepCopyJSONValue(m))
+		}
+		changed = true
+	}
+	if changed {
+		desired["admissionChecks"] = desiredEntries
+	}
+}
+
+// checkStates are Kueue's states of an admission check, as the ledger's CheckState.
+var checkStates = map[string]ledgerevents.CheckState{
+	"Pending":  ledgerevents.CheckState_pending,
+	"Ready":    ledgerevents.CheckState_ready,
+	"Retry":    ledgerevents.CheckState_retry,
+	"Rejected": ledgerevents.CheckState_rejected,
+}
+
+// Reconcile forwards or reverts the foreign check states of one Workload.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	workload := &unstructured.Unstructured{}
+	workload.SetGroupVersionKind(workloadGVK)
+	if err := r.Client.Get(ctx, req.NamespacedName, workload); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	entries := entriesOf(workload.Object)
+	if len(entries) == 0 || workload.GetDeletionTimestamp() != nil {
+		return ctrl.Result{}, nil
+	}
+	writers := StateWriters(workload.GetManagedFields())
+	var foreign []map[string]any
+	for _, e := range entries {
+		m, _ := e.(map[string]any)
+		name, _ := m["name"].(string)
+		if foreignWriter(writers[name]) != "" {
+			foreign = append(foreign, m)
+		}
+	}
+	if len(foreign) == 0 {
+		return ctrl.Result{}, nil
+	}
+	state, err := r.findLedgerWorkload(ctx, workload.GetNamespace(), workload.GetName())
+	if err != nil {
+		log.FromContext(ctx).Error(err, "reading the ledger's workloads failed; will retry")
+		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+	}
+	for _, entry := range foreign {
+		name, _ := entry["name"].(string)
+		value, _ := entry["state"].(string)
+		writer := foreignWriter(writers[name])
+		var held ledgerCheck
+		found := false
+		if state != nil {
+			held, found = state.Checks[name]
+		}
+		if found && held.State == value {
+			continue // the ledger holds it already (forwarded, or the same by chance)
+		}
+		if !found {
+			return ctrl.Result{}, r.revert(ctx, workload, name, state, fmt.Sprintf(
+				"status.admissionChecks[%s].state %q written by field manager %q: the ledger's "+
+					"workload holds no reservation that requires check %s; reverted",
+				name, value, writer, name))
+		}
+		controller, err := r.controllerName(ctx, name)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if writer != controller {
+			return ctrl.Result{}, r.revert(ctx, workload, name, state, fmt.Sprintf(
+				"status.admissionChecks[%s].state %q written by field manager %q, but the "+
+					"AdmissionCheck's spec.controllerName is %q: not forwarded to the ledger, "+
+					"reverted to %q",
+				name, value, writer, controller, held.State))
+		}
+		if _, known := checkStates[value]; !known {
+			return ctrl.Result{}, r.revert(ctx, workload, name, state, fmt.Sprintf(
+				"status.admissionChecks[%s].state %q written by field manager %q is not one of "+
+					"Pending, Ready, Retry, Rejected; reverted to %q", name, value, writer, held.State))
+		}
+		result, done, err := r.forward(ctx, workload, state, entry, writer)
+		if done || err != nil {
+			return result, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// controllerName reads the AdmissionCheck's spec.controllerName.
+func (r *Reconciler) controllerName(ctx context.Context, check string) (string, error) {
+	ac := &unstructured.Unstructured{}
+	ac.SetGroupVersionKind(checkGVK)
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: check}, ac); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil // no such AdmissionCheck: no manager is its controller
+		}
+		return "", fmt.Errorf("reading AdmissionCheck %s: %w", check, err)
+	}
+	name, _, _ := unstructured.NestedString(ac.Object, "spec", "controllerName")
+	return name, nil
+}
+
+// CheckRequestID names one forwarded report: the same state by the same writer for the same
+// reservation is one call, however often the bridge (or a restarted one) sends it.
+func CheckRequestID(namespace, name, uid string, generation int64, check, state, message, writer string) string {
+	sum := sha256.Sum256([]byte(strings.Join([]string{namespace, name, uid,
+		strconv.FormatInt(generation, 10), check, state, message, writer}, "\x00")))
+	return "admit-k8s/check/" + hex.EncodeToString(sum[:16])
+}
+
+// CheckReportedEvent is the input a forwarded report records: `admitctl report-check`'s, with
+// viaFieldManager set to the writer.
+func CheckReportedEvent(namespace, name, uid string, generation int64, check, state, message string,
+	requeueAfterSeconds int64, writer string) ([]byte, error) {
+	return ledger.BuildEvent(func(event ledgerevents.Event) error {
+		r, err := event.Body().NewCheckStateReported()
+		if err != nil {
+			return err
+		}
+		ref, err := r.NewWorkload()
+		if err != nil {
+			return err
+		}
+		if err := ref.SetNamespace(namespace); err != nil {
+			return err
+		}
+		if err := ref.SetName(name); err != nil {
+			return err
+		}
+		if err := ref.SetUid(uid); err != nil {
+			return err
+		}
+		if err := r.SetCheck(check); err != nil {
+			return err
+		}
+		r.SetGeneration(uint64(generation))
+		r.SetState(checkStates[state])
+		if err := r.SetMessage_(message); err != nil {
+			return err
+		}
+		r.SetRequeueAfterNs(requeueAfterSeconds * int64(time.Second))
+		return r.SetViaFieldManager(writer)
+	})
+}
+
+// forward records the entry's state in the ledger. done: stop looking at this Workload now.
+func (r *Reconciler) forward(ctx context.Context, workload *unstructured.Unstructured, state *ledgerWorkload,
+	entry map[string]any, writer string) (ctrl.Result, bool, error) {
+	logger := log.FromContext(ctx)
+	check, _ := entry["name"].(string)
+	value, _ := entry["state"].(string)
+	message, _ := entry["message"].(string)
+	requeueAfter, _, _ := unstructured.NestedInt64(entry, "requeueAfterSeconds")
+	ns, name := workload.GetNamespace(), workload.GetName()
+	event, err := CheckReportedEvent(ns, name, state.UID, state.Generation, check, value, message, requeueAfter, writer)
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
+	outcome, err := r.Ledger.Record(ctx, CheckRequestID(ns, name, state.UID, state.Generation, check, value, message, writer),
+		[][]byte{event})
+	var refused *ledger.Refused
+	switch {
+	case errors.As(err, &refused) && !refused.Retryable():
+		return ctrl.Result{}, true, r.revert(ctx, workload, check, state, fmt.Sprintf(
+			"status.admissionChecks[%s].state %q by field manager %q: the ledger refused the report: %s; reverted",
+			check, value, writer, refused.Message))
+	case err != nil:
+		logger.Error(err, "forwarding a check report failed; will retry", "check", check)
+		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, true, nil
+	}
+	sequence := ""
+	if len(outcome.Sequences) > 0 {
+		sequence = strconv.FormatUint(outcome.Sequences[0], 10)
+	}
+	logger.Info("forwarded a check report", "check", check, "state", value, "fieldManager", writer, "sequence", sequence)
+	r.Events.Event(workload, corev1.EventTypeNormal, "CheckForwarded", fmt.Sprintf(
+		"check %s %s, written by field manager %q (the AdmissionCheck's controllerName), recorded in "+
+			"the ledger at sequence %s via admit-k8s (proof: the field manager, not the controller's certificate)",
+		check, value, writer, sequence))
+	// Share the ownership of the state, so that a later reservation's reset is not taken for
+	// the check controller's report again.
+	ack := &unstructured.Unstructured{}
+	ack.SetGroupVersionKind(workloadGVK)
+	ack.SetNamespace(ns)
+	ack.SetName(name)
+	ack.Object["status"] = map[string]any{"admissionChecks": []any{map[string]any{"name": check, "state": value}}}
+	if err := r.Client.Status().Patch(ctx, ack, client.Apply, client.FieldOwner(BridgeFieldManager), client.ForceOwnership); err != nil {
+		return ctrl.Result{}, true, fmt.Errorf("acknowledging check %s on Workload %s/%s: %w", check, ns, name, err)
+	}
+	return ctrl.Result{}, false, nil
+}
+
+// revert writes the ledger's state of the check back over the entry (or removes the entry when
+// the ledger has none) and says why in a Warning Event.
+func (r *Reconciler) revert(ctx context.Context, workload *unstructured.Unstructured, check string,
+	state *ledgerWorkload, why string) error {
+	entries := entriesOf(workload.Object)
+	kept := make([]any, 0, len(entries))
+	for _, e := range entries {
+		m, _ := e.(map[string]any)
+		if m["name"] != check {
+			kept = append(kept, e)
+			continue
+		}
+		if state == nil {
+			continue
+		}
+		held, found := state.Checks[check]
+		if !found {
+			continue
+		}
+		m = runtime.DeepCopyJSONValue(m).(map[string]any)
+		m["state"] = held.State
+		m["message"] = held.Message
+		kept = append(kept, m)
+	}
+	if err := unstructured.SetNestedSlice(workload.Object, kept, "status", "admissionChecks"); err != nil {
+		return err
+	}
+	if err := r.Client.Status().Update(ctx, workload, client.FieldOwner(BridgeFieldManager)); err != nil {
+		return fmt.Errorf("reverting check %s on Workload %s/%s: %w", check, workload.GetNamespace(), workload.GetName(), err)
+	}
+	log.FromContext(ctx).Info("reverted a check state", "check", check, "why", why)
+	r.Events.Event(workload, corev1.EventTypeWarning, "CheckReverted", why)
+	return nil
+}

@@ -1,0 +1,107 @@
+package jobs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"admission-ledger/bridge/internal/ledger"
+	"admission-ledger/bridge/internal/ledgerevents"
+)
+
+// JobFinalizer holds a labelled Job's deletion until the ledger has recorded its workload's
+// deletion (Kueue holds its Workloads with kueue.x-k8s.io/resource-in-use the same way): a
+// bridge that was down when the Job was deleted still finds it, with a deletion timestamp,
+// when it starts again.
+const JobFinalizer = "admission-ledger.io/workload"
+
+// DeleteRequestID names the deletion of one Job's workload: one call per Job uid.
+func DeleteRequestID(job *batchv1.Job) string {
+	sum := sha256.Sum256([]byte("deleted\x00" + string(job.UID)))
+	return "admit-k8s/delete/" + hex.EncodeToString(sum[:16])
+}
+
+// ensureFinalizer adds JobFinalizer to a labelled Job that does not carry it yet.
+func (r *Reconciler) ensureFinalizer(ctx context.Context, job *batchv1.Job) error {
+	if controllerutil.ContainsFinalizer(job, JobFinalizer) {
+		return nil
+	}
+	before := job.DeepCopy()
+	controllerutil.AddFinalizer(job, JobFinalizer)
+	if err := r.Client.Patch(ctx, job, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("adding finalizer %s to Job %s/%s: %w", JobFinalizer, job.Namespace, job.Name, err)
+	}
+	return nil
+}
+
+// deleted handles a Job being deleted: its workload is deleted in the ledger (WorkloadDeleted,
+// the ledger releases any quota it holds), and only then is the finalizer removed.
+func (r *Reconciler) deleted(ctx context.Context, job *batchv1.Job) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(job, JobFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	logger := log.FromContext(ctx)
+	state, err := r.findLedgerWorkload(ctx, job.Namespace, WorkloadName(job))
+	if err != nil {
+		logger.Error(err, "reading the ledger's workloads failed; will retry")
+		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+	}
+	// Nothing to tell when the ledger never had it or already deleted it. The ledger's workload
+	// of this name is this Job's: the finalizer keeps the name taken until it is recorded (the
+	// ledger's uid is its own, not the Job's).
+	if state != nil && state.Phase() != "Deleted" {
+		event, err := WorkloadDeletedEvent(state.Namespace, state.Name, state.UID)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		outcome, err := r.Ledger.Record(ctx, DeleteRequestID(job), [][]byte{event})
+		var refused *ledger.Refused
+		switch {
+		case errors.As(err, &refused) && !refused.Retryable():
+			// The ledger will not take it (e.g. it retired the workload meanwhile): say so and
+			// let the Job go; a deletion it refuses cannot be retried into existence.
+			r.Events.Event(job, corev1.EventTypeWarning, "LedgerRefused", "deleting workload: "+refused.Message)
+		case err != nil:
+			logger.Error(err, "reporting the Job's deletion failed; will retry")
+			return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+		case len(outcome.Sequences) > 0:
+			logger.Info("workload deleted in the ledger", "sequence", outcome.Sequences[0])
+		}
+	}
+	before := job.DeepCopy()
+	controllerutil.RemoveFinalizer(job, JobFinalizer)
+	if err := r.Client.Patch(ctx, job, client.MergeFrom(before)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("removing finalizer %s from Job %s/%s: %w", JobFinalizer, job.Namespace, job.Name, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// WorkloadDeletedEvent is the input `admitctl delete NAMESPACE/NAME` records.
+func WorkloadDeletedEvent(namespace, name, uid string) ([]byte, error) {
+	return ledger.BuildEvent(func(event ledgerevents.Event) error {
+		d, err := event.Body().NewWorkloadDeleted()
+		if err != nil {
+			return err
+		}
+		ref, err := d.NewWorkload()
+		if err != nil {
+			return err
+		}
+		if err := ref.SetNamespace(namespace); err != nil {
+			return err
+		}
+		if err := ref.SetName(name); err != nil {
+			return err
+		}
+		return ref.SetUid(uid)
+	})
+}

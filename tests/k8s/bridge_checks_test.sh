@@ -1,0 +1,334 @@
+#!/usr/bin/env bash
+# admit-k8s forwards admission checks written inside the cluster, and tells the ledger when Jobs
+# finish and when they are deleted (docs/k8s.md, "Checks from inside the cluster", "Job
+# completion and deletion"), on a real API server with admitd on TLS and the bridge's
+# certificate given the `bridge` role alone:
+# - a ClusterQueue requiring the AdmissionCheck `scan` (controllerName example.com/scan); a Job
+#   gets its reservation and its Workload shows the check Pending;
+# - `kubectl patch workload --subresource=status --field-manager=example.com/scan` setting it
+#   Ready: the ledger records the report with the bridge as actor and viaFieldManager
+#   example.com/scan (the weaker proof), admits, and the Job is released; its admission revoked,
+#   it is reserved again with the check Pending, and the earlier Ready is not taken for the new
+#   reservation until the controller sets it again;
+# - a second Job whose check is set Ready by the field manager `intruder`: reverted to Pending
+#   with a Warning Event naming the manager and the controllerName, nothing in the ledger, the
+#   Job stays suspended;
+# - the first Job's pods marked Succeeded by hand (there is no kubelet): the Job controller
+#   marks the Job Complete, the bridge reports `finished`, the ledger finishes the workload and
+#   releases its quota;
+# - the second Job deleted while the bridge is SIGKILLed: its finalizer holds it; the restarted
+#   bridge has the ledger record the workload's deletion (by the bridge), its quota is released,
+#   and only then is the Job gone.
+#   tests/k8s/bridge_checks_test.sh ADMITCTL ADMITD ADMIT_K8S
+# Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
+# K8S_TEST_KEEP_DIR=1 keeps the test's folder.
+set -euo pipefail
+
+(($# == 3)) || { echo "usage: $0 ADMITCTL ADMITD ADMIT_K8S" >&2; exit 2; }
+readonly admitctl="$1" admitd="$2" admit_k8s="$3"
+
+readonly SKIP_STATUS=77
+readonly WATCHDOG_POLL_SECONDS=1
+readonly WAIT_SECONDS=90
+readonly POLL_INTERVAL_SECONDS=0.5
+readonly PRINCIPAL=admit-k8s
+readonly NAMESPACE=default
+readonly CONTROLLER=example.com/scan
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly script_dir
+readonly top="$script_dir/../.."
+readonly cluster_sh="$top/ops/k8s/cluster.sh"
+
+# shellcheck source=tests/k8s/bridge_test_lib.sh
+source "$script_dir/bridge_test_lib.sh" k8s-checks-test
+
+step "admitd on TLS; the bridge's certificate has the bridge role alone"
+"$top/ops/scripts/test_pki.sh" "$dir/pki" "$PRINCIPAL" > /dev/null
+printf 'principals:\n- name: %s\n  roles: [bridge]\n' "$PRINCIPAL" > "$dir/policy.yaml"
+"$admitd" --ledger "$dir/ledger" --listen "unix:$dir/admitd.sock" --listen tls:127.0.0.1:0 \
+  --tls-cert "$dir/pki/server.pem" --tls-key "$dir/pki/server.key" --client-ca "$dir/pki/ca.pem" \
+  --policy "$dir/policy.yaml" --ready-file "$dir/ready" --log-level warn \
+  > "$dir/admitd.out" 2> "$dir/admitd.err" &
+admitd_pid=$!
+admitd_ready() { [[ -s "$dir/ready" ]] && grep -q '^tls:' "$dir/ready"; }
+wait_until "admitd did not start" admitd_ready
+readonly admitd_tls="$(grep '^tls:' "$dir/ready")"
+ledger() { "$admitctl" --connect "unix:$dir/admitd.sock" "$@"; }
+
+step "a control plane, and the bridge serving the Job webhook"
+kubeconfig="$("$cluster_sh" start "$dir/cluster")"
+kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
+readonly webhook_address="$(<"$dir/cluster/webhook.address")"
+webhook_serves() {
+  curl -s -o /dev/null --max-time 2 --cacert "$dir/cluster/pki/ca.pem" \
+    "https://$webhook_address/" 2>/dev/null
+}
+bridge_runs=0
+start_bridge() {
+  bridge_runs=$((bridge_runs + 1))
+  "$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
+    --admitd-cert "$dir/pki/$PRINCIPAL.pem" --admitd-key "$dir/pki/$PRINCIPAL.key" \
+    --admitd-ca "$dir/pki/ca.pem" --leader-elect=false \
+    --webhook-bind-address "$webhook_address" \
+    --webhook-cert "$dir/cluster/pki/webhook.pem" --webhook-key "$dir/cluster/pki/webhook.key" \
+    > "$dir/bridge-$bridge_runs.log" 2>&1 &
+  bridge_pid=$!
+  wait_until "the bridge's webhook does not answer at $webhook_address" webhook_serves
+}
+start_bridge
+
+step "a ClusterQueue that requires the AdmissionCheck scan ($CONTROLLER)"
+kubectl apply -f - > /dev/null <<EOF
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default-flavor}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata: {name: scan}
+spec: {controllerName: $CONTROLLER}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cluster-queue}
+spec:
+  namespaceSelector: {}
+  admissionChecksStrategy:
+    admissionChecks:
+    - name: scan
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: default-flavor
+      resources:
+      - {name: cpu, nominalQuota: 1}
+      - {name: memory, nominalQuota: 9Gi}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: $NAMESPACE, name: user-queue}
+spec: {clusterQueue: cluster-queue}
+EOF
+setup_forwarded() {
+  local log
+  log="$(ledger log)"
+  grep -q "admissionCheckDefined  actor=$PRINCIPAL" <<< "$log" &&
+    grep -q "clusterQueueDefined  actor=$PRINCIPAL" <<< "$log" &&
+    grep -q "localQueueDefined  actor=$PRINCIPAL" <<< "$log"
+}
+wait_until "the setup is not in the ledger" setup_forwarded
+
+# job_yaml NAME: a labelled Job of 2 pods of 200m cpu.
+job_yaml() {
+  cat <<EOF
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: $1
+  namespace: $NAMESPACE
+  labels: {kueue.x-k8s.io/queue-name: user-queue}
+spec:
+  parallelism: 2
+  completions: 2
+  template:
+    spec:
+      containers:
+      - name: main
+        image: registry.k8s.io/pause:3.10
+        resources:
+          requests: {cpu: 200m, memory: 100Mi}
+      restartPolicy: Never
+EOF
+}
+# check_state WORKLOAD: the state of check scan in the Workload's status.
+check_state() {
+  kubectl get workload "$1" -n "$NAMESPACE" \
+    -o jsonpath='{.status.admissionChecks[?(@.name=="scan")].state}' 2>/dev/null
+}
+suspended() { kubectl get job "$1" -n "$NAMESPACE" -o jsonpath='{.spec.suspend}'; }
+# ledger_field WORKLOAD EXPRESSION: EXPRESSION of the ledger's workload w (python), "" if none.
+ledger_field() {
+  ledger get workloads -o json | python3 -c '
+import json, sys
+for w in json.load(sys.stdin)["items"]:
+    if (w["metadata"]["namespace"], w["metadata"]["name"]) == (sys.argv[1], sys.argv[2]):
+        print(eval(sys.argv[3]))
+' "$NAMESPACE" "$1" "$2"
+}
+# reserved_cpu: the cpu the ledger's cluster-queue has reserved, in millicores.
+reserved_cpu() {
+  ledger get clusterqueues -o json | python3 -c '
+import json, sys
+for q in json.load(sys.stdin)["items"]:
+    if q["metadata"]["name"] != "cluster-queue":
+        continue
+    total = 0
+    for f in q.get("status", {}).get("flavorsReservation", []):
+        for r in f.get("resources", []):
+            if r["name"] == "cpu":
+                v = str(r.get("total", "0"))
+                total += int(v[:-1]) if v.endswith("m") else int(float(v) * 1000)
+    print(total)
+'
+}
+# events_of WORKLOAD REASON: the messages of the Workload's Events of REASON.
+events_of() {
+  kubectl get events -n "$NAMESPACE" --field-selector "involvedObject.name=$1,reason=$2" \
+    -o jsonpath='{range .items[*]}{.type} {.message}{"\n"}{end}'
+}
+
+step "a Job gets its reservation; its Workload shows the check Pending"
+job_yaml checked | kubectl create -f - > /dev/null
+check_pending() { [[ "$(check_state "$1")" == Pending ]]; }
+wait_until "the Workload job-checked does not show check scan Pending" check_pending job-checked
+[[ "$(suspended checked)" == true ]] || fail "Job checked runs before its check is Ready"
+[[ "$(ledger_field job-checked 'w["status"]["phase"]')" == QuotaReserved ]] \
+  || fail "the ledger's job-checked is not QuotaReserved: $(ledger get workloads)"
+finalizers="$(kubectl get job checked -n "$NAMESPACE" -o jsonpath='{.metadata.finalizers}')"
+[[ "$finalizers" == *admission-ledger.io/workload* ]] \
+  || fail "Job checked carries no finalizer admission-ledger.io/workload: '$finalizers'"
+
+step "the check's controller, as field manager $CONTROLLER, sets it Ready: forwarded, admitted, released"
+kubectl patch workload job-checked -n "$NAMESPACE" --subresource=status --type=json \
+  --field-manager="$CONTROLLER" \
+  -p '[{"op":"replace","path":"/status/admissionChecks/0/state","value":"Ready"},
+       {"op":"replace","path":"/status/admissionChecks/0/message","value":"scanned: clean"}]' > /dev/null
+released() { [[ "$(suspended "$1")" == false ]]; }
+wait_until "Job checked was not released after its check was set Ready" released checked
+ledger log -o json > "$dir/ledger.json"
+# The report: actor the bridge, marked as forwarded from field manager $CONTROLLER.
+python3 - "$dir/ledger.json" "$PRINCIPAL" "$CONTROLLER" <<'EOF' || fail "the ledger holds no forwarded report of check scan for job-checked before its admission: $(ledger log)"
+import json, sys
+path, principal, controller = sys.argv[1:4]
+report = admitted = None
+for line in open(path):
+    e = json.loads(line)["event"]
+    body = e.get("body", {})
+    r = body.get("checkStateReported")
+    if r and r["workload"]["name"] == "job-checked":
+        assert e["actor"] == principal, e
+        assert r.get("viaFieldManager") == controller, r
+        assert r.get("state") == "ready", r
+        assert r.get("message") == "scanned: clean", r
+        report = e["sequence"]
+    a = body.get("admitted")
+    if a and a["workload"]["name"] == "job-checked" and admitted is None:
+        admitted = e["sequence"]
+assert report is not None and admitted is not None and report < admitted, (report, admitted)
+print("report", report, "admitted", admitted, file=sys.stderr)
+EOF
+events_of job-checked CheckForwarded | grep -q "field manager \"$CONTROLLER\"" \
+  || fail "no CheckForwarded Event on Workload job-checked: $(kubectl get events -n "$NAMESPACE")"
+[[ "$(check_state job-checked)" == Ready ]] || fail "the Workload's check scan is '$(check_state job-checked)', not Ready"
+[[ "$(ledger_field job-checked 'w["status"]["admissionChecks"][0]["state"]')" == Ready ]] \
+  || fail "the ledger's check scan of job-checked is not Ready"
+
+step "its admission revoked: reserved again, the check Pending again and the earlier Ready not forwarded for the new reservation"
+ledger revoke "$NAMESPACE/job-checked" --reason "bridge checks test: revoked" > /dev/null
+reserved_again() {
+  [[ "$(ledger_field job-checked 'w["status"]["phase"], w["status"].get("admissionGeneration")')" == "('QuotaReserved', 2)" ]]
+}
+wait_until "job-checked was not reserved again (generation 2) after the revocation: $(ledger_field job-checked 'w["status"]')" reserved_again
+wait_until "the Workload job-checked does not show check scan Pending for the new reservation" check_pending job-checked
+sleep 3  # time for a stale report to be forwarded
+[[ "$(suspended checked)" == true ]] || fail "Job checked runs again without a new Ready"
+reports="$(ledger log | grep -c checkStateReported || true)"
+[[ "$reports" == 1 ]] || fail "$reports check reports in the ledger after the revocation, not 1: $(ledger log)"
+[[ "$(ledger_field job-checked 'w["status"]["phase"]')" == QuotaReserved ]] \
+  || fail "the ledger's job-checked is not QuotaReserved after the revocation"
+kubectl patch workload job-checked -n "$NAMESPACE" --subresource=status --type=json \
+  --field-manager="$CONTROLLER" \
+  -p '[{"op":"replace","path":"/status/admissionChecks/0/state","value":"Ready"}]' > /dev/null
+wait_until "Job checked was not released again after its check was set Ready again" released checked
+[[ "$(ledger log | grep -c checkStateReported)" == 2 ]] || fail "not 2 check reports: $(ledger log)"
+
+step "a second Job's check set Ready by another field manager: reverted, with a Warning Event"
+job_yaml intruded | kubectl create -f - > /dev/null
+wait_until "the Workload job-intruded does not show check scan Pending" check_pending job-intruded
+kubectl patch workload job-intruded -n "$NAMESPACE" --subresource=status --type=json \
+  --field-manager=intruder \
+  -p '[{"op":"replace","path":"/status/admissionChecks/0/state","value":"Ready"}]' > /dev/null
+reverted() { events_of job-intruded CheckReverted | grep -q '^Warning .*"intruder".*"example.com/scan"'; }
+wait_until "no Warning Event CheckReverted naming intruder and $CONTROLLER on job-intruded: $(events_of job-intruded CheckReverted)" reverted
+wait_until "the check of job-intruded was not reverted to Pending" check_pending job-intruded
+sleep 3  # time for a wrong release to show
+[[ "$(suspended intruded)" == true ]] || fail "Job intruded was released on a foreign field manager's word"
+ledger log -o json | grep -q '"checkStateReported".*job-intruded' \
+  && fail "a report for job-intruded reached the ledger: $(ledger log)"
+[[ "$(ledger_field job-intruded 'w["status"]["phase"]')" == QuotaReserved ]] \
+  || fail "the ledger's job-intruded is not QuotaReserved"
+echo "reverted: $(events_of job-intruded CheckReverted | head -n 1)" >&2
+
+step "the first Job's pods marked Succeeded by hand: Complete, finished in the ledger, quota released"
+two_pods() {
+  [[ "$(kubectl get pods -n "$NAMESPACE" -l batch.kubernetes.io/job-name=checked -o name | wc -l)" == 2 ]]
+}
+wait_until "Job checked has not 2 pods" two_pods
+# Both Jobs hold a reservation: 2 pods of 200m each.
+[[ "$(reserved_cpu)" == 800 ]] || fail "the ledger's cluster-queue reserves $(reserved_cpu)m cpu, not 800m"
+now="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+for pod in $(kubectl get pods -n "$NAMESPACE" -l batch.kubernetes.io/job-name=checked -o name); do
+  kubectl patch "$pod" -n "$NAMESPACE" --subresource=status --type=merge -p "{\"status\":{
+    \"phase\":\"Succeeded\",
+    \"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"reason\":\"PodCompleted\"}],
+    \"containerStatuses\":[{\"name\":\"main\",\"image\":\"registry.k8s.io/pause:3.10\",\"imageID\":\"\",
+      \"ready\":false,\"restartCount\":0,
+      \"state\":{\"terminated\":{\"exitCode\":0,\"reason\":\"Completed\",\"startedAt\":\"$now\",\"finishedAt\":\"$now\"}}}]}}" > /dev/null
+done
+complete() {
+  [[ "$(kubectl get job checked -n "$NAMESPACE" -o jsonpath='{.status.conditions[?(@.type=="Complete")].status}')" == True ]]
+}
+wait_until "the Job controller did not mark Job checked Complete" complete
+ledger_finished() { [[ "$(ledger_field job-checked 'w["status"]["phase"]')" == Finished ]]; }
+wait_until "the ledger did not finish job-checked" ledger_finished
+ledger log -o json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    e = json.loads(line)["event"]
+    p = e.get("body", {}).get("podsReported")
+    if p and p["workload"]["name"] == "job-checked" and p.get("report") == "finished":
+        assert e["actor"] == sys.argv[1], e
+        sys.exit(0)
+sys.exit(1)
+' "$PRINCIPAL" || fail "no podsReported finished by $PRINCIPAL for job-checked: $(ledger log)"
+[[ "$(reserved_cpu)" == 400 ]] || fail "after job-checked finished the ledger reserves $(reserved_cpu)m cpu, not 400m (job-intruded's)"
+
+step "the second Job deleted while the bridge is down: held by the finalizer; the restarted bridge records the deletion, then lets it go"
+kill -KILL "$bridge_pid"
+wait "$bridge_pid" 2>/dev/null || true
+bridge_pid=""
+kubectl delete job intruded -n "$NAMESPACE" --wait=false > /dev/null
+sleep 2
+deleting="$(kubectl get job intruded -n "$NAMESPACE" -o jsonpath='{.metadata.deletionTimestamp}' 2>&1 || true)"
+[[ "$deleting" == 20* ]] \
+  || fail "Job intruded is not held by a finalizer while no bridge runs (deletionTimestamp: '$deleting')"
+ledger log -o json | grep -q '"workloadDeleted"' && fail "a deletion reached the ledger with no bridge running"
+start_bridge
+job_gone() { ! kubectl get job intruded -n "$NAMESPACE" > /dev/null 2>&1; }
+wait_until "Job intruded was not deleted after the bridge restarted (finalizer not removed?)" job_gone
+ledger log -o json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    e = json.loads(line)["event"]
+    d = e.get("body", {}).get("workloadDeleted")
+    if d and d["workload"]["name"] == "job-intruded":
+        assert e["actor"] == sys.argv[1], e
+        sys.exit(0)
+sys.exit(1)
+' "$PRINCIPAL" || fail "no workloadDeleted of job-intruded by $PRINCIPAL before the Job was gone: $(ledger log)"
+[[ "$(ledger_field job-intruded 'w["status"]["phase"]')" == Deleted ]] \
+  || fail "the ledger's job-intruded is '$(ledger_field job-intruded 'w["status"]["phase"]')', not Deleted"
+[[ "$(reserved_cpu)" == 0 ]] || fail "after the deletion the ledger reserves $(reserved_cpu)m cpu, not 0"
+kubectl delete job checked -n "$NAMESPACE" --wait=false > /dev/null
+checked_gone() { ! kubectl get job checked -n "$NAMESPACE" > /dev/null 2>&1; }
+wait_until "the finished Job checked was not deleted" checked_gone
+
+step "admitd stopped; replay --verify of its ledger passes"
+kill -TERM "$bridge_pid" && wait "$bridge_pid" 2>/dev/null || true
+bridge_pid=""
+kill -TERM "$admitd_pid" && wait "$admitd_pid" 2>/dev/null || true
+admitd_pid=""
+"$admitctl" --ledger "$dir/ledger" replay --verify > "$dir/replay.out" 2>&1 \
+  || fail "replay --verify failed: $(cat "$dir/replay.out")"
+echo "PASS: check forwarded (viaFieldManager $CONTROLLER) and admitted; foreign field manager reverted; finished; deleted"

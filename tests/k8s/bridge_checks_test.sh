@@ -57,7 +57,7 @@ readonly admitd_tls="$(grep '^tls:' "$dir/ready")"
 ledger() { "$admitctl" --connect "unix:$dir/admitd.sock" "$@"; }
 
 step "a control plane, and the bridge serving the Job webhook"
-kubeconfig="$("$cluster_sh" start "$dir/cluster")"
+kubeconfig="$("$cluster_sh" start --control-plane-only "$dir/cluster")"
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
 readonly webhook_address="$(<"$dir/cluster/webhook.address")"
 webhook_serves() {

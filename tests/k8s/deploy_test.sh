@@ -247,10 +247,13 @@ admitd_accepts_policy() {
 }
 admitd_accepts_policy "$dir/served.json.policy.yaml" \
   || fail "admitd refuses the policy of ConfigMap admitd-policy: $(cat "$dir/policy-check.out")"
-sed 's/roles: \[operator, tenant, runtime\]/roles: [operator, tennant, runtime]/' \
+sed 's/roles: \[bridge\]/roles: [bridgee]/' \
   "$dir/served.json.policy.yaml" > "$dir/broken-policy.yaml"
-! admitd_accepts_policy "$dir/broken-policy.yaml" || fail "admitd accepted a policy with a role 'tennant'"
-grep -q "tennant" "$dir/policy-check.out" || fail "admitd's refusal does not name the role: $(cat "$dir/policy-check.out")"
+# The misspelling must have happened, or the check below proves nothing.
+grep -q 'roles: \[bridgee\]' "$dir/broken-policy.yaml" \
+  || fail "the ConfigMap's policy no longer gives the bridge 'roles: [bridge]'; mend this check"
+! admitd_accepts_policy "$dir/broken-policy.yaml" || fail "admitd accepted a policy with a role 'bridgee'"
+grep -q "bridgee" "$dir/policy-check.out" || fail "admitd's refusal does not name the role: $(cat "$dir/policy-check.out")"
 
 step "broken copies of the manifests are refused"
 # broken NAME FILE SED EXPECTED: ops/deploy with SED applied to FILE must fail the server-side

@@ -716,6 +716,15 @@ void Daemon::Serve(kj::AuthenticatedStream stream, bool tls) {
       return;
     }
     principal = identity.getCommonName().cStr();
+    // 'admin' and 'uid:N' name Unix peers (the daemon's own uid, other uids): a certificate
+    // must not take them, or any certificate the client CA signed with that name would be the
+    // built-in admin whatever the policy says.
+    if (principal == kAdminPrincipal || principal.rfind("uid:", 0) == 0) {
+      spdlog::warn("refused a TLS client certificate named '{}': that name is reserved for "
+                   "Unix peers",
+                   principal);
+      return;
+    }
   } else {
     auto& identity = kj::downcast<kj::LocalPeerIdentity>(*stream.peerIdentity);
     auto creds = identity.getCredentials();

@@ -14,7 +14,7 @@ L="$work/ledger"
 S="$work/admitd.sock"
 pki="$work/pki"
 "$top/ops/scripts/test_pki.sh" "$pki" platform-ops ml-team security.example.com/scanner \
-  node-runtime compliance stranger || { echo "PKI failed"; exit 1; }
+  node-runtime compliance stranger admin uid:0 || { echo "PKI failed"; exit 1; }
 
 cat > "$work/policy.yaml" <<'YAML'
 principals:
@@ -212,6 +212,13 @@ contains "$err" "needs --cert, --key and --ca"
 echo | timeout 5 openssl s_client -connect "${T#tls:}" -CAfile "$pki/ca.pem" >/dev/null 2>&1
 sleep 0.2
 grep -q "refused a TLS connection" "$work/admitd.err" || fail "no refusal logged for a TLS client without a certificate"
+# Certificates named as Unix peers are refused: not the built-in admin, not a uid.
+expect_rc 1 as admin node capacity evil --flavor h100 --capacity nvidia.com/gpu=1
+expect_rc 1 as uid:0 log
+grep -q "refused a TLS client certificate named 'admin'" "$work/admitd.err" \
+  || fail "no refusal logged for a certificate named admin"
+grep -q "refused a TLS client certificate named 'uid:0'" "$work/admitd.err" \
+  || fail "no refusal logged for a certificate named uid:0"
 [ "$(head_now)" = "$before" ] || fail "refused connections moved the head"
 
 # Unix peers: another uid is uid:N and needs a policy entry; SIGHUP reloads the policy, and an

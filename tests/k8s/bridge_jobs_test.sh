@@ -150,34 +150,11 @@ start_bridge() {
 start_bridge
 
 step "Kueue's quick-start setup, applied with kubectl, reaches the ledger"
-if [[ -f "$examples_dir/getting-started-quick-start-setup.yaml" ]]; then
-  kubectl apply -f "$examples_dir/getting-started-quick-start-setup.yaml" > /dev/null
+# shellcheck source=tests/k8s/quick_start_lib.sh
+source "$script_dir/quick_start_lib.sh"
+if apply_quick_start_setup "$NAMESPACE" "$examples_dir"; then
   readonly sample_job="$examples_dir/getting-started-quick-start-job.yaml"
 else
-  echo "note: $examples_dir is absent; using the test's own setup of the same shape" >&2
-  kubectl apply -f - > /dev/null <<EOF
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: default-flavor}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: cluster-queue}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, memory]
-    flavors:
-    - name: default-flavor
-      resources:
-      - {name: cpu, nominalQuota: 9}
-      - {name: memory, nominalQuota: 9Gi}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {namespace: $NAMESPACE, name: user-queue}
-spec: {clusterQueue: cluster-queue}
-EOF
   job_yaml sample-job labelled 1 3 > "$dir/sample-job.yaml"  # as the quick-start's: 3 pods of 1 cpu
   readonly sample_job="$dir/sample-job.yaml"
 fi

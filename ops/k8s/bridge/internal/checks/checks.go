@@ -334,13 +334,7 @@ func CheckReportedEvent(namespace, name, uid string, generation int64, check, st
 		if err != nil {
 			return err
 		}
-		if err := ref.SetNamespace(namespace); err != nil {
-			return err
-		}
-		if err := ref.SetName(name); err != nil {
-			return err
-		}
-		if err := ref.SetUid(uid); err != nil {
+		if err := ledger.SetWorkloadRef(ref, namespace, name, uid); err != nil {
 			return err
 		}
 		if err := r.SetCheck(check); err != nil {

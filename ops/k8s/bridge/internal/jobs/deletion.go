@@ -96,12 +96,6 @@ func WorkloadDeletedEvent(namespace, name, uid string) ([]byte, error) {
 		if err != nil {
 			return err
 		}
-		if err := ref.SetNamespace(namespace); err != nil {
-			return err
-		}
-		if err := ref.SetName(name); err != nil {
-			return err
-		}
-		return ref.SetUid(uid)
+		return ledger.SetWorkloadRef(ref, namespace, name, uid)
 	})
 }

@@ -609,13 +609,7 @@ func PodsReportedEvent(namespace, name, uid string, report ledgerevents.PodsRepo
 		if err != nil {
 			return err
 		}
-		if err := ref.SetNamespace(namespace); err != nil {
-			return err
-		}
-		if err := ref.SetName(name); err != nil {
-			return err
-		}
-		if err := ref.SetUid(uid); err != nil {
+		if err := ledger.SetWorkloadRef(ref, namespace, name, uid); err != nil {
 			return err
 		}
 		r.SetReport(report)

@@ -368,6 +368,17 @@ func outcomeOf(method string, hasError func() bool, errorOf func() (ledgerrpc.Er
 	return out, nil
 }
 
+// SetWorkloadRef names a workload in an input, as the inputs about a workload do.
+func SetWorkloadRef(ref ledgerevents.WorkloadRef, namespace, name, uid string) error {
+	if err := ref.SetNamespace(namespace); err != nil {
+		return err
+	}
+	if err := ref.SetName(name); err != nil {
+		return err
+	}
+	return ref.SetUid(uid)
+}
+
 // BuildEvent returns the canonical bytes (one segment, no segment table: schema/event_codec.h)
 // of an Event that fill sets up, as `record` takes its inputs.
 func BuildEvent(fill func(ledgerevents.Event) error) ([]byte, error) {

@@ -44,16 +44,8 @@ readonly cluster_sh="$top/ops/k8s/cluster.sh"
 source "$script_dir/bridge_test_lib.sh" k8s-checks-test
 
 step "admitd on TLS; the bridge's certificate has the bridge role alone"
-"$top/ops/scripts/test_pki.sh" "$dir/pki" "$PRINCIPAL" > /dev/null
-printf 'principals:\n- name: %s\n  roles: [bridge]\n' "$PRINCIPAL" > "$dir/policy.yaml"
-"$admitd" --ledger "$dir/ledger" --listen "unix:$dir/admitd.sock" --listen tls:127.0.0.1:0 \
-  --tls-cert "$dir/pki/server.pem" --tls-key "$dir/pki/server.key" --client-ca "$dir/pki/ca.pem" \
-  --policy "$dir/policy.yaml" --ready-file "$dir/ready" --log-level warn \
-  > "$dir/admitd.out" 2> "$dir/admitd.err" &
-admitd_pid=$!
-admitd_ready() { [[ -s "$dir/ready" ]] && grep -q '^tls:' "$dir/ready"; }
-wait_until "admitd did not start" admitd_ready
-readonly admitd_tls="$(grep '^tls:' "$dir/ready")"
+start_test_admitd "$admitd" "$top" "$PRINCIPAL"
+readonly admitd_tls
 ledger() { "$admitctl" --connect "unix:$dir/admitd.sock" "$@"; }
 
 step "a control plane, and the bridge serving the Job webhook"

@@ -73,3 +73,20 @@ wait_until() {
   done
 }
 
+
+# start_test_admitd ADMITD TOP PRINCIPAL: a test PKI in $dir/pki, a policy giving PRINCIPAL's
+# certificate the bridge role alone, and admitd on a fresh ledger in $dir/ledger, on
+# unix:$dir/admitd.sock and TLS; waits until it is ready, sets admitd_pid and admitd_tls.
+start_test_admitd() {
+  local admitd_bin="$1" top_dir="$2" principal="$3"
+  "$top_dir/ops/scripts/test_pki.sh" "$dir/pki" "$principal" > /dev/null
+  printf 'principals:\n- name: %s\n  roles: [bridge]\n' "$principal" > "$dir/policy.yaml"
+  "$admitd_bin" --ledger "$dir/ledger" --listen "unix:$dir/admitd.sock" --listen tls:127.0.0.1:0 \
+    --tls-cert "$dir/pki/server.pem" --tls-key "$dir/pki/server.key" --client-ca "$dir/pki/ca.pem" \
+    --policy "$dir/policy.yaml" --ready-file "$dir/ready" --log-level warn \
+    > "$dir/admitd.out" 2> "$dir/admitd.err" &
+  admitd_pid=$!
+  admitd_ready() { [[ -s "$dir/ready" ]] && grep -q '^tls:' "$dir/ready"; }
+  wait_until "admitd did not start" admitd_ready
+  admitd_tls="$(grep '^tls:' "$dir/ready")"
+}

@@ -184,4 +184,8 @@ Result<std::vector<ParsedObject>> ParseImportYaml(std::string_view text, const S
   return ParseYaml(text, Mode::kImport, &ctx);
 }
 
+Result<std::vector<ParsedObject>> ParseDeleteYaml(std::string_view text) {
+  return ParseYaml(text, Mode::kDelete, nullptr);
+}
+
 }  // namespace admission::ops

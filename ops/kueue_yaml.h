@@ -73,4 +73,9 @@ Result<std::vector<ParsedObject>> ParseSubmitYaml(std::string_view text, const S
 // workloadImported), e.g. `kubectl get workloads -o yaml`, a `kind: List` or `WorkloadList`.
 Result<std::vector<ParsedObject>> ParseImportYaml(std::string_view text, const SubmitContext& ctx);
 
+// Deletions of definitions (body objectDeleted {kind, namespace, name}): the kinds of
+// ParseApplyYaml, also inside a `kind: List`, read as `kubectl delete -f` reads them: apiVersion,
+// kind and metadata only (a LocalQueue's namespace defaults to "default"); the spec is ignored.
+Result<std::vector<ParsedObject>> ParseDeleteYaml(std::string_view text);
+
 }  // namespace admission::ops

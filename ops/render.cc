@@ -231,15 +231,22 @@ Json WorkloadsJson(const Engine& engine, const NamespaceFilter& allow) {
 Json ClusterQueuesJson(const Engine& engine) {
   Json items = Json::array();
   for (const auto& [name, cq] : engine.cluster_queues()) {
-    if (!cq.spec) continue;
+    // A deleted ClusterQueue is shown while workloads still reserve quota in it: Kueue's
+    // terminating ClusterQueue, kept by its finalizer until it is empty.
+    const bool terminating = !cq.spec;
+    if (terminating && cq.holders.empty()) continue;
     Json c;
     c["apiVersion"] = "kueue.x-k8s.io/v1beta2";
     c["kind"] = "ClusterQueue";
     c["metadata"] = {{"name", name}};
-    c["spec"] = {{"cohortName", cq.spec->cohort},
-                 {"queueingStrategy", cq.spec->queueing == projections::QueueingStrategy::kStrictFifo
-                                          ? "StrictFIFO"
-                                          : "BestEffortFIFO"}};
+    c["spec"] = Json::object();
+    if (!terminating) {
+      c["spec"] = {{"cohortName", cq.spec->cohort},
+                   {"queueingStrategy",
+                    cq.spec->queueing == projections::QueueingStrategy::kStrictFifo
+                        ? "StrictFIFO"
+                        : "BestEffortFIFO"}};
+    }
     size_t admitted = 0;
     for (const projections::Holder& h : cq.holders) {
       if (h.wl->phase == Phase::kAdmitted) ++admitted;  // reserving counts all
@@ -250,12 +257,17 @@ Json ClusterQueuesJson(const Engine& engine) {
     status["pendingWorkloads"] = cq.pending;
     status["reservingWorkloads"] = cq.holders.size();
     status["admittedWorkloads"] = admitted;
-    status["quotaVersion"] = cq.spec->version;
-    status["conditions"] = Json::array(
-        {{{"type", "Active"},
-          {"status", cq.inactive_reason.empty() ? "True" : "False"},
-          {"reason", cq.inactive_reason.empty() ? "Ready" : "Inactive"},
-          {"message", cq.inactive_reason.empty() ? "Can admit new workloads" : cq.inactive_reason}}});
+    if (!terminating) status["quotaVersion"] = cq.spec->version;
+    // Kueue's reasons: Ready, Terminating (being deleted), else why it is inactive.
+    const char* reason = terminating ? "Terminating" : cq.inactive_reason.empty() ? "Ready" : "Inactive";
+    const std::string message =
+        terminating ? "Can't admit new workloads; clusterQueue is terminating"
+        : cq.inactive_reason.empty() ? "Can admit new workloads"
+                                     : cq.inactive_reason;
+    status["conditions"] = Json::array({{{"type", "Active"},
+                                         {"status", cq.inactive_reason.empty() ? "True" : "False"},
+                                         {"reason", reason},
+                                         {"message", message}}});
     c["status"] = status;
     items.push_back(c);
   }
@@ -346,12 +358,17 @@ std::string ClusterQueuesTable(const Engine& engine) {
   std::vector<std::vector<std::string>> rows{
       {"NAME", "COHORT", "STRATEGY", "PENDING", "RESERVING", "USAGE", "ACTIVE"}};
   for (const auto& [name, cq] : engine.cluster_queues()) {
-    if (!cq.spec) continue;
+    if (!cq.spec && cq.holders.empty()) continue;  // deleted; shown while terminating
     std::string usage;
     for (const auto& [fr, amount] : cq.usage) {
       const std::string& rn = engine.resource_names().Name(projections::FrResource(fr));
       usage += (usage.empty() ? "" : " ") + engine.flavor_names().Name(projections::FrFlavor(fr)) +
                "/" + rn + "=" + schema::FormatQuantityMilli(amount, rn);
+    }
+    if (!cq.spec) {
+      rows.push_back({name, "", "", std::to_string(cq.pending), std::to_string(cq.holders.size()),
+                      usage, "Terminating"});
+      continue;
     }
     rows.push_back({name, cq.spec->cohort,
                     cq.spec->queueing == projections::QueueingStrategy::kStrictFifo ? "StrictFIFO"

@@ -308,6 +308,8 @@ class Engine {
   // from the wrong identity or for a stale generation, a pod report with a stale token, a
   // revocation of nothing are refused; an identical repeated report is a no-op. Pure.
   InputVerdict Validate(schema::Event::Reader event) const;
+  // Validate's check of a deletion: the object must be defined and not in use (deletions.cc).
+  Status ValidateDeletion(schema::ObjectDeleted::Reader del) const;
 
   // Runs admission cycles to a fixpoint and returns every decision since the last EndBatch,
   // as canonical Event bytes stamped with (causation, time) and this engine's version.
@@ -428,6 +430,9 @@ class Engine {
                                   std::string* message) const;
   void Enqueue(WorkloadState& wl, int64_t now);
   void Dequeue(WorkloadState& wl);
+  // Engine v13: the queued workloads of a deleted LocalQueue leave their ClusterQueue's queue and
+  // wait for a LocalQueue of that name, as Kueue's queue manager drops them (deletions.cc).
+  void OrphanQueuedOf(const std::string& local_queue_key, int64_t now);
   void RequeueOrphans(int64_t now);
   void ReactivateTree(const std::string& cq_name);
   // A release only notes its ClusterQueue; the cohort trees are re-activated once, at the

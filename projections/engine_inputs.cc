@@ -211,9 +211,15 @@ void Engine::ApplyInput(schema::Event::Reader event) {
       } else if (kind == "ResourceFlavor") {
         flavors_.erase(name);
       } else if (kind == "LocalQueue") {
-        lqs_.erase(std::string(del.getNamespace().cStr()) + "/" + name);
+        const std::string lq_key = std::string(del.getNamespace().cStr()) + "/" + name;
+        lqs_.erase(lq_key);
+        if (DecidingVersion(event.getEngineVersion()) >= 13) OrphanQueuedOf(lq_key, now);
       } else if (kind == "WorkloadPriorityClass") {
         priority_classes_.erase(name);
+      } else if (kind == "AdmissionCheck" && DecidingVersion(event.getEngineVersion()) >= 13) {
+        // Engine v13 (the version that recorded the deletion): intake deletes a check only
+        // when nothing needs it (ValidateDeletion).
+        checks_.erase(name);
       }
       DefinitionsChanged();
       break;

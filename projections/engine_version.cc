@@ -57,6 +57,13 @@ const char* EngineVersionNote(uint32_t version) {
              "and admitted nothing resumes the search after that flavor in the next cycle, until "
              "its ClusterQueue releases quota or changes, as Kueue's LastTriedFlavorIdx; such a "
              "resumed search never concludes that the workload can never fit";
+    case 13:
+      return "deletions of definitions, as Kueue's finalizers and queue manager treat them: the "
+             "queued workloads of a deleted LocalQueue leave the queue and wait with "
+             "\"LocalQueue NAME doesn't exist\" (v12 left them queued), a deleted AdmissionCheck "
+             "is removed (v12 kept it); intake refuses deleting an undefined object, a "
+             "ResourceFlavor a ClusterQueue names, or an AdmissionCheck a ClusterQueue or a "
+             "reservation needs";
     default: return "unknown engine version";
   }
 }

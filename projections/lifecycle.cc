@@ -265,6 +265,9 @@ InputVerdict Engine::Validate(schema::Event::Reader event) const {
       }
       return v;
     }
+    case schema::Event::Body::OBJECT_DELETED:
+      v.status = ValidateDeletion(body.getObjectDeleted());
+      return v;
     case schema::Event::Body::REVOCATION_REQUESTED: {
       const size_t affected = RevocationTargets(body.getRevocationRequested()).size();
       if (affected == 0) return refuse("the revocation affects no reserved or admitted workload");

@@ -70,7 +70,8 @@ struct WatchFilter {
 # language (the Kubernetes bridge, docs/k8s.md) neither writes a second parser nor builds events.
 struct ManifestRequest {
   requestId @0 :Text;      # as in RecordRequest
-  mode @1 :Text;           # "apply": definitions (ParseApplyYaml); "submit": Workloads and Jobs
+  mode @1 :Text;           # "apply": definitions (ParseApplyYaml); "submit": Workloads and Jobs;
+                           # "delete": deletions of definitions (ParseDeleteYaml)
   manifest @2 :Text;
 }
 

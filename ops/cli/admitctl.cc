@@ -306,7 +306,7 @@ int RunDevAppend(const GlobalOptions& global, const std::vector<std::string>& js
   return 0;
 }
 
-enum class FileKind { kApply, kSubmit, kImport };
+enum class FileKind { kApply, kSubmit, kImport, kDelete };
 
 int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
             const std::string& format) {
@@ -320,6 +320,7 @@ int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
   ctx.name_seed = std::to_string(head->sequence);
   Result<std::vector<ParsedObject>> objects =
       kind == FileKind::kApply    ? ParseApplyYaml(*text)
+      : kind == FileKind::kDelete ? ParseDeleteYaml(*text)
       : kind == FileKind::kSubmit ? ParseSubmitYaml(*text, ctx)
                                   : ParseImportYaml(*text, ctx);
   if (!objects.ok()) return Fail(objects.status());
@@ -327,8 +328,9 @@ int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
   std::vector<std::string> inputs;
   std::vector<std::string> labels;
   for (const ParsedObject& o : *objects) {
-    labels.push_back(o.kind + " " + (o.ns.empty() ? "" : o.ns + "/") + o.name);
-    if (kind == FileKind::kApply) {
+    labels.push_back((kind == FileKind::kDelete ? "delete " : "") + o.kind + " " +
+                     (o.ns.empty() ? "" : o.ns + "/") + o.name);
+    if (kind == FileKind::kApply || kind == FileKind::kDelete) {
       inputs.push_back(o.event);
       continue;
     }
@@ -341,7 +343,8 @@ int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
         std::string(kind == FileKind::kSubmit ? "submit/" : "import/") + o.ns + "/" + o.name);
     inputs.push_back(schema::EncodeEvent(message));
   }
-  auto options = IntakeFrom(global, kind == FileKind::kApply ? "operator" : "submitter");
+  const bool definitions = kind == FileKind::kApply || kind == FileKind::kDelete;
+  auto options = IntakeFrom(global, definitions ? "operator" : "submitter");
   if (!options.ok()) return Fail(options.status());
   auto outcome = (*session)->api->Record(inputs, *options, global.request_id);
   if (!outcome.ok()) return Fail(outcome.status());
@@ -523,8 +526,15 @@ int main(int argc, char** argv) {
   finish_cmd->add_option("workload", workload_name, "NAMESPACE/NAME")->required();
   finish_cmd->add_option("--message", finish_message, "why or how it finished");
   finish_cmd->add_option("-o,--output", out_format, "text or json")->check(CLI::IsMember({"text", "json"}));
-  auto* delete_cmd = app.add_subcommand("delete", "record that a workload was deleted; frees its quota");
-  delete_cmd->add_option("workload", workload_name, "NAMESPACE/NAME")->required();
+  auto* delete_cmd = app.add_subcommand(
+      "delete", "record that a workload was deleted (frees its quota), or with -f that Kueue "
+                "definitions were deleted (read as kubectl delete -f reads them; refused while "
+                "the ledger does not define them or a ClusterQueue uses them)");
+  std::string delete_file;
+  auto* delete_workload_opt = delete_cmd->add_option("workload", workload_name, "NAMESPACE/NAME");
+  auto* delete_file_opt = delete_cmd->add_option(
+      "-f,--filename", delete_file, "YAML file of definitions to delete ('-': stdin)");
+  delete_workload_opt->excludes(delete_file_opt);
   delete_cmd->add_option("-o,--output", out_format, "text or json")->check(CLI::IsMember({"text", "json"}));
   std::string get_what, get_format = "table";
   auto* get_cmd = app.add_subcommand(
@@ -605,6 +615,13 @@ int main(int argc, char** argv) {
   if (*submit_cmd) return RunFile(global, FileKind::kSubmit, file_path, out_format);
   if (*import_cmd) return RunFile(global, FileKind::kImport, file_path, out_format);
   if (*finish_cmd) return RunWorkloadInput(global, workload_name, true, finish_message, out_format);
+  if (*delete_cmd && delete_file_opt->count() > 0) {
+    return RunFile(global, FileKind::kDelete, delete_file, out_format);
+  }
+  if (*delete_cmd && workload_name.empty()) {
+    return Fail(admission::Status(admission::Code::kInvalidArgument,
+                       "delete: name a workload (NAMESPACE/NAME) or a file of definitions (-f)"));
+  }
   if (*delete_cmd) return RunWorkloadInput(global, workload_name, false, "", out_format);
   if (*get_cmd) return RunGet(global, get_what, get_format, get_at);
   if (*demo_cmd && global.connected()) {

@@ -43,6 +43,8 @@ bool DocumentParser::ParseObject(const YAML::Node& obj, const std::string& p, bo
       return ParseSubmitObject(obj, p, api_version, kind);
     case Mode::kImport:
       return ParseImportObject(obj, p, api_version, kind);
+    case Mode::kDelete:
+      return ParseDeleteObject(obj, p, api_version, kind);
   }
   return false;
 }
@@ -102,6 +104,31 @@ bool DocumentParser::ParseImportObject(const YAML::Node& obj, const std::string&
               Quote(kind) +
                   " cannot be imported (expected kueue.x-k8s.io Workloads with "
                   "status.admission, e.g. kubectl get workloads -o yaml)");
+}
+
+// A deletion names the object only, as `kubectl delete -f` reads a file: apiVersion, kind and
+// metadata (its name, and its namespace for a LocalQueue); the spec is not read.
+bool DocumentParser::ParseDeleteObject(const YAML::Node& obj, const std::string& p,
+                                       const std::string& api_version, const std::string& kind) {
+  if (!IsApplyKind(kind)) {
+    return Fail(Child(obj, "kind"), Join(p, "kind"),
+                Quote(kind) +
+                    " cannot be deleted here (expected ResourceFlavor, Cohort, ClusterQueue, "
+                    "LocalQueue, AdmissionCheck or WorkloadPriorityClass)" +
+                    (kind == "Job" || kind == "Workload"
+                         ? "; a workload is deleted with `admitctl delete NAMESPACE/NAME`"
+                         : ""));
+  }
+  if (!IsKueueApi(api_version)) return FailApiVersion(obj, p, api_version);
+  Meta meta(obj);
+  const Scope scope = kind == "LocalQueue" ? Scope::kNamespaced : Scope::kCluster;
+  if (!ReadMeta(obj, p, scope, false, &meta)) return false;
+  capnp::MallocMessageBuilder message;
+  auto del = message.initRoot<schema::Event>().getBody().initObjectDeleted();
+  del.setKind(T(kind));
+  del.setNamespace(T(meta.ns));
+  del.setName(T(meta.name));
+  return Emit(message, obj, p, kind, kind_, meta.ns, meta.name);
 }
 
 bool DocumentParser::IsKueueApi(std::string_view api_version) {

@@ -96,7 +96,7 @@ inline constexpr std::string_view kPodPriorityClassSource = "scheduling.k8s.io/p
 
 inline constexpr int64_t kNsPerSecond = 1'000'000'000;
 
-enum class Mode { kApply, kSubmit, kImport };
+enum class Mode { kApply, kSubmit, kImport, kDelete };
 
 // ---------------------------------------------------------------------------------------------
 // Paths and names (names.cc).
@@ -215,6 +215,8 @@ class DocumentParser {
   bool ParseSubmitObject(const YAML::Node& obj, const std::string& p,
                          const std::string& api_version, const std::string& kind);
   bool ParseImportObject(const YAML::Node& obj, const std::string& p,
+                         const std::string& api_version, const std::string& kind);
+  bool ParseDeleteObject(const YAML::Node& obj, const std::string& p,
                          const std::string& api_version, const std::string& kind);
   static YAML::Node MetaEntry(const Meta& meta, std::string_view field, std::string_view key);
   bool ReadMeta(const YAML::Node& obj, const std::string& p, Scope scope, bool generate,

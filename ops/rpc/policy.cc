@@ -256,7 +256,8 @@ Status Policy::MayRecord(const std::string& principal, schema::Event::Reader inp
     case schema::Event::Body::LOCAL_QUEUE_DEFINED:
     case schema::Event::Body::ADMISSION_CHECK_DEFINED:
     case schema::Event::Body::PRIORITY_CLASS_DEFINED:
-      // The Kueue objects a bridge forwards from its cluster.
+    case schema::Event::Body::OBJECT_DELETED:
+      // The Kueue objects a bridge forwards from its cluster, and their deletions.
       if (!p->Has(Role::kOperator) && !p->Has(Role::kBridge)) {
         return Denied(principal, "record", kind, "needs the operator role (or the bridge role)");
       }

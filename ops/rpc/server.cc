@@ -136,9 +136,9 @@ Result<RecordCall> ManifestCallOf(const Policy& policy, const std::string& princ
                                   ::admission::rpc::ManifestRequest::Reader request,
                                   const projections::Engine& engine, const std::string& name_seed) {
   const std::string_view mode = request.getMode().cStr();
-  if (mode != "apply" && mode != "submit") {
+  if (mode != "apply" && mode != "submit" && mode != "delete") {
     return Status(Code::kInvalidArgument, "recordManifest: mode '" + std::string(mode) +
-                                              "' is neither 'apply' nor 'submit'");
+                                              "' is not 'apply', 'submit' or 'delete'");
   }
   if (request.getManifest().size() > kYamlBytesMax) {
     return Status(Code::kInvalidArgument,
@@ -148,8 +148,9 @@ Result<RecordCall> ManifestCallOf(const Policy& policy, const std::string& princ
   const std::string_view text(request.getManifest().cStr(), request.getManifest().size());
   SubmitContext ctx;
   ctx.name_seed = name_seed;
-  Result<std::vector<ParsedObject>> objects =
-      mode == "apply" ? ParseApplyYaml(text) : ParseSubmitYaml(text, ctx);
+  Result<std::vector<ParsedObject>> objects = mode == "apply"    ? ParseApplyYaml(text)
+                                              : mode == "delete" ? ParseDeleteYaml(text)
+                                                                 : ParseSubmitYaml(text, ctx);
   if (!objects.ok()) return objects.status();
   if (objects->empty()) {
     return Status(Code::kInvalidArgument, "recordManifest: the manifest holds no objects");
@@ -169,7 +170,7 @@ Result<RecordCall> ManifestCallOf(const Policy& policy, const std::string& princ
   keyed.reserve(objects->size());
   for (unsigned i = 0; i < objects->size(); ++i) {
     const ParsedObject& o = (*objects)[i];
-    if (mode == "apply") {
+    if (mode != "submit") {
       inputs.set(i, capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(o.event.data()),
                                         o.event.size()));
       continue;

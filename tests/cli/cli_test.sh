@@ -315,6 +315,45 @@ contains "$err" "prices[0].perHourMicro: '1.5' is not a non-negative integer"
 expect_rc 2 $admitctl --ledger "$L2" billing report --by tenant
 expect_rc 1 $admitctl --ledger "$L2" billing report --from 2026-11-29T11:00:00Z --to 2026-11-29T10:00:00Z
 contains "$err" "--from must be before --to"
+# ---- Deleting definitions (delete -f, as kubectl delete -f): refused while the ledger does not
+# define the object or a ClusterQueue names it, writing nothing; a deleted ClusterQueue with an
+# admitted workload is listed as terminating until the workload finishes.
+X="$work/deletions"
+expect_rc 0 $admitctl --ledger "$X" --at 2026-11-29T10:00:00Z apply -f "$work/setup.yaml"
+expect_rc 0 $admitctl --ledger "$X" --at 2026-11-29T10:01:00Z submit -f "$work/jobs.yaml"
+head_of() { $admitctl --ledger "$X" verify -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["head"])'; }
+head_before=$(head_of)
+# bad.yaml's ClusterQueue has an invalid quota, which a deletion does not read; its flavor 'fine'
+# was never defined.
+expect_rc 1 $admitctl --ledger "$X" delete -f "$work/bad.yaml"
+contains "$err" "cannot delete ResourceFlavor 'fine': the ledger does not define it; nothing recorded"
+printf 'apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: h100}\n' > "$work/del-flavor.yaml"
+expect_rc 1 $admitctl --ledger "$X" delete -f "$work/del-flavor.yaml"
+contains "$err" "cannot delete ResourceFlavor 'h100': in use by ClusterQueue gpu"
+[ "$(head_of)" = "$head_before" ] || fail "a refused deletion wrote events"
+expect_rc 1 $admitctl --ledger "$X" delete
+contains "$err" "name a workload (NAMESPACE/NAME) or a file of definitions (-f)"
+expect_rc 2 $admitctl --ledger "$X" delete ml/job-train -f "$work/del-flavor.yaml"
+contains "$err" "excludes"
+printf 'apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: gpu}\n' > "$work/del-cq.yaml"
+expect_rc 0 $admitctl --ledger "$X" --at 2026-11-29T10:02:00Z delete -f "$work/del-cq.yaml" -o json
+echo "$out" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+assert "delete ClusterQueue gpu" in json.dumps(r), r
+' || fail "delete -f -o json: $out"
+expect_rc 0 $admitctl --ledger "$X" get cq
+contains "$out" "Terminating"
+expect_rc 0 $admitctl --ledger "$X" get clusterqueues -o json
+contains "$out" "clusterQueue is terminating"
+expect_rc 0 $admitctl --ledger "$X" get workloads -o json
+contains "$out" "ClusterQueue gpu doesn't exist"
+expect_rc 0 $admitctl --ledger "$X" --at 2026-11-29T10:03:00Z finish ml/job-train
+expect_rc 0 $admitctl --ledger "$X" get cq
+lacks "$out" "gpu"
+expect_rc 0 $admitctl --ledger "$X" --at 2026-11-29T10:04:00Z delete -f "$work/del-flavor.yaml"
+contains "$out" "delete ResourceFlavor h100"
+expect_rc 0 $admitctl --ledger "$X" replay --verify
 for cmd in apply submit import finish delete get demo report-check tick pods revoke node maintenance configure billing "billing report"; do
   expect_rc 0 $admitctl $cmd --help
 done

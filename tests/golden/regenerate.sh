@@ -37,6 +37,8 @@ corpus=(
   "queueing-strategies:06-queueing-strategies.yaml"
   # engine v12
   "flavor-stickiness:31-flavor-stickiness.yaml"
+  # engine v13
+  "definition-deletions:33-definition-deletions.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

@@ -165,6 +165,47 @@ TEST_F(RecordManifestTest, SubmitKeysTheWorkloadByItsName) {
   EXPECT_EQ(std::string(stored->root().getIdempotencyKey().cStr()), "submit/default/job-sample-job");
 }
 
+constexpr char kFlavor[] = R"({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+  "metadata": {"name": "default-flavor", "uid": "1b7f"}, "spec": {"ignored": "by a deletion"}})";
+constexpr char kClusterQueue[] = R"({"apiVersion": "kueue.x-k8s.io/v1beta1",
+  "kind": "ClusterQueue", "metadata": {"name": "cluster-queue"}})";
+
+TEST_F(RecordManifestTest, DeleteRecordsTheDeletionOnceAndKeepsWhatIsInUse) {
+  ASSERT_EQ(Call("setup", "apply", kDefinitions).error_code, 0);
+  const uint64_t head = served_.log->GetHead().sequence;
+  // The flavor is named by cluster-queue (Kueue's finalizer keeps it): refused, nothing written.
+  Answer in_use = Call("bridge/deleted/flavor", "delete", kFlavor);
+  EXPECT_EQ(in_use.error_code, static_cast<uint8_t>(Code::kInvalidArgument));
+  EXPECT_NE(in_use.error_message.find("cannot delete ResourceFlavor 'default-flavor': in use by "
+                                      "ClusterQueue cluster-queue"),
+            std::string::npos)
+      << in_use.error_message;
+  EXPECT_EQ(served_.log->GetHead().sequence, head);
+
+  Answer cq = Call("bridge/deleted/cq", "delete", kClusterQueue);
+  ASSERT_EQ(cq.error_code, 0) << cq.error_message;
+  ASSERT_EQ(cq.sequences.size(), 1u);
+  auto stored = schema::DecodeEvent(StoredBytes(cq.sequences[0]));
+  ASSERT_TRUE(stored.ok());
+  ASSERT_TRUE(stored->root().getBody().isObjectDeleted());
+  auto del = stored->root().getBody().getObjectDeleted();
+  EXPECT_EQ(std::string(del.getKind().cStr()), "ClusterQueue");
+  EXPECT_EQ(std::string(del.getName().cStr()), "cluster-queue");
+  EXPECT_EQ(std::string(stored->root().getActor().cStr()), "admin");
+  // A retry is answered from the first call; the same deletion under a new id is refused.
+  Answer retry = Call("bridge/deleted/cq", "delete", kClusterQueue);
+  EXPECT_TRUE(retry.retried);
+  EXPECT_EQ(retry.sequences, cq.sequences);
+  Answer again = Call("bridge/deleted/cq-2", "delete", kClusterQueue);
+  EXPECT_NE(again.error_message.find("the ledger does not define it"), std::string::npos)
+      << again.error_message;
+
+  // No ClusterQueue names the flavor any more.
+  Answer flavor = Call("bridge/deleted/flavor-2", "delete", kFlavor);
+  ASSERT_EQ(flavor.error_code, 0) << flavor.error_message;
+  EXPECT_EQ(served_.log->GetHead().sequence, head + 2);
+}
+
 TEST_F(RecordManifestTest, ARefusedManifestWritesNothingAndSaysWhere) {
   const uint64_t head = served_.log->GetHead().sequence;
   Answer a = Call("bad/1", "apply", R"(apiVersion: kueue.x-k8s.io/v1beta2
@@ -179,7 +220,8 @@ spec: {queueingStrategy: Random}
 
   Answer mode = Call("bad/2", "import", kDefinitions);
   EXPECT_EQ(mode.error_code, static_cast<uint8_t>(Code::kInvalidArgument));
-  EXPECT_NE(mode.error_message.find("neither 'apply' nor 'submit'"), std::string::npos);
+  EXPECT_NE(mode.error_message.find("is not 'apply', 'submit' or 'delete'"), std::string::npos)
+      << mode.error_message;
 
   Answer jobs_are_submitted = Call("bad/3", "apply", kJob);
   EXPECT_EQ(jobs_are_submitted.error_code, static_cast<uint8_t>(Code::kInvalidArgument));

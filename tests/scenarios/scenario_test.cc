@@ -307,7 +307,7 @@ TEST(ScenarioSteps, AnUnknownStepKeyIsRefusedNamingKeyStepAndFile) {
   ASSERT_FALSE(second.ok()) << "the step with the key 'tikc' ran";
   EXPECT_EQ(second.status().message(),
             "unknown-step-key.yaml step 2 (misspelt tick): unknown key 'tikc' in the step "
-            "(known: name, at, refused, apply, submit, import, workloads, finish, delete, "
+            "(known: name, at, refused, apply, remove, submit, import, workloads, finish, delete, "
             "finish_by_uid, report, pods, revoke, tick, node, maintenance, configure, expect, "
             "noop)");
   EXPECT_EQ(log.GetHead().sequence, head) << "the refused step recorded inputs";

@@ -25,7 +25,7 @@ const std::initializer_list<const char*> kFileKeys = {"description", "kueue", "s
 // A Kueue table case a scenario ports (`kueue:` of a scenario file).
 const std::initializer_list<const char*> kPortKeys = {"test", "case", "differs"};
 const std::initializer_list<const char*> kStepKeys = {
-    "name", "at", "refused", "apply", "submit", "import", "workloads", "finish", "delete",
+    "name", "at", "refused", "apply", "remove", "submit", "import", "workloads", "finish", "delete",
     "finish_by_uid", "report", "pods", "revoke", "tick", "node", "maintenance", "configure",
     "expect", "noop"};
 const std::initializer_list<const char*> kReportKeys = {
@@ -149,6 +149,7 @@ class StepRunner::Step {
     refused_ = Text(step_, "refused", "");
     ADM_RETURN_IF_ERROR(AdvanceClock());
     ADM_RETURN_IF_ERROR(Apply());
+    ADM_RETURN_IF_ERROR(Remove());
     for (const char* verb : {"submit", "import", "workloads"}) ADM_RETURN_IF_ERROR(Submit(verb));
     for (const char* verb : {"finish", "delete", "finish_by_uid"}) {
       ADM_RETURN_IF_ERROR(Finish(verb));
@@ -250,6 +251,16 @@ class StepRunner::Step {
     if (!step_["apply"]) return Status::Ok();
     auto objects = ops::ParseApplyYaml(step_["apply"].as<std::string>());
     if (!objects.ok()) return Refuse(where_, "apply: " + objects.status().message());
+    std::vector<std::string> inputs;
+    for (const auto& o : *objects) inputs.push_back(o.event);
+    return Record(inputs, "operator");
+  }
+
+  // Deletions of definitions, written as for `admitctl delete -f` (ParseDeleteYaml).
+  Status Remove() {
+    if (!step_["remove"]) return Status::Ok();
+    auto objects = ops::ParseDeleteYaml(step_["remove"].as<std::string>());
+    if (!objects.ok()) return Refuse(where_, "remove: " + objects.status().message());
     std::vector<std::string> inputs;
     for (const auto& o : *objects) inputs.push_back(o.event);
     return Record(inputs, "operator");

@@ -436,6 +436,47 @@ spec:
   EXPECT_EQ(def.getFairSharingWeightMilli(), 3000);
 }
 
+TEST(KueueYaml, DeleteReadsOnlyWhatNamesTheObject) {
+  auto objects = ParseDeleteYaml(R"(
+apiVersion: v1
+kind: List
+items:
+- apiVersion: kueue.x-k8s.io/v1beta1
+  kind: ClusterQueue
+  metadata: {name: team-a}
+  spec: {queueingStrategy: NotEvenValid}
+- apiVersion: kueue.x-k8s.io/v1beta2
+  kind: LocalQueue
+  metadata: {name: lq}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: team}
+)");
+  ASSERT_TRUE(objects.ok()) << objects.status().ToString();
+  ASSERT_EQ(objects->size(), 3u);
+  const std::vector<std::vector<std::string>> expected = {
+      {"ClusterQueue", "", "team-a"}, {"LocalQueue", "default", "lq"}, {"LocalQueue", "team", "lq"}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    auto event = schema::DecodeEvent((*objects)[i].event);
+    ASSERT_TRUE(event.ok());
+    ASSERT_TRUE(event->root().getBody().isObjectDeleted());
+    auto del = event->root().getBody().getObjectDeleted();
+    EXPECT_EQ(std::vector<std::string>({del.getKind().cStr(), del.getNamespace().cStr(),
+                                        del.getName().cStr()}),
+              expected[i]);
+  }
+  auto workload = ParseDeleteYaml("apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\n");
+  ASSERT_FALSE(workload.ok());
+  EXPECT_NE(workload.status().message().find("'Job' cannot be deleted here"), std::string::npos)
+      << workload.status().ToString();
+  EXPECT_NE(workload.status().message().find("admitctl delete NAMESPACE/NAME"), std::string::npos);
+  auto nameless = ParseDeleteYaml("apiVersion: kueue.x-k8s.io/v1beta2\nkind: Cohort\nmetadata: {}\n");
+  ASSERT_FALSE(nameless.ok());
+  EXPECT_NE(nameless.status().message().find("metadata.name: required"), std::string::npos)
+      << nameless.status().ToString();
+}
+
 TEST(KueueYaml, LabelOrderDoesNotChangeTheEvent) {
   const char* kFlavor = R"(
 apiVersion: kueue.x-k8s.io/v1beta2

@@ -96,7 +96,8 @@ Engine::BatchDecisions Engine::EndBatchDecisions(uint64_t batch_last_sequence, i
   // Timers due now, then cycles to a fixpoint; a cycle may start timers that are due at once
   // (a zero TTL), so repeat until neither changes anything.
   bool more = true;
-  while (more) {
+  for (int rounds = 0; more; ++rounds) {
+    ADM_CHECK(rounds < kTimerRoundsPerBatchMax, "timers due at once do not run out");
     more = FireTimers(now_ns_);
     while (RunCycle(now_ns_)) {
       ++cycles;

@@ -28,6 +28,11 @@ namespace admission::projections {
 
 // Limits.
 inline constexpr int kCyclesPerBatchMax = 1'000'000;
+// EndBatch repeats (fire due timers, run cycles to a fixpoint) only while the previous round
+// started timers already due (a zero TTL, a backoff of zero): each such timer belongs to a
+// reservation or eviction made by one of the batch's cycles, so the cycles' bound bounds the
+// rounds too. Reaching it is a bug of ours (an assertion), never an input's fault.
+inline constexpr int kTimerRoundsPerBatchMax = kCyclesPerBatchMax;
 // One unit of a resource in the decider's milli-units (one pod, one GPU).
 inline constexpr int64_t kMilliPerUnit = 1000;
 inline constexpr int kPodSetsMax = 8;
@@ -361,6 +366,13 @@ class Engine {
 
   // Pending workloads of a ClusterQueue in queue order (for reading; O(pending)).
   std::vector<std::string> PendingInOrder(const std::string& cq) const;
+
+  // The quota invariants (projections/invariants.cc), the pair of the code that keeps them
+  // (AddUsage, AddHolder, RemoveHolder): a ClusterQueue's usage is the sum of its holders'
+  // admissions (and its quota-tree node holds that usage), and a holder is exactly a workload
+  // with reserved quota. kCorruption naming the first violation. O(workloads + holders): the
+  // tests call it after every input; the decider's hot path does not.
+  Status CheckInvariants() const;
 
  private:
   // A decision being built: an orphan in the batch's arena, encoded at EndBatch.

@@ -14,6 +14,52 @@
 
 namespace admission::projections {
 
+const char* CheckStateName(CheckState state) {
+  switch (state) {
+    case CheckState::kPending: return "Pending";
+    case CheckState::kReady: return "Ready";
+    case CheckState::kRetry: return "Retry";
+    case CheckState::kRejected: return "Rejected";
+  }
+  return "Pending";
+}
+
+CheckState ToCheckState(schema::CheckState state) {
+  switch (state) {
+    case schema::CheckState::PENDING: return CheckState::kPending;
+    case schema::CheckState::READY: return CheckState::kReady;
+    case schema::CheckState::RETRY: return CheckState::kRetry;
+    case schema::CheckState::REJECTED: return CheckState::kRejected;
+  }
+  return CheckState::kPending;
+}
+
+std::optional<CheckState> CheckStateFromName(std::string_view name) {
+  for (CheckState s : {CheckState::kPending, CheckState::kReady, CheckState::kRetry,
+                       CheckState::kRejected}) {
+    if (name == CheckStateName(s)) return s;
+  }
+  return std::nullopt;
+}
+
+const char* AfterEvictionName(AfterEviction after) {
+  switch (after) {
+    case AfterEviction::kRequeue: return "";
+    case AfterEviction::kRetry: return "retry";
+    case AfterEviction::kPodsReady: return "podsready";
+    case AfterEviction::kDeactivate: return "deactivate";
+  }
+  return "";
+}
+
+std::optional<AfterEviction> AfterEvictionFromName(std::string_view name) {
+  for (AfterEviction a : {AfterEviction::kRequeue, AfterEviction::kRetry, AfterEviction::kPodsReady,
+                          AfterEviction::kDeactivate}) {
+    if (name == AfterEvictionName(a)) return a;
+  }
+  return std::nullopt;
+}
+
 const char* PhaseName(Phase phase) {
   switch (phase) {
     case Phase::kPending: return "Pending";

@@ -66,9 +66,31 @@ inline bool Terminal(Phase p) {
          p == Phase::kDeleted;
 }
 
+// The state of one required admission check (Kueue's AdmissionCheckState.state).
+enum class CheckState { kPending, kReady, kRetry, kRejected };
+// Kueue's name of a check state ("Pending", "Ready", "Retry", "Rejected"): what read models
+// and explain show, and the text snapshots store.
+const char* CheckStateName(CheckState state);
+// The state a check report carries.
+CheckState ToCheckState(schema::CheckState state);
+// A check state from its name (a snapshot's text); nullopt for any other text.
+std::optional<CheckState> CheckStateFromName(std::string_view name);
+
+// What happens once an eviction's pods are gone.
+enum class AfterEviction {
+  kRequeue,     // requeue at once
+  kRetry,       // requeue after the backoff a check asked for (Retry)
+  kPodsReady,   // requeue after Kueue's podsReady backoff
+  kDeactivate,  // deactivate (a check rejected it or timed out, maximum execution time)
+};
+// The text snapshots store for it: "", "retry", "podsready", "deactivate".
+const char* AfterEvictionName(AfterEviction after);
+// An action from its stored text; nullopt for any other text.
+std::optional<AfterEviction> AfterEvictionFromName(std::string_view name);
+
 // One required admission check of the current reservation.
 struct CheckStatus {
-  std::string state = "Pending";   // Pending, Ready, Retry, Rejected
+  CheckState state = CheckState::kPending;
   std::string message;
   int64_t last_transition_ns = 0;  // Pending since, Ready since...
   uint64_t report_sequence = 0;    // the report this state came from (0: none yet)
@@ -123,9 +145,7 @@ struct WorkloadState {
   bool starvation_alerted = false;
   int64_t expected_runtime_ns = 0;
   int64_t max_execution_ns = 0;
-  // What happens once an eviction's pods are gone: "" requeue at once, "retry" requeue after
-  // a check's backoff, "podsready" requeue after Kueue's backoff, "deactivate".
-  std::string after_eviction;
+  AfterEviction after_eviction = AfterEviction::kRequeue;  // once an eviction's pods are gone
   int64_t retry_after_ns = 0;
   std::string deactivate_reason, deactivate_message;
   std::string pending_reason;

@@ -66,16 +66,6 @@ uint64_t Fnv1a(const std::string& text) {
   return h;
 }
 
-std::string CheckStateName(schema::CheckState s) {
-  switch (s) {
-    case schema::CheckState::PENDING: return "Pending";
-    case schema::CheckState::READY: return "Ready";
-    case schema::CheckState::RETRY: return "Retry";
-    case schema::CheckState::REJECTED: return "Rejected";
-  }
-  return "Pending";
-}
-
 std::string TokenOf(const WorkloadState& wl) { return wl.uid + "/" + std::to_string(wl.generation); }
 
 }  // namespace
@@ -215,16 +205,17 @@ InputVerdict Engine::Validate(schema::Event::Reader event) const {
                       " in ClusterQueue " + wl->cluster_queue);
       }
       if (wl->phase == Phase::kAdmitted && r.getState() == schema::CheckState::PENDING &&
-          cs->second.state == "Ready") {
+          cs->second.state == CheckState::kReady) {
         return refuse("check " + check + " is Ready for the admitted generation " +
                       std::to_string(wl->generation) + " of " + KeyOf(r.getWorkload()) +
                       "; an admitted workload's check may report Retry or Rejected, or the "
                       "admission may be revoked, but it cannot go back to Pending");
       }
-      if (cs->second.report_sequence != 0 && cs->second.state == CheckStateName(r.getState()) &&
+      if (cs->second.report_sequence != 0 && cs->second.state == ToCheckState(r.getState()) &&
           cs->second.message == r.getMessage().cStr()) {
         v.noop = true;
-        v.note = "check " + check + " is already " + cs->second.state + " for generation " +
+        v.note = "check " + check + " is already " + CheckStateName(cs->second.state) +
+                 " for generation " +
                  std::to_string(wl->generation) + " (sequence " +
                  std::to_string(cs->second.report_sequence) + ")";
       }
@@ -305,7 +296,7 @@ void Engine::StartChecks(WorkloadState& wl, int64_t now) {
   const std::string& key = wl.key;
   for (const std::string& check : RequiredChecks(wl)) {
     CheckStatus& cs = wl.checks[check];
-    cs.state = "Pending";
+    cs.state = CheckState::kPending;
     cs.last_transition_ns = now;
     auto spec = checks_.find(check);
     if (spec != checks_.end() && spec->second.pending_ttl_ns > 0) {
@@ -319,7 +310,7 @@ void Engine::TryAdmit(WorkloadState& wl, int64_t now) {
   if (wl.phase != Phase::kReserved) return;
   std::vector<uint64_t> versions;
   for (const auto& [name, cs] : wl.checks) {
-    if (cs.state != "Ready") return;
+    if (cs.state != CheckState::kReady) return;
     versions.push_back(cs.report_sequence);
   }
   // The reservation must still be valid: the ClusterQueue exists and is active.
@@ -363,28 +354,28 @@ void Engine::ReportCheck(schema::CheckStateReported::Reader report, uint64_t seq
   auto cs_it = wl.checks.find(check);
   if (cs_it == wl.checks.end()) return;
   CheckStatus& cs = cs_it->second;
-  const std::string state = CheckStateName(report.getState());
+  const CheckState state = ToCheckState(report.getState());
   // Intake refuses this; an admitted workload's checks never go back to Pending.
-  if (wl.phase == Phase::kAdmitted && state == "Pending") return;
+  if (wl.phase == Phase::kAdmitted && state == CheckState::kPending) return;
   if (cs.state != state) cs.last_transition_ns = now;
   cs.state = state;
   cs.message = report.getMessage().cStr();
   cs.report_sequence = seq;
   const AdmissionCheckSpec spec = checks_.count(check) ? checks_.at(check) : AdmissionCheckSpec{};
-  if (state == "Ready") {
+  if (state == CheckState::kReady) {
     TryAdmit(wl, now);
-  } else if (state == "Retry") {
+  } else if (state == CheckState::kRetry) {
     const std::string message = "check " + check + " asked to retry: " + cs.message;
     if (wl.phase == Phase::kAdmitted) {
-      wl.after_eviction = "retry";
+      wl.after_eviction = AfterEviction::kRetry;
       wl.retry_after_ns = report.getRequeueAfterNs();
       EvictForReason(wl, "AdmissionCheck", message, 0, 0, now);
     } else {
       ReleaseAndRetry(wl, "AdmissionCheck", message, report.getRequeueAfterNs(), now);
     }
-  } else if (state == "Rejected") {
+  } else if (state == CheckState::kRejected) {
     const std::string message = "check " + check + " rejected the workload: " + cs.message;
-    wl.after_eviction = "deactivate";
+    wl.after_eviction = AfterEviction::kDeactivate;
     wl.deactivate_reason = "AdmissionCheckRejected";
     wl.deactivate_message = message;
     EvictForReason(wl, "AdmissionCheck", message, 0, 0, now);
@@ -486,16 +477,16 @@ void Engine::PodsGone(WorkloadState& wl, const std::string& why, int64_t now) {
             PhaseName(wl.phase));
   wl.pods_released = false;
   wl.pods_ready = false;
-  const std::string after = wl.after_eviction;
-  wl.after_eviction.clear();
-  if (after == "deactivate") {
+  const AfterEviction after = wl.after_eviction;
+  wl.after_eviction = AfterEviction::kRequeue;
+  if (after == AfterEviction::kDeactivate) {
     Deactivate(wl, wl.deactivate_reason, wl.deactivate_message, now);
-  } else if (after == "retry") {
+  } else if (after == AfterEviction::kRetry) {
     const int64_t requeue_after = wl.retry_after_ns;
     wl.retry_after_ns = 0;
     ReleaseAndRetry(wl, "AdmissionCheck", "requeued after the check asked to retry",
                     requeue_after, now);
-  } else if (after == "podsready") {
+  } else if (after == AfterEviction::kPodsReady) {
     ReleaseQuota(wl, why, now);
     ++wl.pods_ready_requeues;
     if (config_.backoff_limit_count > 0 &&
@@ -792,13 +783,13 @@ bool Engine::FireTimers(int64_t now) {
     if (kind == TimerKind::kTtl) {
       auto cs = wl.checks.find(detail);
       if (wl.phase != Phase::kReserved || wl.generation != generation || cs == wl.checks.end() ||
-          cs->second.state != "Pending") {
+          cs->second.state != CheckState::kPending) {
         continue;
       }
       const AdmissionCheckSpec& spec = checks_.at(detail);
       const std::string message = "check " + detail + " still Pending after its TTL";
       if (spec.reject_on_timeout) {
-        wl.after_eviction = "deactivate";
+        wl.after_eviction = AfterEviction::kDeactivate;
         wl.deactivate_reason = "AdmissionCheckTimeout";
         wl.deactivate_message = message;
         EvictForReason(wl, "AdmissionCheck", message, 0, 0, now);
@@ -814,7 +805,7 @@ bool Engine::FireTimers(int64_t now) {
       changed = true;
     } else if (kind == TimerKind::kPodsReady) {
       if (wl.phase != Phase::kAdmitted || wl.generation != generation || wl.pods_ready) continue;
-      wl.after_eviction = "podsready";
+      wl.after_eviction = AfterEviction::kPodsReady;
       EvictForReason(wl, "PodsReadyTimeout", "not all pods ready within the timeout", 0, 0, now);
       changed = true;
     } else if (kind == TimerKind::kDrain) {
@@ -828,7 +819,7 @@ bool Engine::FireTimers(int64_t now) {
       changed = true;
     } else if (kind == TimerKind::kMaxExec) {
       if (!Evictable(wl.phase) || wl.generation != generation) continue;
-      wl.after_eviction = "deactivate";
+      wl.after_eviction = AfterEviction::kDeactivate;
       wl.deactivate_reason = "MaximumExecutionTimeExceeded";
       wl.deactivate_message = "ran longer than its maximum execution time";
       EvictForReason(wl, "MaximumExecutionTimeExceeded", wl.deactivate_message, 0, 0, now);

@@ -160,9 +160,10 @@ namespace {
 std::optional<Violation> CheckWorkload(const WorkloadState& wl) {
   if (wl.phase == Phase::kAdmitted) {
     for (const auto& [name, cs] : wl.checks) {
-      if (cs.state != "Ready") {
+      if (cs.state != projections::CheckState::kReady) {
         return Violation{"admitted-only-with-every-check-ready", wl.key,
-                         "check " + name + " is " + cs.state + " in generation " +
+                         "check " + name + " is " + projections::CheckStateName(cs.state) +
+                             " in generation " +
                              std::to_string(wl.generation)};
       }
     }

@@ -1,5 +1,6 @@
-// Engine: batches (EndBatch), queues and heads, the quota tree's upkeep, decisions, reservation,
-// release and eviction. The cycle itself is in scheduler.cc.
+// Engine: batches (EndBatch), state names, queues and heads (Kueue: pkg/queue), the quota
+// tree's upkeep and each ClusterQueue's holders (pkg/cache), decisions, reservation, release and
+// eviction. The cycle itself is in cycle.cc (docs/decider.md, "Files").
 
 #include "projections/engine.h"
 

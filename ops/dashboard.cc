@@ -197,7 +197,7 @@ Json DashboardChecks(const projections::Engine& engine, const NamespaceFilter& a
   for (const auto& [key, wl] : engine.workloads()) {
     if (wl.phase != Phase::kReserved || (allow && !allow(wl.ns))) continue;
     for (const auto& [check, status] : wl.checks) {
-      if (status.state != "Pending") continue;
+      if (status.state != projections::CheckState::kPending) continue;
       Row& row = rows[check];
       ++row.pending;
       if (row.oldest_ns < 0 || status.last_transition_ns < row.oldest_ns) {

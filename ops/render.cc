@@ -183,7 +183,7 @@ Json WorkloadsJson(const Engine& engine, const NamespaceFilter& allow) {
       Json checks = Json::array();
       for (const auto& [name, cs] : wl.checks) {
         checks.push_back({{"name", name},
-                          {"state", cs.state},
+                          {"state", projections::CheckStateName(cs.state)},
                           {"lastTransitionTime", FormatRfc3339(cs.last_transition_ns)},
                           {"message", cs.message},
                           {"retryCount", wl.check_retries},

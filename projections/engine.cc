@@ -1,5 +1,6 @@
-// Engine: batches (EndBatch), queues and heads, the quota tree's upkeep, decisions, reservation,
-// release and eviction. The cycle itself is in scheduler.cc.
+// Engine: batches (EndBatch), state names, queues and heads (Kueue: pkg/queue), the quota
+// tree's upkeep and each ClusterQueue's holders (pkg/cache), decisions, reservation, release and
+// eviction. The cycle itself is in cycle.cc (docs/decider.md, "Files").
 
 #include "projections/engine.h"
 
@@ -13,6 +14,52 @@
 #include "schema/event_codec.h"
 
 namespace admission::projections {
+
+const char* CheckStateName(CheckState state) {
+  switch (state) {
+    case CheckState::kPending: return "Pending";
+    case CheckState::kReady: return "Ready";
+    case CheckState::kRetry: return "Retry";
+    case CheckState::kRejected: return "Rejected";
+  }
+  return "Pending";
+}
+
+CheckState ToCheckState(schema::CheckState state) {
+  switch (state) {
+    case schema::CheckState::PENDING: return CheckState::kPending;
+    case schema::CheckState::READY: return CheckState::kReady;
+    case schema::CheckState::RETRY: return CheckState::kRetry;
+    case schema::CheckState::REJECTED: return CheckState::kRejected;
+  }
+  return CheckState::kPending;
+}
+
+std::optional<CheckState> CheckStateFromName(std::string_view name) {
+  for (CheckState s : {CheckState::kPending, CheckState::kReady, CheckState::kRetry,
+                       CheckState::kRejected}) {
+    if (name == CheckStateName(s)) return s;
+  }
+  return std::nullopt;
+}
+
+const char* AfterEvictionName(AfterEviction after) {
+  switch (after) {
+    case AfterEviction::kRequeue: return "";
+    case AfterEviction::kRetry: return "retry";
+    case AfterEviction::kPodsReady: return "podsready";
+    case AfterEviction::kDeactivate: return "deactivate";
+  }
+  return "";
+}
+
+std::optional<AfterEviction> AfterEvictionFromName(std::string_view name) {
+  for (AfterEviction a : {AfterEviction::kRequeue, AfterEviction::kRetry, AfterEviction::kPodsReady,
+                          AfterEviction::kDeactivate}) {
+    if (name == AfterEvictionName(a)) return a;
+  }
+  return std::nullopt;
+}
 
 const char* PhaseName(Phase phase) {
   switch (phase) {
@@ -96,7 +143,8 @@ Engine::BatchDecisions Engine::EndBatchDecisions(uint64_t batch_last_sequence, i
   // Timers due now, then cycles to a fixpoint; a cycle may start timers that are due at once
   // (a zero TTL), so repeat until neither changes anything.
   bool more = true;
-  while (more) {
+  for (int rounds = 0; more; ++rounds) {
+    ADM_CHECK(rounds < kTimerRoundsPerBatchMax, "timers due at once do not run out");
     more = FireTimers(now_ns_);
     while (RunCycle(now_ns_)) {
       ++cycles;

@@ -28,6 +28,11 @@ namespace admission::projections {
 
 // Limits.
 inline constexpr int kCyclesPerBatchMax = 1'000'000;
+// EndBatch repeats (fire due timers, run cycles to a fixpoint) only while the previous round
+// started timers already due (a zero TTL, a backoff of zero): each such timer belongs to a
+// reservation or eviction made by one of the batch's cycles, so the cycles' bound bounds the
+// rounds too. Reaching it is a bug of ours (an assertion), never an input's fault.
+inline constexpr int kTimerRoundsPerBatchMax = kCyclesPerBatchMax;
 // One unit of a resource in the decider's milli-units (one pod, one GPU).
 inline constexpr int64_t kMilliPerUnit = 1000;
 inline constexpr int kPodSetsMax = 8;
@@ -61,9 +66,31 @@ inline bool Terminal(Phase p) {
          p == Phase::kDeleted;
 }
 
+// The state of one required admission check (Kueue's AdmissionCheckState.state).
+enum class CheckState { kPending, kReady, kRetry, kRejected };
+// Kueue's name of a check state ("Pending", "Ready", "Retry", "Rejected"): what read models
+// and explain show, and the text snapshots store.
+const char* CheckStateName(CheckState state);
+// The state a check report carries.
+CheckState ToCheckState(schema::CheckState state);
+// A check state from its name (a snapshot's text); nullopt for any other text.
+std::optional<CheckState> CheckStateFromName(std::string_view name);
+
+// What happens once an eviction's pods are gone.
+enum class AfterEviction {
+  kRequeue,     // requeue at once
+  kRetry,       // requeue after the backoff a check asked for (Retry)
+  kPodsReady,   // requeue after Kueue's podsReady backoff
+  kDeactivate,  // deactivate (a check rejected it or timed out, maximum execution time)
+};
+// The text snapshots store for it: "", "retry", "podsready", "deactivate".
+const char* AfterEvictionName(AfterEviction after);
+// An action from its stored text; nullopt for any other text.
+std::optional<AfterEviction> AfterEvictionFromName(std::string_view name);
+
 // One required admission check of the current reservation.
 struct CheckStatus {
-  std::string state = "Pending";   // Pending, Ready, Retry, Rejected
+  CheckState state = CheckState::kPending;
   std::string message;
   int64_t last_transition_ns = 0;  // Pending since, Ready since...
   uint64_t report_sequence = 0;    // the report this state came from (0: none yet)
@@ -118,9 +145,7 @@ struct WorkloadState {
   bool starvation_alerted = false;
   int64_t expected_runtime_ns = 0;
   int64_t max_execution_ns = 0;
-  // What happens once an eviction's pods are gone: "" requeue at once, "retry" requeue after
-  // a check's backoff, "podsready" requeue after Kueue's backoff, "deactivate".
-  std::string after_eviction;
+  AfterEviction after_eviction = AfterEviction::kRequeue;  // once an eviction's pods are gone
   int64_t retry_after_ns = 0;
   std::string deactivate_reason, deactivate_message;
   std::string pending_reason;
@@ -364,6 +389,13 @@ class Engine {
   // Pending workloads of a ClusterQueue in queue order (for reading; O(pending)).
   std::vector<std::string> PendingInOrder(const std::string& cq) const;
 
+  // The quota invariants (projections/invariants.cc), the pair of the code that keeps them
+  // (AddUsage, AddHolder, RemoveHolder): a ClusterQueue's usage is the sum of its holders'
+  // admissions (and its quota-tree node holds that usage), and a holder is exactly a workload
+  // with reserved quota. kCorruption naming the first violation. O(workloads + holders): the
+  // tests call it after every input; the decider's hot path does not.
+  Status CheckInvariants() const;
+
  private:
   // A decision being built: an orphan in the batch's arena, encoded at EndBatch.
   struct PendingDecision {
@@ -371,8 +403,17 @@ class Engine {
     uint64_t causation = 0;  // 0: the batch's last input
   };
 
-  // Inputs (engine_inputs.cc).
+  // Inputs (engine_inputs.cc): ApplyInput hands each input to one of these.
   std::vector<ResourceGroup> ToGroups(capnp::List<schema::ResourceGroup>::Reader groups);
+  void DefineFlavor(schema::ResourceFlavorDef::Reader def, uint64_t seq);
+  void DefineCohort(schema::CohortDef::Reader def, uint64_t seq);
+  // The ClusterQueue a definition describes, as the decider keeps it (interns its names).
+  ClusterQueueSpec ToClusterQueueSpec(schema::ClusterQueueDef::Reader def, uint64_t seq);
+  void DefineClusterQueue(schema::ClusterQueueDef::Reader def, uint64_t seq, int64_t now);
+  void DefineLocalQueue(schema::LocalQueueDef::Reader def, int64_t now);
+  // A definition deleted (ClusterQueue, Cohort, ResourceFlavor, LocalQueue, priority class).
+  // `version`: DecidingVersion of the deletion's own stamp (v13 changed what a deletion does).
+  void ApplyObjectDeleted(schema::ObjectDeleted::Reader del, uint32_t version, int64_t now);
   void ReadPodSets(capnp::List<schema::PodSet>::Reader list, std::vector<PodSetSpec>* out);
   void InitWorkload(schema::Workload::Reader wl, uint64_t seq, int64_t now, WorkloadState* out);
   void DefinitionsChanged();
@@ -387,21 +428,29 @@ class Engine {
   void Remove(const std::string& key, int64_t now);
   void PodsReport(schema::PodsReported::Reader report, int64_t now);
 
-  // Part 2 (lifecycle.cc): checks, pods, timers, revocation, nodes, maintenance.
+  // Validate's verdicts by input (lifecycle.cc).
+  // The workload a reference names, if it exists (and has the uid the reference names).
+  const WorkloadState* FindReferenced(schema::WorkloadRef::Reader ref) const;
+  InputVerdict ValidateCheckReport(schema::CheckStateReported::Reader r,
+                                   capnp::Text::Reader actor_text) const;
+  InputVerdict ValidatePodsReport(schema::PodsReported::Reader r) const;
+  InputVerdict ValidateWorkload(schema::Workload::Reader wl) const;
+
+  // Admission checks (checks.cc).
   void DefineAdmissionCheck(schema::AdmissionCheckDef::Reader def, uint64_t seq);
-  void DefineEngineConfig(schema::EngineConfigDef::Reader def);
   void ReportCheck(schema::CheckStateReported::Reader report, uint64_t seq, int64_t now);
+  std::vector<std::string> RequiredChecks(const WorkloadState& wl) const;
+  void StartChecks(WorkloadState& wl, int64_t now);
+  void TryAdmit(WorkloadState& wl, int64_t now);
+
+  // After a reservation (lifecycle.cc): release and retry, deactivation, eviction, revocation.
+  void DefineEngineConfig(schema::EngineConfigDef::Reader def);
   void Revoke(schema::RevocationRequested::Reader revocation, int64_t now);
   // The workloads a revocation evicts, in key order: reserved or admitted, and the one it
   // names (looked up, not searched for), or every one that holds the check or uses the flavor
   // it names. Intake's validation counts them; the fold evicts them.
   std::vector<const WorkloadState*> RevocationTargets(
       schema::RevocationRequested::Reader revocation) const;
-  void NodeChanged(schema::NodeCapacity::Reader node, int kind, int64_t now);
-  void DefineMaintenance(schema::MaintenanceWindow::Reader window, int64_t now);
-  std::vector<std::string> RequiredChecks(const WorkloadState& wl) const;
-  void StartChecks(WorkloadState& wl, int64_t now);
-  void TryAdmit(WorkloadState& wl, int64_t now);
   void ReleaseAndRetry(WorkloadState& wl, const std::string& reason, const std::string& message,
                        int64_t requeue_after_ns, int64_t now);
   void Deactivate(WorkloadState& wl, const std::string& reason, const std::string& message,
@@ -409,6 +458,8 @@ class Engine {
   void EvictForReason(WorkloadState& wl, const std::string& reason, const std::string& message,
                       int pod_set_action, int64_t drain_deadline_ns, int64_t now);
   void PodsGone(WorkloadState& wl, const std::string& why, int64_t now);
+
+  // Timers and retention (timers.cc).
   // Call when a workload reaches a terminal phase: starts its retention timer.
   void Ended(const WorkloadState& wl, int64_t now);
   // A retention timer fired: the workload leaves the live state with its indexes, if it is
@@ -418,8 +469,22 @@ class Engine {
                 const std::string& detail = "");
   // Fires every timer due at `now`; returns true if any changed the state.
   bool FireTimers(int64_t now);
+  // A timer about a workload, if it still applies; returns true if it changed the state.
+  bool FireWorkloadTimer(const Timer& timer, WorkloadState& wl, int64_t now);
   int64_t Backoff(const WorkloadState& wl, int64_t base_ns, int64_t max_ns, uint32_t attempt) const;
+
+  // Capacity: nodes, maintenance windows, quota reclaims (capacity.cc).
+  void NodeChanged(schema::NodeCapacity::Reader node, int kind, int64_t now);
+  void DefineMaintenance(schema::MaintenanceWindow::Reader window, int64_t now);
   void EnforceCapacity(int64_t now);   // node failures and quota reclaims
+  // The flavor-resources short of node capacity and the (ClusterQueue, flavor-resource) pairs
+  // over their quota, with draining workloads' usage counted as gone.
+  void FindOvercommitted(std::set<Fr>* node_short,
+                         std::set<std::pair<std::string, Fr>>* quota_short);
+  // The next workload to evict for them (`reason`: NodeFailure or QuotaReclaimed), or none.
+  const WorkloadState* CapacityVictim(const std::set<Fr>& node_short,
+                                      const std::set<std::pair<std::string, Fr>>& quota_short,
+                                      std::string* reason) const;
   std::optional<std::string> MaintenanceConflict(const WorkloadState& wl, int flavor,
                                                  int64_t now) const;
   int64_t FlavorCapacityLeft(int flavor, int resource) const;   // INT64_MAX: unknown
@@ -438,14 +503,11 @@ class Engine {
   // A release only notes its ClusterQueue; the cohort trees are re-activated once, at the
   // start of the next cycle.
   void FlushReactivations();
-  std::set<std::string> reactivate_pending_;
   void RebuildTreeIfNeeded();
   // The tree node of a ClusterQueue (-1: not in the tree), without a name lookup once cached.
   int NodeOf(const ClusterQueueState& cq, const std::string& name) const;
   // Call after every tree_.Rebuild: refreshes the node caches below.
   void TreeRebuilt();
-  uint64_t tree_epoch_ = 1;                      // bumped by every tree rebuild
-  std::vector<ClusterQueueState*> cq_by_node_;   // tree node -> its state (nullptr: a cohort)
   void AddUsage(ClusterQueueState& cq, const std::string& cq_name, const FrQuantities& usage,
                 int sign);
   // cqs_[wl.cluster_queue], looked up once per ClusterQueue the workload goes to (entries of
@@ -472,8 +534,33 @@ class Engine {
                            std::string_view reason, std::string_view message, int64_t now);
   static std::string FencingToken(const WorkloadState& wl);
 
-  // The cycle (scheduler.cc).
+  // The cycle (cycle.cc): Kueue's scheduler.schedule, one step per function.
+  struct CycleEntry;  // a nominated head
   bool RunCycle(int64_t now);
+  // The heads of the active ClusterQueues, nominated; ClusterQueues without one leave active_.
+  void NominateHeads(int64_t now, std::vector<CycleEntry>* entries);
+  // Marks every class of an inactive or stopped ClusterQueue inadmissible, its heads told why.
+  void HoldHeadsOfInactive(ClusterQueueState& cq, const std::string& cq_name, int64_t now);
+  // The queue's head, past the heads of stopped LocalQueues (each marked and told why).
+  WorkloadState* HeadPastStoppedLocalQueues(ClusterQueueState& cq, EquivalenceClass** head_class,
+                                            int64_t now);
+  // Engine v11: the sleeping StrictFIFO heads that found no victims, as entries that only hold
+  // the capacity they need for the cycle.
+  void NominateSleepingStrictFifoHeads(int64_t now, std::vector<CycleEntry>* entries);
+  // Kueue's entry order (sets each entry's share under fair sharing).
+  std::vector<CycleEntry*> OrderEntries(std::vector<CycleEntry>& entries) const;
+  // An entry's outcome in the cycle, by its nomination's mode; each returns whether the state
+  // changed. `touched_roots`: the cohort trees changed earlier in the cycle.
+  bool AdmitFitting(CycleEntry& e, int node, int root, std::set<int>* touched_roots, int64_t now);
+  bool PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* touched_roots,
+                       int64_t now);
+  bool LeavePending(CycleEntry& e, int node, uint32_t resumes,
+                    std::vector<std::pair<int, FrQuantities>>* held, int64_t now);
+  // A victim's preemption reason and its wording in the eviction message.
+  std::pair<const char*, const char*> PreemptionReason(const ClusterQueueSpec& spec,
+                                                       const WorkloadState& preemptor,
+                                                       const WorkloadState& victim,
+                                                       bool borrows) const;
   // The workload to nominate from a ClusterQueue's pending queue, if any.
   // `cls` (optional) receives the head's equivalence class.
   // The queue's head: the best head of its admissible classes; under StrictFIFO the best of
@@ -486,8 +573,15 @@ class Engine {
   int64_t DominantShare(int cq_node, const FrQuantities* extra) const;
   // `cq`: the state of the workload's ClusterQueue, whose queue it heads.
   Nomination Nominate(const WorkloadState& wl, const ClusterQueueState& cq);
+  // Partial admission (podset_reducer.cc): the nomination for the largest reduced counts that
+  // fit, or nothing when no podSet may shrink or no reduction fits.
+  std::optional<Nomination> NominatePartially(const WorkloadState& wl, const ClusterQueueSpec& spec,
+                                              int node);
   // The id of `pods` when one of the ClusterQueue's resource groups covers it (engine v7).
   std::optional<int> CoveredPods(const ClusterQueueSpec& spec) const;
+  // Flavor assignment (flavor_assignment.cc), one pod set, resource group and flavor at a time
+  // (FlavorSearch).
+  struct FlavorSearch;
   Nomination AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec& spec, int cq_node,
                            const std::vector<int32_t>& counts) const;
   // Engine v12, flavor stickiness (Kueue's LastTriedFlavorIdx): the search a workload resumes,
@@ -503,7 +597,8 @@ class Engine {
   // start forward unless quota changed meanwhile, so the pod sets times the flavors bound it,
   // and the bound keeps the batch's cycles finite whatever else happens in them.
   static uint32_t FlavorResumesMax(const WorkloadState& wl, const ClusterQueueSpec& spec);
-  std::vector<std::string> resuming_;  // keys of workloads with a FlavorResume in this batch
+  // Preemption (preemption.cc): the minimal victim set that makes room, or none.
+  struct VictimSearch;
   std::vector<WorkloadState*> FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec,
                                        int cq_node, const Assignment& assignment);
   bool WorkloadFits(int cq_node, const FrQuantities& request, bool allow_borrowing) const;
@@ -526,13 +621,11 @@ class Engine {
   schema::Event::Builder NewDecision(uint64_t causation);
   schema::WorkloadRef::Builder Ref(schema::WorkloadRef::Builder b, const WorkloadState& wl) const;
 
+  // ---- State: what a snapshot stores (SnapshotCodec) ------------------------------------------
   std::map<std::string, Flavor> flavors_;
   std::map<std::string, ClusterQueueSpec> cq_specs_;
   std::map<std::string, CohortSpec> cohort_specs_;
   std::map<std::string, LocalQueueSpec> lqs_;       // by namespace/name
-  // Derived: how many of lqs_ are stopped (stopPolicy not None). While none is, a cycle need
-  // not look up each head's LocalQueue. Recounted by DefinitionsChanged and on restore.
-  size_t stopped_local_queues_ = 0;
   std::map<std::string, int32_t> priority_classes_;
   std::map<std::string, AdmissionCheckSpec> checks_;
   EngineConfig config_;
@@ -549,24 +642,42 @@ class Engine {
   // maxexec, requeue, drain, maxwait, retire), and a fired or stale one is dropped.
   std::set<Timer> timers_;
   std::string current_actor_;
+  // ClusterQueue states: their queues are stored; spec, holders, usage and pending are derived
+  // (RestoreDerivedState).
   std::map<std::string, ClusterQueueState> cqs_;
   std::map<std::string, WorkloadState> workloads_;  // by namespace/name
   // Workloads by uid: for a reference by uid alone, which is rare. Kept lazily: submissions
   // append to uid_pending_ (the workloads, whose uid and key do not change), and UidIndex()
   // folds those into uid_to_key_ in order (the last submission of a uid wins, as when it was
   // kept eagerly) before anything reads it or erases from it. Replacing a finished workload
-  // folds first, so no pending entry outlives its workload. Logically const.
+  // folds first, so no pending entry outlives its workload. Logically const. A snapshot stores
+  // the folded index.
   const std::map<std::string, std::string>& UidIndex() const;
   mutable std::map<std::string, std::string> uid_to_key_;
   mutable std::vector<const WorkloadState*> uid_pending_;
   std::set<std::string> orphans_;                   // pending with no ClusterQueue to go to
   std::set<std::string> active_;                    // ClusterQueues with admissible heads
-  QuotaTree tree_;
+  // ClusterQueues whose cohort trees re-activate at the start of the next cycle
+  // (FlushReactivations).
+  std::set<std::string> reactivate_pending_;
   bool tree_dirty_ = true;
   Interner resources_;
   Interner flavor_ids_;
-
   uint64_t current_sequence_ = 0;
+  uint64_t decisions_made_ = 0;
+  int64_t now_ns_ = 0;
+
+  // ---- Derived indexes: rebuilt from the state (RestoreDerivedState, TreeRebuilt) -------------
+  // How many of lqs_ are stopped (stopPolicy not None). While none is, a cycle need not look
+  // up each head's LocalQueue. Recounted by DefinitionsChanged and on restore.
+  size_t stopped_local_queues_ = 0;
+  QuotaTree tree_;                               // rebuilt from the specs and the usage
+  uint64_t tree_epoch_ = 1;                      // bumped by every tree rebuild
+  std::vector<ClusterQueueState*> cq_by_node_;   // tree node -> its state (nullptr: a cohort)
+  // Workloads retired from the live state since this engine was built or loaded (a statistic).
+  uint64_t retired_ = 0;
+
+  // ---- Batch-local: empty (or reset) between batches, so never in a snapshot -----------------
   // The behaviour version of the batch being decided (EndBatchDecisions' `version`).
   uint32_t batch_version_ = kEngineVersion;
   // Engine v6: the workloads preempted so far in this batch (one instant of ledger time), and
@@ -574,18 +685,16 @@ class Engine {
   // still be admitted into free quota in the batch, but it preempts nobody before the next
   // batch: in Kueue a preempted workload is nominated again only after its eviction has been
   // observed and it was requeued, a later cycle. Without this, preemptions whose victims
-  // release at once can rotate inside one batch without end (docs/semantics.md). Both are
-  // empty between batches (not stored in snapshots).
+  // release at once can rotate inside one batch without end (docs/semantics.md).
   std::set<std::string> preempted_in_batch_;
   std::vector<std::pair<std::string, std::string>> held_until_next_batch_;
+  std::vector<std::string> resuming_;  // keys of workloads with a FlavorResume in this batch
   // One message per batch holds every decision of the batch (one allocation instead of one
-  // per decision); reset by EndBatch.
+  // per decision); reset by EndBatch. Declared before decisions_, whose orphans live in it, so
+  // that they are destroyed first.
   static constexpr unsigned kDecisionArenaFirstWords = 256;
   std::unique_ptr<capnp::MallocMessageBuilder> decision_arena_;
   std::vector<PendingDecision> decisions_;
-  uint64_t decisions_made_ = 0;
-  uint64_t retired_ = 0;
-  int64_t now_ns_ = 0;
 
   // ---- Snapshots (projections/snapshot.cc; docs/replay.md, "Snapshots") ----------------------
   // SnapshotCodec writes and reads the members above. A member added here is either stored

@@ -1,4 +1,6 @@
-// Engine: applying input events to the state (definitions, workloads, pod reports).
+// Engine: applying input events to the state, one handler per input (definitions, workloads,
+// pod reports). Kueue: the core controllers (pkg/controller/core: clusterqueue, localqueue,
+// cohort, resourceflavor and workload controllers) that feed its cache and queues.
 
 #include <algorithm>
 
@@ -94,136 +96,26 @@ void Engine::ApplyInput(schema::Event::Reader event) {
   const int64_t now = now_ns_;
   auto body = event.getBody();
   switch (body.which()) {
-    case schema::Event::Body::FLAVOR_DEFINED: {
-      auto def = body.getFlavorDefined();
-      Flavor f;
-      f.name = def.getName().cStr();
-      f.node_labels = ToLabels(def.getNodeLabels());
-      for (auto t : def.getNodeTaints()) {
-        f.node_taints.push_back(Taint{t.getKey().cStr(), t.getValue().cStr(), t.getEffect().cStr()});
-      }
-      f.tolerations = ToTolerations(def.getTolerations());
-      f.version = seq;
-      flavor_ids_.Id(f.name);
-      flavors_[f.name] = std::move(f);
-      DefinitionsChanged();
+    case schema::Event::Body::FLAVOR_DEFINED:
+      DefineFlavor(body.getFlavorDefined(), seq);
       break;
-    }
-    case schema::Event::Body::COHORT_DEFINED: {
-      auto def = body.getCohortDefined();
-      CohortSpec c;
-      c.name = def.getName().cStr();
-      c.parent = def.getParentName().cStr();
-      c.resource_groups = ToGroups(def.getResourceGroups());
-      c.fair_weight_milli = def.getFairSharingWeightMilli();
-      c.version = seq;
-      cohort_specs_[c.name] = std::move(c);
-      DefinitionsChanged();
+    case schema::Event::Body::COHORT_DEFINED:
+      DefineCohort(body.getCohortDefined(), seq);
       break;
-    }
-    case schema::Event::Body::CLUSTER_QUEUE_DEFINED: {
-      auto def = body.getClusterQueueDefined();
-      ClusterQueueSpec cq;
-      cq.name = def.getName().cStr();
-      cq.cohort = def.getCohortName().cStr();
-      cq.resource_groups = ToGroups(def.getResourceGroups());
-      cq.queueing = def.getQueueingStrategy() == schema::QueueingStrategy::STRICT_FIFO
-                        ? QueueingStrategy::kStrictFifo
-                        : QueueingStrategy::kBestEffortFifo;
-      auto sel = def.getNamespaceSelector();
-      cq.namespace_selector.present =
-          !sel.getMatchesAll() || sel.getMatchLabels().size() > 0 ||
-          sel.getMatchExpressions().size() > 0;
-      cq.namespace_selector.match_labels = ToLabels(sel.getMatchLabels());
-      cq.namespace_selector.match_expressions = ToRequirements(sel.getMatchExpressions());
-      if (!def.hasNamespaceSelector()) cq.namespace_selector.present = false;
-      cq.stop_policy = ToStopPolicy(def.getStopPolicy());
-      auto p = def.getPreemption();
-      switch (p.getWithinClusterQueue()) {
-        case schema::WithinClusterQueuePolicy::LOWER_PRIORITY:
-          cq.preemption.within_cluster_queue = WithinCq::kLowerPriority;
-          break;
-        case schema::WithinClusterQueuePolicy::LOWER_OR_NEWER_EQUAL_PRIORITY:
-          cq.preemption.within_cluster_queue = WithinCq::kLowerOrNewerEqualPriority;
-          break;
-        default: cq.preemption.within_cluster_queue = WithinCq::kNever;
-      }
-      cq.preemption.reclaim_within_cohort = ToReclaim(p.getReclaimWithinCohort());
-      cq.preemption.borrow_within_cohort = ToReclaim(p.getBorrowWithinCohort());
-      if (p.getHasMaxPriorityThreshold()) {
-        cq.preemption.max_priority_threshold = p.getMaxPriorityThreshold();
-      }
-      auto fung = def.getFlavorFungibility();
-      cq.when_can_borrow = ToAction(fung.getWhenCanBorrow());
-      cq.when_can_preempt = ToAction(fung.getWhenCanPreempt());
-      cq.preference = fung.getPreference() == schema::FungibilityPreference::PREEMPTION_OVER_BORROWING
-                          ? FungibilityPreference::kPreemptionOverBorrowing
-                          : FungibilityPreference::kBorrowingOverPreemption;
-      for (auto c : def.getAdmissionChecks()) cq.admission_checks[c.cStr()];
-      for (auto c : def.getAdmissionChecksStrategy()) {
-        auto& flavors = cq.admission_checks[c.getName().cStr()];
-        for (auto f : c.getOnFlavors()) flavors.push_back(f.cStr());
-      }
-      cq.max_wait_ns = def.getMaxWaitNs();
-      cq.fair_weight_milli = def.getFairSharingWeightMilli();
-      cq.version = seq;
-      const std::string name = cq.name;
-      cq_specs_[name] = cq;
-      cqs_[name].spec = std::move(cq);
-      DefinitionsChanged();
-      // Workloads of LocalQueues pointing here may now have a home.
-      RequeueOrphans(now);
-      EnforceCapacity(now);  // a lowered quota evicts what no longer fits
-      if (cq_specs_.at(name).stop_policy == StopPolicy::kHoldAndDrain) {
-        Drain([&](const WorkloadState& wl) { return wl.cluster_queue == name; },
-              "ClusterQueueStopped", "The ClusterQueue is stopped", now);
-      }
+    case schema::Event::Body::CLUSTER_QUEUE_DEFINED:
+      DefineClusterQueue(body.getClusterQueueDefined(), seq, now);
       break;
-    }
-    case schema::Event::Body::LOCAL_QUEUE_DEFINED: {
-      auto def = body.getLocalQueueDefined();
-      LocalQueueSpec lq{def.getNamespace().cStr(), def.getName().cStr(),
-                        def.getClusterQueue().cStr(), ToStopPolicy(def.getStopPolicy())};
-      lqs_[lq.ns + "/" + lq.name] = lq;
-      RequeueOrphans(now);
-      if (lq.stop_policy == StopPolicy::kHoldAndDrain) {
-        Drain([&](const WorkloadState& wl) { return wl.ns == lq.ns && wl.queue_name == lq.name; },
-              "LocalQueueStopped", "The LocalQueue is stopped", now);
-      }
-      // A LocalQueue resumed (or stopped) changes which heads may be tried.
-      DefinitionsChanged();
+    case schema::Event::Body::LOCAL_QUEUE_DEFINED:
+      DefineLocalQueue(body.getLocalQueueDefined(), now);
       break;
-    }
     case schema::Event::Body::PRIORITY_CLASS_DEFINED: {
       auto def = body.getPriorityClassDefined();
       priority_classes_[def.getName().cStr()] = def.getValue();
       break;
     }
-    case schema::Event::Body::OBJECT_DELETED: {
-      auto del = body.getObjectDeleted();
-      std::string kind = del.getKind().cStr();
-      std::string name = del.getName().cStr();
-      if (kind == "ClusterQueue") {
-        cq_specs_.erase(name);
-        if (auto it = cqs_.find(name); it != cqs_.end()) it->second.spec.reset();
-      } else if (kind == "Cohort") {
-        cohort_specs_.erase(name);
-      } else if (kind == "ResourceFlavor") {
-        flavors_.erase(name);
-      } else if (kind == "LocalQueue") {
-        const std::string lq_key = std::string(del.getNamespace().cStr()) + "/" + name;
-        lqs_.erase(lq_key);
-        if (DecidingVersion(event.getEngineVersion()) >= 13) OrphanQueuedOf(lq_key, now);
-      } else if (kind == "WorkloadPriorityClass") {
-        priority_classes_.erase(name);
-      } else if (kind == "AdmissionCheck" && DecidingVersion(event.getEngineVersion()) >= 13) {
-        // Engine v13 (the version that recorded the deletion): intake deletes a check only
-        // when nothing needs it (ValidateDeletion).
-        checks_.erase(name);
-      }
-      DefinitionsChanged();
+    case schema::Event::Body::OBJECT_DELETED:
+      ApplyObjectDeleted(body.getObjectDeleted(), DecidingVersion(event.getEngineVersion()), now);
       break;
-    }
     case schema::Event::Body::WORKLOAD_SUBMITTED:
       Submit(body.getWorkloadSubmitted().getWorkload(), seq, now);
       break;
@@ -269,6 +161,131 @@ void Engine::ApplyInput(schema::Event::Reader event) {
       // clockAdvanced: time moved (above); the timers due fire at the end of the batch.
       break;
   }
+}
+
+void Engine::DefineFlavor(schema::ResourceFlavorDef::Reader def, uint64_t seq) {
+  Flavor f;
+  f.name = def.getName().cStr();
+  f.node_labels = ToLabels(def.getNodeLabels());
+  for (auto t : def.getNodeTaints()) {
+    f.node_taints.push_back(Taint{t.getKey().cStr(), t.getValue().cStr(), t.getEffect().cStr()});
+  }
+  f.tolerations = ToTolerations(def.getTolerations());
+  f.version = seq;
+  flavor_ids_.Id(f.name);
+  flavors_[f.name] = std::move(f);
+  DefinitionsChanged();
+}
+
+void Engine::DefineCohort(schema::CohortDef::Reader def, uint64_t seq) {
+  CohortSpec c;
+  c.name = def.getName().cStr();
+  c.parent = def.getParentName().cStr();
+  c.resource_groups = ToGroups(def.getResourceGroups());
+  c.fair_weight_milli = def.getFairSharingWeightMilli();
+  c.version = seq;
+  cohort_specs_[c.name] = std::move(c);
+  DefinitionsChanged();
+}
+
+ClusterQueueSpec Engine::ToClusterQueueSpec(schema::ClusterQueueDef::Reader def, uint64_t seq) {
+  ClusterQueueSpec cq;
+  cq.name = def.getName().cStr();
+  cq.cohort = def.getCohortName().cStr();
+  cq.resource_groups = ToGroups(def.getResourceGroups());
+  cq.queueing = def.getQueueingStrategy() == schema::QueueingStrategy::STRICT_FIFO
+                    ? QueueingStrategy::kStrictFifo
+                    : QueueingStrategy::kBestEffortFifo;
+  auto sel = def.getNamespaceSelector();
+  cq.namespace_selector.present =
+      !sel.getMatchesAll() || sel.getMatchLabels().size() > 0 ||
+      sel.getMatchExpressions().size() > 0;
+  cq.namespace_selector.match_labels = ToLabels(sel.getMatchLabels());
+  cq.namespace_selector.match_expressions = ToRequirements(sel.getMatchExpressions());
+  if (!def.hasNamespaceSelector()) cq.namespace_selector.present = false;
+  cq.stop_policy = ToStopPolicy(def.getStopPolicy());
+  auto p = def.getPreemption();
+  switch (p.getWithinClusterQueue()) {
+    case schema::WithinClusterQueuePolicy::LOWER_PRIORITY:
+      cq.preemption.within_cluster_queue = WithinCq::kLowerPriority;
+      break;
+    case schema::WithinClusterQueuePolicy::LOWER_OR_NEWER_EQUAL_PRIORITY:
+      cq.preemption.within_cluster_queue = WithinCq::kLowerOrNewerEqualPriority;
+      break;
+    default: cq.preemption.within_cluster_queue = WithinCq::kNever;
+  }
+  cq.preemption.reclaim_within_cohort = ToReclaim(p.getReclaimWithinCohort());
+  cq.preemption.borrow_within_cohort = ToReclaim(p.getBorrowWithinCohort());
+  if (p.getHasMaxPriorityThreshold()) {
+    cq.preemption.max_priority_threshold = p.getMaxPriorityThreshold();
+  }
+  auto fung = def.getFlavorFungibility();
+  cq.when_can_borrow = ToAction(fung.getWhenCanBorrow());
+  cq.when_can_preempt = ToAction(fung.getWhenCanPreempt());
+  cq.preference = fung.getPreference() == schema::FungibilityPreference::PREEMPTION_OVER_BORROWING
+                      ? FungibilityPreference::kPreemptionOverBorrowing
+                      : FungibilityPreference::kBorrowingOverPreemption;
+  for (auto c : def.getAdmissionChecks()) cq.admission_checks[c.cStr()];
+  for (auto c : def.getAdmissionChecksStrategy()) {
+    auto& flavors = cq.admission_checks[c.getName().cStr()];
+    for (auto f : c.getOnFlavors()) flavors.push_back(f.cStr());
+  }
+  cq.max_wait_ns = def.getMaxWaitNs();
+  cq.fair_weight_milli = def.getFairSharingWeightMilli();
+  cq.version = seq;
+  return cq;
+}
+
+void Engine::DefineClusterQueue(schema::ClusterQueueDef::Reader def, uint64_t seq, int64_t now) {
+  ClusterQueueSpec cq = ToClusterQueueSpec(def, seq);
+  const std::string name = cq.name;
+  cq_specs_[name] = cq;
+  cqs_[name].spec = std::move(cq);
+  DefinitionsChanged();
+  // Workloads of LocalQueues pointing here may now have a home.
+  RequeueOrphans(now);
+  EnforceCapacity(now);  // a lowered quota evicts what no longer fits
+  if (cq_specs_.at(name).stop_policy == StopPolicy::kHoldAndDrain) {
+    Drain([&](const WorkloadState& wl) { return wl.cluster_queue == name; },
+          "ClusterQueueStopped", "The ClusterQueue is stopped", now);
+  }
+}
+
+void Engine::DefineLocalQueue(schema::LocalQueueDef::Reader def, int64_t now) {
+  LocalQueueSpec lq{def.getNamespace().cStr(), def.getName().cStr(),
+                    def.getClusterQueue().cStr(), ToStopPolicy(def.getStopPolicy())};
+  lqs_[lq.ns + "/" + lq.name] = lq;
+  RequeueOrphans(now);
+  if (lq.stop_policy == StopPolicy::kHoldAndDrain) {
+    Drain([&](const WorkloadState& wl) { return wl.ns == lq.ns && wl.queue_name == lq.name; },
+          "LocalQueueStopped", "The LocalQueue is stopped", now);
+  }
+  // A LocalQueue resumed (or stopped) changes which heads may be tried.
+  DefinitionsChanged();
+}
+
+void Engine::ApplyObjectDeleted(schema::ObjectDeleted::Reader del, uint32_t version,
+                                int64_t now) {
+  std::string kind = del.getKind().cStr();
+  std::string name = del.getName().cStr();
+  if (kind == "ClusterQueue") {
+    cq_specs_.erase(name);
+    if (auto it = cqs_.find(name); it != cqs_.end()) it->second.spec.reset();
+  } else if (kind == "Cohort") {
+    cohort_specs_.erase(name);
+  } else if (kind == "ResourceFlavor") {
+    flavors_.erase(name);
+  } else if (kind == "LocalQueue") {
+    const std::string lq_key = std::string(del.getNamespace().cStr()) + "/" + name;
+    lqs_.erase(lq_key);
+    if (version >= 13) OrphanQueuedOf(lq_key, now);
+  } else if (kind == "WorkloadPriorityClass") {
+    priority_classes_.erase(name);
+  } else if (kind == "AdmissionCheck" && version >= 13) {
+    // Engine v13: intake deletes a check only when nothing needs it (ValidateDeletion).
+    checks_.erase(name);
+  }
+  DefinitionsChanged();
 }
 
 void Engine::Drain(const std::function<bool(const WorkloadState&)>& selected,

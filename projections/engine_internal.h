@@ -23,6 +23,10 @@ bool SelectorMatches(const LabelSelector& selector, const Labels& labels);
 
 std::string FormatMilli(int64_t milli);
 
+struct WorkloadState;
+// The fencing token of a workload's current generation: "uid/generation" (lifecycle.cc).
+std::string TokenOf(const WorkloadState& wl);
+
 // A capnp text as a view, without a temporary std::string. Cut at its first NUL, exactly as
 // `cStr()` read into a std::string was: a text may hold an embedded NUL (nothing rejects one),
 // and the decider must read such an input as it always has, or a recorded decision would no

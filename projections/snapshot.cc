@@ -298,7 +298,7 @@ void SnapshotCodec::SaveWorkload(const std::string& key, const WorkloadState& w,
   unsigned i = 0;
   for (const auto& [name, c] : w.checks) {
     checks[i].setName(name);
-    checks[i].setState(c.state);
+    checks[i].setState(CheckStateName(c.state));
     checks[i].setMessage(c.message);
     checks[i].setLastTransitionNs(c.last_transition_ns);
     checks[i].setReportSequence(c.report_sequence);
@@ -315,7 +315,7 @@ void SnapshotCodec::SaveWorkload(const std::string& key, const WorkloadState& w,
   b.setStarvationAlerted(w.starvation_alerted);
   b.setExpectedRuntimeNs(w.expected_runtime_ns);
   b.setMaxExecutionNs(w.max_execution_ns);
-  b.setAfterEviction(w.after_eviction);
+  b.setAfterEviction(AfterEvictionName(w.after_eviction));
   b.setRetryAfterNs(w.retry_after_ns);
   b.setDeactivateReason(w.deactivate_reason);
   b.setDeactivateMessage(w.deactivate_message);
@@ -384,8 +384,12 @@ WorkloadState SnapshotCodec::LoadWorkload(const Engine& e, snap::WorkloadState::
   w.imported = r.getImported();
   w.requeue_count = r.getRequeueCount();
   for (auto c : r.getChecks()) {
-    CheckStatus cs{Str(c.getState()), Str(c.getMessage()), c.getLastTransitionNs(),
-                   c.getReportSequence()};
+    const std::optional<CheckState> state = CheckStateFromName(Str(c.getState()));
+    if (!state) {
+      Corrupt("workload " + w.ns + "/" + w.name + ": check " + Str(c.getName()) + " in state '" +
+              Str(c.getState()) + "'");
+    }
+    CheckStatus cs{*state, Str(c.getMessage()), c.getLastTransitionNs(), c.getReportSequence()};
     InsertUnique(w.checks, Str(c.getName()), std::move(cs), "check");
   }
   w.check_retries = r.getCheckRetries();
@@ -399,7 +403,12 @@ WorkloadState SnapshotCodec::LoadWorkload(const Engine& e, snap::WorkloadState::
   w.starvation_alerted = r.getStarvationAlerted();
   w.expected_runtime_ns = r.getExpectedRuntimeNs();
   w.max_execution_ns = r.getMaxExecutionNs();
-  w.after_eviction = Str(r.getAfterEviction());
+  const std::optional<AfterEviction> after = AfterEvictionFromName(Str(r.getAfterEviction()));
+  if (!after) {
+    Corrupt("workload " + w.ns + "/" + w.name + ": after eviction '" + Str(r.getAfterEviction()) +
+            "'");
+  }
+  w.after_eviction = *after;
   w.retry_after_ns = r.getRetryAfterNs();
   w.deactivate_reason = Str(r.getDeactivateReason());
   w.deactivate_message = Str(r.getDeactivateMessage());

@@ -660,7 +660,8 @@ Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const 
   now.fencing_token = wl.fencing_token;
   if (projections::HoldsQuota(wl.phase)) now.flavors = FlavorsOf(engine, wl.admission);
   for (const auto& [check, status] : wl.checks) {
-    now.checks.push_back(CheckNow{check, status.state, status.message, status.last_transition_ns,
+    now.checks.push_back(CheckNow{check, projections::CheckStateName(status.state), status.message,
+                                  status.last_transition_ns,
                                   status.report_sequence});
   }
   // The shortfall of the latest pending reason of this incarnation, if it is the current one.

@@ -307,6 +307,411 @@ std::string JsonOf(const std::string& bytes) {
   return schema::EventToJson(decoded->root());
 }
 
+// The comparison thread's own: the decision-stream hash after the decisions it compared, and
+// whether it stopped (at a mismatch or an error; later chunks are then not compared).
+struct ComparerState {
+  schema::Hash hash;
+  bool stopped = false;
+};
+
+// A folded chunk's comparison, done or in flight.
+struct InFlight {
+  VerifyJob job;  // kept for rendering a mismatch from its recorded event
+  Verified result;
+  double cpu_seconds = 0;  // the comparing thread's, for this job
+};
+
+// What a step of the fold returns: nothing to go on, or the replay's result (its report, or the
+// error that ended it).
+using Stop = std::optional<Result<ReplayReport>>;
+
+// One Replayer::Run: the fold on this thread; reading and decoding the next chunks on one
+// helper thread, comparing folded chunks' decisions on another. The next chunk is read while
+// this one is folded: reading and decoding do not depend on the decider, and the fold is the
+// longer of the two.
+class ReplayRun {
+ public:
+  // REQUIRES: position < to <= head.sequence; the replayer outlives this run.
+  ReplayRun(ledger::EventLog& log, projections::Engine& engine, Sequence& position,
+            const ReplayOptions& options, const ledger::Head& head, Sequence to,
+            Sequence compare_from)
+      : log_(log),
+        engine_(engine),
+        position_(position),
+        options_(options),
+        head_(head),
+        to_(to),
+        compare_from_(compare_from),
+        total_(to - position),
+        read_chunk_(std::max<size_t>(options.read_chunk, 1)),
+        decode_all_(static_cast<bool>(options.observer)),
+        reader_(kHelperNice, "replay-read"),
+        comparer_(kHelperNice, "replay-compare"),
+        fetched_to_(position) {
+    report_.first = position + 1;
+  }
+
+  Result<ReplayReport> Run();
+
+ private:
+  bool ProducedLeft() const { return produced_ != nullptr && produced_next_ < produced_->batch.size(); }
+  ReplayReport Finish();
+  // Records the first divergence: at `sequence`, the recorded event (null past the head) and
+  // the decision the replayed decider made there (null when it made none).
+  void Diverge(Sequence sequence, schema::Event::Reader* recorded,
+               const std::string* replayed_bytes);
+  std::future<FetchedChunk> StartFetch();
+  // Reads ahead by kChunksReadAheadMax chunks.
+  void ReadAhead();
+  // Applies a comparison's result; true when it ended the replay (a mismatch or an error, in
+  // `ended_`).
+  bool Apply(FetchedChunk& chunk, Verified& v);
+  // Applies the oldest comparison in flight, waiting for it; true when it ended the replay.
+  bool SettleOne();
+  // Applies every comparison in flight, in order; true when one ended the replay. Afterwards
+  // the comparison thread is idle, so compared_so_far_ may be read and written here.
+  bool Settle();
+  // Findings of the comparisons done so far, without waiting; then room for one more.
+  Stop SettleReady();
+  // The replay ended by a comparison (`ended_`): its error, or the report.
+  Result<ReplayReport> Ended();
+  // A finding of the fold: the comparisons before it (earlier chunks', then this chunk's so
+  // far) come first.
+  Result<ReplayReport> FoldFound(VerifyJob& job, Sequence sequence,
+                                 schema::Event::Reader* recorded, const std::string* replayed);
+  // Folds every event of the chunk, advancing `*next` and position_.
+  Stop FoldChunk(VerifyJob& job, Sequence* next);
+  Stop FoldDecision(VerifyJob& job, size_t i, bool compared);
+  Stop FoldInput(VerifyJob& job, size_t i, bool compared);
+  // Hands the chunk's comparisons to the comparison thread.
+  void SubmitComparison(VerifyJob job);
+  // Decisions the decider made that the ledger does not hold: they would have been recorded
+  // right after `to`, before the next input (or past the head).
+  Result<ReplayReport> CheckDecisionsAfterTo();
+
+  ledger::EventLog& log_;
+  projections::Engine& engine_;
+  Sequence& position_;  // the replayer's
+  const ReplayOptions& options_;
+  const ledger::Head head_;
+  const Sequence to_;
+  const Sequence compare_from_;
+  ReplayReport report_;
+  const uint64_t total_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  const double fold_cpu_start_ = ThreadCpuSeconds();
+  // The decisions the decider made at the end of the last batch, not yet matched with the
+  // recorded ones that follow that batch's last input.
+  std::shared_ptr<Produced> produced_;  // null before the first batch ends
+  size_t produced_next_ = 0;
+  const size_t read_chunk_;
+  // An observer sees every event whole; otherwise a decision's envelope is enough until it is
+  // rendered (FetchedChunk).
+  const bool decode_all_;
+  // Declared before the futures they fill, so they are joined after those are settled or
+  // abandoned: a worker's destructor runs the jobs still queued.
+  ChunkPool pool_;  // outlives the workers that use it
+  ComparerState compared_so_far_{report_.decision_stream_hash};
+  // Both below the folding thread's priority: the fold is the critical path, and the two
+  // helpers together need less than it, so they share what the fold leaves.
+  SerialWorker reader_;
+  SerialWorker comparer_;
+  Sequence fetched_to_;  // last sequence asked for
+  // A folded chunk's decisions are compared on the comparison thread while the fold goes on
+  // (one comparison at a time, in order, so the hash chains in ledger order; the chain value
+  // lives with that thread). Up to kComparisonsInFlightMax chunks may wait for it, so neither
+  // side waits for the other at every chunk. A mismatch it finds lies before anything the fold
+  // finds later, so every finding of the fold first waits for the comparisons before it.
+  std::deque<std::future<InFlight>> verifying_;  // oldest first
+  std::optional<Status> ended_;
+  std::deque<std::future<FetchedChunk>> reading_;
+};
+
+ReplayReport ReplayRun::Finish() {
+  report_.last = position_;
+  report_.events = position_ + 1 - report_.first;
+  report_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  report_.events_per_second =
+      report_.seconds > 0 ? static_cast<double>(report_.events) / report_.seconds : 0;
+  report_.fold_cpu_seconds = ThreadCpuSeconds() - fold_cpu_start_;
+  return report_;
+}
+
+void ReplayRun::Diverge(Sequence sequence, schema::Event::Reader* recorded,
+                        const std::string* replayed_bytes) {
+  Divergence d;
+  d.sequence = sequence;
+  std::optional<schema::DecodedEvent> replayed;
+  if (replayed_bytes != nullptr) {
+    d.replayed_json = JsonOf(*replayed_bytes);
+    auto decoded = schema::DecodeEvent(*replayed_bytes);
+    if (decoded.ok()) {
+      d.replayed_type = schema::BodyName(decoded->root());
+      replayed = std::move(*decoded);
+    }
+  }
+  if (recorded != nullptr) {
+    d.recorded_json = schema::EventToJson(*recorded);
+    d.recorded_type = schema::BodyName(*recorded);
+  }
+  const bool recorded_decision =
+      recorded != nullptr && schema::IsDecision(recorded->getBody().which());
+  if (recorded == nullptr) {
+    d.first_differing_field =
+        "the ledger ends here; the replayed decider made one more decision (" +
+        d.replayed_type + ")";
+  } else if (replayed_bytes == nullptr) {
+    d.first_differing_field = "the replayed decider made no decision here";
+  } else if (!recorded_decision) {
+    d.first_differing_field = "the replayed decider made one more decision (" +
+                              d.replayed_type + ") where the ledger has the next input";
+  } else if (!replayed) {
+    d.first_differing_field = "the replayed decision does not decode";
+  } else {
+    d.first_differing_field = schema::FirstDifferingPayloadField(*recorded, replayed->root());
+    if (d.first_differing_field.empty()) {
+      d.first_differing_field = recorded->getRecordedAtNs() != replayed->root().getRecordedAtNs()
+                                    ? "recordedAtNs"
+                                    : "(no field differs, but the canonical bytes do)";
+    }
+  }
+  report_.divergence = std::move(d);
+}
+
+std::future<FetchedChunk> ReplayRun::StartFetch() {
+  const Sequence from = fetched_to_ + 1;
+  const size_t want = static_cast<size_t>(std::min<Sequence>(read_chunk_, to_ - from + 1));
+  fetched_to_ = from + want - 1;
+  return reader_.Submit([&log = log_, from, want, decode_all = decode_all_, &pool = pool_]() {
+    const double cpu_start = ThreadCpuSeconds();
+    FetchedChunk chunk = Fetch(log, from, want, decode_all, pool);
+    chunk.cpu_seconds = ThreadCpuSeconds() - cpu_start;
+    return chunk;
+  });
+}
+
+void ReplayRun::ReadAhead() {
+  while (reading_.size() < kChunksReadAheadMax && fetched_to_ < to_) reading_.push_back(StartFetch());
+}
+
+bool ReplayRun::Apply(FetchedChunk& chunk, Verified& v) {
+  report_.decision_stream_hash = v.hash;
+  report_.decisions_compared += v.compared;
+  if (!v.status.ok()) {
+    ended_ = v.status;
+    return true;
+  }
+  if (!v.diverged) return false;
+  const Sequence at = chunk.events[*v.diverged].sequence;
+  auto recorded = chunk.Whole(*v.diverged);
+  if (!recorded.ok()) {
+    ended_ = CorruptAt(at, recorded.status());
+    return true;
+  }
+  Diverge(at, &*recorded, &v.diverged_bytes);
+  position_ = at - 1;
+  ended_ = Status::Ok();
+  return true;
+}
+
+bool ReplayRun::SettleOne() {
+  InFlight done = verifying_.front().get();
+  verifying_.pop_front();
+  report_.compare_cpu_seconds += done.cpu_seconds;
+  return Apply(done.job.chunk, done.result);
+}
+
+bool ReplayRun::Settle() {
+  while (!verifying_.empty()) {
+    if (SettleOne()) return true;
+  }
+  return false;
+}
+
+Stop ReplayRun::SettleReady() {
+  while (!verifying_.empty() &&
+         (verifying_.size() >= kComparisonsInFlightMax ||
+          verifying_.front().wait_for(std::chrono::seconds(0)) == std::future_status::ready)) {
+    if (SettleOne()) return Ended();
+  }
+  return std::nullopt;
+}
+
+Result<ReplayReport> ReplayRun::Ended() {
+  if (!ended_->ok()) return *ended_;
+  return Finish();
+}
+
+Result<ReplayReport> ReplayRun::FoldFound(VerifyJob& job, Sequence sequence,
+                                          schema::Event::Reader* recorded,
+                                          const std::string* replayed) {
+  if (!Settle()) {
+    Verified now = VerifyItems(job.chunk, job.items, compared_so_far_.hash);
+    if (!Apply(job.chunk, now)) {
+      Diverge(sequence, recorded, replayed);
+      return Finish();
+    }
+  }
+  return Ended();
+}
+
+Result<ReplayReport> ReplayRun::Run() {
+  ReadAhead();
+  Sequence next = position_ + 1;
+  uint64_t since_progress = 0;
+  while (next <= to_) {
+    if (reading_.empty()) {
+      return Status(Code::kCorruption,
+                    "the ledger returned fewer events than asked below " + std::to_string(to_));
+    }
+    VerifyJob job;
+    job.chunk = reading_.front().get();
+    reading_.pop_front();
+    report_.read_cpu_seconds += job.chunk.cpu_seconds;
+    if (!job.chunk.status.ok()) return job.chunk.status;
+    if (job.chunk.events.empty()) {
+      return Status(Code::kCorruption, "the ledger has no event " + std::to_string(next) +
+                                           " below its head " + std::to_string(head_.sequence));
+    }
+    ReadAhead();
+    if (Stop stop = FoldChunk(job, &next)) return std::move(*stop);
+    since_progress += job.chunk.events.size();
+    if (Stop stop = SettleReady()) return std::move(*stop);
+    if (!job.items.empty()) SubmitComparison(std::move(job));
+    if (options_.progress && (since_progress >= kProgressEveryEvents || next > to_)) {
+      options_.progress(position_ - report_.first + 1, total_);
+      since_progress = 0;
+    }
+  }
+  if (Settle()) return Ended();
+  return CheckDecisionsAfterTo();
+}
+
+Stop ReplayRun::FoldChunk(VerifyJob& job, Sequence* next) {
+  const FetchedChunk& chunk = job.chunk;
+  for (size_t i = 0; i < chunk.events.size(); ++i) {
+    const FetchedEvent& stored = chunk.events[i];
+    if (stored.sequence != *next) {
+      return Status(Code::kCorruption, "expected event " + std::to_string(*next) +
+                                           ", the ledger gave " +
+                                           std::to_string(stored.sequence));
+    }
+    if (!stored.error.ok()) return CorruptAt(stored.sequence, stored.error);
+    const bool compared = options_.verify && stored.sequence >= compare_from_;
+    Stop stop = schema::IsDecision(stored.envelope.body) ? FoldDecision(job, i, compared)
+                                                         : FoldInput(job, i, compared);
+    if (stop) return stop;
+    position_ = stored.sequence;
+    ++*next;
+  }
+  return std::nullopt;
+}
+
+Stop ReplayRun::FoldDecision(VerifyJob& job, size_t i, bool compared) {
+  FetchedChunk& chunk = job.chunk;
+  const FetchedEvent& stored = chunk.events[i];
+  if (!EngineVersionReplayable(stored.envelope.engine_version)) {
+    return VersionRefusal(stored.sequence, stored.envelope.engine_version);
+  }
+  const bool have = ProducedLeft();
+  if (compared) {
+    if (!have) {
+      auto recorded = chunk.Whole(i);
+      if (!recorded.ok()) return CorruptAt(stored.sequence, recorded.status());
+      return FoldFound(job, stored.sequence, &*recorded, nullptr);
+    }
+    // A v4 decision is compared as recorded: its batch is decided as v5 (the same
+    // decisions), and only the version it records differs.
+    if (stored.envelope.engine_version == 4) {
+      schema::Event::Builder made = produced_->batch.events[produced_next_].get();
+      if (made.getEngineVersion() == 5) made.setEngineVersion(4);
+    }
+    job.items.push_back(Comparison{i, produced_, produced_next_});
+  }
+  if (have) ++produced_next_;
+  if (options_.observer) options_.observer(stored.sequence, *chunk.Whole(i));
+  if (options_.fold_observer) options_.fold_observer(stored.sequence, nullptr);
+  return std::nullopt;
+}
+
+Stop ReplayRun::FoldInput(VerifyJob& job, size_t i, bool compared) {
+  const FetchedEvent& stored = job.chunk.events[i];
+  schema::Event::Reader event = stored.decoded->root();
+  if (compared && ProducedLeft()) {
+    // The decider made more decisions than the ledger recorded after the last batch.
+    // The comparisons in flight write into the batch's arena: let them end first.
+    if (Settle()) return Ended();
+    const std::string extra = produced_->Bytes(produced_next_);
+    return FoldFound(job, stored.sequence, &event, &extra);
+  }
+  produced_.reset();
+  produced_next_ = 0;
+  engine_.ApplyInput(event);
+  ++report_.inputs;
+  if (event.getEndsBatch()) {
+    auto batch = std::make_shared<Produced>();
+    const uint32_t version = projections::DecidingVersion(event.getEngineVersion());
+    if (!projections::EngineVersionDecidable(version)) {
+      return VersionRefusal(stored.sequence, version);
+    }
+    batch->batch = engine_.EndBatchDecisions(stored.sequence, event.getRecordedAtNs(), version);
+    batch->alter = &options_.alter_replayed;
+    produced_ = std::move(batch);
+  }
+  if (options_.observer) options_.observer(stored.sequence, event);
+  if (options_.fold_observer) options_.fold_observer(stored.sequence, &event);
+  return std::nullopt;
+}
+
+void ReplayRun::SubmitComparison(VerifyJob job) {
+  verifying_.push_back(comparer_.Submit(
+      [job = std::move(job), &compared_so_far = compared_so_far_, &pool = pool_]() mutable {
+        const double cpu_start = ThreadCpuSeconds();
+        InFlight done;
+        if (compared_so_far.stopped) {
+          done.result.hash = compared_so_far.hash;
+        } else {
+          done.result = VerifyItems(job.chunk, job.items, compared_so_far.hash);
+          compared_so_far.hash = done.result.hash;
+          compared_so_far.stopped = done.result.diverged || !done.result.status.ok();
+        }
+        // The chunk goes back to the reader from here, off the folding thread, unless a
+        // mismatch is to be shown from it. (Left in the lambda, it would be freed with the
+        // future's shared state, by the folding thread.)
+        VerifyJob spent = std::move(job);
+        if (done.result.diverged) {
+          done.job = std::move(spent);
+        } else {
+          spent.items.clear();  // the batches' arenas, freed here too
+          pool.Give(std::move(spent.chunk));
+        }
+        done.cpu_seconds = ThreadCpuSeconds() - cpu_start;
+        return done;
+      }));
+}
+
+Result<ReplayReport> ReplayRun::CheckDecisionsAfterTo() {
+  if (!options_.verify || !ProducedLeft()) return Finish();
+  const std::string extra = produced_->Bytes(produced_next_);
+  if (to_ == head_.sequence) {
+    Diverge(to_ + 1, nullptr, &extra);
+    return Finish();
+  }
+  auto after = log_.Read(to_ + 1, 1);
+  if (!after.ok()) return after.status();
+  if (!after->empty()) {
+    auto decoded = schema::DecodeEvent(after->front().bytes);
+    if (!decoded.ok()) return CorruptAt(to_ + 1, decoded.status());
+    schema::Event::Reader event = decoded->root();
+    if (!schema::IsDecision(event.getBody().which())) {
+      Diverge(to_ + 1, &event, &extra);
+      return Finish();
+    }
+  }
+  return Finish();
+}
+
 }  // namespace
 
 ReplayStart Genesis() {
@@ -349,319 +754,8 @@ Result<ReplayReport> Replayer::Run(const ReplayOptions& options) {
                                               " is after --to " + std::to_string(to));
   }
 
-  ReplayReport report;
-  report.first = position_ + 1;
-  const uint64_t total = to - position_;
-  const auto started = std::chrono::steady_clock::now();
-  const double fold_cpu_start = ThreadCpuSeconds();
-
-  // The decisions the decider made at the end of the last batch, not yet matched with the
-  // recorded ones that follow that batch's last input.
-  std::shared_ptr<Produced> produced;  // null before the first batch ends
-  size_t produced_next = 0;
-  auto produced_left = [&]() { return produced != nullptr && produced_next < produced->batch.size(); };
-
-  auto finish = [&]() {
-    report.last = position_;
-    report.events = position_ + 1 - report.first;
-    report.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    report.events_per_second =
-        report.seconds > 0 ? static_cast<double>(report.events) / report.seconds : 0;
-    report.fold_cpu_seconds = ThreadCpuSeconds() - fold_cpu_start;
-    return report;
-  };
-  // Records the first divergence: at `sequence`, the recorded event (null past the head) and
-  // the decision the replayed decider made there (null when it made none).
-  auto diverge = [&](Sequence sequence, schema::Event::Reader* recorded,
-                     const std::string* replayed_bytes) {
-    Divergence d;
-    d.sequence = sequence;
-    std::optional<schema::DecodedEvent> replayed;
-    if (replayed_bytes != nullptr) {
-      d.replayed_json = JsonOf(*replayed_bytes);
-      auto decoded = schema::DecodeEvent(*replayed_bytes);
-      if (decoded.ok()) {
-        d.replayed_type = schema::BodyName(decoded->root());
-        replayed = std::move(*decoded);
-      }
-    }
-    if (recorded != nullptr) {
-      d.recorded_json = schema::EventToJson(*recorded);
-      d.recorded_type = schema::BodyName(*recorded);
-    }
-    const bool recorded_decision =
-        recorded != nullptr && schema::IsDecision(recorded->getBody().which());
-    if (recorded == nullptr) {
-      d.first_differing_field =
-          "the ledger ends here; the replayed decider made one more decision (" +
-          d.replayed_type + ")";
-    } else if (replayed_bytes == nullptr) {
-      d.first_differing_field = "the replayed decider made no decision here";
-    } else if (!recorded_decision) {
-      d.first_differing_field = "the replayed decider made one more decision (" +
-                                d.replayed_type + ") where the ledger has the next input";
-    } else if (!replayed) {
-      d.first_differing_field = "the replayed decision does not decode";
-    } else {
-      d.first_differing_field = schema::FirstDifferingPayloadField(*recorded, replayed->root());
-      if (d.first_differing_field.empty()) {
-        d.first_differing_field = recorded->getRecordedAtNs() != replayed->root().getRecordedAtNs()
-                                      ? "recordedAtNs"
-                                      : "(no field differs, but the canonical bytes do)";
-      }
-    }
-    report.divergence = std::move(d);
-  };
-
-  // The next chunk is read and decoded on a helper thread while this one is folded: reading
-  // and decoding do not depend on the decider, and the fold is the longer of the two.
-  const size_t read_chunk = std::max<size_t>(options.read_chunk, 1);
-  // An observer sees every event whole; otherwise a decision's envelope is enough until it is
-  // rendered (FetchedChunk).
-  const bool decode_all = static_cast<bool>(options.observer);
-  // Declared before the futures they fill, so they are joined after those are settled or
-  // abandoned: a worker's destructor runs the jobs still queued.
-  ChunkPool pool;  // outlives the workers that use it
-  // The comparison thread's own: the decision-stream hash after the decisions it compared, and
-  // whether it stopped (at a mismatch or an error; later chunks are then not compared).
-  struct ComparerState {
-    schema::Hash hash;
-    bool stopped = false;
-  } compared_so_far{report.decision_stream_hash};
-  // Both below the folding thread's priority: the fold is the critical path, and the two
-  // helpers together need less than it, so they share what the fold leaves.
-  SerialWorker reader(kHelperNice, "replay-read");
-  SerialWorker comparer(kHelperNice, "replay-compare");
-  Sequence fetched_to = position_;  // last sequence asked for
-  auto start_fetch = [&]() {
-    const Sequence from = fetched_to + 1;
-    const size_t want = static_cast<size_t>(std::min<Sequence>(read_chunk, to - from + 1));
-    fetched_to = from + want - 1;
-    return reader.Submit([this, from, want, decode_all, &pool]() {
-      const double cpu_start = ThreadCpuSeconds();
-      FetchedChunk chunk = Fetch(log_, from, want, decode_all, pool);
-      chunk.cpu_seconds = ThreadCpuSeconds() - cpu_start;
-      return chunk;
-    });
-  };
-  // A folded chunk's decisions are compared on another helper thread while the fold goes on
-  // (one comparison at a time, in order, so the hash chains in ledger order; the chain value
-  // lives with that thread). Up to kComparisonsInFlightMax chunks may wait for it, so neither
-  // side waits for the other at every chunk. A mismatch it finds lies before anything the fold
-  // finds later, so every finding of the fold first waits for the comparisons before it.
-  struct InFlight {
-    VerifyJob job;  // kept for rendering a mismatch from its recorded event
-    Verified result;
-    double cpu_seconds = 0;  // the comparing thread's, for this job
-  };
-  std::deque<std::future<InFlight>> verifying;  // oldest first
-  // Applies a comparison's result; true when it ended the replay (a mismatch or an error, in
-  // `ended`).
-  std::optional<Status> ended;
-  auto apply = [&](FetchedChunk& chunk, Verified& v) -> bool {
-    report.decision_stream_hash = v.hash;
-    report.decisions_compared += v.compared;
-    if (!v.status.ok()) {
-      ended = v.status;
-      return true;
-    }
-    if (!v.diverged) return false;
-    const Sequence at = chunk.events[*v.diverged].sequence;
-    auto recorded = chunk.Whole(*v.diverged);
-    if (!recorded.ok()) {
-      ended = CorruptAt(at, recorded.status());
-      return true;
-    }
-    diverge(at, &*recorded, &v.diverged_bytes);
-    position_ = at - 1;
-    ended = Status::Ok();
-    return true;
-  };
-  // Applies the oldest comparison in flight, waiting for it; true when it ended the replay.
-  auto settle_one = [&]() -> bool {
-    InFlight done = verifying.front().get();
-    verifying.pop_front();
-    report.compare_cpu_seconds += done.cpu_seconds;
-    return apply(done.job.chunk, done.result);
-  };
-  // Applies every comparison in flight, in order; true when one ended the replay. Afterwards
-  // the comparison thread is idle, so compared_so_far may be read and written here.
-  auto settle = [&]() -> bool {
-    while (!verifying.empty()) {
-      if (settle_one()) return true;
-    }
-    return false;
-  };
-  // Reads ahead by kChunksReadAheadMax chunks.
-  std::deque<std::future<FetchedChunk>> reading;
-  auto read_ahead = [&]() {
-    while (reading.size() < kChunksReadAheadMax && fetched_to < to) reading.push_back(start_fetch());
-  };
-  read_ahead();
-  Sequence next = position_ + 1;
-  uint64_t since_progress = 0;
-  while (next <= to) {
-    if (reading.empty()) {
-      return Status(Code::kCorruption,
-                    "the ledger returned fewer events than asked below " + std::to_string(to));
-    }
-    VerifyJob job;
-    job.chunk = reading.front().get();
-    reading.pop_front();
-    report.read_cpu_seconds += job.chunk.cpu_seconds;
-    FetchedChunk& chunk = job.chunk;
-    if (!chunk.status.ok()) return chunk.status;
-    if (chunk.events.empty()) {
-      return Status(Code::kCorruption, "the ledger has no event " + std::to_string(next) +
-                                           " below its head " + std::to_string(head.sequence));
-    }
-    read_ahead();
-    // A finding of the fold: the comparisons before it (earlier chunks', then this chunk's so
-    // far) come first.
-    auto fold_found = [&](Sequence sequence, schema::Event::Reader* recorded,
-                          const std::string* replayed) -> Result<ReplayReport> {
-      if (!settle()) {
-        Verified now = VerifyItems(chunk, job.items, compared_so_far.hash);
-        if (!apply(chunk, now)) {
-          diverge(sequence, recorded, replayed);
-          return finish();
-        }
-      }
-      if (!ended->ok()) return *ended;
-      return finish();
-    };
-    for (size_t i = 0; i < chunk.events.size(); ++i) {
-      const FetchedEvent& stored = chunk.events[i];
-      if (stored.sequence != next) {
-        return Status(Code::kCorruption, "expected event " + std::to_string(next) +
-                                             ", the ledger gave " +
-                                             std::to_string(stored.sequence));
-      }
-      if (!stored.error.ok()) return CorruptAt(stored.sequence, stored.error);
-      const bool compared = options.verify && stored.sequence >= compare_from;
-      if (schema::IsDecision(stored.envelope.body)) {
-        if (!EngineVersionReplayable(stored.envelope.engine_version)) {
-          return VersionRefusal(stored.sequence, stored.envelope.engine_version);
-        }
-        const bool have = produced_left();
-        if (compared) {
-          if (!have) {
-            auto recorded = chunk.Whole(i);
-            if (!recorded.ok()) return CorruptAt(stored.sequence, recorded.status());
-            return fold_found(stored.sequence, &*recorded, nullptr);
-          }
-          // A v4 decision is compared as recorded: its batch is decided as v5 (the same
-          // decisions), and only the version it records differs.
-          if (stored.envelope.engine_version == 4) {
-            schema::Event::Builder made = produced->batch.events[produced_next].get();
-            if (made.getEngineVersion() == 5) made.setEngineVersion(4);
-          }
-          job.items.push_back(Comparison{i, produced, produced_next});
-        }
-        if (have) ++produced_next;
-        if (options.observer) options.observer(stored.sequence, *chunk.Whole(i));
-        if (options.fold_observer) options.fold_observer(stored.sequence, nullptr);
-      } else {
-        schema::Event::Reader event = stored.decoded->root();
-        if (compared && produced_left()) {
-          // The decider made more decisions than the ledger recorded after the last batch.
-          // The comparisons in flight write into the batch's arena: let them end first.
-          if (settle()) {
-            if (!ended->ok()) return *ended;
-            return finish();
-          }
-          const std::string extra = produced->Bytes(produced_next);
-          return fold_found(stored.sequence, &event, &extra);
-        }
-        produced.reset();
-        produced_next = 0;
-        engine_->ApplyInput(event);
-        ++report.inputs;
-        if (event.getEndsBatch()) {
-          auto batch = std::make_shared<Produced>();
-          const uint32_t version = projections::DecidingVersion(event.getEngineVersion());
-          if (!projections::EngineVersionDecidable(version)) {
-            return VersionRefusal(stored.sequence, version);
-          }
-          batch->batch =
-              engine_->EndBatchDecisions(stored.sequence, event.getRecordedAtNs(), version);
-          batch->alter = &options.alter_replayed;
-          produced = std::move(batch);
-        }
-        if (options.observer) options.observer(stored.sequence, event);
-        if (options.fold_observer) options.fold_observer(stored.sequence, &event);
-      }
-      position_ = stored.sequence;
-      ++next;
-    }
-    since_progress += chunk.events.size();
-    // Findings of the comparisons done so far, without waiting; then room for this chunk's.
-    while (!verifying.empty() &&
-           (verifying.size() >= kComparisonsInFlightMax ||
-            verifying.front().wait_for(std::chrono::seconds(0)) == std::future_status::ready)) {
-      if (settle_one()) {
-        if (!ended->ok()) return *ended;
-        return finish();
-      }
-    }
-    if (!job.items.empty()) {
-      verifying.push_back(comparer.Submit(
-          [job = std::move(job), &compared_so_far, &pool]() mutable {
-            const double cpu_start = ThreadCpuSeconds();
-            InFlight done;
-            if (compared_so_far.stopped) {
-              done.result.hash = compared_so_far.hash;
-            } else {
-              done.result = VerifyItems(job.chunk, job.items, compared_so_far.hash);
-              compared_so_far.hash = done.result.hash;
-              compared_so_far.stopped = done.result.diverged || !done.result.status.ok();
-            }
-            // The chunk goes back to the reader from here, off the folding thread, unless a
-            // mismatch is to be shown from it. (Left in the lambda, it would be freed with the
-            // future's shared state, by the folding thread.)
-            VerifyJob spent = std::move(job);
-            if (done.result.diverged) {
-              done.job = std::move(spent);
-            } else {
-              spent.items.clear();  // the batches' arenas, freed here too
-              pool.Give(std::move(spent.chunk));
-            }
-            done.cpu_seconds = ThreadCpuSeconds() - cpu_start;
-            return done;
-          }));
-    }
-    if (options.progress && (since_progress >= kProgressEveryEvents || next > to)) {
-      options.progress(position_ - report.first + 1, total);
-      since_progress = 0;
-    }
-  }
-  if (settle()) {
-    if (!ended->ok()) return *ended;
-    return finish();
-  }
-
-  // Decisions the decider made that the ledger does not hold: they would have been recorded
-  // right after `to`, before the next input (or past the head).
-  if (options.verify && produced_left()) {
-    const std::string extra = produced->Bytes(produced_next);
-    if (to == head.sequence) {
-      diverge(to + 1, nullptr, &extra);
-      return finish();
-    }
-    auto after = log_.Read(to + 1, 1);
-    if (!after.ok()) return after.status();
-    if (!after->empty()) {
-      auto decoded = schema::DecodeEvent(after->front().bytes);
-      if (!decoded.ok()) return CorruptAt(to + 1, decoded.status());
-      schema::Event::Reader event = decoded->root();
-      if (!schema::IsDecision(event.getBody().which())) {
-        diverge(to + 1, &event, &extra);
-        return finish();
-      }
-    }
-  }
-  return finish();
+  ReplayRun run(log_, *engine_, position_, options, head, to, compare_from);
+  return run.Run();
 }
 
 Result<ReplayReport> ReplayAndVerify(ledger::EventLog& log, const ReplayProgress& progress) {

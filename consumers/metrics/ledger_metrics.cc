@@ -396,7 +396,7 @@ std::string MetricsFold::Render(const projections::Engine& engine,
     for (const auto& [key, wl] : engine.workloads()) {
       if (wl.phase != Phase::kReserved) continue;
       for (const auto& [check, status] : wl.checks) {
-        if (status.state != "Pending") continue;
+        if (status.state != projections::CheckState::kPending) continue;
         ++count[check];
         auto it = oldest_ns.find(check);
         if (it == oldest_ns.end() || status.last_transition_ns < it->second) {

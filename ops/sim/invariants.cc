@@ -61,8 +61,13 @@ std::optional<Violation> CheckTree(const Engine& engine, const projections::Quot
   return std::nullopt;
 }
 
-// A ClusterQueue's usage is the sum of the admissions of the workloads holding quota in it.
+// A ClusterQueue's usage is the sum of the admissions of the workloads holding quota in it:
+// first as the decider keeps it (Engine::CheckInvariants: its holders and its quota tree), then
+// recomputed here from the workloads alone.
 std::optional<Violation> CheckUsageIsSumOfHolders(const Engine& engine) {
+  if (const Status held = engine.CheckInvariants(); !held.ok()) {
+    return Violation{"quota-usage-is-sum-of-holders", "", held.message()};
+  }
   std::map<std::string, projections::FrQuantities> recomputed;
   for (const auto& [key, wl] : engine.workloads()) {
     if (!projections::HoldsQuota(wl.phase)) continue;
@@ -160,9 +165,10 @@ namespace {
 std::optional<Violation> CheckWorkload(const WorkloadState& wl) {
   if (wl.phase == Phase::kAdmitted) {
     for (const auto& [name, cs] : wl.checks) {
-      if (cs.state != "Ready") {
+      if (cs.state != projections::CheckState::kReady) {
         return Violation{"admitted-only-with-every-check-ready", wl.key,
-                         "check " + name + " is " + cs.state + " in generation " +
+                         "check " + name + " is " + projections::CheckStateName(cs.state) +
+                             " in generation " +
                              std::to_string(wl.generation)};
       }
     }

@@ -21,7 +21,8 @@ struct Violation {
 
 // Quota held never above what nominal quota, borrowing and lending limits allow, at every node
 // of the cohort tree, draining workloads included; a ClusterQueue's usage is the sum of the
-// admissions of the workloads holding quota in it.
+// admissions of the workloads holding quota in it (and the decider's own quota invariants,
+// Engine::CheckInvariants, hold).
 std::optional<Violation> CheckQuota(const projections::Engine& engine);
 
 // CheckQuota where capacity may shrink (quota reclaims, node failures): workloads evicted by

@@ -339,7 +339,7 @@ std::vector<WorkloadView> World::Workloads(
     WorkloadView view{wl.key, wl.ns, wl.name, wl.uid, wl.generation, wl.phase,
                       wl.pods_released, wl.pods_ready, {}};
     for (const auto& [check, status] : wl.checks) {
-      if (status.state == "Pending") view.pending_checks.push_back(check);
+      if (status.state == projections::CheckState::kPending) view.pending_checks.push_back(check);
     }
     out.push_back(std::move(view));
   }

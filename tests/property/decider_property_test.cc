@@ -230,7 +230,11 @@ class Runner {
   Runner(ledger::MemoryLog& log, size_t queues) : log_(log), queues_(queues) {
     service_ = std::move(*ops::Service::Open(log_, clock_));
   }
-  void Reopen() { service_ = std::move(*ops::Service::Open(log_, clock_)); }
+  void Reopen() {
+    service_ = std::move(*ops::Service::Open(log_, clock_));
+    const Status held = service_->engine().CheckInvariants();
+    if (!held.ok()) RC_FAIL("quota invariant after reopening: " + held.message());
+  }
 
   // Records inputs; a refusal (stale report, foreign identity, stale token) is allowed only
   // when `may_refuse`, and then nothing may have been written.
@@ -241,6 +245,9 @@ class Runner {
     options.actor = actor_;
     const uint64_t head = log_.GetHead().sequence;
     auto outcome = service_->Record(inputs, options);
+    // The decider's own quota invariants hold after every append, refused or recorded.
+    const Status held = service_->engine().CheckInvariants();
+    if (!held.ok()) RC_FAIL("quota invariant: " + held.message());
     if (!outcome.ok()) {
       RC_ASSERT(may_refuse);
       RC_ASSERT(log_.GetHead().sequence == head);

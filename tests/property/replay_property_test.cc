@@ -304,10 +304,15 @@ void RewriteInputs(ledger::EventLog& v6, uint32_t input_version, uint32_t decide
     auto stored = out->Read(ack->sequences.front(), 1);
     auto input = schema::DecodeEvent(stored->front().bytes);
     engine.ApplyInput(input->root());
+    // The quota invariants hold after every input, and after every batch's cycles.
+    const Status after_input = engine.CheckInvariants();
+    ASSERT_TRUE(after_input.ok()) << after_input.message();
     if (input->root().getEndsBatch()) {
       ++ended;
       std::vector<std::string> decisions =
           engine.EndBatch(ack->sequences.front(), input->root().getRecordedAtNs(), decide_as);
+      const Status after_batch = engine.CheckInvariants();
+      ASSERT_TRUE(after_batch.ok()) << after_batch.message();
       if (!decisions.empty()) {
         ASSERT_TRUE(out->Append(decisions).ok());
       }

@@ -144,7 +144,8 @@ class Scenario : public ::testing::TestWithParam<std::string> {
       for (const auto& c : want["checks"]) {
         auto cs = wl.checks.find(c.first.as<std::string>());
         ASSERT_NE(cs, wl.checks.end()) << ctx << ": no check " << c.first.as<std::string>();
-        EXPECT_EQ(cs->second.state, c.second.as<std::string>()) << ctx << " check " << cs->first;
+        EXPECT_EQ(projections::CheckStateName(cs->second.state), c.second.as<std::string>())
+            << ctx << " check " << cs->first;
       }
     }
     if (want["token"]) {

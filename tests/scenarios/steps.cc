@@ -197,7 +197,8 @@ class StepRunner::Step {
   }
 
   // Records the inputs as one append. Under `refused: TEXT`, requires intake to refuse them
-  // with a message containing TEXT, writing nothing.
+  // with a message containing TEXT, writing nothing. Either way the decider's quota invariants
+  // (Engine::CheckInvariants) must hold afterwards.
   Status Record(const std::vector<std::string>& inputs, const std::string& actor) {
     if (inputs.empty()) return Status::Ok();
     ops::IntakeOptions options;
@@ -205,6 +206,9 @@ class StepRunner::Step {
     options.actor = actor;
     const uint64_t head_before = r_.log_.GetHead().sequence;
     auto outcome = r_.service_.Record(inputs, options);
+    if (Status held = r_.service_.engine().CheckInvariants(); !held.ok()) {
+      return Refuse(where_, "after its inputs, a quota invariant fails: " + held.message());
+    }
     if (!refused_.empty()) return CheckRefusal(outcome, head_before);
     if (!outcome.ok()) return Refuse(where_, "refused: " + outcome.status().ToString());
     outcome_.last_input_unchanged = !outcome->unchanged.empty() && outcome->unchanged.back();

@@ -99,6 +99,8 @@ TEST(EngineDecider, MinCountAboveCountRecordedEarlierNeverFits) {
     event.setSequence(++sequence);
     fill(event.initBody());
     engine.ApplyInput(event.asReader());
+    const Status held = engine.CheckInvariants();  // the quota invariants, after every input
+    EXPECT_TRUE(held.ok()) << held.message();
   };
   apply([](schema::Event::Body::Builder body) { body.initFlavorDefined().setName("f"); });
   apply([](schema::Event::Body::Builder body) {
@@ -134,6 +136,8 @@ TEST(EngineDecider, MinCountAboveCountRecordedEarlierNeverFits) {
     request.setMilli(576460752303429488);
   });
   engine.EndBatch(sequence, 1'000'000'000);
+  const Status held = engine.CheckInvariants();
+  EXPECT_TRUE(held.ok()) << held.message();
   const WorkloadState& w = engine.workloads().begin()->second;
   EXPECT_FALSE(HoldsQuota(w.phase)) << PhaseName(w.phase) << ": " << w.pending_message;
 }

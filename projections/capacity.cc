@@ -1,0 +1,181 @@
+// Capacity: node reports (per flavor), quota decreases and maintenance windows, and the
+// evictions that keep admissions within them (EnforceCapacity). No Kueue counterpart: Kueue
+// does not evict when quota is lowered or nodes fail (docs/semantics.md); maintenance windows
+// are ours too.
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "projections/engine.h"
+#include "projections/engine_internal.h"
+#include "schema/result.h"
+
+namespace admission::projections {
+
+void Engine::DefineMaintenance(schema::MaintenanceWindow::Reader window, int64_t now) {
+  MaintenanceWindowSpec spec{window.getName().cStr(), window.getFlavor().cStr(),
+                             window.getStartNs(), window.getEndNs()};
+  windows_[spec.name] = spec;
+  // When the window is over, what it blocked may fit again.
+  if (spec.end_ns > now) AddTimer(spec.end_ns, TimerKind::kWindow, spec.name, 0);
+  DefinitionsChanged();
+}
+
+std::optional<std::string> Engine::MaintenanceConflict(const WorkloadState& wl, int flavor,
+                                                       int64_t now) const {
+  const std::string& name = flavor_ids_.Name(flavor);
+  for (const auto& [wname, w] : windows_) {
+    if (w.flavor != name || w.end_ns <= now) continue;
+    // The expected runtime [now, now + runtime) overlaps the window; an unknown runtime only
+    // conflicts while the window is open.
+    const int64_t until = wl.expected_runtime_ns > 0 ? now + wl.expected_runtime_ns : now + 1;
+    if (until > w.start_ns) {
+      return "maintenance window " + wname + " on flavor " + name +
+             " overlaps the expected runtime";
+    }
+  }
+  return std::nullopt;
+}
+
+int64_t Engine::FlavorCapacityLeft(int flavor, int resource) const {
+  const std::string& name = flavor_ids_.Name(flavor);
+  bool known = false;
+  int64_t capacity = 0;
+  for (const auto& [node, n] : nodes_) {
+    if (n.flavor != name) continue;
+    known = true;
+    if (n.failed) continue;
+    auto c = n.capacity.find(resource);
+    if (c != n.capacity.end()) capacity += c->second;
+  }
+  if (!known) return INT64_MAX;
+  const Fr fr = MakeFr(flavor, resource);
+  for (const auto& [cq_name, cq] : cqs_) {
+    auto u = cq.usage.find(fr);
+    if (u != cq.usage.end()) capacity -= u->second;
+  }
+  return capacity;
+}
+
+void Engine::NodeChanged(schema::NodeCapacity::Reader n, int kind, int64_t now) {
+  NodeState& node = nodes_[n.getNode().cStr()];
+  if (n.getFlavor().size() > 0) node.flavor = n.getFlavor().cStr();
+  if (n.getCapacity().size() > 0) {
+    node.capacity.clear();
+    for (auto c : n.getCapacity()) node.capacity[resources_.Id(c.getName().cStr())] = c.getMilli();
+  }
+  node.failed = kind == 1;
+  EnforceCapacity(now);
+  DefinitionsChanged();
+}
+
+// Evicts what no longer fits after a node failure or a quota decrease: lowest priority first,
+// then the most recently reserved, then uid. Quota held by workloads already draining counts
+// as leaving.
+void Engine::EnforceCapacity(int64_t now) {
+  // Nothing holds quota (a platform being set up): nothing can be over a limit.
+  if (std::all_of(cqs_.begin(), cqs_.end(), [](const auto& cq) { return cq.second.holders.empty(); })) {
+    return;
+  }
+  RebuildTreeIfNeeded();
+  // Each pass evicts one holder (which is then no longer evictable) or returns, so there are
+  // at most as many passes as holders, plus the last one that finds nothing to do: the bound
+  // is derived, not a guess, and reaching it is a bug of ours (an assertion).
+  size_t holders = 0;
+  for (const auto& [name, cq] : cqs_) holders += cq.holders.size();
+  const size_t passes_max = holders + 1;
+  for (size_t pass = 0;; ++pass) {
+    ADM_CHECK(pass < passes_max, "capacity enforcement: pass %zu, but only %zu holders", pass,
+              holders);
+    std::set<Fr> node_short;                            // short of node capacity
+    std::set<std::pair<std::string, Fr>> quota_short;   // (ClusterQueue, fr) over its limits
+    FindOvercommitted(&node_short, &quota_short);
+    if (node_short.empty() && quota_short.empty()) return;
+    std::string reason;
+    const WorkloadState* victim = CapacityVictim(node_short, quota_short, &reason);
+    if (victim == nullptr) return;  // only draining workloads are left over: they will go
+    WorkloadState& v = workloads_.at(victim->key);
+    EvictForReason(v, reason,
+                   reason == "NodeFailure"
+                       ? "a node of its flavor failed and the rest cannot hold every admission"
+                       : "its ClusterQueue's quota was lowered below what is admitted",
+                   0, 0, now);
+  }
+}
+
+void Engine::FindOvercommitted(std::set<Fr>* node_short,
+                               std::set<std::pair<std::string, Fr>>* quota_short) {
+  // Draining workloads' usage is on its way out: left out of the tree while measuring.
+  std::vector<std::pair<std::string, const WorkloadState*>> draining;
+  for (const auto& [name, cq] : cqs_) {
+    for (const WorkloadState* wl : cq.AdmittedInKeyOrder()) {
+      if (wl->phase == Phase::kEvicting) draining.emplace_back(wl->cluster_queue, wl);
+    }
+  }
+  for (auto& [cq, wl] : draining) {
+    int node = tree_.FindClusterQueue(cq);
+    if (node >= 0) tree_.AddUsage(node, wl->admission.usage, -1);
+  }
+  for (const auto& [name, node] : nodes_) {
+    auto f = flavor_ids_.Find(node.flavor);
+    if (!f) continue;
+    for (const auto& [r, cap] : node.capacity) {
+      int64_t left = FlavorCapacityLeft(*f, r);
+      for (auto& [cq, wl] : draining) {
+        auto u = wl->admission.usage.find(MakeFr(*f, r));
+        if (u != wl->admission.usage.end()) left += u->second;
+      }
+      if (left < 0) node_short->insert(MakeFr(*f, r));
+    }
+  }
+  for (const auto& [name, cq] : cqs_) {
+    int node = tree_.FindClusterQueue(name);
+    if (node < 0) continue;
+    for (const auto& [fr, amount] : cq.usage) {
+      if (tree_.Available(node, fr) < 0) quota_short->insert({name, fr});
+    }
+  }
+  for (auto& [cq, wl] : draining) {
+    int node = tree_.FindClusterQueue(cq);
+    if (node >= 0) tree_.AddUsage(node, wl->admission.usage, +1);
+  }
+}
+
+const WorkloadState* Engine::CapacityVictim(
+    const std::set<Fr>& node_short, const std::set<std::pair<std::string, Fr>>& quota_short,
+    std::string* reason) const {
+  const WorkloadState* victim = nullptr;
+  for (const auto& [name, cq] : cqs_) {
+    for (const WorkloadState* holder : cq.AdmittedInKeyOrder()) {
+      const WorkloadState& wl = *holder;
+      if (!Evictable(wl.phase)) continue;
+      std::string why;
+      for (const auto& [fr, amount] : wl.admission.usage) {
+        if (amount == 0) continue;
+        if (node_short.count(fr)) why = "NodeFailure";
+        else if (why.empty() && quota_short.count({wl.cluster_queue, fr})) why = "QuotaReclaimed";
+      }
+      if (why.empty()) continue;
+      // The lowest priority, then the most recently reserved, then the highest uid, then
+      // the first key.
+      bool better = victim == nullptr;
+      if (!better && wl.priority != victim->priority) better = wl.priority < victim->priority;
+      else if (!better && wl.reserved_at_ns != victim->reserved_at_ns) {
+        better = wl.reserved_at_ns > victim->reserved_at_ns;
+      } else if (!better && wl.uid != victim->uid) {
+        better = wl.uid > victim->uid;
+      } else if (!better) {
+        better = wl.key < victim->key;
+      }
+      if (better) {
+        victim = &wl;
+        *reason = why;
+      }
+    }
+  }
+  return victim;
+}
+
+}  // namespace admission::projections

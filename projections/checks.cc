@@ -1,0 +1,142 @@
+// Admission checks: which checks a reservation requires, their states, and the step from
+// QuotaReserved to Admitted once every one is Ready. Kueue: pkg/controller/admissionchecks and
+// pkg/workload/admissionchecks.go (the workload controller's syncAdmissionCheckConditions).
+
+#include <string>
+#include <vector>
+
+#include "projections/engine.h"
+#include "projections/engine_internal.h"
+#include "schema/event_codec.h"
+#include "schema/result.h"
+
+namespace admission::projections {
+
+void Engine::DefineAdmissionCheck(schema::AdmissionCheckDef::Reader def, uint64_t seq) {
+  AdmissionCheckSpec spec;
+  spec.name = def.getName().cStr();
+  spec.controller = def.getControllerName().cStr();
+  spec.pending_ttl_ns = def.getPendingTtlNs();
+  spec.reject_on_timeout = def.getOnTimeout() == schema::OnTimeout::REJECT;
+  spec.retry_limit = def.getRetryLimit();
+  spec.backoff_base_ns = def.getBackoffBaseNs();
+  spec.backoff_max_ns = def.getBackoffMaxNs();
+  spec.version = seq;
+  checks_[spec.name] = spec;
+  DefinitionsChanged();
+}
+
+std::vector<std::string> Engine::RequiredChecks(const WorkloadState& wl) const {
+  std::vector<std::string> out;
+  // The ClusterQueue's spec: through the workload's cached state when it has one (its spec is
+  // cq_specs_'s entry, set and reset with it), else looked up.
+  const ClusterQueueSpec* spec = nullptr;
+  if (wl.cq_state != nullptr) {
+    if (wl.cq_state->spec) spec = &*wl.cq_state->spec;
+  } else if (auto cq = cq_specs_.find(wl.cluster_queue); cq != cq_specs_.end()) {
+    spec = &cq->second;
+  }
+  if (spec == nullptr || spec->admission_checks.empty()) return out;
+  for (const auto& [check, on_flavors] : spec->admission_checks) {
+    bool applies = on_flavors.empty();
+    for (const auto& [fr, amount] : wl.admission.usage) {
+      const std::string& flavor = flavor_ids_.Name(FrFlavor(fr));
+      applies = applies || std::find(on_flavors.begin(), on_flavors.end(), flavor) != on_flavors.end();
+    }
+    if (applies) out.push_back(check);
+  }
+  return out;
+}
+
+void Engine::StartChecks(WorkloadState& wl, int64_t now) {
+  wl.checks.clear();
+  const std::string& key = wl.key;
+  for (const std::string& check : RequiredChecks(wl)) {
+    CheckStatus& cs = wl.checks[check];
+    cs.state = CheckState::kPending;
+    cs.last_transition_ns = now;
+    auto spec = checks_.find(check);
+    if (spec != checks_.end() && spec->second.pending_ttl_ns > 0) {
+      AddTimer(now + spec->second.pending_ttl_ns, TimerKind::kTtl, key, wl.generation, check);
+    }
+  }
+  TryAdmit(wl, now);
+}
+
+void Engine::TryAdmit(WorkloadState& wl, int64_t now) {
+  if (wl.phase != Phase::kReserved) return;
+  std::vector<uint64_t> versions;
+  for (const auto& [name, cs] : wl.checks) {
+    if (cs.state != CheckState::kReady) return;
+    versions.push_back(cs.report_sequence);
+  }
+  // The reservation must still be valid: the ClusterQueue exists and is active.
+  const ClusterQueueState* cq = wl.cq_state;
+  if (cq == nullptr) {
+    auto found = cqs_.find(wl.cluster_queue);
+    if (found != cqs_.end()) cq = &found->second;
+  }
+  if (cq == nullptr || !cq->spec || !cq->inactive_reason.empty()) {
+    ReleaseAndRetry(wl, "ReservationInvalid", "ClusterQueue " + wl.cluster_queue +
+                                                  " no longer admits this reservation", 0, now);
+    return;
+  }
+  wl.phase = Phase::kAdmitted;
+  wl.admitted_at_ns = now;
+  wl.fencing_token = TokenOf(wl);
+  wl.pods_ready = false;
+  SetCondition(wl, ConditionType::kAdmitted, true, "Admitted", "The workload is admitted", now);
+  auto a = NewDecision(current_sequence_).initBody().initAdmitted();
+  Ref(a.initWorkload(), wl);
+  a.setGeneration(wl.generation);
+  a.setFencingToken(Txt(wl.fencing_token));
+  a.setQuotaVersion(wl.quota_version);
+  auto cv = a.initCheckVersions(static_cast<unsigned>(versions.size()));
+  for (size_t i = 0; i < versions.size(); ++i) cv.set(static_cast<unsigned>(i), versions[i]);
+  const std::string& key = wl.key;
+  if (config_.wait_for_pods_ready && config_.pods_ready_timeout_ns > 0) {
+    AddTimer(now + config_.pods_ready_timeout_ns, TimerKind::kPodsReady, key, wl.generation);
+  }
+  if (wl.max_execution_ns > 0) AddTimer(now + wl.max_execution_ns, TimerKind::kMaxExec, key, wl.generation);
+}
+
+void Engine::ReportCheck(schema::CheckStateReported::Reader report, uint64_t seq, int64_t now) {
+  auto it = workloads_.find(KeyOf(report.getWorkload()));
+  if (it == workloads_.end()) return;
+  WorkloadState& wl = it->second;
+  // Intake refuses stale or foreign reports; a hand-written ledger may still hold one, and it
+  // changes nothing (deterministically).
+  if (!Evictable(wl.phase) || report.getGeneration() != wl.generation) return;
+  const std::string check = report.getCheck().cStr();
+  auto cs_it = wl.checks.find(check);
+  if (cs_it == wl.checks.end()) return;
+  CheckStatus& cs = cs_it->second;
+  const CheckState state = ToCheckState(report.getState());
+  // Intake refuses this; an admitted workload's checks never go back to Pending.
+  if (wl.phase == Phase::kAdmitted && state == CheckState::kPending) return;
+  if (cs.state != state) cs.last_transition_ns = now;
+  cs.state = state;
+  cs.message = report.getMessage().cStr();
+  cs.report_sequence = seq;
+  const AdmissionCheckSpec spec = checks_.count(check) ? checks_.at(check) : AdmissionCheckSpec{};
+  if (state == CheckState::kReady) {
+    TryAdmit(wl, now);
+  } else if (state == CheckState::kRetry) {
+    const std::string message = "check " + check + " asked to retry: " + cs.message;
+    if (wl.phase == Phase::kAdmitted) {
+      wl.after_eviction = AfterEviction::kRetry;
+      wl.retry_after_ns = report.getRequeueAfterNs();
+      EvictForReason(wl, "AdmissionCheck", message, 0, 0, now);
+    } else {
+      ReleaseAndRetry(wl, "AdmissionCheck", message, report.getRequeueAfterNs(), now);
+    }
+  } else if (state == CheckState::kRejected) {
+    const std::string message = "check " + check + " rejected the workload: " + cs.message;
+    wl.after_eviction = AfterEviction::kDeactivate;
+    wl.deactivate_reason = "AdmissionCheckRejected";
+    wl.deactivate_message = message;
+    EvictForReason(wl, "AdmissionCheck", message, 0, 0, now);
+  }
+}
+
+}  // namespace admission::projections

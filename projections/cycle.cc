@@ -1,0 +1,388 @@
+// The admission cycle (RunCycle): heads of the active ClusterQueues, their nominations,
+// Kueue's entry order, then admit, preempt or leave pending, one entry at a time against the
+// usage admitted before it. Kueue: pkg/scheduler/scheduler.go (Scheduler.schedule, nominate,
+// entryOrdering, reserveCapacityForUnreclaimablePreempt).
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "projections/engine.h"
+#include "projections/engine_internal.h"
+#include "schema/result.h"
+
+namespace admission::projections {
+
+bool Engine::HeadBefore(const QueueKey& a, const QueueKey& b) const {
+  if (config_.aging_step_ns <= 0) return a < b;
+  const int64_t pa = EffectivePriority(*a.wl, now_ns_);
+  const int64_t pb = EffectivePriority(*b.wl, now_ns_);
+  if (pa != pb) return pa > pb;
+  return a < b;
+}
+
+WorkloadState* Engine::Head(ClusterQueueState& cq, EquivalenceClass** cls_out,
+                           bool even_inadmissible) const {
+  const QueueKey* best = nullptr;
+  EquivalenceClass* best_cls = nullptr;
+  const bool strict = cq.spec && cq.spec->queueing == QueueingStrategy::kStrictFifo;
+  for (auto& [key, cls] : cq.classes) {
+    if (cls.members.empty()) continue;
+    // StrictFIFO: the overall head, admissible or not, blocks the queue.
+    if (!strict && cls.inadmissible) continue;
+    const QueueKey& head = *cls.members.begin();
+    if (best == nullptr || HeadBefore(head, *best)) {
+      best = &head;
+      best_cls = &cls;
+    }
+  }
+  if (best == nullptr) return nullptr;
+  if (strict && best_cls->inadmissible && !even_inadmissible) return nullptr;
+  if (cls_out != nullptr) *cls_out = best_cls;
+  return best->wl;
+}
+
+Nomination Engine::Nominate(const WorkloadState& wl, const ClusterQueueState& cq) {
+  const ClusterQueueSpec& spec = *cq.spec;
+  const int node = NodeOf(cq, wl.cluster_queue);
+  ADM_CHECK(node >= 0, "ClusterQueue %s not in the tree", wl.cluster_queue.c_str());
+  std::vector<int32_t> full;
+  for (const PodSetSpec& ps : wl.pod_sets) full.push_back(ps.count);
+  Nomination n = AssignFlavors(wl, spec, node, full);
+  if (n.mode == kFit) return n;
+  if (n.mode == kPreempt) {
+    n.victims = FindVictims(wl, spec, node, n.assignment);
+    if (!n.victims.empty()) return n;
+  }
+  // Partial admission: the largest counts down to each podSet's minCount that fit.
+  if (!n.never_fits) {
+    if (std::optional<Nomination> partial = NominatePartially(wl, spec, node)) return *partial;
+  }
+  if (n.mode == kPreempt) {
+    n.mode = kNoFit;  // no victim set frees enough
+    n.preempt_without_victims = true;
+  }
+  return n;
+}
+
+void Engine::HoldCapacity(int cq_node, const Nomination& n,
+                          std::vector<std::pair<int, FrQuantities>>* held) {
+  // Kueue's quotaResourcesToReserve for a Preempt-mode assignment: when borrowing, the request
+  // up to the borrowing limit; otherwise what is left of the nominal quota.
+  FrQuantities reserve;
+  const QuotaTree::Node& node = tree_.node(cq_node);
+  for (const auto& [fr, amount] : n.assignment.usage) {
+    const int64_t usage = tree_.Usage(cq_node, fr);
+    const int64_t nominal = tree_.Nominal(cq_node, fr);
+    auto q = node.quota.find(fr);
+    const std::optional<int64_t> limit =
+        q == node.quota.end() ? std::nullopt : q->second.borrowing_limit;
+    int64_t r = 0;
+    if (n.borrowing_height > 0) {
+      r = limit ? std::min(amount, nominal + *limit - usage) : amount;
+    } else {
+      r = std::min(amount, nominal - usage);
+    }
+    if (r > 0) reserve[fr] = r;
+  }
+  if (reserve.empty()) return;
+  tree_.AddUsage(cq_node, reserve, +1);
+  held->emplace_back(cq_node, std::move(reserve));
+}
+
+// A nominated head of one cycle.
+struct Engine::CycleEntry {
+  WorkloadState* wl;
+  ClusterQueueState* cq;
+  EquivalenceClass* cls;  // the head's class (it stays while the head is queued)
+  Nomination n;
+  int64_t share = 0;  // fair sharing: the ClusterQueue's share after this admission
+  // The order fields, read once instead of twice per comparison.
+  int64_t priority = 0;
+  int64_t queued_at_ns = 0;
+  uint64_t submitted_sequence = 0;
+  bool hold_only = false;  // engine v11: a sleeping StrictFIFO head that only holds capacity
+};
+
+bool Engine::RunCycle(int64_t now) {
+  RebuildTreeIfNeeded();
+  FlushReactivations();
+  std::vector<CycleEntry> entries;
+  entries.reserve(active_.size());  // one per active ClusterQueue at most, as a rule
+  NominateHeads(now, &entries);
+  if (batch_version_ >= 11) NominateSleepingStrictFifoHeads(now, &entries);
+  if (entries.empty()) return false;
+  const std::vector<CycleEntry*> order = OrderEntries(entries);
+
+  bool changed = false;
+  std::set<int> touched_roots;  // cohort trees changed earlier in this cycle
+  std::vector<std::pair<int, FrQuantities>> held;  // engine v11: capacity held in this cycle
+  const uint64_t held_epoch = tree_epoch_;
+  for (CycleEntry* entry : order) {
+    CycleEntry& e = *entry;
+    WorkloadState& wl = *e.wl;
+    const int node = NodeOf(*e.cq, wl.cluster_queue);
+    const int root = tree_.Root(node);
+    if (e.hold_only) {
+      HoldCapacity(node, e.n, &held);
+      continue;
+    }
+    // Engine v12: a search is resumed only by LeavePending; any other outcome (admitted,
+    // preempting, skipped) starts the next search from the first flavor, as Kueue clears
+    // LastAssignment then.
+    const uint32_t resumes = wl.flavor_resume ? wl.flavor_resume->resumes : 0;
+    wl.flavor_resume.reset();
+    bool entry_changed = false;
+    if (e.n.mode == kFit) {
+      entry_changed = AdmitFitting(e, node, root, &touched_roots, now);
+    } else if (e.n.mode == kPreempt) {
+      entry_changed = PreemptForEntry(e, node, root, &touched_roots, now);
+    } else {
+      entry_changed = LeavePending(e, node, resumes, &held, now);
+    }
+    if (entry_changed) changed = true;
+  }
+  // The capacity held for entries that found no victims returns at the end of the cycle.
+  for (auto it = held.rbegin(); it != held.rend(); ++it) {
+    if (held_epoch == tree_epoch_) tree_.AddUsage(it->first, it->second, -1);
+  }
+  return changed;
+}
+
+void Engine::NominateHeads(int64_t now, std::vector<CycleEntry>* entries) {
+  std::vector<std::set<std::string>::iterator> idle;  // of active_
+  // active_ and cqs_ are both ordered by name: when most queues are active, walk them together
+  // instead of looking each one up.
+  const bool walk = active_.size() * 8 >= cqs_.size();
+  auto walker = cqs_.begin();
+  for (auto active = active_.begin(); active != active_.end(); ++active) {
+    const std::string& cq_name = *active;
+    if (walk) {
+      while (walker != cqs_.end() && walker->first < cq_name) ++walker;
+    }
+    ClusterQueueState& cq = walk && walker != cqs_.end() && walker->first == cq_name
+                                ? walker->second
+                                : cqs_[cq_name];
+    if (!cq.spec || !cq.inactive_reason.empty() || cq.spec->stop_policy != StopPolicy::kNone) {
+      HoldHeadsOfInactive(cq, cq_name, now);
+      idle.push_back(active);
+      continue;
+    }
+    EquivalenceClass* head_class = nullptr;
+    WorkloadState* head = HeadPastStoppedLocalQueues(cq, &head_class, now);
+    if (head == nullptr) {
+      idle.push_back(active);
+      continue;
+    }
+    WorkloadState& wl = *head;
+    entries->push_back(CycleEntry{head, &cq, head_class, Nominate(wl, cq), 0,
+                                  EffectivePriority(wl, now), wl.queued_at_ns,
+                                  wl.submitted_sequence});
+  }
+  for (auto name : idle) active_.erase(name);
+}
+
+void Engine::HoldHeadsOfInactive(ClusterQueueState& cq, const std::string& cq_name, int64_t now) {
+  // Inactive or held: every head waits with that reason until a definition changes.
+  for (auto& [k, cls] : cq.classes) {
+    cls.inadmissible = true;
+    if (!cls.members.empty()) {
+      WorkloadState& wl = *cls.members.begin()->wl;
+      SetPending(wl, "Inadmissible",
+                 !cq.spec ? "ClusterQueue " + cq_name + " doesn't exist"
+                 : !cq.inactive_reason.empty() ? cq.inactive_reason
+                                               : "ClusterQueue " + cq_name + " is stopped",
+                 "", "", 0, now, true);
+    }
+  }
+}
+
+WorkloadState* Engine::HeadPastStoppedLocalQueues(ClusterQueueState& cq,
+                                                  EquivalenceClass** head_class, int64_t now) {
+  // In Kueue a stopped LocalQueue's workloads are not in the ClusterQueue's queue at all, so
+  // they block nothing (engine v4; v3 let such a head end the ClusterQueue's turn in the
+  // cycle). Each is marked and told why.
+  WorkloadState* head = Head(cq, head_class);
+  while (head != nullptr && stopped_local_queues_ > 0) {
+    auto lq = lqs_.find(head->local_queue_key);
+    if (lq == lqs_.end() || lq->second.stop_policy == StopPolicy::kNone) break;
+    (*head_class)->inadmissible = true;
+    SetPending(*head, "Inadmissible", "LocalQueue " + head->queue_name + " is stopped", "", "",
+               0, now, true);
+    head = Head(cq, head_class);
+  }
+  return head;
+}
+
+void Engine::NominateSleepingStrictFifoHeads(int64_t now, std::vector<CycleEntry>* entries) {
+  // Engine v11: Kueue nominates a StrictFIFO head again in every cycle, even one that found
+  // no victims; such a head holds the capacity it needs in each cycle (RunCycle). Ours sleeps
+  // until capacity changes, so its hold is taken here, as an entry that only holds.
+  for (auto& [cq_name, cq] : cqs_) {
+    if (!cq.spec || cq.spec->queueing != QueueingStrategy::kStrictFifo || cq.pending == 0 ||
+        !cq.inactive_reason.empty() || cq.spec->stop_policy != StopPolicy::kNone ||
+        cq.spec->preemption.reclaim_within_cohort == ReclaimPolicy::kAny) {
+      continue;
+    }
+    EquivalenceClass* head_class = nullptr;
+    WorkloadState* head = Head(cq, &head_class, /*even_inadmissible=*/true);
+    if (head == nullptr || !head_class->inadmissible) continue;  // an entry already
+    if (stopped_local_queues_ > 0) {
+      auto lq = lqs_.find(head->local_queue_key);
+      if (lq != lqs_.end() && lq->second.stop_policy != StopPolicy::kNone) continue;
+    }
+    Nomination n = Nominate(*head, cq);
+    if (!n.preempt_without_victims) continue;
+    entries->push_back(CycleEntry{head, &cq, head_class, std::move(n), 0,
+                                  EffectivePriority(*head, now), head->queued_at_ns,
+                                  head->submitted_sequence, true});
+  }
+}
+
+std::vector<Engine::CycleEntry*> Engine::OrderEntries(std::vector<CycleEntry>& entries) const {
+  // Kueue's entry order: the lower borrowing level first (not borrowing, then, since engine
+  // v8, the lower borrowing height in hierarchical cohorts), then priority, then FIFO
+  // timestamp; ties by submission order, then uid (Kueue leaves ties to an unstable sort).
+  if (config_.fair_sharing) {
+    // Fair sharing: the entry whose ClusterQueue would have the lower weighted dominant
+    // share after admitting it goes first.
+    for (CycleEntry& e : entries) {
+      const int node = NodeOf(*e.cq, e.wl->cluster_queue);
+      e.share = DominantShare(node, &e.n.assignment.usage);
+    }
+  }
+  // Sorted through pointers (an entry is large); the key makes the order total.
+  std::vector<CycleEntry*> order;
+  order.reserve(entries.size());
+  for (CycleEntry& e : entries) order.push_back(&e);
+  std::sort(order.begin(), order.end(), [&](const CycleEntry* pa, const CycleEntry* pb) {
+    const CycleEntry& a = *pa;
+    const CycleEntry& b = *pb;
+    if (config_.fair_sharing && a.share != b.share) return a.share < b.share;
+    if (a.n.borrowing_height != b.n.borrowing_height) {
+      return a.n.borrowing_height < b.n.borrowing_height;
+    }
+    if (a.priority != b.priority) return a.priority > b.priority;
+    if (a.queued_at_ns != b.queued_at_ns) return a.queued_at_ns < b.queued_at_ns;
+    if (a.submitted_sequence != b.submitted_sequence) {
+      return a.submitted_sequence < b.submitted_sequence;
+    }
+    if (a.wl->uid != b.wl->uid) return a.wl->uid < b.wl->uid;
+    return a.wl->key < b.wl->key;
+  });
+  return order;
+}
+
+bool Engine::AdmitFitting(CycleEntry& e, int node, int root, std::set<int>* touched_roots,
+                          int64_t now) {
+  WorkloadState& wl = *e.wl;
+  if (tree_.Fits(node, e.n.assignment.usage)) {
+    Reserve(wl, e.n, now);
+    touched_roots->insert(root);
+    return true;
+  }
+  // Another workload of the cohort took the room in this cycle: try again next cycle.
+  SetPending(wl, "Pending", "Workload no longer fits after processing another workload", "", "",
+             0, now, false);
+  return false;
+}
+
+bool Engine::PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* touched_roots,
+                             int64_t now) {
+  WorkloadState& wl = *e.wl;
+  ClusterQueueState& cq = *e.cq;
+  if (batch_version_ >= 6 && preempted_in_batch_.count(wl.key) != 0) {
+    // Engine v6: preempted earlier at this instant, it preempts nobody before the next
+    // batch (Kueue nominates it again only once its eviction was observed).
+    e.cls->inadmissible = true;
+    held_until_next_batch_.emplace_back(wl.cluster_queue, wl.class_key);
+    SetPending(wl, "Pending",
+               "Preempted at this instant; it may preempt in turn from the next cycle: " +
+                   e.n.message,
+               e.n.resource, e.n.flavor, e.n.shortfall, now, true);
+    return true;
+  }
+  if (touched_roots->count(root) != 0) {
+    // Earlier entries of this cycle changed this cohort tree, so the victims were chosen
+    // on a stale view: choose again against the current state rather than retrying the
+    // whole cohort in another cycle.
+    if (tree_.Fits(node, e.n.assignment.usage)) {
+      Reserve(wl, e.n, now);
+      return true;
+    }
+    e.n.victims = FindVictims(wl, *cq.spec, node, e.n.assignment);
+    if (e.n.victims.empty()) return false;  // retried next cycle
+  }
+  touched_roots->insert(root);
+  // The preemptor waits for the victims' quota. Mark it first: a victim whose pods never
+  // started releases at once, and that release must wake the preemptor's class.
+  e.cls->inadmissible = true;
+  const std::string message = "Preempted to accommodate a workload (UID: " + wl.uid + ") due to ";
+  for (WorkloadState* victim : e.n.victims) {
+    WorkloadState& v = *victim;
+    const auto [reason, human] = PreemptionReason(*cq.spec, wl, v, e.n.assignment.borrows);
+    if (batch_version_ >= 6) preempted_in_batch_.insert(v.key);
+    Evict(v, "Preempted", message + human, reason, &wl, now);
+  }
+  SetPending(wl, "Pending",
+             "Preempting " + std::to_string(e.n.victims.size()) +
+                 " workload(s) to make room: " + e.n.message,
+             e.n.resource, e.n.flavor, e.n.shortfall, now, true);
+  // Victims whose pods never started released their quota at once: the preemptor takes
+  // it now, before the requeued victims (or anyone else) can be nominated for it again.
+  // Kueue leaves this to the next cycle, where a requeued victim may win it back and be
+  // preempted again without end; see docs/semantics.md.
+  if (tree_.Fits(node, e.n.assignment.usage)) {
+    e.cls->inadmissible = false;
+    Reserve(wl, e.n, now);
+  }
+  return true;
+}
+
+std::pair<const char*, const char*> Engine::PreemptionReason(const ClusterQueueSpec& spec,
+                                                             const WorkloadState& preemptor,
+                                                             const WorkloadState& victim,
+                                                             bool borrows) const {
+  if (victim.cluster_queue == preemptor.cluster_queue) {
+    return {"InClusterQueue", "prioritization in the ClusterQueue"};
+  }
+  if (config_.fair_sharing) return {"InCohortFairSharing", "Fair Sharing within the cohort"};
+  if (batch_version_ >= 9 ? VictimWhileBorrowing(spec, preemptor, victim) : borrows) {
+    return {"InCohortReclaimWhileBorrowing", "reclamation within the cohort while borrowing"};
+  }
+  return {"InCohortReclamation", "reclamation within the cohort"};
+}
+
+bool Engine::LeavePending(CycleEntry& e, int node, uint32_t resumes,
+                          std::vector<std::pair<int, FrQuantities>>* held, int64_t now) {
+  WorkloadState& wl = *e.wl;
+  if (e.n.never_fits) {
+    Dequeue(wl);
+    wl.phase = Phase::kRejected;
+    SetCondition(wl, ConditionType::kQuotaReserved, false, "Rejected", e.n.message, now);
+    Ended(wl, now);
+    auto r = NewDecision(current_sequence_).initBody().initRejected();
+    Ref(r.initWorkload(), wl);
+    r.setReason(e.n.reason);
+    r.setMessage(e.n.message);
+    return true;
+  }
+  if (batch_version_ >= 11 && e.n.preempt_without_victims &&
+      e.cq->spec->preemption.reclaim_within_cohort != ReclaimPolicy::kAny) {
+    HoldCapacity(node, e.n, held);
+  }
+  if (batch_version_ >= 12) {
+    if (KeepFlavorSearch(wl, *e.cq, e.n, resumes)) {
+      // Flavors are left to try: nominated again in the next cycle (Kueue requeues it at once
+      // when PendingFlavors), not put to sleep.
+      SetPending(wl, e.n.reason, e.n.message, e.n.resource, e.n.flavor, e.n.shortfall, now, true);
+      return true;
+    }
+  }
+  e.cls->inadmissible = true;
+  SetPending(wl, e.n.reason, e.n.message, e.n.resource, e.n.flavor, e.n.shortfall, now, true);
+  return true;
+}
+
+}  // namespace admission::projections

@@ -26,6 +26,14 @@ namespace {
 using Json = nlohmann::ordered_json;
 using W = schema::Event::Body::Which;
 
+// How a check report forwarded by a bridge from a cluster is told apart: its owner did not
+// prove itself to the ledger; a bridge saw the state written by a field manager of that name.
+std::string ViaFieldManagerNote(const std::string& field_manager) {
+  if (field_manager.empty()) return "";
+  return ", forwarded from the cluster, written by field manager " + field_manager +
+         " (the weaker proof)";
+}
+
 // ---------------------------------------------------------------------------------------------
 // Small formatting helpers.
 
@@ -193,8 +201,10 @@ class HistoryCollector {
         e->check_state = schema::CheckStateName(c.getState());
         e->generation = c.getGeneration();
         e->message = c.getMessage().cStr();
+        e->via_field_manager = c.getViaFieldManager().cStr();
         e->summary = "check " + e->check + " reported " + e->check_state + " for generation " +
-                     std::to_string(e->generation) + (e->message.empty() ? "" : ": " + e->message);
+                     std::to_string(e->generation) + (e->message.empty() ? "" : ": " + e->message) +
+                     ViaFieldManagerNote(e->via_field_manager);
         break;
       }
       case W::PODS_REPORTED: {
@@ -660,9 +670,15 @@ Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const 
   now.fencing_token = wl.fencing_token;
   if (projections::HoldsQuota(wl.phase)) now.flavors = FlavorsOf(engine, wl.admission);
   for (const auto& [check, status] : wl.checks) {
-    now.checks.push_back(CheckNow{check, projections::CheckStateName(status.state), status.message,
-                                  status.last_transition_ns,
-                                  status.report_sequence});
+    CheckNow c{check, projections::CheckStateName(status.state), status.message, status.last_transition_ns,
+               status.report_sequence, "", ""};
+    for (const HistoryEntry& e : x.history) {
+      if (c.report_sequence != 0 && e.sequence == c.report_sequence) {
+        c.reported_by = e.actor;
+        c.via_field_manager = e.via_field_manager;
+      }
+    }
+    now.checks.push_back(std::move(c));
   }
   // The shortfall of the latest pending reason of this incarnation, if it is the current one.
   for (auto e = x.history.rbegin(); e != x.history.rend(); ++e) {
@@ -703,7 +719,8 @@ std::string ExplainText(const Explanation& x) {
     out << "  check:        " << c.name << " " << c.state << " since " << FormatTimeNs(c.since_ns)
         << (c.report_sequence == 0
                 ? " (no report yet)"
-                : " (report at sequence " + std::to_string(c.report_sequence) + ")")
+                : " (report at sequence " + std::to_string(c.report_sequence) + " by " +
+                      c.reported_by + ViaFieldManagerNote(c.via_field_manager) + ")")
         << (c.message.empty() ? "" : ": " + c.message) << "\n";
   }
   out << "  blocked by:   " << n.blocked_by << "\n";
@@ -749,6 +766,8 @@ std::string ExplainJson(const Explanation& x) {
                       {"state", c.state},
                       {"since", FormatTimeNs(c.since_ns)},
                       {"reportSequence", c.report_sequence},
+                      {"reportedBy", c.reported_by},
+                      {"viaFieldManager", c.via_field_manager},
                       {"message", c.message}});
   }
   now["checks"] = checks;
@@ -775,7 +794,10 @@ std::string ExplainJson(const Explanation& x) {
     if (e.generation != 0) h["generation"] = e.generation;
     if (e.quota_version != 0) h["quotaVersion"] = e.quota_version;
     if (e.type == "admitted") h["checkVersions"] = e.check_versions;
-    if (!e.check.empty()) h["check"] = {{"name", e.check}, {"state", e.check_state}};
+    if (!e.check.empty()) {
+      h["check"] = {{"name", e.check}, {"state", e.check_state}};
+      if (!e.via_field_manager.empty()) h["check"]["viaFieldManager"] = e.via_field_manager;
+    }
     if (!e.resource.empty() || e.shortfall_milli != 0) {
       h["shortfall"] = {
           {"resource", e.resource}, {"flavor", e.flavor}, {"milli", e.shortfall_milli}};
@@ -839,8 +861,10 @@ th{font-size:12px;color:#5a6372;font-weight:600}
     for (const CheckNow& c : n.checks) {
       out << "<tr><td>" << Html(c.name) << "</td><td>" << Html(c.state) << "</td><td>"
           << Html(FormatTimeNs(c.since_ns)) << "</td><td>"
-          << (c.report_sequence == 0 ? std::string("none yet")
-                                     : "#" + std::to_string(c.report_sequence))
+          << (c.report_sequence == 0
+                  ? std::string("none yet")
+                  : "#" + std::to_string(c.report_sequence) + " by " +
+                        Html(c.reported_by + ViaFieldManagerNote(c.via_field_manager)))
           << "</td><td>" << Html(c.message) << "</td></tr>\n";
     }
     out << "</table>\n";

@@ -33,6 +33,9 @@ struct HistoryEntry {
   std::vector<uint64_t> check_versions;  // admitted: sequences of the check reports used
   std::string check;                     // checkStateReported: the check and its state
   std::string check_state;
+  // checkStateReported forwarded by a bridge from a cluster: the field manager that wrote the
+  // state there (the weaker proof of ownership; empty: reported by the check's owner itself).
+  std::string via_field_manager;
   std::string resource;  // pendingReasonChanged: the first short resource and flavor
   std::string flavor;
   int64_t shortfall_milli = 0;
@@ -50,6 +53,8 @@ struct CheckNow {
   std::string message;
   int64_t since_ns = 0;
   uint64_t report_sequence = 0;  // 0: no report yet
+  std::string reported_by;        // the report's actor
+  std::string via_field_manager;  // the report's, when a bridge forwarded it (HistoryEntry)
 };
 
 // The workload in the decider's state after the explained sequence.

@@ -210,6 +210,19 @@ for line in open(path):
 assert report is not None and admitted is not None and report < admitted, (report, admitted)
 print("report", report, "admitted", admitted, file=sys.stderr)
 EOF
+# explain shows the weaker proof, in the history and on the check's current state.
+ledger explain "$NAMESPACE/job-checked" -o json > "$dir/explain.json"
+python3 - "$dir/explain.json" "$PRINCIPAL" "$CONTROLLER" <<'EOF' || fail "explain does not show the report as forwarded from field manager $CONTROLLER: $(cat "$dir/explain.json")"
+import json, sys
+path, principal, controller = sys.argv[1:4]
+x = json.load(open(path))
+reports = [h for h in x["history"] if h.get("type") == "checkStateReported"]
+assert reports and reports[-1]["check"].get("viaFieldManager") == controller, reports
+now = [c for c in x["now"]["checks"] if c["name"] == "scan"]
+assert now and now[0]["viaFieldManager"] == controller and now[0]["reportedBy"] == principal, x["now"]
+EOF
+ledger explain "$NAMESPACE/job-checked" | grep -q "written by field manager $CONTROLLER (the weaker proof)" \
+  || fail "explain's text does not name field manager $CONTROLLER: $(ledger explain "$NAMESPACE/job-checked")"
 events_of job-checked CheckForwarded | grep -q "field manager \"$CONTROLLER\"" \
   || fail "no CheckForwarded Event on Workload job-checked: $(kubectl get events -n "$NAMESPACE")"
 [[ "$(check_state job-checked)" == Ready ]] || fail "the Workload's check scan is '$(check_state job-checked)', not Ready"

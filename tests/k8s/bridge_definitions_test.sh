@@ -3,7 +3,8 @@
 # client certificate (docs/k8s.md): what kubectl applies (v1beta2, and v1beta1 spellings) shows
 # up in the ledger with the bridge as actor; a change is forwarded; what the ledger refuses is
 # reported as a Kubernetes Event on the object; a bridge killed with SIGKILL and restarted
-# writes nothing for what it forwarded before; and it refuses to start while Kueue's controller
+# writes nothing for what it forwarded before; deletions are forwarded once, an in-use flavor or
+# check only after the ClusterQueue that names it is gone; and it refuses to start while Kueue's controller
 # manager holds its lease.
 #   tests/k8s/bridge_definitions_test.sh ADMITCTL ADMITD ADMIT_K8S
 # Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
@@ -99,6 +100,46 @@ after="$(head_sequence)"
 ((after == before + 1)) \
   || fail "the restarted bridge wrote $((after - before)) events, not 1: $(ledger log --from "$((before + 1))")"
 
+step "deletions are forwarded; what a ClusterQueue still names stays until it is deleted"
+# The deletions the ledger holds, as KIND/NAMESPACE/NAME lines, and the bridge's finalizers.
+deletions() {
+  ledger log -o json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    e = json.loads(line)
+    d = e["event"].get("body", {}).get("objectDeleted") or e["event"].get("objectDeleted")
+    if d is not None and e["event"].get("actor") == sys.argv[1]:
+        print("%s/%s/%s" % (d.get("kind"), d.get("namespace", ""), d.get("name")))' "$PRINCIPAL"
+}
+deleted_in_ledger() { deletions | grep -qx "$1"; }
+gone() { ! kubectl get "$@" > /dev/null 2>&1; }
+[[ "$(kubectl get resourceflavor h100-eu -o jsonpath='{.metadata.finalizers}')" == *admission-ledger.io/ledger* ]] \
+  || fail "the bridge put no finalizer on ResourceFlavor h100-eu"
+kubectl delete localqueue team-a-queue -n default --wait=false > /dev/null
+wait_until "the LocalQueue's deletion is not in the ledger" deleted_in_ledger "LocalQueue/default/team-a-queue"
+wait_until "LocalQueue team-a-queue is still in the cluster" gone localqueue team-a-queue -n default
+# h100-eu and the check are named by ClusterQueue team-a: the ledger refuses, the objects stay.
+kubectl delete resourceflavor h100-eu --wait=false > /dev/null
+kubectl delete admissioncheck capacity --wait=false > /dev/null
+in_use_reported() {
+  kubectl get events --field-selector "involvedObject.name=$1,reason=InUse" \
+    -o jsonpath='{.items[*].message}' | grep -q "in use by ClusterQueue team-a"
+}
+wait_until "no InUse event on ResourceFlavor h100-eu" in_use_reported h100-eu
+wait_until "no InUse event on AdmissionCheck capacity" in_use_reported capacity
+kubectl get resourceflavor h100-eu > /dev/null || fail "ResourceFlavor h100-eu went while team-a names it"
+! deleted_in_ledger "ResourceFlavor//h100-eu" || fail "the ledger deleted h100-eu while team-a names it"
+kubectl delete clusterqueue team-a --wait=false > /dev/null
+wait_until "ClusterQueue team-a's deletion is not in the ledger" deleted_in_ledger "ClusterQueue//team-a"
+wait_until "ClusterQueue team-a is still in the cluster" gone clusterqueue team-a
+wait_until "h100-eu's deletion is not in the ledger after team-a's" deleted_in_ledger "ResourceFlavor//h100-eu"
+wait_until "the check's deletion is not in the ledger after team-a's" deleted_in_ledger "AdmissionCheck//capacity"
+wait_until "ResourceFlavor h100-eu is still in the cluster" gone resourceflavor h100-eu
+wait_until "AdmissionCheck capacity is still in the cluster" gone admissioncheck capacity
+[[ "$(ledger get clusterqueues -o json)" != *'"name": "team-a"'* ]] || fail "the ledger still lists team-a"
+# Each deletion once, though the in-use ones were tried every 10 s.
+(($(deletions | wc -l) == 4)) || fail "the ledger holds $(deletions | wc -l) deletions, not 4: $(deletions)"
+
 step "the bridge refuses to start while Kueue's controller manager holds its lease"
 kill -TERM "$bridge_pid"
 wait "$bridge_pid" 2>/dev/null || true
@@ -123,4 +164,4 @@ timeout 60 "$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
 grep -q "Kueue's controller manager runs in this cluster" "$dir/bridge-kueue.log" \
   || fail "the bridge did not say why it refused: $(cat "$dir/bridge-kueue.log")"
 
-echo "PASS: $expected_definitions definitions forwarded by $PRINCIPAL, a change, a refusal reported, a restart that wrote nothing twice, Kueue's lease respected"
+echo "PASS: $expected_definitions definitions forwarded by $PRINCIPAL, a change, a refusal reported, a restart that wrote nothing twice, 4 deletions (2 held while in use), Kueue's lease respected"

@@ -303,6 +303,8 @@ allowed=(
   "update localqueues.kueue.x-k8s.io --subresource=status -n $NAMESPACE"
   "watch resourceflavors.kueue.x-k8s.io" "watch cohorts.kueue.x-k8s.io"
   "watch admissionchecks.kueue.x-k8s.io" "watch workloadpriorityclasses.kueue.x-k8s.io"
+  "patch clusterqueues.kueue.x-k8s.io" "patch resourceflavors.kueue.x-k8s.io"
+  "patch localqueues.kueue.x-k8s.io -n $NAMESPACE"
   "create events -n $NAMESPACE" "patch events -n $NAMESPACE"
   "get leases.coordination.k8s.io/admit-k8s.admission-ledger.io -n $BRIDGE_NAMESPACE"
   "update leases.coordination.k8s.io/admit-k8s.admission-ledger.io -n $BRIDGE_NAMESPACE"

@@ -43,9 +43,11 @@ var Kinds = []string{"ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "
 // asked to retry, on top of controller-runtime's own backoff.
 const RetryAfterTransportError = 5 * time.Second
 
-// Recorder is what the reconciler needs of the ledger client.
+// Recorder is what the reconciler needs of the ledger client: forwarding objects and their
+// deletions, and reading the ClusterQueues (is a deleted one still terminating).
 type Recorder interface {
 	RecordManifest(ctx context.Context, requestID, mode, manifest string) (ledger.Outcome, error)
+	Get(ctx context.Context, kind, format string) (string, error)
 }
 
 // Reconciler forwards one kind.
@@ -68,11 +70,12 @@ func SetupWithManager(mgr ctrl.Manager, ledgerClient Recorder) error {
 		watched := &unstructured.Unstructured{}
 		watched.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: kind})
 		// A change of the spec bumps the generation; labels and annotations (the ledger's
-		// settings of a check) do not, and the ledger reads them too.
+		// settings of a check) do not, and the ledger reads them too; a deletion starts with a
+		// deletion timestamp.
 		err := ctrl.NewControllerManagedBy(mgr).
 			Named("definitions-"+strings.ToLower(kind)).
 			For(watched, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
-				predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+				predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}, Deleting))).
 			Complete(r)
 		if err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", kind, err)
@@ -81,17 +84,22 @@ func SetupWithManager(mgr ctrl.Manager, ledgerClient Recorder) error {
 	return nil
 }
 
-// Reconcile forwards the object's current state. A deleted object is not forwarded: the ledger
-// has no removal of definitions yet (docs/k8s.md, "Not yet built").
+// Reconcile forwards the object's current state, after putting DefinitionFinalizer on it, or its
+// deletion (deletion.go).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx).WithValues("kind", r.Kind)
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: r.Kind})
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			logger.Info("deleted; the ledger keeps its last definition (removal is not built yet)")
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, nil // gone: its deletion was forwarded before the finalizer went
 		}
+		return ctrl.Result{}, err
+	}
+	if obj.GetDeletionTimestamp() != nil {
+		return r.deleted(ctx, obj)
+	}
+	if err := r.ensureFinalizer(ctx, obj); err != nil {
 		return ctrl.Result{}, err
 	}
 	manifest, err := Manifest(obj)

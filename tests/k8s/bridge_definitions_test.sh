@@ -3,8 +3,9 @@
 # client certificate (docs/k8s.md): what kubectl applies (v1beta2, and v1beta1 spellings) shows
 # up in the ledger with the bridge as actor; the bridge's conversion webhook serves v1beta1
 # objects as v1beta2 and back (spec.cohort as spec.cohortName, spec.parent as spec.parentName);
-# a change is forwarded; what the ledger refuses is reported as a Kubernetes Event on the
-# object; a bridge killed with SIGKILL and restarted writes nothing for what it
+# a change is forwarded; what the ledger refuses is reported as a Kubernetes Event and as the
+# condition Recorded=False (reason LedgerRefused) on the object, which turns True once a fixed
+# object is recorded; a bridge killed with SIGKILL and restarted writes nothing for what it
 # forwarded before; and it refuses to start while Kueue's controller manager holds its lease.
 #   tests/k8s/bridge_definitions_test.sh ADMITCTL ADMITD ADMIT_K8S
 # Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
@@ -62,6 +63,11 @@ start_bridge() {
 field() {
   kubectl get "$2.$1.kueue.x-k8s.io" "$3" -o "jsonpath=$4"
 }
+# recorded_condition PLURAL NAME: status, reason and message of its Recorded condition.
+recorded_condition() {
+  kubectl get "$1" "$2" \
+    -o jsonpath='{range .status.conditions[?(@.type=="Recorded")]}{.status} {.reason} {.message}{end}'
+}
 
 step "definitions applied with kubectl reach the ledger, with the bridge as actor"
 kubectl apply -f "$cases_dir/accept-v1beta2-definitions.yaml" > /dev/null
@@ -111,13 +117,39 @@ strategy_changed() {
 }
 wait_until "team-a's new queueingStrategy is not in the ledger" strategy_changed
 
-step "what the ledger refuses is reported on the object"
+step "what the ledger has is Recorded=True on the object"
+recorded_true() { [[ "$(recorded_condition "$1" "$2")" == "True Recorded "* ]]; }
+for object in "clusterqueues team-a" "clusterqueues team-b" "cohorts research-b" \
+    "localqueues -n default team-b-queue"; do
+  # shellcheck disable=SC2086  # plural, (namespace) and name
+  wait_until "no Recorded=True condition on $object: $(recorded_condition $object)" recorded_true $object
+done
+
+step "what the ledger refuses is reported on the object: an Event and Recorded=False"
 kubectl apply -f "$cases_dir/ledger-only-lending-limit-above-nominal.yaml" > /dev/null
 refusal_reported() {
   kubectl get events --field-selector involvedObject.name=lends-too-much,reason=LedgerRefused \
     -o jsonpath='{.items[*].message}' | grep -q "lendingLimit"
 }
 wait_until "no LedgerRefused event on ClusterQueue lends-too-much" refusal_reported
+# Every ledger-only case: what a CRD cannot check, the ledger refuses, the object says so.
+refused_condition() { [[ "$(recorded_condition "$1" "$2")" == "False LedgerRefused "*"$3"* ]]; }
+kubectl apply -f "$cases_dir/ledger-only-flavor-in-two-groups.yaml" \
+  -f "$cases_dir/ledger-only-admissioncheck-annotation.yaml" > /dev/null
+wait_until "no Recorded=False LedgerRefused (lendingLimit) on ClusterQueue lends-too-much: $(recorded_condition clusterqueues lends-too-much)" \
+  refused_condition clusterqueues lends-too-much lendingLimit
+wait_until "no Recorded=False LedgerRefused on ClusterQueue flavor-twice: $(recorded_condition clusterqueues flavor-twice)" \
+  refused_condition clusterqueues flavor-twice default-flavor
+wait_until "no Recorded=False LedgerRefused on AdmissionCheck odd-timeout: $(recorded_condition admissionchecks odd-timeout)" \
+  refused_condition admissionchecks odd-timeout on-timeout
+# Fixed, it is recorded, and the condition says so with the sequence.
+kubectl patch clusterqueue lends-too-much --type=json \
+  -p '[{"op":"replace","path":"/spec/resourceGroups/0/flavors/0/resources/0/lendingLimit","value":"1Gi"}]' > /dev/null
+recorded_at_sequence() {
+  [[ "$(recorded_condition clusterqueues lends-too-much)" == "True Recorded recorded in the admission ledger at sequence "[0-9]* ]]
+}
+wait_until "the fixed lends-too-much is not Recorded=True with its sequence: $(recorded_condition clusterqueues lends-too-much)" \
+  recorded_at_sequence
 
 step "a bridge killed with SIGKILL and restarted writes nothing it wrote before"
 kill -KILL "$bridge_pid"
@@ -160,4 +192,4 @@ timeout 60 "$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
 grep -q "Kueue's controller manager runs in this cluster" "$dir/bridge-kueue.log" \
   || fail "the bridge did not say why it refused: $(cat "$dir/bridge-kueue.log")"
 
-echo "PASS: $expected_definitions definitions forwarded by $PRINCIPAL, v1beta1 converted to v1beta2 and back, a change, a refusal reported, a restart that wrote nothing twice, Kueue's lease respected"
+echo "PASS: $expected_definitions definitions forwarded by $PRINCIPAL, v1beta1 converted to v1beta2 and back, a change, refusals reported (Event, Recorded=False) and a fix recorded (Recorded=True), a restart that wrote nothing twice, Kueue's lease respected"

@@ -11,12 +11,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -108,7 +108,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The object itself is wrong for the ledger: only a changed object can succeed.
 		logger.Info("the ledger refused the definition", "reason", refused.Message)
 		r.Events.Event(obj, corev1.EventTypeWarning, "LedgerRefused", refused.Message)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, setRecordedCondition(ctx, r.Client, obj, metav1.ConditionFalse, ReasonLedgerRefused, refused.Message)
 	case err != nil:
 		logger.Error(err, "forwarding the definition failed; will retry")
 		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
@@ -118,12 +118,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if outcome.Retried || outcome.Unchanged[0] {
 		logger.V(1).Info("already in the ledger", "sequence", outcome.Sequences[0])
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, setRecordedCondition(ctx, r.Client, obj, metav1.ConditionTrue, ReasonRecorded, recorded(outcome.Sequences[0]))
 	}
 	logger.Info("recorded", "sequence", outcome.Sequences[0])
-	r.Events.Event(obj, corev1.EventTypeNormal, "Recorded",
-		"recorded in the admission ledger at sequence "+strconv.FormatUint(outcome.Sequences[0], 10))
-	return ctrl.Result{}, nil
+	r.Events.Event(obj, corev1.EventTypeNormal, "Recorded", recorded(outcome.Sequences[0]))
+	return ctrl.Result{}, setRecordedCondition(ctx, r.Client, obj, metav1.ConditionTrue, ReasonRecorded, recorded(outcome.Sequences[0]))
 }
 
 // RequestID is the same for every forwarding of one version of one object (so a retry, or a

@@ -63,9 +63,10 @@ start_bridge() {
 field() {
   kubectl get "$2.$1.kueue.x-k8s.io" "$3" -o "jsonpath=$4"
 }
-# recorded_condition PLURAL NAME: status, reason and message of its Recorded condition.
+# recorded_condition PLURAL [-n NAMESPACE] NAME: status, reason and message of its Recorded
+# condition.
 recorded_condition() {
-  kubectl get "$1" "$2" \
+  kubectl get "$@" \
     -o jsonpath='{range .status.conditions[?(@.type=="Recorded")]}{.status} {.reason} {.message}{end}'
 }
 
@@ -118,7 +119,7 @@ strategy_changed() {
 wait_until "team-a's new queueingStrategy is not in the ledger" strategy_changed
 
 step "what the ledger has is Recorded=True on the object"
-recorded_true() { [[ "$(recorded_condition "$1" "$2")" == "True Recorded "* ]]; }
+recorded_true() { [[ "$(recorded_condition "$@")" == "True Recorded "* ]]; }
 for object in "clusterqueues team-a" "clusterqueues team-b" "cohorts research-b" \
     "localqueues -n default team-b-queue"; do
   # shellcheck disable=SC2086  # plural, (namespace) and name

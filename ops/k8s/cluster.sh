@@ -35,6 +35,9 @@ readonly pinned_go_mod="$script_dir/kubernetes-go.mod"
 readonly pinned_go_sum="$script_dir/kubernetes-go.sum"
 # Our kueue.x-k8s.io CRDs, installed by start (docs/k8s.md).
 readonly crds_dir="$script_dir/crds"
+# Those of them converted between v1beta1 and v1beta2 by admit-k8s's conversion webhook.
+readonly CONVERTED_CRDS=(clusterqueues.kueue.x-k8s.io cohorts.kueue.x-k8s.io
+  localqueues.kueue.x-k8s.io workloads.kueue.x-k8s.io)
 # The deployment manifests (docs/k8s.md, "Deployment"): start applies their namespace and the
 # bridge's RBAC, and runs the bridge under that service account.
 readonly deploy_dir="$top/ops/deploy"
@@ -100,7 +103,8 @@ Commands:
               waits for the API server's /readyz, installs our kueue.x-k8s.io CRDs
               (ops/k8s/crds/) and the MutatingWebhookConfiguration of admit-k8s's Job webhook
               (at the address written to DIR/webhook.address, served with DIR/pki/webhook.pem
-              and .key); then
+              and .key), and points the CRDs' conversion webhook (v1beta1 <-> v1beta2) at the
+              same address; then
               - admitd on a fresh ledger in DIR/ledger, listening on unix:DIR/admitd.sock
                 (admin for this user) and on TLS on 127.0.0.1 (the address is written to
                 DIR/admitd.address), its certificates from the cluster's CA (DIR/pki/admitd.pem),
@@ -109,13 +113,15 @@ Commands:
                 admitctl (DIR/pki/admitctl.pem and .key) is operator and auditor;
               - ops/deploy/'s namespace $BRIDGE_NAMESPACE and the bridge's RBAC, and admit-k8s
                 as its service account (a token in DIR/admit-k8s.kubeconfig), with leader
-                election, serving the Job webhook;
+                election, serving the Job webhook and the conversion webhook;
               and prints the path of DIR/admin.kubeconfig on stdout. When DIR's cluster is
               already running, just prints the path. Data left in DIR by a stopped cluster
               (etcd's and the ledger) is deleted.
               --control-plane-only  start neither admitd nor the bridge (the bridge's own
-                                    tests start theirs); the webhook stays installed and,
-                                    with nobody serving it, refuses labelled Jobs
+                                    tests start theirs); the webhooks stay installed and,
+                                    with nobody serving them, labelled Jobs are refused and
+                                    so is what needs a conversion (a v1beta1 ClusterQueue,
+                                    Cohort, LocalQueue or Workload)
               --admitd PATH         admitd (default \$ADMITD, else $top/build/ops/admitd)
               --admit-k8s PATH      the bridge (default \$ADMIT_K8S, else $top/build/admit-k8s)
               With the cluster up:
@@ -535,8 +541,10 @@ install_crds() {
 # webhook, which the bridge serves at https://ADDRESS with DIR/pki/webhook.pem (docs/k8s.md,
 # "Jobs"). Only Jobs that carry kueue.x-k8s.io/queue-name are sent to it (objectSelector): every
 # other Job is created without asking the bridge. failurePolicy Fail, as Kueue's: while no
-# bridge answers, a labelled Job is refused rather than created unsuspended. Writes ADDRESS to
-# DIR/webhook.address for whoever starts the bridge. Sets start_outcome to "ready" or "failed".
+# bridge answers, a labelled Job is refused rather than created unsuspended. Then points the
+# conversion webhook of CONVERTED_CRDS at https://ADDRESS/convert (the same server). Writes
+# ADDRESS to DIR/webhook.address for whoever starts the bridge. Sets start_outcome to "ready" or
+# "failed".
 install_webhook() {
   local dir="$1" kubeconfig="$2" address="$3"
   echo "$address" > "$dir/webhook.address"
@@ -572,6 +580,20 @@ EOF
     start_outcome="failed"
     return 0
   fi
+  # The CRDs that convert between v1beta1 and v1beta2 (spec.conversion.strategy Webhook) name
+  # the deployment's Service; here the same server at ADDRESS answers, with the cluster's CA.
+  local crd patch
+  patch="$(printf '{"spec":{"conversion":{"webhook":{"clientConfig":{"service":null,"url":"https://%s/convert","caBundle":"%s"}}}}}' \
+    "$address" "$(base64 -w0 < "$dir/pki/ca.pem")")"
+  for crd in "${CONVERTED_CRDS[@]}"; do
+    if ! "$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=30s patch crd \
+        "$crd" --type=merge -p "$patch" >> "$dir/webhook.log" 2>&1; then
+      log "pointing the conversion webhook of CRD $crd at $address failed:"
+      cat "$dir/webhook.log" >&2
+      start_outcome="failed"
+      return 0
+    fi
+  done
   start_outcome="ready"
 }
 

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # admit-k8s forwards Kueue definitions from a real API server to admitd over TLS with its own
 # client certificate (docs/k8s.md): what kubectl applies (v1beta2, and v1beta1 spellings) shows
-# up in the ledger with the bridge as actor; a change is forwarded; what the ledger refuses is
-# reported as a Kubernetes Event on the object; a bridge killed with SIGKILL and restarted
-# writes nothing for what it forwarded before; deletions are forwarded once, an in-use flavor or
-# check only after the ClusterQueue that names it is gone; and it refuses to start while Kueue's controller
-# manager holds its lease.
+# up in the ledger with the bridge as actor; the bridge's conversion webhook serves v1beta1
+# objects as v1beta2 and back (spec.cohort as spec.cohortName, spec.parent as spec.parentName);
+# a change is forwarded; what the ledger refuses is reported as a Kubernetes Event and as the
+# condition Recorded=False (reason LedgerRefused) on the object, which turns True once a fixed
+# object is recorded; a bridge killed with SIGKILL and restarted writes nothing for what it
+# forwarded before; deletions are forwarded once, an in-use flavor or check only after the
+# ClusterQueue that names it is gone; and it refuses to start while Kueue's controller manager
+# holds its lease.
 #   tests/k8s/bridge_definitions_test.sh ADMITCTL ADMITD ADMIT_K8S
 # Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
 # K8S_TEST_KEEP_DIR=1 keeps the test's folder.
@@ -38,15 +41,35 @@ head_sequence() { ledger log | tail -n 1 | awk '{print $1}'; }
 step "a control plane with our CRDs"
 kubeconfig="$("$cluster_sh" start --control-plane-only "$dir/cluster")"
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
+readonly webhook_address="$(<"$dir/cluster/webhook.address")"
+webhook_serves() {
+  curl -s -o /dev/null --max-time 2 --cacert "$dir/cluster/pki/ca.pem" \
+    "https://$webhook_address/" 2>/dev/null
+}
 
 bridge_runs=0
+# The bridge, serving the webhooks (the Job webhook and the CRDs' conversion) where cluster.sh
+# pointed the API server.
 start_bridge() {
   bridge_runs=$((bridge_runs + 1))
   "$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
     --admitd-cert "$dir/pki/$PRINCIPAL.pem" --admitd-key "$dir/pki/$PRINCIPAL.key" \
     --admitd-ca "$dir/pki/ca.pem" --leader-elect=false \
+    --webhook-bind-address "$webhook_address" \
+    --webhook-cert "$dir/cluster/pki/webhook.pem" --webhook-key "$dir/cluster/pki/webhook.key" \
     > "$dir/bridge-$bridge_runs.log" 2>&1 &
   bridge_pid=$!
+  wait_until "the bridge's webhook does not answer at $webhook_address" webhook_serves
+}
+# field VERSION PLURAL NAME JSONPATH: a field of the object as VERSION serves it.
+field() {
+  kubectl get "$2.$1.kueue.x-k8s.io" "$3" -o "jsonpath=$4"
+}
+# recorded_condition PLURAL [-n NAMESPACE] NAME: status, reason and message of its Recorded
+# condition.
+recorded_condition() {
+  kubectl get "$@" \
+    -o jsonpath='{range .status.conditions[?(@.type=="Recorded")]}{.status} {.reason} {.message}{end}'
 }
 
 step "definitions applied with kubectl reach the ledger, with the bridge as actor"
@@ -68,6 +91,28 @@ team_b="$(ledger get clusterqueues -o json | tr -d ' \n')"
 [[ "$team_b" == *'"name":"team-b"},"spec":{"cohortName":"research"'* ]] \
   || fail "team-b lost its v1beta1 cohort on the way: $team_b"
 
+step "the conversion webhook: v1beta1 objects read as v1beta2 and back"
+# ClusterQueue team-b, written in v1beta1 with spec.cohort: v1beta2 says cohortName.
+[[ "$(field v1beta2 clusterqueues team-b '{.spec.cohortName}|{.spec.cohort}')" == "research|" ]] \
+  || fail "v1beta2 team-b is not spec.cohortName research: $(kubectl get clusterqueues.v1beta2.kueue.x-k8s.io team-b -o json)"
+[[ "$(field v1beta1 clusterqueues team-b '{.spec.cohort}|{.spec.cohortName}')" == "research|" ]] \
+  || fail "v1beta1 team-b is not spec.cohort research: $(kubectl get clusterqueues.v1beta1.kueue.x-k8s.io team-b -o json)"
+# ClusterQueue team-a, written in v1beta2: v1beta1 says cohort.
+[[ "$(field v1beta1 clusterqueues team-a '{.spec.cohort}|{.spec.cohortName}')" == "research|" ]] \
+  || fail "v1beta1 team-a is not spec.cohort research: $(kubectl get clusterqueues.v1beta1.kueue.x-k8s.io team-a -o json)"
+# Cohort research-b, written in v1beta1 with the early spec.parent: v1beta2 says parentName,
+# v1beta1 gives back what was written (spec.parent).
+[[ "$(field v1beta2 cohorts research-b '{.spec.parentName}|{.spec.parent}')" == "company|" ]] \
+  || fail "v1beta2 research-b is not spec.parentName company: $(kubectl get cohorts.v1beta2.kueue.x-k8s.io research-b -o json)"
+[[ "$(field v1beta1 cohorts research-b '{.spec.parent}|{.spec.parentName}')" == "company|" ]] \
+  || fail "v1beta1 research-b is not spec.parent company as written: $(kubectl get cohorts.v1beta1.kueue.x-k8s.io research-b -o json)"
+cohorts="$(ledger get cohorts -o json | tr -d ' \n')"
+[[ "$cohorts" == *'"name":"research-b"},"spec":{"parentName":"company"'* ]] \
+  || fail "research-b lost its parent on the way: $cohorts"
+# The v1beta1 round trip is lossless: what v1beta1 serves is what was applied (no diff).
+kubectl diff -f "$cases_dir/accept-v1beta1-definitions.yaml" > "$dir/v1beta1.diff" 2>&1 \
+  || { cat "$dir/v1beta1.diff" >&2; fail "v1beta1 serves the v1beta1 definitions otherwise than applied"; }
+
 step "a change is forwarded"
 kubectl patch clusterqueue team-a --type=merge -p '{"spec":{"queueingStrategy":"BestEffortFIFO"}}' > /dev/null
 strategy_changed() {
@@ -75,13 +120,39 @@ strategy_changed() {
 }
 wait_until "team-a's new queueingStrategy is not in the ledger" strategy_changed
 
-step "what the ledger refuses is reported on the object"
+step "what the ledger has is Recorded=True on the object"
+recorded_true() { [[ "$(recorded_condition "$@")" == "True Recorded "* ]]; }
+for object in "clusterqueues team-a" "clusterqueues team-b" "cohorts research-b" \
+    "localqueues -n default team-b-queue"; do
+  # shellcheck disable=SC2086  # plural, (namespace) and name
+  wait_until "no Recorded=True condition on $object: $(recorded_condition $object)" recorded_true $object
+done
+
+step "what the ledger refuses is reported on the object: an Event and Recorded=False"
 kubectl apply -f "$cases_dir/ledger-only-lending-limit-above-nominal.yaml" > /dev/null
 refusal_reported() {
   kubectl get events --field-selector involvedObject.name=lends-too-much,reason=LedgerRefused \
     -o jsonpath='{.items[*].message}' | grep -q "lendingLimit"
 }
 wait_until "no LedgerRefused event on ClusterQueue lends-too-much" refusal_reported
+# Every ledger-only case: what a CRD cannot check, the ledger refuses, the object says so.
+refused_condition() { [[ "$(recorded_condition "$1" "$2")" == "False LedgerRefused "*"$3"* ]]; }
+kubectl apply -f "$cases_dir/ledger-only-flavor-in-two-groups.yaml" \
+  -f "$cases_dir/ledger-only-admissioncheck-annotation.yaml" > /dev/null
+wait_until "no Recorded=False LedgerRefused (lendingLimit) on ClusterQueue lends-too-much: $(recorded_condition clusterqueues lends-too-much)" \
+  refused_condition clusterqueues lends-too-much lendingLimit
+wait_until "no Recorded=False LedgerRefused on ClusterQueue flavor-twice: $(recorded_condition clusterqueues flavor-twice)" \
+  refused_condition clusterqueues flavor-twice default-flavor
+wait_until "no Recorded=False LedgerRefused on AdmissionCheck odd-timeout: $(recorded_condition admissionchecks odd-timeout)" \
+  refused_condition admissionchecks odd-timeout on-timeout
+# Fixed, it is recorded, and the condition says so with the sequence.
+kubectl patch clusterqueue lends-too-much --type=json \
+  -p '[{"op":"replace","path":"/spec/resourceGroups/0/flavors/0/resources/0/lendingLimit","value":"1Gi"}]' > /dev/null
+recorded_at_sequence() {
+  [[ "$(recorded_condition clusterqueues lends-too-much)" == "True Recorded recorded in the admission ledger at sequence "[0-9]* ]]
+}
+wait_until "the fixed lends-too-much is not Recorded=True with its sequence: $(recorded_condition clusterqueues lends-too-much)" \
+  recorded_at_sequence
 
 step "a bridge killed with SIGKILL and restarted writes nothing it wrote before"
 kill -KILL "$bridge_pid"
@@ -164,4 +235,4 @@ timeout 60 "$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
 grep -q "Kueue's controller manager runs in this cluster" "$dir/bridge-kueue.log" \
   || fail "the bridge did not say why it refused: $(cat "$dir/bridge-kueue.log")"
 
-echo "PASS: $expected_definitions definitions forwarded by $PRINCIPAL, a change, a refusal reported, a restart that wrote nothing twice, 4 deletions (2 held while in use), Kueue's lease respected"
+echo "PASS: $expected_definitions definitions forwarded by $PRINCIPAL, v1beta1 converted to v1beta2 and back, a change, refusals reported (Event, Recorded=False) and a fix recorded (Recorded=True), a restart that wrote nothing twice, 4 deletions (2 held while in use), Kueue's lease respected"

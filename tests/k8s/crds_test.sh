@@ -4,14 +4,17 @@
 # tests/k8s/crd_cases/ gets the same answer from the API server as from the ledger's parser
 # (`admitctl apply`, or `submit` for a Workload, on a throwaway ledger): accept-*.yaml both
 # take; refuse-*.yaml both refuse, the API server with the reason its `# expect:` line names;
-# ledger-only-*.yaml, what a CRD cannot check, only the ledger refuses.
-#   tests/k8s/crds_test.sh ADMITCTL
-# Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries are not built.
+# ledger-only-*.yaml, what a CRD cannot check, only the ledger refuses. The cluster runs admitd
+# and the bridge (a full `cluster.sh start`): the bridge serves the CRDs' conversion webhook,
+# without which the API server cannot store or serve a v1beta1 ClusterQueue, Cohort, LocalQueue
+# or Workload.
+#   tests/k8s/crds_test.sh ADMITCTL ADMITD ADMIT_K8S
+# Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
 # K8S_TEST_KEEP_DIR=1 keeps the cluster's folder.
 set -euo pipefail
 
-(($# == 1)) || { echo "usage: $0 ADMITCTL" >&2; exit 2; }
-admitctl="$1"
+(($# == 3)) || { echo "usage: $0 ADMITCTL ADMITD ADMIT_K8S" >&2; exit 2; }
+readonly admitctl="$1" admitd="$2" admit_k8s="$3"
 
 readonly SKIP_STATUS=77
 readonly WATCHDOG_POLL_SECONDS=1
@@ -33,7 +36,11 @@ if ! bin_dir="$("$cluster_sh" bin-dir 2>/dev/null)"; then
   echo "SKIP: kube-apiserver, kube-controller-manager and kubectl are not built; run ops/k8s/cluster.sh build (6 to 17 minutes on 2 cores, once per machine)"
   exit "$SKIP_STATUS"
 fi
-[[ -x "$admitctl" ]] || fail "no admitctl at $admitctl"
+if [[ ! -x "$admit_k8s" ]]; then
+  echo "SKIP: admit-k8s is not built at $admit_k8s; run ops/k8s/bridge/build.sh"
+  exit "$SKIP_STATUS"
+fi
+[[ -x "$admitctl" && -x "$admitd" ]] || fail "admitctl or admitd missing: $admitctl $admitd"
 readonly kubectl_bin="$bin_dir/kubectl"
 
 dir="$(mktemp -d "${TMPDIR:-/tmp}/k8s-crds-test.XXXXXX")"
@@ -69,8 +76,8 @@ setsid --fork bash -c '
 ' crds_test_watchdog "$$" "$WATCHDOG_POLL_SECONDS" "$cluster_sh" "$dir" \
   < /dev/null > /dev/null 2>&1
 
-step "start installs the CRDs"
-kubeconfig="$("$cluster_sh" start --control-plane-only "$dir")"
+step "start installs the CRDs (and admitd and the bridge, which converts them)"
+kubeconfig="$("$cluster_sh" start --admitd "$admitd" --admit-k8s "$admit_k8s" "$dir")"
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
 for plural in "${KINDS[@]}"; do
   crd="$plural.kueue.x-k8s.io"

@@ -301,6 +301,8 @@ allowed=(
   "patch workloads.kueue.x-k8s.io --subresource=status -n $NAMESPACE"
   "list clusterqueues.kueue.x-k8s.io" "update clusterqueues.kueue.x-k8s.io --subresource=status"
   "update localqueues.kueue.x-k8s.io --subresource=status -n $NAMESPACE"
+  "update cohorts.kueue.x-k8s.io --subresource=status"
+  "update admissionchecks.kueue.x-k8s.io --subresource=status"
   "watch resourceflavors.kueue.x-k8s.io" "watch cohorts.kueue.x-k8s.io"
   "watch admissionchecks.kueue.x-k8s.io" "watch workloadpriorityclasses.kueue.x-k8s.io"
   "patch clusterqueues.kueue.x-k8s.io" "patch resourceflavors.kueue.x-k8s.io"

@@ -6,7 +6,7 @@
 #    (git-ignored). capnpc-go needs the Go package annotations, which our schemas do not carry
 #    (the C++ build would then need Go's go.capnp), so it compiles annotated copies made in a
 #    temporary folder;
-# 2. gofmt -l and go vet ./...;
+# 2. gofmt -l, go vet ./... and go test ./... (the Go unit tests, e.g. of the CRDs' conversion);
 # 3. go build ./cmd/admit-k8s.
 # Needs the capnp compiler (Debian's capnproto) and Go 1.24 or newer; modules come from the Go
 # module proxy into the user's module cache.
@@ -59,9 +59,10 @@ generate() {
 generate admission_rpc ledgerrpc
 generate events ledgerevents
 
-unformatted="$(gofmt -l cmd internal/ledger internal/definitions internal/jobs internal/checks)"
+unformatted="$(gofmt -l cmd internal/ledger internal/definitions internal/jobs internal/checks internal/conversion)"
 [[ -z "$unformatted" ]] || die "not gofmt-formatted: $unformatted"
 nice -n 10 "$go_bin" vet ./... || die "go vet found problems"
+nice -n 10 "$go_bin" test ./... > "$work/go-test.log" 2>&1 || { cat "$work/go-test.log" >&2; die "go test failed"; }
 mkdir -p "$(dirname "$output")"
 nice -n 10 "$go_bin" build -trimpath -o "$output" ./cmd/admit-k8s || die "go build failed"
 log "built $output"

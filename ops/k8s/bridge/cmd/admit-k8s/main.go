@@ -5,7 +5,8 @@
 // that carry kueue.x-k8s.io/queue-name at creation (a mutating webhook), submits them, mirrors
 // the ledger's decisions into their Workload objects and releases them when the ledger admits
 // them; forwards the admission check states that a check controller writes into a Workload's
-// status when its field manager is the AdmissionCheck's controllerName, and reverts any other.
+// status when its field manager is the AdmissionCheck's controllerName, and reverts any other;
+// converts our kueue.x-k8s.io CRDs between v1beta1 and v1beta2 (their conversion webhook).
 // It refuses to start while Kueue's own controller manager holds its leader lease: one
 // admission authority per cluster.
 package main
@@ -33,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"admission-ledger/bridge/internal/checks"
+	"admission-ledger/bridge/internal/conversion"
 	"admission-ledger/bridge/internal/definitions"
 	"admission-ledger/bridge/internal/jobs"
 	"admission-ledger/bridge/internal/ledger"
@@ -64,7 +66,7 @@ func main() {
 	flag.StringVar(&healthAddr, "health-probe-bind-address", "127.0.0.1:0", "where /healthz and /readyz are served (0: not at all)")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "where controller-runtime's metrics are served (0: not at all)")
 	flag.DurationVar(&kueueLeaseStaleAfter, "kueue-lease-stale-after", 2*time.Minute, "a Kueue lease not renewed for this long is taken for a Kueue that is gone")
-	flag.StringVar(&webhookAddr, "webhook-bind-address", "", "HOST:PORT of the Job webhook's HTTPS server (empty: no webhook)")
+	flag.StringVar(&webhookAddr, "webhook-bind-address", "", "HOST:PORT of the HTTPS server of the Job webhook and the CRDs' conversion webhook (empty: neither)")
 	flag.StringVar(&webhookCert, "webhook-cert", "", "the webhook's serving certificate (PEM)")
 	flag.StringVar(&webhookKey, "webhook-key", "", "the key of --webhook-cert")
 	opts := zap.Options{}
@@ -75,7 +77,8 @@ func main() {
 The admission ledger's bridge to Kubernetes: forwards Kueue definitions to admitd as they
 change, and holds back Jobs with a kueue.x-k8s.io/queue-name label until the ledger admits
 them; forwards check states written into Workloads by the field manager that is the
-AdmissionCheck's controllerName, and reverts others (docs/k8s.md). The cluster is the one of --kubeconfig, $KUBECONFIG or the pod's service
+AdmissionCheck's controllerName, and reverts others; serves the conversion webhook of our
+kueue.x-k8s.io CRDs (v1beta1 <-> v1beta2) beside the Job webhook (docs/k8s.md). The cluster is the one of --kubeconfig, $KUBECONFIG or the pod's service
 account.
 
 The ledger's decisions reach it through a watch on the ledger (admitd's watch); Jobs and
@@ -186,6 +189,8 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 		// The webhook answers whether or not this replica leads: admission must not wait for
 		// an election.
 		mgr.GetWebhookServer().Register(jobs.WebhookPath, jobs.NewWebhook(scheme))
+		// The CRDs' conversion between v1beta1 and v1beta2, on the same server and certificate.
+		mgr.GetWebhookServer().Register(conversion.WebhookPath, conversion.Webhook{})
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

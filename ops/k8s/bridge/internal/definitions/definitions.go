@@ -11,13 +11,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"admission-ledger/bridge/internal/conversion"
 	"admission-ledger/bridge/internal/ledger"
 )
 
@@ -114,7 +116,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The object itself is wrong for the ledger: only a changed object can succeed.
 		logger.Info("the ledger refused the definition", "reason", refused.Message)
 		r.Events.Event(obj, corev1.EventTypeWarning, "LedgerRefused", refused.Message)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, setRecordedCondition(ctx, r.Client, obj, metav1.ConditionFalse, ReasonLedgerRefused, refused.Message)
 	case err != nil:
 		logger.Error(err, "forwarding the definition failed; will retry")
 		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
@@ -124,12 +126,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if outcome.Retried || outcome.Unchanged[0] {
 		logger.V(1).Info("already in the ledger", "sequence", outcome.Sequences[0])
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, setRecordedCondition(ctx, r.Client, obj, metav1.ConditionTrue, ReasonRecorded, recorded(outcome.Sequences[0]))
 	}
 	logger.Info("recorded", "sequence", outcome.Sequences[0])
-	r.Events.Event(obj, corev1.EventTypeNormal, "Recorded",
-		"recorded in the admission ledger at sequence "+strconv.FormatUint(outcome.Sequences[0], 10))
-	return ctrl.Result{}, nil
+	r.Events.Event(obj, corev1.EventTypeNormal, "Recorded", recorded(outcome.Sequences[0]))
+	return ctrl.Result{}, setRecordedCondition(ctx, r.Client, obj, metav1.ConditionTrue, ReasonRecorded, recorded(outcome.Sequences[0]))
 }
 
 // RequestID is the same for every forwarding of one version of one object (so a retry, or a
@@ -145,9 +146,10 @@ func RequestID(obj *unstructured.Unstructured) string {
 
 // Manifest is the object as the ledger's parser takes it: JSON with apiVersion, kind, the
 // metadata the parser reads (name, namespace, uid, labels, annotations) and the spec (or, for a
-// WorkloadPriorityClass, value and description). The status and the server's bookkeeping stay
-// out. An object written in v1beta1 is stored with its v1beta1 field names (the CRDs do not
-// convert, docs/k8s.md), so it is forwarded as v1beta1 when it uses them.
+// WorkloadPriorityClass, value and description), in v1beta2: the CRDs convert what users write
+// in v1beta1 (internal/conversion). The status, the server's bookkeeping and the conversion's
+// stash of v1beta1 fields stay out. An object stored before the CRDs converted may still carry
+// a v1beta1 spelling; it is normalized to v1beta2's.
 func Manifest(obj *unstructured.Unstructured) (string, error) {
 	metadata := map[string]any{"name": obj.GetName()}
 	if ns := obj.GetNamespace(); ns != "" {
@@ -161,36 +163,25 @@ func Manifest(obj *unstructured.Unstructured) (string, error) {
 	}
 	if annotations := obj.GetAnnotations(); len(annotations) > 0 {
 		delete(annotations, corev1.LastAppliedConfigAnnotation)
+		delete(annotations, conversion.StashAnnotation)
 		if len(annotations) > 0 {
 			metadata["annotations"] = annotations
 		}
 	}
 	out := map[string]any{
-		"apiVersion": Group + "/" + VersionOfSpelling(obj),
+		"apiVersion": Group + "/" + StoredVersion,
 		"kind":       obj.GetKind(),
 		"metadata":   metadata,
 	}
 	for _, field := range []string{"spec", "value", "description"} {
 		if v, ok := obj.Object[field]; ok {
-			out[field] = v
+			out[field] = runtime.DeepCopyJSONValue(v)
 		}
 	}
+	conversion.Normalize(out)
 	text, err := json.Marshal(out)
 	if err != nil {
 		return "", fmt.Errorf("encoding %s %s: %w", obj.GetKind(), obj.GetName(), err)
 	}
 	return string(text), nil
-}
-
-// VersionOfSpelling is v1beta1 when the stored object uses a field name that only v1beta1 has
-// (ClusterQueue spec.cohort, Cohort spec.parent), else the stored version.
-func VersionOfSpelling(obj *unstructured.Unstructured) string {
-	field := map[string]string{"ClusterQueue": "cohort", "Cohort": "parent"}[obj.GetKind()]
-	if field == "" {
-		return StoredVersion
-	}
-	if _, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", field); found {
-		return "v1beta1"
-	}
-	return StoredVersion
 }

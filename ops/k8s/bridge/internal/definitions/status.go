@@ -133,6 +133,7 @@ func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 			return err
 		}
 		current, _, _ := unstructured.NestedMap(obj.Object, "status")
+		status = keepRecordedCondition(status, current)
 		if equality.Semantic.DeepEqual(current, status) {
 			continue
 		}

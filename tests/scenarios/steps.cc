@@ -148,8 +148,8 @@ class StepRunner::Step {
     ADM_RETURN_IF_ERROR(CheckAllKeys());
     refused_ = Text(step_, "refused", "");
     ADM_RETURN_IF_ERROR(AdvanceClock());
-    ADM_RETURN_IF_ERROR(Apply());
-    ADM_RETURN_IF_ERROR(Remove());
+    ADM_RETURN_IF_ERROR(Definitions("apply", ops::ParseApplyYaml));
+    ADM_RETURN_IF_ERROR(Definitions("remove", ops::ParseDeleteYaml));
     for (const char* verb : {"submit", "import", "workloads"}) ADM_RETURN_IF_ERROR(Submit(verb));
     for (const char* verb : {"finish", "delete", "finish_by_uid"}) {
       ADM_RETURN_IF_ERROR(Finish(verb));
@@ -251,20 +251,13 @@ class StepRunner::Step {
     return Parsed(ParseRfc3339(step_["at"].as<std::string>()), where_, "at", &r_.clock_.now_ns);
   }
 
-  Status Apply() {
-    if (!step_["apply"]) return Status::Ok();
-    auto objects = ops::ParseApplyYaml(step_["apply"].as<std::string>());
-    if (!objects.ok()) return Refuse(where_, "apply: " + objects.status().message());
-    std::vector<std::string> inputs;
-    for (const auto& o : *objects) inputs.push_back(o.event);
-    return Record(inputs, "operator");
-  }
-
-  // Deletions of definitions, written as for `admitctl delete -f` (ParseDeleteYaml).
-  Status Remove() {
-    if (!step_["remove"]) return Status::Ok();
-    auto objects = ops::ParseDeleteYaml(step_["remove"].as<std::string>());
-    if (!objects.ok()) return Refuse(where_, "remove: " + objects.status().message());
+  // Definitions (`apply:`) and their deletions (`remove:`, as for `admitctl delete -f`), each
+  // parsed as admitctl parses them and recorded by the operator.
+  Status Definitions(const char* key,
+                     Result<std::vector<ops::ParsedObject>> (*parse)(std::string_view)) {
+    if (!step_[key]) return Status::Ok();
+    auto objects = parse(step_[key].as<std::string>());
+    if (!objects.ok()) return Refuse(where_, std::string(key) + ": " + objects.status().message());
     std::vector<std::string> inputs;
     for (const auto& o : *objects) inputs.push_back(o.event);
     return Record(inputs, "operator");

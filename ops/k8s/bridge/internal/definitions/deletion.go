@@ -13,12 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"admission-ledger/bridge/internal/finalizers"
 	"admission-ledger/bridge/internal/ledger"
 )
 
@@ -51,19 +51,9 @@ func DeleteRequestID(obj *unstructured.Unstructured) string {
 	return "admit-k8s/definition-deleted/" + hex.EncodeToString(sum[:16])
 }
 
-// ensureFinalizer adds DefinitionFinalizer to an object that does not carry it yet, by a merge
-// patch of the finalizers alone.
+// ensureFinalizer adds DefinitionFinalizer to an object that does not carry it yet.
 func (r *Reconciler) ensureFinalizer(ctx context.Context, obj *unstructured.Unstructured) error {
-	if controllerutil.ContainsFinalizer(obj, DefinitionFinalizer) {
-		return nil
-	}
-	before := obj.DeepCopy()
-	controllerutil.AddFinalizer(obj, DefinitionFinalizer)
-	if err := r.Client.Patch(ctx, obj, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("adding finalizer %s to %s %s: %w", DefinitionFinalizer, obj.GetKind(),
-			client.ObjectKeyFromObject(obj), err)
-	}
-	return nil
+	return finalizers.Add(ctx, r.Client, obj, r.Kind, DefinitionFinalizer)
 }
 
 // deleted forwards the deletion of an object that carries our finalizer, then removes the
@@ -109,13 +99,7 @@ func (r *Reconciler) deleted(ctx context.Context, obj *unstructured.Unstructured
 			return ctrl.Result{RequeueAfter: InUseRetry}, nil
 		}
 	}
-	before := obj.DeepCopy()
-	controllerutil.RemoveFinalizer(obj, DefinitionFinalizer)
-	if err := r.Client.Patch(ctx, obj, client.MergeFrom(before)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("removing finalizer %s from %s %s: %w", DefinitionFinalizer,
-			obj.GetKind(), client.ObjectKeyFromObject(obj), err)
-	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, finalizers.Remove(ctx, r.Client, obj, r.Kind, DefinitionFinalizer)
 }
 
 // InUse is true for the ledger's refusal of a deletion whose object something still needs

@@ -5,15 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"admission-ledger/bridge/internal/finalizers"
 	"admission-ledger/bridge/internal/ledger"
 	"admission-ledger/bridge/internal/ledgerevents"
 )
@@ -32,15 +31,7 @@ func DeleteRequestID(job *batchv1.Job) string {
 
 // ensureFinalizer adds JobFinalizer to a labelled Job that does not carry it yet.
 func (r *Reconciler) ensureFinalizer(ctx context.Context, job *batchv1.Job) error {
-	if controllerutil.ContainsFinalizer(job, JobFinalizer) {
-		return nil
-	}
-	before := job.DeepCopy()
-	controllerutil.AddFinalizer(job, JobFinalizer)
-	if err := r.Client.Patch(ctx, job, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("adding finalizer %s to Job %s/%s: %w", JobFinalizer, job.Namespace, job.Name, err)
-	}
-	return nil
+	return finalizers.Add(ctx, r.Client, job, "Job", JobFinalizer)
 }
 
 // deleted handles a Job being deleted: its workload is deleted in the ledger (WorkloadDeleted,
@@ -77,12 +68,7 @@ func (r *Reconciler) deleted(ctx context.Context, job *batchv1.Job) (ctrl.Result
 			logger.Info("workload deleted in the ledger", "sequence", outcome.Sequences[0])
 		}
 	}
-	before := job.DeepCopy()
-	controllerutil.RemoveFinalizer(job, JobFinalizer)
-	if err := r.Client.Patch(ctx, job, client.MergeFrom(before)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("removing finalizer %s from Job %s/%s: %w", JobFinalizer, job.Namespace, job.Name, err)
-	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, finalizers.Remove(ctx, r.Client, job, "Job", JobFinalizer)
 }
 
 // WorkloadDeletedEvent is the input `admitctl delete NAMESPACE/NAME` records.

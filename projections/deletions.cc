@@ -28,6 +28,9 @@ std::string JoinNames(const std::vector<std::string>& names) {
 
 }  // namespace
 
+// The refusals of an object still in use say ": in use by " or " wait on it": the Kubernetes
+// bridge keeps such an object and tries again (ops/k8s/bridge/internal/definitions/deletion.go,
+// InUse); any other refusal lets it go.
 Status Engine::ValidateDeletion(schema::ObjectDeleted::Reader del) const {
   const std::string kind = del.getKind().cStr();
   const std::string ns = del.getNamespace().cStr();

@@ -178,7 +178,7 @@ deletions() {
 import json, sys
 for line in sys.stdin:
     e = json.loads(line)
-    d = e["event"].get("body", {}).get("objectDeleted") or e["event"].get("objectDeleted")
+    d = e["event"].get("body", {}).get("objectDeleted")
     if d is not None and e["event"].get("actor") == sys.argv[1]:
         print("%s/%s/%s" % (d.get("kind"), d.get("namespace", ""), d.get("name")))' "$PRINCIPAL"
 }

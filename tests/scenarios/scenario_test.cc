@@ -82,7 +82,7 @@ class Scenario : public ::testing::TestWithParam<std::string> {
     ExpectKnownKeys(want,
                     {"phase", "clusterQueue", "reason", "message", "flavors", "counts",
                      "preempted", "preemptedReason", "checks", "token", "generation",
-                     "requeues"},
+                     "requeues", "priority"},
                     ctx);
     if (want["phase"]) {
       EXPECT_EQ(projections::PhaseName(wl.phase), want["phase"].as<std::string>())
@@ -156,6 +156,9 @@ class Scenario : public ::testing::TestWithParam<std::string> {
     }
     if (want["requeues"]) {
       EXPECT_EQ(wl.requeue_count, want["requeues"].as<uint32_t>()) << ctx;
+    }
+    if (want["priority"]) {
+      EXPECT_EQ(wl.priority, want["priority"].as<int32_t>()) << ctx;
     }
   }
 

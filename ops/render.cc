@@ -292,6 +292,20 @@ Json LocalQueuesJson(const Engine& engine, const NamespaceFilter& allow) {
     l["status"] = {{"pendingWorkloads", pending},
                    {"reservingWorkloads", reserving},
                    {"admittedWorkloads", reserving}};
+    // Kueue's status.fairSharing.admissionFairSharingStatus (engine v14): the consumed usage
+    // as of its last sampling tick or settlement.
+    auto afs = engine.afs_entries().find(key);
+    if (afs != engine.afs_entries().end()) {
+      Json consumed = Json::object();
+      for (const auto& [r, milli] : afs->second.consumed) {
+        const std::string& rn = engine.resource_names().Name(r);
+        consumed[rn] = schema::FormatQuantityMilli(milli, rn);
+      }
+      l["status"]["fairSharing"] = {
+          {"admissionFairSharingStatus",
+           {{"consumedResources", consumed},
+            {"lastUpdate", FormatRfc3339(afs->second.last_update_ns)}}}};
+    }
     items.push_back(l);
   }
   return items;

@@ -86,6 +86,7 @@ void Engine::TryAdmit(WorkloadState& wl, int64_t now) {
   wl.fencing_token = TokenOf(wl);
   wl.pods_ready = false;
   SetCondition(wl, ConditionType::kAdmitted, true, "Admitted", "The workload is admitted", now);
+  if (AfsOrders(*cq->spec)) AfsSettle(wl, now);
   auto a = NewDecision(current_sequence_).initBody().initAdmitted();
   Ref(a.initWorkload(), wl);
   a.setGeneration(wl.generation);

@@ -27,12 +27,13 @@ WorkloadState* Engine::Head(ClusterQueueState& cq, EquivalenceClass** cls_out,
   const QueueKey* best = nullptr;
   EquivalenceClass* best_cls = nullptr;
   const bool strict = cq.spec && cq.spec->queueing == QueueingStrategy::kStrictFifo;
+  const bool by_usage = cq.spec && AfsOrders(*cq.spec);
   for (auto& [key, cls] : cq.classes) {
     if (cls.members.empty()) continue;
     // StrictFIFO: the overall head, admissible or not, blocks the queue.
     if (!strict && cls.inadmissible) continue;
     const QueueKey& head = *cls.members.begin();
-    if (best == nullptr || HeadBefore(head, *best)) {
+    if (best == nullptr || (by_usage ? AfsHeadBefore(head, *best) : HeadBefore(head, *best))) {
       best = &head;
       best_cls = &cls;
     }

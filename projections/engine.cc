@@ -139,6 +139,7 @@ Engine::BatchDecisions Engine::EndBatchDecisions(uint64_t batch_last_sequence, i
   batch_version_ = version;
   now_ns_ = std::max(now_ns_, now_ns);
   current_sequence_ = 0;  // decisions made by cycles cite the batch's last input
+  AfsSync(now_ns_);
   int cycles = 0;
   // Timers due now, then cycles to a fixpoint; a cycle may start timers that are due at once
   // (a zero TTL), so repeat until neither changes anything.
@@ -493,6 +494,7 @@ void Engine::Reserve(WorkloadState& wl, Nomination& n, int64_t now) {
   wl.pending_message.clear();
   AddHolder(cq, wl);
   AddUsage(cq, wl.cluster_queue, wl.admission.usage, +1);
+  if (AfsOrders(*cq.spec)) AfsPushPenalty(wl, now);
 
   const std::string message = "Quota reserved in ClusterQueue " + wl.cluster_queue;
   SetCondition(wl, ConditionType::kQuotaReserved, true, "QuotaReserved", message, now);

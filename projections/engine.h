@@ -242,6 +242,29 @@ struct EngineConfig {
   // ended leaves the live state this long after (ledger time); kRetainForever: never.
   int64_t retain_finished_ns = kDefaultRetentionNs;     // finished, rejected, deleted
   int64_t retain_deactivated_ns = kDefaultRetentionNs;
+  // Kueue's admissionFairSharing (engine v14): off while the sampling interval is 0.
+  int64_t afs_half_life_ns = 0;
+  int64_t afs_sampling_ns = 0;
+  std::map<int, int64_t> afs_weights_milli;  // resourceWeights by resource id; absent: 1
+};
+
+// Admission fair sharing (admission_fair_sharing.cc): one LocalQueue's usage, decayed (Kueue's
+// AfsUsageLedger entry), and the entry penalties of its reservations not yet admitted.
+struct AfsEntry {
+  std::map<int, int64_t> consumed;  // resource id -> milli
+  int64_t last_update_ns = 0;       // the last sampling tick or settlement
+  std::map<std::string, std::map<int, int64_t>> penalties;  // by workload key
+  std::map<int, int64_t> penalty_total;  // the sum of `penalties` (derived)
+};
+
+// A LocalQueue's admission fair sharing usage: the weighted sum of its consumed usage and
+// pending penalties, over its weight; compared exactly (no floating point). A weight of 0 or
+// less makes it infinite, as Kueue's CalculateUsage.
+struct AfsScore {
+  __int128 usage = 0;
+  int64_t weight_milli = 1000;
+  // <0, 0, >0 as this usage is lower, equal, higher than `other`'s.
+  int Compare(const AfsScore& other) const;
 };
 
 struct MaintenanceWindowSpec {
@@ -372,6 +395,8 @@ class Engine {
   const std::map<std::string, WorkloadState>& workloads() const { return workloads_; }
   const std::map<std::string, ClusterQueueState>& cluster_queues() const { return cqs_; }
   const std::map<std::string, LocalQueueSpec>& local_queues() const { return lqs_; }
+  // Admission fair sharing entries by LocalQueue key (engine v14), as of their last update.
+  const std::map<std::string, AfsEntry>& afs_entries() const { return afs_; }
   const std::map<std::string, CohortSpec>& cohorts() const { return cohort_specs_; }
   const std::map<std::string, Flavor>& flavors() const { return flavors_; }
   const QuotaTree& tree() const { return tree_; }
@@ -488,6 +513,28 @@ class Engine {
   std::optional<std::string> MaintenanceConflict(const WorkloadState& wl, int flavor,
                                                  int64_t now) const;
   int64_t FlavorCapacityLeft(int flavor, int resource) const;   // INT64_MAX: unknown
+
+  // Admission fair sharing (admission_fair_sharing.cc; engine v14).
+  bool AfsOn() const { return config_.afs_sampling_ns > 0; }
+  // Whether the ClusterQueue orders its heads by LocalQueue usage.
+  bool AfsOrders(const ClusterQueueSpec& spec) const {
+    return AfsOn() && spec.usage_based_admission;
+  }
+  // Brings every LocalQueue's entry to `now`: creates missing ones, drops the penalties of
+  // workloads that can no longer be admitted from it, and applies the sampling ticks due.
+  // Called before each input and each batch's cycles, so a tick sees the usage before the
+  // changes at its instant.
+  void AfsSync(int64_t now);
+  AfsEntry& AfsEntryOf(const std::string& local_queue_key, int64_t now);
+  // What the LocalQueue's admitted workloads use, by resource (Kueue's GetAdmittedUsage).
+  std::map<int, int64_t> AfsAdmittedUsage(const std::string& local_queue_key) const;
+  // A reservation's entry penalty; its admission settles it into the consumed usage.
+  void AfsPushPenalty(const WorkloadState& wl, int64_t now);
+  void AfsSettle(const WorkloadState& wl, int64_t now);
+  AfsScore AfsScoreOf(const std::string& local_queue_key) const;
+  // The head order of a ClusterQueue that orders by usage: lower LocalQueue usage first, then
+  // HeadBefore.
+  bool AfsHeadBefore(const QueueKey& a, const QueueKey& b) const;
 
   // Queues (engine.cc).
   static std::string ClassKey(const WorkloadState& wl);
@@ -646,6 +693,7 @@ class Engine {
   // (RestoreDerivedState).
   std::map<std::string, ClusterQueueState> cqs_;
   std::map<std::string, WorkloadState> workloads_;  // by namespace/name
+  std::map<std::string, AfsEntry> afs_;             // by LocalQueue namespace/name (engine v14)
   // Workloads by uid: for a reference by uid alone, which is rare. Kept lazily: submissions
   // append to uid_pending_ (the workloads, whose uid and key do not change), and UidIndex()
   // folds those into uid_to_key_ in order (the last submission of a uid wins, as when it was

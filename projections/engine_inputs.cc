@@ -94,6 +94,7 @@ void Engine::ApplyInput(schema::Event::Reader event) {
   now_ns_ = std::max(now_ns_, event.getRecordedAtNs());
   const uint64_t seq = event.getSequence();
   const int64_t now = now_ns_;
+  AfsSync(now);
   auto body = event.getBody();
   switch (body.which()) {
     case schema::Event::Body::FLAVOR_DEFINED:
@@ -232,6 +233,8 @@ ClusterQueueSpec Engine::ToClusterQueueSpec(schema::ClusterQueueDef::Reader def,
   }
   cq.max_wait_ns = def.getMaxWaitNs();
   cq.fair_weight_milli = def.getFairSharingWeightMilli();
+  cq.usage_based_admission =
+      def.getAdmissionMode() == schema::AdmissionMode::USAGE_BASED_ADMISSION_FAIR_SHARING;
   cq.version = seq;
   return cq;
 }
@@ -252,9 +255,19 @@ void Engine::DefineClusterQueue(schema::ClusterQueueDef::Reader def, uint64_t se
 }
 
 void Engine::DefineLocalQueue(schema::LocalQueueDef::Reader def, int64_t now) {
-  LocalQueueSpec lq{def.getNamespace().cStr(), def.getName().cStr(),
-                    def.getClusterQueue().cStr(), ToStopPolicy(def.getStopPolicy())};
+  LocalQueueSpec lq;
+  lq.ns = def.getNamespace().cStr();
+  lq.name = def.getName().cStr();
+  lq.cluster_queue = def.getClusterQueue().cStr();
+  lq.stop_policy = ToStopPolicy(def.getStopPolicy());
+  lq.weight_milli = def.getFairSharingWeightMilli();
+  lq.has_consumed_seed = def.getHasConsumedResources();
+  for (auto r : def.getConsumedResources()) {
+    lq.consumed_seed[resources_.Id(r.getName().cStr())] += r.getMilli();
+  }
   lqs_[lq.ns + "/" + lq.name] = lq;
+  // Kueue's LocalQueue controller starts its admission fair sharing entry at once.
+  if (AfsOn()) AfsEntryOf(lq.ns + "/" + lq.name, now);
   RequeueOrphans(now);
   if (lq.stop_policy == StopPolicy::kHoldAndDrain) {
     Drain([&](const WorkloadState& wl) { return wl.ns == lq.ns && wl.queue_name == lq.name; },
@@ -278,6 +291,7 @@ void Engine::ApplyObjectDeleted(schema::ObjectDeleted::Reader del, uint32_t vers
   } else if (kind == "LocalQueue") {
     const std::string lq_key = std::string(del.getNamespace().cStr()) + "/" + name;
     lqs_.erase(lq_key);
+    afs_.erase(lq_key);  // Kueue's AfsUsageLedger.Delete (engine v14; empty before)
     if (version >= 13) OrphanQueuedOf(lq_key, now);
   } else if (kind == "WorkloadPriorityClass") {
     priority_classes_.erase(name);
@@ -446,6 +460,7 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
   SetCondition(w, ConditionType::kQuotaReserved, true, "QuotaReserved",
                "Imported with its admission in ClusterQueue " + w.cluster_queue, now);
   SetCondition(w, ConditionType::kAdmitted, true, "Admitted", "Imported as admitted", now);
+  if (cq.spec && AfsOrders(*cq.spec)) AfsSettle(w, now);
   auto d = NewDecision(seq).initBody().initAdmitted();
   Ref(d.initWorkload(), w);
   d.setGeneration(w.generation);

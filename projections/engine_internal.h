@@ -27,6 +27,10 @@ struct WorkloadState;
 // The fencing token of a workload's current generation: "uid/generation" (lifecycle.cc).
 std::string TokenOf(const WorkloadState& wl);
 
+// 2^(-num/den) in Q62 fixed point (2^62 is 1), for num >= 0 and den > 0, computed with integer
+// operations only (admission fair sharing's decay; admission_fair_sharing.cc).
+uint64_t Pow2NegQ62(uint64_t num, uint64_t den);
+
 // A capnp text as a view, without a temporary std::string. Cut at its first NUL, exactly as
 // `cStr()` read into a std::string was: a text may hold an embedded NUL (nothing rejects one),
 // and the decider must read such an input as it always has, or a recorded decision would no

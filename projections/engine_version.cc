@@ -64,6 +64,13 @@ const char* EngineVersionNote(uint32_t version) {
              "is removed (v12 kept it); intake refuses deleting an undefined object, a "
              "ResourceFlavor a ClusterQueue names, or an AdmissionCheck a ClusterQueue or a "
              "reservation needs";
+    case 14:
+      return "admission fair sharing (Kueue's admissionFairSharing): in a ClusterQueue whose "
+             "admissionScope is UsageBasedAdmissionFairSharing, heads are ordered by their "
+             "LocalQueue's decayed usage over its weight before priority, and victims of one "
+             "ClusterQueue from a LocalQueue of higher usage go first; usage decays with "
+             "usageHalfLifeTime at every usageSamplingInterval, and a reservation adds its entry "
+             "penalty until admitted (no ledger before v14 can enable it)";
     default: return "unknown engine version";
   }
 }

@@ -72,6 +72,12 @@ void Engine::DefineEngineConfig(schema::EngineConfigDef::Reader def) {
   config_.fair_sharing = def.getFairSharingEnabled();
   config_.retain_finished_ns = def.getRetainFinishedNs();
   config_.retain_deactivated_ns = def.getRetainDeactivatedNs();
+  config_.afs_half_life_ns = def.getAfsUsageHalfLifeNs();
+  config_.afs_sampling_ns = def.getAfsUsageSamplingIntervalNs();
+  config_.afs_weights_milli.clear();
+  for (auto w : def.getAfsResourceWeights()) {
+    config_.afs_weights_milli[resources_.Id(w.getName().cStr())] = w.getMilli();
+  }
   DefinitionsChanged();
 }
 

@@ -123,6 +123,9 @@ struct ClusterQueueSpec {
   int64_t fair_weight_milli = 1000;
   int64_t max_wait_ns = 0;   // 0: no starvation alert
   uint64_t version = 0;  // sequence of the definition: the quota version
+  // admissionScope.admissionMode UsageBasedAdmissionFairSharing (engine v14): its heads are
+  // ordered by their LocalQueue's usage (admission_fair_sharing.cc).
+  bool usage_based_admission = false;
 };
 
 struct CohortSpec {
@@ -136,6 +139,11 @@ struct CohortSpec {
 struct LocalQueueSpec {
   std::string ns, name, cluster_queue;
   StopPolicy stop_policy = StopPolicy::kNone;
+  int64_t weight_milli = 1000;  // spec.fairSharing.weight (admission fair sharing)
+  // status.fairSharing.admissionFairSharingStatus as given: the usage its admission fair
+  // sharing entry starts from when the ledger first needs one.
+  bool has_consumed_seed = false;
+  std::map<int, int64_t> consumed_seed;  // resource id -> milli
 };
 
 struct PodSetSpec {

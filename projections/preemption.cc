@@ -50,6 +50,8 @@ struct Engine::VictimSearch {
     int node;
     int32_t priority;         // copied from *wl for the ordering
     int64_t reserved_at_ns;
+    // Engine v14: its LocalQueue's usage, when its ClusterQueue orders by it.
+    std::optional<AfsScore> afs = std::nullopt;
   };
 
   VictimSearch(Engine& e, const WorkloadState& w, const ClusterQueueSpec& s, int node,
@@ -106,6 +108,13 @@ struct Engine::VictimSearch {
   // recently reserved first, then uid (then namespace/name: a total order).
   static bool Before(const Candidate& a, const Candidate& b) {
     if (a.same_cq != b.same_cq) return !a.same_cq;
+    // Engine v14, admission fair sharing: of one ClusterQueue's LocalQueues, the one using more
+    // gives up its workloads first (Kueue's resourceUsagePreemptionEnabled).
+    if (a.afs && b.afs && a.wl->cluster_queue == b.wl->cluster_queue &&
+        a.wl->local_queue_key != b.wl->local_queue_key) {
+      const int c = a.afs->Compare(*b.afs);
+      if (c != 0) return c > 0;
+    }
     if (a.priority != b.priority) return a.priority < b.priority;
     if (a.reserved_at_ns != b.reserved_at_ns) return a.reserved_at_ns > b.reserved_at_ns;
     if (a.wl->uid != b.wl->uid) return a.wl->uid < b.wl->uid;
@@ -238,6 +247,14 @@ bool Engine::VictimSearch::CannotCover() const {
 void Engine::VictimSearch::Order() {
   // Sorted lazily: the minimal set is usually a few of the first, so a heap hands them out one
   // by one instead of sorting them all.
+  if (engine.AfsOn()) {
+    for (Candidate& c : candidates) {
+      const ClusterQueueState* cq = engine.cq_by_node_[static_cast<size_t>(c.node)];
+      if (cq != nullptr && cq->spec && engine.AfsOrders(*cq->spec)) {
+        c.afs = engine.AfsScoreOf(c.wl->local_queue_key);
+      }
+    }
+  }
   std::make_heap(candidates.begin(), candidates.end(), After);
   ordered.reserve(candidates.size());
 }

@@ -493,6 +493,7 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
     b.setFairWeightMilli(s.fair_weight_milli);
     b.setMaxWaitNs(s.max_wait_ns);
     b.setVersion(s.version);
+    b.setUsageBasedAdmission(s.usage_based_admission);
   }
 
   auto cohorts = out.initCohortSpecs(Count(e.cohort_specs_.size(), "cohorts"));
@@ -517,6 +518,9 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
     b.setName(lq.name);
     b.setClusterQueue(lq.cluster_queue);
     b.setStopPolicy(static_cast<uint8_t>(lq.stop_policy));
+    b.setWeightMilli(lq.weight_milli);
+    b.setHasConsumedSeed(lq.has_consumed_seed);
+    PutIdAmounts(b.initConsumedSeed(Count(lq.consumed_seed.size(), "resources")), lq.consumed_seed);
   }
 
   auto pcs = out.initPriorityClasses(Count(e.priority_classes_.size(), "priority classes"));
@@ -553,6 +557,10 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
   config.setFairSharing(e.config_.fair_sharing);
   config.setRetainFinishedNs(e.config_.retain_finished_ns);
   config.setRetainDeactivatedNs(e.config_.retain_deactivated_ns);
+  config.setAfsHalfLifeNs(e.config_.afs_half_life_ns);
+  config.setAfsSamplingIntervalNs(e.config_.afs_sampling_ns);
+  PutIdAmounts(config.initAfsResourceWeights(Count(e.config_.afs_weights_milli.size(), "weights")),
+               e.config_.afs_weights_milli);
 
   auto windows = out.initMaintenanceWindows(Count(e.windows_.size(), "maintenance windows"));
   i = 0;
@@ -638,6 +646,21 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
   out.setCurrentSequence(e.current_sequence_);
   out.setDecisionsMade(e.decisions_made_);
   out.setNowNs(e.now_ns_);
+
+  auto afs = out.initAfsEntries(Count(e.afs_.size(), "admission fair sharing entries"));
+  i = 0;
+  for (const auto& [key, entry] : e.afs_) {
+    auto b = afs[i++];
+    b.setLocalQueue(key);
+    PutIdAmounts(b.initConsumed(Count(entry.consumed.size(), "resources")), entry.consumed);
+    b.setLastUpdateNs(entry.last_update_ns);
+    auto penalties = b.initPenalties(Count(entry.penalties.size(), "penalties"));
+    unsigned j = 0;
+    for (const auto& [wl, amounts] : entry.penalties) {
+      penalties[j].setWorkload(wl);
+      PutIdAmounts(penalties[j++].initAmounts(Count(amounts.size(), "resources")), amounts);
+    }
+  }
 }
 
 void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
@@ -693,6 +716,7 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
     spec.fair_weight_milli = s.getFairWeightMilli();
     spec.max_wait_ns = s.getMaxWaitNs();
     spec.version = s.getVersion();
+    spec.usage_based_admission = s.getUsageBasedAdmission();
     InsertUnique(e->cq_specs_, Str(s.getKey()), std::move(spec), "ClusterQueue");
   }
 
@@ -707,8 +731,14 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
   }
 
   for (auto lq : in.getLocalQueues()) {
-    LocalQueueSpec spec{Str(lq.getNamespace()), Str(lq.getName()), Str(lq.getClusterQueue()),
-                        EnumFrom<StopPolicy>(lq.getStopPolicy(), 2, "stop policy")};
+    LocalQueueSpec spec;
+    spec.ns = Str(lq.getNamespace());
+    spec.name = Str(lq.getName());
+    spec.cluster_queue = Str(lq.getClusterQueue());
+    spec.stop_policy = EnumFrom<StopPolicy>(lq.getStopPolicy(), 2, "stop policy");
+    spec.weight_milli = lq.getWeightMilli();
+    spec.has_consumed_seed = lq.getHasConsumedSeed();
+    spec.consumed_seed = GetIdAmounts(*e, lq.getConsumedSeed());
     InsertUnique(e->lqs_, Str(lq.getKey()), std::move(spec), "LocalQueue");
   }
 
@@ -740,6 +770,9 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
   e->config_.fair_sharing = config.getFairSharing();
   e->config_.retain_finished_ns = config.getRetainFinishedNs();
   e->config_.retain_deactivated_ns = config.getRetainDeactivatedNs();
+  e->config_.afs_half_life_ns = config.getAfsHalfLifeNs();
+  e->config_.afs_sampling_ns = config.getAfsSamplingIntervalNs();
+  e->config_.afs_weights_milli = GetIdAmounts(*e, config.getAfsResourceWeights());
 
   for (auto w : in.getMaintenanceWindows()) {
     MaintenanceWindowSpec spec{Str(w.getName()), Str(w.getFlavor()), w.getStartNs(), w.getEndNs()};
@@ -817,6 +850,18 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
   e->current_sequence_ = in.getCurrentSequence();
   e->decisions_made_ = in.getDecisionsMade();
   e->now_ns_ = in.getNowNs();
+
+  for (auto a : in.getAfsEntries()) {
+    AfsEntry entry;
+    entry.consumed = GetIdAmounts(*e, a.getConsumed());
+    entry.last_update_ns = a.getLastUpdateNs();
+    for (auto p : a.getPenalties()) {
+      std::map<int, int64_t> amounts = GetIdAmounts(*e, p.getAmounts());
+      for (const auto& [r, v] : amounts) entry.penalty_total[r] += v;  // derived
+      InsertUnique(entry.penalties, Str(p.getWorkload()), std::move(amounts), "penalty");
+    }
+    InsertUnique(e->afs_, Str(a.getLocalQueue()), std::move(entry), "admission fair sharing entry");
+  }
 
   std::set<std::string> tree_cqs;
   get_set(in.getTreeClusterQueues(), &tree_cqs);

@@ -21,7 +21,7 @@ namespace admission::projections {
 // What a snapshot stores. A change of it (a member added to the Engine, a field to the schema)
 // bumps this: snapshots of another format are skipped, never misread.
 // 3: timers as fields (kind, key, generation, detail), not one text.
-inline constexpr uint32_t kSnapshotFormatVersion = 3;
+inline constexpr uint32_t kSnapshotFormatVersion = 4;
 
 // Encodes the state of `engine` standing after ledger event `after`, whose chain value is
 // `chain_hash`, with intake's `definitions`.

@@ -159,6 +159,12 @@ struct ClusterQueueDef {
   admissionChecksStrategy @9 :List(AdmissionCheckStrategyRule);
   fairSharingWeightMilli @10 :Int64 = 1000;
   maxWaitNs @11 :Int64;              # 0: no starvation alert
+  admissionMode @12 :AdmissionMode;  # spec.admissionScope.admissionMode (engine v14)
+}
+
+enum AdmissionMode {
+  noAdmissionFairSharing @0;
+  usageBasedAdmissionFairSharing @1;
 }
 
 struct LocalQueueDef {
@@ -167,6 +173,11 @@ struct LocalQueueDef {
   clusterQueue @2 :Text;
   stopPolicy @3 :StopPolicy;
   fairSharingWeightMilli @4 :Int64 = 1000;  # spec.fairSharing.weight (admission fair sharing)
+  # status.fairSharing.admissionFairSharingStatus.consumedResources, as Kueue persisted it: the
+  # usage a LocalQueue's admission fair sharing starts from (Kueue's initializeAfsIfNeeded seeds
+  # from it, with its lastUpdate reset to now, so the status' lastUpdate is not kept).
+  hasConsumedResources @5 :Bool;
+  consumedResources @6 :List(ResourceAmount);
 }
 
 enum OnTimeout {
@@ -206,6 +217,11 @@ struct EngineConfigDef {
   # Default 24 h (Kueue's default keeps them; an authority running for years cannot).
   retainFinishedNs @8 :Int64 = 86400000000000;
   retainDeactivatedNs @9 :Int64 = 86400000000000;
+  # Kueue's admissionFairSharing (engine v14; docs/semantics.md, "Admission fair sharing"):
+  # usageSamplingInterval 0 leaves it off. resourceWeights in milli (absent resource: 1).
+  afsUsageHalfLifeNs @10 :Int64;
+  afsUsageSamplingIntervalNs @11 :Int64;
+  afsResourceWeights @12 :List(ResourceAmount);
 }
 
 # ---------------------------------------------------------------------------------------------

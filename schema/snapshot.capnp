@@ -130,6 +130,7 @@ struct ClusterQueueSpec {
   fairWeightMilli @16 :Int64;
   maxWaitNs @17 :Int64;
   version @18 :UInt64;
+  usageBasedAdmission @19 :Bool;  # admissionMode UsageBasedAdmissionFairSharing (engine v14)
 }
 
 struct CohortSpec {
@@ -147,6 +148,9 @@ struct LocalQueueSpec {
   name @2 :Text;
   clusterQueue @3 :Text;
   stopPolicy @4 :UInt8;
+  weightMilli @5 :Int64;
+  hasConsumedSeed @6 :Bool;
+  consumedSeed @7 :List(IdAmount);
 }
 
 struct PriorityClass {
@@ -177,6 +181,23 @@ struct EngineConfig {
   fairSharing @7 :Bool;
   retainFinishedNs @8 :Int64;
   retainDeactivatedNs @9 :Int64;
+  afsHalfLifeNs @10 :Int64;
+  afsSamplingIntervalNs @11 :Int64;
+  afsResourceWeights @12 :List(IdAmount);
+}
+
+# Admission fair sharing (engine v14): one LocalQueue's decayed usage and the entry penalties
+# not yet settled into it.
+struct AfsPenalty {
+  workload @0 :Text;            # namespace/name
+  amounts @1 :List(IdAmount);
+}
+
+struct AfsEntry {
+  localQueue @0 :Text;          # namespace/name
+  consumed @1 :List(IdAmount);
+  lastUpdateNs @2 :Int64;
+  penalties @3 :List(AfsPenalty);
 }
 
 struct MaintenanceWindow {
@@ -340,4 +361,5 @@ struct EngineState {
   currentSequence @21 :UInt64;
   decisionsMade @22 :UInt64;
   nowNs @23 :Int64;
+  afsEntries @24 :List(AfsEntry);
 }

@@ -314,6 +314,8 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
     std::string pods_ready_timeout, aging_step, retain_finished = "24h", retain_deactivated = "24h";
     int32_t backoff_base = 60, backoff_max = 3600, backoff_limit = 0, aging_max = 0;
     bool fair_sharing = false;
+    std::string afs_half_life, afs_sampling = "5m";
+    std::vector<std::string> afs_weights;
   };
   auto cfg = std::make_shared<ConfigArgs>();
   auto* configure = app.add_subcommand(
@@ -331,6 +333,17 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
   configure->add_option("--aging-max", cfg->aging_max, "at most this many points of aging");
   configure->add_flag("--fair-sharing", cfg->fair_sharing,
                       "order entries by weighted dominant resource share");
+  configure->add_option("--admission-fair-sharing-half-life", cfg->afs_half_life,
+                        "enable Kueue's admissionFairSharing with this usageHalfLifeTime (e.g. "
+                        "1h; 0 resets usage at every sampling): ClusterQueues whose "
+                        "admissionScope.admissionMode is UsageBasedAdmissionFairSharing order "
+                        "workloads by their LocalQueue's usage");
+  configure->add_option("--admission-fair-sharing-sampling-interval", cfg->afs_sampling,
+                        "admissionFairSharing.usageSamplingInterval")
+      ->capture_default_str();
+  configure->add_option("--admission-fair-sharing-weight", cfg->afs_weights,
+                        "admissionFairSharing.resourceWeights entry RESOURCE=WEIGHT (repeatable; "
+                        "absent resources weigh 1)");
   configure->add_option("--retain-finished", cfg->retain_finished,
                         "Kueue objectRetentionPolicies.workloads.afterFinished: how long a "
                         "finished, rejected or deleted workload stays in the live state (ledger "
@@ -361,6 +374,42 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
           }
           c.setAgingPriorityMax(cfg->aging_max);
           c.setFairSharingEnabled(cfg->fair_sharing);
+          if (cfg->afs_half_life.empty()) {
+            if (!cfg->afs_weights.empty()) {
+              return Status(Code::kInvalidArgument,
+                            "--admission-fair-sharing-weight needs --admission-fair-sharing-half-life");
+            }
+          } else {
+            auto half = schema::ParseDurationNs(cfg->afs_half_life);
+            if (!half.ok()) {
+              return Status(Code::kInvalidArgument,
+                            "--admission-fair-sharing-half-life: " + half.status().message());
+            }
+            auto sampling = schema::ParseDurationNs(cfg->afs_sampling);
+            if (!sampling.ok() || *sampling <= 0) {
+              return Status(Code::kInvalidArgument,
+                            "--admission-fair-sharing-sampling-interval: " +
+                                (sampling.ok() ? std::string("must be greater than 0")
+                                               : sampling.status().message()));
+            }
+            c.setAfsUsageHalfLifeNs(*half);
+            c.setAfsUsageSamplingIntervalNs(*sampling);
+            auto weights = c.initAfsResourceWeights(static_cast<unsigned>(cfg->afs_weights.size()));
+            for (unsigned i = 0; i < cfg->afs_weights.size(); ++i) {
+              const std::string& w = cfg->afs_weights[i];
+              const size_t eq = w.find('=');
+              auto milli = eq == std::string::npos ? Result<int64_t>(Status(Code::kInvalidArgument, "expected RESOURCE=WEIGHT"))
+                                                   : schema::ParseQuantityMilli(w.substr(eq + 1));
+              if (!milli.ok() || *milli < 0) {
+                return Status(Code::kInvalidArgument,
+                              "--admission-fair-sharing-weight " + w + ": " +
+                                  (milli.ok() ? std::string("must not be negative")
+                                              : milli.status().message()));
+              }
+              weights[i].setName(w.substr(0, eq));
+              weights[i].setMilli(*milli);
+            }
+          }
           for (auto [flag, text, set] :
                {std::tuple{"--retain-finished", &cfg->retain_finished,
                            &schema::EngineConfigDef::Builder::setRetainFinishedNs},

@@ -64,6 +64,22 @@ bool DocumentParser::ParseClusterQueue(const YAML::Node& obj, const std::string&
   if (!ParseFlavorFungibility(spec, sp, v1beta2, def.initFlavorFungibility())) return false;
   if (!ParseAdmissionChecks(spec, sp, def)) return false;
   if (!ParseFairSharing(spec, sp, def)) return false;
+  // spec.admissionScope.admissionMode (admission fair sharing; engine v14).
+  const YAML::Node scope = Child(spec, "admissionScope");
+  if (!Absent(scope)) {
+    const std::string ap = Join(sp, "admissionScope");
+    if (!ExpectMap(scope, ap)) return false;
+    const YAML::Node mode = Child(scope, "admissionMode");
+    if (Absent(mode)) return Fail(scope, Join(ap, "admissionMode"), "required");
+    std::string m;
+    if (!ReadEnum(mode, Join(ap, "admissionMode"),
+                  {"UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing"}, &m)) {
+      return false;
+    }
+    def.setAdmissionMode(m == "UsageBasedAdmissionFairSharing"
+                             ? schema::AdmissionMode::USAGE_BASED_ADMISSION_FAIR_SHARING
+                             : schema::AdmissionMode::NO_ADMISSION_FAIR_SHARING);
+  }
 
   int64_t max_wait_ns = 0;
   if (!ReadDurationAnnotation(meta.annotations, kMaxWaitAnnotation, meta.node, p, &max_wait_ns)) {

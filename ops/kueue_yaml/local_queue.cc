@@ -1,4 +1,5 @@
-// LocalQueue: the ClusterQueue behind it, its stop policy and fair-sharing weight.
+// LocalQueue: the ClusterQueue behind it, its stop policy and fair-sharing weight, and the
+// admission fair sharing usage Kueue persisted in its status.
 
 #include "ops/kueue_yaml/parser.h"
 
@@ -27,6 +28,26 @@ bool DocumentParser::ParseLocalQueue(const YAML::Node& obj, const std::string& p
   if (!ParseStopPolicy(spec, sp, &stop)) return false;
   def.setStopPolicy(stop);
   if (!ParseFairSharing(spec, sp, def)) return false;
+  // status.fairSharing.admissionFairSharingStatus.consumedResources: the usage Kueue persisted,
+  // which admission fair sharing starts from (as Kueue's initializeAfsIfNeeded).
+  const YAML::Node afs =
+      Child(Child(Child(obj, "status"), "fairSharing"), "admissionFairSharingStatus");
+  if (!Absent(afs)) {
+    const std::string ap = Join(p, "status.fairSharing.admissionFairSharingStatus");
+    if (!ExpectMap(afs, ap)) return false;
+    std::map<std::string, int64_t> consumed;
+    const YAML::Node resources = Child(afs, "consumedResources");
+    if (!Absent(resources) && !ReadResourceMap(resources, Join(ap, "consumedResources"), &consumed)) {
+      return false;
+    }
+    def.setHasConsumedResources(true);
+    auto list = def.initConsumedResources(static_cast<unsigned>(consumed.size()));
+    unsigned i = 0;
+    for (const auto& [name, milli] : consumed) {
+      list[i].setName(T(name));
+      list[i++].setMilli(milli);
+    }
+  }
   return Emit(message, obj, p, "LocalQueue", kind_, meta.ns, meta.name);
 }
 

@@ -14,7 +14,7 @@
 //   workload.cc, pod_spec.cc, job.cc   submissions and imports
 //
 // Kueue fields accepted but not modelled (ignored), so that manifests written for Kueue load:
-//   ClusterQueue  spec.admissionScope, spec.concurrentAdmissionPolicy, spec.defaultLocalQueue
+//   ClusterQueue  spec.concurrentAdmissionPolicy, spec.defaultLocalQueue
 //   ResourceFlavor spec.resourceWeights
 //   LocalQueue    spec.wallTimePolicy
 //   AdmissionCheck spec.parameters, spec.retryDelayMinutes

@@ -39,6 +39,8 @@ corpus=(
   "flavor-stickiness:31-flavor-stickiness.yaml"
   # engine v13
   "definition-deletions:33-definition-deletions.yaml"
+  # engine v14
+  "admission-fair-sharing:40-admission-fair-sharing.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

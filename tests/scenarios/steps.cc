@@ -38,7 +38,7 @@ const std::initializer_list<const char*> kMaintenanceKeys = {"name", "flavor", "
 const std::initializer_list<const char*> kConfigureKeys = {
     "podsReadyTimeout", "backoffBaseSeconds", "backoffMaxSeconds", "backoffLimitCount",
     "agingStep",        "agingMax",           "fairSharing",       "retainFinished",
-    "retainDeactivated"};
+    "retainDeactivated", "admissionFairSharing"};
 
 // The compact form of a workload (workload_yaml.h), and of each of its podSets.
 const std::initializer_list<const char*> kWorkloadKeys = {
@@ -459,6 +459,28 @@ class StepRunner::Step {
     ADM_RETURN_IF_ERROR(duration("agingStep", false, [&](int64_t ns) { cfg.setAgingStepNs(ns); }));
     if (c["agingMax"]) cfg.setAgingPriorityMax(c["agingMax"].as<int>());
     if (c["fairSharing"]) cfg.setFairSharingEnabled(c["fairSharing"].as<bool>());
+    if (const YAML::Node afs = c["admissionFairSharing"]) {
+      // Kueue's Configuration.admissionFairSharing, as written there.
+      ADM_RETURN_IF_ERROR(CheckKeys(afs, {"usageHalfLifeTime", "usageSamplingInterval", "resourceWeights"},
+                                    where_, "configure.admissionFairSharing"));
+      int64_t half = 0, sampling = 0;
+      ADM_RETURN_IF_ERROR(Parsed(schema::ParseDurationNs(afs["usageHalfLifeTime"].as<std::string>()),
+                                 where_, "usageHalfLifeTime", &half));
+      ADM_RETURN_IF_ERROR(Parsed(schema::ParseDurationNs(afs["usageSamplingInterval"].as<std::string>()),
+                                 where_, "usageSamplingInterval", &sampling));
+      cfg.setAfsUsageHalfLifeNs(half);
+      cfg.setAfsUsageSamplingIntervalNs(sampling);
+      const YAML::Node weights = afs["resourceWeights"];
+      auto list = cfg.initAfsResourceWeights(weights ? static_cast<unsigned>(weights.size()) : 0);
+      unsigned i = 0;
+      for (auto it = weights.begin(); weights && it != weights.end(); ++it, ++i) {
+        int64_t milli = 0;
+        ADM_RETURN_IF_ERROR(Parsed(schema::ParseQuantityMilli(it->second.as<std::string>()), where_,
+                                   "resourceWeights", &milli));
+        list[i].setName(it->first.as<std::string>());
+        list[i].setMilli(milli);
+      }
+    }
     ADM_RETURN_IF_ERROR(
         duration("retainFinished", true, [&](int64_t ns) { cfg.setRetainFinishedNs(ns); }));
     ADM_RETURN_IF_ERROR(

@@ -1,6 +1,8 @@
 // Helpers of the decider's translation units (projections/engine_internal.h).
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -151,6 +153,32 @@ RC_GTEST_PROP(EngineInternal, JoinedTextLessComparesAsTheJoinedTexts,
   const std::string b = b0 + "|" + b1 + "|" + b2;
   RC_ASSERT(JoinedTextLess({a0, a1, a2}, {b0, b1, b2}) == (a < b));
   RC_ASSERT(JoinedTextLess({a0, a1, a2}, {a0, a1, a2}) == false);
+}
+
+// Admission fair sharing's decay factor is computed without floating point so that replay never
+// depends on a libm; it must still be 2^(-num/den) to within 2^-40 relative.
+TEST(EngineInternal, Pow2NegQ62IsTwoToTheMinusTheRatio) {
+  constexpr uint64_t kOne = uint64_t{1} << 62;
+  EXPECT_EQ(Pow2NegQ62(0, 7), kOne);
+  EXPECT_EQ(Pow2NegQ62(10, 10), kOne / 2);
+  EXPECT_EQ(Pow2NegQ62(30, 10), kOne / 8);
+  EXPECT_EQ(Pow2NegQ62(62, 1), 0u);
+  EXPECT_EQ(Pow2NegQ62(uint64_t{1} << 62, 1), 0u);
+  for (auto [num, den] : {std::pair<uint64_t, uint64_t>{1, 10}, {1, 2}, {7, 3}, {999, 1000},
+                          {1'000'000'000, 3'600'000'000'000}, {5 * 60'000'000'000ull, 3'600'000'000'000}}) {
+    const long double want = std::pow(2.0L, -static_cast<long double>(num) / den) * kOne;
+    const long double got = Pow2NegQ62(num, den);
+    EXPECT_LT(std::fabs(got - want) / want, 1e-11L) << num << "/" << den;
+  }
+}
+
+RC_GTEST_PROP(EngineInternal, Pow2NegQ62DecreasesAndMultiplies, (uint32_t a, uint32_t b, uint32_t d)) {
+  const uint64_t den = uint64_t{d} + 1;
+  const uint64_t x = Pow2NegQ62(a, den), y = Pow2NegQ62(uint64_t{a} + b, den);
+  RC_ASSERT(y <= x);  // non-increasing in the exponent
+  // 2^-(a+b) = 2^-a * 2^-b, to within the rounding of three factors.
+  const long double product = static_cast<long double>(x) * Pow2NegQ62(b, den) / (uint64_t{1} << 62);
+  RC_ASSERT(std::fabs(product - static_cast<long double>(y)) <= 1e-11L * (uint64_t{1} << 62));
 }
 
 TEST(EngineInternal, TimersFireInTheOrderOfTheirFormerText) {

@@ -333,7 +333,8 @@ class Engine {
   // from the wrong identity or for a stale generation, a pod report with a stale token, a
   // revocation of nothing are refused; an identical repeated report is a no-op. Pure.
   InputVerdict Validate(schema::Event::Reader event) const;
-  // Validate's check of a deletion: the object must be defined and not in use (deletions.cc).
+  // Validate's check of a deletion: the object must be defined (else kInvalidArgument) and not
+  // in use (else kFailedPrecondition; deletions.cc).
   Status ValidateDeletion(schema::ObjectDeleted::Reader del) const;
 
   // Runs admission cycles to a fixpoint and returns every decision since the last EndBatch,

@@ -68,6 +68,7 @@ inline bool Terminal(Phase p) {
 
 // The state of one required admission check (Kueue's AdmissionCheckState.state).
 enum class CheckState { kPending, kReady, kRetry, kRejected };
+inline constexpr CheckState kCheckStateLast = CheckState::kRejected;
 // Kueue's name of a check state ("Pending", "Ready", "Retry", "Rejected"): what read models
 // and explain show, and the text snapshots store.
 const char* CheckStateName(CheckState state);
@@ -83,6 +84,7 @@ enum class AfterEviction {
   kPodsReady,   // requeue after Kueue's podsReady backoff
   kDeactivate,  // deactivate (a check rejected it or timed out, maximum execution time)
 };
+inline constexpr AfterEviction kAfterEvictionLast = AfterEviction::kDeactivate;
 // The text snapshots store for it: "", "retry", "podsready", "deactivate".
 const char* AfterEvictionName(AfterEviction after);
 // An action from its stored text; nullopt for any other text.

@@ -12,6 +12,7 @@
 
 #include "projections/engine.h"
 #include "projections/engine_internal.h"
+#include "schema/enum_names.h"
 #include "schema/result.h"
 
 namespace admission::projections {
@@ -45,10 +46,8 @@ const char* TimerKindName(TimerKind kind) {
 }
 
 std::optional<TimerKind> TimerKindFromName(std::string_view name) {
-  for (int k = 0; k < kTimerKinds; ++k) {
-    if (name == TimerKindName(static_cast<TimerKind>(k))) return static_cast<TimerKind>(k);
-  }
-  return std::nullopt;
+  return EnumFromName(name, TimerKind::kDrain, static_cast<TimerKind>(kTimerKinds - 1),
+                      TimerKindName);
 }
 
 bool JoinedTextLess(const std::array<std::string_view, 3>& a,

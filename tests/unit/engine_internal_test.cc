@@ -172,6 +172,29 @@ TEST(EngineInternal, TimersFireInTheOrderOfTheirFormerText) {
   EXPECT_FALSE(TimerKindFromName("nap"));
 }
 
+// The names snapshots store read back as their enumerators, the last of each enum included (the
+// ranges EnumFromName walks end there), and no other text does.
+TEST(EngineInternal, EnumNamesReadBack) {
+  for (int k = 0; k <= static_cast<int>(kCheckStateLast); ++k) {
+    const auto state = static_cast<CheckState>(k);
+    EXPECT_EQ(CheckStateFromName(CheckStateName(state)), state) << k;
+  }
+  EXPECT_EQ(CheckStateFromName("Rejected"), CheckState::kRejected);
+  EXPECT_FALSE(CheckStateFromName("rejected"));
+  for (int k = 0; k <= static_cast<int>(kAfterEvictionLast); ++k) {
+    const auto after = static_cast<AfterEviction>(k);
+    EXPECT_EQ(AfterEvictionFromName(AfterEvictionName(after)), after) << k;
+  }
+  EXPECT_EQ(AfterEvictionFromName(""), AfterEviction::kRequeue);
+  EXPECT_EQ(AfterEvictionFromName("deactivate"), AfterEviction::kDeactivate);
+  EXPECT_FALSE(AfterEvictionFromName("requeue"));
+  for (int k = 0; k < kTimerKinds; ++k) {
+    const auto kind = static_cast<TimerKind>(k);
+    EXPECT_EQ(TimerKindFromName(TimerKindName(kind)), kind) << k;
+  }
+  EXPECT_EQ(TimerKindFromName("window"), TimerKind::kWindow);
+}
+
 TEST(EngineInternal, ViewCutsAtAnEmbeddedNul) {
   const std::string stored("uid/1\0extra\0", 12);
   capnp::Text::Reader text(stored.data(), 11);

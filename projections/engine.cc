@@ -69,6 +69,7 @@ const char* PhaseName(Phase phase) {
 }
 
 Engine::Engine() = default;
+Engine::Engine(const EngineLimits& limits) : limits_(limits) {}
 
 // ---------------------------------------------------------------------------------------------
 // Decisions.

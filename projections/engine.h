@@ -33,6 +33,17 @@ inline constexpr int kCyclesPerBatchMax = 1'000'000;
 // reservation or eviction made by one of the batch's cycles, so the cycles' bound bounds the
 // rounds too. Reaching it is a bug of ours (an assertion), never an input's fault.
 inline constexpr int kTimerRoundsPerBatchMax = kCyclesPerBatchMax;
+// The timers the decider keeps at once (AddTimer asserts it; nothing is dropped). A stale timer
+// stays until it is due (firing checks the generation), so the count follows the inputs within
+// the timers' horizon, not only the live workloads. A snapshot lists every timer, and a Cap'n
+// Proto list holds at most 2^29 - 1 elements (snapshot.cc's kListElementsMax): a state with
+// more could not be saved. Reaching it is an assertion, the values named.
+inline constexpr size_t kTimersMax = (size_t{1} << 29) - 1;
+// The timers one FireTimers call fires: those due (at most kTimersMax) and those their fires
+// start due at once (an eviction's drain deadline, then a backoff or a retention: each link moves
+// a workload on, so a chain is a few links long). Reaching it means fires keep starting timers
+// due at once, a bug of ours (an assertion), never an input's fault.
+inline constexpr size_t kTimerFiresPerRoundMax = 4 * kTimersMax;
 // One unit of a resource in the decider's milli-units (one pod, one GPU).
 inline constexpr int64_t kMilliPerUnit = 1000;
 inline constexpr int kPodSetsMax = 8;
@@ -320,9 +331,17 @@ struct Timer {
   }
 };
 
+// The bounds an Engine asserts (above). Everything but a test of a bound uses the defaults.
+struct EngineLimits {
+  size_t timers_max = kTimersMax;
+  size_t timer_fires_per_round_max = kTimerFiresPerRoundMax;
+};
+
 class Engine {
  public:
   Engine();
+  // With other bounds than the named constants: only tests, to show each bound is enforced.
+  explicit Engine(const EngineLimits& limits);
   // Not copyable: ClusterQueueState::admitted points into the workload map.
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -643,7 +662,9 @@ class Engine {
   // Timers, fired in order at EndBatch. At most one per (kind, object, generation, detail) and
   // time; a workload starts a bounded number per reservation (a TTL per check, podsReady,
   // maxexec, requeue, drain, maxwait, retire), and a fired or stale one is dropped.
-  std::set<Timer> timers_;
+  std::set<Timer> timers_;  // at most limits_.timers_max
+  // Not state: a snapshot does not store it (a loaded Engine has the defaults).
+  EngineLimits limits_;
   std::string current_actor_;
   // ClusterQueue states: their queues are stored; spec, holders, usage and pending are derived
   // (RestoreDerivedState).

@@ -16,6 +16,8 @@ class QuotaTree {
   struct Node {
     std::string name;
     bool is_cluster_queue = false;
+    // Parent links form a forest (Rebuild refuses a link that would close a cycle), so every
+    // walk up from a node ends at its root within size() steps: the bound of each such loop.
     int parent = -1;
     std::vector<int> children;
     std::map<Fr, ResourceQuota> quota;   // the node's own quota

@@ -24,6 +24,8 @@ namespace {
 
 // Cap'n Proto lists hold fewer than 2^29 elements.
 constexpr size_t kListElementsMax = (size_t{1} << 29) - 1;
+// Every timer the decider may keep fits in a snapshot's list (and a loaded list cannot hold more).
+static_assert(kTimersMax <= kListElementsMax);
 
 // Thrown (as a kj exception, caught at the API boundary) when the state cannot be encoded or a
 // snapshot breaks an invariant; carries the message for the Status.

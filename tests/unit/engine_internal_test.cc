@@ -195,6 +195,43 @@ TEST(EngineInternal, EnumNamesReadBack) {
   EXPECT_EQ(TimerKindFromName("window"), TimerKind::kWindow);
 }
 
+// An engine with lowered bounds (EngineLimits) and `windows` maintenance windows ending at 10 s
+// (each starts one timer, due then), whose batch ends at `now_ns`.
+void RunWindows(const EngineLimits& limits, int windows, int64_t now_ns) {
+  Engine engine(limits);
+  for (int i = 0; i < windows; ++i) {
+    capnp::MallocMessageBuilder message;
+    auto event = message.initRoot<schema::Event>();
+    event.setSequence(static_cast<uint64_t>(i) + 1);
+    auto window = event.initBody().initMaintenanceWindowDefined();
+    window.setName("window-" + std::to_string(i));
+    window.setFlavor("f");
+    window.setStartNs(1'000'000'000);
+    window.setEndNs(10'000'000'000);
+    engine.ApplyInput(event.asReader());
+  }
+  engine.EndBatch(static_cast<uint64_t>(windows), now_ns);
+}
+
+// kTimersMax: a timer beyond the bound is an assertion naming the count and the timer, never a
+// timer silently dropped. Shown with the bound lowered to 2.
+TEST(EngineBoundsDeathTest, ATimerBeyondTheBoundAborts) {
+  const EngineLimits limits{.timers_max = 2};
+  RunWindows(limits, 2, 2'000'000'000);
+  EXPECT_DEATH(RunWindows(limits, 3, 2'000'000'000),
+               "3 timers, over the 2 the decider keeps \\(kTimersMax\\), adding "
+               "window\\|window-2\\|0");
+}
+
+// kTimerFiresPerRoundMax: a round that would fire more timers than the bound is an assertion,
+// never a round cut short. Shown with the bound lowered to 2.
+TEST(EngineBoundsDeathTest, FiringMoreTimersThanTheBoundAborts) {
+  const EngineLimits limits{.timer_fires_per_round_max = 2};
+  RunWindows(limits, 2, 20'000'000'000);
+  EXPECT_DEATH(RunWindows(limits, 3, 20'000'000'000),
+               "2 timers fired at 20000000000 and more are due \\(kTimerFiresPerRoundMax\\)");
+}
+
 TEST(EngineInternal, ViewCutsAtAnEmbeddedNul) {
   const std::string stored("uid/1\0extra\0", 12);
   capnp::Text::Reader text(stored.data(), 11);

@@ -8,6 +8,7 @@
 // so the decay factor 2^(-t/halfLife) is computed here in Q62 fixed point from square roots
 // taken in integers, and usage is compared as exact integer cross products.
 
+#include <algorithm>
 #include <array>
 
 #include "projections/engine.h"
@@ -65,13 +66,20 @@ uint64_t Pow2NegQ62(uint64_t num, uint64_t den) {
 
 namespace {
 
+// floor(x * d / 2^62) for a Q62 factor d <= 2^62. Unsigned 128-bit products only: a signed one
+// needs __muloti4 under UBSan, which libgcc lacks.
+int64_t ScaleFloor(int64_t x, uint64_t d) {
+  if (x >= 0) return static_cast<int64_t>((static_cast<U128>(x) * d) >> kQ);
+  const U128 magnitude = static_cast<U128>(-static_cast<__int128>(x));
+  return -static_cast<int64_t>((magnitude * d + (kOne - 1)) >> kQ);  // rounds toward -inf
+}
+
 // Kueue's CalculateDecayedConsumed: old * d + usage * (1 - d), over the union of resources,
 // with d = 2^(-elapsed/halfLife) in Q62.
 void Decay(std::map<int, int64_t>& consumed, const std::map<int, int64_t>& usage, uint64_t d) {
   std::map<int, int64_t> out;
   auto put = [&](int r, int64_t old_value, int64_t use) {
-    const __int128 diff = static_cast<__int128>(old_value) - use;
-    const int64_t v = static_cast<int64_t>(use + ((diff * static_cast<__int128>(d)) >> kQ));
+    const int64_t v = use + ScaleFloor(old_value - use, d);
     if (v != 0) out[r] = v;
   };
   for (const auto& [r, v] : consumed) {
@@ -97,8 +105,14 @@ void AddInto(std::map<int, int64_t>& to, const std::map<int, int64_t>& amounts, 
 int AfsScore::Compare(const AfsScore& other) const {
   const bool inf = weight_milli <= 0, other_inf = other.weight_milli <= 0;
   if (inf || other_inf) return inf == other_inf ? 0 : (inf ? 1 : -1);
-  const __int128 a = usage * other.weight_milli, b = other.usage * weight_milli;
-  return a < b ? -1 : (a > b ? 1 : 0);
+  // usage / weight_milli against other.usage / other.weight_milli, exactly and without
+  // overflow: whole quotients first, then the remainders' cross products (each below 2^126).
+  const U128 a = static_cast<U128>(usage), b = static_cast<U128>(other.usage);
+  const U128 wa = static_cast<U128>(weight_milli), wb = static_cast<U128>(other.weight_milli);
+  const U128 qa = a / wa, qb = b / wb;
+  if (qa != qb) return qa < qb ? -1 : 1;
+  const U128 ra = (a % wa) * wb, rb = (b % wb) * wa;
+  return ra < rb ? -1 : (ra > rb ? 1 : 0);
 }
 
 AfsEntry& Engine::AfsEntryOf(const std::string& local_queue_key, int64_t now) {
@@ -163,7 +177,7 @@ void Engine::AfsPushPenalty(const WorkloadState& wl, int64_t now) {
   for (const auto& [fr, amount] : wl.admission.usage) requests[FrResource(fr)] += amount;
   std::map<int, int64_t> penalty;
   for (const auto& [r, v] : requests) {
-    const int64_t kept = static_cast<int64_t>((static_cast<__int128>(v) * d) >> kQ);
+    const int64_t kept = ScaleFloor(v, d);
     if (v - kept != 0) penalty[r] = v - kept;
   }
   AfsEntry& entry = AfsEntryOf(wl.local_queue_key, now);
@@ -198,10 +212,16 @@ AfsScore Engine::AfsScoreOf(const std::string& local_queue_key) const {
   score.weight_milli = lq == lqs_.end() ? 1000 : lq->second.weight_milli;
   auto entry = afs_.find(local_queue_key);
   if (entry == afs_.end()) return score;
+  // Saturates at 2^126 (terms are below 2^63 each: amounts and weights are non-negative int64),
+  // so two usages that large compare equal rather than overflow.
+  constexpr __int128 kUsageMax = static_cast<__int128>(1) << 126;
   auto add = [&](const std::map<int, int64_t>& amounts) {
     for (const auto& [r, v] : amounts) {
       auto w = config_.afs_weights_milli.find(r);
-      score.usage += static_cast<__int128>(v) * (w == config_.afs_weights_milli.end() ? 1000 : w->second);
+      const int64_t weight = w == config_.afs_weights_milli.end() ? 1000 : w->second;
+      const __int128 term = static_cast<__int128>(static_cast<U128>(std::max<int64_t>(v, 0)) *
+                                                  static_cast<U128>(std::max<int64_t>(weight, 0)));
+      score.usage = term >= kUsageMax - score.usage ? kUsageMax : score.usage + term;
     }
   };
   add(entry->second.consumed);

@@ -203,9 +203,13 @@ WorkloadState* Engine::HeadPastStoppedLocalQueues(ClusterQueueState& cq,
                                                   EquivalenceClass** head_class, int64_t now) {
   // In Kueue a stopped LocalQueue's workloads are not in the ClusterQueue's queue at all, so
   // they block nothing (engine v4; v3 let such a head end the ClusterQueue's turn in the
-  // cycle). Each is marked and told why.
+  // cycle). Each is marked and told why. Bound: each head skipped marks its class inadmissible,
+  // which Head passes over (or stops at, StrictFIFO), so at most every class once.
   WorkloadState* head = Head(cq, head_class);
-  while (head != nullptr && stopped_local_queues_ > 0) {
+  for (size_t skipped = 0; head != nullptr && stopped_local_queues_ > 0; ++skipped) {
+    ADM_CHECK(skipped < cq.classes.size(), "ClusterQueue %s: %zu heads of stopped LocalQueues "
+              "skipped, more than its %zu classes", cq.spec ? cq.spec->name.c_str() : "?",
+              skipped, cq.classes.size());
     auto lq = lqs_.find(head->local_queue_key);
     if (lq == lqs_.end() || lq->second.stop_policy == StopPolicy::kNone) break;
     (*head_class)->inadmissible = true;

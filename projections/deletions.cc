@@ -28,18 +28,19 @@ std::string JoinNames(const std::vector<std::string>& names) {
 
 }  // namespace
 
-// The refusals of an object still in use say ": in use by " or " wait on it": the Kubernetes
-// bridge keeps such an object and tries again (ops/k8s/bridge/internal/definitions/deletion.go,
-// InUse); any other refusal lets it go.
+// The refusal of an object still in use is kFailedPrecondition (only a change elsewhere lets it
+// pass): the Kubernetes bridge keeps such an object and tries again (ops/k8s/bridge/internal/
+// definitions/deletion.go, InUse, by the code admitd answers); any other refusal is
+// kInvalidArgument, and lets it go.
 Status Engine::ValidateDeletion(schema::ObjectDeleted::Reader del) const {
   const std::string kind = del.getKind().cStr();
   const std::string ns = del.getNamespace().cStr();
   const std::string name = del.getName().cStr();
-  auto refuse = [&](const std::string& why) {
-    return Status(Code::kInvalidArgument, "cannot delete " + kind + " '" +
-                                              (ns.empty() ? name : ns + "/" + name) + "': " + why +
-                                              "; nothing recorded");
+  auto refuse = [&](const std::string& why, Code code = Code::kInvalidArgument) {
+    return Status(code, "cannot delete " + kind + " '" + (ns.empty() ? name : ns + "/" + name) +
+                            "': " + why + "; nothing recorded");
   };
+  auto in_use = [&](const std::string& why) { return refuse(why, Code::kFailedPrecondition); };
   bool defined = false;
   if (kind == "ResourceFlavor") {
     defined = flavors_.count(name) > 0;
@@ -74,7 +75,7 @@ Status Engine::ValidateDeletion(schema::ObjectDeleted::Reader del) const {
     if (uses) users.push_back(cq_name);
   }
   if (!users.empty()) {
-    return refuse("in use by ClusterQueue " + JoinNames(users) +
+    return in_use("in use by ClusterQueue " + JoinNames(users) +
                   " (delete it or remove the reference first)");
   }
   if (kind == "AdmissionCheck") {
@@ -82,7 +83,7 @@ Status Engine::ValidateDeletion(schema::ObjectDeleted::Reader del) const {
       if (Evictable(wl.phase) && wl.checks.count(name) > 0) users.push_back(key);
     }
     if (!users.empty()) {
-      return refuse("the reservations of " + JoinNames(users) + " wait on it");
+      return in_use("the reservations of " + JoinNames(users) + " wait on it");
     }
   }
   return Status::Ok();

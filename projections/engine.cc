@@ -11,6 +11,7 @@
 
 #include "projections/engine_internal.h"
 #include "projections/engine_version.h"
+#include "schema/enum_names.h"
 #include "schema/event_codec.h"
 
 namespace admission::projections {
@@ -36,11 +37,7 @@ CheckState ToCheckState(schema::CheckState state) {
 }
 
 std::optional<CheckState> CheckStateFromName(std::string_view name) {
-  for (CheckState s : {CheckState::kPending, CheckState::kReady, CheckState::kRetry,
-                       CheckState::kRejected}) {
-    if (name == CheckStateName(s)) return s;
-  }
-  return std::nullopt;
+  return EnumFromName(name, CheckState::kPending, kCheckStateLast, CheckStateName);
 }
 
 const char* AfterEvictionName(AfterEviction after) {
@@ -54,11 +51,7 @@ const char* AfterEvictionName(AfterEviction after) {
 }
 
 std::optional<AfterEviction> AfterEvictionFromName(std::string_view name) {
-  for (AfterEviction a : {AfterEviction::kRequeue, AfterEviction::kRetry, AfterEviction::kPodsReady,
-                          AfterEviction::kDeactivate}) {
-    if (name == AfterEvictionName(a)) return a;
-  }
-  return std::nullopt;
+  return EnumFromName(name, AfterEviction::kRequeue, kAfterEvictionLast, AfterEvictionName);
 }
 
 const char* PhaseName(Phase phase) {
@@ -76,6 +69,7 @@ const char* PhaseName(Phase phase) {
 }
 
 Engine::Engine() = default;
+Engine::Engine(const EngineLimits& limits) : limits_(limits) {}
 
 // ---------------------------------------------------------------------------------------------
 // Decisions.

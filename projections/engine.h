@@ -33,6 +33,17 @@ inline constexpr int kCyclesPerBatchMax = 1'000'000;
 // reservation or eviction made by one of the batch's cycles, so the cycles' bound bounds the
 // rounds too. Reaching it is a bug of ours (an assertion), never an input's fault.
 inline constexpr int kTimerRoundsPerBatchMax = kCyclesPerBatchMax;
+// The timers the decider keeps at once (AddTimer asserts it; nothing is dropped). A stale timer
+// stays until it is due (firing checks the generation), so the count follows the inputs within
+// the timers' horizon, not only the live workloads. A snapshot lists every timer, and a Cap'n
+// Proto list holds at most 2^29 - 1 elements (snapshot.cc's kListElementsMax): a state with
+// more could not be saved. Reaching it is an assertion, the values named.
+inline constexpr size_t kTimersMax = (size_t{1} << 29) - 1;
+// The timers one FireTimers call fires: those due (at most kTimersMax) and those their fires
+// start due at once (an eviction's drain deadline, then a backoff or a retention: each link moves
+// a workload on, so a chain is a few links long). Reaching it means fires keep starting timers
+// due at once, a bug of ours (an assertion), never an input's fault.
+inline constexpr size_t kTimerFiresPerRoundMax = 4 * kTimersMax;
 // One unit of a resource in the decider's milli-units (one pod, one GPU).
 inline constexpr int64_t kMilliPerUnit = 1000;
 inline constexpr int kPodSetsMax = 8;
@@ -68,6 +79,7 @@ inline bool Terminal(Phase p) {
 
 // The state of one required admission check (Kueue's AdmissionCheckState.state).
 enum class CheckState { kPending, kReady, kRetry, kRejected };
+inline constexpr CheckState kCheckStateLast = CheckState::kRejected;
 // Kueue's name of a check state ("Pending", "Ready", "Retry", "Rejected"): what read models
 // and explain show, and the text snapshots store.
 const char* CheckStateName(CheckState state);
@@ -83,6 +95,7 @@ enum class AfterEviction {
   kPodsReady,   // requeue after Kueue's podsReady backoff
   kDeactivate,  // deactivate (a check rejected it or timed out, maximum execution time)
 };
+inline constexpr AfterEviction kAfterEvictionLast = AfterEviction::kDeactivate;
 // The text snapshots store for it: "", "retry", "podsready", "deactivate".
 const char* AfterEvictionName(AfterEviction after);
 // An action from its stored text; nullopt for any other text.
@@ -341,9 +354,17 @@ struct Timer {
   }
 };
 
+// The bounds an Engine asserts (above). Everything but a test of a bound uses the defaults.
+struct EngineLimits {
+  size_t timers_max = kTimersMax;
+  size_t timer_fires_per_round_max = kTimerFiresPerRoundMax;
+};
+
 class Engine {
  public:
   Engine();
+  // With other bounds than the named constants: only tests, to show each bound is enforced.
+  explicit Engine(const EngineLimits& limits);
   // Not copyable: ClusterQueueState::admitted points into the workload map.
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -356,7 +377,8 @@ class Engine {
   // from the wrong identity or for a stale generation, a pod report with a stale token, a
   // revocation of nothing are refused; an identical repeated report is a no-op. Pure.
   InputVerdict Validate(schema::Event::Reader event) const;
-  // Validate's check of a deletion: the object must be defined and not in use (deletions.cc).
+  // Validate's check of a deletion: the object must be defined (else kInvalidArgument) and not
+  // in use (else kFailedPrecondition; deletions.cc).
   Status ValidateDeletion(schema::ObjectDeleted::Reader del) const;
 
   // Runs admission cycles to a fixpoint and returns every decision since the last EndBatch,
@@ -687,7 +709,9 @@ class Engine {
   // Timers, fired in order at EndBatch. At most one per (kind, object, generation, detail) and
   // time; a workload starts a bounded number per reservation (a TTL per check, podsReady,
   // maxexec, requeue, drain, maxwait, retire), and a fired or stale one is dropped.
-  std::set<Timer> timers_;
+  std::set<Timer> timers_;  // at most limits_.timers_max
+  // Not state: a snapshot does not store it (a loaded Engine has the defaults).
+  EngineLimits limits_;
   std::string current_actor_;
   // ClusterQueue states: their queues are stored; spec, holders, usage and pending are derived
   // (RestoreDerivedState).

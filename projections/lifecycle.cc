@@ -123,6 +123,25 @@ InputVerdict Engine::Validate(schema::Event::Reader event) const {
     case schema::Event::Body::OBJECT_DELETED:
       v.status = ValidateDeletion(body.getObjectDeleted());
       return v;
+    case schema::Event::Body::ENGINE_CONFIG_DEFINED: {
+      // Kueue's validateAdmissionFairSharing (engine v14).
+      auto c = body.getEngineConfigDefined();
+      if (c.getAfsUsageHalfLifeNs() < 0) {
+        return Refused("admissionFairSharing.usageHalfLifeTime must not be negative");
+      }
+      if (c.getAfsUsageSamplingIntervalNs() < 0 ||
+          (c.getAfsUsageSamplingIntervalNs() == 0 && (c.getAfsUsageHalfLifeNs() > 0 ||
+                                                      c.getAfsResourceWeights().size() > 0))) {
+        return Refused("admissionFairSharing.usageSamplingInterval must be greater than 0");
+      }
+      for (auto w : c.getAfsResourceWeights()) {
+        if (w.getMilli() < 0) {
+          return Refused("admissionFairSharing.resourceWeights[" + std::string(View(w.getName())) +
+                         "] must not be negative");
+        }
+      }
+      return v;
+    }
     case schema::Event::Body::REVOCATION_REQUESTED: {
       const size_t affected = RevocationTargets(body.getRevocationRequested()).size();
       if (affected == 0) return Refused("the revocation affects no reserved or admitted workload");

@@ -27,24 +27,37 @@ void QuotaTree::Rebuild(const std::map<std::string, ClusterQueueSpec>& cqs,
   nodes_.clear();
   cq_ids_.clear();
   cohort_ids_.clear();
-  auto cohort_node = [&](const std::string& name) {
-    auto it = cohort_ids_.find(name);
-    if (it != cohort_ids_.end()) return it->second;
-    int id = static_cast<int>(nodes_.size());
-    nodes_.push_back(Node{name, false, -1, {}, {}, {}, {}});
-    cohort_ids_.emplace(name, id);
-    return id;
-  };
   // Cohorts first (sorted by name), then their parents, then ClusterQueues (sorted by name):
   // node ids, and so every iteration below, are independent of arrival order.
+  AddCohorts(cohorts);
+  AddClusterQueues(cqs, cq_usage);
+  for (Node& n : nodes_) std::sort(n.children.begin(), n.children.end());
+  // Subtree quotas and cohort usage, bottom up from each root.
+  for (size_t id = 0; id < nodes_.size(); ++id) {
+    if (nodes_[id].parent == -1) ComputeSubtree(static_cast<int>(id));
+  }
+  ComputeHeights();
+  ComputeClusterQueuesUnder();
+}
+
+int QuotaTree::CohortNode(const std::string& name) {
+  auto it = cohort_ids_.find(name);
+  if (it != cohort_ids_.end()) return it->second;
+  int id = static_cast<int>(nodes_.size());
+  nodes_.push_back(Node{name, false, -1, {}, {}, {}, {}});
+  cohort_ids_.emplace(name, id);
+  return id;
+}
+
+void QuotaTree::AddCohorts(const std::map<std::string, CohortSpec>& cohorts) {
   for (const auto& [name, spec] : cohorts) {
-    int id = cohort_node(name);
+    int id = CohortNode(name);
     AddGroups(spec.resource_groups, &nodes_[static_cast<size_t>(id)].quota);
   }
   for (const auto& [name, spec] : cohorts) {
     if (spec.parent.empty()) continue;
     int id = cohort_ids_.at(name);
-    int parent = cohort_node(spec.parent);
+    int parent = CohortNode(spec.parent);
     // Refuse a link that would close a cycle.
     bool cycle = false;
     for (int p = parent; p != -1; p = nodes_[static_cast<size_t>(p)].parent) {
@@ -58,6 +71,10 @@ void QuotaTree::Rebuild(const std::map<std::string, ClusterQueueSpec>& cqs,
       nodes_[static_cast<size_t>(parent)].children.push_back(id);
     }
   }
+}
+
+void QuotaTree::AddClusterQueues(const std::map<std::string, ClusterQueueSpec>& cqs,
+                                 const std::map<std::string, FrQuantities>& cq_usage) {
   for (const auto& [name, spec] : cqs) {
     int id = static_cast<int>(nodes_.size());
     Node node{name, true, -1, {}, {}, {}, {}};
@@ -66,16 +83,14 @@ void QuotaTree::Rebuild(const std::map<std::string, ClusterQueueSpec>& cqs,
     nodes_.push_back(std::move(node));
     cq_ids_.emplace(name, id);
     if (!spec.cohort.empty()) {
-      int parent = cohort_node(spec.cohort);
+      int parent = CohortNode(spec.cohort);
       nodes_[static_cast<size_t>(id)].parent = parent;
       nodes_[static_cast<size_t>(parent)].children.push_back(id);
     }
   }
-  for (Node& n : nodes_) std::sort(n.children.begin(), n.children.end());
-  // Subtree quotas and cohort usage, bottom up from each root.
-  for (size_t id = 0; id < nodes_.size(); ++id) {
-    if (nodes_[id].parent == -1) ComputeSubtree(static_cast<int>(id));
-  }
+}
+
+void QuotaTree::ComputeHeights() {
   // Heights, leaves up: a node's height is only read after all its children's (a child cohort
   // may have a larger id than its parent, so repeat until no height grows; the tree depth
   // bounds the rounds).
@@ -98,6 +113,9 @@ void QuotaTree::Rebuild(const std::map<std::string, ClusterQueueSpec>& cqs,
     }
     if (!grew) break;
   }
+}
+
+void QuotaTree::ComputeClusterQueuesUnder() {
   // Each ClusterQueue is under itself and its ancestors; ids ascend in every list.
   cqs_under_.assign(nodes_.size(), {});
   for (size_t id = 0; id < nodes_.size(); ++id) {

@@ -16,6 +16,8 @@ class QuotaTree {
   struct Node {
     std::string name;
     bool is_cluster_queue = false;
+    // Parent links form a forest (Rebuild refuses a link that would close a cycle), so every
+    // walk up from a node ends at its root within size() steps: the bound of each such loop.
     int parent = -1;
     std::vector<int> children;
     std::map<Fr, ResourceQuota> quota;   // the node's own quota
@@ -67,7 +69,17 @@ class QuotaTree {
     auto it = m.find(fr);
     return it == m.end() ? 0 : it->second;
   }
+  // Rebuild's steps, in its order (node ids follow it).
+  // The node of a cohort, made (without quota) the first time a name is seen.
+  int CohortNode(const std::string& name);
+  // The cohorts (sorted by name) with their quotas, then their parent links.
+  void AddCohorts(const std::map<std::string, CohortSpec>& cohorts);
+  // The ClusterQueues (sorted by name) with their quotas, usage and cohort links.
+  void AddClusterQueues(const std::map<std::string, ClusterQueueSpec>& cqs,
+                        const std::map<std::string, FrQuantities>& cq_usage);
   void ComputeSubtree(int id);
+  void ComputeHeights();
+  void ComputeClusterQueuesUnder();
   std::vector<Node> nodes_;
   std::vector<std::vector<int>> cqs_under_;  // by node id
   std::vector<int> heights_;                 // by node id: Kueue's getNodeHeight

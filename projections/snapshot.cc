@@ -24,6 +24,8 @@ namespace {
 
 // Cap'n Proto lists hold fewer than 2^29 elements.
 constexpr size_t kListElementsMax = (size_t{1} << 29) - 1;
+// Every timer the decider may keep fits in a snapshot's list (and a loaded list cannot hold more).
+static_assert(kTimersMax <= kListElementsMax);
 
 // Thrown (as a kj exception, caught at the API boundary) when the state cannot be encoded or a
 // snapshot breaks an invariant; carries the message for the Status.
@@ -164,6 +166,16 @@ void PutSelector(snap::LabelSelector::Builder out, const LabelSelector& s) {
                   s.match_expressions);
 }
 
+void PutNameSet(capnp::List<capnp::Text>::Builder list, const std::set<std::string>& s) {
+  unsigned j = 0;
+  for (const std::string& v : s) list.set(j++, v);
+}
+void GetNameSet(capnp::List<capnp::Text>::Reader list, std::set<std::string>* out) {
+  for (auto v : list) {
+    if (!out->insert(Str(v)).second) Corrupt("duplicate name '" + Str(v) + "'");
+  }
+}
+
 }  // namespace
 
 // Reads and writes the Engine's members. A friend of Engine (engine.h, the snapshots block).
@@ -173,6 +185,37 @@ class SnapshotCodec {
   static void Load(snap::EngineState::Reader in, Engine* e);
 
  private:
+  // Save's and Load's sections, one per part of the format (snapshot.capnp's EngineState).
+  static void SaveInternedNames(const Engine& e, snap::EngineState::Builder out);
+  static void SaveFlavors(const Engine& e, snap::EngineState::Builder out);
+  static void SaveClusterQueueSpecs(const Engine& e, snap::EngineState::Builder out);
+  static void SaveCohortSpecs(const Engine& e, snap::EngineState::Builder out);
+  static void SaveLocalQueues(const Engine& e, snap::EngineState::Builder out);
+  static void SavePriorityClasses(const Engine& e, snap::EngineState::Builder out);
+  static void SaveAdmissionChecks(const Engine& e, snap::EngineState::Builder out);
+  static void SaveConfig(const Engine& e, snap::EngineState::Builder out);
+  static void SaveMaintenanceWindows(const Engine& e, snap::EngineState::Builder out);
+  static void SaveNodes(const Engine& e, snap::EngineState::Builder out);
+  static void SaveTimers(const Engine& e, snap::EngineState::Builder out);
+  static void SaveClusterQueues(const Engine& e, snap::EngineState::Builder out);
+  static void SaveWorkloads(const Engine& e, snap::EngineState::Builder out);
+  static void SaveIndexesAndCounters(const Engine& e, snap::EngineState::Builder out);
+  static void SaveAfsEntries(const Engine& e, snap::EngineState::Builder out);
+  static void LoadInternedNames(snap::EngineState::Reader in, Engine* e);
+  static void LoadFlavors(snap::EngineState::Reader in, Engine* e);
+  static void LoadClusterQueueSpecs(snap::EngineState::Reader in, Engine* e);
+  static void LoadCohortSpecs(snap::EngineState::Reader in, Engine* e);
+  static void LoadLocalQueues(snap::EngineState::Reader in, Engine* e);
+  static void LoadPriorityClasses(snap::EngineState::Reader in, Engine* e);
+  static void LoadAdmissionChecks(snap::EngineState::Reader in, Engine* e);
+  static void LoadConfig(snap::EngineState::Reader in, Engine* e);
+  static void LoadMaintenanceWindows(snap::EngineState::Reader in, Engine* e);
+  static void LoadNodes(snap::EngineState::Reader in, Engine* e);
+  static void LoadTimers(snap::EngineState::Reader in, Engine* e);
+  static void LoadWorkloads(snap::EngineState::Reader in, Engine* e);
+  static void LoadClusterQueues(snap::EngineState::Reader in, Engine* e);
+  static void LoadIndexesAndCounters(snap::EngineState::Reader in, Engine* e);
+  static void LoadAfsEntries(snap::EngineState::Reader in, Engine* e);
   // Ids read from a snapshot must name an interned resource or flavor.
   static int ResourceId(const Engine& e, int32_t id) {
     if (id < 0 || static_cast<size_t>(id) >= e.resources_.size()) {
@@ -439,12 +482,34 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
                " decision(s) not yet returned by EndBatch: a snapshot is taken only at the end "
                "of an append");
   }
+  // The sections in the format's order (the order the message lays them out in).
+  SaveInternedNames(e, out);
+  SaveFlavors(e, out);
+  SaveClusterQueueSpecs(e, out);
+  SaveCohortSpecs(e, out);
+  SaveLocalQueues(e, out);
+  SavePriorityClasses(e, out);
+  SaveAdmissionChecks(e, out);
+  SaveConfig(e, out);
+  SaveMaintenanceWindows(e, out);
+  SaveNodes(e, out);
+  SaveTimers(e, out);
+  out.setCurrentActor(e.current_actor_);
+  SaveClusterQueues(e, out);
+  SaveWorkloads(e, out);
+  SaveIndexesAndCounters(e, out);
+  SaveAfsEntries(e, out);
+}
+
+void SnapshotCodec::SaveInternedNames(const Engine& e, snap::EngineState::Builder out) {
   auto names = [](capnp::List<capnp::Text>::Builder list, const Interner& interner) {
     for (unsigned i = 0; i < interner.size(); ++i) list.set(i, interner.Name(static_cast<int>(i)));
   };
   names(out.initResourceNames(Count(e.resources_.size(), "resource names")), e.resources_);
   names(out.initFlavorNames(Count(e.flavor_ids_.size(), "flavor names")), e.flavor_ids_);
+}
 
+void SnapshotCodec::SaveFlavors(const Engine& e, snap::EngineState::Builder out) {
   auto flavors = out.initFlavors(Count(e.flavors_.size(), "flavors"));
   unsigned i = 0;
   for (const auto& [key, f] : e.flavors_) {
@@ -461,9 +526,11 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
     PutTolerations(b.initTolerations(Count(f.tolerations.size(), "tolerations")), f.tolerations);
     b.setVersion(f.version);
   }
+}
 
+void SnapshotCodec::SaveClusterQueueSpecs(const Engine& e, snap::EngineState::Builder out) {
   auto cq_specs = out.initClusterQueueSpecs(Count(e.cq_specs_.size(), "ClusterQueues"));
-  i = 0;
+  unsigned i = 0;
   for (const auto& [key, s] : e.cq_specs_) {
     auto b = cq_specs[i++];
     b.setKey(key);
@@ -495,9 +562,11 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
     b.setVersion(s.version);
     b.setUsageBasedAdmission(s.usage_based_admission);
   }
+}
 
+void SnapshotCodec::SaveCohortSpecs(const Engine& e, snap::EngineState::Builder out) {
   auto cohorts = out.initCohortSpecs(Count(e.cohort_specs_.size(), "cohorts"));
-  i = 0;
+  unsigned i = 0;
   for (const auto& [key, c] : e.cohort_specs_) {
     auto b = cohorts[i++];
     b.setKey(key);
@@ -508,9 +577,11 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
     b.setFairWeightMilli(c.fair_weight_milli);
     b.setVersion(c.version);
   }
+}
 
+void SnapshotCodec::SaveLocalQueues(const Engine& e, snap::EngineState::Builder out) {
   auto lqs = out.initLocalQueues(Count(e.lqs_.size(), "LocalQueues"));
-  i = 0;
+  unsigned i = 0;
   for (const auto& [key, lq] : e.lqs_) {
     auto b = lqs[i++];
     b.setKey(key);
@@ -522,17 +593,21 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
     b.setHasConsumedSeed(lq.has_consumed_seed);
     PutIdAmounts(b.initConsumedSeed(Count(lq.consumed_seed.size(), "resources")), lq.consumed_seed);
   }
+}
 
+void SnapshotCodec::SavePriorityClasses(const Engine& e, snap::EngineState::Builder out) {
   auto pcs = out.initPriorityClasses(Count(e.priority_classes_.size(), "priority classes"));
-  i = 0;
+  unsigned i = 0;
   for (const auto& [name, value] : e.priority_classes_) {
     pcs[i].setName(name);
     pcs[i].setValue(value);
     ++i;
   }
+}
 
+void SnapshotCodec::SaveAdmissionChecks(const Engine& e, snap::EngineState::Builder out) {
   auto checks = out.initAdmissionChecks(Count(e.checks_.size(), "admission checks"));
-  i = 0;
+  unsigned i = 0;
   for (const auto& [key, c] : e.checks_) {
     auto b = checks[i++];
     b.setKey(key);
@@ -545,7 +620,9 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
     b.setBackoffMaxNs(c.backoff_max_ns);
     b.setVersion(c.version);
   }
+}
 
+void SnapshotCodec::SaveConfig(const Engine& e, snap::EngineState::Builder out) {
   auto config = out.initConfig();
   config.setWaitForPodsReady(e.config_.wait_for_pods_ready);
   config.setPodsReadyTimeoutNs(e.config_.pods_ready_timeout_ns);
@@ -561,9 +638,11 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
   config.setAfsSamplingIntervalNs(e.config_.afs_sampling_ns);
   PutIdAmounts(config.initAfsResourceWeights(Count(e.config_.afs_weights_milli.size(), "weights")),
                e.config_.afs_weights_milli);
+}
 
+void SnapshotCodec::SaveMaintenanceWindows(const Engine& e, snap::EngineState::Builder out) {
   auto windows = out.initMaintenanceWindows(Count(e.windows_.size(), "maintenance windows"));
-  i = 0;
+  unsigned i = 0;
   for (const auto& [key, w] : e.windows_) {
     auto b = windows[i++];
     b.setKey(key);
@@ -572,9 +651,11 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
     b.setStartNs(w.start_ns);
     b.setEndNs(w.end_ns);
   }
+}
 
+void SnapshotCodec::SaveNodes(const Engine& e, snap::EngineState::Builder out) {
   auto nodes = out.initNodes(Count(e.nodes_.size(), "nodes"));
-  i = 0;
+  unsigned i = 0;
   for (const auto& [name, n] : e.nodes_) {
     auto b = nodes[i++];
     b.setName(name);
@@ -582,9 +663,11 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
     PutIdAmounts(b.initCapacity(Count(n.capacity.size(), "capacities")), n.capacity);
     b.setFailed(n.failed);
   }
+}
 
+void SnapshotCodec::SaveTimers(const Engine& e, snap::EngineState::Builder out) {
   auto timers = out.initTimers(Count(e.timers_.size(), "timers"));
-  i = 0;
+  unsigned i = 0;
   for (const Timer& timer : e.timers_) {
     timers[i].setAtNs(timer.at_ns);
     timers[i].setKind(TimerKindName(timer.kind));
@@ -593,11 +676,11 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
     timers[i].setDetail(timer.detail);
     ++i;
   }
+}
 
-  out.setCurrentActor(e.current_actor_);
-
+void SnapshotCodec::SaveClusterQueues(const Engine& e, snap::EngineState::Builder out) {
   auto cqs = out.initClusterQueues(Count(e.cqs_.size(), "ClusterQueues"));
-  i = 0;
+  unsigned i = 0;
   for (const auto& [name, cq] : e.cqs_) {
     auto b = cqs[i++];
     b.setName(name);
@@ -620,21 +703,21 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
     }
     b.setInactiveReason(cq.inactive_reason);
   }
+}
 
+void SnapshotCodec::SaveWorkloads(const Engine& e, snap::EngineState::Builder out) {
   auto workloads = out.initWorkloads(Count(e.workloads_.size(), "workloads"));
-  i = 0;
+  unsigned i = 0;
   for (const auto& [key, w] : e.workloads_) SaveWorkload(key, w, workloads[i++]);
+}
 
+void SnapshotCodec::SaveIndexesAndCounters(const Engine& e, snap::EngineState::Builder out) {
   const auto& uids = e.UidIndex();
   PutPairs(out.initUidToKey(Count(uids.size(), "uids")), uids);
-  auto put_set = [](capnp::List<capnp::Text>::Builder list, const std::set<std::string>& s) {
-    unsigned j = 0;
-    for (const std::string& v : s) list.set(j++, v);
-  };
-  put_set(out.initOrphans(Count(e.orphans_.size(), "orphans")), e.orphans_);
-  put_set(out.initActive(Count(e.active_.size(), "active ClusterQueues")), e.active_);
-  put_set(out.initReactivatePending(Count(e.reactivate_pending_.size(), "ClusterQueues")),
-          e.reactivate_pending_);
+  PutNameSet(out.initOrphans(Count(e.orphans_.size(), "orphans")), e.orphans_);
+  PutNameSet(out.initActive(Count(e.active_.size(), "active ClusterQueues")), e.active_);
+  PutNameSet(out.initReactivatePending(Count(e.reactivate_pending_.size(), "ClusterQueues")),
+             e.reactivate_pending_);
   out.setTreeDirty(e.tree_dirty_);
   std::set<std::string> tree_cqs;
   for (size_t n = 0; n < e.tree_.size(); ++n) {
@@ -642,13 +725,15 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
       tree_cqs.insert(e.tree_.node(static_cast<int>(n)).name);
     }
   }
-  put_set(out.initTreeClusterQueues(Count(tree_cqs.size(), "ClusterQueues")), tree_cqs);
+  PutNameSet(out.initTreeClusterQueues(Count(tree_cqs.size(), "ClusterQueues")), tree_cqs);
   out.setCurrentSequence(e.current_sequence_);
   out.setDecisionsMade(e.decisions_made_);
   out.setNowNs(e.now_ns_);
+}
 
+void SnapshotCodec::SaveAfsEntries(const Engine& e, snap::EngineState::Builder out) {
   auto afs = out.initAfsEntries(Count(e.afs_.size(), "admission fair sharing entries"));
-  i = 0;
+  unsigned i = 0;
   for (const auto& [key, entry] : e.afs_) {
     auto b = afs[i++];
     b.setLocalQueue(key);
@@ -664,6 +749,32 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
 }
 
 void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
+  // The sections in Save's order, but the workloads before the ClusterQueues whose queue
+  // entries name them.
+  LoadInternedNames(in, e);
+  LoadFlavors(in, e);
+  LoadClusterQueueSpecs(in, e);
+  LoadCohortSpecs(in, e);
+  LoadLocalQueues(in, e);
+  LoadPriorityClasses(in, e);
+  LoadAdmissionChecks(in, e);
+  LoadConfig(in, e);
+  LoadMaintenanceWindows(in, e);
+  LoadNodes(in, e);
+  LoadTimers(in, e);
+  e->current_actor_ = Str(in.getCurrentActor());
+  LoadWorkloads(in, e);
+  LoadClusterQueues(in, e);
+  LoadIndexesAndCounters(in, e);
+  LoadAfsEntries(in, e);
+
+  std::set<std::string> tree_cqs;
+  GetNameSet(in.getTreeClusterQueues(), &tree_cqs);
+  Status derived = e->RestoreDerivedState(tree_cqs);
+  if (!derived.ok()) Refuse(derived.code(), derived.message());
+}
+
+void SnapshotCodec::LoadInternedNames(snap::EngineState::Reader in, Engine* e) {
   auto intern = [](capnp::List<capnp::Text>::Reader names, Interner* interner, const char* what) {
     for (auto n : names) {
       const size_t before = interner->size();
@@ -674,7 +785,9 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
   };
   intern(in.getResourceNames(), &e->resources_, "resource");
   intern(in.getFlavorNames(), &e->flavor_ids_, "flavor");
+}
 
+void SnapshotCodec::LoadFlavors(snap::EngineState::Reader in, Engine* e) {
   for (auto f : in.getFlavors()) {
     Flavor flavor;
     flavor.name = Str(f.getName());
@@ -686,7 +799,9 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
     flavor.version = f.getVersion();
     InsertUnique(e->flavors_, Str(f.getKey()), std::move(flavor), "flavor");
   }
+}
 
+void SnapshotCodec::LoadClusterQueueSpecs(snap::EngineState::Reader in, Engine* e) {
   for (auto s : in.getClusterQueueSpecs()) {
     ClusterQueueSpec spec;
     spec.name = Str(s.getName());
@@ -719,7 +834,9 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
     spec.usage_based_admission = s.getUsageBasedAdmission();
     InsertUnique(e->cq_specs_, Str(s.getKey()), std::move(spec), "ClusterQueue");
   }
+}
 
+void SnapshotCodec::LoadCohortSpecs(snap::EngineState::Reader in, Engine* e) {
   for (auto c : in.getCohortSpecs()) {
     CohortSpec spec;
     spec.name = Str(c.getName());
@@ -729,7 +846,9 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
     spec.version = c.getVersion();
     InsertUnique(e->cohort_specs_, Str(c.getKey()), std::move(spec), "cohort");
   }
+}
 
+void SnapshotCodec::LoadLocalQueues(snap::EngineState::Reader in, Engine* e) {
   for (auto lq : in.getLocalQueues()) {
     LocalQueueSpec spec;
     spec.ns = Str(lq.getNamespace());
@@ -741,11 +860,15 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
     spec.consumed_seed = GetIdAmounts(*e, lq.getConsumedSeed());
     InsertUnique(e->lqs_, Str(lq.getKey()), std::move(spec), "LocalQueue");
   }
+}
 
+void SnapshotCodec::LoadPriorityClasses(snap::EngineState::Reader in, Engine* e) {
   for (auto pc : in.getPriorityClasses()) {
     InsertUnique(e->priority_classes_, Str(pc.getName()), pc.getValue(), "priority class");
   }
+}
 
+void SnapshotCodec::LoadAdmissionChecks(snap::EngineState::Reader in, Engine* e) {
   for (auto c : in.getAdmissionChecks()) {
     AdmissionCheckSpec spec;
     spec.name = Str(c.getName());
@@ -758,7 +881,9 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
     spec.version = c.getVersion();
     InsertUnique(e->checks_, Str(c.getKey()), std::move(spec), "admission check");
   }
+}
 
+void SnapshotCodec::LoadConfig(snap::EngineState::Reader in, Engine* e) {
   auto config = in.getConfig();
   e->config_.wait_for_pods_ready = config.getWaitForPodsReady();
   e->config_.pods_ready_timeout_ns = config.getPodsReadyTimeoutNs();
@@ -773,12 +898,16 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
   e->config_.afs_half_life_ns = config.getAfsHalfLifeNs();
   e->config_.afs_sampling_ns = config.getAfsSamplingIntervalNs();
   e->config_.afs_weights_milli = GetIdAmounts(*e, config.getAfsResourceWeights());
+}
 
+void SnapshotCodec::LoadMaintenanceWindows(snap::EngineState::Reader in, Engine* e) {
   for (auto w : in.getMaintenanceWindows()) {
     MaintenanceWindowSpec spec{Str(w.getName()), Str(w.getFlavor()), w.getStartNs(), w.getEndNs()};
     InsertUnique(e->windows_, Str(w.getKey()), std::move(spec), "maintenance window");
   }
+}
 
+void SnapshotCodec::LoadNodes(snap::EngineState::Reader in, Engine* e) {
   for (auto n : in.getNodes()) {
     Engine::NodeState node;
     node.flavor = Str(n.getFlavor());
@@ -786,7 +915,9 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
     node.failed = n.getFailed();
     InsertUnique(e->nodes_, Str(n.getName()), std::move(node), "node");
   }
+}
 
+void SnapshotCodec::LoadTimers(snap::EngineState::Reader in, Engine* e) {
   for (auto t : in.getTimers()) {
     const std::string kind_name = Str(t.getKind());
     const std::optional<TimerKind> kind = TimerKindFromName(kind_name);
@@ -795,9 +926,9 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
     const std::string what = kind_name + " timer of '" + timer.key + "'";
     if (!e->timers_.insert(std::move(timer)).second) Corrupt("duplicate " + what);
   }
+}
 
-  e->current_actor_ = Str(in.getCurrentActor());
-
+void SnapshotCodec::LoadWorkloads(snap::EngineState::Reader in, Engine* e) {
   for (auto w : in.getWorkloads()) {
     WorkloadState state = LoadWorkload(*e, w);
     const std::string key = Str(w.getKey());
@@ -807,7 +938,9 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
     state.key = key;  // derived, but queue entries (below) order on it
     InsertUnique(e->workloads_, key, std::move(state), "workload");
   }
+}
 
+void SnapshotCodec::LoadClusterQueues(snap::EngineState::Reader in, Engine* e) {
   for (auto cq : in.getClusterQueues()) {
     ClusterQueueState state;
     for (auto cls : cq.getClasses()) {
@@ -829,17 +962,14 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
     state.inactive_reason = Str(cq.getInactiveReason());
     InsertUnique(e->cqs_, Str(cq.getName()), std::move(state), "ClusterQueue state");
   }
+}
 
+void SnapshotCodec::LoadIndexesAndCounters(snap::EngineState::Reader in, Engine* e) {
   e->uid_to_key_ = GetPairs(in.getUidToKey());
   e->uid_pending_.clear();
-  auto get_set = [](capnp::List<capnp::Text>::Reader list, std::set<std::string>* out) {
-    for (auto v : list) {
-      if (!out->insert(Str(v)).second) Corrupt("duplicate name '" + Str(v) + "'");
-    }
-  };
-  get_set(in.getOrphans(), &e->orphans_);
-  get_set(in.getActive(), &e->active_);
-  get_set(in.getReactivatePending(), &e->reactivate_pending_);
+  GetNameSet(in.getOrphans(), &e->orphans_);
+  GetNameSet(in.getActive(), &e->active_);
+  GetNameSet(in.getReactivatePending(), &e->reactivate_pending_);
   for (const std::string& key : e->orphans_) {
     if (e->workloads_.count(key) == 0) Corrupt("orphan " + key + " is not a workload");
   }
@@ -850,7 +980,9 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
   e->current_sequence_ = in.getCurrentSequence();
   e->decisions_made_ = in.getDecisionsMade();
   e->now_ns_ = in.getNowNs();
+}
 
+void SnapshotCodec::LoadAfsEntries(snap::EngineState::Reader in, Engine* e) {
   for (auto a : in.getAfsEntries()) {
     AfsEntry entry;
     entry.consumed = GetIdAmounts(*e, a.getConsumed());
@@ -862,11 +994,6 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
     }
     InsertUnique(e->afs_, Str(a.getLocalQueue()), std::move(entry), "admission fair sharing entry");
   }
-
-  std::set<std::string> tree_cqs;
-  get_set(in.getTreeClusterQueues(), &tree_cqs);
-  Status derived = e->RestoreDerivedState(tree_cqs);
-  if (!derived.ok()) Refuse(derived.code(), derived.message());
 }
 
 // ---------------------------------------------------------------------------------------------

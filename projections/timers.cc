@@ -12,6 +12,7 @@
 
 #include "projections/engine.h"
 #include "projections/engine_internal.h"
+#include "schema/enum_names.h"
 #include "schema/result.h"
 
 namespace admission::projections {
@@ -45,10 +46,8 @@ const char* TimerKindName(TimerKind kind) {
 }
 
 std::optional<TimerKind> TimerKindFromName(std::string_view name) {
-  for (int k = 0; k < kTimerKinds; ++k) {
-    if (name == TimerKindName(static_cast<TimerKind>(k))) return static_cast<TimerKind>(k);
-  }
-  return std::nullopt;
+  return EnumFromName(name, TimerKind::kDrain, static_cast<TimerKind>(kTimerKinds - 1),
+                      TimerKindName);
 }
 
 bool JoinedTextLess(const std::array<std::string_view, 3>& a,
@@ -95,6 +94,10 @@ bool Timer::operator<(const Timer& other) const {
 void Engine::AddTimer(int64_t at_ns, TimerKind kind, const std::string& key, uint64_t generation,
                       const std::string& detail) {
   timers_.insert(Timer{at_ns, kind, key, generation, detail});
+  ADM_CHECK(timers_.size() <= limits_.timers_max,
+            "%zu timers, over the %zu the decider keeps (kTimersMax), adding %s|%s|%llu",
+            timers_.size(), limits_.timers_max, TimerKindName(kind), key.c_str(),
+            static_cast<unsigned long long>(generation));
 }
 
 int64_t Engine::Backoff(const WorkloadState& wl, int64_t base_ns, int64_t max_ns,
@@ -137,7 +140,11 @@ void Engine::Retire(const std::string& key, const std::string& uid) {
 
 bool Engine::FireTimers(int64_t now) {
   bool changed = false;
-  while (!timers_.empty() && timers_.begin()->at_ns <= now) {
+  for (size_t fired = 0; !timers_.empty() && timers_.begin()->at_ns <= now; ++fired) {
+    ADM_CHECK(fired < limits_.timer_fires_per_round_max,
+              "%zu timers fired at %lld and more are due (kTimerFiresPerRoundMax): fires keep "
+              "starting timers due at once",
+              fired, static_cast<long long>(now));
     const Timer timer = std::move(timers_.extract(timers_.begin()).value());
     if (timer.kind == TimerKind::kWindow) {
       DefinitionsChanged();

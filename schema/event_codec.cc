@@ -32,6 +32,7 @@ const char* CodeName(Code code) {
     case Code::kOverloaded: return "Overloaded";
     case Code::kNoSpace: return "NoSpace";
     case Code::kUnavailable: return "Unavailable";
+    case Code::kFailedPrecondition: return "FailedPrecondition";
   }
   return "Unknown";
 }

@@ -25,7 +25,12 @@ enum class Code {
   kUnavailable,         // the service is unreachable or shutting down; the call may be retried
   kNoSpace,             // the ledger's disk is full or below its free-space floor; nothing
                         // written; retry once space returns (docs/operations.md)
+  kFailedPrecondition,  // the input is well formed but the state forbids it now (a definition
+                        // still in use); nothing written; only a change elsewhere lets it pass
 };
+// The highest code; codes travel as numbers (schema/admission_rpc.capnp's Error.code), so new
+// ones are only ever appended.
+inline constexpr Code kCodeLast = Code::kFailedPrecondition;
 
 const char* CodeName(Code code);
 

@@ -68,7 +68,7 @@ void ToError(const Status& status, Error::Builder error) {
 
 Status FromError(Error::Reader error) {
   if (error.getCode() == 0) return Status::Ok();
-  if (error.getCode() > static_cast<uint8_t>(Code::kNoSpace)) {
+  if (error.getCode() > static_cast<uint8_t>(kCodeLast)) {
     return Status(Code::kUnavailable, "admitd answered an unknown error code " +
                                           std::to_string(error.getCode()) + ": " +
                                           error.getMessage().cStr());

@@ -16,6 +16,7 @@
 #include "ops/kueue_yaml.h"
 #include "ops/service.h"
 #include "replay/replayer.h"
+#include "schema/enum_names.h"
 #include "schema/event_codec.h"
 #include "ops/sim/invariants.h"
 
@@ -1115,11 +1116,8 @@ std::string ReplayCommand(const SimOptions& options) {
 }
 
 std::optional<Drill> DrillNamed(const std::string& name) {
-  for (Drill d : {Drill::kControllerOutage, Drill::kDuplicateCallbacks, Drill::kQuotaReclaim,
-                  Drill::kNodeFailure}) {
-    if (name == DrillName(d)) return d;
-  }
-  return std::nullopt;
+  // Drill::kNone (the simulation) is no drill's name.
+  return EnumFromName(name, Drill::kControllerOutage, kDrillLast, DrillName);
 }
 
 const char* DrillName(Drill drill) {

@@ -40,6 +40,7 @@ enum class Drill {
   kQuotaReclaim,        // team-b's H100 quota cut to one GPU under admitted work, restored
   kNodeFailure,         // every H100 node and an A100 node fail under admitted work, recover
 };
+inline constexpr Drill kDrillLast = Drill::kNodeFailure;
 // The drill's command-line name ("controller-outage", ...); nullopt for an unknown one.
 std::optional<Drill> DrillNamed(const std::string& name);
 const char* DrillName(Drill drill);

@@ -35,6 +35,7 @@ struct QueueGen {
   bool in_cohort = true;
   int64_t cpu = 4000, gpu = 2000;  // nominal per flavor
   int within = 0, reclaim = 0;
+  bool usage_based = false;  // admissionScope UsageBasedAdmissionFairSharing (engine v14)
 };
 
 struct StepGen {
@@ -45,6 +46,7 @@ struct StepGen {
   int priority = 0;
   int target = 0;
   bool batch_end = true;
+  bool second_queue = false;  // submitted to the ClusterQueue's second LocalQueue
 };
 
 struct ScenarioGen {
@@ -53,6 +55,9 @@ struct ScenarioGen {
   // Set: the definitions end with an engine configuration of this retention for ended
   // workloads (projections::kRetainForever: kept for ever). Unset: no configuration event.
   std::optional<int64_t> retain_ended_ns;
+  // Admission fair sharing configured (engine v14): ClusterQueues with usage_based order their
+  // two LocalQueues (weights 1 and 2) by usage.
+  bool admission_fair_sharing = false;
 };
 
 inline rc::Gen<ScenarioGen> GenScenario() {
@@ -63,7 +68,8 @@ inline rc::Gen<ScenarioGen> GenScenario() {
       rc::gen::set(&QueueGen::gpu,
                    rc::gen::map(rc::gen::inRange(0, 5), [](int v) { return int64_t{v} * 1000; })),
       rc::gen::set(&QueueGen::within, rc::gen::inRange(0, 3)),
-      rc::gen::set(&QueueGen::reclaim, rc::gen::inRange(0, 3)));
+      rc::gen::set(&QueueGen::reclaim, rc::gen::inRange(0, 3)),
+      rc::gen::set(&QueueGen::usage_based, rc::gen::arbitrary<bool>()));
   auto step = rc::gen::build<StepGen>(
       rc::gen::set(&StepGen::kind, rc::gen::weightedElement<int>({{6, 0}, {3, 1}, {1, 2}})),
       rc::gen::set(&StepGen::queue, rc::gen::inRange(0, 3)),
@@ -75,12 +81,14 @@ inline rc::Gen<ScenarioGen> GenScenario() {
                    rc::gen::map(rc::gen::inRange(0, 3), [](int v) { return int64_t{v} * 1000; })),
       rc::gen::set(&StepGen::priority, rc::gen::inRange(0, 4)),
       rc::gen::set(&StepGen::target, rc::gen::inRange(0, 1000)),
-      rc::gen::set(&StepGen::batch_end, rc::gen::weightedElement<bool>({{3, true}, {1, false}})));
+      rc::gen::set(&StepGen::batch_end, rc::gen::weightedElement<bool>({{3, true}, {1, false}})),
+      rc::gen::set(&StepGen::second_queue, rc::gen::arbitrary<bool>()));
   return rc::gen::build<ScenarioGen>(
       rc::gen::set(&ScenarioGen::queues, rc::gen::container<std::vector<QueueGen>>(
                                              static_cast<size_t>(*rc::gen::inRange(1, 4)), queue)),
       rc::gen::set(&ScenarioGen::steps, rc::gen::container<std::vector<StepGen>>(
-                                            static_cast<size_t>(*rc::gen::inRange(1, 50)), step)));
+                                            static_cast<size_t>(*rc::gen::inRange(1, 50)), step)),
+      rc::gen::set(&ScenarioGen::admission_fair_sharing, rc::gen::arbitrary<bool>()));
 }
 
 // The same shape from a plain PRNG, for the process-level tests (which run a few fixed seeds
@@ -150,19 +158,31 @@ inline std::vector<std::string> Definitions(const ScenarioGen& s) {
       r[1].setName("nvidia.com/gpu");
       r[1].setNominalQuotaMilli(g.gpu / (f + 1));
     }
+    if (g.usage_based) {
+      def.setAdmissionMode(schema::AdmissionMode::USAGE_BASED_ADMISSION_FAIR_SHARING);
+    }
     out.push_back(Encode(m));
-    capnp::MallocMessageBuilder lm;
-    auto lq = lm.initRoot<schema::Event>().initBody().initLocalQueueDefined();
-    lq.setNamespace("ns");
-    lq.setName("lq-" + std::to_string(q));
-    lq.setClusterQueue("cq-" + std::to_string(q));
-    out.push_back(Encode(lm));
+    for (const char* suffix : {"", "-b"}) {
+      capnp::MallocMessageBuilder lm;
+      auto lq = lm.initRoot<schema::Event>().initBody().initLocalQueueDefined();
+      lq.setNamespace("ns");
+      lq.setName("lq-" + std::to_string(q) + suffix);
+      lq.setClusterQueue("cq-" + std::to_string(q));
+      if (*suffix != '\0') lq.setFairSharingWeightMilli(2000);
+      out.push_back(Encode(lm));
+    }
   }
-  if (s.retain_ended_ns) {
+  if (s.retain_ended_ns || s.admission_fair_sharing) {
     capnp::MallocMessageBuilder m;
     auto c = m.initRoot<schema::Event>().initBody().initEngineConfigDefined();
-    c.setRetainFinishedNs(*s.retain_ended_ns);
-    c.setRetainDeactivatedNs(*s.retain_ended_ns);
+    if (s.retain_ended_ns) {
+      c.setRetainFinishedNs(*s.retain_ended_ns);
+      c.setRetainDeactivatedNs(*s.retain_ended_ns);
+    }
+    if (s.admission_fair_sharing) {
+      c.setAfsUsageHalfLifeNs(10'000'000'000);
+      c.setAfsUsageSamplingIntervalNs(1'000'000'000);
+    }
     out.push_back(Encode(m));
   }
   return out;
@@ -189,7 +209,8 @@ inline std::string StepInput(const StepGen& step, size_t index, size_t queues,
     wl.setNamespace("ns");
     wl.setName(name);
     wl.setUid("uid-" + name);
-    wl.setQueueName("lq-" + std::to_string(static_cast<size_t>(step.queue) % queues));
+    wl.setQueueName("lq-" + std::to_string(static_cast<size_t>(step.queue) % queues) +
+                    (step.second_queue ? "-b" : ""));
     wl.setHasPriority(true);
     wl.setPriority(step.priority);
     auto ps = wl.initPodSets(1)[0];

@@ -4,6 +4,7 @@
 #include <capnp/message.h>
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -71,13 +72,18 @@ class RecordManifestTest : public ::testing::Test {
     ASSERT_TRUE(service.ok()) << service.status().ToString();
     served_.service = std::move(*service);
     daemon_ = std::make_unique<InProcessDaemon>(served_, dir_.Sub("admitd.sock"));
-    ops::rpc::ClientOptions client_options;
-    auto endpoint = ops::rpc::ParseEndpoint("unix:" + dir_.Sub("admitd.sock"));
-    ASSERT_TRUE(endpoint.ok());
-    client_options.endpoint = *endpoint;
-    auto client = ops::rpc::RpcClient::Connect(client_options);
+    auto client = Connect();
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     client_ = std::move(*client);
+  }
+
+  // A new connection to the daemon, as admitctl --connect makes one.
+  Result<std::unique_ptr<ops::rpc::RpcClient>> Connect() {
+    auto endpoint = ops::rpc::ParseEndpoint("unix:" + dir_.Sub("admitd.sock"));
+    if (!endpoint.ok()) return endpoint.status();
+    ops::rpc::ClientOptions options;
+    options.endpoint = *endpoint;
+    return ops::rpc::RpcClient::Connect(options);
   }
 
   Answer Call(const std::string& request_id, const std::string& mode,
@@ -175,7 +181,7 @@ TEST_F(RecordManifestTest, DeleteRecordsTheDeletionOnceAndKeepsWhatIsInUse) {
   const uint64_t head = served_.log->GetHead().sequence;
   // The flavor is named by cluster-queue (Kueue's finalizer keeps it): refused, nothing written.
   Answer in_use = Call("bridge/deleted/flavor", "delete", kFlavor);
-  EXPECT_EQ(in_use.error_code, static_cast<uint8_t>(Code::kInvalidArgument));
+  EXPECT_EQ(in_use.error_code, static_cast<uint8_t>(Code::kFailedPrecondition));
   EXPECT_NE(in_use.error_message.find("cannot delete ResourceFlavor 'default-flavor': in use by "
                                       "ClusterQueue cluster-queue"),
             std::string::npos)
@@ -197,6 +203,7 @@ TEST_F(RecordManifestTest, DeleteRecordsTheDeletionOnceAndKeepsWhatIsInUse) {
   EXPECT_TRUE(retry.retried);
   EXPECT_EQ(retry.sequences, cq.sequences);
   Answer again = Call("bridge/deleted/cq-2", "delete", kClusterQueue);
+  EXPECT_EQ(again.error_code, static_cast<uint8_t>(Code::kInvalidArgument));
   EXPECT_NE(again.error_message.find("the ledger does not define it"), std::string::npos)
       << again.error_message;
 
@@ -204,6 +211,64 @@ TEST_F(RecordManifestTest, DeleteRecordsTheDeletionOnceAndKeepsWhatIsInUse) {
   Answer flavor = Call("bridge/deleted/flavor-2", "delete", kFlavor);
   ASSERT_EQ(flavor.error_code, 0) << flavor.error_message;
   EXPECT_EQ(served_.log->GetHead().sequence, head + 2);
+}
+
+constexpr char kCheckedQueue[] = R"({"apiVersion": "v1", "kind": "List", "items": [
+ {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "scan"},
+  "spec": {"controllerName": "security.example.com/scanner"}},
+ {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+  "metadata": {"name": "cluster-queue"},
+  "spec": {"namespaceSelector": {},
+    "admissionChecksStrategy": {"admissionChecks": [{"name": "scan"}]},
+    "resourceGroups": [{"coveredResources": ["cpu", "memory"],
+    "flavors": [{"name": "default-flavor", "resources": [{"name": "cpu", "nominalQuota": 9},
+      {"name": "memory", "nominalQuota": "36Gi"}]}]}]}}
+]})";
+constexpr char kCheck[] = R"({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
+  "metadata": {"name": "scan"}})";
+
+// admitctl delete -f through admitd goes through the C++ client (RemoteApi, FromError): the
+// refusal of a definition still in use arrives with its own code, FailedPrecondition (what the
+// Kubernetes bridge retries on), its message unchanged; any other refusal is InvalidArgument.
+TEST_F(RecordManifestTest, AnInUseRefusalReachesTheClientAsFailedPrecondition) {
+  ASSERT_EQ(Call("setup", "apply", kDefinitions).error_code, 0);
+  ASSERT_EQ(Call("setup/check", "apply", kCheckedQueue).error_code, 0);
+  ASSERT_EQ(Call("bridge/job/uid-1/1", "submit", kJob).error_code, 0);
+  auto client = Connect();
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ops::rpc::RemoteApi api(std::shared_ptr<ops::rpc::RpcClient>(std::move(*client)));
+  const uint64_t head = served_.log->GetHead().sequence;
+  auto remove = [&](const std::string& request_id, const char* manifest) {
+    auto objects = ops::ParseDeleteYaml(manifest);
+    EXPECT_TRUE(objects.ok() && objects->size() == 1);
+    if (!objects.ok() || objects->empty()) return Status(Code::kNotFound, "not parsed");
+    return api.Record({(*objects)[0].event}, ops::IntakeOptions{}, request_id).status();
+  };
+
+  const Status flavor = remove("cli/delete/flavor", kFlavor);
+  EXPECT_EQ(flavor.code(), Code::kFailedPrecondition) << flavor.ToString();
+  EXPECT_NE(flavor.message().find("cannot delete ResourceFlavor 'default-flavor': in use by "
+                                  "ClusterQueue cluster-queue"),
+            std::string::npos)
+      << flavor.message();
+  const Status check = remove("cli/delete/check", kCheck);
+  EXPECT_EQ(check.code(), Code::kFailedPrecondition) << check.ToString();
+  EXPECT_NE(check.message().find("in use by ClusterQueue cluster-queue"), std::string::npos)
+      << check.message();
+  // No ClusterQueue names the check any more, but the job's reservation waits on it.
+  ASSERT_EQ(Call("setup/uncheck", "apply", kDefinitions).error_code, 0);
+  const uint64_t unchecked = served_.log->GetHead().sequence;
+  ASSERT_GT(unchecked, head);
+  const Status waited_on = remove("cli/delete/check-2", kCheck);
+  EXPECT_EQ(waited_on.code(), Code::kFailedPrecondition) << waited_on.ToString();
+  EXPECT_NE(waited_on.message().find("the reservations of default/job-sample-job"),
+            std::string::npos)
+      << waited_on.message();
+  EXPECT_NE(waited_on.message().find(" wait on it"), std::string::npos) << waited_on.message();
+  const Status undefined = remove("cli/delete/cq", R"({"apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "ClusterQueue", "metadata": {"name": "nosuch"}})");
+  EXPECT_EQ(undefined.code(), Code::kInvalidArgument) << undefined.ToString();
+  EXPECT_EQ(served_.log->GetHead().sequence, unchecked);
 }
 
 TEST_F(RecordManifestTest, ARefusedManifestWritesNothingAndSaysWhere) {

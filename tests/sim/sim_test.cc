@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -81,6 +82,22 @@ TEST(Drill, EachDrillPassesWithEvidenceOfItsFault) {
           << DrillName(drill) << " seed " << seed;
     }
   }
+}
+
+// admitctl drill NAME reads each drill's name back (DrillNamed, through EnumFromName), the names
+// the command lists are the drills' own, in order, and "simulation" (Drill::kNone) is no drill.
+TEST(Drill, EachNameReadsBackAsItsDrill) {
+  size_t listed = 0;
+  for (const char* name : kDrillNames) {
+    const std::optional<Drill> drill = DrillNamed(name);
+    ASSERT_TRUE(drill.has_value()) << name;
+    EXPECT_STREQ(DrillName(*drill), name);
+    EXPECT_EQ(static_cast<size_t>(*drill), ++listed) << name;
+  }
+  EXPECT_EQ(listed, static_cast<size_t>(kDrillLast));
+  EXPECT_FALSE(DrillNamed("simulation"));
+  EXPECT_FALSE(DrillNamed("node-failure "));
+  EXPECT_FALSE(DrillNamed(""));
 }
 
 // A drill whose fault never comes (the run ends before its step) fails: it cannot pass

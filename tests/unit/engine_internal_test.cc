@@ -181,6 +181,27 @@ RC_GTEST_PROP(EngineInternal, Pow2NegQ62DecreasesAndMultiplies, (uint32_t a, uin
   RC_ASSERT(std::fabs(product - static_cast<long double>(y)) <= 1e-11L * (uint64_t{1} << 62));
 }
 
+// Admission fair sharing compares usage / weight exactly, never overflowing (usages up to 2^126,
+// weights up to 2^63), and a weight of 0 is an infinite usage, as Kueue's CalculateUsage.
+TEST(EngineInternal, AfsScoresCompareExactly) {
+  auto score = [](__int128 usage, int64_t weight) {
+    AfsScore s;
+    s.usage = usage;
+    s.weight_milli = weight;
+    return s;
+  };
+  EXPECT_LT(score(2, 1000).Compare(score(8, 1000)), 0);
+  EXPECT_EQ(score(4, 1000).Compare(score(8, 2000)), 0);      // 4/1 == 8/2
+  EXPECT_GT(score(5, 1000).Compare(score(8, 2000)), 0);
+  EXPECT_GT(score(0, 0).Compare(score(8, 1000)), 0);         // weight 0: last
+  EXPECT_EQ(score(0, 0).Compare(score(9, 0)), 0);            // two infinite usages tie
+  const __int128 huge = static_cast<__int128>(1) << 126;
+  const int64_t big = INT64_MAX;
+  EXPECT_EQ(score(huge, big).Compare(score(huge, big)), 0);
+  EXPECT_LT(score(huge - 1, big).Compare(score(huge, big)), 0);
+  EXPECT_GT(score(huge, big - 1).Compare(score(huge, big)), 0);
+}
+
 TEST(EngineInternal, TimersFireInTheOrderOfTheirFormerText) {
   // "ns/a|..." sorts after "ns/ab|..." as text ('|' is above every name character); the
   // generation compares as decimal text (10 before 9).
@@ -198,6 +219,66 @@ TEST(EngineInternal, TimersFireInTheOrderOfTheirFormerText) {
     EXPECT_EQ(TimerKindFromName(TimerKindName(static_cast<TimerKind>(k))), static_cast<TimerKind>(k));
   }
   EXPECT_FALSE(TimerKindFromName("nap"));
+}
+
+// The names snapshots store read back as their enumerators, the last of each enum included (the
+// ranges EnumFromName walks end there), and no other text does.
+TEST(EngineInternal, EnumNamesReadBack) {
+  for (int k = 0; k <= static_cast<int>(kCheckStateLast); ++k) {
+    const auto state = static_cast<CheckState>(k);
+    EXPECT_EQ(CheckStateFromName(CheckStateName(state)), state) << k;
+  }
+  EXPECT_EQ(CheckStateFromName("Rejected"), CheckState::kRejected);
+  EXPECT_FALSE(CheckStateFromName("rejected"));
+  for (int k = 0; k <= static_cast<int>(kAfterEvictionLast); ++k) {
+    const auto after = static_cast<AfterEviction>(k);
+    EXPECT_EQ(AfterEvictionFromName(AfterEvictionName(after)), after) << k;
+  }
+  EXPECT_EQ(AfterEvictionFromName(""), AfterEviction::kRequeue);
+  EXPECT_EQ(AfterEvictionFromName("deactivate"), AfterEviction::kDeactivate);
+  EXPECT_FALSE(AfterEvictionFromName("requeue"));
+  for (int k = 0; k < kTimerKinds; ++k) {
+    const auto kind = static_cast<TimerKind>(k);
+    EXPECT_EQ(TimerKindFromName(TimerKindName(kind)), kind) << k;
+  }
+  EXPECT_EQ(TimerKindFromName("window"), TimerKind::kWindow);
+}
+
+// An engine with lowered bounds (EngineLimits) and `windows` maintenance windows ending at 10 s
+// (each starts one timer, due then), whose batch ends at `now_ns`.
+void RunWindows(const EngineLimits& limits, int windows, int64_t now_ns) {
+  Engine engine(limits);
+  for (int i = 0; i < windows; ++i) {
+    capnp::MallocMessageBuilder message;
+    auto event = message.initRoot<schema::Event>();
+    event.setSequence(static_cast<uint64_t>(i) + 1);
+    auto window = event.initBody().initMaintenanceWindowDefined();
+    window.setName("window-" + std::to_string(i));
+    window.setFlavor("f");
+    window.setStartNs(1'000'000'000);
+    window.setEndNs(10'000'000'000);
+    engine.ApplyInput(event.asReader());
+  }
+  engine.EndBatch(static_cast<uint64_t>(windows), now_ns);
+}
+
+// kTimersMax: a timer beyond the bound is an assertion naming the count and the timer, never a
+// timer silently dropped. Shown with the bound lowered to 2.
+TEST(EngineBoundsDeathTest, ATimerBeyondTheBoundAborts) {
+  const EngineLimits limits{.timers_max = 2};
+  RunWindows(limits, 2, 2'000'000'000);
+  EXPECT_DEATH(RunWindows(limits, 3, 2'000'000'000),
+               "3 timers, over the 2 the decider keeps \\(kTimersMax\\), adding "
+               "window\\|window-2\\|0");
+}
+
+// kTimerFiresPerRoundMax: a round that would fire more timers than the bound is an assertion,
+// never a round cut short. Shown with the bound lowered to 2.
+TEST(EngineBoundsDeathTest, FiringMoreTimersThanTheBoundAborts) {
+  const EngineLimits limits{.timer_fires_per_round_max = 2};
+  RunWindows(limits, 2, 20'000'000'000);
+  EXPECT_DEATH(RunWindows(limits, 3, 20'000'000'000),
+               "2 timers fired at 20000000000 and more are due \\(kTimerFiresPerRoundMax\\)");
 }
 
 TEST(EngineInternal, ViewCutsAtAnEmbeddedNul) {

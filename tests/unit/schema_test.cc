@@ -6,11 +6,35 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include "schema/enum_names.h"
 #include "schema/event_codec.h"
 #include "tests/unit/event_gen.h"
 
 namespace admission::schema {
 namespace {
+
+enum class Shade : uint8_t { kNone, kLight, kDark };
+const char* ShadeName(Shade shade) {
+  switch (shade) {
+    case Shade::kNone: return "";
+    case Shade::kLight: return "light";
+    case Shade::kDark: return "dark";
+  }
+  return "?";
+}
+
+// EnumFromName finds exactly the enumerators of its range by their names (the first and the
+// last included), and nothing for any other text or for an enumerator outside the range.
+TEST(EnumFromName, FindsTheEnumeratorsOfItsRangeByName) {
+  EXPECT_EQ(EnumFromName("light", Shade::kLight, Shade::kDark, ShadeName), Shade::kLight);
+  EXPECT_EQ(EnumFromName("dark", Shade::kLight, Shade::kDark, ShadeName), Shade::kDark);
+  EXPECT_EQ(EnumFromName("", Shade::kNone, Shade::kDark, ShadeName), Shade::kNone);
+  EXPECT_FALSE(EnumFromName("", Shade::kLight, Shade::kDark, ShadeName));
+  EXPECT_FALSE(EnumFromName("Dark", Shade::kLight, Shade::kDark, ShadeName));
+  EXPECT_FALSE(EnumFromName("dark", Shade::kNone, Shade::kLight, ShadeName));
+  const std::string_view with_nul("light\0", 6);
+  EXPECT_FALSE(EnumFromName(with_nul, Shade::kLight, Shade::kDark, ShadeName));
+}
 
 using admission::testing::BuildEvent;
 using admission::testing::EventSpec;

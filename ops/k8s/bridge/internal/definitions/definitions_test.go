@@ -7,6 +7,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"admission-ledger/bridge/internal/conversion"
+	"admission-ledger/bridge/internal/ledger"
 )
 
 // parse reads JSON objects as the API server's client does (integers as int64).
@@ -60,5 +61,26 @@ func TestKeepRecordedCondition(t *testing.T) {
 	// Without a Recorded condition in the cluster: the ledger's status as it is.
 	if got := keepRecordedCondition(ledger, parsed[2]); len(got["conditions"].([]any)) != 1 {
 		t.Errorf("conditions %v", got["conditions"])
+	}
+}
+
+// A deletion is kept and retried (InUse) for the ledger's FailedPrecondition refusal, whatever
+// its text; an InvalidArgument refusal lets the object go, even if its text says "in use by".
+func TestInUseDecidesByCode(t *testing.T) {
+	for _, tc := range []struct {
+		refused ledger.Refused
+		want    bool
+	}{
+		{ledger.Refused{Code: ledger.CodeFailedPrecondition, Message: "cannot delete ResourceFlavor " +
+			"'default-flavor': in use by ClusterQueue cluster-queue; nothing recorded"}, true},
+		{ledger.Refused{Code: ledger.CodeFailedPrecondition, Message: "cannot delete AdmissionCheck " +
+			"'scan': the reservations of team/a wait on it; nothing recorded"}, true},
+		{ledger.Refused{Code: ledger.CodeInvalidArgument, Message: "cannot delete ClusterQueue " +
+			"'x': in use by ClusterQueue y; wait on it"}, false},
+		{ledger.Refused{Code: ledger.CodeNoSpace, Message: "the ledger's disk is full"}, false},
+	} {
+		if got := InUse(&tc.refused); got != tc.want {
+			t.Errorf("InUse(code %d, %q) = %v, want %v", tc.refused.Code, tc.refused.Message, got, tc.want)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -72,7 +71,7 @@ func (r *Reconciler) deleted(ctx context.Context, obj *unstructured.Unstructured
 	outcome, err := r.Ledger.RecordManifest(ctx, DeleteRequestID(obj), "delete", manifest)
 	var refused *ledger.Refused
 	switch {
-	case errors.As(err, &refused) && !refused.Retryable() && InUse(refused.Message):
+	case errors.As(err, &refused) && InUse(refused):
 		logger.Info("the ledger keeps it while it is in use; will retry", "reason", refused.Message)
 		r.Events.Event(obj, corev1.EventTypeWarning, "InUse", refused.Message)
 		return ctrl.Result{RequeueAfter: InUseRetry}, nil
@@ -102,10 +101,11 @@ func (r *Reconciler) deleted(ctx context.Context, obj *unstructured.Unstructured
 	return ctrl.Result{}, finalizers.Remove(ctx, r.Client, obj, r.Kind, DefinitionFinalizer)
 }
 
-// InUse is true for the ledger's refusal of a deletion whose object something still needs
-// (projections/deletions.cc): only a later change elsewhere can make it succeed.
-func InUse(message string) bool {
-	return strings.Contains(message, ": in use by ") || strings.Contains(message, " wait on it")
+// InUse is true for the ledger's refusal of a deletion whose object something still needs:
+// intake's FailedPrecondition (projections/deletions.cc, Engine::ValidateDeletion), told apart by
+// its code, not its text; only a later change elsewhere can make it succeed.
+func InUse(refused *ledger.Refused) bool {
+	return refused.Code == ledger.CodeFailedPrecondition
 }
 
 // reservingWorkloads is the ledger's count of workloads reserving quota in a ClusterQueue (a

@@ -35,6 +35,9 @@ const (
 	CodeOverloaded       = 9
 	CodeUnavailable      = 10
 	CodeNoSpace          = 11
+	// The call is well formed but the ledger's state forbids it now (a definition still in
+	// use); only a change elsewhere lets the same call pass.
+	CodeFailedPrecondition = 12
 )
 
 // Options say where admitd is and how to prove who we are.
@@ -58,7 +61,8 @@ func (r *Refused) Error() string {
 
 // Retryable says whether the same call may succeed later (admitd overloaded, shutting down, out
 // of disk, or its storage failing); otherwise the call itself is wrong (invalid, not allowed, a
-// conflicting retry) and only a changed call can succeed.
+// conflicting retry) and only a changed call can succeed, or (FailedPrecondition) the ledger's
+// state forbids it until something else changes, which the caller decides how to wait for.
 func (r *Refused) Retryable() bool {
 	switch r.Code {
 	case CodeIoError, CodeBusy, CodeOverloaded, CodeUnavailable, CodeNoSpace:

@@ -1,0 +1,94 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"testing"
+
+	"capnproto.org/go/capnp/v3"
+	"capnproto.org/go/capnp/v3/rpc"
+
+	"admission-ledger/bridge/internal/ledgerrpc"
+)
+
+// refusingLedger answers every recordManifest with one refusal, as admitd answers a call it
+// refused. The other methods are not served (the embedded interface is nil).
+type refusingLedger struct {
+	ledgerrpc.Ledger_Server
+	code    uint8
+	message string
+}
+
+func (l *refusingLedger) RecordManifest(_ context.Context, call ledgerrpc.Ledger_recordManifest) error {
+	results, err := call.AllocResults()
+	if err != nil {
+		return err
+	}
+	refusal, err := results.NewError()
+	if err != nil {
+		return err
+	}
+	refusal.SetCode(l.code)
+	return refusal.SetMessage_(l.message)
+}
+
+// serve answers Cap'n Proto RPC connections on a Unix socket with server as the bootstrap
+// capability, until the test ends; it returns the socket's unix: address.
+func serve(t *testing.T, server ledgerrpc.Ledger_Server) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "admitd.sock")
+	listener, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = listener.Close() })
+	go func() {
+		for {
+			stream, err := listener.Accept()
+			if err != nil {
+				return
+			}
+			conn := rpc.NewConn(rpc.NewStreamTransport(stream), &rpc.Options{
+				BootstrapClient: capnp.Client(ledgerrpc.Ledger_ServerToClient(server)),
+			})
+			t.Cleanup(func() { _ = conn.Close() })
+		}
+	}()
+	return "unix:" + path
+}
+
+// A refusal reaches the caller as a *Refused with admitd's code and message as sent: the
+// bridge decides by the code (a definition still in use is FailedPrecondition, retried later by
+// the definitions reconciler; InvalidArgument is final), never by the message's text.
+func TestRefusedCarriesAdmitdsCode(t *testing.T) {
+	for _, tc := range []struct {
+		code      uint8
+		message   string
+		retryable bool
+	}{
+		{CodeFailedPrecondition, "input 0 refused: cannot delete ResourceFlavor 'default-flavor': " +
+			"in use by ClusterQueue cluster-queue (delete it or remove the reference first); nothing recorded", false},
+		{CodeInvalidArgument, "input 0 refused: cannot delete ClusterQueue 'nosuch': the ledger " +
+			"does not define it; nothing recorded", false},
+		{CodeNoSpace, "the ledger's disk is full", true},
+	} {
+		client, err := New(Options{Address: serve(t, &refusingLedger{code: tc.code, message: tc.message})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = client.RecordManifest(context.Background(), "bridge/deleted/1", "delete", "{}")
+		client.Close()
+		var refused *Refused
+		if !errors.As(err, &refused) {
+			t.Fatalf("code %d: want a *Refused, got %v", tc.code, err)
+		}
+		if refused.Code != tc.code || refused.Message != tc.message {
+			t.Errorf("got code %d %q, want code %d %q", refused.Code, refused.Message, tc.code, tc.message)
+		}
+		if refused.Retryable() != tc.retryable {
+			t.Errorf("code %d: Retryable() = %v, want %v", tc.code, refused.Retryable(), tc.retryable)
+		}
+	}
+}

@@ -257,13 +257,18 @@ func (h *harness) event() string {
 	}
 }
 
+// byController: a Workload whose check scan is Pending with message, the state written by the
+// bridge's mirror and the message by the check's controller alone.
+func byController(message string) *unstructured.Unstructured {
+	return workloadWith(map[string]any{"name": "scan", "state": "Pending", "message": message},
+		owns(BridgeFieldManager, metav1.ManagedFieldsOperationUpdate, "state"),
+		owns(testController, metav1.ManagedFieldsOperationUpdate, "message"))
+}
+
 // The check controller changes only the message of a Pending check: forwarded once (the same
 // reconcile again, or a restarted bridge, records nothing more) and acknowledged with the message.
 func TestMessageAloneIsForwardedOnce(t *testing.T) {
-	workload := workloadWith(map[string]any{"name": "scan", "state": "Pending", "message": "scanning: 40%"},
-		owns(BridgeFieldManager, metav1.ManagedFieldsOperationUpdate, "state"),
-		owns(testController, metav1.ManagedFieldsOperationUpdate, "message"))
-	h := newHarness(t, workload, ledgerCheck{State: "Pending", Message: "", ReportSequence: 0})
+	h := newHarness(t, byController("scanning: 40%"), ledgerCheck{State: "Pending", Message: "", ReportSequence: 0})
 	h.reconcile(t)
 	if len(h.ledger.reports) != 1 {
 		t.Fatalf("%d reports recorded, not 1", len(h.ledger.reports))
@@ -297,8 +302,7 @@ func TestMessageAloneIsForwardedOnce(t *testing.T) {
 
 // The controller writes message a, then b, then a again: three reports.
 func TestMessageBackAndForthIsThreeReports(t *testing.T) {
-	workload := workloadWith(nil, owns(BridgeFieldManager, metav1.ManagedFieldsOperationUpdate, "state"),
-		owns(testController, metav1.ManagedFieldsOperationUpdate, "message"))
+	workload := byController("")
 	h := newHarness(t, workload, ledgerCheck{State: "Pending", ReportSequence: 0})
 	for _, message := range []string{"a", "b", "a"} {
 		workload.Object["status"] = map[string]any{"admissionChecks": []any{
@@ -334,10 +338,7 @@ func TestForeignMessageIsReverted(t *testing.T) {
 // A report the ledger holds already (a bridge stopped between the record and the
 // acknowledgement) is acknowledged, not recorded again.
 func TestHeldReportIsAcknowledged(t *testing.T) {
-	workload := workloadWith(map[string]any{"name": "scan", "state": "Pending", "message": "scanning"},
-		owns(BridgeFieldManager, metav1.ManagedFieldsOperationUpdate, "state"),
-		owns(testController, metav1.ManagedFieldsOperationUpdate, "message"))
-	h := newHarness(t, workload, ledgerCheck{State: "Pending", Message: "scanning", ReportSequence: 4})
+	h := newHarness(t, byController("scanning"), ledgerCheck{State: "Pending", Message: "scanning", ReportSequence: 4})
 	h.reconcile(t)
 	if len(h.ledger.reports) != 0 || len(h.acks) != 1 {
 		t.Fatalf("%d reports and %d acknowledgements, want 0 and 1", len(h.ledger.reports), len(h.acks))

@@ -30,10 +30,20 @@ import (
 // podSetAssignments entry -> its v1beta2 topologyAssignment), for the way back.
 const TopologyStashAnnotation = "admission-ledger.io/v1beta2-topology"
 
-func podSetAssignments(o map[string]any) []any {
+// eachAssignment replaces every topology assignment of the Workload o (that of the
+// podSetAssignments entry at index i) with convert's answer.
+func eachAssignment(o map[string]any, convert func(i int, ta any) any) {
 	v, _ := get(o, "status.admission.podSetAssignments")
 	list, _ := v.([]any)
-	return list
+	for i, e := range list {
+		psa, ok := e.(map[string]any)
+		if !ok {
+			continue
+		}
+		if ta, present := psa["topologyAssignment"]; present {
+			psa["topologyAssignment"] = convert(i, ta)
+		}
+	}
 }
 
 // topologyUp converts, in place, every topology assignment of a v1beta1 Workload to v1beta2,
@@ -45,21 +55,12 @@ func topologyUp(o map[string]any) {
 	if stashed && utiljson.Unmarshal([]byte(text), &stash) != nil {
 		stash = nil // not ours to trust
 	}
-	for i, e := range podSetAssignments(o) {
-		psa, ok := e.(map[string]any)
-		if !ok {
-			continue
-		}
-		ta, present := psa["topologyAssignment"]
-		if !present {
-			continue
-		}
+	eachAssignment(o, func(i int, ta any) any {
 		if kept, ok := stash[strconv.Itoa(i)]; ok && equality.Semantic.DeepEqual(domainsOf(kept), ta) {
-			psa["topologyAssignment"] = runtime.DeepCopyJSONValue(kept)
-			continue
+			return runtime.DeepCopyJSONValue(kept)
 		}
-		psa["topologyAssignment"] = slicesOf(ta)
-	}
+		return slicesOf(ta)
+	})
 }
 
 // topologyDown converts, in place, every topology assignment of a v1beta2 Workload to v1beta1,
@@ -67,21 +68,13 @@ func topologyUp(o map[string]any) {
 func topologyDown(o map[string]any) {
 	removeAnnotation(o, TopologyStashAnnotation)
 	stash := map[string]any{}
-	for i, e := range podSetAssignments(o) {
-		psa, ok := e.(map[string]any)
-		if !ok {
-			continue
-		}
-		ta, present := psa["topologyAssignment"]
-		if !present {
-			continue
-		}
+	eachAssignment(o, func(i int, ta any) any {
 		down := domainsOf(ta)
-		psa["topologyAssignment"] = down
 		if !equality.Semantic.DeepEqual(slicesOf(down), ta) {
 			stash[strconv.Itoa(i)] = ta
 		}
-	}
+		return down
+	})
 	if len(stash) == 0 {
 		return
 	}
@@ -128,16 +121,24 @@ type domain struct {
 	count  int64
 }
 
+// parts returns the topology assignment v, its levels and its list named key ("domains" or
+// "slices"); false unless they are well formed and the other version's list, other, is absent.
+func parts(v any, key, other string) (map[string]any, []string, []any, bool) {
+	ta, ok := v.(map[string]any)
+	if !ok {
+		return nil, nil, nil, false
+	}
+	levels, okLevels := stringList(ta["levels"])
+	list, okList := ta[key].([]any)
+	_, hasOther := ta[other]
+	return ta, levels, list, okLevels && okList && !hasOther
+}
+
 // slicesOf returns the v1beta2 form of a v1beta1 topology assignment (a copy), or a copy of
 // it as written when it is not a well-formed v1beta1 one.
 func slicesOf(v any) any {
-	ta, ok := v.(map[string]any)
+	ta, levels, list, ok := parts(v, "domains", "slices")
 	if !ok {
-		return runtime.DeepCopyJSONValue(v)
-	}
-	levels, okLevels := stringList(ta["levels"])
-	list, okDomains := ta["domains"].([]any)
-	if _, v2 := ta["slices"]; v2 || !okLevels || !okDomains {
 		return runtime.DeepCopyJSONValue(v)
 	}
 	domains := make([]domain, len(list))
@@ -228,13 +229,8 @@ func levelValues(values []string) map[string]any {
 // domainsOf returns the v1beta1 form of a v1beta2 topology assignment (a copy), or a copy of it
 // as written when it is not a well-formed v1beta2 one.
 func domainsOf(v any) any {
-	ta, ok := v.(map[string]any)
+	ta, levels, slices, ok := parts(v, "slices", "domains")
 	if !ok {
-		return runtime.DeepCopyJSONValue(v)
-	}
-	levels, okLevels := stringList(ta["levels"])
-	slices, okSlices := ta["slices"].([]any)
-	if _, v1 := ta["domains"]; v1 || !okLevels || !okSlices {
 		return runtime.DeepCopyJSONValue(v)
 	}
 	domains := []any{}

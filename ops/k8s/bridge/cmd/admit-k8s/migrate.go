@@ -70,6 +70,9 @@ Flags:
 		return 2
 	}
 	results, err := migrateStorage(*kubeconfig, stderr)
+	if results == nil {
+		results = []migration.Result{} // [] in JSON, also when no kind was reached
+	}
 	if *output == "json" {
 		summary := struct {
 			Kinds []migration.Result `json:"kinds"`

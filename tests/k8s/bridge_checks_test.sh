@@ -9,10 +9,11 @@
 #   Ready: the ledger records the report with the bridge as actor and viaFieldManager
 #   example.com/scan (the weaker proof), admits, and the Job is released; its admission revoked,
 #   it is reserved again with the check Pending, and the earlier Ready is not taken for the new
-#   reservation until the controller sets it again;
+#   reservation; the controller then changes only the check's message: the ledger records it
+#   once (also across a bridge restart) and the Workload shows it; then it sets Ready again;
 # - a second Job whose check is set Ready by the field manager `intruder`: reverted to Pending
 #   with a Warning Event naming the manager and the controllerName, nothing in the ledger, the
-#   Job stays suspended;
+#   Job stays suspended; the same for a change of the message alone;
 # - the first Job's pods marked Succeeded by hand (there is no kubelet): the Job controller
 #   marks the Job Complete, the bridge reports `finished`, the ledger finishes the workload and
 #   releases its quota;
@@ -164,6 +165,11 @@ for q in json.load(sys.stdin)["items"]:
     print(total)
 '
 }
+# check_message WORKLOAD: the message of check scan in the Workload's status.
+check_message() {
+  kubectl get workload "$1" -n "$NAMESPACE" \
+    -o jsonpath='{.status.admissionChecks[?(@.name=="scan")].message}' 2>/dev/null
+}
 # events_of WORKLOAD REASON: the messages of the Workload's Events of REASON.
 events_of() {
   kubectl get events -n "$NAMESPACE" --field-selector "involvedObject.name=$1,reason=$2" \
@@ -242,11 +248,58 @@ reports="$(ledger log | grep -c checkStateReported || true)"
 [[ "$reports" == 1 ]] || fail "$reports check reports in the ledger after the revocation, not 1: $(ledger log)"
 [[ "$(ledger_field job-checked 'w["status"]["phase"]')" == QuotaReserved ]] \
   || fail "the ledger's job-checked is not QuotaReserved after the revocation"
+
+step "the check's controller changes only the message of the Pending check: recorded once, shown on the Workload"
+readonly PROGRESS="scanning: 40% of layers done"
+kubectl patch workload job-checked -n "$NAMESPACE" --subresource=status --type=json \
+  --field-manager="$CONTROLLER" \
+  -p "[{\"op\":\"add\",\"path\":\"/status/admissionChecks/0/message\",\"value\":\"$PROGRESS\"}]" > /dev/null
+# message_reports: the check reports of job-checked in the ledger carrying the new message,
+# each checked to be the forwarded Pending of generation 2 (exits 1 on a wrong one).
+message_reports() {
+  ledger log -o json | python3 -c '
+import json, sys
+principal, controller, message = sys.argv[1:4]
+n = 0
+for line in sys.stdin:
+    e = json.loads(line)["event"]
+    r = e.get("body", {}).get("checkStateReported")
+    if r and r["workload"]["name"] == "job-checked" and r.get("message") == message:
+        assert e["actor"] == principal and r.get("viaFieldManager") == controller, e
+        assert r.get("state", "pending") == "pending" and int(r.get("generation")) == 2, r
+        n += 1
+print(n)
+' "$PRINCIPAL" "$CONTROLLER" "$PROGRESS"
+}
+message_recorded() { [[ "$(message_reports)" == 1 ]]; }
+wait_until "the ledger holds no report of job-checked's new message '$PROGRESS': $(ledger log)" message_recorded
+[[ "$(ledger log | grep -c checkStateReported)" == 2 ]] \
+  || fail "not 2 check reports after the message's change: $(ledger log)"
+ledger_message() { [[ "$(ledger_field job-checked 'w["status"]["admissionChecks"][0]["message"]')" == "$PROGRESS" ]]; }
+ledger_message || fail "the ledger's check scan of job-checked does not hold the message '$PROGRESS'"
+shows_progress() { [[ "$(check_message job-checked)" == "$PROGRESS" ]]; }
+sleep 3  # time for the mirror to overwrite it, or for a second report
+shows_progress || fail "the Workload job-checked shows message '$(check_message job-checked)', not '$PROGRESS'"
+[[ "$(check_state job-checked)" == Pending ]] || fail "the Workload's check scan is '$(check_state job-checked)', not Pending"
+[[ "$(suspended checked)" == true ]] || fail "Job checked runs on a Pending check's new message"
+# Exactly once, also across a bridge restart (which reconciles every Workload again).
+kill -KILL "$bridge_pid"
+wait "$bridge_pid" 2>/dev/null || true
+start_bridge
+sleep 5  # time for a restarted bridge to forward it again
+[[ "$(message_reports)" == 1 ]] \
+  || fail "$(message_reports) reports of job-checked's message '$PROGRESS' after the bridge's restart, not 1: $(ledger log)"
+[[ "$(ledger log | grep -c checkStateReported)" == 2 ]] \
+  || fail "not 2 check reports after the bridge's restart: $(ledger log)"
+shows_progress || fail "after the bridge's restart the Workload job-checked shows message '$(check_message job-checked)'"
+echo "message forwarded once: $(kubectl get workload job-checked -n "$NAMESPACE" \
+  -o jsonpath='{.status.admissionChecks[0].state} {.status.admissionChecks[0].message}')" >&2
+
 kubectl patch workload job-checked -n "$NAMESPACE" --subresource=status --type=json \
   --field-manager="$CONTROLLER" \
   -p '[{"op":"replace","path":"/status/admissionChecks/0/state","value":"Ready"}]' > /dev/null
 wait_until "Job checked was not released again after its check was set Ready again" released checked
-[[ "$(ledger log | grep -c checkStateReported)" == 2 ]] || fail "not 2 check reports: $(ledger log)"
+[[ "$(ledger log | grep -c checkStateReported)" == 3 ]] || fail "not 3 check reports: $(ledger log)"
 
 step "a second Job's check set Ready by another field manager: reverted, with a Warning Event"
 job_yaml intruded | kubectl create -f - > /dev/null
@@ -264,6 +317,20 @@ ledger log -o json | grep -q '"checkStateReported".*job-intruded' \
 [[ "$(ledger_field job-intruded 'w["status"]["phase"]')" == QuotaReserved ]] \
   || fail "the ledger's job-intruded is not QuotaReserved"
 echo "reverted: $(events_of job-intruded CheckReverted | head -n 1)" >&2
+held_message="$(ledger_field job-intruded 'w["status"]["admissionChecks"][0]["message"]')"
+kubectl patch workload job-intruded -n "$NAMESPACE" --subresource=status --type=json \
+  --field-manager=intruder \
+  -p '[{"op":"add","path":"/status/admissionChecks/0/message","value":"all clear, trust me"}]' > /dev/null
+message_reverted() {
+  events_of job-intruded CheckReverted | grep -q '^Warning .*message "all clear, trust me".*"intruder".*"example.com/scan"'
+}
+wait_until "no Warning Event CheckReverted of the intruder's message on job-intruded: $(events_of job-intruded CheckReverted)" message_reverted
+message_back() { [[ "$(check_message job-intruded)" == "$held_message" ]]; }
+wait_until "the message of job-intruded's check is '$(check_message job-intruded)', not reverted to the ledger's '$held_message'" message_back
+sleep 2
+ledger log -o json | grep -q '"checkStateReported".*job-intruded' \
+  && fail "a report for job-intruded reached the ledger: $(ledger log)"
+echo "reverted: $(events_of job-intruded CheckReverted | grep 'trust me' | head -n 1)" >&2
 
 step "the first Job's pods marked Succeeded by hand: Complete, finished in the ledger, quota released"
 two_pods() {
@@ -336,4 +403,4 @@ kill -TERM "$admitd_pid" && wait "$admitd_pid" 2>/dev/null || true
 admitd_pid=""
 "$admitctl" --ledger "$dir/ledger" replay --verify > "$dir/replay.out" 2>&1 \
   || fail "replay --verify failed: $(cat "$dir/replay.out")"
-echo "PASS: check forwarded (viaFieldManager $CONTROLLER) and admitted; foreign field manager reverted; finished; deleted"
+echo "PASS: check forwarded (viaFieldManager $CONTROLLER) and admitted; a message alone forwarded once; foreign state and message reverted; finished; deleted"

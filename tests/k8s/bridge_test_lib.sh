@@ -1,5 +1,5 @@
 # The shared set-up of the bridge's tests (bridge_definitions_test.sh, bridge_jobs_test.sh,
-# deploy_test.sh),
+# deploy_test.sh, storage_migration_test.sh),
 # sourced after they set admitctl, admitd, admit_k8s, cluster_sh, SKIP_STATUS,
 # WATCHDOG_POLL_SECONDS, WAIT_SECONDS and POLL_INTERVAL_SECONDS:
 #   source bridge_test_lib.sh NAME     (NAME: the test folder's prefix in $TMPDIR)

@@ -153,4 +153,67 @@ for case_file in "$cases_dir"/*.yaml; do
 done
 ((cases > 0)) || fail "no cases in $cases_dir"
 
-echo "PASS: CRDs installed and served as v1beta1 and v1beta2; $cases cases agree with the ledger"
+step "a Workload's topology assignment: each version takes its own spelling and refuses the other's; the bridge converts it"
+# (In the status: a create ignores the status, so the cases above cannot carry one.)
+kubectl apply -f - > /dev/null <<EOF
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {namespace: default, name: topology}
+spec:
+  queueName: user-queue
+  podSets:
+  - name: main
+    count: 4
+    template:
+      spec:
+        containers: [{name: main, image: registry.invalid/trainer:1}]
+EOF
+# patch_status VERSION TOPOLOGY_ASSIGNMENT: sets the Workload's one podSetAssignment, in VERSION.
+patch_status() {
+  kubectl patch "workloads.$1.kueue.x-k8s.io" topology -n default --subresource=status --type=merge \
+    -p "{\"status\":{\"admission\":{\"clusterQueue\":\"cluster-queue\",\"podSetAssignments\":[
+         {\"name\":\"main\",\"count\":4,\"topologyAssignment\":$2}]}}}"
+}
+# topology_of VERSION: the Workload's topology assignment read in VERSION, as sorted JSON.
+topology_of() {
+  kubectl get "workloads.$1.kueue.x-k8s.io" topology -n default -o json | python3 -c '
+import json, sys
+w = json.load(sys.stdin)
+print(json.dumps(w["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"], sort_keys=True))'
+}
+canonical() { python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1]), sort_keys=True))' "$1"; }
+# Kueue's own example (apis/kueue/v1beta1/workload_conversion_test.go, "multiple slices").
+slices='{"levels":["a","b"],"slices":[
+  {"domainCount":2,"valuesPerLevel":[{"universal":"a1"},{"individual":{"prefix":"b","roots":["1","2"]}}],"podCounts":{"individual":[10,20]}},
+  {"domainCount":2,"valuesPerLevel":[{"universal":"a2"},{"individual":{"roots":["first","second"],"suffix":"-in-a2"}}],"podCounts":{"universal":50}}]}'
+domains='{"levels":["a","b"],"domains":[{"values":["a1","b1"],"count":10},{"values":["a1","b2"],"count":20},
+  {"values":["a2","first-in-a2"],"count":50},{"values":["a2","second-in-a2"],"count":50}]}'
+patch_status v1beta2 "$slices" > /dev/null 2> "$dir/patch.err" \
+  || { cat "$dir/patch.err" >&2; fail "v1beta2 refused a topology assignment in slices"; }
+[[ "$(topology_of v1beta1)" == "$(canonical "$domains")" ]] \
+  || fail "the v1beta2 slices read as v1beta1 are $(topology_of v1beta1), not the domains $(canonical "$domains")"
+[[ "$(topology_of v1beta2)" == "$(canonical "$slices")" ]] \
+  || fail "the v1beta2 slices read back as $(topology_of v1beta2)"
+# Written in v1beta1 (Kueue's first example): v1beta2 holds one slice.
+patch_status v1beta1 '{"levels":["a","b"],"domains":[{"values":["a1","b1"],"count":10},{"values":["a1","b2"],"count":20}]}' \
+  > /dev/null 2> "$dir/patch.err" || { cat "$dir/patch.err" >&2; fail "v1beta1 refused a topology assignment in domains"; }
+one_slice='{"levels":["a","b"],"slices":[{"domainCount":2,"valuesPerLevel":[{"universal":"a1"},
+  {"individual":{"prefix":"b","roots":["1","2"]}}],"podCounts":{"individual":[10,20]}}]}'
+[[ "$(topology_of v1beta2)" == "$(canonical "$one_slice")" ]] \
+  || fail "the v1beta1 domains read as v1beta2 are $(topology_of v1beta2), not $(canonical "$one_slice")"
+# refused VERSION TOPOLOGY_ASSIGNMENT EXPECT: the API server refuses it, saying EXPECT.
+refused() {
+  if patch_status "$1" "$2" > /dev/null 2> "$dir/patch.err"; then
+    fail "$1 took the topology assignment $2"
+  fi
+  grep -qF -- "$3" "$dir/patch.err" || { cat "$dir/patch.err" >&2; fail "$1's refusal of $2 does not say '$3'"; }
+}
+refused v1beta2 "$domains" "'domains' is the v1beta1 spelling of a topology assignment"
+refused v1beta1 "$slices" "'slices' is the v1beta2 spelling of a topology assignment"
+refused v1beta2 '{"levels":["a"],"slices":[{"domainCount":2,"valuesPerLevel":[{"universal":"a1"}],"podCounts":{"individual":[1]}}]}' \
+  "podCounts.individual must have length equal to domainCount"
+refused v1beta2 '{"levels":["a","b"],"slices":[{"domainCount":1,"valuesPerLevel":[{"universal":"a1"}],"podCounts":{"universal":1}}]}' \
+  "valuesPerLevel must have the same length as the number of levels"
+refused v1beta1 '{"levels":["a"],"domains":[{"values":["a1"],"count":0}]}' "should be greater than or equal to 1"
+
+echo "PASS: CRDs installed and served as v1beta1 and v1beta2; $cases cases agree with the ledger; topology assignments converted"

@@ -7,6 +7,7 @@
 // them; forwards the admission check states that a check controller writes into a Workload's
 // status when its field manager is the AdmissionCheck's controllerName, and reverts any other;
 // converts our kueue.x-k8s.io CRDs between v1beta1 and v1beta2 (their conversion webhook).
+// `admit-k8s migrate-storage` moves their stored objects to the storage version (migrate.go).
 // It refuses to start while Kueue's own controller manager holds its leader lease: one
 // admission authority per cluster.
 package main
@@ -48,6 +49,9 @@ const KueueLeaseName = "c1f6bfd2.kueue.x-k8s.io"
 const StartupCheckTimeout = 30 * time.Second
 
 func main() {
+	if status, ok := runSubcommand(); ok {
+		os.Exit(status)
+	}
 	var (
 		admitd, cert, key, ca   string
 		leaderElect             bool
@@ -73,6 +77,7 @@ func main() {
 	opts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), `Usage: admit-k8s --admitd ADDRESS [flags]
+       admit-k8s migrate-storage [--kubeconfig FILE] [-o text|json]   (see its --help)
 
 The admission ledger's bridge to Kubernetes: forwards Kueue definitions to admitd as they
 change, and holds back Jobs with a kueue.x-k8s.io/queue-name label until the ledger admits

@@ -1,12 +1,12 @@
 // Package checks forwards admission check states written inside the cluster to the ledger
 // (docs/k8s.md, "Checks from inside the cluster"). A check controller written for Kueue sets
-// `status.admissionChecks[i].state` of a Workload; the API server's managedFields name the field
-// manager that wrote it. When that manager is the AdmissionCheck's `spec.controllerName`, the
-// bridge records the report in the ledger as its own input, marked `viaFieldManager` (the
-// weaker proof: a field manager is a name the writer chose, vouched for by the bridge, where a
-// check controller's own certificate to admitd is the strong path). A state written by any
-// other manager is reverted to the ledger's, with a Warning Event naming the manager and the
-// controllerName expected.
+// `status.admissionChecks[i].state` and `.message` of a Workload; the API server's managedFields
+// name the field manager that wrote each. When that manager is the AdmissionCheck's
+// `spec.controllerName`, the bridge records the report (a new state, or a new message alone) in
+// the ledger as its own input, marked `viaFieldManager` (the weaker proof: a field manager is a
+// name the writer chose, vouched for by the bridge, where a check controller's own certificate
+// to admitd is the strong path). A state or message written by any other manager is reverted to
+// the ledger's, with a Warning Event naming the manager and the controllerName expected.
 package checks
 
 import (
@@ -83,9 +83,11 @@ func SetupWithManager(mgr ctrl.Manager, l Ledger) error {
 		Complete(r)
 }
 
-// ledgerCheck is one check of the ledger's workload read model.
+// ledgerCheck is one check of the ledger's workload read model. ReportSequence is the sequence
+// of the report the state came from (0: none yet).
 type ledgerCheck struct {
 	State, Message string
+	ReportSequence int64
 }
 
 type ledgerWorkload struct {
@@ -119,19 +121,24 @@ func (r *Reconciler) findLedgerWorkload(ctx context.Context, namespace, name str
 			name, _ := m["name"].(string)
 			state, _ := m["state"].(string)
 			message, _ := m["message"].(string)
-			w.Checks[name] = ledgerCheck{State: state, Message: message}
+			sequence, _, _ := unstructured.NestedInt64(m, "reportSequence")
+			w.Checks[name] = ledgerCheck{State: state, Message: message, ReportSequence: sequence}
 		}
 		return w, nil
 	}
 	return nil, nil
 }
 
-// StateWriters returns, per check name, the field managers that own
-// `status.admissionChecks[name=...].state` of the object (managedFields on the status
-// subresource; the CRD declares admissionChecks a map list keyed by name, so each entry's
-// fields are owned separately).
-func StateWriters(managed []metav1.ManagedFieldsEntry) map[string][]string {
-	writers := map[string][]string{}
+// ReportedFields are the fields of an admissionChecks entry that make a check controller's
+// report: a change of either is one.
+var ReportedFields = []string{"state", "message"}
+
+// Writers returns, per check name and reported field ("state", "message"), the field managers
+// that own `status.admissionChecks[name=...].FIELD` of the object (managedFields on the status
+// subresource; the CRD declares admissionChecks a map list keyed by name, so each entry's fields
+// are owned separately).
+func Writers(managed []metav1.ManagedFieldsEntry) map[string]map[string][]string {
+	writers := map[string]map[string][]string{}
 	for _, entry := range managed {
 		if entry.Subresource != "status" || entry.FieldsV1 == nil {
 			continue
@@ -153,29 +160,58 @@ func StateWriters(managed []metav1.ManagedFieldsEntry) map[string][]string {
 				continue
 			}
 			item, _ := value.(map[string]any)
-			if _, owns := item["f:state"]; owns {
-				writers[k.Name] = append(writers[k.Name], entry.Manager)
+			for _, field := range ReportedFields {
+				if _, owns := item["f:"+field]; !owns {
+					continue
+				}
+				if writers[k.Name] == nil {
+					writers[k.Name] = map[string][]string{}
+				}
+				writers[k.Name][field] = append(writers[k.Name][field], entry.Manager)
 			}
 		}
-	}
-	for _, list := range writers {
-		sort.Strings(list)
 	}
 	return writers
 }
 
-// foreignWriter is the manager that wrote the entry's state when the bridge does not own it
-// (alone or shared: the bridge shares it once it has forwarded it); "" otherwise.
-func foreignWriter(writers []string) string {
-	for _, w := range writers {
-		if w == BridgeFieldManager {
-			return ""
+// ForeignWriter names who wrote an entry's report that the bridge has not seen: the managers
+// of each reported field (state, message) that the bridge does not own, alone or shared (it
+// shares a field once it has forwarded it), sorted and joined by ","; "" when the bridge owns
+// every owned field. A message changed alone by a check controller is its report as much as
+// a changed state.
+func ForeignWriter(fields map[string][]string) string {
+	foreign := map[string]bool{}
+	for _, field := range ReportedFields {
+		owners := fields[field]
+		bridge := false
+		for _, w := range owners {
+			bridge = bridge || w == BridgeFieldManager
+		}
+		if bridge {
+			continue
+		}
+		for _, w := range owners {
+			foreign[w] = true
 		}
 	}
-	if len(writers) == 0 {
-		return ""
+	names := make([]string, 0, len(foreign))
+	for w := range foreign {
+		names = append(names, w)
 	}
-	return strings.Join(writers, ",")
+	sort.Strings(names)
+	return strings.Join(names, ",")
+}
+
+// sameReport: the entry says what the ledger's entry `held` says (state and message; an
+// absent message is the empty one, as the ledger's).
+func sameReport(entry, held map[string]any) bool {
+	return fmt.Sprint(entry["state"]) == fmt.Sprint(held["state"]) &&
+		messageOf(entry) == messageOf(held)
+}
+
+func messageOf(entry map[string]any) string {
+	message, _ := entry["message"].(string)
+	return message
 }
 
 func entriesOf(obj map[string]any) []any {
@@ -185,11 +221,11 @@ func entriesOf(obj map[string]any) []any {
 
 // KeepForeignChecks is for the bridge's status mirror: in `desired` (the ledger's status about
 // to be written over the Workload's), it keeps every admissionChecks entry of the Workload
-// whose state a field manager other than the bridge wrote and the ledger does not hold yet, so
-// the mirror does not overwrite a check controller's report before this package has forwarded
-// or reverted it.
+// whose state or message a field manager other than the bridge wrote and the ledger does not
+// hold yet, so the mirror does not overwrite a check controller's report (a new state, or a
+// new message alone) before this package has forwarded or reverted it.
 func KeepForeignChecks(workload *unstructured.Unstructured, desired map[string]any) {
-	writers := StateWriters(workload.GetManagedFields())
+	writers := Writers(workload.GetManagedFields())
 	desiredEntries, _ := desired["admissionChecks"].([]any)
 	index := map[string]int{}
 	for i, e := range desiredEntries {
@@ -201,13 +237,13 @@ func KeepForeignChecks(workload *unstructured.Unstructured, desired map[string]a
 	for _, e := range entriesOf(workload.Object) {
 		m, _ := e.(map[string]any)
 		name, _ := m["name"].(string)
-		if foreignWriter(writers[name]) == "" {
+		if ForeignWriter(writers[name]) == "" {
 			continue
 		}
 		i, found := index[name]
 		if found {
 			d, _ := desiredEntries[i].(map[string]any)
-			if d["state"] == m["state"] {
+			if sameReport(m, d) {
 				continue
 			}
 			desiredEntries[i] = runtime.DeepCopyJSONValue(m)
@@ -229,7 +265,7 @@ var checkStates = map[string]ledgerevents.CheckState{
 	"Rejected": ledgerevents.CheckState_rejected,
 }
 
-// Reconcile forwards or reverts the foreign check states of one Workload.
+// Reconcile forwards or reverts the foreign check reports (states and messages) of one Workload.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	workload := &unstructured.Unstructured{}
 	workload.SetGroupVersionKind(workloadGVK)
@@ -240,12 +276,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(entries) == 0 || workload.GetDeletionTimestamp() != nil {
 		return ctrl.Result{}, nil
 	}
-	writers := StateWriters(workload.GetManagedFields())
+	writers := Writers(workload.GetManagedFields())
 	var foreign []map[string]any
 	for _, e := range entries {
 		m, _ := e.(map[string]any)
 		name, _ := m["name"].(string)
-		if foreignWriter(writers[name]) != "" {
+		if ForeignWriter(writers[name]) != "" {
 			foreign = append(foreign, m)
 		}
 	}
@@ -260,20 +296,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, entry := range foreign {
 		name, _ := entry["name"].(string)
 		value, _ := entry["state"].(string)
-		writer := foreignWriter(writers[name])
+		message := messageOf(entry)
+		writer := ForeignWriter(writers[name])
 		var held ledgerCheck
 		found := false
 		if state != nil {
 			held, found = state.Checks[name]
 		}
+		if found && held.State == value && held.Message == message {
+			// The ledger holds it already: forwarded by a bridge that stopped before it
+			// acknowledged, or the same by chance. Acknowledge it now, so that the mirror does
+			// not keep it as a report for a later reservation.
+			if err := r.acknowledge(ctx, workload, entry); err != nil {
+				return ctrl.Result{}, err
+			}
+			continue
+		}
+		what := fmt.Sprintf("status.admissionChecks[%s].state %q", name, value)
 		if found && held.State == value {
-			continue // the ledger holds it already (forwarded, or the same by chance)
+			what = fmt.Sprintf("status.admissionChecks[%s].message %q", name, message)
 		}
 		if !found {
 			return ctrl.Result{}, r.revert(ctx, workload, name, state, fmt.Sprintf(
-				"status.admissionChecks[%s].state %q written by field manager %q: the ledger's "+
+				"%s written by field manager %q: the ledger's "+
 					"workload holds no reservation that requires check %s; reverted",
-				name, value, writer, name))
+				what, writer, name))
 		}
 		controller, err := r.controllerName(ctx, name)
 		if err != nil {
@@ -281,10 +328,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		if writer != controller {
 			return ctrl.Result{}, r.revert(ctx, workload, name, state, fmt.Sprintf(
-				"status.admissionChecks[%s].state %q written by field manager %q, but the "+
+				"%s written by field manager %q, but the "+
 					"AdmissionCheck's spec.controllerName is %q: not forwarded to the ledger, "+
-					"reverted to %q",
-				name, value, writer, controller, held.State))
+					"reverted to state %q, message %q",
+				what, writer, controller, held.State, held.Message))
 		}
 		if _, known := checkStates[value]; !known {
 			return ctrl.Result{}, r.revert(ctx, workload, name, state, fmt.Sprintf(
@@ -313,11 +360,14 @@ func (r *Reconciler) controllerName(ctx context.Context, check string) (string, 
 	return name, nil
 }
 
-// CheckRequestID names one forwarded report: the same state by the same writer for the same
-// reservation is one call, however often the bridge (or a restarted one) sends it.
-func CheckRequestID(namespace, name, uid string, generation int64, check, state, message, writer string) string {
+// CheckRequestID names one forwarded report: the same state and message by the same writer for
+// the same reservation, after the same report the ledger held (`after`, its reportSequence), is
+// one call, however often the bridge (or a restarted one) sends it; a controller that writes
+// message A, then B, then A again makes three reports.
+func CheckRequestID(namespace, name, uid string, generation int64, check, state, message, writer string,
+	after int64) string {
 	sum := sha256.Sum256([]byte(strings.Join([]string{namespace, name, uid,
-		strconv.FormatInt(generation, 10), check, state, message, writer}, "\x00")))
+		strconv.FormatInt(generation, 10), check, state, message, writer, strconv.FormatInt(after, 10)}, "\x00")))
 	return "admit-k8s/check/" + hex.EncodeToString(sum[:16])
 }
 
@@ -356,21 +406,22 @@ func (r *Reconciler) forward(ctx context.Context, workload *unstructured.Unstruc
 	logger := log.FromContext(ctx)
 	check, _ := entry["name"].(string)
 	value, _ := entry["state"].(string)
-	message, _ := entry["message"].(string)
+	message := messageOf(entry)
 	requeueAfter, _, _ := unstructured.NestedInt64(entry, "requeueAfterSeconds")
 	ns, name := workload.GetNamespace(), workload.GetName()
 	event, err := CheckReportedEvent(ns, name, state.UID, state.Generation, check, value, message, requeueAfter, writer)
 	if err != nil {
 		return ctrl.Result{}, true, err
 	}
-	outcome, err := r.Ledger.Record(ctx, CheckRequestID(ns, name, state.UID, state.Generation, check, value, message, writer),
+	after := state.Checks[check].ReportSequence
+	outcome, err := r.Ledger.Record(ctx, CheckRequestID(ns, name, state.UID, state.Generation, check, value, message, writer, after),
 		[][]byte{event})
 	var refused *ledger.Refused
 	switch {
 	case errors.As(err, &refused) && !refused.Retryable():
 		return ctrl.Result{}, true, r.revert(ctx, workload, check, state, fmt.Sprintf(
-			"status.admissionChecks[%s].state %q by field manager %q: the ledger refused the report: %s; reverted",
-			check, value, writer, refused.Message))
+			"status.admissionChecks[%s].state %q, message %q by field manager %q: the ledger refused the report: %s; reverted",
+			check, value, message, writer, refused.Message))
 	case err != nil:
 		logger.Error(err, "forwarding a check report failed; will retry", "check", check)
 		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, true, nil
@@ -379,22 +430,41 @@ func (r *Reconciler) forward(ctx context.Context, workload *unstructured.Unstruc
 	if len(outcome.Sequences) > 0 {
 		sequence = strconv.FormatUint(outcome.Sequences[0], 10)
 	}
-	logger.Info("forwarded a check report", "check", check, "state", value, "fieldManager", writer, "sequence", sequence)
+	logger.Info("forwarded a check report", "check", check, "state", value, "message", message,
+		"fieldManager", writer, "sequence", sequence)
 	r.Events.Event(workload, corev1.EventTypeNormal, "CheckForwarded", fmt.Sprintf(
-		"check %s %s, written by field manager %q (the AdmissionCheck's controllerName), recorded in "+
+		"check %s %s (message %q), written by field manager %q (the AdmissionCheck's controllerName), recorded in "+
 			"the ledger at sequence %s via admit-k8s (proof: the field manager, not the controller's certificate)",
-		check, value, writer, sequence))
-	// Share the ownership of the state, so that a later reservation's reset is not taken for
-	// the check controller's report again.
-	ack := &unstructured.Unstructured{}
-	ack.SetGroupVersionKind(workloadGVK)
-	ack.SetNamespace(ns)
-	ack.SetName(name)
-	ack.Object["status"] = map[string]any{"admissionChecks": []any{map[string]any{"name": check, "state": value}}}
-	if err := r.Client.Status().Patch(ctx, ack, client.Apply, client.FieldOwner(BridgeFieldManager), client.ForceOwnership); err != nil {
-		return ctrl.Result{}, true, fmt.Errorf("acknowledging check %s on Workload %s/%s: %w", check, ns, name, err)
+		check, value, message, writer, sequence))
+	if err := r.acknowledge(ctx, workload, entry); err != nil {
+		return ctrl.Result{}, true, err
 	}
 	return ctrl.Result{}, false, nil
+}
+
+// Acknowledgement is the server-side apply (field manager admit-k8s, forced) by which the
+// bridge shares the ownership of a forwarded entry's state and message: a later write by the
+// mirror (a later reservation's reset) is then not taken for the check controller's report
+// again, and neither is the controller's own copy.
+func Acknowledgement(namespace, name string, entry map[string]any) *unstructured.Unstructured {
+	ack := &unstructured.Unstructured{}
+	ack.SetGroupVersionKind(workloadGVK)
+	ack.SetNamespace(namespace)
+	ack.SetName(name)
+	applied := map[string]any{"name": entry["name"], "state": entry["state"]}
+	if message, present := entry["message"]; present {
+		applied["message"] = message
+	}
+	ack.Object["status"] = map[string]any{"admissionChecks": []any{applied}}
+	return ack
+}
+
+func (r *Reconciler) acknowledge(ctx context.Context, workload *unstructured.Unstructured, entry map[string]any) error {
+	ack := Acknowledgement(workload.GetNamespace(), workload.GetName(), entry)
+	if err := r.Client.Status().Patch(ctx, ack, client.Apply, client.FieldOwner(BridgeFieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("acknowledging check %v on Workload %s/%s: %w", entry["name"], workload.GetNamespace(), workload.GetName(), err)
+	}
+	return nil
 }
 
 // revert writes the ledger's state of the check back over the entry (or removes the entry when

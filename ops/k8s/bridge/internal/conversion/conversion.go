@@ -8,7 +8,11 @@
 // v1beta1 -> v1beta2 -> v1beta1 gives back the object as written: where v1beta2 cannot say what
 // v1beta1 said (the early Cohort spelling spec.parent, a priorityClassName without a source
 // Kueue converts), the v1beta1 fields are kept in the annotation StashAnnotation of the v1beta2
-// object and restored on the way back, as long as v1beta2 has not changed them since.
+// object and restored on the way back, as long as v1beta2 has not changed them since. The other
+// way, v1beta2 -> v1beta1 -> v1beta2 gives back the object as written too: a Workload's
+// topology assignment, which v1beta2 can encode in many ways (slices, prefixes, universal
+// values) and v1beta1 only one (domains), keeps its v1beta2 encoding in the annotation
+// TopologyStashAnnotation of the v1beta1 object (topology.go).
 package conversion
 
 import (
@@ -86,14 +90,15 @@ var rules = map[string]kindRules{
 	},
 	// Workload: v1beta1 spec.priorityClassName and priorityClassSource are v1beta2
 	// spec.priorityClassRef {group, kind, name}; status.accumulatedPastExexcutionTimeSeconds (sic,
-	// v1beta1) is status.accumulatedPastExecutionTimeSeconds. (status.admission's topology
-	// assignments, v1beta1 domains and v1beta2 slices, are not converted: the ledger assigns no
-	// topology.)
+	// v1beta1) is status.accumulatedPastExecutionTimeSeconds; the topology assignment of each
+	// status.admission.podSetAssignments entry is v1beta1 {levels, domains} and v1beta2 {levels,
+	// slices} (topology.go).
 	"Workload": {
 		up:   workloadUp,
 		down: workloadDown,
 		owned: []string{"spec.priorityClassName", "spec.priorityClassSource", "spec.priorityClassRef",
-			"status.accumulatedPastExexcutionTimeSeconds", "status.accumulatedPastExecutionTimeSeconds"},
+			"status.accumulatedPastExexcutionTimeSeconds", "status.accumulatedPastExecutionTimeSeconds",
+			"status.admission.podSetAssignments"},
 	},
 }
 
@@ -104,6 +109,7 @@ func Kinds() []string {
 
 func workloadUp(o map[string]any) {
 	rename(o, "status.accumulatedPastExexcutionTimeSeconds", "status.accumulatedPastExecutionTimeSeconds")
+	topologyUp(o)
 	if _, ok := get(o, "spec.priorityClassRef"); ok {
 		return // v1beta2's spelling in a v1beta1 object (the CRD refuses it): left as written
 	}
@@ -125,6 +131,7 @@ func workloadUp(o map[string]any) {
 
 func workloadDown(o map[string]any) {
 	rename(o, "status.accumulatedPastExecutionTimeSeconds", "status.accumulatedPastExexcutionTimeSeconds")
+	topologyDown(o)
 	ref, ok := get(o, "spec.priorityClassRef")
 	if !ok {
 		return
@@ -188,6 +195,10 @@ func up(r kindRules, in, out map[string]any) (map[string]any, error) {
 	r.down(back)
 	original := runtime.DeepCopyJSON(in)
 	removeAnnotation(original, StashAnnotation)
+	// The topology's stash is remade on the way back as the v1beta2 encoding needs it: what the
+	// stash below must keep is the v1beta1 fields.
+	removeAnnotation(original, TopologyStashAnnotation)
+	removeAnnotation(back, TopologyStashAnnotation)
 	if equality.Semantic.DeepEqual(back, original) {
 		return out, nil
 	}
@@ -227,14 +238,20 @@ func down(r kindRules, out map[string]any) (map[string]any, error) {
 			set(restored, path, runtime.DeepCopyJSONValue(v))
 		}
 	}
-	// The stash still holds only if it goes up to the v1beta2 object as it is now.
-	check := runtime.DeepCopyJSON(restored)
-	r.up(check)
-	check["apiVersion"] = out["apiVersion"]
-	if !equality.Semantic.DeepEqual(check, out) {
-		return converted, nil
+	// The stash still holds only if it goes up to the v1beta2 object as it is now: without the
+	// topology's stash that converted got (the v1beta1 object as it was written had none), or
+	// else with it.
+	withoutTopology := runtime.DeepCopyJSON(restored)
+	removeAnnotation(withoutTopology, TopologyStashAnnotation)
+	for _, candidate := range []map[string]any{withoutTopology, restored} {
+		check := runtime.DeepCopyJSON(candidate)
+		r.up(check)
+		check["apiVersion"] = out["apiVersion"]
+		if equality.Semantic.DeepEqual(check, out) {
+			return candidate, nil
+		}
 	}
-	return restored, nil
+	return converted, nil
 }
 
 // get, set, remove and rename act on dotted paths of maps.

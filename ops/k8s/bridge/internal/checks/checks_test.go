@@ -1,0 +1,346 @@
+package checks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"capnproto.org/go/capnp/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"admission-ledger/bridge/internal/ledger"
+	"admission-ledger/bridge/internal/ledgerevents"
+)
+
+const (
+	testNamespace  = "default"
+	testWorkload   = "job-checked"
+	testController = "example.com/scan"
+)
+
+// owns is a managedFields entry on the status subresource owning FIELDS of check scan, as the
+// API server writes them.
+func owns(manager string, operation metav1.ManagedFieldsOperationType, fields ...string) metav1.ManagedFieldsEntry {
+	item := map[string]any{".": map[string]any{}, "f:name": map[string]any{}}
+	for _, f := range fields {
+		item["f:"+f] = map[string]any{}
+	}
+	raw, _ := json.Marshal(map[string]any{"f:status": map[string]any{
+		"f:admissionChecks": map[string]any{`k:{"name":"scan"}`: item}}})
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: operation, APIVersion: "kueue.x-k8s.io/v1beta2",
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}, Subresource: "status"}
+}
+
+// The mirror's Update wrote the entry; the check controller then changed the message alone:
+// the API server gives it `f:message` only, and that makes it the entry's foreign writer.
+func TestMessageOwnerIsAWriter(t *testing.T) {
+	managed := []metav1.ManagedFieldsEntry{
+		owns(BridgeFieldManager, metav1.ManagedFieldsOperationUpdate, "state", "lastTransitionTime"),
+		owns(testController, metav1.ManagedFieldsOperationUpdate, "message"),
+	}
+	w := Writers(managed)
+	if got := fmt.Sprint(w["scan"]); got != "map[message:[example.com/scan] state:[admit-k8s]]" {
+		t.Fatalf("Writers = %s", got)
+	}
+	if got := ForeignWriter(w["scan"]); got != testController {
+		t.Fatalf("ForeignWriter = %q, want %q", got, testController)
+	}
+}
+
+func TestForeignWriter(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		fields map[string][]string
+		want   string
+	}{
+		{"nobody", nil, ""},
+		{"the bridge alone", map[string][]string{"state": {BridgeFieldManager}, "message": {BridgeFieldManager}}, ""},
+		{"forwarded and acknowledged", map[string][]string{"state": {BridgeFieldManager, testController},
+			"message": {BridgeFieldManager, testController}}, ""},
+		{"a new state", map[string][]string{"state": {testController}, "message": {BridgeFieldManager}}, testController},
+		{"a new message after an acknowledged state", map[string][]string{"state": {BridgeFieldManager, testController},
+			"message": {testController}}, testController},
+		{"state and message by two managers", map[string][]string{"state": {testController}, "message": {"intruder"}},
+			"example.com/scan,intruder"},
+		{"the intruder's message", map[string][]string{"state": {BridgeFieldManager}, "message": {"intruder"}}, "intruder"},
+	} {
+		if got := ForeignWriter(c.fields); got != c.want {
+			t.Errorf("%s: ForeignWriter = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func workloadWith(entry map[string]any, managed ...metav1.ManagedFieldsEntry) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(workloadGVK)
+	u.SetNamespace(testNamespace)
+	u.SetName(testWorkload)
+	u.SetLabels(map[string]string{JobUIDLabel: "job-uid"})
+	u.SetManagedFields(managed)
+	u.Object["status"] = map[string]any{"admissionChecks": []any{entry}}
+	return u
+}
+
+func ledgerEntry(state, message string, sequence int64) map[string]any {
+	return map[string]any{"name": "scan", "state": state, "message": message, "reportSequence": sequence}
+}
+
+func TestKeepForeignChecksKeepsAForeignMessage(t *testing.T) {
+	written := map[string]any{"name": "scan", "state": "Pending", "message": "scanning: 40%"}
+	byController := workloadWith(written,
+		owns(BridgeFieldManager, metav1.ManagedFieldsOperationUpdate, "state"),
+		owns(testController, metav1.ManagedFieldsOperationUpdate, "message"))
+	desired := map[string]any{"admissionChecks": []any{ledgerEntry("Pending", "", 7)}}
+	KeepForeignChecks(byController, desired)
+	if got := desired["admissionChecks"].([]any)[0].(map[string]any)["message"]; got != "scanning: 40%" {
+		t.Fatalf("the mirror would overwrite the controller's message with %q", got)
+	}
+	// Once the ledger holds it, the ledger's entry (its report sequence) is written.
+	desired = map[string]any{"admissionChecks": []any{ledgerEntry("Pending", "scanning: 40%", 9)}}
+	KeepForeignChecks(byController, desired)
+	if got := desired["admissionChecks"].([]any)[0].(map[string]any)["reportSequence"]; got != int64(9) {
+		t.Fatalf("the ledger's entry was replaced although it holds the message: reportSequence %v", got)
+	}
+	// The bridge's own message (a reservation's reset) is not kept.
+	byBridge := workloadWith(written,
+		owns(BridgeFieldManager, metav1.ManagedFieldsOperationUpdate, "state", "message"),
+		owns(testController, metav1.ManagedFieldsOperationUpdate))
+	desired = map[string]any{"admissionChecks": []any{ledgerEntry("Pending", "", 11)}}
+	KeepForeignChecks(byBridge, desired)
+	if got := desired["admissionChecks"].([]any)[0].(map[string]any)["message"]; got != "" {
+		t.Fatalf("the bridge's own message was kept as a report: %q", got)
+	}
+}
+
+func TestCheckRequestID(t *testing.T) {
+	id := func(message string, after int64) string {
+		return CheckRequestID(testNamespace, testWorkload, "uid", 2, "scan", "Pending", message, testController, after)
+	}
+	if id("a", 5) != id("a", 5) {
+		t.Fatal("the same report after the same ledger report has two request ids")
+	}
+	// Message a, then b, then a again: three reports.
+	first, second, third := id("a", 5), id("b", 6), id("a", 7)
+	if first == second || first == third || second == third {
+		t.Fatalf("a, b, a again do not make three request ids: %s %s %s", first, second, third)
+	}
+}
+
+func TestAcknowledgementAppliesTheMessage(t *testing.T) {
+	ack := Acknowledgement(testNamespace, testWorkload, map[string]any{"name": "scan", "state": "Pending",
+		"message": "scanning: 40%", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+	got, _ := json.Marshal(ack.Object["status"])
+	if string(got) != `{"admissionChecks":[{"message":"scanning: 40%","name":"scan","state":"Pending"}]}` {
+		t.Fatalf("acknowledgement %s", got)
+	}
+	ack = Acknowledgement(testNamespace, testWorkload, map[string]any{"name": "scan", "state": "Ready"})
+	got, _ = json.Marshal(ack.Object["status"])
+	if string(got) != `{"admissionChecks":[{"name":"scan","state":"Ready"}]}` {
+		t.Fatalf("acknowledgement of an entry without a message %s", got)
+	}
+}
+
+// fakeLedger holds one workload with check scan and records reports as admitd would: a
+// request id it has seen is answered from its record, a new report changes the check.
+type fakeLedger struct {
+	check   ledgerCheck
+	next    int64
+	ids     map[string]uint64
+	reports []*ledgerevents.CheckStateReported
+}
+
+func (l *fakeLedger) Record(_ context.Context, requestID string, inputs [][]byte) (ledger.Outcome, error) {
+	if seq, seen := l.ids[requestID]; seen {
+		return ledger.Outcome{Sequences: []uint64{seq}, Retried: true}, nil
+	}
+	msg, _, err := capnp.NewMessage(capnp.SingleSegment(inputs[0]))
+	if err != nil {
+		return ledger.Outcome{}, err
+	}
+	event, err := ledgerevents.ReadRootEvent(msg)
+	if err != nil {
+		return ledger.Outcome{}, err
+	}
+	r, err := event.Body().CheckStateReported()
+	if err != nil {
+		return ledger.Outcome{}, err
+	}
+	message, _ := r.Message_()
+	l.next++
+	l.ids[requestID] = uint64(l.next)
+	l.reports = append(l.reports, &r)
+	for name, state := range checkStates {
+		if state == r.State() {
+			l.check = ledgerCheck{State: name, Message: message, ReportSequence: l.next}
+		}
+	}
+	return ledger.Outcome{Sequences: []uint64{uint64(l.next)}}, nil
+}
+
+func (l *fakeLedger) Get(_ context.Context, kind, format string) (string, error) {
+	text, err := json.Marshal(map[string]any{"items": []any{map[string]any{
+		"metadata": map[string]any{"namespace": testNamespace, "name": testWorkload, "uid": "uid"},
+		"status": map[string]any{"admissionGeneration": 2, "admissionChecks": []any{
+			ledgerEntry(l.check.State, l.check.Message, l.check.ReportSequence)}}}}})
+	return string(text), err
+}
+
+// harness: a Reconciler over a fake API server holding the Workload and the AdmissionCheck,
+// recording the status patches (acknowledgements) and updates (reverts) the bridge sends.
+type harness struct {
+	reconciler *Reconciler
+	ledger     *fakeLedger
+	events     *record.FakeRecorder
+	acks       []string
+	reverts    []map[string]any
+}
+
+func newHarness(t *testing.T, workload *unstructured.Unstructured, held ledgerCheck) *harness {
+	t.Helper()
+	check := &unstructured.Unstructured{}
+	check.SetGroupVersionKind(checkGVK)
+	check.SetName("scan")
+	check.Object["spec"] = map[string]any{"controllerName": testController}
+	h := &harness{ledger: &fakeLedger{check: held, next: held.ReportSequence, ids: map[string]uint64{}},
+		events: record.NewFakeRecorder(16)}
+	c := fake.NewClientBuilder().WithObjects(check).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == "Workload" {
+				workload.DeepCopyInto(u)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		SubResourcePatch: func(_ context.Context, _ client.Client, _ string, obj client.Object, patch client.Patch,
+			_ ...client.SubResourcePatchOption) error {
+			if patch.Type() != types.ApplyPatchType {
+				return fmt.Errorf("status patch of type %s, not a server-side apply", patch.Type())
+			}
+			text, err := json.Marshal(obj.(*unstructured.Unstructured).Object["status"])
+			h.acks = append(h.acks, string(text))
+			return err
+		},
+		SubResourceUpdate: func(_ context.Context, _ client.Client, _ string, obj client.Object,
+			_ ...client.SubResourceUpdateOption) error {
+			entries := entriesOf(obj.(*unstructured.Unstructured).Object)
+			h.reverts = append(h.reverts, entries[0].(map[string]any))
+			return nil
+		},
+	}).Build()
+	h.reconciler = &Reconciler{Client: c, Ledger: h.ledger, Events: h.events}
+	return h
+}
+
+func (h *harness) reconcile(t *testing.T) {
+	t.Helper()
+	if _, err := h.reconciler.Reconcile(context.Background(),
+		ctrl.Request{NamespacedName: types.NamespacedName{Namespace: testNamespace, Name: testWorkload}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *harness) event() string {
+	select {
+	case e := <-h.events.Events:
+		return e
+	default:
+		return ""
+	}
+}
+
+// byController: a Workload whose check scan is Pending with message, the state written by the
+// bridge's mirror and the message by the check's controller alone.
+func byController(message string) *unstructured.Unstructured {
+	return workloadWith(map[string]any{"name": "scan", "state": "Pending", "message": message},
+		owns(BridgeFieldManager, metav1.ManagedFieldsOperationUpdate, "state"),
+		owns(testController, metav1.ManagedFieldsOperationUpdate, "message"))
+}
+
+// The check controller changes only the message of a Pending check: forwarded once (the same
+// reconcile again, or a restarted bridge, records nothing more) and acknowledged with the message.
+func TestMessageAloneIsForwardedOnce(t *testing.T) {
+	h := newHarness(t, byController("scanning: 40%"), ledgerCheck{State: "Pending", Message: "", ReportSequence: 0})
+	h.reconcile(t)
+	if len(h.ledger.reports) != 1 {
+		t.Fatalf("%d reports recorded, not 1", len(h.ledger.reports))
+	}
+	r := h.ledger.reports[0]
+	message, _ := r.Message_()
+	via, _ := r.ViaFieldManager()
+	if r.State() != ledgerevents.CheckState_pending || message != "scanning: 40%" || via != testController ||
+		r.Generation() != 2 {
+		t.Fatalf("recorded state %v message %q via %q generation %d", r.State(), message, via, r.Generation())
+	}
+	want := `{"admissionChecks":[{"message":"scanning: 40%","name":"scan","state":"Pending"}]}`
+	if len(h.acks) != 1 || h.acks[0] != want {
+		t.Fatalf("acknowledgements %v, want one %s", h.acks, want)
+	}
+	if e := h.event(); !strings.HasPrefix(e, "Normal CheckForwarded") || !strings.Contains(e, `"scanning: 40%"`) {
+		t.Fatalf("event %q", e)
+	}
+	// A repeated reconcile of the same object (the acknowledgement not seen yet), and a
+	// restarted bridge: the ledger holds the message, nothing more is recorded.
+	h.reconcile(t)
+	restarted := &Reconciler{Client: h.reconciler.Client, Ledger: h.ledger, Events: h.events}
+	if _, err := restarted.Reconcile(context.Background(),
+		ctrl.Request{NamespacedName: types.NamespacedName{Namespace: testNamespace, Name: testWorkload}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.ledger.reports) != 1 || len(h.reverts) != 0 {
+		t.Fatalf("%d reports and %d reverts after repeated reconciles, not 1 and 0", len(h.ledger.reports), len(h.reverts))
+	}
+}
+
+// The controller writes message a, then b, then a again: three reports.
+func TestMessageBackAndForthIsThreeReports(t *testing.T) {
+	workload := byController("")
+	h := newHarness(t, workload, ledgerCheck{State: "Pending", ReportSequence: 0})
+	for _, message := range []string{"a", "b", "a"} {
+		workload.Object["status"] = map[string]any{"admissionChecks": []any{
+			map[string]any{"name": "scan", "state": "Pending", "message": message}}}
+		h.reconcile(t)
+	}
+	if len(h.ledger.reports) != 3 || h.ledger.check.Message != "a" {
+		t.Fatalf("%d reports, the ledger holds %q; want 3 and \"a\"", len(h.ledger.reports), h.ledger.check.Message)
+	}
+}
+
+// Another field manager changes only the message: reverted to the ledger's, with a Warning
+// Event naming it and the controllerName, nothing recorded.
+func TestForeignMessageIsReverted(t *testing.T) {
+	workload := workloadWith(map[string]any{"name": "scan", "state": "Pending", "message": "all clear"},
+		owns(BridgeFieldManager, metav1.ManagedFieldsOperationUpdate, "state"),
+		owns("intruder", metav1.ManagedFieldsOperationUpdate, "message"))
+	h := newHarness(t, workload, ledgerCheck{State: "Pending", Message: "scanning", ReportSequence: 4})
+	h.reconcile(t)
+	if len(h.ledger.reports) != 0 {
+		t.Fatalf("%d reports recorded for the intruder's message", len(h.ledger.reports))
+	}
+	if len(h.reverts) != 1 || h.reverts[0]["message"] != "scanning" || h.reverts[0]["state"] != "Pending" {
+		t.Fatalf("reverts %v, want one back to Pending \"scanning\"", h.reverts)
+	}
+	e := h.event()
+	if !strings.HasPrefix(e, "Warning CheckReverted") || !strings.Contains(e, `message "all clear"`) ||
+		!strings.Contains(e, `"intruder"`) || !strings.Contains(e, `"example.com/scan"`) {
+		t.Fatalf("event %q", e)
+	}
+}
+
+// A report the ledger holds already (a bridge stopped between the record and the
+// acknowledgement) is acknowledged, not recorded again.
+func TestHeldReportIsAcknowledged(t *testing.T) {
+	h := newHarness(t, byController("scanning"), ledgerCheck{State: "Pending", Message: "scanning", ReportSequence: 4})
+	h.reconcile(t)
+	if len(h.ledger.reports) != 0 || len(h.acks) != 1 {
+		t.Fatalf("%d reports and %d acknowledgements, want 0 and 1", len(h.ledger.reports), len(h.acks))
+	}
+}

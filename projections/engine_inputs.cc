@@ -261,7 +261,7 @@ void Engine::DefineLocalQueue(schema::LocalQueueDef::Reader def, int64_t now) {
   lq.cluster_queue = def.getClusterQueue().cStr();
   lq.stop_policy = ToStopPolicy(def.getStopPolicy());
   lq.weight_milli = def.getFairSharingWeightMilli();
-  lq.has_consumed_seed = def.getHasConsumedResources();
+  lq.has_consumed_seed = def.getConsumedResourcesGiven();
   for (auto r : def.getConsumedResources()) {
     lq.consumed_seed[resources_.Id(r.getName().cStr())] += r.getMilli();
   }

@@ -176,7 +176,7 @@ struct LocalQueueDef {
   # status.fairSharing.admissionFairSharingStatus.consumedResources, as Kueue persisted it: the
   # usage a LocalQueue's admission fair sharing starts from (Kueue's initializeAfsIfNeeded seeds
   # from it, with its lastUpdate reset to now, so the status' lastUpdate is not kept).
-  hasConsumedResources @5 :Bool;
+  consumedResourcesGiven @5 :Bool;   # (not "hasConsumedResources": Go capnp generates that method for the list)
   consumedResources @6 :List(ResourceAmount);
 }
 

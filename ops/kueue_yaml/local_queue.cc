@@ -40,7 +40,7 @@ bool DocumentParser::ParseLocalQueue(const YAML::Node& obj, const std::string& p
     if (!Absent(resources) && !ReadResourceMap(resources, Join(ap, "consumedResources"), &consumed)) {
       return false;
     }
-    def.setHasConsumedResources(true);
+    def.setConsumedResourcesGiven(true);
     auto list = def.initConsumedResources(static_cast<unsigned>(consumed.size()));
     unsigned i = 0;
     for (const auto& [name, milli] : consumed) {

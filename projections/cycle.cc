@@ -324,15 +324,24 @@ bool Engine::PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* t
   // started releases at once, and that release must wake the preemptor's class.
   e.cls->inadmissible = true;
   const std::string message = "Preempted to accommodate a workload (UID: " + wl.uid + ") due to ";
+  size_t issued = 0;
   for (WorkloadState* victim : e.n.victims) {
     WorkloadState& v = *victim;
+    // Engine v15: a victim already being evicted is waited for, not evicted again.
+    if (v.phase == Phase::kEvicting) continue;
+    ++issued;
     const auto [reason, human] = PreemptionReason(*cq.spec, wl, v, e.n.assignment.borrows);
     if (batch_version_ >= 6) preempted_in_batch_.insert(v.key);
     Evict(v, "Preempted", message + human, reason, &wl, now);
   }
+  const size_t draining = e.n.victims.size() - issued;
   SetPending(wl, "Pending",
-             "Preempting " + std::to_string(e.n.victims.size()) +
-                 " workload(s) to make room: " + e.n.message,
+             (issued > 0 ? "Preempting " + std::to_string(issued) + " workload(s)" : std::string()) +
+                 (issued > 0 && draining > 0 ? " and w" : draining > 0 ? "W" : "") +
+                 (draining > 0 ? "aiting for " + std::to_string(draining) +
+                                     " workload(s) being evicted"
+                               : std::string()) +
+                 " to make room: " + e.n.message,
              e.n.resource, e.n.flavor, e.n.shortfall, now, true);
   // Victims whose pods never started released their quota at once: the preemptor takes
   // it now, before the requeued victims (or anyone else) can be nominated for it again.

@@ -71,6 +71,12 @@ const char* EngineVersionNote(uint32_t version) {
              "ClusterQueue from a LocalQueue of higher usage go first; usage decays with "
              "usageHalfLifeTime at every usageSamplingInterval, and a reservation adds its entry "
              "penalty until admitted (no ledger before v14 can enable it)";
+    case 15:
+      return "victims already being evicted: a preemptor's victim search keeps workloads that "
+             "are draining (Evicting) as candidates and orders them first (Kueue's "
+             "candidatesOrdering), and evicts only those not already evicted; when all its "
+             "victims are draining it evicts nobody more and waits (v14 left draining workloads "
+             "out and could preempt more while they drained)";
     default: return "unknown engine version";
   }
 }

@@ -50,6 +50,9 @@ struct Engine::VictimSearch {
     int node;
     int32_t priority;         // copied from *wl for the ordering
     int64_t reserved_at_ns;
+    // Engine v15: already being evicted (draining); it stays a candidate, ordered first, and is
+    // not evicted again (Kueue's candidatesOrdering puts evicted workloads first).
+    bool evicting = false;
     // Engine v14: its LocalQueue's usage, when its ClusterQueue orders by it.
     std::optional<AfsScore> afs = std::nullopt;
   };
@@ -83,6 +86,15 @@ struct Engine::VictimSearch {
     }
     return false;
   }
+  // Whether a holder may be a candidate: evictable, or (engine v15) already being evicted.
+  bool Eligible(const Holder& h) const {
+    return h.evictable || (engine.batch_version_ >= 15 && h.wl->phase == Phase::kEvicting);
+  }
+  Candidate Make(const Holder& h, bool same, int node) const {
+    Candidate c{h.wl, &h, same, node, h.priority, h.reserved_at_ns};
+    c.evicting = !h.evictable;
+    return c;
+  }
   bool HolderUsesNeeded(const Holder& h) const {
     if (h.single) return h.amount > 0 && IsNeeded(h.fr);
     return UsesNeeded(*h.wl);
@@ -107,6 +119,7 @@ struct Engine::VictimSearch {
   // Kueue's candidatesOrdering: other ClusterQueues first, lower priority first, most
   // recently reserved first, then uid (then namespace/name: a total order).
   static bool Before(const Candidate& a, const Candidate& b) {
+    if (a.evicting != b.evicting) return a.evicting;
     if (a.same_cq != b.same_cq) return !a.same_cq;
     // Engine v14, admission fair sharing: of one ClusterQueue's LocalQueues, the one using more
     // gives up its workloads first (Kueue's resourceUsagePreemptionEnabled).
@@ -162,12 +175,12 @@ void Engine::VictimSearch::AddOwnCandidates() {
       own_state != nullptr ? *own_state : engine.cqs_.at(wl.cluster_queue);
   if (spec.preemption.within_cluster_queue == WithinCq::kNever) return;
   for (const Holder& h : own.holders) {
-    if (!h.evictable || !HolderUsesNeeded(h)) continue;
+    if (!Eligible(h) || !HolderUsesNeeded(h)) continue;
     bool lower = h.priority < wl.priority;
     if (spec.preemption.within_cluster_queue == WithinCq::kLowerOrNewerEqualPriority) {
       lower = lower || (h.priority == wl.priority && h.wl->queued_at_ns > wl.queued_at_ns);
     }
-    if (lower) candidates.push_back(Candidate{h.wl, &h, true, cq_node, h.priority, h.reserved_at_ns});
+    if (lower) candidates.push_back(Make(h, true, cq_node));
   }
 }
 
@@ -202,7 +215,7 @@ void Engine::VictimSearch::AddCohortCandidates(bool under_nominal) {
     const ClusterQueueState* other_cq = engine.cq_by_node_[static_cast<size_t>(other)];
     if (other_cq == nullptr) continue;
     for (const Holder& h : other_cq->holders) {
-      if (!h.evictable || !HolderUsesNeeded(h)) continue;
+      if (!Eligible(h) || !HolderUsesNeeded(h)) continue;
       const WorkloadState& c = *h.wl;
       bool allowed = spec.preemption.reclaim_within_cohort == ReclaimPolicy::kAny ||
                      (spec.preemption.reclaim_within_cohort == ReclaimPolicy::kLowerPriority &&
@@ -219,7 +232,7 @@ void Engine::VictimSearch::AddCohortCandidates(bool under_nominal) {
            c.priority <= *spec.preemption.max_priority_threshold)) {
         allowed = true;
       }
-      if (allowed) candidates.push_back(Candidate{h.wl, &h, false, other, h.priority, h.reserved_at_ns});
+      if (allowed) candidates.push_back(Make(h, false, other));
     }
   }
 }

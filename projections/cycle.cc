@@ -282,6 +282,18 @@ std::vector<Engine::CycleEntry*> Engine::OrderEntries(std::vector<CycleEntry>& e
 bool Engine::AdmitFitting(CycleEntry& e, int node, int root, std::set<int>* touched_roots,
                           int64_t now) {
   WorkloadState& wl = *e.wl;
+  if (batch_version_ >= 15 && preempted_in_batch_.count(wl.key) != 0) {
+    // Engine v15: preempted earlier at this instant, it is not admitted again before the next
+    // batch either (Kueue requeues it only once its eviction was observed). Otherwise a victim
+    // whose quota came back at once retakes the room its preemptor, still waiting for other
+    // victims to drain, needs, and is preempted again, without end.
+    e.cls->inadmissible = true;
+    held_until_next_batch_.emplace_back(wl.cluster_queue, wl.class_key);
+    SetPending(wl, "Pending",
+               "Preempted at this instant; it may be admitted again from the next cycle", "", "", 0,
+               now, true);
+    return true;
+  }
   if (tree_.Fits(node, e.n.assignment.usage)) {
     Reserve(wl, e.n, now);
     touched_roots->insert(root);

@@ -1,7 +1,10 @@
 // Snapshots of the decider: the serializer (SnapshotCodec, a friend of Engine) and
 // Engine::RestoreDerivedState, the one place that rebuilds what a snapshot does not store.
-// When the Engine's members change, these two (and kSnapshotFormatVersion) change with them;
-// SnapshotLayout.EngineMembersAreKnown (tests/unit/snapshot_test.cc) fails until they do.
+// When the Engine's members change, these two (and kSnapshotFormatVersion) change with them.
+// No test lists the members; what guards them is the round trip of tests/property/snapshot_check.h
+// (Snapshot.EveryAppendOfEveryGoldenLedgerRoundTrips, the random-scenario property and every
+// scenario test): a decider loaded from a snapshot must decide the rest of the ledger as the
+// one that wrote it, so a member a snapshot misses fails it where that member matters.
 
 #include "projections/snapshot.h"
 

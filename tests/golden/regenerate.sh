@@ -43,6 +43,7 @@ corpus=(
   "admission-fair-sharing:40-admission-fair-sharing.yaml"
   # engine v15
   "evicting-victims-first:42-evicting-victims-first.yaml"
+  "victim-not-readmitted-at-once:43-victim-not-readmitted-at-once.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

@@ -7,19 +7,30 @@
 # Exit status: nonzero when either ctest run failed.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
+# Each phase's wall time, for the suite's budget (docs/operations.md): "phase NAME: N s".
+phase_start=$SECONDS
+phase() { echo "phase $1: $((SECONDS - phase_start)) s"; phase_start=$SECONDS; }
 "$top/ops/scripts/setup.sh"
+phase setup
 "$top/ops/kafka/kafka.sh" fetch
+phase kafka-fetch
 # kube-apiserver, kube-controller-manager and kubectl for the k8s tests: 6 to 17 minutes on a
 # fresh machine, then reused from outside the clone (docs/k8s.md).
 "$top/ops/k8s/cluster.sh" build
+phase k8s-build
 "$top/ops/scripts/build.sh"
+phase build
 # admit-k8s, the Kubernetes bridge (Go; docs/k8s.md), for the k8s tests.
 "$top/ops/k8s/bridge/build.sh" "$top/build/admit-k8s"
+phase bridge-build
 cd "$top"
 status=0
 ctest --preset default "$@" || status=$?
+phase ctest
 # CI's fuzz runs are bounded smoke runs: the targets' own coverage guides them (CMakeLists.txt).
 cmake --preset asan -DADMISSION_FUZZ_LIBRARY_COVERAGE=OFF >/dev/null
 cmake --build --preset asan
+phase asan-build
 ctest --preset asan || status=$?
+phase asan-ctest
 exit "$status"

@@ -25,24 +25,14 @@
 # K8S_TEST_KEEP_DIR=1 keeps the test's folder.
 set -euo pipefail
 
-(($# == 3)) || { echo "usage: $0 ADMITCTL ADMITD ADMIT_K8S" >&2; exit 2; }
-readonly admitctl="$1" admitd="$2" admit_k8s="$3"
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly script_dir
+# shellcheck source=tests/k8s/bridge_test_lib.sh
+source "$script_dir/bridge_test_lib.sh" k8s-checks-test "$@"
 
-readonly SKIP_STATUS=77
-readonly WATCHDOG_POLL_SECONDS=1
-readonly WAIT_SECONDS=90
-readonly POLL_INTERVAL_SECONDS=0.5
 readonly PRINCIPAL=admit-k8s
 readonly NAMESPACE=default
 readonly CONTROLLER=example.com/scan
-
-script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-readonly script_dir
-readonly top="$script_dir/../.."
-readonly cluster_sh="$top/ops/k8s/cluster.sh"
-
-# shellcheck source=tests/k8s/bridge_test_lib.sh
-source "$script_dir/bridge_test_lib.sh" k8s-checks-test
 
 step "admitd on TLS; the bridge's certificate has the bridge role alone"
 start_test_admitd "$admitd" "$top" "$PRINCIPAL"
@@ -52,23 +42,6 @@ ledger() { "$admitctl" --connect "unix:$dir/admitd.sock" "$@"; }
 step "a control plane, and the bridge serving the Job webhook"
 kubeconfig="$("$cluster_sh" start --control-plane-only "$dir/cluster")"
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
-readonly webhook_address="$(<"$dir/cluster/webhook.address")"
-webhook_serves() {
-  curl -s -o /dev/null --max-time 2 --cacert "$dir/cluster/pki/ca.pem" \
-    "https://$webhook_address/" 2>/dev/null
-}
-bridge_runs=0
-start_bridge() {
-  bridge_runs=$((bridge_runs + 1))
-  "$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
-    --admitd-cert "$dir/pki/$PRINCIPAL.pem" --admitd-key "$dir/pki/$PRINCIPAL.key" \
-    --admitd-ca "$dir/pki/ca.pem" --leader-elect=false \
-    --webhook-bind-address "$webhook_address" \
-    --webhook-cert "$dir/cluster/pki/webhook.pem" --webhook-key "$dir/cluster/pki/webhook.key" \
-    > "$dir/bridge-$bridge_runs.log" 2>&1 &
-  bridge_pid=$!
-  wait_until "the bridge's webhook does not answer at $webhook_address" webhook_serves
-}
 start_bridge
 
 step "a ClusterQueue that requires the AdmissionCheck scan ($CONTROLLER)"

@@ -14,23 +14,13 @@
 # K8S_TEST_KEEP_DIR=1 keeps the test's folder.
 set -euo pipefail
 
-(($# == 3)) || { echo "usage: $0 ADMITCTL ADMITD ADMIT_K8S" >&2; exit 2; }
-readonly admitctl="$1" admitd="$2" admit_k8s="$3"
-
-readonly SKIP_STATUS=77
-readonly WATCHDOG_POLL_SECONDS=1
-readonly WAIT_SECONDS=90
-readonly POLL_INTERVAL_SECONDS=0.5
-readonly PRINCIPAL=admit-k8s
-
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly script_dir
-readonly top="$script_dir/../.."
-readonly cluster_sh="$top/ops/k8s/cluster.sh"
-readonly cases_dir="$script_dir/crd_cases"
-
 # shellcheck source=tests/k8s/bridge_test_lib.sh
-source "$script_dir/bridge_test_lib.sh" k8s-bridge-test
+source "$script_dir/bridge_test_lib.sh" k8s-bridge-test "$@"
+
+readonly PRINCIPAL=admit-k8s
+readonly cases_dir="$script_dir/crd_cases"
 
 step "admitd on TLS, with a policy that gives the bridge's certificate the bridge role"
 start_test_admitd "$admitd" "$top" "$PRINCIPAL"
@@ -41,26 +31,7 @@ head_sequence() { ledger log | tail -n 1 | awk '{print $1}'; }
 step "a control plane with our CRDs"
 kubeconfig="$("$cluster_sh" start --control-plane-only "$dir/cluster")"
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
-readonly webhook_address="$(<"$dir/cluster/webhook.address")"
-webhook_serves() {
-  curl -s -o /dev/null --max-time 2 --cacert "$dir/cluster/pki/ca.pem" \
-    "https://$webhook_address/" 2>/dev/null
-}
 
-bridge_runs=0
-# The bridge, serving the webhooks (the Job webhook and the CRDs' conversion) where cluster.sh
-# pointed the API server.
-start_bridge() {
-  bridge_runs=$((bridge_runs + 1))
-  "$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
-    --admitd-cert "$dir/pki/$PRINCIPAL.pem" --admitd-key "$dir/pki/$PRINCIPAL.key" \
-    --admitd-ca "$dir/pki/ca.pem" --leader-elect=false \
-    --webhook-bind-address "$webhook_address" \
-    --webhook-cert "$dir/cluster/pki/webhook.pem" --webhook-key "$dir/cluster/pki/webhook.key" \
-    > "$dir/bridge-$bridge_runs.log" 2>&1 &
-  bridge_pid=$!
-  wait_until "the bridge's webhook does not answer at $webhook_address" webhook_serves
-}
 # field VERSION PLURAL NAME JSONPATH: a field of the object as VERSION serves it.
 field() {
   kubectl get "$2.$1.kueue.x-k8s.io" "$3" -o "jsonpath=$4"

@@ -10,7 +10,9 @@
 #   example.com/scan (the weaker proof), admits, and the Job is released; its admission revoked,
 #   it is reserved again with the check Pending, and the earlier Ready is not taken for the new
 #   reservation; the controller then changes only the check's message: the ledger records it
-#   once (also across a bridge restart) and the Workload shows it; then it sets Ready again;
+#   once (also across a bridge restart) and the Workload shows it; it changes only
+#   requeueAfterSeconds: no report, reverted with a Warning Event (the ledger, as Kueue, reads it
+#   with state Retry only); then it sets Ready again;
 # - a second Job whose check is set Ready by the field manager `intruder`: reverted to Pending
 #   with a Warning Event naming the manager and the controllerName, nothing in the ledger, the
 #   Job stays suspended; the same for a change of the message alone;
@@ -268,6 +270,25 @@ shows_progress || fail "after the bridge's restart the Workload job-checked show
 echo "message forwarded once: $(kubectl get workload job-checked -n "$NAMESPACE" \
   -o jsonpath='{.status.admissionChecks[0].state} {.status.admissionChecks[0].message}')" >&2
 
+step "the check's controller changes only requeueAfterSeconds of the Pending check: no report, reverted with a Warning Event"
+kubectl patch workload job-checked -n "$NAMESPACE" --subresource=status --type=json \
+  --field-manager="$CONTROLLER" \
+  -p '[{"op":"add","path":"/status/admissionChecks/0/requeueAfterSeconds","value":30}]' > /dev/null
+requeue_after() {
+  kubectl get workload job-checked -n "$NAMESPACE" -o jsonpath='{.status.admissionChecks[0].requeueAfterSeconds}'
+}
+requeue_reverted() {
+  [[ -z "$(requeue_after)" ]] &&
+    events_of job-checked CheckReverted | grep -q '^Warning .*requeueAfterSeconds 30 .*only with state Retry'
+}
+wait_until "requeueAfterSeconds alone not reverted with a Warning Event on job-checked ($(requeue_after)): $(events_of job-checked CheckReverted)" \
+  requeue_reverted
+[[ "$(ledger log | grep -c checkStateReported)" == 2 ]] \
+  || fail "requeueAfterSeconds alone made a check report: $(ledger log)"
+shows_progress || fail "the revert lost the message: '$(check_message job-checked)'"
+[[ "$(check_state job-checked)" == Pending ]] || fail "the revert changed the state to '$(check_state job-checked)'"
+echo "reverted: $(events_of job-checked CheckReverted | head -n 1)" >&2
+
 kubectl patch workload job-checked -n "$NAMESPACE" --subresource=status --type=json \
   --field-manager="$CONTROLLER" \
   -p '[{"op":"replace","path":"/status/admissionChecks/0/state","value":"Ready"}]' > /dev/null
@@ -376,4 +397,4 @@ kill -TERM "$admitd_pid" && wait "$admitd_pid" 2>/dev/null || true
 admitd_pid=""
 "$admitctl" --ledger "$dir/ledger" replay --verify > "$dir/replay.out" 2>&1 \
   || fail "replay --verify failed: $(cat "$dir/replay.out")"
-echo "PASS: check forwarded (viaFieldManager $CONTROLLER) and admitted; a message alone forwarded once; foreign state and message reverted; finished; deleted"
+echo "PASS: check forwarded (viaFieldManager $CONTROLLER) and admitted; a message alone forwarded once; requeueAfterSeconds alone reverted; foreign state and message reverted; finished; deleted"

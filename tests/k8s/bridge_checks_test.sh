@@ -10,7 +10,9 @@
 #   example.com/scan (the weaker proof), admits, and the Job is released; its admission revoked,
 #   it is reserved again with the check Pending, and the earlier Ready is not taken for the new
 #   reservation; the controller then changes only the check's message: the ledger records it
-#   once (also across a bridge restart) and the Workload shows it; then it sets Ready again;
+#   once (also across a bridge restart) and the Workload shows it; it changes only
+#   requeueAfterSeconds: no report, reverted with a Warning Event (the ledger, as Kueue, reads it
+#   with state Retry only); then it sets Ready again;
 # - a second Job whose check is set Ready by the field manager `intruder`: reverted to Pending
 #   with a Warning Event naming the manager and the controllerName, nothing in the ledger, the
 #   Job stays suspended; the same for a change of the message alone;
@@ -25,24 +27,14 @@
 # K8S_TEST_KEEP_DIR=1 keeps the test's folder.
 set -euo pipefail
 
-(($# == 3)) || { echo "usage: $0 ADMITCTL ADMITD ADMIT_K8S" >&2; exit 2; }
-readonly admitctl="$1" admitd="$2" admit_k8s="$3"
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly script_dir
+# shellcheck source=tests/k8s/bridge_test_lib.sh
+source "$script_dir/bridge_test_lib.sh" k8s-checks-test "$@"
 
-readonly SKIP_STATUS=77
-readonly WATCHDOG_POLL_SECONDS=1
-readonly WAIT_SECONDS=90
-readonly POLL_INTERVAL_SECONDS=0.5
 readonly PRINCIPAL=admit-k8s
 readonly NAMESPACE=default
 readonly CONTROLLER=example.com/scan
-
-script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-readonly script_dir
-readonly top="$script_dir/../.."
-readonly cluster_sh="$top/ops/k8s/cluster.sh"
-
-# shellcheck source=tests/k8s/bridge_test_lib.sh
-source "$script_dir/bridge_test_lib.sh" k8s-checks-test
 
 step "admitd on TLS; the bridge's certificate has the bridge role alone"
 start_test_admitd "$admitd" "$top" "$PRINCIPAL"
@@ -52,23 +44,6 @@ ledger() { "$admitctl" --connect "unix:$dir/admitd.sock" "$@"; }
 step "a control plane, and the bridge serving the Job webhook"
 kubeconfig="$("$cluster_sh" start --control-plane-only "$dir/cluster")"
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
-readonly webhook_address="$(<"$dir/cluster/webhook.address")"
-webhook_serves() {
-  curl -s -o /dev/null --max-time 2 --cacert "$dir/cluster/pki/ca.pem" \
-    "https://$webhook_address/" 2>/dev/null
-}
-bridge_runs=0
-start_bridge() {
-  bridge_runs=$((bridge_runs + 1))
-  "$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
-    --admitd-cert "$dir/pki/$PRINCIPAL.pem" --admitd-key "$dir/pki/$PRINCIPAL.key" \
-    --admitd-ca "$dir/pki/ca.pem" --leader-elect=false \
-    --webhook-bind-address "$webhook_address" \
-    --webhook-cert "$dir/cluster/pki/webhook.pem" --webhook-key "$dir/cluster/pki/webhook.key" \
-    > "$dir/bridge-$bridge_runs.log" 2>&1 &
-  bridge_pid=$!
-  wait_until "the bridge's webhook does not answer at $webhook_address" webhook_serves
-}
 start_bridge
 
 step "a ClusterQueue that requires the AdmissionCheck scan ($CONTROLLER)"
@@ -295,6 +270,25 @@ shows_progress || fail "after the bridge's restart the Workload job-checked show
 echo "message forwarded once: $(kubectl get workload job-checked -n "$NAMESPACE" \
   -o jsonpath='{.status.admissionChecks[0].state} {.status.admissionChecks[0].message}')" >&2
 
+step "the check's controller changes only requeueAfterSeconds of the Pending check: no report, reverted with a Warning Event"
+kubectl patch workload job-checked -n "$NAMESPACE" --subresource=status --type=json \
+  --field-manager="$CONTROLLER" \
+  -p '[{"op":"add","path":"/status/admissionChecks/0/requeueAfterSeconds","value":30}]' > /dev/null
+requeue_after() {
+  kubectl get workload job-checked -n "$NAMESPACE" -o jsonpath='{.status.admissionChecks[0].requeueAfterSeconds}'
+}
+requeue_reverted() {
+  [[ -z "$(requeue_after)" ]] &&
+    events_of job-checked CheckReverted | grep -q '^Warning .*requeueAfterSeconds 30 .*only with state Retry'
+}
+wait_until "requeueAfterSeconds alone not reverted with a Warning Event on job-checked ($(requeue_after)): $(events_of job-checked CheckReverted)" \
+  requeue_reverted
+[[ "$(ledger log | grep -c checkStateReported)" == 2 ]] \
+  || fail "requeueAfterSeconds alone made a check report: $(ledger log)"
+shows_progress || fail "the revert lost the message: '$(check_message job-checked)'"
+[[ "$(check_state job-checked)" == Pending ]] || fail "the revert changed the state to '$(check_state job-checked)'"
+echo "reverted: $(events_of job-checked CheckReverted | head -n 1)" >&2
+
 kubectl patch workload job-checked -n "$NAMESPACE" --subresource=status --type=json \
   --field-manager="$CONTROLLER" \
   -p '[{"op":"replace","path":"/status/admissionChecks/0/state","value":"Ready"}]' > /dev/null
@@ -403,4 +397,4 @@ kill -TERM "$admitd_pid" && wait "$admitd_pid" 2>/dev/null || true
 admitd_pid=""
 "$admitctl" --ledger "$dir/ledger" replay --verify > "$dir/replay.out" 2>&1 \
   || fail "replay --verify failed: $(cat "$dir/replay.out")"
-echo "PASS: check forwarded (viaFieldManager $CONTROLLER) and admitted; a message alone forwarded once; foreign state and message reverted; finished; deleted"
+echo "PASS: check forwarded (viaFieldManager $CONTROLLER) and admitted; a message alone forwarded once; requeueAfterSeconds alone reverted; foreign state and message reverted; finished; deleted"

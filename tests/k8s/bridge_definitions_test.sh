@@ -6,31 +6,23 @@
 # a change is forwarded; what the ledger refuses is reported as a Kubernetes Event and as the
 # condition Recorded=False (reason LedgerRefused) on the object, which turns True once a fixed
 # object is recorded; a bridge killed with SIGKILL and restarted writes nothing for what it
-# forwarded before; deletions are forwarded once, an in-use flavor or check only after the
-# ClusterQueue that names it is gone; and it refuses to start while Kueue's controller manager
-# holds its lease.
+# forwarded before; with admission fair sharing configured, a LocalQueue's usage that Kueue
+# persisted in its status is forwarded as the ledger's seed and the ledger's usage is written
+# back to the LocalQueues' status (read as v1beta2 and v1beta1); deletions are forwarded once,
+# an in-use flavor or check only after the ClusterQueue that names it is gone; and it refuses to
+# start while Kueue's controller manager holds its lease.
 #   tests/k8s/bridge_definitions_test.sh ADMITCTL ADMITD ADMIT_K8S
 # Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
 # K8S_TEST_KEEP_DIR=1 keeps the test's folder.
 set -euo pipefail
 
-(($# == 3)) || { echo "usage: $0 ADMITCTL ADMITD ADMIT_K8S" >&2; exit 2; }
-readonly admitctl="$1" admitd="$2" admit_k8s="$3"
-
-readonly SKIP_STATUS=77
-readonly WATCHDOG_POLL_SECONDS=1
-readonly WAIT_SECONDS=90
-readonly POLL_INTERVAL_SECONDS=0.5
-readonly PRINCIPAL=admit-k8s
-
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly script_dir
-readonly top="$script_dir/../.."
-readonly cluster_sh="$top/ops/k8s/cluster.sh"
-readonly cases_dir="$script_dir/crd_cases"
-
 # shellcheck source=tests/k8s/bridge_test_lib.sh
-source "$script_dir/bridge_test_lib.sh" k8s-bridge-test
+source "$script_dir/bridge_test_lib.sh" k8s-bridge-test "$@"
+
+readonly PRINCIPAL=admit-k8s
+readonly cases_dir="$script_dir/crd_cases"
 
 step "admitd on TLS, with a policy that gives the bridge's certificate the bridge role"
 start_test_admitd "$admitd" "$top" "$PRINCIPAL"
@@ -41,26 +33,7 @@ head_sequence() { ledger log | tail -n 1 | awk '{print $1}'; }
 step "a control plane with our CRDs"
 kubeconfig="$("$cluster_sh" start --control-plane-only "$dir/cluster")"
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
-readonly webhook_address="$(<"$dir/cluster/webhook.address")"
-webhook_serves() {
-  curl -s -o /dev/null --max-time 2 --cacert "$dir/cluster/pki/ca.pem" \
-    "https://$webhook_address/" 2>/dev/null
-}
 
-bridge_runs=0
-# The bridge, serving the webhooks (the Job webhook and the CRDs' conversion) where cluster.sh
-# pointed the API server.
-start_bridge() {
-  bridge_runs=$((bridge_runs + 1))
-  "$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
-    --admitd-cert "$dir/pki/$PRINCIPAL.pem" --admitd-key "$dir/pki/$PRINCIPAL.key" \
-    --admitd-ca "$dir/pki/ca.pem" --leader-elect=false \
-    --webhook-bind-address "$webhook_address" \
-    --webhook-cert "$dir/cluster/pki/webhook.pem" --webhook-key "$dir/cluster/pki/webhook.key" \
-    > "$dir/bridge-$bridge_runs.log" 2>&1 &
-  bridge_pid=$!
-  wait_until "the bridge's webhook does not answer at $webhook_address" webhook_serves
-}
 # field VERSION PLURAL NAME JSONPATH: a field of the object as VERSION serves it.
 field() {
   kubectl get "$2.$1.kueue.x-k8s.io" "$3" -o "jsonpath=$4"
@@ -154,6 +127,73 @@ recorded_at_sequence() {
 wait_until "the fixed lends-too-much is not Recorded=True with its sequence: $(recorded_condition clusterqueues lends-too-much)" \
   recorded_at_sequence
 
+step "admission fair sharing: Kueue's persisted usage is forwarded, the ledger's written back"
+ledger configure --admission-fair-sharing-half-life 1h > /dev/null
+# Kueue's LocalQueue status, persisted before the ledger took over: the bridge reads it when it
+# forwards the LocalQueue (here at its start).
+kill -TERM "$bridge_pid"
+wait "$bridge_pid" 2>/dev/null || true
+kubectl apply -f - > /dev/null <<EOF
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: afs-flavor}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: afs-cq}
+spec:
+  namespaceSelector: {}
+  admissionScope: {admissionMode: UsageBasedAdmissionFairSharing}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: afs-flavor
+      resources:
+      - {name: cpu, nominalQuota: 4}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: default, name: afs-seeded}
+spec: {clusterQueue: afs-cq}
+EOF
+kubectl patch localqueue afs-seeded -n default --subresource=status --type=merge --field-manager=kueue \
+  -p '{"status":{"fairSharing":{"weightedShare":0,"admissionFairSharingStatus":{"consumedResources":{"cpu":"2500m"},"lastUpdate":"2026-01-01T00:00:00Z"}}}}' \
+  > /dev/null
+start_bridge
+# A LocalQueue without a persisted usage, in v1beta1 (the bridge converts it).
+kubectl apply -f - > /dev/null <<EOF
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {namespace: default, name: afs-fresh}
+spec: {clusterQueue: afs-cq}
+EOF
+# afs_status NAME: "consumedResources lastUpdate" of LocalQueue default/NAME in the JSON on stdin
+# (a List, or the object), lastUpdate to the second (the API server keeps no fraction).
+afs_status() {
+  python3 -c '
+import json, sys
+doc = json.load(sys.stdin)
+for item in doc.get("items", [doc]):
+    if item["metadata"]["name"] == sys.argv[1]:
+        afs = item.get("status", {}).get("fairSharing", {}).get("admissionFairSharingStatus")
+        if afs:
+            print(json.dumps(afs.get("consumedResources"), sort_keys=True), afs["lastUpdate"][:19])' "$1"
+}
+ledger_afs() { ledger get localqueues -o json | afs_status "$1"; }
+cluster_afs() { kubectl get "localqueues.$1.kueue.x-k8s.io" -n default "$2" -o json | afs_status "$2"; }
+seed_in_ledger() { [[ "$(ledger_afs afs-seeded)" == '{"cpu": "2500m"} '* ]]; }
+wait_until "the ledger did not start afs-seeded from Kueue's usage: $(ledger_afs afs-seeded)" seed_in_ledger
+written_back() {
+  local want
+  want="$(ledger_afs "$1")"
+  [[ -n "$want" && "$(cluster_afs v1beta2 "$1")" == "$want" && "$(cluster_afs v1beta1 "$1")" == "$want" ]]
+}
+for name in afs-seeded afs-fresh; do
+  wait_until "LocalQueue $name's status.fairSharing is not the ledger's ($(ledger_afs $name)): v1beta2 $(cluster_afs v1beta2 $name), v1beta1 $(cluster_afs v1beta1 $name)" \
+    written_back "$name"
+done
+[[ "$(ledger_afs afs-fresh)" == '{} '* ]] || fail "afs-fresh has usage it was never given: $(ledger_afs afs-fresh)"
+
 step "a bridge killed with SIGKILL and restarted writes nothing it wrote before"
 kill -KILL "$bridge_pid"
 wait "$bridge_pid" 2>/dev/null || true
@@ -235,4 +275,4 @@ timeout 60 "$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
 grep -q "Kueue's controller manager runs in this cluster" "$dir/bridge-kueue.log" \
   || fail "the bridge did not say why it refused: $(cat "$dir/bridge-kueue.log")"
 
-echo "PASS: $expected_definitions definitions forwarded by $PRINCIPAL, v1beta1 converted to v1beta2 and back, a change, refusals reported (Event, Recorded=False) and a fix recorded (Recorded=True), a restart that wrote nothing twice, 4 deletions (2 held while in use), Kueue's lease respected"
+echo "PASS: $expected_definitions definitions forwarded by $PRINCIPAL, v1beta1 converted to v1beta2 and back, a change, refusals reported (Event, Recorded=False) and a fix recorded (Recorded=True), admission fair sharing's usage seeded and written back, a restart that wrote nothing twice, 4 deletions (2 held while in use), Kueue's lease respected"

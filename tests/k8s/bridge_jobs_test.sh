@@ -26,28 +26,18 @@
 # K8S_TEST_KEEP_DIR=1 keeps the test's folder.
 set -euo pipefail
 
-(($# == 3)) || { echo "usage: $0 ADMITCTL ADMITD ADMIT_K8S" >&2; exit 2; }
-readonly admitctl="$1" admitd="$2" admit_k8s="$3"
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly script_dir
+# shellcheck source=tests/k8s/bridge_test_lib.sh
+source "$script_dir/bridge_test_lib.sh" k8s-jobs-test "$@"
 
-readonly SKIP_STATUS=77
-readonly WATCHDOG_POLL_SECONDS=1
-readonly WAIT_SECONDS=90
-readonly POLL_INTERVAL_SECONDS=0.5
 readonly PRINCIPAL=admit-k8s
 # How many times the bridge is SIGKILLed during Jobs' flows (issue #18: at least 10 per CI run).
 readonly KILLS=10
 readonly NAMESPACE=default
 # A node label for the quick-start's flavor (it has none): the released Job must select it.
 readonly FLAVOR_LABEL_KEY=cloud.example.com/pool FLAVOR_LABEL_VALUE=quick-start
-
-script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-readonly script_dir
-readonly top="$script_dir/../.."
-readonly cluster_sh="$top/ops/k8s/cluster.sh"
 readonly examples_dir="$top/../shared/kueue-examples"
-
-# shellcheck source=tests/k8s/bridge_test_lib.sh
-source "$script_dir/bridge_test_lib.sh" k8s-jobs-test
 
 step "admitd on TLS; the bridge's certificate has the bridge role (definitions, Jobs, pod reports)"
 "$top/ops/scripts/test_pki.sh" "$dir/pki" "$PRINCIPAL" > /dev/null
@@ -129,24 +119,6 @@ grep -q "mjob.admission-ledger.io" "$dir/early.out" \
   || fail "the refusal does not name the webhook: $(cat "$dir/early.out")"
 
 step "the bridge, serving the webhook at $webhook_address"
-bridge_runs=0
-# Any HTTP answer (404 for /) over TLS checked against the cluster's CA will do.
-webhook_serves() {
-  curl -s -o /dev/null --max-time 2 --cacert "$dir/cluster/pki/ca.pem" \
-    "https://$webhook_address/" 2>/dev/null
-}
-# start_bridge [STEP:NAMESPACE/WORKLOAD]: with a pause there (ADMIT_K8S_TEST_PAUSE_AT, test only).
-start_bridge() {
-  bridge_runs=$((bridge_runs + 1))
-  ADMIT_K8S_TEST_PAUSE_AT="${1:-}" "$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
-    --admitd-cert "$dir/pki/$PRINCIPAL.pem" --admitd-key "$dir/pki/$PRINCIPAL.key" \
-    --admitd-ca "$dir/pki/ca.pem" --leader-elect=false \
-    --webhook-bind-address "$webhook_address" \
-    --webhook-cert "$dir/cluster/pki/webhook.pem" --webhook-key "$dir/cluster/pki/webhook.key" \
-    > "$dir/bridge-$bridge_runs.log" 2>&1 &
-  bridge_pid=$!
-  wait_until "the bridge's webhook does not answer at $webhook_address" webhook_serves
-}
 start_bridge
 
 step "Kueue's quick-start setup, applied with kubectl, reaches the ledger"

@@ -1,12 +1,25 @@
-# The shared set-up of the bridge's tests (bridge_definitions_test.sh, bridge_jobs_test.sh,
-# deploy_test.sh, storage_migration_test.sh),
-# sourced after they set admitctl, admitd, admit_k8s, cluster_sh, SKIP_STATUS,
-# WATCHDOG_POLL_SECONDS, WAIT_SECONDS and POLL_INTERVAL_SECONDS:
-#   source bridge_test_lib.sh NAME     (NAME: the test folder's prefix in $TMPDIR)
-# Skips (exit SKIP_STATUS) when the Kubernetes binaries or admit-k8s are not built; sets
-# bin_dir, kubectl_bin and dir; stops admitd ($admitd_pid), the bridge ($bridge_pid) and the
-# control plane on exit, printing the logs on failure, and also if ctest SIGKILLs the test;
-# defines fail, step and wait_until.
+# The shared set-up of the bridge's tests (bridge_checks_test.sh, bridge_definitions_test.sh,
+# bridge_jobs_test.sh, deploy_test.sh, storage_migration_test.sh), each of which takes the
+# arguments ADMITCTL ADMITD ADMIT_K8S and sources this first, after `set -euo pipefail` and
+# setting script_dir to its own folder:
+#   source bridge_test_lib.sh NAME "$@"     (NAME: the test folder's prefix in $TMPDIR)
+# Checks the arguments (exit 2 with a usage line) and sets admitctl, admitd, admit_k8s, the
+# constants SKIP_STATUS, WATCHDOG_POLL_SECONDS, WAIT_SECONDS and POLL_INTERVAL_SECONDS, top (the
+# repository, absolute) and cluster_sh. Skips (exit SKIP_STATUS) when the Kubernetes binaries or
+# admit-k8s are not built; sets bin_dir, kubectl_bin and dir; stops admitd ($admitd_pid), the
+# bridge ($bridge_pid) and the control plane on exit, printing the logs on failure, and also if
+# ctest SIGKILLs the test; defines fail, step and wait_until.
+(($# == 4)) || { echo "usage: $0 ADMITCTL ADMITD ADMIT_K8S" >&2; exit 2; }
+readonly test_name="$1" admitctl="$2" admitd="$3" admit_k8s="$4"
+
+readonly SKIP_STATUS=77
+readonly WATCHDOG_POLL_SECONDS=1
+readonly WAIT_SECONDS=90
+readonly POLL_INTERVAL_SECONDS=0.5
+top="$(cd "$script_dir/../.." && pwd)"
+readonly top
+readonly cluster_sh="$top/ops/k8s/cluster.sh"
+
 fail() { echo "FAIL: $*" >&2; exit 1; }
 step() { echo "--- $*" >&2; }
 
@@ -21,7 +34,7 @@ fi
 [[ -x "$admitctl" && -x "$admitd" ]] || fail "admitctl or admitd missing: $admitctl $admitd"
 readonly kubectl_bin="$bin_dir/kubectl"
 
-dir="$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")"
+dir="$(mktemp -d "${TMPDIR:-/tmp}/$test_name.XXXXXX")"
 readonly dir
 admitd_pid=""
 bridge_pid=""
@@ -60,7 +73,7 @@ setsid --fork bash -c '
   while kill -0 "$1" 2>/dev/null; do sleep "$2"; done
   "$3" stop "$4/cluster"
   rm -rf "$4"
-' "$1-watchdog" "$$" "$WATCHDOG_POLL_SECONDS" "$cluster_sh" "$dir" \
+' "$test_name-watchdog" "$$" "$WATCHDOG_POLL_SECONDS" "$cluster_sh" "$dir" \
   < /dev/null > /dev/null 2>&1
 
 # wait_until DESCRIPTION COMMAND...: polls COMMAND until it succeeds, or fails the test.
@@ -89,4 +102,30 @@ start_test_admitd() {
   admitd_ready() { [[ -s "$dir/ready" ]] && grep -q '^tls:' "$dir/ready"; }
   wait_until "admitd did not start" admitd_ready
   admitd_tls="$(grep '^tls:' "$dir/ready")"
+}
+
+# The bridge, serving the webhooks (the Job webhook and the CRDs' conversion) where
+# `cluster.sh start --control-plane-only "$dir/cluster"` pointed the API server, with the test's
+# PKI of start_test_admitd.
+#   start_bridge [STEP:NAMESPACE/WORKLOAD]
+# With an argument, the bridge stops there (ADMIT_K8S_TEST_PAUSE_AT, test only). Its log is
+# $dir/bridge-$bridge_runs.log. Waits until the webhook answers; sets bridge_pid.
+# REQUIRES: kubeconfig, admitd_tls and PRINCIPAL set.
+bridge_runs=0
+start_bridge() {
+  local address
+  address="$(<"$dir/cluster/webhook.address")"
+  bridge_runs=$((bridge_runs + 1))
+  ADMIT_K8S_TEST_PAUSE_AT="${1:-}" "$admit_k8s" --kubeconfig "$kubeconfig" --admitd "$admitd_tls" \
+    --admitd-cert "$dir/pki/$PRINCIPAL.pem" --admitd-key "$dir/pki/$PRINCIPAL.key" \
+    --admitd-ca "$dir/pki/ca.pem" --leader-elect=false \
+    --webhook-bind-address "$address" \
+    --webhook-cert "$dir/cluster/pki/webhook.pem" --webhook-key "$dir/cluster/pki/webhook.key" \
+    > "$dir/bridge-$bridge_runs.log" 2>&1 &
+  bridge_pid=$!
+  # Any HTTP answer (404 for /) over TLS checked against the cluster's CA will do.
+  webhook_serves() {
+    curl -s -o /dev/null --max-time 2 --cacert "$dir/cluster/pki/ca.pem" "https://$address/" 2>/dev/null
+  }
+  wait_until "the bridge's webhook does not answer at $address" webhook_serves
 }

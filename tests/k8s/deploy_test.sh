@@ -21,27 +21,16 @@
 # K8S_TEST_KEEP_DIR=1 keeps the test's folder.
 set -euo pipefail
 
-(($# == 3)) || { echo "usage: $0 ADMITCTL ADMITD ADMIT_K8S" >&2; exit 2; }
-readonly admitctl="$1" admitd="$2" admit_k8s="$3"
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly script_dir
+# shellcheck source=tests/k8s/bridge_test_lib.sh
+source "$script_dir/bridge_test_lib.sh" k8s-deploy-test "$@"
 
-readonly SKIP_STATUS=77
-readonly WATCHDOG_POLL_SECONDS=1
-readonly WAIT_SECONDS=90
-readonly POLL_INTERVAL_SECONDS=0.5
 readonly NAMESPACE=default
 readonly BRIDGE_NAMESPACE=admission-ledger
 readonly BRIDGE_USER=system:serviceaccount:$BRIDGE_NAMESPACE:admit-k8s
-
-script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-readonly script_dir
-top="$(cd "$script_dir/../.." && pwd)"
-readonly top
-readonly cluster_sh="$top/ops/k8s/cluster.sh"
 readonly deploy_dir="$top/ops/deploy"
 readonly examples_dir="$top/../shared/kueue-examples"
-
-# shellcheck source=tests/k8s/bridge_test_lib.sh
-source "$script_dir/bridge_test_lib.sh" k8s-deploy-test
 readonly cluster="$dir/cluster"
 
 step "cluster.sh start: the control plane, admitd and the bridge"

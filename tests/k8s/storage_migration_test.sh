@@ -12,24 +12,16 @@
 # K8S_TEST_KEEP_DIR=1 keeps the test's folder.
 set -euo pipefail
 
-(($# == 3)) || { echo "usage: $0 ADMITCTL ADMITD ADMIT_K8S" >&2; exit 2; }
-readonly admitctl="$1" admitd="$2" admit_k8s="$3"
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly script_dir
+# shellcheck source=tests/k8s/bridge_test_lib.sh
+source "$script_dir/bridge_test_lib.sh" k8s-storage-migration-test "$@"
 
-readonly SKIP_STATUS=77
-readonly WATCHDOG_POLL_SECONDS=1
-readonly WAIT_SECONDS=90
-readonly POLL_INTERVAL_SECONDS=0.5
 readonly GROUP=kueue.x-k8s.io
 # plural:namespace:name of the object created of each kind (no namespace: cluster-scoped).
 readonly OBJECTS=(resourceflavors::mig-flavor cohorts::mig-cohort clusterqueues::mig-cq
   localqueues:default:mig-lq admissionchecks::mig-check workloadpriorityclasses::mig-priority
   workloads:default:mig-wl)
-
-script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-readonly script_dir
-readonly cluster_sh="$script_dir/../../ops/k8s/cluster.sh"
-# shellcheck source=bridge_test_lib.sh
-source "$script_dir/bridge_test_lib.sh" k8s-storage-migration-test
 readonly cluster="$dir/cluster"
 
 step "start: the control plane with our CRDs, admitd and the bridge (the conversion webhook)"

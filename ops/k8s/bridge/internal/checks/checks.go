@@ -88,6 +88,7 @@ func SetupWithManager(mgr ctrl.Manager, l Ledger) error {
 type ledgerCheck struct {
 	State, Message string
 	ReportSequence int64
+	RetryCount     int64
 }
 
 type ledgerWorkload struct {
@@ -122,7 +123,8 @@ func (r *Reconciler) findLedgerWorkload(ctx context.Context, namespace, name str
 			state, _ := m["state"].(string)
 			message, _ := m["message"].(string)
 			sequence, _, _ := unstructured.NestedInt64(m, "reportSequence")
-			w.Checks[name] = ledgerCheck{State: state, Message: message, ReportSequence: sequence}
+			retries, _, _ := unstructured.NestedInt64(m, "retryCount")
+			w.Checks[name] = ledgerCheck{State: state, Message: message, ReportSequence: sequence, RetryCount: retries}
 		}
 		return w, nil
 	}
@@ -133,7 +135,16 @@ func (r *Reconciler) findLedgerWorkload(ctx context.Context, namespace, name str
 // report: a change of either is one.
 var ReportedFields = []string{"state", "message"}
 
-// Writers returns, per check name and reported field ("state", "message"), the field managers
+// RetryFields are the retry fields of an admissionChecks entry. A change of them alone is no
+// report: Kueue reads requeueAfterSeconds only when the state is Retry (its workload controller
+// requeues after lastTransitionTime + requeueAfterSeconds), and the ledger's CheckStateReported
+// carries it (requeueAfterNs) only for a report whose state is Retry, which the ledger acts on
+// at once (the reservation is released; a later change is for a reservation that is gone);
+// retryCount is counted by Kueue itself, here by the ledger. So the bridge forwards them with a
+// report and reverts a change of them alone (RetryWriter).
+var RetryFields = []string{"requeueAfterSeconds", "retryCount"}
+
+// Writers returns, per check name and field (ReportedFields and RetryFields), the field managers
 // that own `status.admissionChecks[name=...].FIELD` of the object (managedFields on the status
 // subresource; the CRD declares admissionChecks a map list keyed by name, so each entry's fields
 // are owned separately).
@@ -160,7 +171,7 @@ func Writers(managed []metav1.ManagedFieldsEntry) map[string]map[string][]string
 				continue
 			}
 			item, _ := value.(map[string]any)
-			for _, field := range ReportedFields {
+			for _, field := range append(append([]string{}, ReportedFields...), RetryFields...) {
 				if _, owns := item["f:"+field]; !owns {
 					continue
 				}
@@ -180,8 +191,19 @@ func Writers(managed []metav1.ManagedFieldsEntry) map[string]map[string][]string
 // every owned field. A message changed alone by a check controller is its report as much as
 // a changed state.
 func ForeignWriter(fields map[string][]string) string {
+	return foreignOf(fields, ReportedFields)
+}
+
+// RetryWriter names who changed an entry's retry fields (RetryFields) without the bridge having
+// seen it, as ForeignWriter does for the report: "" when the bridge owns each owned one (the
+// mirror wrote it, or the bridge applied it with the report it came with).
+func RetryWriter(fields map[string][]string) string {
+	return foreignOf(fields, RetryFields)
+}
+
+func foreignOf(fields map[string][]string, of []string) string {
 	foreign := map[string]bool{}
-	for _, field := range ReportedFields {
+	for _, field := range of {
 		owners := fields[field]
 		bridge := false
 		for _, w := range owners {
@@ -214,6 +236,26 @@ func messageOf(entry map[string]any) string {
 	return message
 }
 
+// sameRetry: the entry's retry fields are the ledger's entry `held`'s (the ledger's read model
+// has retryCount and no requeueAfterSeconds; absent is 0 and absent alike).
+func sameRetry(entry, held map[string]any) bool {
+	for _, field := range RetryFields {
+		a, _, _ := unstructured.NestedFieldNoCopy(entry, field)
+		b, _, _ := unstructured.NestedFieldNoCopy(held, field)
+		if fmt.Sprint(orZero(a)) != fmt.Sprint(orZero(b)) {
+			return false
+		}
+	}
+	return true
+}
+
+func orZero(v any) any {
+	if v == nil {
+		return int64(0)
+	}
+	return v
+}
+
 func entriesOf(obj map[string]any) []any {
 	entries, _, _ := unstructured.NestedSlice(obj, "status", "admissionChecks")
 	return entries
@@ -223,7 +265,8 @@ func entriesOf(obj map[string]any) []any {
 // to be written over the Workload's), it keeps every admissionChecks entry of the Workload
 // whose state or message a field manager other than the bridge wrote and the ledger does not
 // hold yet, so the mirror does not overwrite a check controller's report (a new state, or a
-// new message alone) before this package has forwarded or reverted it.
+// new message alone) before this package has forwarded or reverted it; and likewise an entry
+// whose retry fields another manager changed, which this package reverts with an Event.
 func KeepForeignChecks(workload *unstructured.Unstructured, desired map[string]any) {
 	writers := Writers(workload.GetManagedFields())
 	desiredEntries, _ := desired["admissionChecks"].([]any)
@@ -237,13 +280,14 @@ func KeepForeignChecks(workload *unstructured.Unstructured, desired map[string]a
 	for _, e := range entriesOf(workload.Object) {
 		m, _ := e.(map[string]any)
 		name, _ := m["name"].(string)
-		if ForeignWriter(writers[name]) == "" {
+		report, retry := ForeignWriter(writers[name]) != "", RetryWriter(writers[name]) != ""
+		if !report && !retry {
 			continue
 		}
 		i, found := index[name]
 		if found {
 			d, _ := desiredEntries[i].(map[string]any)
-			if sameReport(m, d) {
+			if (!report || sameReport(m, d)) && (!retry || sameRetry(m, d)) {
 				continue
 			}
 			desiredEntries[i] = runtime.DeepCopyJSONValue(m)
@@ -281,7 +325,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, e := range entries {
 		m, _ := e.(map[string]any)
 		name, _ := m["name"].(string)
-		if ForeignWriter(writers[name]) != "" {
+		if ForeignWriter(writers[name]) != "" || RetryWriter(writers[name]) != "" {
 			foreign = append(foreign, m)
 		}
 	}
@@ -302,6 +346,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		found := false
 		if state != nil {
 			held, found = state.Checks[name]
+		}
+		if writer == "" {
+			// The retry fields alone: no report (RetryFields).
+			if why := retryChange(entry, held, found, writers[name]); why != "" {
+				return ctrl.Result{}, r.revert(ctx, workload, name, state, why)
+			}
+			continue
 		}
 		if found && held.State == value && held.Message == message {
 			// The ledger holds it already: forwarded by a bridge that stopped before it
@@ -344,6 +395,34 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// retryChange says why an entry whose state and message the bridge has seen but whose retry
+// fields another manager changed (fields: the entry's Writers) is reverted; "" when those are
+// the ledger's (nothing to revert).
+func retryChange(entry map[string]any, held ledgerCheck, found bool, fields map[string][]string) string {
+	name, _ := entry["name"].(string)
+	writer := RetryWriter(fields)
+	changedBy := func(field string) bool { return foreignOf(fields, []string{field}) != "" }
+	if !found {
+		return fmt.Sprintf("status.admissionChecks[%s] retry fields written by field manager %q: the "+
+			"ledger's workload holds no reservation that requires check %s; reverted", name, writer, name)
+	}
+	var changed []string
+	if v, present := entry["requeueAfterSeconds"]; present && changedBy("requeueAfterSeconds") {
+		changed = append(changed, fmt.Sprintf("requeueAfterSeconds %v without a new state is not a report: "+
+			"the ledger, as Kueue, reads it only with state Retry (write both in one update)", v))
+	}
+	if v, _, _ := unstructured.NestedFieldNoCopy(entry, "retryCount"); changedBy("retryCount") &&
+		fmt.Sprint(orZero(v)) != fmt.Sprint(held.RetryCount) {
+		changed = append(changed, fmt.Sprintf("retryCount %v is not a report: the ledger counts "+
+			"the retries (Kueue increments it itself), %d so far", v, held.RetryCount))
+	}
+	if len(changed) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("status.admissionChecks[%s] written by field manager %q: %s; reverted to the "+
+		"ledger's (state %q, message %q)", name, writer, strings.Join(changed, "; "), held.State, held.Message)
 }
 
 // controllerName reads the AdmissionCheck's spec.controllerName.
@@ -443,7 +522,8 @@ func (r *Reconciler) forward(ctx context.Context, workload *unstructured.Unstruc
 }
 
 // Acknowledgement is the server-side apply (field manager admit-k8s, forced) by which the
-// bridge shares the ownership of a forwarded entry's state and message: a later write by the
+// bridge shares the ownership of a forwarded entry's state and message (and the
+// requeueAfterSeconds forwarded with them): a later write by the
 // mirror (a later reservation's reset) is then not taken for the check controller's report
 // again, and neither is the controller's own copy.
 func Acknowledgement(namespace, name string, entry map[string]any) *unstructured.Unstructured {
@@ -454,6 +534,10 @@ func Acknowledgement(namespace, name string, entry map[string]any) *unstructured
 	applied := map[string]any{"name": entry["name"], "state": entry["state"]}
 	if message, present := entry["message"]; present {
 		applied["message"] = message
+	}
+	// Forwarded with the report: the bridge shares it too, so it is not a change of its own.
+	if requeue, present := entry["requeueAfterSeconds"]; present {
+		applied["requeueAfterSeconds"] = requeue
 	}
 	ack.Object["status"] = map[string]any{"admissionChecks": []any{applied}}
 	return ack
@@ -467,8 +551,8 @@ func (r *Reconciler) acknowledge(ctx context.Context, workload *unstructured.Uns
 	return nil
 }
 
-// revert writes the ledger's state of the check back over the entry (or removes the entry when
-// the ledger has none) and says why in a Warning Event.
+// revert writes the ledger's state, message and retry fields of the check back over the entry
+// (or removes the entry when the ledger has none) and says why in a Warning Event.
 func (r *Reconciler) revert(ctx context.Context, workload *unstructured.Unstructured, check string,
 	state *ledgerWorkload, why string) error {
 	entries := entriesOf(workload.Object)
@@ -489,6 +573,9 @@ func (r *Reconciler) revert(ctx context.Context, workload *unstructured.Unstruct
 		m = runtime.DeepCopyJSONValue(m).(map[string]any)
 		m["state"] = held.State
 		m["message"] = held.Message
+		// The ledger's retry fields: its count, and no requeueAfterSeconds (RetryFields).
+		m["retryCount"] = held.RetryCount
+		delete(m, "requeueAfterSeconds")
 		kept = append(kept, m)
 	}
 	if err := unstructured.SetNestedSlice(workload.Object, kept, "status", "admissionChecks"); err != nil {

@@ -344,3 +344,111 @@ func TestHeldReportIsAcknowledged(t *testing.T) {
 		t.Fatalf("%d reports and %d acknowledgements, want 0 and 1", len(h.ledger.reports), len(h.acks))
 	}
 }
+
+// retryWorkload: check scan's state and message as the ledger holds them (written by the
+// bridge), and FIELD set to VALUE by manager alone (a change takes a field from its other owners).
+func retryWorkload(manager, field string, value int64) *unstructured.Unstructured {
+	bridge := []string{"state", "message"}
+	if field != "retryCount" {
+		bridge = append(bridge, "retryCount")
+	}
+	return workloadWith(map[string]any{"name": "scan", "state": "Pending", "message": "scanning", field: value},
+		owns(BridgeFieldManager, metav1.ManagedFieldsOperationUpdate, bridge...),
+		owns(manager, metav1.ManagedFieldsOperationUpdate, field))
+}
+
+// The check's controller changes only requeueAfterSeconds of a Pending check: no report (the
+// ledger, as Kueue, reads it with state Retry only); reverted with a Warning Event that says so.
+func TestRequeueAfterAloneIsReverted(t *testing.T) {
+	h := newHarness(t, retryWorkload(testController, "requeueAfterSeconds", 30),
+		ledgerCheck{State: "Pending", Message: "scanning", ReportSequence: 4})
+	h.reconcile(t)
+	if len(h.ledger.reports) != 0 || len(h.acks) != 0 {
+		t.Fatalf("%d reports and %d acknowledgements for requeueAfterSeconds alone, want none",
+			len(h.ledger.reports), len(h.acks))
+	}
+	if len(h.reverts) != 1 {
+		t.Fatalf("%d reverts, want 1", len(h.reverts))
+	}
+	if _, kept := h.reverts[0]["requeueAfterSeconds"]; kept || h.reverts[0]["state"] != "Pending" ||
+		h.reverts[0]["message"] != "scanning" {
+		t.Fatalf("reverted to %v, want the ledger's Pending \"scanning\" without requeueAfterSeconds", h.reverts[0])
+	}
+	e := h.event()
+	if !strings.HasPrefix(e, "Warning CheckReverted") || !strings.Contains(e, "requeueAfterSeconds 30") ||
+		!strings.Contains(e, "only with state Retry") || !strings.Contains(e, `"example.com/scan"`) {
+		t.Fatalf("event %q", e)
+	}
+}
+
+// retryCount is the ledger's: a controller's change of it alone is reverted to the ledger's count.
+func TestRetryCountAloneIsReverted(t *testing.T) {
+	h := newHarness(t, retryWorkload(testController, "retryCount", 5),
+		ledgerCheck{State: "Pending", Message: "scanning", ReportSequence: 4})
+	h.reconcile(t)
+	if len(h.ledger.reports) != 0 || len(h.reverts) != 1 || h.reverts[0]["retryCount"] != int64(0) {
+		t.Fatalf("%d reports, reverts %v; want none and one back to retryCount 0", len(h.ledger.reports), h.reverts)
+	}
+	if e := h.event(); !strings.HasPrefix(e, "Warning CheckReverted") || !strings.Contains(e, "retryCount 5") {
+		t.Fatalf("event %q", e)
+	}
+	// Retry fields as the ledger has them (the mirror's retryCount): nothing to do.
+	h = newHarness(t, retryWorkload(testController, "retryCount", 0),
+		ledgerCheck{State: "Pending", Message: "scanning", ReportSequence: 4})
+	h.reconcile(t)
+	if len(h.reverts) != 0 || h.event() != "" {
+		t.Fatalf("reverts %v for the ledger's own retryCount", h.reverts)
+	}
+}
+
+// State Retry with requeueAfterSeconds in one write: one report carrying the delay, and the
+// acknowledgement shares requeueAfterSeconds, which is then no change of the controller's alone.
+func TestRequeueAfterWithRetryIsForwarded(t *testing.T) {
+	workload := workloadWith(map[string]any{"name": "scan", "state": "Retry", "message": "busy",
+		"requeueAfterSeconds": int64(30)},
+		owns(BridgeFieldManager, metav1.ManagedFieldsOperationUpdate, "retryCount"),
+		owns(testController, metav1.ManagedFieldsOperationUpdate, "state", "message", "requeueAfterSeconds"))
+	h := newHarness(t, workload, ledgerCheck{State: "Pending", Message: "", ReportSequence: 4})
+	h.reconcile(t)
+	if len(h.ledger.reports) != 1 || h.ledger.reports[0].RequeueAfterNs() != 30_000_000_000 || len(h.reverts) != 0 {
+		t.Fatalf("%d reports (want 1 with requeueAfterNs 30 s), reverts %v", len(h.ledger.reports), h.reverts)
+	}
+	want := `{"admissionChecks":[{"message":"busy","name":"scan","requeueAfterSeconds":30,"state":"Retry"}]}`
+	if len(h.acks) != 1 || h.acks[0] != want {
+		t.Fatalf("acknowledgements %v, want %s", h.acks, want)
+	}
+	acknowledged := map[string][]string{"state": {BridgeFieldManager, testController},
+		"message": {BridgeFieldManager, testController}, "requeueAfterSeconds": {BridgeFieldManager, testController}}
+	if w := RetryWriter(acknowledged); w != "" {
+		t.Fatalf("RetryWriter after the acknowledgement = %q, want none", w)
+	}
+}
+
+// The mirror keeps an entry whose requeueAfterSeconds another manager changed alone until the
+// forwarder reverts it (with its Event), and writes the ledger's once the bridge owns it.
+func TestKeepForeignChecksKeepsAForeignRequeueAfter(t *testing.T) {
+	desired := map[string]any{"admissionChecks": []any{ledgerEntry("Pending", "scanning", 4)}}
+	KeepForeignChecks(retryWorkload(testController, "requeueAfterSeconds", 30), desired)
+	if got := desired["admissionChecks"].([]any)[0].(map[string]any)["requeueAfterSeconds"]; got != int64(30) {
+		t.Fatalf("the mirror would drop the controller's requeueAfterSeconds without an Event: %v", got)
+	}
+	desired = map[string]any{"admissionChecks": []any{ledgerEntry("Pending", "scanning", 4)}}
+	KeepForeignChecks(retryWorkload(BridgeFieldManager, "requeueAfterSeconds", 30), desired)
+	if _, kept := desired["admissionChecks"].([]any)[0].(map[string]any)["requeueAfterSeconds"]; kept {
+		t.Fatal("the bridge's own requeueAfterSeconds was kept")
+	}
+}
+
+// Only the retry fields another manager changed are named: a requeueAfterSeconds the bridge
+// applied with its report is not called a change of the controller's alone.
+func TestRetryChangeNamesOnlyForeignFields(t *testing.T) {
+	workload := workloadWith(map[string]any{"name": "scan", "state": "Pending", "message": "scanning",
+		"requeueAfterSeconds": int64(30), "retryCount": int64(5)},
+		owns(BridgeFieldManager, metav1.ManagedFieldsOperationApply, "state", "message", "requeueAfterSeconds"),
+		owns(testController, metav1.ManagedFieldsOperationUpdate, "requeueAfterSeconds", "retryCount"))
+	h := newHarness(t, workload, ledgerCheck{State: "Pending", Message: "scanning", ReportSequence: 4})
+	h.reconcile(t)
+	if e := h.event(); !strings.Contains(e, "retryCount 5") || strings.Contains(e, "requeueAfterSeconds 30") {
+		t.Fatalf("event %q, want retryCount named and not the shared requeueAfterSeconds", e)
+	}
+}

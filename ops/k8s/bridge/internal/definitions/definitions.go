@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"admission-ledger/bridge/internal/checks"
 	"admission-ledger/bridge/internal/conversion"
 	"admission-ledger/bridge/internal/ledger"
 )
@@ -149,7 +150,8 @@ func RequestID(obj *unstructured.Unstructured) string {
 // WorkloadPriorityClass, value and description), in v1beta2: the CRDs convert what users write
 // in v1beta1 (internal/conversion). The status, the server's bookkeeping and the conversion's
 // stash of v1beta1 fields stay out. An object stored before the CRDs converted may still carry
-// a v1beta1 spelling; it is normalized to v1beta2's.
+// a v1beta1 spelling; it is normalized to v1beta2's. A LocalQueue also carries its admission
+// fair sharing seed (AfsSeed), the one part of a status the ledger reads.
 func Manifest(obj *unstructured.Unstructured) (string, error) {
 	metadata := map[string]any{"name": obj.GetName()}
 	if ns := obj.GetNamespace(); ns != "" {
@@ -178,10 +180,46 @@ func Manifest(obj *unstructured.Unstructured) (string, error) {
 			out[field] = runtime.DeepCopyJSONValue(v)
 		}
 	}
+	if obj.GetKind() == "LocalQueue" {
+		if consumed, ok := AfsSeed(obj); ok {
+			out["status"] = map[string]any{"fairSharing": map[string]any{
+				"admissionFairSharingStatus": map[string]any{"consumedResources": consumed}}}
+		}
+	}
 	conversion.Normalize(out)
 	text, err := json.Marshal(out)
 	if err != nil {
 		return "", fmt.Errorf("encoding %s %s: %w", obj.GetKind(), obj.GetName(), err)
 	}
 	return string(text), nil
+}
+
+// AfsSeed is a LocalQueue's status.fairSharing.admissionFairSharingStatus.consumedResources as
+// another writer persisted it (Kueue's LocalQueue controller, before the ledger took over): the
+// usage the ledger's admission fair sharing starts the queue from (docs/semantics.md,
+// "Admission fair sharing"; Kueue seeds its entry from this status). ok is false when the
+// status has none, or when the bridge owns it (managedFields on the status subresource): then it
+// is the ledger's own consumed usage, written back by the status writer, and forwarding it would
+// make a LocalQueueDef differ from the recorded one at each restart although the ledger, which
+// seeds an entry only once, reads nothing new in it.
+func AfsSeed(obj *unstructured.Unstructured) (map[string]any, bool) {
+	consumed, found, err := unstructured.NestedMap(obj.Object, "status", "fairSharing",
+		"admissionFairSharingStatus", "consumedResources")
+	if !found || err != nil {
+		return nil, false
+	}
+	foreign := false
+	for _, entry := range obj.GetManagedFields() {
+		if entry.Subresource != "status" || entry.FieldsV1 == nil || entry.Manager == checks.BridgeFieldManager {
+			continue
+		}
+		var fields map[string]any
+		if json.Unmarshal(entry.FieldsV1.Raw, &fields) != nil {
+			continue
+		}
+		_, owns, _ := unstructured.NestedMap(fields, "f:status", "f:fairSharing",
+			"f:admissionFairSharingStatus", "f:consumedResources")
+		foreign = foreign || owns
+	}
+	return consumed, foreign
 }

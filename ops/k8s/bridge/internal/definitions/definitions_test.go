@@ -1,11 +1,17 @@
 package definitions
 
 import (
+	"context"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"admission-ledger/bridge/internal/checks"
 	"admission-ledger/bridge/internal/conversion"
 	"admission-ledger/bridge/internal/ledger"
 )
@@ -82,5 +88,106 @@ func TestInUseDecidesByCode(t *testing.T) {
 		if got := InUse(&tc.refused); got != tc.want {
 			t.Errorf("InUse(code %d, %q) = %v, want %v", tc.refused.Code, tc.refused.Message, got, tc.want)
 		}
+	}
+}
+
+// afsOwner is a managedFields entry on the status subresource owning a LocalQueue's
+// status.fairSharing.admissionFairSharingStatus (consumedResources and lastUpdate), as the API
+// server writes it for manager.
+func afsOwner(manager string) metav1.ManagedFieldsEntry {
+	raw := `{"f:status":{"f:fairSharing":{".":{},"f:admissionFairSharingStatus":{".":{},` +
+		`"f:consumedResources":{".":{},"f:cpu":{}},"f:lastUpdate":{}}}}}`
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate,
+		APIVersion: "kueue.x-k8s.io/v1beta2", FieldsType: "FieldsV1",
+		FieldsV1: &metav1.FieldsV1{Raw: []byte(raw)}, Subresource: "status"}
+}
+
+// A LocalQueue's admission fair sharing usage persisted by another writer (Kueue) is forwarded
+// as the seed the ledger's parser reads; the same status written back by the bridge is not (it
+// is the ledger's own usage); a LocalQueue without it forwards no status.
+func TestManifestForwardsAForeignAfsSeed(t *testing.T) {
+	const object = `{"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"LocalQueue",
+		"metadata":{"name":"lq","namespace":"team","uid":"u"},"spec":{"clusterQueue":"cq"},
+		"status":{"pendingWorkloads":0,"fairSharing":{"weightedShare":0,"admissionFairSharingStatus":{
+		"consumedResources":{"cpu":"2500m"},"lastUpdate":"2026-01-01T00:00:00Z"}}}}`
+	const spec = `{"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"LocalQueue","metadata":{"name":"lq",` +
+		`"namespace":"team","uid":"u"},"spec":{"clusterQueue":"cq"}`
+	for _, tc := range []struct {
+		name     string
+		managers []string
+		want     string
+	}{
+		{"written by Kueue", []string{"kueue", checks.BridgeFieldManager},
+			spec + `,"status":{"fairSharing":{"admissionFairSharingStatus":{"consumedResources":{"cpu":"2500m"}}}}}`},
+		{"written back by the bridge", []string{checks.BridgeFieldManager}, spec + `}`},
+	} {
+		obj := &unstructured.Unstructured{Object: parse(t, object)[0]}
+		var managed []metav1.ManagedFieldsEntry
+		for _, m := range tc.managers {
+			managed = append(managed, afsOwner(m))
+		}
+		obj.SetManagedFields(managed)
+		got, err := Manifest(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("%s: Manifest:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+	obj := &unstructured.Unstructured{Object: parse(t, object)[0]}
+	unstructured.RemoveNestedField(obj.Object, "status", "fairSharing")
+	obj.SetManagedFields([]metav1.ManagedFieldsEntry{afsOwner("kueue")})
+	if got, _ := Manifest(obj); got != spec+`}` {
+		t.Errorf("without a fair sharing status: Manifest %s", got)
+	}
+}
+
+// fakeReader answers `get` with fixed JSON lists.
+type fakeReader map[string]string
+
+func (r fakeReader) Get(_ context.Context, kind, _ string) (string, error) {
+	return r[kind], nil
+}
+
+// The status writer copies a LocalQueue's admission fair sharing status from the ledger's read
+// model, as the bridge's field manager, keeping the Recorded condition.
+func TestStatusWriterCopiesAfsStatus(t *testing.T) {
+	lq := &unstructured.Unstructured{Object: parse(t, `{"apiVersion":"kueue.x-k8s.io/v1beta2",
+		"kind":"LocalQueue","metadata":{"name":"lq","namespace":"team"},"spec":{"clusterQueue":"cq"},
+		"status":{"conditions":[{"type":"Recorded","status":"True","reason":"Recorded"}]}}`)[0]}
+	var written map[string]any
+	var owner string
+	c := fake.NewClientBuilder().WithObjects(lq).WithInterceptorFuncs(interceptor.Funcs{
+		SubResourceUpdate: func(_ context.Context, _ client.Client, _ string, obj client.Object,
+			opts ...client.SubResourceUpdateOption) error {
+			written = obj.(*unstructured.Unstructured).Object["status"].(map[string]any)
+			o := &client.SubResourceUpdateOptions{}
+			o.ApplyOptions(opts)
+			owner = o.FieldManager
+			return nil
+		},
+	}).Build()
+	w := &StatusWriter{Client: c, Ledger: fakeReader{"localqueues": `{"apiVersion":"v1","kind":"List",
+		"items":[{"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"LocalQueue",
+		"metadata":{"name":"lq","namespace":"team"},"spec":{"clusterQueue":"cq"},
+		"status":{"pendingWorkloads":0,"reservingWorkloads":1,"admittedWorkloads":1,
+		"fairSharing":{"admissionFairSharingStatus":{"consumedResources":{"cpu":"1234m"},
+		"lastUpdate":"2026-12-02T21:40:57.547332179Z"}}}}]}`}}
+	if err := w.copyStatus(context.Background(), "LocalQueue"); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := unstructured.NestedString(written, "fairSharing", "admissionFairSharingStatus",
+		"consumedResources", "cpu")
+	last, _, _ := unstructured.NestedString(written, "fairSharing", "admissionFairSharingStatus", "lastUpdate")
+	if got != "1234m" || last != "2026-12-02T21:40:57.547332179Z" {
+		t.Errorf("written status %v", written)
+	}
+	if conditions, _, _ := unstructured.NestedSlice(written, "conditions"); len(conditions) != 1 {
+		t.Errorf("the Recorded condition was not kept: %v", written)
+	}
+	if owner != checks.BridgeFieldManager {
+		t.Errorf("written as field manager %q, want %q (AfsSeed tells the bridge's writes by it)", owner,
+			checks.BridgeFieldManager)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"admission-ledger/bridge/internal/checks"
 )
 
 // StatusInterval is how often ClusterQueue and LocalQueue status is copied from the ledger's
@@ -31,6 +33,10 @@ var StatusKinds = []string{
 	"workloadSubmitted", "workloadImported", "workloadDeleted", "workloadFinished",
 	"quotaReserved", "admitted", "evictionStarted", "quotaReleased", "requeued", "rejected",
 	"deactivated", "preempted",
+	// Admission fair sharing's consumed usage (status.fairSharing of a LocalQueue): its
+	// configuration, and the sampling ticks that logical time brings (the ticks that another
+	// input brings show at that input's copy, or at the next resync).
+	"engineConfigDefined", "clockAdvanced",
 }
 
 // Reader is what the status writer needs of the ledger client.
@@ -40,7 +46,7 @@ type Reader interface {
 
 // StatusWriter writes the ledger's status of every ClusterQueue and LocalQueue (`admitctl get
 // clusterqueues|localqueues -o json`: pending, reserving and admitted workloads, flavors'
-// reservation and usage, conditions) into the objects of the same name in the cluster. Runs
+// reservation and usage, conditions, a LocalQueue's admission fair sharing status) into the objects of the same name in the cluster. Runs
 // only on the leader.
 type StatusWriter struct {
 	Client client.Client
@@ -138,7 +144,8 @@ func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 			continue
 		}
 		obj.Object["status"] = runtime.DeepCopyJSONValue(status)
-		if err := w.Client.Status().Update(ctx, obj); err != nil {
+		// As the bridge's field manager, which AfsSeed tells from a foreign writer's.
+		if err := w.Client.Status().Update(ctx, obj, client.FieldOwner(checks.BridgeFieldManager)); err != nil {
 			return fmt.Errorf("writing the status of %s %s: %w", kind, key, err)
 		}
 	}

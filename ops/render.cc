@@ -278,11 +278,12 @@ Json LocalQueuesJson(const Engine& engine, const NamespaceFilter& allow) {
   Json items = Json::array();
   for (const auto& [key, lq] : engine.local_queues()) {
     if (allow && !allow(lq.ns)) continue;
-    size_t pending = 0, reserving = 0;
+    size_t pending = 0, reserving = 0, admitted = 0;
     for (const auto& [wkey, wl] : engine.workloads()) {
       if (wl.ns != lq.ns || wl.queue_name != lq.name) continue;
       if (wl.phase == Phase::kPending) ++pending;
       if (projections::HoldsQuota(wl.phase)) ++reserving;
+      if (wl.phase == Phase::kAdmitted) ++admitted;  // as the ClusterQueue's count
     }
     Json l;
     l["apiVersion"] = "kueue.x-k8s.io/v1beta2";
@@ -291,7 +292,7 @@ Json LocalQueuesJson(const Engine& engine, const NamespaceFilter& allow) {
     l["spec"] = {{"clusterQueue", lq.cluster_queue}};
     l["status"] = {{"pendingWorkloads", pending},
                    {"reservingWorkloads", reserving},
-                   {"admittedWorkloads", reserving}};
+                   {"admittedWorkloads", admitted}};
     // Kueue's status.fairSharing.admissionFairSharingStatus (engine v14): the consumed usage
     // as of its last sampling tick or settlement.
     auto afs = engine.afs_entries().find(key);

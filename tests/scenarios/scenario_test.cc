@@ -196,9 +196,37 @@ class Scenario : public ::testing::TestWithParam<std::string> {
     }
   }
 
+  // A LocalQueue's counts as its read model shows them (`get lq`, the bridge's status).
+  void CheckLocalQueue(const std::string& key, const YAML::Node& want, const std::string& where) {
+    const std::string ctx = where + ": LocalQueue " + key;
+    ExpectKnownKeys(want, {"pending", "reserving", "admitted"}, ctx);
+    const auto slash = key.find('/');
+    ASSERT_NE(slash, std::string::npos) << ctx << ": name it NAMESPACE/NAME";
+    const ops::Json all = ops::LocalQueuesJson(service_->engine());
+    const ops::Json* status = nullptr;
+    for (const auto& lq : all) {
+      if (lq["metadata"]["namespace"] == key.substr(0, slash) &&
+          lq["metadata"]["name"] == key.substr(slash + 1)) {
+        status = &lq["status"];
+      }
+    }
+    ASSERT_NE(status, nullptr) << ctx << ": not in the read model";
+    for (const auto& [field, json] : {std::pair<const char*, const char*>{"pending", "pendingWorkloads"},
+                                      {"reserving", "reservingWorkloads"},
+                                      {"admitted", "admittedWorkloads"}}) {
+      if (want[field]) {
+        EXPECT_EQ((*status)[json].get<size_t>(), want[field].as<size_t>()) << ctx << ": " << json;
+      }
+    }
+  }
+
   void CheckExpect(const YAML::Node& expect, const std::vector<std::string>& decisions,
                    const std::string& where) {
-    ExpectKnownKeys(expect, {"workloads", "clusterQueues", "decisions", "noDecisions"}, where);
+    ExpectKnownKeys(expect, {"workloads", "clusterQueues", "localQueues", "decisions", "noDecisions"},
+                    where);
+    if (expect["localQueues"]) {
+      for (const auto& l : expect["localQueues"]) CheckLocalQueue(l.first.as<std::string>(), l.second, where);
+    }
     if (expect["workloads"]) {
       for (const auto& w : expect["workloads"]) CheckWorkload(w.first.as<std::string>(), w.second, where);
     }

@@ -85,7 +85,7 @@ const char* EngineVersionNote(uint32_t version) {
              "admission is at most the target's after giving it back (LessThanOrEqualToFinalShare), "
              "else, one per ClusterQueue, below the target's share now (LessThanInitialShare), so "
              "a borrowing preemptor takes from queues with a higher share; borrowWithinCohort no "
-             "longer adds candidates under fair sharing, and reclaimWithinCohort lets a request "
+             "longer takes part in the choice under fair sharing, and reclaimWithinCohort lets a request "
              "above nominal quota preempt (Kueue's canPreemptWhileBorrowing); shares compare "
              "exactly, by the almost least common ancestors in hierarchical cohorts";
     default: return "unknown engine version";

@@ -53,7 +53,7 @@ Nomination Engine::Nominate(const WorkloadState& wl, const ClusterQueueState& cq
   Nomination n = AssignFlavors(wl, spec, node, full);
   if (n.mode == kFit) return n;
   if (n.mode == kPreempt) {
-    n.victims = FindVictims(wl, spec, node, n.assignment);
+    FindVictims(wl, spec, node, n);
     if (!n.victims.empty()) return n;
   }
   // Partial admission: the largest counts down to each podSet's minCount that fit.
@@ -328,7 +328,7 @@ bool Engine::PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* t
       Reserve(wl, e.n, now);
       return true;
     }
-    e.n.victims = FindVictims(wl, *cq.spec, node, e.n.assignment);
+    FindVictims(wl, *cq.spec, node, e.n);
     if (e.n.victims.empty()) return false;  // retried next cycle
   }
   touched_roots->insert(root);
@@ -342,7 +342,7 @@ bool Engine::PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* t
     // Engine v15: a victim already being evicted is waited for, not evicted again.
     if (v.phase == Phase::kEvicting) continue;
     ++issued;
-    const auto [reason, human] = PreemptionReason(*cq.spec, wl, v, e.n.assignment.borrows);
+    const auto [reason, human] = PreemptionReason(*cq.spec, wl, v, e.n);
     if (batch_version_ >= 6) preempted_in_batch_.insert(v.key);
     Evict(v, "Preempted", message + human, reason, &wl, now);
   }
@@ -369,12 +369,17 @@ bool Engine::PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* t
 std::pair<const char*, const char*> Engine::PreemptionReason(const ClusterQueueSpec& spec,
                                                              const WorkloadState& preemptor,
                                                              const WorkloadState& victim,
-                                                             bool borrows) const {
+                                                             const Nomination& n) const {
   if (victim.cluster_queue == preemptor.cluster_queue) {
     return {"InClusterQueue", "prioritization in the ClusterQueue"};
   }
-  if (config_.fair_sharing) return {"InCohortFairSharing", "Fair Sharing within the cohort"};
-  if (batch_version_ >= 9 ? VictimWhileBorrowing(spec, preemptor, victim) : borrows) {
+  if (config_.fair_sharing) {
+    // Engine v16 (Kueue's fairPreemptions): a victim taken by a preemptor within its nominal
+    // quota is a reclamation; one taken because of the shares is InCohortFairSharing.
+    if (n.reclaim_within_nominal) return {"InCohortReclamation", "reclamation within the cohort"};
+    return {"InCohortFairSharing", "Fair Sharing within the cohort"};
+  }
+  if (batch_version_ >= 9 ? VictimWhileBorrowing(spec, preemptor, victim) : n.assignment.borrows) {
     return {"InCohortReclaimWhileBorrowing", "reclamation within the cohort while borrowing"};
   }
   return {"InCohortReclamation", "reclamation within the cohort"};

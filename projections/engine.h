@@ -311,6 +311,11 @@ struct Nomination {
   int borrowing_height = 0;
   // It fits only by preempting, but no victim set frees enough (Kueue's noPreemptionCandidates).
   bool preempt_without_victims = false;
+  // Engine v16, fair sharing: the ClusterQueue stays within its nominal quota (the request
+  // included) in every flavor-resource needing preemption, so the victims of other
+  // ClusterQueues were taken without comparing shares and are InCohortReclamation (Kueue's
+  // FairSharingPreemptWithinNominal).
+  bool reclaim_within_nominal = false;
   // Engine v12: where the next flavor search of each pod set's resource groups starts, by pod
   // set then group (Kueue's LastTriedFlavorIdx + 1: 0 after the last flavor was tried, or when
   // no flavor was chosen). Some start > 0: flavors are left to try (Kueue's PendingFlavors).
@@ -538,6 +543,8 @@ class Engine {
 
   // Admission fair sharing (admission_fair_sharing.cc; engine v14).
   bool AfsOn() const { return config_.afs_sampling_ns > 0; }
+  // Engine v16: fair sharing chooses victims as Kueue's fairPreemptions (preemption.cc).
+  bool FairPreemption() const { return config_.fair_sharing && batch_version_ >= 16; }
   // Whether the ClusterQueue orders its heads by LocalQueue usage.
   bool AfsOrders(const ClusterQueueSpec& spec) const {
     return AfsOn() && spec.usage_based_admission;
@@ -629,7 +636,7 @@ class Engine {
   std::pair<const char*, const char*> PreemptionReason(const ClusterQueueSpec& spec,
                                                        const WorkloadState& preemptor,
                                                        const WorkloadState& victim,
-                                                       bool borrows) const;
+                                                       const Nomination& n) const;
   // The workload to nominate from a ClusterQueue's pending queue, if any.
   // `cls` (optional) receives the head's equivalence class.
   // The queue's head: the best head of its admissible classes; under StrictFIFO the best of
@@ -666,10 +673,12 @@ class Engine {
   // start forward unless quota changed meanwhile, so the pod sets times the flavors bound it,
   // and the bound keeps the batch's cycles finite whatever else happens in them.
   static uint32_t FlavorResumesMax(const WorkloadState& wl, const ClusterQueueSpec& spec);
-  // Preemption (preemption.cc): the minimal victim set that makes room, or none.
+  // Preemption (preemption.cc): sets `n.victims` to the minimal victim set that makes room for
+  // `n.assignment`, or none (and `n.reclaim_within_nominal`). Under fair sharing since engine
+  // v16, Kueue's fairPreemptions (FairSharingSearch); otherwise its classical preemptions.
   struct VictimSearch;
-  std::vector<WorkloadState*> FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec,
-                                       int cq_node, const Assignment& assignment);
+  void FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec, int cq_node,
+                   Nomination& n);
   bool WorkloadFits(int cq_node, const FrQuantities& request, bool allow_borrowing) const;
   // Kueue's canBorrowWithinCohort: with borrowWithinCohort, the priority below which other
   // ClusterQueues' workloads may be preempted while borrowing (the preemptor's priority, or

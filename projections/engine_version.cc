@@ -77,6 +77,17 @@ const char* EngineVersionNote(uint32_t version) {
              "candidatesOrdering), and evicts only those not already evicted; when all its "
              "victims are draining it evicts nobody more and waits (v14 left draining workloads "
              "out and could preempt more while they drained)";
+    case 16:
+      return "fair-sharing preemption as Kueue's fairPreemptions: the ClusterQueues give back in "
+             "the order of their dominant share, walking the cohort tree down from the root; a "
+             "preemptor within its nominal quota takes from them without comparing shares "
+             "(InCohortReclamation), otherwise a victim is taken when the preemptor's share after "
+             "admission is at most the target's after giving it back (LessThanOrEqualToFinalShare), "
+             "else, one per ClusterQueue, below the target's share now (LessThanInitialShare), so "
+             "a borrowing preemptor takes from queues with a higher share; borrowWithinCohort no "
+             "longer takes part in the choice under fair sharing, and reclaimWithinCohort lets a request "
+             "above nominal quota preempt (Kueue's canPreemptWhileBorrowing); shares compare "
+             "exactly, by the almost least common ancestors in hierarchical cohorts";
     default: return "unknown engine version";
   }
 }

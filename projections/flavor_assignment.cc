@@ -378,8 +378,11 @@ FlavorChoice Engine::FlavorSearch::QuotaChoice(const PodSetSpec& ps, const Flavo
       n.flavor = fname;
       n.shortfall = val - std::max<int64_t>(0, available);
     }
+    // Kueue's canPreemptWhileBorrowing: borrowWithinCohort, or (engine v16) fair sharing with
+    // reclaimWithinCohort, where the shares decide whether a borrowing preemptor finds victims.
     const bool can_preempt_while_borrowing =
-        spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever;
+        spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever ||
+        (engine.FairPreemption() && spec.preemption.reclaim_within_cohort != ReclaimPolicy::kNever);
     if (val <= tree.Nominal(cq_node, fr) || (borrow && can_preempt_while_borrowing)) {
       choice.mode = std::min(choice.mode, kPreempt);
       choice.borrow = std::max(choice.borrow, level);

@@ -36,7 +36,7 @@ std::optional<Nomination> Engine::NominatePartially(const WorkloadState& wl,
     Nomination candidate = AssignFlavors(wl, spec, node, counts_for(mid));
     bool fits = candidate.mode == kFit;
     if (candidate.mode == kPreempt) {
-      candidate.victims = FindVictims(wl, spec, node, candidate.assignment);
+      FindVictims(wl, spec, node, candidate);
       fits = !candidate.victims.empty();
     }
     if (fits) {

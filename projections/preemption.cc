@@ -1,10 +1,14 @@
 // Preemption (FindVictims): candidates in the ClusterQueue and its cohort, Kueue's candidate
 // order, the minimal victim set with fill-back, and dominant resource shares for fair sharing.
 // Kueue: pkg/scheduler/preemption/preemption.go (GetTargets, minimalPreemptions,
-// candidatesOrdering) and pkg/cache's dominant resource share.
+// candidatesOrdering, and since engine v16 fairPreemptions with runFirstFsStrategy and
+// runSecondFsStrategy), pkg/scheduler/preemption/fairsharing (the ClusterQueue ordering, the
+// strategies, the almost least common ancestors) and pkg/cache's dominant resource share.
 
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "projections/engine.h"
@@ -115,6 +119,56 @@ struct Engine::VictimSearch {
   const Candidate* Nth(size_t i);
   std::vector<Candidate> Minimal(bool same_queue_only, bool allow_borrowing,
                                  std::optional<int32_t> borrow_below, bool drop_at_or_above = false);
+  // Kueue's fillBackWorkloads: with the preemptor fitting once `targets` are removed (they
+  // are, in the tree), returns each but the last, last removed first, while it still fits.
+  void FillBack(std::vector<Candidate>& targets, bool allow_borrowing);
+
+  // ---- Engine v16: Kueue's fairPreemptions (fair sharing) ----
+  // A dominant resource share as Kueue's DRS compares them, exactly (integers): the largest
+  // borrowed / lendable over the node's flavor-resources, over its weight.
+  struct Share {
+    int64_t borrowed = 0;  // of the dominant flavor-resource; 0: not borrowing where it counts
+    int64_t lendable = 1;
+    int64_t weight_milli = 1000;
+    bool ZeroWeightBorrows() const { return weight_milli == 0 && borrowed > 0; }
+  };
+  // Kueue's CompareDRS: negative, zero or positive as a's share is below, equal to or above b's.
+  static int CompareShares(const Share& a, const Share& b);
+  // The share of a tree node (ClusterQueue or cohort); `borrowing`: usage above its subtree
+  // quota in some flavor-resource (Kueue's DRS.IsBorrowing).
+  Share NodeShare(int node, bool* borrowing = nullptr) const;
+  // The child of `lca` on the path from `node` up to it (Kueue's almostLCA).
+  int AlmostLca(int node, int lca) const;
+  // The lowest cohort above `target` that also holds the preemptor (Kueue's getLCA).
+  int Lca(int target) const;
+  // Kueue's TargetClusterQueueOrdering: the next ClusterQueue to take a candidate from,
+  // walking down from the root to the child with the highest share (-1: none left). The caller
+  // must then pop a candidate of it or drop it.
+  int NextTarget();
+  int NextTargetUnder(int cohort);
+  bool HasQueued(int node) const {
+    auto it = queued.find(node);
+    return it != queued.end() && it->second.next < it->second.list.size();
+  }
+  Candidate Pop(int node) { auto& q = queued.at(node); return q.list[q.next++]; }
+  // Groups `list` (in candidate order) by ClusterQueue and clears what was pruned or dropped.
+  void Queue(const std::vector<Candidate>& list);
+  bool FitsWithoutRequest();
+  // Rule S2-a (LessThanOrEqualToFinalShare) over the ClusterQueues in share order; candidates
+  // that fail it are appended to `retry`. True when the preemptor fits.
+  bool FirstStrategy(std::vector<Candidate>& targets, std::vector<Candidate>& retry);
+  // Rule S2-b (LessThanInitialShare) over `retry`, at most one victim per ClusterQueue.
+  bool SecondStrategy(const std::vector<Candidate>& retry, std::vector<Candidate>& targets);
+  std::vector<Candidate> FairSharing();
+
+  struct Queued {
+    std::vector<Candidate> list;
+    size_t next = 0;
+  };
+  std::map<int, Queued> queued;  // by ClusterQueue node: its candidates left, in order
+  std::set<int> pruned;          // nodes the ordering no longer visits
+  std::set<int> preemptor_path;  // the cohorts above the preemptor
+  bool within_nominal = false;   // reclaim_within_nominal of the search
 
   // Kueue's candidatesOrdering: other ClusterQueues first, lower priority first, most
   // recently reserved first, then uid (then namespace/name: a total order).
@@ -136,19 +190,27 @@ struct Engine::VictimSearch {
   static bool After(const Candidate& a, const Candidate& b) { return Before(b, a); }
 };
 
-std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec,
-                                             int cq_node, const Assignment& assignment) {
+void Engine::FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec, int cq_node,
+                         Nomination& n) {
+  n.victims.clear();
+  n.reclaim_within_nominal = false;
+  const Assignment& assignment = n.assignment;
   VictimSearch search(*this, wl, spec, cq_node, assignment);
   for (const auto& [fr, amount] : assignment.usage) {
     if (amount > tree_.Available(cq_node, fr)) search.needing.push_back(fr);
   }
-  if (search.needing.empty()) return {};
+  if (search.needing.empty()) return;
   search.AddOwnCandidates();
   const bool under_nominal = search.UnderNominal();
   search.AddCohortCandidates(under_nominal);
-  if (search.candidates.empty()) return {};
-  if (search.CannotCover()) return {};
+  if (search.candidates.empty()) return;
+  if (search.CannotCover()) return;
   search.Order();
+  if (FairPreemption()) {
+    for (const VictimSearch::Candidate& c : search.FairSharing()) n.victims.push_back(c.wl);
+    n.reclaim_within_nominal = !n.victims.empty() && search.within_nominal;
+    return;
+  }
   const bool all_same_queue =
       std::all_of(search.candidates.begin(), search.candidates.end(),
                   [](const VictimSearch::Candidate& c) { return c.same_cq; });
@@ -164,9 +226,7 @@ std::vector<WorkloadState*> Engine::FindVictims(const WorkloadState& wl, const C
     if (under_nominal) chosen = search.Minimal(false, false, std::nullopt);
     if (chosen.empty()) chosen = search.Minimal(true, true, std::nullopt);
   }
-  std::vector<WorkloadState*> victims;
-  for (const VictimSearch::Candidate& c : chosen) victims.push_back(c.wl);
-  return victims;
+  for (const VictimSearch::Candidate& c : chosen) n.victims.push_back(c.wl);
 }
 
 void Engine::VictimSearch::AddOwnCandidates() {
@@ -200,6 +260,9 @@ bool Engine::VictimSearch::UnderNominal() const {
 
 void Engine::VictimSearch::AddCohortCandidates(bool under_nominal) {
   const bool in_cohort = tree.node(cq_node).parent != -1;
+  // Engine v16, fair sharing (Kueue's findCandidates): reclaimWithinCohort alone decides which
+  // workloads of other borrowing ClusterQueues are candidates; the shares decide later.
+  const bool fair = engine.FairPreemption();
   // Other ClusterQueues' workloads are chosen only when borrowing within the cohort may
   // preempt, under fair sharing, or when the preemptor stays within its nominal quota
   // (reclaim); otherwise the choice is minimal(same_queue) whatever they are.
@@ -207,7 +270,7 @@ void Engine::VictimSearch::AddCohortCandidates(bool under_nominal) {
                                       spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever;
   if (!in_cohort || !cohort_candidates_used ||
       (spec.preemption.reclaim_within_cohort == ReclaimPolicy::kNever &&
-       spec.preemption.borrow_within_cohort == ReclaimPolicy::kNever)) {
+       (fair || spec.preemption.borrow_within_cohort == ReclaimPolicy::kNever))) {
     return;
   }
   for (int other : tree.ClusterQueuesUnder(tree.Root(cq_node))) {
@@ -220,6 +283,10 @@ void Engine::VictimSearch::AddCohortCandidates(bool under_nominal) {
       bool allowed = spec.preemption.reclaim_within_cohort == ReclaimPolicy::kAny ||
                      (spec.preemption.reclaim_within_cohort == ReclaimPolicy::kLowerPriority &&
                       h.priority < wl.priority);
+      if (fair) {
+        if (allowed) candidates.push_back(Make(h, false, other));
+        continue;
+      }
       if (engine.config_.fair_sharing &&
           spec.preemption.reclaim_within_cohort != ReclaimPolicy::kNever && !allowed) {
         // Fair sharing: a queue above the preemptor's share (after its admission) gives back.
@@ -307,18 +374,245 @@ std::vector<Engine::VictimSearch::Candidate> Engine::VictimSearch::Minimal(
       break;
     }
   }
-  if (fits) {
-    // Fill back: try returning each target but the last, newest first removed last.
-    for (int i = static_cast<int>(targets.size()) - 2; i >= 0; --i) {
-      const Candidate& c = targets[static_cast<size_t>(i)];
-      tree.AddUsage(c.node, c.wl->admission.usage, +1);
-      if (engine.WorkloadFits(cq_node, assignment.usage, allow_borrowing)) {
-        targets.erase(targets.begin() + i);
-      } else {
-        tree.AddUsage(c.node, c.wl->admission.usage, -1);
-      }
+  if (fits) FillBack(targets, allow_borrowing);
+  for (const Candidate& c : targets) tree.AddUsage(c.node, c.wl->admission.usage, +1);
+  if (!fits) return {};
+  return targets;
+}
+
+void Engine::VictimSearch::FillBack(std::vector<Candidate>& targets, bool allow_borrowing) {
+  // Try returning each target but the last, newest first removed last.
+  for (int i = static_cast<int>(targets.size()) - 2; i >= 0; --i) {
+    const Candidate& c = targets[static_cast<size_t>(i)];
+    tree.AddUsage(c.node, c.wl->admission.usage, +1);
+    if (engine.WorkloadFits(cq_node, assignment.usage, allow_borrowing)) {
+      targets.erase(targets.begin() + i);
+    } else {
+      tree.AddUsage(c.node, c.wl->admission.usage, -1);
     }
   }
+}
+
+// ---- Engine v16: Kueue's fairPreemptions ----
+
+int Engine::VictimSearch::CompareShares(const Share& a, const Share& b) {
+  // Kueue's CompareDRS on exact ratios: a zero weight that borrows is above every other share
+  // (infinite); two such compare by their unweighted ratios; others by ratio / weight,
+  // compared by cross-multiplying (at most 2^63 each, so the products fit in 128 bits).
+  using I128 = __int128;
+  auto cmp = [](I128 x, I128 y) { return x < y ? -1 : (x > y ? 1 : 0); };
+  const bool a_inf = a.ZeroWeightBorrows();
+  const bool b_inf = b.ZeroWeightBorrows();
+  if (a_inf && b_inf) {
+    return cmp(static_cast<I128>(a.borrowed) * b.lendable, static_cast<I128>(b.borrowed) * a.lendable);
+  }
+  if (a_inf) return 1;
+  if (b_inf) return -1;
+  // Neither borrows with a zero weight: a share is 0 unless it borrows, then its weight is > 0.
+  if (a.borrowed == 0 || b.borrowed == 0) return cmp(a.borrowed > 0, b.borrowed > 0);
+  const I128 left = static_cast<I128>(a.borrowed) * b.lendable * b.weight_milli;
+  const I128 right = static_cast<I128>(b.borrowed) * a.lendable * a.weight_milli;
+  return cmp(left, right);
+}
+
+Engine::VictimSearch::Share Engine::VictimSearch::NodeShare(int node, bool* borrowing) const {
+  // Kueue's dominantResourceShare: for each flavor-resource the node uses above its subtree
+  // quota, that amount per what its root cohort holds (the lendable of DominantShare); the
+  // largest ratio, with the node's fair weight.
+  Share share;
+  const QuotaTree::Node& n = tree.node(node);
+  if (n.is_cluster_queue) {
+    auto spec_it = engine.cq_specs_.find(n.name);
+    if (spec_it != engine.cq_specs_.end()) share.weight_milli = spec_it->second.fair_weight_milli;
+  } else {
+    auto spec_it = engine.cohort_specs_.find(n.name);
+    if (spec_it != engine.cohort_specs_.end()) share.weight_milli = spec_it->second.fair_weight_milli;
+  }
+  if (borrowing != nullptr) *borrowing = false;
+  if (n.parent == -1) return share;
+  const int root = tree.Root(node);
+  for (const auto& [fr, usage] : n.usage) {
+    const int64_t borrowed = usage - tree.Nominal(node, fr);
+    if (borrowed <= 0) continue;
+    if (borrowing != nullptr) *borrowing = true;
+    const int64_t lendable = tree.Nominal(root, fr);
+    if (lendable <= 0) continue;
+    if (share.borrowed == 0 || static_cast<__int128>(borrowed) * share.lendable >
+                                   static_cast<__int128>(share.borrowed) * lendable) {
+      share.borrowed = borrowed;
+      share.lendable = lendable;
+    }
+  }
+  return share;
+}
+
+int Engine::VictimSearch::Lca(int target) const {
+  for (int a = tree.node(target).parent; a != -1; a = tree.node(a).parent) {
+    if (preemptor_path.count(a) != 0) return a;
+  }
+  ADM_CHECK(false, "no common cohort of ClusterQueue nodes %d and %d", target, cq_node);
+  return -1;
+}
+
+int Engine::VictimSearch::AlmostLca(int node, int lca) const {
+  int below = node;
+  for (int a = tree.node(node).parent; a != -1; a = tree.node(a).parent) {
+    if (a == lca) return below;
+    below = a;
+  }
+  ADM_CHECK(false, "cohort node %d is not above node %d", lca, node);
+  return -1;
+}
+
+int Engine::VictimSearch::NextTargetUnder(int cohort) {
+  // Kueue's nextTarget: of the cohort's ClusterQueues that borrow (or the preemptor's) and
+  // still hold candidates, the highest share (ties: the one whose next candidate comes first);
+  // of its cohorts that borrow (or lie above the preemptor), the highest share (ties: the
+  // first by name, where Kueue's order is that of a map). A cohort wins a tie with a
+  // ClusterQueue, and is then walked down. Returns -1 after only pruning.
+  int best_cq = -1, best_cohort = -1;
+  Share best_cq_share, best_cohort_share;
+  for (int child : tree.node(cohort).children) {
+    if (pruned.count(child) != 0) continue;
+    bool borrowing = false;
+    const Share share = NodeShare(child, &borrowing);
+    if (tree.node(child).is_cluster_queue) {
+      if ((!borrowing && child != cq_node) || !HasQueued(child)) {
+        pruned.insert(child);
+        continue;
+      }
+      const int c = best_cq == -1 ? 1 : CompareShares(share, best_cq_share);
+      const auto head = [&](int node) { const Queued& q = queued.at(node); return q.list[q.next]; };
+      if (c > 0 || (c == 0 && Before(head(child), head(best_cq)))) {
+        best_cq = child;
+        best_cq_share = share;
+      }
+    } else if (!borrowing && preemptor_path.count(child) == 0) {
+      pruned.insert(child);
+    } else if (best_cohort == -1 || CompareShares(share, best_cohort_share) > 0) {
+      best_cohort = child;
+      best_cohort_share = share;
+    }
+  }
+  if (best_cq == -1 && best_cohort == -1) {
+    pruned.insert(cohort);
+    return -1;
+  }
+  if (best_cohort != -1 && (best_cq == -1 || CompareShares(best_cohort_share, best_cq_share) >= 0)) {
+    return NextTargetUnder(best_cohort);
+  }
+  return best_cq;
+}
+
+int Engine::VictimSearch::NextTarget() {
+  if (tree.node(cq_node).parent == -1) {
+    return pruned.count(cq_node) == 0 && HasQueued(cq_node) ? cq_node : -1;
+  }
+  const int root = tree.Root(cq_node);
+  // Each call of NextTargetUnder that finds nothing prunes a node, so it is called at most
+  // once per node and once more.
+  for (size_t calls = 0; pruned.count(root) == 0; ++calls) {
+    ADM_CHECK(calls <= tree.size(), "the fair-sharing order pruned nothing in %zu calls", calls);
+    const int target = NextTargetUnder(root);
+    if (target != -1) return target;
+  }
+  return -1;
+}
+
+void Engine::VictimSearch::Queue(const std::vector<Candidate>& list) {
+  queued.clear();
+  pruned.clear();
+  for (const Candidate& c : list) queued[c.node].list.push_back(c);
+}
+
+bool Engine::VictimSearch::FitsWithoutRequest() {
+  // Kueue's workloadFitsForFairSharing: the request is in the tree while shares are compared.
+  tree.AddUsage(cq_node, assignment.usage, -1);
+  const bool fits = engine.WorkloadFits(cq_node, assignment.usage, true);
+  tree.AddUsage(cq_node, assignment.usage, +1);
+  return fits;
+}
+
+bool Engine::VictimSearch::FirstStrategy(std::vector<Candidate>& targets,
+                                         std::vector<Candidate>& retry) {
+  // Each target taken pops a candidate (or all of them go to `retry`), so this loop runs at
+  // most once per candidate.
+  for (int target = NextTarget(); target != -1; target = NextTarget()) {
+    if (target == cq_node || within_nominal) {
+      // Within its own ClusterQueue (priority), or within nominal quota (Kueue's
+      // FairSharingPreemptWithinNominal, on by default): no share is compared.
+      const Candidate c = Pop(target);
+      tree.AddUsage(c.node, c.wl->admission.usage, -1);
+      targets.push_back(c);
+      if (FitsWithoutRequest()) return true;
+      continue;
+    }
+    const int lca = Lca(target);
+    const Share preemptor_new = NodeShare(AlmostLca(cq_node, lca));
+    const int target_top = AlmostLca(target, lca);
+    const Share target_old = NodeShare(target_top);
+    if (preemptor_new.ZeroWeightBorrows() && !target_old.ZeroWeightBorrows()) {
+      // Kueue's fsStrategyUnsatisfiable: no candidate here can pass either rule.
+      while (HasQueued(target)) retry.push_back(Pop(target));
+      continue;
+    }
+    while (HasQueued(target)) {
+      const Candidate c = Pop(target);
+      tree.AddUsage(c.node, c.wl->admission.usage, -1);
+      const Share target_new = NodeShare(target_top);
+      // Rule S2-a: the preemptor's share after admission is at most the target's after it
+      // gives the candidate back.
+      if (CompareShares(preemptor_new, target_new) <= 0) {
+        targets.push_back(c);
+        if (FitsWithoutRequest()) return true;
+        break;  // the shares changed: choose the ClusterQueue again
+      }
+      tree.AddUsage(c.node, c.wl->admission.usage, +1);
+      retry.push_back(c);
+    }
+  }
+  return false;
+}
+
+bool Engine::VictimSearch::SecondStrategy(const std::vector<Candidate>& retry,
+                                          std::vector<Candidate>& targets) {
+  Queue(retry);
+  for (int target = NextTarget(); target != -1; target = NextTarget()) {
+    const int lca = Lca(target);
+    const Share preemptor_new = NodeShare(AlmostLca(cq_node, lca));
+    const Share target_old = NodeShare(AlmostLca(target, lca));
+    const Candidate c = Pop(target);
+    // Rule S2-b: the preemptor's share after admission is below the target's now. It does not
+    // depend on the candidate, so only the first is tried, and the ClusterQueue is dropped.
+    if (CompareShares(preemptor_new, target_old) < 0) {
+      tree.AddUsage(c.node, c.wl->admission.usage, -1);
+      targets.push_back(c);
+      if (FitsWithoutRequest()) return true;
+    }
+    pruned.insert(target);
+  }
+  return false;
+}
+
+std::vector<Engine::VictimSearch::Candidate> Engine::VictimSearch::FairSharing() {
+  // Kueue's fairPreemptions with its default strategies (LessThanOrEqualToFinalShare, then
+  // LessThanInitialShare): the shares are those with the request added to the preemptor's
+  // ClusterQueue; the victims are then filled back with borrowing allowed.
+  std::vector<Candidate> in_order;
+  for (size_t i = 0; const Candidate* c = Nth(i); ++i) in_order.push_back(*c);
+  Queue(in_order);
+  for (int a = tree.node(cq_node).parent; a != -1; a = tree.node(a).parent) preemptor_path.insert(a);
+  tree.AddUsage(cq_node, assignment.usage, +1);
+  within_nominal = true;
+  for (Fr fr : needing) {
+    if (tree.Usage(cq_node, fr) > tree.Nominal(cq_node, fr)) within_nominal = false;
+  }
+  std::vector<Candidate> targets;
+  std::vector<Candidate> retry;
+  bool fits = FirstStrategy(targets, retry);
+  if (!fits) fits = SecondStrategy(retry, targets);
+  tree.AddUsage(cq_node, assignment.usage, -1);
+  if (fits) FillBack(targets, true);
   for (const Candidate& c : targets) tree.AddUsage(c.node, c.wl->admission.usage, +1);
   if (!fits) return {};
   return targets;

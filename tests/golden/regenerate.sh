@@ -44,6 +44,9 @@ corpus=(
   # engine v15
   "evicting-victims-first:42-evicting-victims-first.yaml"
   "victim-not-readmitted-at-once:43-victim-not-readmitted-at-once.yaml"
+  # engine v16
+  "fair-sharing-ported:39-fair-sharing-ported.yaml"
+  "fair-sharing-strategies:44-fair-sharing-strategies.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

@@ -37,6 +37,7 @@ struct QueueSpec {
   int within = 0, reclaim = 0, borrow_within = 0;
   bool strict = false;
   int when_can_borrow = 0;
+  int64_t fair_weight_milli = 1000;   // read under fair sharing
 };
 
 struct Config {
@@ -45,6 +46,9 @@ struct Config {
   bool hierarchical = false;          // cohort 1's parent is cohort 0
   int64_t cohort0_quota = 0;          // cohort 0's own quota of h100 gpus
   std::vector<QueueSpec> queues;
+  // Fair sharing (engine v16's fair preemption), with cohort 1's weight.
+  bool fair_sharing = false;
+  int64_t cohort1_weight_milli = 1000;
 };
 
 struct Step {
@@ -80,7 +84,8 @@ rc::Gen<QueueSpec> GenQueue() {
       rc::gen::set(&QueueSpec::reclaim, rc::gen::inRange(0, 3)),
       rc::gen::set(&QueueSpec::borrow_within, rc::gen::inRange(0, 2)),
       rc::gen::set(&QueueSpec::strict, rc::gen::arbitrary<bool>()),
-      rc::gen::set(&QueueSpec::when_can_borrow, rc::gen::inRange(0, 2)));
+      rc::gen::set(&QueueSpec::when_can_borrow, rc::gen::inRange(0, 2)),
+      rc::gen::set(&QueueSpec::fair_weight_milli, rc::gen::element<int64_t>(0, 500, 1000, 1000, 3000)));
 }
 
 rc::Gen<Config> GenConfig() {
@@ -91,7 +96,9 @@ rc::Gen<Config> GenConfig() {
       rc::gen::set(&Config::cohort0_quota,
                    rc::gen::map(rc::gen::inRange(0, 5), [](int v) { return int64_t{v} * 1000; })),
       rc::gen::set(&Config::queues, rc::gen::container<std::vector<QueueSpec>>(
-                                        static_cast<size_t>(*rc::gen::inRange(1, 5)), GenQueue())));
+                                        static_cast<size_t>(*rc::gen::inRange(1, 5)), GenQueue())),
+      rc::gen::set(&Config::fair_sharing, rc::gen::arbitrary<bool>()),
+      rc::gen::set(&Config::cohort1_weight_milli, rc::gen::element<int64_t>(0, 1000, 2000)));
 }
 
 rc::Gen<Step> GenStep() {
@@ -152,6 +159,7 @@ std::vector<std::string> ConfigInputs(const Config& config) {
     auto def = m.initRoot<schema::Event>().initBody().initCohortDefined();
     def.setName("cohort-" + std::to_string(c));
     if (c == 1 && config.hierarchical) def.setParentName("cohort-0");
+    if (c == 1) def.setFairSharingWeightMilli(config.cohort1_weight_milli);
     if (c == 0 && config.cohort0_quota > 0) {
       auto group = def.initResourceGroups(1)[0];
       auto covered = group.initCoveredResources(1);
@@ -183,6 +191,7 @@ std::vector<std::string> ConfigInputs(const Config& config) {
     def.setName("cq-" + std::to_string(q));
     if (spec.cohort >= 0) def.setCohortName("cohort-" + std::to_string(spec.cohort));
     def.initNamespaceSelector().setMatchesAll(true);
+    def.setFairSharingWeightMilli(spec.fair_weight_milli);
     def.setQueueingStrategy(spec.strict ? schema::QueueingStrategy::STRICT_FIFO
                                         : schema::QueueingStrategy::BEST_EFFORT_FIFO);
     auto p = def.initPreemption();
@@ -220,6 +229,11 @@ std::vector<std::string> ConfigInputs(const Config& config) {
     lq.setName("lq-" + std::to_string(q));
     lq.setClusterQueue("cq-" + std::to_string(q));
     out.push_back(Encode(lm));
+  }
+  if (config.fair_sharing) {
+    capnp::MallocMessageBuilder m;
+    m.initRoot<schema::Event>().initBody().initEngineConfigDefined().setFairSharingEnabled(true);
+    out.push_back(Encode(m));
   }
   return out;
 }

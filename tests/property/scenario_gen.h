@@ -36,6 +36,7 @@ struct QueueGen {
   int64_t cpu = 4000, gpu = 2000;  // nominal per flavor
   int within = 0, reclaim = 0;
   bool usage_based = false;  // admissionScope UsageBasedAdmissionFairSharing (engine v14)
+  int64_t fair_weight_milli = 1000;  // spec.fairSharing.weight, read under fair sharing
 };
 
 struct StepGen {
@@ -58,6 +59,9 @@ struct ScenarioGen {
   // Admission fair sharing configured (engine v14): ClusterQueues with usage_based order their
   // two LocalQueues (weights 1 and 2) by usage.
   bool admission_fair_sharing = false;
+  // Fair sharing configured: entries ordered by share, and victims chosen as Kueue's
+  // fairPreemptions (engine v16), with the queues' weights (0 included).
+  bool fair_sharing = false;
 };
 
 inline rc::Gen<ScenarioGen> GenScenario() {
@@ -69,7 +73,9 @@ inline rc::Gen<ScenarioGen> GenScenario() {
                    rc::gen::map(rc::gen::inRange(0, 5), [](int v) { return int64_t{v} * 1000; })),
       rc::gen::set(&QueueGen::within, rc::gen::inRange(0, 3)),
       rc::gen::set(&QueueGen::reclaim, rc::gen::inRange(0, 3)),
-      rc::gen::set(&QueueGen::usage_based, rc::gen::arbitrary<bool>()));
+      rc::gen::set(&QueueGen::usage_based, rc::gen::arbitrary<bool>()),
+      rc::gen::set(&QueueGen::fair_weight_milli,
+                   rc::gen::element<int64_t>(0, 500, 1000, 1000, 2000)));
   auto step = rc::gen::build<StepGen>(
       rc::gen::set(&StepGen::kind, rc::gen::weightedElement<int>({{6, 0}, {3, 1}, {1, 2}})),
       rc::gen::set(&StepGen::queue, rc::gen::inRange(0, 3)),
@@ -88,7 +94,8 @@ inline rc::Gen<ScenarioGen> GenScenario() {
                                              static_cast<size_t>(*rc::gen::inRange(1, 4)), queue)),
       rc::gen::set(&ScenarioGen::steps, rc::gen::container<std::vector<StepGen>>(
                                             static_cast<size_t>(*rc::gen::inRange(1, 50)), step)),
-      rc::gen::set(&ScenarioGen::admission_fair_sharing, rc::gen::arbitrary<bool>()));
+      rc::gen::set(&ScenarioGen::admission_fair_sharing, rc::gen::arbitrary<bool>()),
+      rc::gen::set(&ScenarioGen::fair_sharing, rc::gen::arbitrary<bool>()));
 }
 
 // The same shape from a plain PRNG, for the process-level tests (which run a few fixed seeds
@@ -161,6 +168,7 @@ inline std::vector<std::string> Definitions(const ScenarioGen& s) {
     if (g.usage_based) {
       def.setAdmissionMode(schema::AdmissionMode::USAGE_BASED_ADMISSION_FAIR_SHARING);
     }
+    def.setFairSharingWeightMilli(g.fair_weight_milli);
     out.push_back(Encode(m));
     for (const char* suffix : {"", "-b"}) {
       capnp::MallocMessageBuilder lm;
@@ -172,13 +180,14 @@ inline std::vector<std::string> Definitions(const ScenarioGen& s) {
       out.push_back(Encode(lm));
     }
   }
-  if (s.retain_ended_ns || s.admission_fair_sharing) {
+  if (s.retain_ended_ns || s.admission_fair_sharing || s.fair_sharing) {
     capnp::MallocMessageBuilder m;
     auto c = m.initRoot<schema::Event>().initBody().initEngineConfigDefined();
     if (s.retain_ended_ns) {
       c.setRetainFinishedNs(*s.retain_ended_ns);
       c.setRetainDeactivatedNs(*s.retain_ended_ns);
     }
+    c.setFairSharingEnabled(s.fair_sharing);
     if (s.admission_fair_sharing) {
       c.setAfsUsageHalfLifeNs(10'000'000'000);
       c.setAfsUsageSamplingIntervalNs(1'000'000'000);

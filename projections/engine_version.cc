@@ -71,6 +71,17 @@ const char* EngineVersionNote(uint32_t version) {
              "ClusterQueue from a LocalQueue of higher usage go first; usage decays with "
              "usageHalfLifeTime at every usageSamplingInterval, and a reservation adds its entry "
              "penalty until admitted (no ledger before v14 can enable it)";
+    case 15:
+    case 16:
+      return "(taken by other branches; in this branch's build they decide as v14)";
+    case 17:
+      return "admission checks' podSetUpdates (Kueue's AdmissionCheckState.podSetUpdates): the "
+             "decider keeps each check's latest updates, and at admission merges them per podSet "
+             "(checks in name order) with the assigned flavors' nodeLabels and tolerations and "
+             "the podSet's nodeSelector as Kueue's PodSetInfo.Merge does; the Admitted decision "
+             "carries the checks' merged updates when there are any, and a conflict finishes the "
+             "workload instead (Rejected, reason FailedToStart, quota released), as Kueue's job "
+             "reconciler does; before v17 a report's podSetUpdates are ignored";
     default: return "unknown engine version";
   }
 }

@@ -41,6 +41,8 @@ corpus=(
   "definition-deletions:33-definition-deletions.yaml"
   # engine v14
   "admission-fair-sharing:40-admission-fair-sharing.yaml"
+  # engine v17
+  "check-pod-set-updates:42-check-pod-set-updates.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

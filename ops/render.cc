@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "schema/event_codec.h"
 #include "schema/quantity.h"
 #include "schema/time_format.h"
 
@@ -143,6 +144,31 @@ std::string FlavorSummary(const Engine& engine, const WorkloadState& wl) {
   return out;
 }
 
+// Kueue's AdmissionCheckState.podSetUpdates, as its JSON has them.
+Json PodSetUpdatesJson(const std::vector<projections::PodSetUpdate>& updates) {
+  Json out = Json::array();
+  for (const auto& u : updates) {
+    Json j{{"name", u.pod_set}};
+    if (!u.labels.empty()) j["labels"] = u.labels;
+    if (!u.annotations.empty()) j["annotations"] = u.annotations;
+    if (!u.node_selector.empty()) j["nodeSelector"] = u.node_selector;
+    if (!u.tolerations.empty()) {
+      Json ts = Json::array();
+      for (const auto& t : u.tolerations) {
+        Json tj = Json::object();
+        if (!t.key.empty()) tj["key"] = t.key;
+        if (!t.op.empty()) tj["operator"] = t.op;
+        if (!t.value.empty()) tj["value"] = t.value;
+        if (!t.effect.empty()) tj["effect"] = t.effect;
+        ts.push_back(tj);
+      }
+      j["tolerations"] = ts;
+    }
+    out.push_back(j);
+  }
+  return out;
+}
+
 }  // namespace
 
 Json WorkloadsJson(const Engine& engine, const NamespaceFilter& allow) {
@@ -188,6 +214,9 @@ Json WorkloadsJson(const Engine& engine, const NamespaceFilter& allow) {
                           {"message", cs.message},
                           {"retryCount", wl.check_retries},
                           {"reportSequence", cs.report_sequence}});
+        if (!cs.pod_set_updates.empty()) {
+          checks.back()["podSetUpdates"] = PodSetUpdatesJson(cs.pod_set_updates);
+        }
       }
       status["admissionChecks"] = checks;
     }
@@ -450,6 +479,10 @@ std::string DescribeDecision(schema::Event::Reader event) {
       if (body.getAdmitted().getCheckVersions().size() > 0) {
         out << ", checks at sequences";
         for (auto v : body.getAdmitted().getCheckVersions()) out << " " << v;
+      }
+      if (body.getAdmitted().getPodSetUpdates().size() > 0) {
+        out << ", pod template updates from checks: "
+            << schema::DescribePodSetUpdates(body.getAdmitted().getPodSetUpdates());
       }
       break;
     case schema::Event::Body::PENDING_REASON_CHANGED: {

@@ -2,11 +2,14 @@
 // QuotaReserved to Admitted once every one is Ready. Kueue: pkg/controller/admissionchecks and
 // pkg/workload/admissionchecks.go (the workload controller's syncAdmissionCheckConditions).
 
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "projections/engine.h"
 #include "projections/engine_internal.h"
+#include "projections/pod_set_updates.h"
 #include "schema/event_codec.h"
 #include "schema/result.h"
 
@@ -81,6 +84,13 @@ void Engine::TryAdmit(WorkloadState& wl, int64_t now) {
                                                   " no longer admits this reservation", 0, now);
     return;
   }
+  std::vector<PodSetUpdate> updates;
+  if (batch_version_ >= 17) {
+    if (std::optional<std::string> conflict = MergeCheckUpdates(wl, &updates)) {
+      FailToStart(wl, *conflict, now);
+      return;
+    }
+  }
   wl.phase = Phase::kAdmitted;
   wl.admitted_at_ns = now;
   wl.fencing_token = TokenOf(wl);
@@ -94,6 +104,9 @@ void Engine::TryAdmit(WorkloadState& wl, int64_t now) {
   a.setQuotaVersion(wl.quota_version);
   auto cv = a.initCheckVersions(static_cast<unsigned>(versions.size()));
   for (size_t i = 0; i < versions.size(); ++i) cv.set(static_cast<unsigned>(i), versions[i]);
+  if (!updates.empty()) {
+    PutPodSetUpdates(a.initPodSetUpdates(static_cast<unsigned>(updates.size())), updates);
+  }
   const std::string& key = wl.key;
   if (config_.wait_for_pods_ready && config_.pods_ready_timeout_ns > 0) {
     AddTimer(now + config_.pods_ready_timeout_ns, TimerKind::kPodsReady, key, wl.generation);
@@ -119,6 +132,7 @@ void Engine::ReportCheck(schema::CheckStateReported::Reader report, uint64_t seq
   cs.state = state;
   cs.message = report.getMessage().cStr();
   cs.report_sequence = seq;
+  if (batch_version_ >= 17) cs.pod_set_updates = ToPodSetUpdates(report.getPodSetUpdates());
   const AdmissionCheckSpec spec = checks_.count(check) ? checks_.at(check) : AdmissionCheckSpec{};
   if (state == CheckState::kReady) {
     TryAdmit(wl, now);
@@ -138,6 +152,68 @@ void Engine::ReportCheck(schema::CheckStateReported::Reader report, uint64_t seq
     wl.deactivate_message = message;
     EvictForReason(wl, "AdmissionCheck", message, 0, 0, now);
   }
+}
+
+std::optional<std::string> Engine::MergeCheckUpdates(const WorkloadState& wl,
+                                                     std::vector<PodSetUpdate>* merged) const {
+  const bool any = std::any_of(wl.checks.begin(), wl.checks.end(),
+                               [](const auto& c) { return !c.second.pod_set_updates.empty(); });
+  if (!any) return std::nullopt;
+  for (const PodSetSpec& ps : wl.pod_sets) {
+    // What Kueue's job reconciler starts from: the assigned flavors' nodeLabels (a later flavor's
+    // value wins, as utilmaps.Copy) and tolerations, each flavor once, by resource id.
+    PodSetUpdate info;
+    info.pod_set = ps.name;
+    auto assignment = std::find_if(wl.admission.pod_sets.begin(), wl.admission.pod_sets.end(),
+                                   [&](const PodSetAssignment& a) { return a.name == ps.name; });
+    if (assignment != wl.admission.pod_sets.end()) {
+      std::vector<int> seen;
+      for (const auto& [resource, flavor_id] : assignment->flavors) {
+        if (std::find(seen.begin(), seen.end(), flavor_id) != seen.end()) continue;
+        seen.push_back(flavor_id);
+        auto flavor = flavors_.find(flavor_ids_.Name(flavor_id));
+        if (flavor == flavors_.end()) continue;
+        for (const auto& [key, value] : flavor->second.node_labels) info.node_selector[key] = value;
+        info.tolerations.insert(info.tolerations.end(), flavor->second.tolerations.begin(),
+                                flavor->second.tolerations.end());
+      }
+    }
+    // Then every check's update of this podSet, checks in name order.
+    PodSetUpdate from_checks;
+    from_checks.pod_set = ps.name;
+    for (const auto& [check, cs] : wl.checks) {
+      for (const PodSetUpdate& update : cs.pod_set_updates) {
+        if (update.pod_set != ps.name) continue;
+        if (std::optional<std::string> conflict = MergePodSetUpdate(update, &info)) {
+          return "in admission check \"" + check + "\": " + *conflict;
+        }
+        // A subset of `info`'s keys: no conflict here once there was none there.
+        (void)MergePodSetUpdate(update, &from_checks);
+        break;
+      }
+    }
+    // And onto the pod template: its nodeSelector and tolerations are the podSet's (its labels
+    // and annotations are unknown here; the runtime checks those when it applies the updates).
+    PodSetUpdate template_info;
+    template_info.node_selector = ps.node_selector;
+    template_info.tolerations = ps.tolerations;
+    if (std::optional<std::string> conflict = MergePodSetUpdate(info, &template_info)) {
+      return "podSet " + ps.name + "'s pod template: " + *conflict;
+    }
+    if (!(from_checks == PodSetUpdate{ps.name, {}, {}, {}, {}})) merged->push_back(from_checks);
+  }
+  return std::nullopt;
+}
+
+void Engine::FailToStart(WorkloadState& wl, const std::string& message, int64_t now) {
+  ReleaseQuota(wl, "FailedToStart", now);
+  wl.phase = Phase::kFinished;
+  SetCondition(wl, ConditionType::kFinished, true, "FailedToStart", message, now);
+  Ended(wl, now);
+  auto r = NewDecision(current_sequence_).initBody().initRejected();
+  Ref(r.initWorkload(), wl);
+  r.setReason("FailedToStart");
+  r.setMessage(Txt(message));
 }
 
 }  // namespace admission::projections

@@ -107,6 +107,7 @@ struct CheckStatus {
   std::string message;
   int64_t last_transition_ns = 0;  // Pending since, Ready since...
   uint64_t report_sequence = 0;    // the report this state came from (0: none yet)
+  std::vector<PodSetUpdate> pod_set_updates;  // engine v17: the latest report's, podSet order
 };
 
 struct ClusterQueueState;
@@ -494,6 +495,16 @@ class Engine {
   std::vector<std::string> RequiredChecks(const WorkloadState& wl) const;
   void StartChecks(WorkloadState& wl, int64_t now);
   void TryAdmit(WorkloadState& wl, int64_t now);
+  // Engine v17: the admission checks' pod template updates of `wl`, merged per podSet (checks
+  // in name order) into `*merged`, podSets with no update left out; nothing when no check
+  // reported any. Returns the first conflict (Kueue's message: with each other, with the
+  // assigned flavors' nodeLabels, or with the podSet's nodeSelector), or nullopt.
+  std::optional<std::string> MergeCheckUpdates(const WorkloadState& wl,
+                                               std::vector<PodSetUpdate>* merged) const;
+  // Engine v17: a reservation whose pod template updates conflict can never start (Kueue's
+  // job reconciler finishes it with FailedToStart): quota released, Finished, and a Rejected
+  // decision with reason FailedToStart and the conflict.
+  void FailToStart(WorkloadState& wl, const std::string& message, int64_t now);
 
   // After a reservation (lifecycle.cc): release and retry, deactivation, eviction, revocation.
   void DefineEngineConfig(schema::EngineConfigDef::Reader def);

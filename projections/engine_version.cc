@@ -88,6 +88,14 @@ const char* EngineVersionNote(uint32_t version) {
              "longer takes part in the choice under fair sharing, and reclaimWithinCohort lets a request "
              "above nominal quota preempt (Kueue's canPreemptWhileBorrowing); shares compare "
              "exactly, by the almost least common ancestors in hierarchical cohorts";
+    case 17:
+      return "admission checks' podSetUpdates (Kueue's AdmissionCheckState.podSetUpdates): the "
+             "decider keeps each check's latest updates, and at admission merges them per podSet "
+             "(checks in name order) with the assigned flavors' nodeLabels and tolerations and "
+             "the podSet's nodeSelector as Kueue's PodSetInfo.Merge does; the Admitted decision "
+             "carries the checks' merged updates when there are any, and a conflict finishes the "
+             "workload instead (Rejected, reason FailedToStart, quota released), as Kueue's job "
+             "reconciler does; before v17 a report's podSetUpdates are ignored";
     default: return "unknown engine version";
   }
 }

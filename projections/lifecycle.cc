@@ -11,6 +11,7 @@
 
 #include "projections/engine.h"
 #include "projections/engine_internal.h"
+#include "projections/pod_set_updates.h"
 #include "schema/event_codec.h"
 #include "schema/result.h"
 
@@ -195,8 +196,22 @@ InputVerdict Engine::ValidateCheckReport(schema::CheckStateReported::Reader r,
                    "; an admitted workload's check may report Retry or Rejected, or the "
                    "admission may be revoked, but it cannot go back to Pending");
   }
+  if (auto invalid = InvalidPodSetUpdates(r.getPodSetUpdates(), wl->pod_sets)) {
+    return Refused("check " + check + " report for " + KeyOf(r.getWorkload()) + ": " + *invalid +
+                   "; nothing recorded");
+  }
+  const std::vector<PodSetUpdate> updates = ToPodSetUpdates(r.getPodSetUpdates());
+  // Kueue's workload webhook: a Ready check's podSetUpdates are immutable while it stays Ready
+  // (the runtime may already have applied them).
+  if (cs->second.state == CheckState::kReady && r.getState() == schema::CheckState::READY &&
+      cs->second.pod_set_updates != updates) {
+    return Refused("check " + check + " is Ready for generation " +
+                   std::to_string(wl->generation) + " of " + KeyOf(r.getWorkload()) +
+                   " with other podSetUpdates; a Ready check's podSetUpdates cannot change "
+                   "(report Retry to have the workload admitted again)");
+  }
   if (cs->second.report_sequence != 0 && cs->second.state == ToCheckState(r.getState()) &&
-      cs->second.message == r.getMessage().cStr()) {
+      cs->second.message == r.getMessage().cStr() && cs->second.pod_set_updates == updates) {
     v.noop = true;
     v.note = "check " + check + " is already " + CheckStateName(cs->second.state) +
              " for generation " + std::to_string(wl->generation) + " (sequence " +

@@ -53,6 +53,7 @@ using FrQuantities = std::map<Fr, int64_t>;
 
 struct Toleration {
   std::string key, op, value, effect;
+  bool operator==(const Toleration&) const = default;
 };
 struct Taint {
   std::string key, value, effect;
@@ -154,6 +155,17 @@ struct PodSetSpec {
   Labels node_selector;
   std::vector<Toleration> tolerations;
   std::vector<Requirement> affinity;
+};
+
+// Engine v17: what an admission check asks to add to one podSet's pod template at admission
+// (Kueue's PodSetUpdate; projections/pod_set_updates.h merges them).
+struct PodSetUpdate {
+  std::string pod_set;
+  Labels labels;
+  Labels annotations;
+  Labels node_selector;
+  std::vector<Toleration> tolerations;
+  bool operator==(const PodSetUpdate&) const = default;
 };
 
 struct PodSetAssignment {

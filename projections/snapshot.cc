@@ -348,6 +348,18 @@ void SnapshotCodec::SaveWorkload(const std::string& key, const WorkloadState& w,
     checks[i].setMessage(c.message);
     checks[i].setLastTransitionNs(c.last_transition_ns);
     checks[i].setReportSequence(c.report_sequence);
+    if (!c.pod_set_updates.empty()) {
+      auto updates = checks[i].initPodSetUpdates(Count(c.pod_set_updates.size(), "podSetUpdates"));
+      for (unsigned j = 0; j < c.pod_set_updates.size(); ++j) {
+        const PodSetUpdate& u = c.pod_set_updates[j];
+        updates[j].setPodSet(u.pod_set);
+        PutPairs(updates[j].initLabels(Count(u.labels.size(), "labels")), u.labels);
+        PutPairs(updates[j].initAnnotations(Count(u.annotations.size(), "labels")), u.annotations);
+        PutPairs(updates[j].initNodeSelector(Count(u.node_selector.size(), "labels")), u.node_selector);
+        PutTolerations(updates[j].initTolerations(Count(u.tolerations.size(), "tolerations")),
+                       u.tolerations);
+      }
+    }
     ++i;
   }
   b.setCheckRetries(w.check_retries);
@@ -435,7 +447,13 @@ WorkloadState SnapshotCodec::LoadWorkload(const Engine& e, snap::WorkloadState::
       Corrupt("workload " + w.ns + "/" + w.name + ": check " + Str(c.getName()) + " in state '" +
               Str(c.getState()) + "'");
     }
-    CheckStatus cs{*state, Str(c.getMessage()), c.getLastTransitionNs(), c.getReportSequence()};
+    CheckStatus cs{*state, Str(c.getMessage()), c.getLastTransitionNs(), c.getReportSequence(), {}};
+    for (auto u : c.getPodSetUpdates()) {  // format v5 on; none in a v4 snapshot
+      cs.pod_set_updates.push_back(PodSetUpdate{Str(u.getPodSet()), GetPairs(u.getLabels()),
+                                                GetPairs(u.getAnnotations()),
+                                                GetPairs(u.getNodeSelector()),
+                                                GetTolerations(u.getTolerations())});
+    }
     InsertUnique(w.checks, Str(c.getName()), std::move(cs), "check");
   }
   w.check_retries = r.getCheckRetries();
@@ -1183,10 +1201,13 @@ Result<LoadedSnapshot> LoadSnapshot(std::string_view bytes) {
       loaded.header.format_version = root.getFormatVersion();
       loaded.header.engine_version = root.getEngineVersion();
       loaded.header.after = root.getAfterSequence();
-      if (root.getFormatVersion() != kSnapshotFormatVersion) {
+      if (root.getFormatVersion() != kSnapshotFormatVersion &&
+          root.getFormatVersion() != kSnapshotFormatVersionOldestRead) {
         Refuse(Code::kInvalidArgument,
                "snapshot format v" + std::to_string(root.getFormatVersion()) +
-                   "; this build reads format v" + std::to_string(kSnapshotFormatVersion));
+                   "; this build reads formats v" +
+                   std::to_string(kSnapshotFormatVersionOldestRead) + " to v" +
+                   std::to_string(kSnapshotFormatVersion));
       }
       // v6 and v7 changed no stored state (v6 only what one batch remembers while it is
       // decided, v7 only which requests a nomination counts), so a v5 or v6 snapshot is a v7

@@ -21,7 +21,10 @@ namespace admission::projections {
 // What a snapshot stores. A change of it (a member added to the Engine, a field to the schema)
 // bumps this: snapshots of another format are skipped, never misread.
 // 3: timers as fields (kind, key, generation, detail), not one text.
-inline constexpr uint32_t kSnapshotFormatVersion = 4;
+// 5: a check's podSetUpdates (engine v17). A v4 snapshot still loads: it is a v5 state with no
+// podSetUpdates, the only state an engine before v17 can have.
+inline constexpr uint32_t kSnapshotFormatVersion = 5;
+inline constexpr uint32_t kSnapshotFormatVersionOldestRead = 4;
 
 // Encodes the state of `engine` standing after ledger event `after`, whose chain value is
 // `chain_hash`, with intake's `definitions`.
@@ -40,7 +43,7 @@ struct LoadedSnapshot {
 
 // Decodes a snapshot into a fresh decider, then rebuilds its derived state
 // (Engine::RestoreDerivedState). The decider continues exactly as the one that was encoded.
-// Errors: kInvalidArgument for a snapshot of another format or engine version (the message
+// Errors: kInvalidArgument for a snapshot of a format or engine version it does not read (the message
 // names both); kCorruption for bytes that do not decode or a state that breaks the decider's
 // invariants (the message says which). The hash is the caller's to check.
 Result<LoadedSnapshot> LoadSnapshot(std::string_view bytes);

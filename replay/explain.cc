@@ -204,7 +204,10 @@ class HistoryCollector {
         e->via_field_manager = c.getViaFieldManager().cStr();
         e->summary = "check " + e->check + " reported " + e->check_state + " for generation " +
                      std::to_string(e->generation) + (e->message.empty() ? "" : ": " + e->message) +
-                     ViaFieldManagerNote(e->via_field_manager);
+                     ViaFieldManagerNote(e->via_field_manager) +
+                     (c.getPodSetUpdates().size() == 0
+                          ? ""
+                          : ", podSetUpdates " + schema::DescribePodSetUpdates(c.getPodSetUpdates()));
         break;
       }
       case W::PODS_REPORTED: {
@@ -244,7 +247,11 @@ class HistoryCollector {
         e->summary =
             "admitted, fencing token " + std::string(a.getFencingToken().cStr()) +
             ", quota version " + std::to_string(e->quota_version) +
-            (checks.empty() ? ", no admission checks" : ", check reports at sequences " + checks);
+            (checks.empty() ? ", no admission checks" : ", check reports at sequences " + checks) +
+            (a.getPodSetUpdates().size() == 0
+                 ? ""
+                 : ", pod template updates from checks: " +
+                       schema::DescribePodSetUpdates(a.getPodSetUpdates()));
         break;
       }
       case W::PENDING_REASON_CHANGED: {

@@ -1166,4 +1166,29 @@ std::string FirstDifferingRequestField(Event::Reader a, Event::Reader b) {
                       Envelope::kRequest);
 }
 
+std::string DescribePodSetUpdates(capnp::List<PodSetUpdate>::Reader updates) {
+  std::string out;
+  auto pairs = [](const char* what, capnp::List<Label>::Reader list, std::string* into) {
+    if (list.size() == 0) return;
+    *into += std::string(into->back() == ':' ? " " : ", ") + what;
+    for (auto l : list) *into += std::string(" ") + l.getKey().cStr() + "=" + l.getValue().cStr();
+  };
+  for (auto u : updates) {
+    out += (out.empty() ? "" : "; ") + std::string(u.getPodSet().cStr()) + ":";
+    pairs("labels", u.getLabels(), &out);
+    pairs("annotations", u.getAnnotations(), &out);
+    pairs("nodeSelector", u.getNodeSelector(), &out);
+    if (u.getTolerations().size() > 0) {
+      out += std::string(out.back() == ':' ? " " : ", ") + "tolerations";
+      for (auto t : u.getTolerations()) {
+        out += std::string(" ") + t.getKey().cStr();
+        if (t.getValue().size() > 0) out += std::string("=") + t.getValue().cStr();
+        if (t.getOperator() == "Exists") out += "(Exists)";
+        if (t.getEffect().size() > 0) out += std::string(":") + t.getEffect().cStr();
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace admission::schema

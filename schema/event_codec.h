@@ -148,6 +148,10 @@ std::string EventToJson(Event::Reader event);
 // Parses JSON into a new event message. Unknown fields and type mismatches are refused.
 Result<std::string> EventFromJson(std::string_view json);
 
+// Admission checks' podSetUpdates in one line, for logs and explain:
+// "main: labels a=b, nodeSelector x=y, tolerations k=v:NoSchedule; other: ...".
+std::string DescribePodSetUpdates(capnp::List<PodSetUpdate>::Reader updates);
+
 // The name of the body's union member, e.g. "workloadSubmitted".
 std::string BodyName(Event::Reader event);
 bool IsDecision(Event::Body::Which which);

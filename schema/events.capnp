@@ -42,6 +42,17 @@ struct Toleration {
   effect @3 :Text;        # empty matches every effect
 }
 
+struct PodSetUpdate {
+  # What an admission check asks to add to one podSet's pod template when the workload is
+  # admitted (Kueue's AdmissionCheckState.podSetUpdates): additive only; a key that another
+  # source already sets to a different value is a conflict (docs/semantics.md, "Admission checks").
+  podSet @0 :Text;                  # a podSet name of the workload
+  labels @1 :List(Label);
+  annotations @2 :List(Label);
+  nodeSelector @3 :List(Label);
+  tolerations @4 :List(Toleration);
+}
+
 struct SelectorRequirement {
   key @0 :Text;
   operator @1 :Text;      # In, NotIn, Exists, DoesNotExist
@@ -335,6 +346,9 @@ struct CheckStateReported {
   # status of a cluster's Workload object, where the API server's managedFields named this field
   # manager as the writer of the check's state. The weaker proof: a field manager is a name the
   # writer chose, and the bridge vouches only that it matched the check's controllerName.
+  podSetUpdates @7 :List(PodSetUpdate);
+  # The check's pod template updates, at most one per podSet (engine v17 on). The latest report
+  # of the check replaces the ones before it; Kueue's webhook keeps them immutable once Ready.
 }
 
 struct PodsReported {
@@ -396,6 +410,12 @@ struct Admitted {
   fencingToken @2 :Text;
   quotaVersion @3 :UInt64;
   checkVersions @4 :List(UInt64);     # sequences of the check reports used
+  podSetUpdates @5 :List(PodSetUpdate);
+  # Engine v17 on, and only when some check reported updates: per podSet (in the workload's
+  # podSet order), the admission checks' updates merged (checks in name order), for the runtime
+  # to apply to the pod template together with the assigned flavors' nodeLabels and tolerations
+  # (the decider has checked that these do not conflict). Absent otherwise, so admissions
+  # without updates keep their bytes.
 }
 
 struct PendingReasonChanged {

@@ -254,6 +254,15 @@ struct CheckStatus {
   message @2 :Text;
   lastTransitionNs @3 :Int64;
   reportSequence @4 :UInt64;
+  podSetUpdates @5 :List(PodSetUpdate);   # format v5 on: the latest report's
+}
+
+struct PodSetUpdate {
+  podSet @0 :Text;
+  labels @1 :List(TextPair);
+  annotations @2 :List(TextPair);
+  nodeSelector @3 :List(TextPair);
+  tolerations @4 :List(Toleration);
 }
 
 struct Condition {

@@ -2,6 +2,7 @@
 // ticks, revocations, nodes, maintenance windows and engine configuration. Every command is
 // one input event through intake; refusals write nothing and exit 1 with the reason.
 
+#include <array>
 #include <iostream>
 #include <tuple>
 
@@ -42,6 +43,91 @@ Result<WorkloadInfo> FindWorkload(Session& session, const std::string& ns_name) 
   return session.api->Workload(ns_name);
 }
 
+// One --label/--annotation/--node-selector/--toleration of report-check: "PODSET:REST".
+struct PodSetFlag {
+  std::string pod_set, rest;
+};
+Result<PodSetFlag> SplitPodSetFlag(const std::string& flag, const std::string& value) {
+  const size_t colon = value.find(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Status(Code::kInvalidArgument, flag + " '" + value + "': expected PODSET:" +
+                                   (flag == "--toleration" ? "KEY[=VALUE][:EFFECT]" : "KEY=VALUE"));
+  }
+  return PodSetFlag{value.substr(0, colon), value.substr(colon + 1)};
+}
+
+// Builds a report's podSetUpdates from the flags, podSets in the order first named. The
+// values are checked by intake (which names the field), not here.
+Status FillPodSetUpdates(const std::vector<std::pair<std::string, std::vector<std::string>>>& flags,
+                         schema::CheckStateReported::Builder report) {
+  struct Update {
+    std::vector<std::pair<std::string, std::string>> labels, annotations, node_selector;
+    std::vector<std::array<std::string, 4>> tolerations;  // key, operator, value, effect
+  };
+  std::vector<std::pair<std::string, Update>> updates;
+  auto update_of = [&](const std::string& pod_set) -> Update& {
+    for (auto& [name, u] : updates) {
+      if (name == pod_set) return u;
+    }
+    return updates.emplace_back(pod_set, Update{}).second;
+  };
+  for (const auto& [flag, values] : flags) {
+    for (const std::string& value : values) {
+      auto split = SplitPodSetFlag(flag, value);
+      if (!split.ok()) return split.status();
+      Update& u = update_of(split->pod_set);
+      if (flag == "--toleration") {
+        // KEY[=VALUE][:EFFECT]: with a value the operator is Equal, without it Exists.
+        std::string rest = split->rest, effect;
+        if (const size_t c = rest.rfind(':'); c != std::string::npos) {
+          effect = rest.substr(c + 1);
+          rest.resize(c);
+        }
+        const size_t eq = rest.find('=');
+        if (eq == std::string::npos) {
+          u.tolerations.push_back({rest, "Exists", "", effect});
+        } else {
+          u.tolerations.push_back({rest.substr(0, eq), "Equal", rest.substr(eq + 1), effect});
+        }
+        continue;
+      }
+      const size_t eq = split->rest.find('=');
+      if (eq == std::string::npos) {
+        return Status(Code::kInvalidArgument, flag + " '" + value + "': expected PODSET:KEY=VALUE");
+      }
+      auto& into = flag == "--label" ? u.labels : flag == "--annotation" ? u.annotations : u.node_selector;
+      into.emplace_back(split->rest.substr(0, eq), split->rest.substr(eq + 1));
+    }
+  }
+  auto out = report.initPodSetUpdates(static_cast<unsigned>(updates.size()));
+  auto put = [](const std::vector<std::pair<std::string, std::string>>& pairs, auto init) {
+    if (pairs.empty()) return;
+    auto list = init(static_cast<unsigned>(pairs.size()));
+    for (unsigned i = 0; i < pairs.size(); ++i) {
+      list[i].setKey(pairs[i].first);
+      list[i].setValue(pairs[i].second);
+    }
+  };
+  for (unsigned i = 0; i < updates.size(); ++i) {
+    const Update& u = updates[i].second;
+    auto b = out[i];
+    b.setPodSet(updates[i].first);
+    put(u.labels, [&](unsigned n) { return b.initLabels(n); });
+    put(u.annotations, [&](unsigned n) { return b.initAnnotations(n); });
+    put(u.node_selector, [&](unsigned n) { return b.initNodeSelector(n); });
+    if (!u.tolerations.empty()) {
+      auto ts = b.initTolerations(static_cast<unsigned>(u.tolerations.size()));
+      for (unsigned j = 0; j < u.tolerations.size(); ++j) {
+        ts[j].setKey(u.tolerations[j][0]);
+        ts[j].setOperator(u.tolerations[j][1]);
+        ts[j].setValue(u.tolerations[j][2]);
+        ts[j].setEffect(u.tolerations[j][3]);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 void SetRef(schema::WorkloadRef::Builder ref, const WorkloadInfo& wl) {
   ref.setNamespace(wl.ns);
   ref.setName(wl.name);
@@ -55,6 +141,7 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
   struct ReportArgs {
     std::string workload, check, state, message, requeue_after, format = "text";
     uint64_t generation = 0;
+    std::vector<std::string> labels, annotations, node_selector, tolerations;
   };
   auto report = std::make_shared<ReportArgs>();
   auto* rc = app.add_subcommand(
@@ -72,6 +159,20 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
       ->required();
   rc->add_option("--message", report->message, "what the check found");
   rc->add_option("--requeue-after", report->requeue_after, "Retry only: wait this long (e.g. 5m)");
+  rc->add_option("--label", report->labels,
+                 "a podSetUpdate: add label KEY=VALUE to PODSET's pods (PODSET:KEY=VALUE; "
+                 "repeatable)")
+      ->allow_extra_args(false);
+  rc->add_option("--annotation", report->annotations,
+                 "a podSetUpdate: add annotation KEY=VALUE (PODSET:KEY=VALUE; repeatable)")
+      ->allow_extra_args(false);
+  rc->add_option("--node-selector", report->node_selector,
+                 "a podSetUpdate: add nodeSelector KEY=VALUE (PODSET:KEY=VALUE; repeatable)")
+      ->allow_extra_args(false);
+  rc->add_option("--toleration", report->tolerations,
+                 "a podSetUpdate: add a toleration (PODSET:KEY=VALUE[:EFFECT] for Equal, "
+                 "PODSET:KEY[:EFFECT] for Exists; repeatable)")
+      ->allow_extra_args(false);
   rc->add_option("-o,--output", report->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   rc->callback([&global, report, exit_code] {
     *exit_code = RecordOne(
@@ -89,6 +190,12 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
                      : report->state == "Rejected" ? schema::CheckState::REJECTED
                                                    : schema::CheckState::PENDING);
           r.setMessage(report->message);
+          Status updates = FillPodSetUpdates({{"--label", report->labels},
+                                              {"--annotation", report->annotations},
+                                              {"--node-selector", report->node_selector},
+                                              {"--toleration", report->tolerations}},
+                                             r);
+          if (!updates.ok()) return updates;
           if (!report->requeue_after.empty()) {
             auto d = schema::ParseDurationNs(report->requeue_after);
             if (!d.ok()) return d.status();

@@ -13,16 +13,6 @@ namespace admission::ops::kueue_yaml_internal {
 namespace {
 
 bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-bool IsAlnum(char c) { return IsLowerAlnum(c) || (c >= 'A' && c <= 'Z'); }
-
-// The name part of a label key, and a non-empty label value: [A-Za-z0-9]([-A-Za-z0-9_.]*
-// [A-Za-z0-9])?, at most 63 characters.
-bool IsQualifiedNamePart(std::string_view s) {
-  if (s.empty() || s.size() > kLabelBytesMax) return false;
-  if (!IsAlnum(s.front()) || !IsAlnum(s.back())) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return IsAlnum(c) || c == '-' || c == '_' || c == '.'; });
-}
 
 bool IsYamlInt(std::string_view s) {
   if (!s.empty() && (s[0] == '+' || s[0] == '-')) s.remove_prefix(1);
@@ -95,33 +85,6 @@ bool IsDnsLabel(std::string_view s) {
   if (!IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) return false;
   return std::all_of(s.begin(), s.end(), [](char c) { return IsLowerAlnum(c) || c == '-'; });
 }
-
-// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
-bool IsDnsSubdomain(std::string_view s) {
-  if (s.empty() || s.size() > kNameBytesMax) return false;
-  size_t begin = 0;
-  while (true) {
-    const size_t dot = s.find('.', begin);
-    const std::string_view part =
-        s.substr(begin, dot == std::string_view::npos ? s.npos : dot - begin);
-    if (part.empty() || !IsLowerAlnum(part.front()) || !IsLowerAlnum(part.back())) return false;
-    if (!std::all_of(part.begin(), part.end(),
-                     [](char c) { return IsLowerAlnum(c) || c == '-'; })) {
-      return false;
-    }
-    if (dot == std::string_view::npos) return true;
-    begin = dot + 1;
-  }
-}
-
-// Label and annotation keys: [prefix/]name, the prefix a DNS subdomain.
-bool IsQualifiedName(std::string_view s) {
-  const size_t slash = s.find('/');
-  if (slash == std::string_view::npos) return IsQualifiedNamePart(s);
-  return IsDnsSubdomain(s.substr(0, slash)) && IsQualifiedNamePart(s.substr(slash + 1));
-}
-
-bool IsLabelValue(std::string_view s) { return s.empty() || IsQualifiedNamePart(s); }
 
 // Resource names ("cpu", "nvidia.com/gpu", "hugepages-2Mi", "cpu_credits"): a qualified name.
 bool IsResourceName(std::string_view s) { return IsQualifiedName(s); }

@@ -40,6 +40,7 @@
 
 #include "ops/kueue_yaml.h"
 #include "schema/event_codec.h"
+#include "schema/k8s_names.h"
 
 namespace admission::ops::kueue_yaml_internal {
 
@@ -113,11 +114,10 @@ inline capnp::Text::Reader T(const std::string& s) {
 bool IsDigit(char c);
 // RFC 1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters.
 bool IsDnsLabel(std::string_view s);
-// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
-bool IsDnsSubdomain(std::string_view s);
-// Label and annotation keys: [prefix/]name, the prefix a DNS subdomain.
-bool IsQualifiedName(std::string_view s);
-bool IsLabelValue(std::string_view s);
+// RFC 1123 subdomains, label and annotation keys, label values (schema/k8s_names.h).
+using schema::IsDnsSubdomain;
+using schema::IsLabelValue;
+using schema::IsQualifiedName;
 // Resource names ("cpu", "nvidia.com/gpu", "hugepages-2Mi", "cpu_credits"): a qualified name.
 bool IsResourceName(std::string_view s);
 

@@ -179,8 +179,38 @@ for w in json.load(sys.stdin)["items"]:
 refused node-runtime "needs the check-controller role" report-check ml/job-train image-scan Ready --generation "$gen"
 refused security.example.com/scanner "controllerName is 'finance.example.com/budget'" report-check ml/job-train budget Ready --generation "$gen"
 refused compliance "needs the check-controller role" report-check ml/job-train image-scan Ready --generation "$gen"
-allowed security.example.com/scanner report-check ml/job-train image-scan Ready --generation "$gen"
+# Its report may carry podSetUpdates (engine v17): intake refuses an invalid one over RPC,
+# naming the field, and writes nothing; a valid one is recorded, and the admission carries it.
+before=$(head_now)
+expect_rc 1 as security.example.com/scanner report-check ml/job-train image-scan Ready --generation "$gen" \
+  --label 'main:@bad=x'
+contains "$err" 'podSetUpdates[0].labels["@bad"]: "@bad" is not a valid key'
+expect_rc 1 as security.example.com/scanner report-check ml/job-train image-scan Ready --generation "$gen" \
+  --node-selector 'workers:zone=z1'
+contains "$err" 'podSetUpdates[0].podSet: "workers" is not a podSet of the workload (its podSets: main)'
+expect_rc 1 as security.example.com/scanner report-check ml/job-train image-scan Ready --generation "$gen" \
+  --label 'pool=a'
+contains "$err" "--label 'pool=a': expected PODSET:KEY=VALUE"
+[ "$(head_now)" = "$before" ] || fail "refused podSetUpdates moved the head"
+allowed security.example.com/scanner report-check ml/job-train image-scan Ready --generation "$gen" \
+  --label main:example.com/pool=a --annotation 'main:example.com/note=from the scanner' \
+  --node-selector main:zone=z1 --toleration main:reserved=a:NoSchedule --toleration main:spot -o json
+contains "$out" '"type": "admitted"'
 contains "$out" "admitted ml/job-train"
+contains "$out" "pod template updates from checks: main: labels example.com/pool=a, annotations example.com/note=from the scanner, nodeSelector zone=z1, tolerations reserved=a:NoSchedule spot(Exists)"
+admin get workloads -o json | python3 -c 'import json,sys
+for w in json.load(sys.stdin)["items"]:
+  if w["metadata"]["name"] == "job-train":
+    [c] = [c for c in w["status"]["admissionChecks"] if c["name"] == "image-scan"]
+    assert c["podSetUpdates"] == [{"name": "main", "labels": {"example.com/pool": "a"},
+        "annotations": {"example.com/note": "from the scanner"}, "nodeSelector": {"zone": "z1"},
+        "tolerations": [{"key": "reserved", "operator": "Equal", "value": "a", "effect": "NoSchedule"},
+                        {"key": "spot", "operator": "Exists"}]}], c
+    sys.exit(0)
+sys.exit(1)' || fail "get workloads -o json does not show image-scan's podSetUpdates of ml/job-train"
+expect_rc 0 admin explain ml/job-train
+contains "$out" "podSetUpdates main: labels example.com/pool=a"
+contains "$out" "pod template updates from checks: main: labels example.com/pool=a"
 expect_rc 0 admin log
 contains "$out" "actor=security.example.com/scanner"
 

@@ -47,6 +47,8 @@ corpus=(
   # engine v16
   "fair-sharing-ported:39-fair-sharing-ported.yaml"
   "fair-sharing-strategies:44-fair-sharing-strategies.yaml"
+  # engine v17
+  "check-pod-set-updates:45-check-pod-set-updates.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

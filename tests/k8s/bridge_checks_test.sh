@@ -12,7 +12,9 @@
 #   reservation; the controller then changes only the check's message: the ledger records it
 #   once (also across a bridge restart) and the Workload shows it; it changes only
 #   requeueAfterSeconds: no report, reverted with a Warning Event (the ledger, as Kueue, reads it
-#   with state Retry only); then it sets Ready again;
+#   with state Retry only); then it sets Ready again, with podSetUpdates (a label and a
+#   nodeSelector for podSet main): forwarded with the report, in the ledger's Admitted decision,
+#   and on the released Job's pod template and its pods;
 # - a second Job whose check is set Ready by the field manager `intruder`: reverted to Pending
 #   with a Warning Event naming the manager and the controllerName, nothing in the ledger, the
 #   Job stays suspended; the same for a change of the message alone;
@@ -291,9 +293,41 @@ echo "reverted: $(events_of job-checked CheckReverted | head -n 1)" >&2
 
 kubectl patch workload job-checked -n "$NAMESPACE" --subresource=status --type=json \
   --field-manager="$CONTROLLER" \
-  -p '[{"op":"replace","path":"/status/admissionChecks/0/state","value":"Ready"}]' > /dev/null
+  -p '[{"op":"replace","path":"/status/admissionChecks/0/state","value":"Ready"},
+       {"op":"add","path":"/status/admissionChecks/0/podSetUpdates","value":[{"name":"main",
+         "labels":{"example.com/pool":"pool-a"},"nodeSelector":{"example.com/zone":"z1"}}]}]' > /dev/null
 wait_until "Job checked was not released again after its check was set Ready again" released checked
 [[ "$(ledger log | grep -c checkStateReported)" == 3 ]] || fail "not 3 check reports: $(ledger log)"
+# The check's podSetUpdates: in the forwarded report, in the Admitted decision, on the Job.
+ledger log -o json | python3 -c '
+import json, sys
+want = [{"podSet": "main", "labels": [{"key": "example.com/pool", "value": "pool-a"}],
+         "nodeSelector": [{"key": "example.com/zone", "value": "z1"}]}]
+report = admitted = None
+for line in sys.stdin:
+    e = json.loads(line)["event"]
+    body = e.get("body", {})
+    r = body.get("checkStateReported")
+    if r and r["workload"]["name"] == "job-checked" and r.get("podSetUpdates"):
+        report = r["podSetUpdates"]
+    a = body.get("admitted")
+    if a and a["workload"]["name"] == "job-checked" and a.get("podSetUpdates"):
+        admitted = a["podSetUpdates"]
+assert report == want, report
+assert admitted == want, admitted
+' || fail "the ledger does not carry check scan's podSetUpdates of job-checked in its report and its Admitted decision: $(ledger log -o json | grep job-checked)"
+template_selector="$(kubectl get job checked -n "$NAMESPACE" -o jsonpath='{.spec.template.spec.nodeSelector.example\.com/zone}')"
+template_label="$(kubectl get job checked -n "$NAMESPACE" -o jsonpath='{.spec.template.metadata.labels.example\.com/pool}')"
+[[ "$template_selector" == z1 && "$template_label" == pool-a ]] \
+  || fail "the released Job's pod template has nodeSelector example.com/zone '$template_selector' and label example.com/pool '$template_label', not z1 and pool-a: $(kubectl get job checked -n "$NAMESPACE" -o jsonpath='{.spec.template}')"
+pods_updated() {
+  local pods
+  pods="$(kubectl get pods -n "$NAMESPACE" -l batch.kubernetes.io/job-name=checked,example.com/pool=pool-a \
+    -o jsonpath='{range .items[*]}{.spec.nodeSelector.example\.com/zone}{"\n"}{end}')"
+  [[ "$(grep -c '^z1$' <<< "$pods")" == 2 ]]
+}
+wait_until "Job checked's pods do not carry the check's label and nodeSelector: $(kubectl get pods -n "$NAMESPACE" --show-labels)" pods_updated
+echo "podSetUpdates applied: nodeSelector example.com/zone=$template_selector, label example.com/pool=$template_label" >&2
 
 step "a second Job's check set Ready by another field manager: reverted, with a Warning Event"
 job_yaml intruded | kubectl create -f - > /dev/null

@@ -296,6 +296,14 @@ class Runner {
                           : 0);
       r.setState(static_cast<schema::CheckState>(step.check_state));
       r.setMessage("m" + std::to_string(step.check_state));
+      // Engine v17: some reports carry podSetUpdates (the step's pods field picks which).
+      if (step.pods % 2 == 0 && !wl.pod_sets.empty()) {
+        auto u = r.initPodSetUpdates(1);
+        u[0].setPodSet(wl.pod_sets[0].name);
+        auto labels = u[0].initLabels(1);
+        labels[0].setKey("pool");
+        labels[0].setValue(step.pods == 0 ? "a" : "b");
+      }
     } else if (step.kind == 4) {
       auto r = body.initPodsReported();
       ref(r.initWorkload());

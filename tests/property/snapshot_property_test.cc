@@ -119,6 +119,31 @@ TEST(Snapshot, TheCheckFailsWhenTheLoadedDeciderDiffers) {
   }
 }
 
+// Format 5 (engine v17) added a check's podSetUpdates: a format-4 snapshot, which has none,
+// still loads; an older format is refused, naming the formats this build reads.
+TEST(Snapshot, LoadsTheFormatBeforePodSetUpdatesAndRefusesOlderOnes) {
+  projections::Engine engine;
+  auto bytes = projections::EncodeSnapshot(engine, 0, schema::kGenesisHash, {});
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto with_format = [&](uint32_t format) {
+    auto decoded = schema::DecodeSnapshot(*bytes);
+    EXPECT_TRUE(decoded.ok());
+    capnp::MallocMessageBuilder message;
+    message.setRoot(decoded->root());
+    message.getRoot<schema::snap::Snapshot>().setFormatVersion(format);
+    kj::Array<capnp::word> words =
+        capnp::canonicalize(message.getRoot<schema::snap::Snapshot>().asReader());
+    return projections::LoadSnapshot(std::string_view(words.asChars().begin(), words.asChars().size()));
+  };
+  EXPECT_EQ(projections::kSnapshotFormatVersion, 5u);
+  EXPECT_TRUE(with_format(4).ok());
+  auto old = with_format(3);
+  ASSERT_FALSE(old.ok());
+  EXPECT_NE(old.status().message().find("snapshot format v3; this build reads formats v4 to v5"),
+            std::string::npos)
+      << old.status().message();
+}
+
 // A text no encoder writes (an embedded NUL: setters write a std::string up to its first NUL)
 // is refused, so that a loaded state encodes to what it was loaded from.
 TEST(Snapshot, RefusesATextWithANulByte) {

@@ -29,7 +29,11 @@ const std::initializer_list<const char*> kStepKeys = {
     "finish_by_uid", "report", "pods", "revoke", "tick", "node", "maintenance", "configure",
     "expect", "noop"};
 const std::initializer_list<const char*> kReportKeys = {
-    "workload", "check", "state", "generation", "message", "requeueAfter", "as"};
+    "workload", "check", "state", "generation", "message", "requeueAfter", "as", "podSetUpdates"};
+// A report's podSetUpdates, as Kueue's AdmissionCheckState has them.
+const std::initializer_list<const char*> kPodSetUpdateKeys = {
+    "name", "labels", "annotations", "nodeSelector", "tolerations"};
+const std::initializer_list<const char*> kTolerationKeys = {"key", "operator", "value", "effect"};
 const std::initializer_list<const char*> kPodsKeys = {"workload", "report", "token"};
 const std::initializer_list<const char*> kRevokeKeys = {
     "workload", "check", "flavor", "reason", "drain", "drainDeadline", "as"};
@@ -335,7 +339,45 @@ class StepRunner::Step {
                                  where_, "requeueAfter", &after_ns));
       rep.setRequeueAfterNs(after_ns);
     }
+    if (r["podSetUpdates"]) ADM_RETURN_IF_ERROR(PodSetUpdates(r["podSetUpdates"], rep));
     return Record({schema::EncodeEvent(m)}, Text(r, "as", "nobody"));
+  }
+
+  // Copies the YAML as given (intake validates it: a scenario may test its refusals).
+  Status PodSetUpdates(const YAML::Node& list, schema::CheckStateReported::Builder rep) {
+    if (!list.IsSequence()) return Refuse(where_, "report.podSetUpdates is not a list");
+    auto out = rep.initPodSetUpdates(static_cast<unsigned>(list.size()));
+    auto pairs = [](const YAML::Node& map, auto init) {
+      if (!map) return;
+      auto l = init(static_cast<unsigned>(map.size()));
+      unsigned i = 0;
+      for (const auto& kv : map) {
+        l[i].setKey(kv.first.as<std::string>());
+        l[i].setValue(kv.second.as<std::string>());
+        ++i;
+      }
+    };
+    for (unsigned i = 0; i < list.size(); ++i) {
+      const YAML::Node u = list[i];
+      const std::string at = where_ + ": report.podSetUpdates[" + std::to_string(i) + "]";
+      ADM_RETURN_IF_ERROR(CheckKeys(u, kPodSetUpdateKeys, at, "a podSetUpdate"));
+      auto b = out[i];
+      b.setPodSet(Text(u, "name", ""));
+      pairs(u["labels"], [&](unsigned n) { return b.initLabels(n); });
+      pairs(u["annotations"], [&](unsigned n) { return b.initAnnotations(n); });
+      pairs(u["nodeSelector"], [&](unsigned n) { return b.initNodeSelector(n); });
+      if (const YAML::Node ts = u["tolerations"]) {
+        auto tl = b.initTolerations(static_cast<unsigned>(ts.size()));
+        for (unsigned j = 0; j < ts.size(); ++j) {
+          ADM_RETURN_IF_ERROR(CheckKeys(ts[j], kTolerationKeys, at, "a toleration"));
+          tl[j].setKey(Text(ts[j], "key", ""));
+          tl[j].setOperator(Text(ts[j], "operator", ""));
+          tl[j].setValue(Text(ts[j], "value", ""));
+          tl[j].setEffect(Text(ts[j], "effect", ""));
+        }
+      }
+    }
+    return Status::Ok();
   }
 
   Status Pods() {

@@ -3,7 +3,7 @@
 // `status.admissionChecks[i].state` and `.message` of a Workload; the API server's managedFields
 // name the field manager that wrote each. When that manager is the AdmissionCheck's
 // `spec.controllerName`, the bridge records the report (a new state, or a new message alone) in
-// the ledger as its own input, marked `viaFieldManager` (the weaker proof: a field manager is a
+// the ledger as its own input, with the entry's podSetUpdates, marked `viaFieldManager` (the weaker proof: a field manager is a
 // name the writer chose, vouched for by the bridge, where a check controller's own certificate
 // to admitd is the strong path). A state or message written by any other manager is reverted to
 // the ledger's, with a Warning Event naming the manager and the controllerName expected.
@@ -38,6 +38,7 @@ import (
 
 	"admission-ledger/bridge/internal/ledger"
 	"admission-ledger/bridge/internal/ledgerevents"
+	"admission-ledger/bridge/internal/podsetupdates"
 )
 
 // BridgeFieldManager is the field manager of the bridge's own writes (its user agent: the API
@@ -89,6 +90,7 @@ type ledgerCheck struct {
 	State, Message string
 	ReportSequence int64
 	RetryCount     int64
+	PodSetUpdates  string // podsetupdates.Key of the ledger's
 }
 
 type ledgerWorkload struct {
@@ -124,7 +126,12 @@ func (r *Reconciler) findLedgerWorkload(ctx context.Context, namespace, name str
 			message, _ := m["message"].(string)
 			sequence, _, _ := unstructured.NestedInt64(m, "reportSequence")
 			retries, _, _ := unstructured.NestedInt64(m, "retryCount")
-			w.Checks[name] = ledgerCheck{State: state, Message: message, ReportSequence: sequence, RetryCount: retries}
+			updates, err := podsetupdates.FromEntry(m)
+			if err != nil {
+				return nil, fmt.Errorf("the ledger's check %s: %w", name, err)
+			}
+			w.Checks[name] = ledgerCheck{State: state, Message: message, ReportSequence: sequence,
+				RetryCount: retries, PodSetUpdates: podsetupdates.Key(updates)}
 		}
 		return w, nil
 	}
@@ -224,11 +231,21 @@ func foreignOf(fields map[string][]string, of []string) string {
 	return strings.Join(names, ",")
 }
 
-// sameReport: the entry says what the ledger's entry `held` says (state and message; an
-// absent message is the empty one, as the ledger's).
+// sameReport: the entry says what the ledger's entry `held` says (state, message and
+// podSetUpdates; an absent message is the empty one, as the ledger's).
 func sameReport(entry, held map[string]any) bool {
 	return fmt.Sprint(entry["state"]) == fmt.Sprint(held["state"]) &&
-		messageOf(entry) == messageOf(held)
+		messageOf(entry) == messageOf(held) && updatesKeyOf(entry) == updatesKeyOf(held)
+}
+
+// updatesKeyOf is the canonical text of an entry's podSetUpdates ("" also when unreadable: such
+// an entry is reverted when forwarded).
+func updatesKeyOf(entry map[string]any) string {
+	updates, err := podsetupdates.FromEntry(entry)
+	if err != nil {
+		return "unreadable"
+	}
+	return podsetupdates.Key(updates)
 }
 
 func messageOf(entry map[string]any) string {
@@ -354,7 +371,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 			continue
 		}
-		if found && held.State == value && held.Message == message {
+		updates, updatesErr := podsetupdates.FromEntry(entry)
+		if found && held.State == value && held.Message == message &&
+			updatesErr == nil && held.PodSetUpdates == podsetupdates.Key(updates) {
 			// The ledger holds it already: forwarded by a bridge that stopped before it
 			// acknowledged, or the same by chance. Acknowledge it now, so that the mirror does
 			// not keep it as a report for a later reservation.
@@ -384,12 +403,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 					"reverted to state %q, message %q",
 				what, writer, controller, held.State, held.Message))
 		}
+		if updatesErr != nil {
+			return ctrl.Result{}, r.revert(ctx, workload, name, state, fmt.Sprintf(
+				"status.admissionChecks[%s].podSetUpdates written by field manager %q: %v; reverted",
+				name, writer, updatesErr))
+		}
 		if _, known := checkStates[value]; !known {
 			return ctrl.Result{}, r.revert(ctx, workload, name, state, fmt.Sprintf(
 				"status.admissionChecks[%s].state %q written by field manager %q is not one of "+
 					"Pending, Ready, Retry, Rejected; reverted to %q", name, value, writer, held.State))
 		}
-		result, done, err := r.forward(ctx, workload, state, entry, writer)
+		result, done, err := r.forward(ctx, workload, state, entry, updates, writer)
 		if done || err != nil {
 			return result, err
 		}
@@ -443,17 +467,23 @@ func (r *Reconciler) controllerName(ctx context.Context, check string) (string, 
 // the same reservation, after the same report the ledger held (`after`, its reportSequence), is
 // one call, however often the bridge (or a restarted one) sends it; a controller that writes
 // message A, then B, then A again makes three reports.
+// The podSetUpdates are part of the report: their canonical text (podsetupdates.Key) is hashed
+// too, and only when there are any, so ids of reports without them are as before.
 func CheckRequestID(namespace, name, uid string, generation int64, check, state, message, writer string,
-	after int64) string {
-	sum := sha256.Sum256([]byte(strings.Join([]string{namespace, name, uid,
-		strconv.FormatInt(generation, 10), check, state, message, writer, strconv.FormatInt(after, 10)}, "\x00")))
+	after int64, updates []podsetupdates.PodSetUpdate) string {
+	parts := []string{namespace, name, uid,
+		strconv.FormatInt(generation, 10), check, state, message, writer, strconv.FormatInt(after, 10)}
+	if key := podsetupdates.Key(updates); key != "" {
+		parts = append(parts, key)
+	}
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return "admit-k8s/check/" + hex.EncodeToString(sum[:16])
 }
 
 // CheckReportedEvent is the input a forwarded report records: `admitctl report-check`'s, with
-// viaFieldManager set to the writer.
+// the entry's podSetUpdates and viaFieldManager set to the writer.
 func CheckReportedEvent(namespace, name, uid string, generation int64, check, state, message string,
-	requeueAfterSeconds int64, writer string) ([]byte, error) {
+	requeueAfterSeconds int64, writer string, updates []podsetupdates.PodSetUpdate) ([]byte, error) {
 	return ledger.BuildEvent(func(event ledgerevents.Event) error {
 		r, err := event.Body().NewCheckStateReported()
 		if err != nil {
@@ -475,25 +505,28 @@ func CheckReportedEvent(namespace, name, uid string, generation int64, check, st
 			return err
 		}
 		r.SetRequeueAfterNs(requeueAfterSeconds * int64(time.Second))
+		if err := podsetupdates.Set(r, updates); err != nil {
+			return err
+		}
 		return r.SetViaFieldManager(writer)
 	})
 }
 
 // forward records the entry's state in the ledger. done: stop looking at this Workload now.
 func (r *Reconciler) forward(ctx context.Context, workload *unstructured.Unstructured, state *ledgerWorkload,
-	entry map[string]any, writer string) (ctrl.Result, bool, error) {
+	entry map[string]any, updates []podsetupdates.PodSetUpdate, writer string) (ctrl.Result, bool, error) {
 	logger := log.FromContext(ctx)
 	check, _ := entry["name"].(string)
 	value, _ := entry["state"].(string)
 	message := messageOf(entry)
 	requeueAfter, _, _ := unstructured.NestedInt64(entry, "requeueAfterSeconds")
 	ns, name := workload.GetNamespace(), workload.GetName()
-	event, err := CheckReportedEvent(ns, name, state.UID, state.Generation, check, value, message, requeueAfter, writer)
+	event, err := CheckReportedEvent(ns, name, state.UID, state.Generation, check, value, message, requeueAfter, writer, updates)
 	if err != nil {
 		return ctrl.Result{}, true, err
 	}
 	after := state.Checks[check].ReportSequence
-	outcome, err := r.Ledger.Record(ctx, CheckRequestID(ns, name, state.UID, state.Generation, check, value, message, writer, after),
+	outcome, err := r.Ledger.Record(ctx, CheckRequestID(ns, name, state.UID, state.Generation, check, value, message, writer, after, updates),
 		[][]byte{event})
 	var refused *ledger.Refused
 	switch {

@@ -123,7 +123,7 @@ func TestKeepForeignChecksKeepsAForeignMessage(t *testing.T) {
 
 func TestCheckRequestID(t *testing.T) {
 	id := func(message string, after int64) string {
-		return CheckRequestID(testNamespace, testWorkload, "uid", 2, "scan", "Pending", message, testController, after)
+		return CheckRequestID(testNamespace, testWorkload, "uid", 2, "scan", "Pending", message, testController, after, nil)
 	}
 	if id("a", 5) != id("a", 5) {
 		t.Fatal("the same report after the same ledger report has two request ids")
@@ -450,5 +450,50 @@ func TestRetryChangeNamesOnlyForeignFields(t *testing.T) {
 	h.reconcile(t)
 	if e := h.event(); !strings.Contains(e, "retryCount 5") || strings.Contains(e, "requeueAfterSeconds 30") {
 		t.Fatalf("event %q, want retryCount named and not the shared requeueAfterSeconds", e)
+	}
+}
+
+// The check controller writes Ready with podSetUpdates (Kueue's AdmissionCheckState): the
+// forwarded report carries them, and a Workload whose updates the ledger cannot carry
+// (tolerationSeconds) is reverted with the reason.
+func TestPodSetUpdatesAreForwarded(t *testing.T) {
+	entry := map[string]any{"name": "scan", "state": "Ready", "message": "provisioned",
+		"podSetUpdates": []any{map[string]any{"name": "main",
+			"labels":       map[string]any{"pool": "a"},
+			"nodeSelector": map[string]any{"zone": "z1"},
+			"tolerations":  []any{map[string]any{"key": "reserved", "operator": "Equal", "value": "a", "effect": "NoSchedule"}}}}}
+	workload := workloadWith(entry, owns(testController, metav1.ManagedFieldsOperationUpdate, "state", "message"))
+	h := newHarness(t, workload, ledgerCheck{State: "Pending", ReportSequence: 3})
+	h.reconcile(t)
+	if len(h.ledger.reports) != 1 {
+		t.Fatalf("%d reports recorded, not 1", len(h.ledger.reports))
+	}
+	updates, err := h.ledger.reports[0].PodSetUpdates()
+	if err != nil || updates.Len() != 1 {
+		t.Fatalf("recorded podSetUpdates: %d, %v; want 1", updates.Len(), err)
+	}
+	u := updates.At(0)
+	podSet, _ := u.PodSet()
+	labels, _ := u.Labels()
+	selector, _ := u.NodeSelector()
+	tolerations, _ := u.Tolerations()
+	key, _ := labels.At(0).Key()
+	zone, _ := selector.At(0).Value()
+	effect, _ := tolerations.At(0).Effect()
+	if podSet != "main" || labels.Len() != 1 || key != "pool" || zone != "z1" || tolerations.Len() != 1 || effect != "NoSchedule" {
+		t.Fatalf("recorded update podSet %q labels %d (%q) zone %q tolerations %d (%q)", podSet, labels.Len(), key, zone,
+			tolerations.Len(), effect)
+	}
+
+	entry["podSetUpdates"].([]any)[0].(map[string]any)["tolerations"] = []any{map[string]any{
+		"key": "reserved", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": int64(30)}}
+	h = newHarness(t, workloadWith(entry, owns(testController, metav1.ManagedFieldsOperationUpdate, "state", "message")),
+		ledgerCheck{State: "Pending", ReportSequence: 3})
+	h.reconcile(t)
+	if len(h.ledger.reports) != 0 || len(h.reverts) != 1 {
+		t.Fatalf("%d reports and %d reverts, want 0 and 1", len(h.ledger.reports), len(h.reverts))
+	}
+	if e := h.event(); !strings.Contains(e, "tolerationSeconds: not carried by the ledger") {
+		t.Fatalf("event %q", e)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"admission-ledger/bridge/internal/checks"
 	"admission-ledger/bridge/internal/ledger"
 	"admission-ledger/bridge/internal/ledgerevents"
+	"admission-ledger/bridge/internal/podsetupdates"
 )
 
 // FencingTokenAnnotation carries the ledger's fencing token of the admission that released a
@@ -144,6 +145,30 @@ func (w *LedgerWorkload) Assignment() (map[string]string, int32, bool) {
 		return flavors, int32(count), true
 	}
 	return nil, 0, false
+}
+
+// CheckUpdates returns the podSetUpdates of podSet "main" that the ledger's admission checks
+// hold, checks in the ledger's order (by name), as the decider merged them into the Admitted
+// decision.
+func (w *LedgerWorkload) CheckUpdates() ([]podsetupdates.PodSetUpdate, []string, error) {
+	entries, _, _ := unstructured.NestedSlice(w.Status, "admissionChecks")
+	var updates []podsetupdates.PodSetUpdate
+	var checks []string
+	for _, e := range entries {
+		m, _ := e.(map[string]any)
+		name, _ := m["name"].(string)
+		list, err := podsetupdates.FromEntry(m)
+		if err != nil {
+			return nil, nil, fmt.Errorf("the ledger's check %s: %w", name, err)
+		}
+		for _, u := range list {
+			if u.Name == PodSetName {
+				updates = append(updates, u)
+				checks = append(checks, name)
+			}
+		}
+	}
+	return updates, checks, nil
 }
 
 // findLedgerWorkload reads the ledger's workloads and returns namespace/name, or nil.
@@ -469,6 +494,16 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 	}
 	// (2)
 	changed, err := r.applyAdmission(ctx, job, state, token)
+	var conflict *podSetUpdateConflict
+	if errors.As(err, &conflict) {
+		// The decider checked what it knows (the checks' updates with each other, the flavors'
+		// node labels and the podSet's nodeSelector); the template's own labels and annotations
+		// only the bridge sees. Kueue finishes such a workload (FailedToStart); the bridge keeps
+		// the Job suspended and says why.
+		r.Events.Event(job, corev1.EventTypeWarning, "FailedToStart", conflict.Error())
+		log.FromContext(ctx).Info("not released: the checks' podSetUpdates conflict with the pod template", "why", conflict.Error())
+		return ctrl.Result{RequeueAfter: PollInterval}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -489,9 +524,16 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 	return ctrl.Result{RequeueAfter: PollInterval}, nil
 }
 
+// podSetUpdateConflict: an admission check's podSetUpdate conflicts with the pod template.
+type podSetUpdateConflict struct{ err error }
+
+func (c *podSetUpdateConflict) Error() string { return c.err.Error() }
+
 // applyAdmission sets, on the (suspended) Job, starting from the Job's own settings
 // (OriginalPodSetAnnotation), what the admission assigned: the node labels of
-// the assigned flavors as node selectors, their tolerations, the admitted pod count as
+// the assigned flavors as node selectors, their tolerations, the admission checks'
+// podSetUpdates (labels, annotations, nodeSelector, tolerations; Kueue's merge, a conflict is
+// a *podSetUpdateConflict), the admitted pod count as
 // parallelism when it is smaller (partial admission), and the fencing token on the Job and on
 // its pod template. Reports whether anything changed.
 func (r *Reconciler) applyAdmission(ctx context.Context, job *batchv1.Job, state *LedgerWorkload, token string) (bool, error) {
@@ -547,6 +589,15 @@ func (r *Reconciler) applyAdmission(ctx context.Context, job *batchv1.Job, state
 			}
 		}
 	}
+	updates, checks, err := state.CheckUpdates()
+	if err != nil {
+		return false, err
+	}
+	for i, u := range updates {
+		if err := podsetupdates.Merge(&job.Spec.Template.ObjectMeta, podSpec, u); err != nil {
+			return false, &podSetUpdateConflict{fmt.Errorf("in admission check %q: %w", checks[i], err)}
+		}
+	}
 	if job.Spec.Parallelism == nil || count < *job.Spec.Parallelism {
 		job.Spec.Parallelism = ptr.To(count)
 	}
@@ -570,6 +621,14 @@ type originalPodSet struct {
 	NodeSelector map[string]string   `json:"nodeSelector,omitempty"`
 	Tolerations  []corev1.Toleration `json:"tolerations,omitempty"`
 	Parallelism  *int32              `json:"parallelism,omitempty"`
+	// The template's labels and annotations, which admission checks' podSetUpdates add to;
+	// absent from a record made before the bridge applied them (then left as they are).
+	Template *originalTemplate `json:"template,omitempty"`
+}
+
+type originalTemplate struct {
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // startFromOriginal records the Job's own pod-set settings the first time, and restores them
@@ -583,10 +642,15 @@ func startFromOriginal(job *batchv1.Job) error {
 		job.Spec.Template.Spec.NodeSelector = original.NodeSelector
 		job.Spec.Template.Spec.Tolerations = original.Tolerations
 		job.Spec.Parallelism = original.Parallelism
+		if original.Template != nil {
+			job.Spec.Template.Labels = original.Template.Labels
+			job.Spec.Template.Annotations = original.Template.Annotations
+		}
 		return nil
 	}
 	text, err := json.Marshal(originalPodSet{NodeSelector: job.Spec.Template.Spec.NodeSelector,
-		Tolerations: job.Spec.Template.Spec.Tolerations, Parallelism: job.Spec.Parallelism})
+		Tolerations: job.Spec.Template.Spec.Tolerations, Parallelism: job.Spec.Parallelism,
+		Template: &originalTemplate{Labels: job.Spec.Template.Labels, Annotations: job.Spec.Template.Annotations}})
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,9 @@
 #   requeueAfterSeconds: no report, reverted with a Warning Event (the ledger, as Kueue, reads it
 #   with state Retry only); then it sets Ready again, with podSetUpdates (a label and a
 #   nodeSelector for podSet main): forwarded with the report, in the ledger's Admitted decision,
-#   and on the released Job's pod template and its pods;
+#   and on the released Job's pod template and its pods; a later change of those podSetUpdates
+#   alone is refused by the ledger (a Ready check's are immutable, as in Kueue's webhook) and
+#   reverted with a Warning Event;
 # - a second Job whose check is set Ready by the field manager `intruder`: reverted to Pending
 #   with a Warning Event naming the manager and the controllerName, nothing in the ledger, the
 #   Job stays suspended; the same for a change of the message alone;
@@ -328,6 +330,24 @@ pods_updated() {
 }
 wait_until "Job checked's pods do not carry the check's label and nodeSelector: $(kubectl get pods -n "$NAMESPACE" --show-labels)" pods_updated
 echo "podSetUpdates applied: nodeSelector example.com/zone=$template_selector, label example.com/pool=$template_label" >&2
+
+step "the check's controller changes the podSetUpdates of its Ready check: refused by the ledger (immutable while Ready, as Kueue's webhook), reverted"
+kubectl patch workload job-checked -n "$NAMESPACE" --subresource=status --type=json \
+  --field-manager="$CONTROLLER" \
+  -p '[{"op":"replace","path":"/status/admissionChecks/0/podSetUpdates/0/nodeSelector/example.com~1zone","value":"z2"}]' > /dev/null
+zone_of_check() {
+  kubectl get workload job-checked -n "$NAMESPACE" \
+    -o jsonpath='{.status.admissionChecks[0].podSetUpdates[0].nodeSelector.example\.com/zone}'
+}
+updates_reverted() {
+  [[ "$(zone_of_check)" == z1 ]] &&
+    events_of job-checked CheckReverted | grep -q "podSetUpdates cannot change"
+}
+wait_until "the Ready check's changed podSetUpdates were not reverted (zone '$(zone_of_check)'): $(events_of job-checked CheckReverted)" \
+  updates_reverted
+[[ "$(ledger log | grep -c checkStateReported)" == 3 ]] \
+  || fail "a Ready check's changed podSetUpdates were recorded: $(ledger log)"
+echo "reverted: $(events_of job-checked CheckReverted | grep 'podSetUpdates cannot change' | head -n 1)" >&2
 
 step "a second Job's check set Ready by another field manager: reverted, with a Warning Event"
 job_yaml intruded | kubectl create -f - > /dev/null

@@ -288,11 +288,12 @@ INSTANTIATE_TEST_SUITE_P(Kueue, Scenario, ::testing::ValuesIn(ScenarioFiles()), 
 
 // The cases of Kueue's own tables that the scenarios port (`kueue:`), counted and printed; each
 // is listed in docs/semantics.md ("Kueue's own tables, ported") with its outcome. A ported case
-// matches Kueue when its scenario passes (Scenario.ReachesExpectedStates) and it names no
-// deliberate difference.
+// matches Kueue when its scenario passes (Scenario.ReachesExpectedStates) and it names neither a
+// deliberate difference (`differs`) nor a gap (`gap`: Kueue's behaviour not built); the two are
+// counted apart, so a missing feature is never counted as a choice.
 TEST(KueuePorts, AreCountedAndListedInTheSemantics) {
   std::map<std::string, size_t> by_test;
-  size_t ported = 0, differing = 0;
+  size_t ported = 0, differing = 0, gaps = 0;
   std::ifstream doc_file(std::string(SCENARIO_DIR) + "/../../docs/semantics.md");
   ASSERT_TRUE(doc_file.good()) << "docs/semantics.md not found";
   const std::string doc((std::istreambuf_iterator<char>(doc_file)), {});
@@ -303,6 +304,7 @@ TEST(KueuePorts, AreCountedAndListedInTheSemantics) {
       ++ported;
       ++by_test[p.test];
       if (!p.differs.empty()) ++differing;
+      if (!p.gap.empty()) ++gaps;
       EXPECT_NE(doc.find(p.test + " \"" + p.kueue_case + "\""), std::string::npos)
           << file << ": " << p.test << " \"" << p.kueue_case
           << "\" is not listed in docs/semantics.md";
@@ -312,10 +314,12 @@ TEST(KueuePorts, AreCountedAndListedInTheSemantics) {
   for (const auto& [test, n] : by_test) {
     tests += (tests.empty() ? "" : ", ") + test + " " + std::to_string(n);
   }
-  std::printf("Kueue cases ported: %zu (%s); matching: %zu; deliberate differences: %zu\n",
-              ported, tests.c_str(), ported - differing, differing);
+  std::printf("Kueue cases ported: %zu (%s); matching: %zu; deliberate differences: %zu; "
+              "not built (gaps): %zu\n",
+              ported, tests.c_str(), ported - differing - gaps, differing, gaps);
   RecordProperty("kueue_cases_ported", static_cast<int>(ported));
-  RecordProperty("kueue_cases_matching", static_cast<int>(ported - differing));
+  RecordProperty("kueue_cases_matching", static_cast<int>(ported - differing - gaps));
+  RecordProperty("kueue_cases_gaps", static_cast<int>(gaps));
   EXPECT_GT(ported, 0u);
 }
 

@@ -23,7 +23,7 @@ constexpr int64_t kStepNsDefault = 1'000'000'000;  // a step without `at:` is on
 // The keys of a scenario file, of a step, and of each step's map.
 const std::initializer_list<const char*> kFileKeys = {"description", "kueue", "steps"};
 // A Kueue table case a scenario ports (`kueue:` of a scenario file).
-const std::initializer_list<const char*> kPortKeys = {"test", "case", "differs"};
+const std::initializer_list<const char*> kPortKeys = {"test", "case", "differs", "gap"};
 const std::initializer_list<const char*> kStepKeys = {
     "name", "at", "refused", "apply", "remove", "submit", "import", "workloads", "finish", "delete",
     "finish_by_uid", "report", "pods", "revoke", "tick", "node", "maintenance", "configure",
@@ -125,10 +125,15 @@ Result<std::vector<KueuePort>> LoadKueuePorts(const std::string& path) {
       port.test = list[i]["test"].as<std::string>();
       port.kueue_case = list[i]["case"].as<std::string>();
       if (list[i]["differs"]) port.differs = list[i]["differs"].as<std::string>();
+      if (list[i]["gap"]) port.gap = list[i]["gap"].as<std::string>();
     } catch (const YAML::Exception& e) {
       return Refuse(where, std::string("not text: ") + e.what());
     }
     if (port.test.empty() || port.kueue_case.empty()) return Refuse(where, "empty test or case");
+    if (!port.differs.empty() && !port.gap.empty()) {
+      return Refuse(where, "differs (a deliberate difference) and gap (Kueue's behaviour not built) "
+                           "exclude each other");
+    }
     ports.push_back(std::move(port));
   }
   return ports;

@@ -91,6 +91,8 @@ type ledgerCheck struct {
 	ReportSequence int64
 	RetryCount     int64
 	PodSetUpdates  string // podsetupdates.Key of the ledger's
+	// The ledger's podSetUpdates as its read model writes them (nil: none), for a revert.
+	RawPodSetUpdates []any
 }
 
 type ledgerWorkload struct {
@@ -130,8 +132,9 @@ func (r *Reconciler) findLedgerWorkload(ctx context.Context, namespace, name str
 			if err != nil {
 				return nil, fmt.Errorf("the ledger's check %s: %w", name, err)
 			}
+			raw, _, _ := unstructured.NestedSlice(m, "podSetUpdates")
 			w.Checks[name] = ledgerCheck{State: state, Message: message, ReportSequence: sequence,
-				RetryCount: retries, PodSetUpdates: podsetupdates.Key(updates)}
+				RetryCount: retries, PodSetUpdates: podsetupdates.Key(updates), RawPodSetUpdates: raw}
 		}
 		return w, nil
 	}
@@ -139,8 +142,10 @@ func (r *Reconciler) findLedgerWorkload(ctx context.Context, namespace, name str
 }
 
 // ReportedFields are the fields of an admissionChecks entry that make a check controller's
-// report: a change of either is one.
-var ReportedFields = []string{"state", "message"}
+// report: a change of any is one. A change of podSetUpdates alone is forwarded as a report of
+// the same state with the new updates (the ledger keeps a check's latest, as Kueue keeps the
+// status it reads when the job starts).
+var ReportedFields = []string{"state", "message", "podSetUpdates"}
 
 // RetryFields are the retry fields of an admissionChecks entry. A change of them alone is no
 // report: Kueue reads requeueAfterSeconds only when the state is Retry (its workload controller
@@ -383,7 +388,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			continue
 		}
 		what := fmt.Sprintf("status.admissionChecks[%s].state %q", name, value)
-		if found && held.State == value {
+		switch {
+		case found && held.State == value && held.Message == message:
+			what = fmt.Sprintf("status.admissionChecks[%s].podSetUpdates", name)
+		case found && held.State == value:
 			what = fmt.Sprintf("status.admissionChecks[%s].message %q", name, message)
 		}
 		if !found {
@@ -556,7 +564,7 @@ func (r *Reconciler) forward(ctx context.Context, workload *unstructured.Unstruc
 
 // Acknowledgement is the server-side apply (field manager admit-k8s, forced) by which the
 // bridge shares the ownership of a forwarded entry's state and message (and the
-// requeueAfterSeconds forwarded with them): a later write by the
+// requeueAfterSeconds and podSetUpdates forwarded with them): a later write by the
 // mirror (a later reservation's reset) is then not taken for the check controller's report
 // again, and neither is the controller's own copy.
 func Acknowledgement(namespace, name string, entry map[string]any) *unstructured.Unstructured {
@@ -568,9 +576,11 @@ func Acknowledgement(namespace, name string, entry map[string]any) *unstructured
 	if message, present := entry["message"]; present {
 		applied["message"] = message
 	}
-	// Forwarded with the report: the bridge shares it too, so it is not a change of its own.
-	if requeue, present := entry["requeueAfterSeconds"]; present {
-		applied["requeueAfterSeconds"] = requeue
+	// Forwarded with the report: the bridge shares them too, so they are not a change of their own.
+	for _, field := range []string{"requeueAfterSeconds", "podSetUpdates"} {
+		if value, present := entry[field]; present {
+			applied[field] = value
+		}
 	}
 	ack.Object["status"] = map[string]any{"admissionChecks": []any{applied}}
 	return ack
@@ -584,7 +594,7 @@ func (r *Reconciler) acknowledge(ctx context.Context, workload *unstructured.Uns
 	return nil
 }
 
-// revert writes the ledger's state, message and retry fields of the check back over the entry
+// revert writes the ledger's state, message, podSetUpdates and retry fields of the check back over the entry
 // (or removes the entry when the ledger has none) and says why in a Warning Event.
 func (r *Reconciler) revert(ctx context.Context, workload *unstructured.Unstructured, check string,
 	state *ledgerWorkload, why string) error {
@@ -609,6 +619,12 @@ func (r *Reconciler) revert(ctx context.Context, workload *unstructured.Unstruct
 		// The ledger's retry fields: its count, and no requeueAfterSeconds (RetryFields).
 		m["retryCount"] = held.RetryCount
 		delete(m, "requeueAfterSeconds")
+		// The ledger's podSetUpdates, or none.
+		if held.RawPodSetUpdates != nil {
+			m["podSetUpdates"] = runtime.DeepCopyJSONValue(held.RawPodSetUpdates)
+		} else {
+			delete(m, "podSetUpdates")
+		}
 		kept = append(kept, m)
 	}
 	if err := unstructured.SetNestedSlice(workload.Object, kept, "status", "admissionChecks"); err != nil {

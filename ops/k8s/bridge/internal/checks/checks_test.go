@@ -186,11 +186,20 @@ func (l *fakeLedger) Record(_ context.Context, requestID string, inputs [][]byte
 	return ledger.Outcome{Sequences: []uint64{uint64(l.next)}}, nil
 }
 
+// entry is the ledger's check scan as its read model writes it.
+func (l *fakeLedger) entry() map[string]any {
+	e := ledgerEntry(l.check.State, l.check.Message, l.check.ReportSequence)
+	if l.check.RawPodSetUpdates != nil {
+		e["podSetUpdates"] = l.check.RawPodSetUpdates
+	}
+	return e
+}
+
 func (l *fakeLedger) Get(_ context.Context, kind, format string) (string, error) {
 	text, err := json.Marshal(map[string]any{"items": []any{map[string]any{
 		"metadata": map[string]any{"namespace": testNamespace, "name": testWorkload, "uid": "uid"},
 		"status": map[string]any{"admissionGeneration": 2, "admissionChecks": []any{
-			ledgerEntry(l.check.State, l.check.Message, l.check.ReportSequence)}}}}})
+			l.entry()}}}}})
 	return string(text), err
 }
 
@@ -494,6 +503,55 @@ func TestPodSetUpdatesAreForwarded(t *testing.T) {
 		t.Fatalf("%d reports and %d reverts, want 0 and 1", len(h.ledger.reports), len(h.reverts))
 	}
 	if e := h.event(); !strings.Contains(e, "tolerationSeconds: not carried by the ledger") {
+		t.Fatalf("event %q", e)
+	}
+}
+
+// The check's controller changes only the podSetUpdates of its Pending check: forwarded as a
+// report of the same state carrying them (a Ready check's are immutable: the ledger refuses a
+// change, as Kueue's webhook does, and the bridge reverts it), and acknowledged with them; another manager's change
+// of them alone is reverted to the ledger's updates, with the Event naming the field.
+func TestPodSetUpdatesAloneAreForwardedOrReverted(t *testing.T) {
+	held := []any{map[string]any{"name": "main", "nodeSelector": map[string]any{"zone": "z1"}}}
+	entry := func() map[string]any {
+		return map[string]any{"name": "scan", "state": "Pending", "message": "provisioning",
+			"podSetUpdates": []any{map[string]any{"name": "main", "nodeSelector": map[string]any{"zone": "z2"}}}}
+	}
+	ledgerHeld := ledgerCheck{State: "Pending", Message: "provisioning", ReportSequence: 4, RawPodSetUpdates: held}
+	h := newHarness(t, workloadWith(entry(),
+		owns(BridgeFieldManager, metav1.ManagedFieldsOperationUpdate, "state", "message"),
+		owns(testController, metav1.ManagedFieldsOperationUpdate, "podSetUpdates")), ledgerHeld)
+	h.reconcile(t)
+	if len(h.ledger.reports) != 1 || len(h.reverts) != 0 {
+		t.Fatalf("%d reports and %d reverts for the controller's podSetUpdates alone, want 1 and 0",
+			len(h.ledger.reports), len(h.reverts))
+	}
+	updates, err := h.ledger.reports[0].PodSetUpdates()
+	if err != nil || updates.Len() != 1 || h.ledger.reports[0].State() != ledgerevents.CheckState_pending {
+		t.Fatalf("recorded %d podSetUpdates (%v), state %v; want 1 with state Pending", updates.Len(), err,
+			h.ledger.reports[0].State())
+	}
+	if selector, _ := updates.At(0).NodeSelector(); selector.Len() != 1 {
+		t.Fatalf("recorded nodeSelector of %d entries, want zone=z2", selector.Len())
+	} else if zone, _ := selector.At(0).Value(); zone != "z2" {
+		t.Fatalf("recorded zone %q, want z2", zone)
+	}
+	if len(h.acks) != 1 || !strings.Contains(h.acks[0], `"podSetUpdates":[{"name":"main","nodeSelector":{"zone":"z2"}}]`) {
+		t.Fatalf("acknowledgements %v, want one sharing the podSetUpdates", h.acks)
+	}
+
+	h = newHarness(t, workloadWith(entry(),
+		owns(BridgeFieldManager, metav1.ManagedFieldsOperationUpdate, "state", "message"),
+		owns("intruder", metav1.ManagedFieldsOperationUpdate, "podSetUpdates")), ledgerHeld)
+	h.reconcile(t)
+	if len(h.ledger.reports) != 0 || len(h.reverts) != 1 {
+		t.Fatalf("%d reports and %d reverts for another manager's podSetUpdates, want 0 and 1",
+			len(h.ledger.reports), len(h.reverts))
+	}
+	if got, _ := json.Marshal(h.reverts[0]["podSetUpdates"]); string(got) != `[{"name":"main","nodeSelector":{"zone":"z1"}}]` {
+		t.Fatalf("reverted podSetUpdates to %s, want the ledger's zone z1", got)
+	}
+	if e := h.event(); !strings.Contains(e, "status.admissionChecks[scan].podSetUpdates written by field manager \"intruder\"") {
 		t.Fatalf("event %q", e)
 	}
 }

@@ -357,17 +357,20 @@ Status RunDemoThrough(const DemoTarget& target, std::ostream& out) {
       "pod-runtime", "vision/job-detector-train", PodsReport(schema::PodsReport::RELEASED)));
   ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T09:45:00Z",
                                 "a serving burst in inference reclaims the A100s batch borrowed; "
-                                "the requeued sweep comes back partially admitted (min 2 pods) "
-                                "and needs its budget check again (generation 2)",
+                                "the preempted sweep waits for the next cycle (a victim is not "
+                                "admitted again at the instant it was preempted), so the small "
+                                "evaluation job takes the room",
                                 "submit", Job("inference", "chat-burst", "serving", 1, 4, "us-east")));
   ADM_RETURN_IF_ERROR(demo.Input(
-      "2026-11-29T09:50:00Z", "finance rejects the second attempt: the sweep is deactivated",
-      "finance.example.com/budget", "batch/job-eval-sweep",
-      CheckReport("budget", schema::CheckState::REJECTED, "November eval budget exhausted")));
-  ADM_RETURN_IF_ERROR(demo.Input(
-      "2026-11-29T09:55:00Z", "finance approves the small evaluation job that took the room",
+      "2026-11-29T09:50:00Z",
+      "finance approves the small evaluation job; the next cycle brings the sweep back "
+      "partially admitted (min 2 pods), needing its budget check again (generation 2)",
       "finance.example.com/budget", "batch/job-eval-small",
       CheckReport("budget", schema::CheckState::READY, "small enough for the remaining budget")));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T09:55:00Z", "finance rejects the second attempt: the sweep is deactivated",
+      "finance.example.com/budget", "batch/job-eval-sweep",
+      CheckReport("budget", schema::CheckState::REJECTED, "November eval budget exhausted")));
   ADM_RETURN_IF_ERROR(demo.Input(
       "2026-11-29T10:30:00Z",
       "security revokes the detector's admission (image signature revoked): its pods are told "

@@ -63,7 +63,7 @@ grep -qx "head_hash: $b" "$work/independent.txt" ||
   fail "billing report"
 out=$("$admitctl" --ledger "$ledger" billing run --output-topic "$topic-usage" --until-end 2>&1) ||
   fail "billing run: $out"
-echo "$out" | grep -q " 80 folded, " || fail "billing run: $out"
+echo "$out" | grep -q " 81 folded, " || fail "billing run: $out"
 out=$("$admitctl" --ledger "$ledger" billing run --output-topic "$topic-usage" --until-end 2>&1) ||
   fail "billing run again: $out"
 echo "$out" | grep -q " 0 usage records published" || fail "billing run published again: $out"

@@ -32,11 +32,17 @@ Json Condition(const projections::Condition& c) {
 const char* const kConditionOrder[] = {"QuotaReserved", "Admitted", "Evicted", "Preempted",
                                        "Requeued", "Deactivated", "Finished"};
 
-Json FlavorsUsage(const Engine& engine, const std::string& cq_name, bool with_borrowed) {
+// A ClusterQueue's usage per flavor and covered resource, as Kueue's cache reports it
+// (getUsage): `total`, and `borrowed`, what exceeds the nominal quota (none without a cohort).
+// `usage` is the reserved usage (status.flavorsReservation) or the admitted one
+// (status.flavorsUsage).
+Json FlavorsUsage(const Engine& engine, const std::string& cq_name,
+                  const projections::FrQuantities& usage) {
   Json out = Json::array();
   const auto& cq = engine.cluster_queues().at(cq_name);
   if (!cq.spec) return out;
   const int node = engine.tree().FindClusterQueue(cq_name);
+  const bool in_cohort = node >= 0 && !cq.spec->cohort.empty();
   for (const auto& group : cq.spec->resource_groups) {
     for (const auto& fq : group.flavors) {
       Json flavor;
@@ -45,15 +51,14 @@ Json FlavorsUsage(const Engine& engine, const std::string& cq_name, bool with_bo
       for (int r : group.covered) {
         const std::string& rname = engine.resource_names().Name(r);
         const projections::Fr fr = projections::MakeFr(fq.flavor, r);
-        auto u = cq.usage.find(fr);
-        const int64_t total = u == cq.usage.end() ? 0 : u->second;
+        auto u = usage.find(fr);
+        const int64_t total = u == usage.end() ? 0 : u->second;
         Json res;
         res["name"] = rname;
         res["total"] = schema::FormatQuantityMilli(total, rname);
-        if (with_borrowed) {
-          const int64_t borrowed = node < 0 ? 0 : engine.tree().Borrowed(node, fr);
-          res["borrowed"] = schema::FormatQuantityMilli(borrowed, rname);
-        }
+        const int64_t borrowed =
+            in_cohort ? std::max<int64_t>(0, total - engine.tree().Nominal(node, fr)) : 0;
+        res["borrowed"] = schema::FormatQuantityMilli(borrowed, rname);
         resources.push_back(res);
       }
       flavor["resources"] = resources;
@@ -63,6 +68,15 @@ Json FlavorsUsage(const Engine& engine, const std::string& cq_name, bool with_bo
   return out;
 }
 
+// Kueue's AdmittedUsage: the usage of the ClusterQueue's admitted workloads only.
+projections::FrQuantities AdmittedUsage(const projections::ClusterQueueState& cq) {
+  projections::FrQuantities admitted;
+  for (const projections::Holder& h : cq.holders) {
+    if (h.wl->phase != Phase::kAdmitted) continue;
+    for (const auto& [fr, amount] : h.wl->admission.usage) admitted[fr] += amount;
+  }
+  return admitted;
+}
 
 // Strings that a YAML reader would take for a boolean, null or number are quoted, so
 // "False" in a condition stays the string Kubernetes means.
@@ -281,8 +295,8 @@ Json ClusterQueuesJson(const Engine& engine) {
       if (h.wl->phase == Phase::kAdmitted) ++admitted;  // reserving counts all
     }
     Json status;
-    status["flavorsReservation"] = FlavorsUsage(engine, name, true);
-    status["flavorsUsage"] = FlavorsUsage(engine, name, true);
+    status["flavorsReservation"] = FlavorsUsage(engine, name, cq.usage);
+    status["flavorsUsage"] = FlavorsUsage(engine, name, AdmittedUsage(cq));
     status["pendingWorkloads"] = cq.pending;
     status["reservingWorkloads"] = cq.holders.size();
     status["admittedWorkloads"] = admitted;

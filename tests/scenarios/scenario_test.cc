@@ -167,7 +167,9 @@ class Scenario : public ::testing::TestWithParam<std::string> {
     auto it = engine.cluster_queues().find(name);
     ASSERT_NE(it, engine.cluster_queues().end()) << where << ": no ClusterQueue " << name;
     const std::string ctx = where + ": ClusterQueue " + name;
-    ExpectKnownKeys(want, {"pending", "reserving", "usage", "active"}, ctx);
+    ExpectKnownKeys(want,
+                    {"pending", "reserving", "usage", "active", "flavorsReservation", "flavorsUsage"},
+                    ctx);
     if (want["pending"]) {
       EXPECT_EQ(it->second.pending, want["pending"].as<size_t>()) << ctx;
     }
@@ -193,6 +195,29 @@ class Scenario : public ::testing::TestWithParam<std::string> {
     if (want["active"]) {
       EXPECT_EQ(it->second.inactive_reason.empty(), want["active"].as<bool>())
           << ctx << ": " << it->second.inactive_reason;
+    }
+    // The read model's status (`get clusterqueues`, the bridge's ClusterQueue status), as
+    // "flavor/resource": "total" or "total borrowed B"; unnamed flavor-resources are not checked.
+    for (const char* field : {"flavorsReservation", "flavorsUsage"}) {
+      if (!want[field]) continue;
+      const ops::Json all = ops::ClusterQueuesJson(engine);
+      const ops::Json* status = nullptr;
+      for (const auto& item : all) {
+        if (item["metadata"]["name"] == name) status = &item["status"];
+      }
+      ASSERT_NE(status, nullptr) << ctx << ": not in the read model";
+      std::map<std::string, std::string> shown;
+      for (const auto& flavor : (*status)[field]) {
+        for (const auto& r : flavor["resources"]) {
+          shown[flavor["name"].get<std::string>() + "/" + r["name"].get<std::string>()] =
+              r["total"].get<std::string>() + " borrowed " + r["borrowed"].get<std::string>();
+        }
+      }
+      for (const auto& u : want[field]) {
+        std::string expected = u.second.as<std::string>();
+        if (expected.find(" borrowed ") == std::string::npos) expected += " borrowed 0";
+        EXPECT_EQ(shown[u.first.as<std::string>()], expected) << ctx << " " << field;
+      }
     }
   }
 

@@ -487,6 +487,7 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 			return ctrl.Result{}, err
 		}
 	}
+	pauseAt(ctx, "before-pods-released", state)
 	// (0) Before anything is recorded: an admission the Job cannot take is not released. Also
 	// after a restart that finds `pods released` already recorded: the Job is still suspended
 	// then (it is unsuspended only after (2), which the conflict stops), so no pod ran.
@@ -498,7 +499,6 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 		return ctrl.Result{}, err
 	}
 	// (1)
-	pauseAt(ctx, "before-pods-released", state)
 	if err := r.recordPods(ctx, state, ledgerevents.PodsReport_released, token); err != nil {
 		return r.retryOrDrop(ctx, job, err)
 	}

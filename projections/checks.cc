@@ -205,6 +205,9 @@ std::optional<std::string> Engine::MergeCheckUpdates(const WorkloadState& wl,
   return std::nullopt;
 }
 
+// Kueue's job reconciler finishing a workload whose job cannot start (FailedToStart): from
+// TryAdmit when the checks' podSetUpdates conflict (v17), and for an Admitted workload whose
+// runtime reports pods failedToStart (v18). No pod ran, so the quota is released at once.
 void Engine::FailToStart(WorkloadState& wl, const std::string& message, int64_t now) {
   ReleaseQuota(wl, "FailedToStart", now);
   wl.phase = Phase::kFinished;

@@ -503,7 +503,8 @@ class Engine {
                                                std::vector<PodSetUpdate>* merged) const;
   // Engine v17: a reservation whose pod template updates conflict can never start (Kueue's
   // job reconciler finishes it with FailedToStart): quota released, Finished, and a Rejected
-  // decision with reason FailedToStart and the conflict.
+  // decision with reason FailedToStart and the conflict. Engine v18: also an Admitted workload
+  // whose runtime reports pods failedToStart (the report's message).
   void FailToStart(WorkloadState& wl, const std::string& message, int64_t now);
 
   // After a reservation (lifecycle.cc): release and retry, deactivation, eviction, revocation.

@@ -521,6 +521,12 @@ void Engine::PodsReport(schema::PodsReported::Reader report, int64_t now) {
     case schema::PodsReport::FINISHED:
       if (current || of_evicted) Finish(key, "pods finished", now);
       break;
+    case schema::PodsReport::FAILED_TO_START:
+      // Engine v18 (Kueue's job reconciler: startJob failed with a permanent error, the
+      // workload is finished with reason FailedToStart). No pod ran, so the quota is released
+      // at once, as for an admission whose checks' updates conflict (FailToStart, v17).
+      if (current && batch_version_ >= 18) FailToStart(wl, report.getMessage().cStr(), now);
+      break;
     default:
       break;
   }

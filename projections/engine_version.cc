@@ -96,6 +96,13 @@ const char* EngineVersionNote(uint32_t version) {
              "carries the checks' merged updates when there are any, and a conflict finishes the "
              "workload instead (Rejected, reason FailedToStart, quota released), as Kueue's job "
              "reconciler does; before v17 a report's podSetUpdates are ignored";
+    case 18:
+      return "a runtime that cannot start an admitted workload's pods (e.g. an admission check's "
+             "podSetUpdates conflicting with the pod template's own labels, which only the "
+             "runtime sees) reports pods failedToStart with the admission's token and its error: "
+             "the workload is finished as Kueue's job reconciler finishes it when starting the "
+             "job fails for good (Rejected, reason FailedToStart, the report's message) and, as "
+             "no pod ran, its quota is released at once; no ledger before v18 holds the report";
     default: return "unknown engine version";
   }
 }

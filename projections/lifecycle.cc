@@ -225,6 +225,18 @@ InputVerdict Engine::ValidatePodsReport(schema::PodsReported::Reader r) const {
   const WorkloadState* wl = FindReferenced(r.getWorkload());
   if (wl == nullptr) return Refused("no workload " + KeyOf(r.getWorkload()));
   const std::string token = r.getFencingToken().cStr();
+  const bool failed_to_start = r.getReport() == schema::PodsReport::FAILED_TO_START;
+  if (r.hasMessage() && !failed_to_start) {
+    return Refused("pods report for " + KeyOf(r.getWorkload()) + ": message: \"" +
+                   r.getMessage().cStr() + "\": only a failedToStart report carries a message");
+  }
+  // Engine v18: only an admitted workload's pods can fail to start (Kueue starts a job only
+  // while its workload is admitted).
+  if (failed_to_start && wl->phase != Phase::kAdmitted) {
+    return Refused("pods failedToStart for " + KeyOf(r.getWorkload()) + ": the workload is " +
+                   PhaseName(wl->phase) + ", not Admitted; only an admitted workload's pods can "
+                   "fail to start (token '" + token + "')");
+  }
   const bool gone_report = r.getReport() == schema::PodsReport::TERMINATED ||
                            r.getReport() == schema::PodsReport::FINISHED;
   const bool valid = wl->phase == Phase::kAdmitted ? token == wl->fencing_token
@@ -236,6 +248,16 @@ InputVerdict Engine::ValidatePodsReport(schema::PodsReported::Reader r) const {
                    (wl->fencing_token.empty() ? std::string(", no valid token")
                                               : ", current token " + wl->fencing_token) +
                    "): the admission it named was revoked or replaced");
+  }
+  if (failed_to_start && wl->pods_ready) {
+    return Refused("pods failedToStart for " + KeyOf(r.getWorkload()) +
+                   ": its pods were reported ready under token " + token +
+                   "; pods that started cannot fail to start (report terminated or finished)");
+  }
+  if (failed_to_start && r.getMessage().size() == 0) {
+    return Refused("pods failedToStart for " + KeyOf(r.getWorkload()) +
+                   ": message: empty; give the runtime's reason the pods cannot start (it "
+                   "becomes the workload's Finished message)");
   }
   if (r.getReport() == schema::PodsReport::RELEASED && wl->pods_released) {
     v.noop = true;

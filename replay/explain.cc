@@ -93,6 +93,8 @@ const char* PodsReportName(schema::PodsReport r) {
       return "terminated";
     case schema::PodsReport::FINISHED:
       return "finished";
+    case schema::PodsReport::FAILED_TO_START:
+      return "failedToStart";
   }
   return "unknown";
 }
@@ -213,7 +215,8 @@ class HistoryCollector {
       case W::PODS_REPORTED: {
         auto p = b.getPodsReported();
         e->summary = std::string("pods ") + PodsReportName(p.getReport()) + " (token " +
-                     p.getFencingToken().cStr() + ")";
+                     p.getFencingToken().cStr() + ")" +
+                     (p.hasMessage() ? std::string(": ") + p.getMessage().cStr() : "");
         break;
       }
       case W::REVOCATION_REQUESTED:

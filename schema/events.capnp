@@ -305,6 +305,8 @@ enum PodsReport {
   ready @1;
   terminated @2;
   finished @3;
+  failedToStart @4;  # engine v18: the runtime could not start the admitted pods (none ran);
+                     # Kueue's FailedToStart: the workload finishes and its quota is released
 }
 
 enum PodSetAction {
@@ -355,6 +357,9 @@ struct PodsReported {
   workload @0 :WorkloadRef;
   report @1 :PodsReport;
   fencingToken @2 :Text;
+  message @3 :Text;
+  # Why (failedToStart: the runtime's error, as Kueue's Finished condition message). Left unset
+  # (null, not "") when there is none, so the other reports keep their canonical bytes.
 }
 
 struct NodeCapacity {

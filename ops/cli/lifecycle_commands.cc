@@ -241,17 +241,20 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
 
   // pods
   struct PodsArgs {
-    std::string report, workload, token, format = "text";
+    std::string report, workload, token, message, format = "text";
   };
   auto pods = std::make_shared<PodsArgs>();
   auto* pods_cmd = app.add_subcommand(
       "pods", "pod runtime reports: released (before creating any pod), ready, terminated, "
-              "finished; each must carry the admission's fencing token");
-  pods_cmd->add_option("report", pods->report, "released, ready, terminated or finished")
+              "finished, failedToStart (the admitted pods cannot be started: the workload "
+              "finishes, its quota is released); each must carry the admission's fencing token");
+  pods_cmd->add_option("report", pods->report, "released, ready, terminated, finished or failedToStart")
       ->required()
-      ->check(CLI::IsMember({"released", "ready", "terminated", "finished"}));
+      ->check(CLI::IsMember({"released", "ready", "terminated", "finished", "failedToStart"}));
   pods_cmd->add_option("workload", pods->workload, "NAMESPACE/NAME")->required();
   pods_cmd->add_option("--token", pods->token, "fencing token (status.fencingToken)")->required();
+  pods_cmd->add_option("--message", pods->message,
+                       "why (failedToStart: the runtime's error; becomes the Finished message)");
   pods_cmd->add_option("-o,--output", pods->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   pods_cmd->callback([&global, pods, exit_code] {
     *exit_code = RecordOne(
@@ -265,7 +268,10 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
           r.setReport(pods->report == "released"     ? schema::PodsReport::RELEASED
                       : pods->report == "ready"      ? schema::PodsReport::READY
                       : pods->report == "terminated" ? schema::PodsReport::TERMINATED
-                                                     : schema::PodsReport::FINISHED);
+                      : pods->report == "finished"   ? schema::PodsReport::FINISHED
+                                                     : schema::PodsReport::FAILED_TO_START);
+          // Unset when empty: reports without a message keep their canonical bytes.
+          if (!pods->message.empty()) r.setMessage(pods->message);
           return Status::Ok();
         },
         pods->format);

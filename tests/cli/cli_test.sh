@@ -315,6 +315,29 @@ contains "$err" "prices[0].perHourMicro: '1.5' is not a non-negative integer"
 expect_rc 2 $admitctl --ledger "$L2" billing report --by tenant
 expect_rc 1 $admitctl --ledger "$L2" billing report --from 2026-11-29T11:00:00Z --to 2026-11-29T10:00:00Z
 contains "$err" "--from must be before --to"
+# ---- pods failedToStart (engine v18): the runtime cannot start an admitted workload's pods;
+# the workload is finished (FailedToStart, the runtime's message) and its quota released.
+F="$work/failed-to-start"
+expect_rc 0 $admitctl --ledger "$F" --at 2026-11-29T10:00:00Z apply -f "$work/checks.yaml"
+expect_rc 0 $admitctl --ledger "$F" --at 2026-11-29T10:01:00Z submit -f "$work/jobs.yaml"
+expect_rc 0 $admitctl --ledger "$F" --at 2026-11-29T10:02:00Z --as scanner report-check ml/job-train scan Ready --generation 1
+contains "$out" "admitted ml/job-train"
+token=$($admitctl --ledger "$F" get workloads -o json | python3 -c 'import json,sys; print([w for w in json.load(sys.stdin)["items"] if w["metadata"]["name"]=="job-train"][0]["status"]["fencingToken"])')
+expect_rc 1 $admitctl --ledger "$F" --at 2026-11-29T10:03:00Z pods failedToStart ml/job-train --token "$token"
+contains "$err" "pods failedToStart for ml/job-train: message: empty"
+expect_rc 1 $admitctl --ledger "$F" --at 2026-11-29T10:03:00Z pods released ml/job-train --token "$token" --message "why"
+contains "$err" "only a failedToStart report carries a message"
+expect_rc 1 $admitctl --ledger "$F" --at 2026-11-29T10:03:00Z pods failedToStart ml/job-train --token bogus/1 --message "label conflict"
+contains "$err" "stale fencing token 'bogus/1'"
+expect_rc 0 $admitctl --ledger "$F" --at 2026-11-29T10:03:00Z pods failedToStart ml/job-train --token "$token" --message "label conflict"
+contains "$out" "quota released by ml/job-train (FailedToStart)"
+contains "$out" "rejected ml/job-train: FailedToStart: label conflict"
+expect_rc 0 $admitctl --ledger "$F" explain ml/job-train
+contains "$out" "pods failedToStart (token $token): label conflict"
+expect_rc 0 $admitctl --ledger "$F" log -o json
+contains "$out" '"report":"failedToStart"'
+expect_rc 0 $admitctl --ledger "$F" verify
+expect_rc 0 $admitctl --ledger "$F" replay --verify
 # ---- Deleting definitions (delete -f, as kubectl delete -f): refused while the ledger does not
 # define the object or a ClusterQueue names it, writing nothing; a deleted ClusterQueue with an
 # admitted workload is listed as terminating until the workload finishes.

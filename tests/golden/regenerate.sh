@@ -49,6 +49,8 @@ corpus=(
   "fair-sharing-strategies:44-fair-sharing-strategies.yaml"
   # engine v17
   "check-pod-set-updates:45-check-pod-set-updates.yaml"
+  # engine v18
+  "failed-to-start:46-failed-to-start.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

@@ -25,7 +25,13 @@
 #   releases its quota;
 # - the second Job deleted while the bridge is SIGKILLed: its finalizer holds it; the restarted
 #   bridge has the ledger record the workload's deletion (by the bridge), its quota is released,
-#   and only then is the Job gone.
+#   and only then is the Job gone;
+# - a third Job whose pod template has label example.com/pool=pool-b, its check set Ready with
+#   podSetUpdates label example.com/pool=pool-a: the bridge is stopped once it is admitted, the
+#   test records `pods released` (a bridge that died after its write-ahead record), the
+#   restarted bridge finds the conflict and reports `pods failedToStart` with Kueue's message;
+#   the ledger finishes the workload (FailedToStart) and releases its quota, the Workload shows
+#   it, the Job has a Warning Event FailedToStart and stays suspended, its template unchanged.
 #   tests/k8s/bridge_checks_test.sh ADMITCTL ADMITD ADMIT_K8S
 # Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
 # K8S_TEST_KEEP_DIR=1 keeps the test's folder.
@@ -444,6 +450,93 @@ kubectl delete job checked -n "$NAMESPACE" --wait=false > /dev/null
 checked_gone() { ! kubectl get job checked -n "$NAMESPACE" > /dev/null 2>&1; }
 wait_until "the finished Job checked was not deleted" checked_gone
 
+step "a Job whose check's podSetUpdates label conflicts with its pod template's own: pods failedToStart (also after a restart that finds 'pods released' recorded), Finished (FailedToStart) in the ledger, quota released, the Job still suspended"
+# The bridge stops once job-clashing is admitted, before it reports anything for it; the test
+# then records 'pods released' itself, as a bridge would have that died after its write-ahead
+# record (the bridge of today reports failedToStart instead: it checks for a conflict first),
+# and starts the bridge again.
+kill -TERM "$bridge_pid" && wait "$bridge_pid" 2>/dev/null || true
+start_bridge "before-pods-released:$NAMESPACE/job-clashing"
+kubectl create -f - > /dev/null <<EOF
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: clashing
+  namespace: $NAMESPACE
+  labels: {kueue.x-k8s.io/queue-name: user-queue}
+spec:
+  parallelism: 1
+  completions: 1
+  template:
+    metadata:
+      labels: {example.com/pool: pool-b}
+    spec:
+      containers:
+      - name: main
+        image: registry.k8s.io/pause:3.10
+        resources:
+          requests: {cpu: 200m, memory: 100Mi}
+      restartPolicy: Never
+EOF
+wait_until "the Workload job-clashing does not show check scan Pending" check_pending job-clashing
+kubectl patch workload job-clashing -n "$NAMESPACE" --subresource=status --type=json \
+  --field-manager="$CONTROLLER" \
+  -p '[{"op":"replace","path":"/status/admissionChecks/0/state","value":"Ready"},
+       {"op":"add","path":"/status/admissionChecks/0/podSetUpdates","value":[{"name":"main",
+         "labels":{"example.com/pool":"pool-a"}}]}]' > /dev/null
+paused_clashing() { grep -q "test pause at before-pods-released $NAMESPACE/job-clashing\$" "$dir/bridge-$bridge_runs.log"; }
+wait_until "the bridge did not stop at job-clashing's admission: $(ledger_field job-clashing 'w["status"]')" paused_clashing
+kill -KILL "$bridge_pid"
+wait "$bridge_pid" 2>/dev/null || true
+clashing_token="$(ledger_field job-clashing 'w["status"]["fencingToken"]')"
+[[ -n "$clashing_token" && "$(ledger_field job-clashing 'w["status"]["phase"]')" == Admitted ]] \
+  || fail "job-clashing is not Admitted with a token in the ledger: $(ledger_field job-clashing 'w["status"]')"
+[[ "$(reserved_cpu)" == 200 ]] || fail "the ledger reserves $(reserved_cpu)m cpu for job-clashing, not 200m"
+ledger pods released "$NAMESPACE/job-clashing" --token "$clashing_token" > /dev/null
+start_bridge
+clashing_finished() { [[ "$(ledger_field job-clashing 'w["status"]["phase"]')" == Finished ]]; }
+wait_until "the ledger did not finish job-clashing: $(ledger_field job-clashing 'w["status"]')" clashing_finished
+readonly CLASH='in admission check "scan": invalid admission check PodSetUpdate: conflict for labels: conflict for key=example.com/pool, value1=pool-b, value2=pool-a'
+ledger log -o json | python3 -c '
+import json, sys
+principal, token, clash = sys.argv[1:4]
+reports, rejected = [], None
+for line in sys.stdin:
+    e = json.loads(line)["event"]
+    body = e.get("body", {})
+    p = body.get("podsReported")
+    if p and p["workload"]["name"] == "job-clashing":
+        reports.append((p.get("report", "released"), e["actor"], p.get("fencingToken"), p.get("message")))
+    r = body.get("rejected")
+    if r and r["workload"]["name"] == "job-clashing":
+        rejected = (r.get("reason"), r.get("message"))
+assert len(reports) == 2 and reports[0][0] == "released", reports
+assert reports[1] == ("failedToStart", principal, token, clash), reports
+assert rejected == ("FailedToStart", clash), rejected
+' "$PRINCIPAL" "$clashing_token" "$CLASH" \
+  || fail "the ledger does not hold 'released', then failedToStart by $PRINCIPAL with token $clashing_token and the conflict, then a Rejected FailedToStart for job-clashing: $(ledger log -o json | grep job-clashing)"
+[[ "$(ledger_field job-clashing '[c["reason"] for c in w["status"]["conditions"] if c["type"] == "Finished"]')" == "['FailedToStart']" ]] \
+  || fail "the ledger's job-clashing is not Finished with reason FailedToStart: $(ledger_field job-clashing 'w["status"]["conditions"]')"
+[[ "$(reserved_cpu)" == 0 ]] || fail "after job-clashing failed to start the ledger reserves $(reserved_cpu)m cpu, not 0"
+workload_failed() {
+  [[ "$(kubectl get workload job-clashing -n "$NAMESPACE" \
+    -o jsonpath='{.status.conditions[?(@.type=="Finished")].reason}')" == FailedToStart ]]
+}
+wait_until "the Workload job-clashing does not show Finished with reason FailedToStart" workload_failed
+job_events() {
+  kubectl get events -n "$NAMESPACE" --field-selector "involvedObject.kind=Job,involvedObject.name=$1,reason=$2" \
+    -o jsonpath='{range .items[*]}{.type} {.message}{"\n"}{end}'
+}
+clash_event() { grep -qF "Warning $CLASH" <<< "$(job_events clashing FailedToStart)"; }
+wait_until "no Warning Event FailedToStart with the conflict on Job clashing: $(job_events clashing FailedToStart)" clash_event
+sleep 3  # time for a wrong release to show
+[[ "$(suspended clashing)" == true ]] || fail "Job clashing runs although its podSetUpdates conflict"
+[[ "$(kubectl get pods -n "$NAMESPACE" -l batch.kubernetes.io/job-name=clashing -o name | wc -l)" == 0 ]] \
+  || fail "Job clashing has pods: $(kubectl get pods -n "$NAMESPACE" -l batch.kubernetes.io/job-name=clashing)"
+[[ "$(kubectl get job clashing -n "$NAMESPACE" -o jsonpath='{.spec.template.metadata.labels.example\.com/pool}')" == pool-b ]] \
+  || fail "Job clashing's pod template was changed: $(kubectl get job clashing -n "$NAMESPACE" -o jsonpath='{.spec.template.metadata}')"
+echo "failed to start: $(ledger explain "$NAMESPACE/job-clashing" | grep -m1 failedToStart)" >&2
+
 step "admitd stopped; replay --verify of its ledger passes"
 kill -TERM "$bridge_pid" && wait "$bridge_pid" 2>/dev/null || true
 bridge_pid=""
@@ -451,4 +544,4 @@ kill -TERM "$admitd_pid" && wait "$admitd_pid" 2>/dev/null || true
 admitd_pid=""
 "$admitctl" --ledger "$dir/ledger" replay --verify > "$dir/replay.out" 2>&1 \
   || fail "replay --verify failed: $(cat "$dir/replay.out")"
-echo "PASS: check forwarded (viaFieldManager $CONTROLLER) and admitted; a message alone forwarded once; requeueAfterSeconds alone reverted; foreign state and message reverted; finished; deleted"
+echo "PASS: check forwarded (viaFieldManager $CONTROLLER) and admitted; a message alone forwarded once; requeueAfterSeconds alone reverted; foreign state and message reverted; finished; deleted; a conflicting podSetUpdate failed to start"

@@ -65,7 +65,7 @@ struct Step {
   int check_state = 0;    // 0 Pending, 1 Ready, 2 Retry, 3 Rejected
   int generation_skew = 0;  // 0: current generation; else a stale one
   bool foreign = false;   // reported by someone who does not own the check
-  int pods = 0;           // 0 released, 1 ready, 2 terminated, 3 finished
+  int pods = 0;           // 0 released, 1 ready, 2 terminated, 3 finished, 4 failedToStart
   bool stale_token = false;
   int jump_minutes = 0;
 };
@@ -130,7 +130,7 @@ rc::Gen<Step> GenLifecycleStep() {
       rc::gen::set(&Step::check_state, rc::gen::weightedElement<int>({{2, 0}, {6, 1}, {1, 2}, {1, 3}})),
       rc::gen::set(&Step::generation_skew, rc::gen::weightedElement<int>({{6, 0}, {1, 1}, {1, 2}})),
       rc::gen::set(&Step::foreign, rc::gen::weightedElement<bool>({{6, false}, {1, true}})),
-      rc::gen::set(&Step::pods, rc::gen::inRange(0, 4)),
+      rc::gen::set(&Step::pods, rc::gen::inRange(0, 5)),
       rc::gen::set(&Step::stale_token, rc::gen::weightedElement<bool>({{5, false}, {1, true}})),
       rc::gen::set(&Step::jump_minutes, rc::gen::inRange(0, 30)));
 }
@@ -308,6 +308,7 @@ class Runner {
       auto r = body.initPodsReported();
       ref(r.initWorkload());
       r.setReport(static_cast<schema::PodsReport>(step.pods));
+      if (step.pods == 4) r.setMessage("cannot start");  // engine v18
       r.setFencingToken(step.stale_token ? wl.uid + "/0"
                                          : wl.uid + "/" + std::to_string(wl.generation));
     } else {

@@ -34,7 +34,7 @@ const std::initializer_list<const char*> kReportKeys = {
 const std::initializer_list<const char*> kPodSetUpdateKeys = {
     "name", "labels", "annotations", "nodeSelector", "tolerations"};
 const std::initializer_list<const char*> kTolerationKeys = {"key", "operator", "value", "effect"};
-const std::initializer_list<const char*> kPodsKeys = {"workload", "report", "token"};
+const std::initializer_list<const char*> kPodsKeys = {"workload", "report", "token", "message"};
 const std::initializer_list<const char*> kRevokeKeys = {
     "workload", "check", "flavor", "reason", "drain", "drainDeadline", "as"};
 const std::initializer_list<const char*> kNodeKeys = {"action", "node", "flavor", "capacity"};
@@ -399,10 +399,17 @@ class StepRunner::Step {
                                     : wl->fencing_token;
     rep.setFencingToken(token == "current" ? current : token);
     const std::string what = p["report"].as<std::string>();
+    if (what != "released" && what != "ready" && what != "terminated" && what != "finished" &&
+        what != "failedToStart") {
+      return Refuse(where_, "pods.report: \"" + what +
+                                "\" is not released, ready, terminated, finished or failedToStart");
+    }
     rep.setReport(what == "released"     ? schema::PodsReport::RELEASED
                   : what == "ready"      ? schema::PodsReport::READY
                   : what == "terminated" ? schema::PodsReport::TERMINATED
-                                         : schema::PodsReport::FINISHED);
+                  : what == "finished"   ? schema::PodsReport::FINISHED
+                                         : schema::PodsReport::FAILED_TO_START);
+    if (p["message"]) rep.setMessage(p["message"].as<std::string>());
     return Record({schema::EncodeEvent(m)}, "pod-runtime");
   }
 

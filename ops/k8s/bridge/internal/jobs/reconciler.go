@@ -437,7 +437,14 @@ func (r *Reconciler) reportPods(ctx context.Context, job *batchv1.Job, state *Le
 }
 
 func (r *Reconciler) recordPods(ctx context.Context, state *LedgerWorkload, report ledgerevents.PodsReport, token string) error {
-	event, err := PodsReportedEvent(state.Namespace, state.Name, state.UID, report, token)
+	return r.recordPodsWithMessage(ctx, state, report, token, "")
+}
+
+// recordPodsWithMessage records a pod report carrying a message (failedToStart: why). The
+// request id names the report and the token alone: one report per token, whatever its message.
+func (r *Reconciler) recordPodsWithMessage(ctx context.Context, state *LedgerWorkload,
+	report ledgerevents.PodsReport, token, message string) error {
+	event, err := PodsReportedEvent(state.Namespace, state.Name, state.UID, report, token, message)
 	if err != nil {
 		return err
 	}
@@ -458,11 +465,13 @@ func (r *Reconciler) retryOrDrop(ctx context.Context, job *batchv1.Job, err erro
 	return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
 }
 
-// release lets an admitted Job run, write-ahead: (1) `pods released` is in the ledger before
-// anything else, (2) the pod template gets the flavors' node selectors and tolerations, the
-// admitted count (partial admission) and the fencing token, (3) only then is the Job
-// unsuspended. A crash between steps repeats the rest: (1) is answered from the ledger, (2) is
-// a comparison, (3) happens only after (2) is stored.
+// release lets an admitted Job run, write-ahead: (0) the admission is applied to a copy of the
+// Job, and when the admission checks' podSetUpdates conflict with its pod template the Job
+// cannot start: `pods failedToStart` is reported instead (failedToStart), (1) `pods released` is
+// in the ledger before anything else, (2) the pod template gets the flavors' node selectors and
+// tolerations, the admitted count (partial admission) and the fencing token, (3) only then is
+// the Job unsuspended. A crash between steps repeats the rest: (0) and (2) are comparisons, (1)
+// is answered from the ledger, (3) happens only after (2) is stored.
 func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *LedgerWorkload) (ctrl.Result, error) {
 	token := state.FencingToken()
 	if token == "" {
@@ -478,8 +487,18 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 			return ctrl.Result{}, err
 		}
 	}
-	// (1)
 	pauseAt(ctx, "before-pods-released", state)
+	// (0) Before anything is recorded: an admission the Job cannot take is not released. Also
+	// after a restart that finds `pods released` already recorded: the Job is still suspended
+	// then (it is unsuspended only after (2), which the conflict stops), so no pod ran.
+	if _, err := r.applyAdmission(ctx, job.DeepCopy(), state, token); err != nil {
+		var conflict *podSetUpdateConflict
+		if errors.As(err, &conflict) {
+			return r.failedToStart(ctx, job, state, token, conflict)
+		}
+		return ctrl.Result{}, err
+	}
+	// (1)
 	if err := r.recordPods(ctx, state, ledgerevents.PodsReport_released, token); err != nil {
 		return r.retryOrDrop(ctx, job, err)
 	}
@@ -496,13 +515,8 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 	changed, err := r.applyAdmission(ctx, job, state, token)
 	var conflict *podSetUpdateConflict
 	if errors.As(err, &conflict) {
-		// The decider checked what it knows (the checks' updates with each other, the flavors'
-		// node labels and the podSet's nodeSelector); the template's own labels and annotations
-		// only the bridge sees. Kueue finishes such a workload (FailedToStart); the bridge keeps
-		// the Job suspended and says why.
-		r.Events.Event(job, corev1.EventTypeWarning, "FailedToStart", conflict.Error())
-		log.FromContext(ctx).Info("not released: the checks' podSetUpdates conflict with the pod template", "why", conflict.Error())
-		return ctrl.Result{RequeueAfter: PollInterval}, nil
+		// (0) found none a moment ago: the ledger's workload or a flavor changed in between.
+		return r.failedToStart(ctx, job, state, token, conflict)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -521,6 +535,24 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 	}
 	log.FromContext(ctx).Info("released", "fencingToken", token)
 	r.Events.Event(job, corev1.EventTypeNormal, "Released", "admitted by the ledger with fencing token "+token)
+	return ctrl.Result{RequeueAfter: PollInterval}, nil
+}
+
+// failedToStart: the admission checks' podSetUpdates conflict with the Job's pod template. The
+// decider checked what it knows (the checks' updates with each other, the flavors' node labels
+// and the podSet's nodeSelector); the template's own labels and annotations only the bridge
+// sees. As Kueue's job reconciler finishes such a workload (FailedToStart, its quota released),
+// the bridge reports `pods failedToStart` with Kueue's message and the admission's token (one
+// request id per token, as the other pod reports), keeps the Job suspended and says why in a
+// Warning Event. The ledger then finishes the workload; a refusal (the token went stale
+// meanwhile) is shown on the Job and the next reconcile reads the ledger's new state.
+func (r *Reconciler) failedToStart(ctx context.Context, job *batchv1.Job, state *LedgerWorkload,
+	token string, conflict *podSetUpdateConflict) (ctrl.Result, error) {
+	r.Events.Event(job, corev1.EventTypeWarning, "FailedToStart", conflict.Error())
+	log.FromContext(ctx).Info("not released: the checks' podSetUpdates conflict with the pod template", "why", conflict.Error())
+	if err := r.recordPodsWithMessage(ctx, state, ledgerevents.PodsReport_failedToStart, token, conflict.Error()); err != nil {
+		return r.retryOrDrop(ctx, job, err)
+	}
 	return ctrl.Result{RequeueAfter: PollInterval}, nil
 }
 
@@ -661,9 +693,10 @@ func startFromOriginal(job *batchv1.Job) error {
 	return nil
 }
 
-// PodsReportedEvent is the input `admitctl pods REPORT NAMESPACE/NAME --token T` records, in
-// the canonical bytes admitd takes.
-func PodsReportedEvent(namespace, name, uid string, report ledgerevents.PodsReport, token string) ([]byte, error) {
+// PodsReportedEvent is the input `admitctl pods REPORT NAMESPACE/NAME --token T [--message M]`
+// records, in the canonical bytes admitd takes. An empty message is left unset, as admitctl
+// leaves it, so a report without one has the bytes it had before the field existed.
+func PodsReportedEvent(namespace, name, uid string, report ledgerevents.PodsReport, token, message string) ([]byte, error) {
 	return ledger.BuildEvent(func(event ledgerevents.Event) error {
 		r, err := event.Body().NewPodsReported()
 		if err != nil {
@@ -677,6 +710,11 @@ func PodsReportedEvent(namespace, name, uid string, report ledgerevents.PodsRepo
 			return err
 		}
 		r.SetReport(report)
+		if message != "" {
+			if err := r.SetMessage_(message); err != nil {
+				return err
+			}
+		}
 		return r.SetFencingToken(token)
 	})
 }

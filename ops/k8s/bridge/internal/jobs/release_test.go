@@ -6,13 +6,19 @@ import (
 	"strings"
 	"testing"
 
+	"capnproto.org/go/capnp/v3"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"admission-ledger/bridge/internal/ledger"
+	"admission-ledger/bridge/internal/ledgerevents"
 )
 
 // A released Job: the ledger's admission on flavor h100 (nodeLabels gpu=h100, a toleration),
@@ -79,5 +85,124 @@ func TestReleaseRefusesAConflictWithTheTemplate(t *testing.T) {
 	if !errors.As(err, &conflict) || !strings.Contains(err.Error(),
 		`in admission check "provisioning": invalid admission check PodSetUpdate: conflict for labels: conflict for key=app, value1=train, value2=other`) {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// podsLedger records pod reports as admitd would: a request id it has seen is answered from its
+// record and writes nothing.
+type podsLedger struct {
+	ids     map[string]bool
+	reports []ledgerevents.PodsReported
+}
+
+func (l *podsLedger) RecordManifest(context.Context, string, string, string) (ledger.Outcome, error) {
+	return ledger.Outcome{}, errors.New("not expected")
+}
+
+func (l *podsLedger) Get(context.Context, string, string) (string, error) {
+	return "", errors.New("not expected")
+}
+
+func (l *podsLedger) Record(_ context.Context, requestID string, inputs [][]byte) (ledger.Outcome, error) {
+	if l.ids[requestID] {
+		return ledger.Outcome{Sequences: []uint64{1}, Retried: true}, nil
+	}
+	msg, _, err := capnp.NewMessage(capnp.SingleSegment(inputs[0]))
+	if err != nil {
+		return ledger.Outcome{}, err
+	}
+	event, err := ledgerevents.ReadRootEvent(msg)
+	if err != nil {
+		return ledger.Outcome{}, err
+	}
+	r, err := event.Body().PodsReported()
+	if err != nil {
+		return ledger.Outcome{}, err
+	}
+	l.ids[requestID] = true
+	l.reports = append(l.reports, r)
+	return ledger.Outcome{Sequences: []uint64{uint64(len(l.reports))}}, nil
+}
+
+// releaseReconciler: releaseFixture's Job stored in the fake API server (admitted with token
+// uid/1), a ledger of pod reports and an event recorder.
+func releaseReconciler(t *testing.T, updates []any) (*Reconciler, *batchv1.Job, *LedgerWorkload, *podsLedger, *record.FakeRecorder) {
+	r, job, state := releaseFixture(updates)
+	state.UID = "uid"
+	state.Status["phase"] = "Admitted"
+	state.Status["fencingToken"] = "uid/1"
+	if err := r.Client.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	l := &podsLedger{ids: map[string]bool{}}
+	events := record.NewFakeRecorder(10)
+	r.Ledger, r.Events = l, events
+	return r, job, state, l, events
+}
+
+func reportsOf(t *testing.T, l *podsLedger) []string {
+	var out []string
+	for _, r := range l.reports {
+		token, _ := r.FencingToken()
+		message, _ := r.Message_()
+		out = append(out, r.Report().String()+" "+token+" "+message)
+	}
+	return out
+}
+
+// A check's label conflicting with the template's own is found before `pods released`: the
+// bridge reports failedToStart with Kueue's message and the token (once per token, also when
+// asked again), leaves the Job suspended and untouched, and keeps the Warning Event.
+func TestReleaseOfAConflictingAdmissionReportsFailedToStart(t *testing.T) {
+	r, job, state, l, events := releaseReconciler(t,
+		[]any{map[string]any{"name": "main", "labels": map[string]any{"app": "other"}}})
+	const want = `failedToStart uid/1 in admission check "provisioning": invalid admission check PodSetUpdate: conflict for labels: conflict for key=app, value1=train, value2=other`
+	for attempt := 1; attempt <= 2; attempt++ {
+		if _, err := r.release(context.Background(), job, state); err != nil {
+			t.Fatalf("attempt %d: %v", attempt, err)
+		}
+		if got := reportsOf(t, l); len(got) != 1 || got[0] != want {
+			t.Fatalf("attempt %d: reports %q, want only %q", attempt, got, want)
+		}
+		select {
+		case e := <-events.Events:
+			if !strings.HasPrefix(e, "Warning FailedToStart ") || !strings.Contains(e, "conflict for key=app") {
+				t.Fatalf("attempt %d: event %q", attempt, e)
+			}
+		default:
+			t.Fatalf("attempt %d: no Warning Event", attempt)
+		}
+	}
+	stored := &batchv1.Job{}
+	if err := r.Client.Get(context.Background(), client.ObjectKeyFromObject(job), stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Spec.Suspend == nil || !*stored.Spec.Suspend || stored.Spec.Template.Labels["app"] != "train" ||
+		stored.Annotations[FencingTokenAnnotation] != "" {
+		t.Fatalf("the Job changed: suspend %v, labels %v, annotations %v",
+			stored.Spec.Suspend, stored.Spec.Template.Labels, stored.Annotations)
+	}
+}
+
+// Without a conflict the release goes on as before: `pods released` (no message), then the Job
+// runs under the token.
+func TestReleaseWithoutConflictReportsReleased(t *testing.T) {
+	r, job, state, l, _ := releaseReconciler(t,
+		[]any{map[string]any{"name": "main", "labels": map[string]any{"pool": "a"}}})
+	if _, err := r.release(context.Background(), job, state); err != nil {
+		t.Fatal(err)
+	}
+	if got := reportsOf(t, l); len(got) != 1 || got[0] != "released uid/1 " {
+		t.Fatalf("reports %q", got)
+	}
+	if l.reports[0].HasMessage_() {
+		t.Fatal("a report without a message carries one (its canonical bytes changed)")
+	}
+	stored := &batchv1.Job{}
+	if err := r.Client.Get(context.Background(), client.ObjectKeyFromObject(job), stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Spec.Suspend == nil || *stored.Spec.Suspend || stored.Spec.Template.Annotations[FencingTokenAnnotation] != "uid/1" {
+		t.Fatalf("not released: suspend %v, template annotations %v", stored.Spec.Suspend, stored.Spec.Template.Annotations)
 	}
 }

@@ -21,7 +21,7 @@ const TestPauseEnv = "ADMIT_K8S_TEST_PAUSE_AT"
 var TestPauseSteps = map[string]string{
 	"evicted-before-suspend": "the ledger evicts the workload; its Job still runs (not yet suspended)",
 	"before-terminated":      "the evicted Job has no pods left; `terminated` not yet reported",
-	"before-pods-released":   "the ledger admitted the workload; `pods released` not yet reported",
+	"before-pods-released":   "the ledger admitted the workload; `pods released` (or failedToStart) not yet reported",
 	"before-unsuspend":       "`pods released` is in the ledger and the admission is on the Job; not yet unsuspended",
 }
 

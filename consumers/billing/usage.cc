@@ -128,12 +128,20 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
     }
     case schema::Event::Body::PODS_REPORTED: {
       auto pr = body.getPodsReported();
-      if (pr.getReport() != schema::PodsReport::RELEASED) break;
+      const bool released = pr.getReport() == schema::PodsReport::RELEASED;
+      // failedToStart (engine v18): no pod ran, even after a release was reported (a runtime
+      // that stopped between its write-ahead record and the start), so the hold was idle.
+      const bool failed = pr.getReport() == schema::PodsReport::FAILED_TO_START;
+      if (!released && !failed) break;
       auto it = holds_.find(View(pr.getWorkload().getUid()));
-      if (it == holds_.end() || it->second.released_ms) break;
+      if (it == holds_.end() || (released && it->second.released_ms)) break;
       // Only the current reservation's token releases pods (intake refuses others).
       if (!IsToken(View(pr.getFencingToken()), it->second.uid, it->second.generation)) break;
-      it->second.released_ms = at;
+      if (released) {
+        it->second.released_ms = at;
+      } else {
+        it->second.released_ms.reset();
+      }
       Touch('h', it->first);
       break;
     }

@@ -97,8 +97,11 @@ setup_forwarded() {
 }
 wait_until "the setup is not in the ledger" setup_forwarded
 
-# job_yaml NAME: a labelled Job of 2 pods of 200m cpu.
+# job_yaml NAME [PODS [TEMPLATE_LABELS]]: a labelled Job of PODS (2) pods of 200m cpu, its pod
+# template labelled TEMPLATE_LABELS (a YAML flow mapping) when given.
 job_yaml() {
+  local pods=${2:-2} template_metadata=""
+  [[ -n "${3:-}" ]] && template_metadata=$'\n    metadata:\n      labels: '"$3"
   cat <<EOF
 apiVersion: batch/v1
 kind: Job
@@ -107,9 +110,9 @@ metadata:
   namespace: $NAMESPACE
   labels: {kueue.x-k8s.io/queue-name: user-queue}
 spec:
-  parallelism: 2
-  completions: 2
-  template:
+  parallelism: $pods
+  completions: $pods
+  template:$template_metadata
     spec:
       containers:
       - name: main
@@ -457,27 +460,7 @@ step "a Job whose check's podSetUpdates label conflicts with its pod template's 
 # and starts the bridge again.
 kill -TERM "$bridge_pid" && wait "$bridge_pid" 2>/dev/null || true
 start_bridge "before-pods-released:$NAMESPACE/job-clashing"
-kubectl create -f - > /dev/null <<EOF
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: clashing
-  namespace: $NAMESPACE
-  labels: {kueue.x-k8s.io/queue-name: user-queue}
-spec:
-  parallelism: 1
-  completions: 1
-  template:
-    metadata:
-      labels: {example.com/pool: pool-b}
-    spec:
-      containers:
-      - name: main
-        image: registry.k8s.io/pause:3.10
-        resources:
-          requests: {cpu: 200m, memory: 100Mi}
-      restartPolicy: Never
-EOF
+job_yaml clashing 1 '{example.com/pool: pool-b}' | kubectl create -f - > /dev/null
 wait_until "the Workload job-clashing does not show check scan Pending" check_pending job-clashing
 kubectl patch workload job-clashing -n "$NAMESPACE" --subresource=status --type=json \
   --field-manager="$CONTROLLER" \

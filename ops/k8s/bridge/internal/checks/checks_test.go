@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"capnproto.org/go/capnp/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -162,11 +161,7 @@ func (l *fakeLedger) Record(_ context.Context, requestID string, inputs [][]byte
 	if seq, seen := l.ids[requestID]; seen {
 		return ledger.Outcome{Sequences: []uint64{seq}, Retried: true}, nil
 	}
-	msg, _, err := capnp.NewMessage(capnp.SingleSegment(inputs[0]))
-	if err != nil {
-		return ledger.Outcome{}, err
-	}
-	event, err := ledgerevents.ReadRootEvent(msg)
+	event, err := ledger.ReadEvent(inputs[0])
 	if err != nil {
 		return ledger.Outcome{}, err
 	}

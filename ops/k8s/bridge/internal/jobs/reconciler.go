@@ -430,19 +430,15 @@ func (r *Reconciler) suspend(ctx context.Context, job *batchv1.Job, why string) 
 // already recorded is answered from the ledger and writes nothing.
 func (r *Reconciler) reportPods(ctx context.Context, job *batchv1.Job, state *LedgerWorkload,
 	report ledgerevents.PodsReport, token string) (ctrl.Result, error) {
-	if err := r.recordPods(ctx, state, report, token); err != nil {
+	if err := r.recordPods(ctx, state, report, token, ""); err != nil {
 		return r.retryOrDrop(ctx, job, err)
 	}
 	return ctrl.Result{RequeueAfter: PollInterval}, nil
 }
 
-func (r *Reconciler) recordPods(ctx context.Context, state *LedgerWorkload, report ledgerevents.PodsReport, token string) error {
-	return r.recordPodsWithMessage(ctx, state, report, token, "")
-}
-
-// recordPodsWithMessage records a pod report carrying a message (failedToStart: why). The
+// recordPods records a pod report; message only with failedToStart (why), "" otherwise. The
 // request id names the report and the token alone: one report per token, whatever its message.
-func (r *Reconciler) recordPodsWithMessage(ctx context.Context, state *LedgerWorkload,
+func (r *Reconciler) recordPods(ctx context.Context, state *LedgerWorkload,
 	report ledgerevents.PodsReport, token, message string) error {
 	event, err := PodsReportedEvent(state.Namespace, state.Name, state.UID, report, token, message)
 	if err != nil {
@@ -499,7 +495,7 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 		return ctrl.Result{}, err
 	}
 	// (1)
-	if err := r.recordPods(ctx, state, ledgerevents.PodsReport_released, token); err != nil {
+	if err := r.recordPods(ctx, state, ledgerevents.PodsReport_released, token, ""); err != nil {
 		return r.retryOrDrop(ctx, job, err)
 	}
 	// Kubernetes lets the scheduling directives of a suspended Job change only while it has no
@@ -550,7 +546,7 @@ func (r *Reconciler) failedToStart(ctx context.Context, job *batchv1.Job, state 
 	token string, conflict *podSetUpdateConflict) (ctrl.Result, error) {
 	r.Events.Event(job, corev1.EventTypeWarning, "FailedToStart", conflict.Error())
 	log.FromContext(ctx).Info("not released: the checks' podSetUpdates conflict with the pod template", "why", conflict.Error())
-	if err := r.recordPodsWithMessage(ctx, state, ledgerevents.PodsReport_failedToStart, token, conflict.Error()); err != nil {
+	if err := r.recordPods(ctx, state, ledgerevents.PodsReport_failedToStart, token, conflict.Error()); err != nil {
 		return r.retryOrDrop(ctx, job, err)
 	}
 	return ctrl.Result{RequeueAfter: PollInterval}, nil

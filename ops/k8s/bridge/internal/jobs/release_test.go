@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"capnproto.org/go/capnp/v3"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,11 +106,7 @@ func (l *podsLedger) Record(_ context.Context, requestID string, inputs [][]byte
 	if l.ids[requestID] {
 		return ledger.Outcome{Sequences: []uint64{1}, Retried: true}, nil
 	}
-	msg, _, err := capnp.NewMessage(capnp.SingleSegment(inputs[0]))
-	if err != nil {
-		return ledger.Outcome{}, err
-	}
-	event, err := ledgerevents.ReadRootEvent(msg)
+	event, err := ledger.ReadEvent(inputs[0])
 	if err != nil {
 		return ledger.Outcome{}, err
 	}

@@ -383,6 +383,16 @@ func SetWorkloadRef(ref ledgerevents.WorkloadRef, namespace, name, uid string) e
 	return ref.SetUid(uid)
 }
 
+// ReadEvent reads an Event from its canonical bytes (BuildEvent's, or a stored event's), over
+// a copy of them, so the Event outlives the buffer it came in.
+func ReadEvent(canonical []byte) (ledgerevents.Event, error) {
+	msg, _, err := capnp.NewMessage(capnp.SingleSegment(append([]byte(nil), canonical...)))
+	if err != nil {
+		return ledgerevents.Event{}, err
+	}
+	return ledgerevents.ReadRootEvent(msg)
+}
+
 // BuildEvent returns the canonical bytes (one segment, no segment table: schema/event_codec.h)
 // of an Event that fill sets up, as `record` takes its inputs.
 func BuildEvent(fill func(ledgerevents.Event) error) ([]byte, error) {

@@ -269,12 +269,8 @@ func setTexts(newList func(int32) (capnp.TextList, error), values []string) erro
 // DecodeWatched reads the kind and the workload of an event from its stored canonical bytes
 // (one segment without a segment table, schema/event_codec.h).
 func DecodeWatched(sequence uint64, stored []byte) (WatchedEvent, error) {
-	// The bytes belong to the push's message, released when Push returns.
-	msg, _, err := capnp.NewMessage(capnp.SingleSegment(append([]byte(nil), stored...)))
-	if err != nil {
-		return WatchedEvent{}, err
-	}
-	event, err := ledgerevents.ReadRootEvent(msg)
+	// The bytes belong to the push's message, released when Push returns: ReadEvent copies them.
+	event, err := ReadEvent(stored)
 	if err != nil {
 		return WatchedEvent{}, fmt.Errorf("event %d: %w", sequence, err)
 	}

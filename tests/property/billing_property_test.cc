@@ -78,11 +78,14 @@ void Drive(const ScenarioGen& s, const std::vector<bool>& release_choices, Drive
       }
     }
     released.clear();
-    std::vector<std::string> keep;
-    for (const std::string& token : tokens) {
+    // Every append runs the decider's cycles, so a report may admit another workload: its
+    // token is added to `tokens`, which is therefore not the list being walked.
+    std::vector<std::string> current;
+    current.swap(tokens);
+    for (const std::string& token : current) {
       const bool release = choice < release_choices.size() && release_choices[choice++];
       if (!release) {
-        keep.push_back(token);
+        tokens.push_back(token);
         continue;
       }
       if (report(token, schema::PodsReport::RELEASED)) {
@@ -90,7 +93,6 @@ void Drive(const ScenarioGen& s, const std::vector<bool>& release_choices, Drive
         released.push_back(token);
       }
     }
-    tokens = keep;
   };
   record(Definitions(s), "test");
   std::vector<std::string> submitted, pending;

@@ -381,8 +381,11 @@ int Run(const Args& args) {
   if (!args.metrics_listen.empty()) {
     // Not ready while appends are refused for lack of disk space (reads are still served).
     ledger::EventLog* disk_log = log.get();
-    metrics = std::make_unique<rpc::MetricsHttp>(io, **service, *log, snapshots, daemon, [&ready_file, disk_log] {
+    const Service* served = service->get();
+    metrics = std::make_unique<rpc::MetricsHttp>(io, **service, *log, snapshots, daemon, [&ready_file, disk_log, served] {
       if (ready_file == nullptr || !ready_file->marked()) return false;
+      // An append failed and the decider may be ahead of the ledger until it is folded again.
+      if (served->broken()) return false;
       const std::optional<ledger::DiskState> disk = disk_log->Disk();
       return !disk || !disk->refusing;
     });

@@ -150,14 +150,8 @@ class Demo {
       ctx.name_seed = std::to_string(head->sequence);
       auto objects = ParseSubmitYaml(text, ctx);
       if (!objects.ok()) return objects.status();
-      for (const auto& o : *objects) {
-        auto decoded = schema::DecodeEvent(o.event);
-        capnp::MallocMessageBuilder message;
-        message.setRoot(decoded->root());
-        message.getRoot<schema::Event>().setIdempotencyKey("submit/" + o.ns + "/" + o.name);
-        inputs.push_back(schema::EncodeEvent(message));
-        out_ << "   submitted " << o.ns << "/" << o.name << "\n";
-      }
+      inputs = KeyedWorkloadEvents("submit", *objects);
+      for (const auto& o : *objects) out_ << "   submitted " << o.ns << "/" << o.name << "\n";
     } else {  // finish
       auto wl = (*api)->Workload(text);
       if (!wl.ok()) return wl.status();

@@ -188,4 +188,30 @@ Result<std::vector<ParsedObject>> ParseDeleteYaml(std::string_view text) {
   return ParseYaml(text, Mode::kDelete, nullptr);
 }
 
+std::string WorkloadKey(std::string_view verb, const ParsedObject& object) {
+  ADM_CHECK(verb == "submit" || verb == "import", "no workload key for '%.*s'",
+            static_cast<int>(verb.size()), verb.data());
+  ADM_CHECK(!object.uid.empty(), "workload %s/%s has no uid", object.ns.c_str(),
+            object.name.c_str());
+  std::string key(verb);
+  key.append("/").append(object.ns).append("/").append(object.name).append("/").append(object.uid);
+  return key;
+}
+
+std::vector<std::string> KeyedWorkloadEvents(std::string_view verb,
+                                             const std::vector<ParsedObject>& objects) {
+  std::vector<std::string> events;
+  events.reserve(objects.size());
+  for (const ParsedObject& o : objects) {
+    auto decoded = schema::DecodeEvent(o.event);
+    ADM_CHECK(decoded.ok(), "the parser's own event does not decode: %s",
+              decoded.status().ToString().c_str());
+    capnp::MallocMessageBuilder message;
+    message.setRoot(decoded->root());
+    message.getRoot<schema::Event>().setIdempotencyKey(WorkloadKey(verb, o));
+    events.push_back(schema::EncodeEvent(message));
+  }
+  return events;
+}
+
 }  // namespace admission::ops

@@ -38,6 +38,7 @@ struct ParsedObject {
   std::string ns;           // empty for cluster-scoped kinds
   std::string name;         // for a generateName object, the generated name
   std::string event;        // canonical schema::Event bytes, only the body set
+  std::string uid;          // a workload's uid; empty for definitions
 };
 
 // Where and why a file was refused. ToString() is the message of the returned Status.
@@ -56,7 +57,24 @@ struct SubmitContext {
   // same file later creates new workloads, while replaying the same submission creates the
   // same ones. The caller sets it, e.g. to the ledger's head sequence.
   std::string name_seed;
+  // Mixed into the uid of a workload whose manifest gives none (a Workload without
+  // metadata.uid, a Job without one), so that submitting the same file after its workload
+  // ended makes a new workload (a new uid), while a retry of the same request (the same seed)
+  // is the same input. The caller sets it to its request id; empty: the uid comes from the
+  // namespace and name alone (the demo's fixed uids).
+  std::string uid_seed;
 };
+
+// The idempotency key of a submitted or imported workload: "VERB/NS/NAME/UID". The uid makes it
+// the key of this object, not of its name: a new object of a name used before (deleted, or
+// finished) is a new workload, and a retry of the same object is known by it.
+// REQUIRES: verb is "submit" or "import"; `object` a workload from ParseSubmitYaml/ParseImportYaml.
+std::string WorkloadKey(std::string_view verb, const ParsedObject& object);
+
+// The objects' events, each workload's keyed with WorkloadKey(verb, object).
+// REQUIRES: as WorkloadKey.
+std::vector<std::string> KeyedWorkloadEvents(std::string_view verb,
+                                             const std::vector<ParsedObject>& objects);
 
 // Definitions: kueue.x-k8s.io/v1beta1 or v1beta2 ResourceFlavor, Cohort, ClusterQueue,
 // LocalQueue, AdmissionCheck and WorkloadPriorityClass, also inside a `kind: List`.

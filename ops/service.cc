@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <set>
 
 #include "schema/time_format.h"
 #include "schema/event_codec.h"
@@ -135,6 +136,49 @@ void Service::MaybeSnapshot(uint64_t head_before, uint64_t head) {
   if (!pruned.ok()) spdlog::warn("removing old snapshots failed: {}", pruned.ToString());
 }
 
+std::string PrincipalKey(std::string_view actor, std::string_view key) {
+  ADM_CHECK(!actor.empty(), "a principal's key needs the principal");
+  // The actor is one path segment: '%' and '/' (a check controller's name such as
+  // example.com/scan has one) escaped as in a URL, so no two actors' keys can alias.
+  std::string scoped = "by/";
+  for (char c : actor) {
+    if (c == '%') {
+      scoped.append("%25");
+    } else if (c == '/') {
+      scoped.append("%2F");
+    } else {
+      scoped.push_back(c);
+    }
+  }
+  scoped.append("/").append(key);
+  return scoped;
+}
+
+namespace {
+// Whether a finish or deletion names a workload an earlier input of the same call submitted
+// (the decider, which has not seen the call yet, does not know it).
+bool SubmittedInCall(schema::Event::Reader event, const std::set<std::string>& workloads,
+                     const std::map<std::string, std::string>& uids) {
+  schema::WorkloadRef::Reader ref;
+  if (event.getBody().which() == schema::Event::Body::WORKLOAD_FINISHED) {
+    ref = event.getBody().getWorkloadFinished().getWorkload();
+  } else if (event.getBody().which() == schema::Event::Body::WORKLOAD_DELETED) {
+    ref = event.getBody().getWorkloadDeleted().getWorkload();
+  } else {
+    return false;
+  }
+  const std::string ns = ref.getNamespace().cStr();
+  if (ref.getName().size() > 0) {
+    if (workloads.count(ns + "/" + ref.getName().cStr()) == 0) return false;
+    if (ref.getUid().size() == 0) return true;
+    auto it = uids.find(ref.getUid().cStr());
+    return it != uids.end() && it->second == ns + "/" + ref.getName().cStr();
+  }
+  auto it = uids.find(ref.getUid().cStr());
+  return it != uids.end() && it->second.rfind(ns + "/", 0) == 0;
+}
+}  // namespace
+
 std::string RequestInputKey(std::string_view actor, std::string_view request_id, size_t index) {
   ADM_CHECK(!request_id.empty(), "a request key needs a request id");
   std::string key = "req/";
@@ -221,6 +265,8 @@ Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group
   // The inputs to write, laid out, until the batch's last is known (it carries endsBatch).
   std::vector<std::unique_ptr<capnp::MallocMessageBuilder>> laid_out;
   std::vector<std::string> fresh_keys;
+  std::set<std::string> call_workloads;         // NS/NAME submitted by this call
+  std::map<std::string, std::string> call_uids;  // their uids -> NS/NAME
   size_t key_duplicates = 0;
   uint64_t latest_duplicate = 0;
   uint64_t next_sequence = group.next_sequence;
@@ -241,15 +287,20 @@ Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group
     // the same payload is a no-op, another is refused. An input without a key gets its
     // request's (RequestInputKey), stamped when it is laid out below.
     std::string key = event.getIdempotencyKey().cStr();
-    const bool stamp_key = key.empty() && !options.request_id.empty();
-    if (stamp_key) {
+    const std::string actor = options.force_actor || event.getActor().size() == 0
+                                  ? options.actor
+                                  : std::string(event.getActor().cStr());
+    if (key.empty() && !options.request_id.empty()) {
       key = RequestInputKey(options.actor, options.request_id, i);
-      if (key.size() > ledger::kIdempotencyKeyBytesMax) {
-        return Status(Code::kInvalidArgument,
-                      "request id '" + options.request_id + "' makes an idempotency key of " +
-                          std::to_string(key.size()) + " bytes; at most " +
-                          std::to_string(ledger::kIdempotencyKeyBytesMax) + " are allowed");
-      }
+    } else if (!key.empty() && !actor.empty()) {
+      key = PrincipalKey(actor, key);
+    }
+    if (key.size() > ledger::kIdempotencyKeyBytesMax) {
+      return Status(Code::kInvalidArgument,
+                    "input " + std::to_string(i) + ": its idempotency key would be " +
+                        std::to_string(key.size()) + " bytes ('" + key.substr(0, 64) +
+                        "...'); at most " + std::to_string(ledger::kIdempotencyKeyBytesMax) +
+                        " are allowed (a shorter request id or key)");
     }
     if (!key.empty()) {
       std::optional<uint64_t> recorded_sequence;
@@ -319,10 +370,32 @@ Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group
     // The decider version that sequences it: replay decides its batch as this version did.
     root.setEngineVersion(projections::kEngineVersion);
     if (options.force_actor || root.getActor().size() == 0) root.setActor(options.actor);
-    if (stamp_key) root.setIdempotencyKey(key);
+    if (!key.empty()) root.setIdempotencyKey(key);
+    // What the decider cannot see yet: earlier inputs of this call. A workload submitted in
+    // it may be finished or deleted in it; a uid or name may be submitted only once in it.
+    const schema::Event::Body::Which which = root.getBody().which();
+    std::string submitted_key, submitted_uid;
+    if (which == schema::Event::Body::WORKLOAD_SUBMITTED ||
+        which == schema::Event::Body::WORKLOAD_IMPORTED) {
+      auto w = which == schema::Event::Body::WORKLOAD_SUBMITTED
+                   ? root.asReader().getBody().getWorkloadSubmitted().getWorkload()
+                   : root.asReader().getBody().getWorkloadImported().getWorkload();
+      submitted_key = std::string(w.getNamespace().cStr()) + "/" + w.getName().cStr();
+      submitted_uid = w.getUid().cStr();
+      if (call_workloads.count(submitted_key) != 0 ||
+          (!submitted_uid.empty() && call_uids.count(submitted_uid) != 0)) {
+        return Status(Code::kConflict, "input " + std::to_string(i) + ": workload " +
+                                           submitted_key + " (uid " + submitted_uid +
+                                           ") is submitted twice in one request");
+      }
+    }
     // The decider's own view: a report from the wrong identity, for a stale generation or
     // with a stale token is refused; an identical repeat is a no-op that says so.
     projections::InputVerdict verdict = engine_->Validate(root.asReader());
+    if (verdict.status.code() == Code::kNotFound && SubmittedInCall(root.asReader(), call_workloads,
+                                                                    call_uids)) {
+      verdict = projections::InputVerdict{};
+    }
     if (!verdict.status.ok()) {
       return Status(verdict.status.code(),
                     "input " + std::to_string(i) + " refused: " + verdict.status.message());
@@ -335,6 +408,10 @@ Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group
     }
     outcome.sequences[i] = next_sequence++;
     if (!key.empty()) fresh_keys.push_back(key);
+    if (!submitted_key.empty()) {
+      call_workloads.insert(submitted_key);
+      if (!submitted_uid.empty()) call_uids.emplace(submitted_uid, submitted_key);
+    }
     laid_out.push_back(std::move(message));
   }
   // Mark the batch's end, then encode each input once.
@@ -366,12 +443,13 @@ Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group
   }
   staged.inputs_written = fresh.size();
   std::vector<std::string> decisions = engine_->EndBatch(next_sequence - 1, at);
-  if (fresh.size() + decisions.size() > ledger::kAppendBatchEventsMax) {
-    broken_ = true;  // the engine has applied what the ledger will not hold
+  if (fresh.size() + decisions.size() > options_.append_events_max) {
+    // The engine has applied what the ledger will not hold: RecordGroup folds the ledger again
+    // (engine_touched) before any other call is staged.
     return Status(Code::kInvalidArgument,
                   std::to_string(fresh.size()) + " inputs caused " +
                       std::to_string(decisions.size()) + " decisions: more than one append holds (" +
-                      std::to_string(ledger::kAppendBatchEventsMax) +
+                      std::to_string(options_.append_events_max) +
                       " events); submit the file in smaller parts. Nothing was written.");
   }
   // Each key's sequence and bytes, for a later call of the group that retries this one.
@@ -479,7 +557,11 @@ std::vector<Result<RecordOutcome>> Service::RecordGroup(const std::vector<Record
         MaybeSnapshot(before, run_first - 1);
       } else {
         broken_ = true;
-        broken_by_no_space_ = failure.code() == Code::kNoSpace;
+        if (failure.code() == Code::kNoSpace) {
+          // Nothing of it was written: fold the ledger again now, so that reads show only what
+          // it holds; if that fails too, the next call tries again.
+          broken_by_no_space_ = !Load(nullptr).ok();
+        }
       }
     }
     if (!failure.ok()) {
@@ -503,18 +585,32 @@ std::vector<Result<RecordOutcome>> Service::RecordGroup(const std::vector<Record
     kj::Maybe<kj::Exception> thrown =
         kj::runCatchingExceptions([&]() { s = Stage(calls[i], group, &engine_touched); });
     KJ_IF_MAYBE(e, thrown) {
-      if (engine_touched) broken_ = true;
       s = Status(engine_touched ? Code::kIoError : Code::kInvalidArgument,
-                 std::string(engine_touched ? "the decider failed on the call's inputs (reopen "
-                                              "the ledger to continue): "
+                 std::string(engine_touched ? "the decider failed on the call's inputs: "
                                             : "the call's inputs could not be read: ") +
                      e->getDescription().cStr());
     }
     if (!s.ok()) {
       refused[i] = s.status();
+      if (engine_touched && !broken_) {
+        // The decider applied a call the ledger will not hold: write the calls staged before
+        // it, then bring a decider to the ledger again, so that neither the calls after it nor
+        // any read sees a state the ledger does not have.
+        flush();
+        if (failure.ok()) {
+          spdlog::info("a refused call had reached the decider: folding the ledger again ({})",
+                       s.status().message());
+          Status reloaded = Load(nullptr);
+          if (!reloaded.ok()) {
+            broken_ = true;
+            failure = reloaded;
+          }
+          group.next_sequence = run_first;
+        }
+      }
       continue;
     }
-    if (run_events.size() + s->events.size() > ledger::kAppendBatchEventsMax) flush();
+    if (run_events.size() + s->events.size() > options_.append_events_max) flush();
     for (const std::string& e : s->events) run_events.push_back(e);
     run.push_back(i);
     staged[i] = std::move(*s);

@@ -45,6 +45,12 @@ struct RecordCall {
 // the id and the input's place, so that a retry of the same call finds each input again and
 // one principal never sees another's outcome. REQUIRES: !request_id.empty().
 std::string RequestInputKey(std::string_view actor, std::string_view request_id, size_t index);
+// The key an input's own idempotency key is stored under: "by/ACTOR/KEY" (the actor's '%' and
+// '/' escaped as %25 and %2F, so that it is one segment), in the namespace of
+// keys of the actor that recorded it (admitd: the connection's principal). One principal can
+// neither take another's key (and so block its submission) nor learn by probing what another
+// recorded. REQUIRES: !actor.empty().
+std::string PrincipalKey(std::string_view actor, std::string_view key);
 
 // Snapshots every this many events by default (docs/replay.md, "Snapshots").
 inline constexpr uint64_t kSnapshotEveryEventsDefault = 100'000;
@@ -60,6 +66,10 @@ struct ServiceOptions {
   // Asked before any call of a write is staged; a refusal answers every call of it and
   // changes nothing (a standby of a Kafka ledger: "the active writer is at ..."). Null: open.
   std::function<Status()> write_gate;
+  // Events in one append (a call's inputs and the decisions they cause must fit one). Only
+  // tests set another (smaller) bound, to reach it with few inputs.
+  // REQUIRES: 2 <= append_events_max <= ledger::kAppendBatchEventsMax.
+  size_t append_events_max = ledger::kAppendBatchEventsMax;
 };
 
 class Service {

@@ -488,6 +488,12 @@ class Engine {
                                    capnp::Text::Reader actor_text) const;
   InputVerdict ValidatePodsReport(schema::PodsReported::Reader r) const;
   InputVerdict ValidateWorkload(schema::Workload::Reader wl) const;
+  // A finished or deleted workload's reference: its namespace the workload's, a uid given with
+  // a name that workload's; kNotFound when it names no workload the ledger holds. `input` names
+  // the input in messages.
+  InputVerdict ValidateRef(schema::WorkloadRef::Reader ref, const char* input) const;
+  // A definition's names (and a ClusterQueue's flavor names) are not empty.
+  InputVerdict ValidateDefinitionNames(schema::Event::Reader event) const;
 
   // Admission checks (checks.cc).
   void DefineAdmissionCheck(schema::AdmissionCheckDef::Reader def, uint64_t seq);

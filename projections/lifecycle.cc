@@ -100,13 +100,88 @@ InputVerdict Refused(const std::string& why) {
   return v;
 }
 
+// A reference as its sender wrote it, for messages: never the workload a uid-only reference
+// resolves to, which may be another namespace's (that would tell a tenant it exists).
+std::string RefText(schema::WorkloadRef::Reader ref) {
+  std::string text = std::string(View(ref.getNamespace())) + "/";
+  if (ref.getName().size() > 0) {
+    text.append(View(ref.getName()));
+  } else {
+    text.append("(uid ").append(View(ref.getUid())).append(")");
+  }
+  return text;
+}
+
 }  // namespace
 
 const WorkloadState* Engine::FindReferenced(schema::WorkloadRef::Reader ref) const {
   auto it = workloads_.find(KeyOf(ref));
   if (it == workloads_.end()) return nullptr;
   if (ref.getUid().size() > 0 && it->second.uid != ref.getUid().cStr()) return nullptr;
+  // A uid-only reference resolves by uid across namespaces: it names a workload only in the
+  // namespace it claims, which is the namespace the policy checked.
+  if (it->second.ns != View(ref.getNamespace())) return nullptr;
   return &it->second;
+}
+
+InputVerdict Engine::ValidateRef(schema::WorkloadRef::Reader ref, const char* input) const {
+  InputVerdict v;
+  if (ref.getNamespace().size() == 0) {
+    return Refused(std::string(input) + ": workload.namespace: empty");
+  }
+  if (ref.getName().size() == 0 && ref.getUid().size() == 0) {
+    return Refused(std::string(input) + ": workload: neither a name nor a uid");
+  }
+  if (FindReferenced(ref) != nullptr) return v;
+  auto named = workloads_.find(KeyOf(ref));
+  if (ref.getName().size() > 0 && named != workloads_.end()) {
+    return Refused(std::string(input) + ": workload " + RefText(ref) + " has uid " +
+                   named->second.uid + ", not " + std::string(View(ref.getUid())) +
+                   " (the reference names an earlier workload of that name)");
+  }
+  v.status = Status(Code::kNotFound, std::string(input) + ": no workload " + RefText(ref) +
+                                         " in the ledger (never submitted, or retired after "
+                                         "its retention); nothing recorded");
+  return v;
+}
+
+InputVerdict Engine::ValidateDefinitionNames(schema::Event::Reader event) const {
+  auto body = event.getBody();
+  std::vector<std::pair<const char*, capnp::Text::Reader>> names;
+  switch (body.which()) {
+    case schema::Event::Body::FLAVOR_DEFINED:
+      names.emplace_back("ResourceFlavor metadata.name", body.getFlavorDefined().getName());
+      break;
+    case schema::Event::Body::COHORT_DEFINED:
+      names.emplace_back("Cohort metadata.name", body.getCohortDefined().getName());
+      break;
+    case schema::Event::Body::CLUSTER_QUEUE_DEFINED:
+      names.emplace_back("ClusterQueue metadata.name", body.getClusterQueueDefined().getName());
+      for (auto group : body.getClusterQueueDefined().getResourceGroups()) {
+        for (auto flavor : group.getFlavors()) {
+          names.emplace_back("ClusterQueue spec.resourceGroups[].flavors[].name", flavor.getName());
+        }
+      }
+      break;
+    case schema::Event::Body::LOCAL_QUEUE_DEFINED:
+      names.emplace_back("LocalQueue metadata.namespace", body.getLocalQueueDefined().getNamespace());
+      names.emplace_back("LocalQueue metadata.name", body.getLocalQueueDefined().getName());
+      names.emplace_back("LocalQueue spec.clusterQueue", body.getLocalQueueDefined().getClusterQueue());
+      break;
+    case schema::Event::Body::ADMISSION_CHECK_DEFINED:
+      names.emplace_back("AdmissionCheck metadata.name", body.getAdmissionCheckDefined().getName());
+      break;
+    case schema::Event::Body::PRIORITY_CLASS_DEFINED:
+      names.emplace_back("WorkloadPriorityClass metadata.name",
+                         body.getPriorityClassDefined().getName());
+      break;
+    default:
+      break;
+  }
+  for (const auto& [field, name] : names) {
+    if (name.size() == 0) return Refused(std::string(field) + ": empty; nothing recorded");
+  }
+  return InputVerdict{};
 }
 
 InputVerdict Engine::Validate(schema::Event::Reader event) const {
@@ -121,6 +196,17 @@ InputVerdict Engine::Validate(schema::Event::Reader event) const {
       return ValidateWorkload(body.getWorkloadSubmitted().getWorkload());
     case schema::Event::Body::WORKLOAD_IMPORTED:
       return ValidateWorkload(body.getWorkloadImported().getWorkload());
+    case schema::Event::Body::WORKLOAD_FINISHED:
+      return ValidateRef(body.getWorkloadFinished().getWorkload(), "workloadFinished");
+    case schema::Event::Body::WORKLOAD_DELETED:
+      return ValidateRef(body.getWorkloadDeleted().getWorkload(), "workloadDeleted");
+    case schema::Event::Body::FLAVOR_DEFINED:
+    case schema::Event::Body::COHORT_DEFINED:
+    case schema::Event::Body::CLUSTER_QUEUE_DEFINED:
+    case schema::Event::Body::LOCAL_QUEUE_DEFINED:
+    case schema::Event::Body::ADMISSION_CHECK_DEFINED:
+    case schema::Event::Body::PRIORITY_CLASS_DEFINED:
+      return ValidateDefinitionNames(event);
     case schema::Event::Body::OBJECT_DELETED:
       v.status = ValidateDeletion(body.getObjectDeleted());
       return v;
@@ -173,7 +259,7 @@ InputVerdict Engine::ValidateCheckReport(schema::CheckStateReported::Reader r,
                    spec->second.controller + "'); nothing recorded");
   }
   const WorkloadState* wl = FindReferenced(r.getWorkload());
-  if (wl == nullptr) return Refused("no workload " + KeyOf(r.getWorkload()));
+  if (wl == nullptr) return Refused("no workload " + RefText(r.getWorkload()));
   if (!Evictable(wl->phase)) {
     return Refused("workload " + KeyOf(r.getWorkload()) + " holds no reservation (" +
                    PhaseName(wl->phase) + "); a report for generation " +
@@ -223,7 +309,7 @@ InputVerdict Engine::ValidateCheckReport(schema::CheckStateReported::Reader r,
 InputVerdict Engine::ValidatePodsReport(schema::PodsReported::Reader r) const {
   InputVerdict v;
   const WorkloadState* wl = FindReferenced(r.getWorkload());
-  if (wl == nullptr) return Refused("no workload " + KeyOf(r.getWorkload()));
+  if (wl == nullptr) return Refused("no workload " + RefText(r.getWorkload()));
   const std::string token = r.getFencingToken().cStr();
   const bool failed_to_start = r.getReport() == schema::PodsReport::FAILED_TO_START;
   if (r.hasMessage() && !failed_to_start) {
@@ -268,10 +354,32 @@ InputVerdict Engine::ValidatePodsReport(schema::PodsReported::Reader r) const {
 
 InputVerdict Engine::ValidateWorkload(schema::Workload::Reader wl) const {
   InputVerdict v;
+  const std::string key = Cat({View(wl.getNamespace()), "/", View(wl.getName())});
+  if (wl.getNamespace().size() == 0 || wl.getName().size() == 0) {
+    return Refused("workload '" + key + "': metadata.namespace and metadata.name must not be empty");
+  }
   std::string why = RequestsOutOfRange(wl.getPodSets());
-  if (!why.empty()) {
-    return Refused(std::string("workload ") + wl.getNamespace().cStr() + "/" + wl.getName().cStr() +
-                   ": " + why);
+  if (!why.empty()) return Refused("workload " + key + ": " + why);
+  // A uid names one workload in the whole ledger (the fencing token is uid/generation), and a
+  // name one live workload of its namespace (Kubernetes' AlreadyExists).
+  const std::string uid(View(wl.getUid()));
+  if (!uid.empty()) {
+    const auto& uids = UidIndex();
+    if (auto it = uids.find(uid); it != uids.end()) {
+      v.status = Status(Code::kConflict,
+                        "workload " + key + ": uid " + uid + " is already workload " + it->second +
+                            "'s; a uid names one workload in the ledger (a new workload needs a "
+                            "new uid); nothing recorded");
+      return v;
+    }
+  }
+  if (auto it = workloads_.find(key); it != workloads_.end() && !Terminal(it->second.phase)) {
+    v.status = Status(Code::kConflict,
+                      "workload " + key + " already exists (uid " + it->second.uid + ", " +
+                          PhaseName(it->second.phase) +
+                          "); finish or delete it before submitting another of that name; "
+                          "nothing recorded");
+    return v;
   }
   return v;
 }

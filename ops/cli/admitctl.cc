@@ -318,6 +318,9 @@ int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
   auto head = (*session)->api->GetHead();
   if (!head.ok()) return Fail(head.status());
   ctx.name_seed = std::to_string(head->sequence);
+  // A retry (the same --request-id) is the same workload; another submission of the file a new
+  // one. Embedded without a request id, the head stands in for it.
+  ctx.uid_seed = global.request_id.empty() ? "at/" + ctx.name_seed : global.request_id;
   Result<std::vector<ParsedObject>> objects =
       kind == FileKind::kApply    ? ParseApplyYaml(*text)
       : kind == FileKind::kDelete ? ParseDeleteYaml(*text)
@@ -325,25 +328,19 @@ int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
                                   : ParseImportYaml(*text, ctx);
   if (!objects.ok()) return Fail(objects.status());
   if (objects->empty()) return Fail(Status(Code::kInvalidArgument, path + " holds no objects"));
-  std::vector<std::string> inputs;
   std::vector<std::string> labels;
   for (const ParsedObject& o : *objects) {
     labels.push_back((kind == FileKind::kDelete ? "delete " : "") + o.kind + " " +
                      (o.ns.empty() ? "" : o.ns + "/") + o.name);
-    if (kind == FileKind::kApply || kind == FileKind::kDelete) {
-      inputs.push_back(o.event);
-      continue;
-    }
-    // A workload is submitted (or imported) once: its name is its idempotency key.
-    auto decoded = schema::DecodeEvent(o.event);
-    if (!decoded.ok()) return Fail(decoded.status());
-    capnp::MallocMessageBuilder message;
-    message.setRoot(decoded->root());
-    message.getRoot<schema::Event>().setIdempotencyKey(
-        std::string(kind == FileKind::kSubmit ? "submit/" : "import/") + o.ns + "/" + o.name);
-    inputs.push_back(schema::EncodeEvent(message));
   }
   const bool definitions = kind == FileKind::kApply || kind == FileKind::kDelete;
+  // A workload is submitted (or imported) once: WorkloadKey names the object (its uid).
+  std::vector<std::string> inputs;
+  if (definitions) {
+    for (const ParsedObject& o : *objects) inputs.push_back(o.event);
+  } else {
+    inputs = KeyedWorkloadEvents(kind == FileKind::kSubmit ? "submit" : "import", *objects);
+  }
   auto options = IntakeFrom(global, definitions ? "operator" : "submitter");
   if (!options.ok()) return Fail(options.status());
   auto outcome = (*session)->api->Record(inputs, *options, global.request_id);

@@ -54,8 +54,9 @@ bool DocumentParser::ParseJob(const YAML::Node& obj, const std::string& p) {
   auto w = message.initRoot<schema::Event>().getBody().initWorkloadSubmitted().initWorkload();
   w.setNamespace(T(meta.ns));
   w.setName(T(workload_name));
-  // The Job's own uid is not the Workload's: derive one.
-  w.setUid(T(DeriveUid("", meta.ns, workload_name)));
+  // The Job's own uid is not the Workload's: derive one from it.
+  const std::string uid = DeriveUid(meta.ns, workload_name, meta.uid);
+  w.setUid(T(uid));
   w.setQueueName(T(queue));
   // creationTimestampNs stays 0: a submission is created at its intake time (as in
   // ParseWorkload).
@@ -76,7 +77,7 @@ bool DocumentParser::ParseJob(const YAML::Node& obj, const std::string& p) {
     return false;
   }
   if (!ParseJobPodSet(spec, sp, meta, p, parallelism, count, w)) return false;
-  return Emit(message, obj, p, "Workload", "Job", meta.ns, workload_name);
+  return Emit(message, obj, p, "Workload", "Job", meta.ns, workload_name, uid);
 }
 
 // The Job's one podSet "main" (minimum count from kueue.x-k8s.io/job-min-parallelism) and the

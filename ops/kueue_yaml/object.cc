@@ -248,7 +248,7 @@ bool DocumentParser::CheckSpec(const YAML::Node& spec, const std::string& p) {
 
 bool DocumentParser::Emit(capnp::MallocMessageBuilder& message, const YAML::Node& at,
                           const std::string& p, std::string kind, std::string source_kind,
-                          std::string ns, std::string name) {
+                          std::string ns, std::string name, std::string uid) {
   std::string event = schema::EncodeEvent(message);
   if (event.size() > schema::kEventBytesMax) {
     return Fail(at, p,
@@ -256,7 +256,7 @@ bool DocumentParser::Emit(capnp::MallocMessageBuilder& message, const YAML::Node
                     std::to_string(schema::kEventBytesMax) + " are allowed");
   }
   out_->push_back(ParsedObject{std::move(kind), std::move(source_kind), std::move(ns),
-                               std::move(name), std::move(event)});
+                               std::move(name), std::move(event), std::move(uid)});
   return true;
 }
 

@@ -223,7 +223,8 @@ class DocumentParser {
                 Meta* meta);
   bool CheckSpec(const YAML::Node& spec, const std::string& p);
   bool Emit(capnp::MallocMessageBuilder& message, const YAML::Node& at, const std::string& p,
-            std::string kind, std::string source_kind, std::string ns, std::string name);
+            std::string kind, std::string source_kind, std::string ns, std::string name,
+            std::string uid = "");
 
   // Errors and typed reads (reads.cc).
   bool Fail(const YAML::Node& at, const std::string& path, std::string reason);
@@ -319,8 +320,8 @@ class DocumentParser {
                          schema::PodSet::Builder ps);
 
   // Workloads and Jobs (workload.cc, job.cc).
-  std::string DeriveUid(const std::string& given, std::string_view ns,
-                        std::string_view name) const;
+  std::string DeriveUid(std::string_view ns, std::string_view name,
+                        std::string_view object_uid) const;
   bool ParseRuntimeAnnotations(const Meta& meta, const std::string& p,
                                int64_t kueue_max_execution_ns, const std::string& kueue_field,
                                schema::Workload::Builder w);

@@ -6,13 +6,15 @@
 
 namespace admission::ops::kueue_yaml_internal {
 
-// The workload's uid: metadata.uid when given, else derived from the seed, namespace and name.
-std::string DocumentParser::DeriveUid(const std::string& given, std::string_view ns,
-                                      std::string_view name) const {
-  if (!given.empty()) return given;
-  // From the name alone: a name made from generateName already carries the seed, and a
-  // fixed name is its submission's idempotency key, so resubmitting the same file is the
-  // same input (a no-op), not the same key with another uid.
+// The uid of a workload whose manifest names none of its own: from the object's uid when it has
+// one (a Job's: each Job, even of a name used before, is a new workload), else from the
+// caller's uid seed (its request id: a retry is the same workload, a later submission of the
+// same file a new one), else from the namespace and name alone.
+std::string DocumentParser::DeriveUid(std::string_view ns, std::string_view name,
+                                      std::string_view object_uid) const {
+  if (!object_uid.empty()) return UuidFromDigest(Sha256Parts({"uid", ns, name, object_uid}));
+  const std::string seed = ctx_ == nullptr ? std::string() : ctx_->uid_seed;
+  if (!seed.empty()) return UuidFromDigest(Sha256Parts({"uid", ns, name, "seed", seed}));
   return UuidFromDigest(Sha256Parts({"uid", ns, name}));
 }
 
@@ -54,7 +56,8 @@ bool DocumentParser::ParseWorkload(const YAML::Node& obj, const std::string& p, 
                                        : body.initWorkloadSubmitted().initWorkload();
   w.setNamespace(T(meta.ns));
   w.setName(T(meta.name));
-  w.setUid(T(DeriveUid(meta.uid, meta.ns, meta.name)));
+  const std::string uid = !meta.uid.empty() ? meta.uid : DeriveUid(meta.ns, meta.name, "");
+  w.setUid(T(uid));
   // Kubernetes sets creationTimestamp itself on create, ignoring the client's; a submission
   // that carried one could jump its queue. Only an import keeps the original time.
   w.setCreationTimestampNs(import ? meta.creation_ns : 0);
@@ -72,7 +75,7 @@ bool DocumentParser::ParseWorkload(const YAML::Node& obj, const std::string& p, 
     return Fail(Child(Child(obj, "status"), "admission"), Join(p, "status.admission"),
                 "the workload is already admitted: import it instead of submitting it");
   }
-  return Emit(message, obj, p, "Workload", kind_, meta.ns, meta.name);
+  return Emit(message, obj, p, "Workload", kind_, meta.ns, meta.name, uid);
 }
 
 // The spec of a Workload but its podSets: queue, priority, active, maximum execution time.

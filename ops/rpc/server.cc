@@ -148,6 +148,8 @@ Result<RecordCall> ManifestCallOf(const Policy& policy, const std::string& princ
   const std::string_view text(request.getManifest().cStr(), request.getManifest().size());
   SubmitContext ctx;
   ctx.name_seed = name_seed;
+  // A retry (the same request id) is the same workload, another request a new one.
+  ctx.uid_seed = request.getRequestId().cStr();
   Result<std::vector<ParsedObject>> objects = mode == "apply"    ? ParseApplyYaml(text)
                                               : mode == "delete" ? ParseDeleteYaml(text)
                                                                  : ParseSubmitYaml(text, ctx);
@@ -161,29 +163,21 @@ Result<RecordCall> ManifestCallOf(const Policy& policy, const std::string& princ
                       " objects; at most " + std::to_string(ledger::kAppendBatchEventsMax / 2) +
                       " are allowed");
   }
-  // The events as a record request, so that every check of `record` applies unchanged.
+  // The events as a record request, so that every check of `record` applies unchanged. A
+  // workload is submitted once: WorkloadKey names the object, as admitctl submit keys it.
+  std::vector<std::string> events;
+  if (mode == "submit") {
+    events = KeyedWorkloadEvents("submit", *objects);
+  } else {
+    for (const ParsedObject& o : *objects) events.push_back(o.event);
+  }
   capnp::MallocMessageBuilder message;
   auto record = message.initRoot<::admission::rpc::RecordRequest>();
   record.setRequestId(request.getRequestId());
-  auto inputs = record.initInputs(static_cast<unsigned>(objects->size()));
-  std::vector<std::string> keyed;  // owns the submit events' bytes until RecordCallOf copies them
-  keyed.reserve(objects->size());
-  for (unsigned i = 0; i < objects->size(); ++i) {
-    const ParsedObject& o = (*objects)[i];
-    if (mode != "submit") {
-      inputs.set(i, capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(o.event.data()),
-                                        o.event.size()));
-      continue;
-    }
-    // A workload is submitted once: its name is its idempotency key (as admitctl submit).
-    auto decoded = schema::DecodeEvent(o.event);
-    if (!decoded.ok()) return decoded.status();
-    capnp::MallocMessageBuilder event;
-    event.setRoot(decoded->root());
-    event.getRoot<schema::Event>().setIdempotencyKey("submit/" + o.ns + "/" + o.name);
-    keyed.push_back(schema::EncodeEvent(event));
-    inputs.set(i, capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(keyed.back().data()),
-                                      keyed.back().size()));
+  auto inputs = record.initInputs(static_cast<unsigned>(events.size()));
+  for (unsigned i = 0; i < events.size(); ++i) {
+    inputs.set(i, capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(events[i].data()),
+                                      events[i].size()));
   }
   return RecordCallOf(policy, principal, record.asReader(), engine);
 }
@@ -436,6 +430,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     const std::string ns = name.substr(0, name.find('/'));
     Status s = Admit();
     if (s.ok()) s = d_.policy_.MaySee(principal_, "look up", ns);
+    if (s.ok()) s = Current();
     if (s.ok()) {
       const auto& workloads = d_.service_.engine().workloads();
       auto it = workloads.find(name);
@@ -461,6 +456,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     auto timer = kj::heap<CallTimer>(d_.stats_, "get");
     Status s = Admit();
     if (s.ok()) s = d_.policy_.MaySee(principal_, "get", "");
+    if (s.ok()) s = Current();
     if (s.ok()) {
       NamespaceScope scope{d_.policy_.ScopeOf(principal_)};
       if (principal_ == kAdminPrincipal) scope.namespaces.clear();
@@ -593,6 +589,14 @@ class Daemon::LedgerImpl final : public Ledger::Server {
 
  private:
   Status Admit() const { return refusal_; }
+  // Reads of the decider's state: refused while it may be ahead of the ledger (an append
+  // failed and the ledger has not been folded again), so a read never shows what the ledger
+  // does not hold.
+  Status Current() const {
+    if (!d_.service_.broken()) return Status::Ok();
+    return Status(Code::kUnavailable,
+                  "the ledger's last append failed and its state is being folded again; retry");
+  }
   void Count(const Status& s, const char* method) {
     if (s.ok()) return;
     ++d_.stats_.refusals[{method, CodeName(s.code())}];

@@ -39,20 +39,11 @@ void RunOne(std::string_view text) {
                                : ops::ParseImportYaml(text, ctx);
   if (!objects.ok() || objects->empty()) return;  // refused before the Service: nothing to write
   std::vector<std::string> inputs;
-  for (const ops::ParsedObject& o : *objects) {
-    if (kVerb == Verb::kApply) {
-      inputs.push_back(o.event);
-      continue;
-    }
-    // As admitctl: a workload's name is its idempotency key.
-    auto decoded = schema::DecodeEvent(o.event);
-    ADM_CHECK(decoded.ok(), "the parser made an event that does not decode: %s",
-              decoded.status().ToString().c_str());
-    capnp::MallocMessageBuilder message;
-    message.setRoot(decoded->root());
-    message.getRoot<schema::Event>().setIdempotencyKey(
-        std::string(kVerb == Verb::kSubmit ? "submit/" : "import/") + o.ns + "/" + o.name);
-    inputs.push_back(schema::EncodeEvent(message));
+  if (kVerb == Verb::kApply) {
+    for (const ops::ParsedObject& o : *objects) inputs.push_back(o.event);
+  } else {
+    // As admitctl: each workload keyed by WorkloadKey.
+    inputs = ops::KeyedWorkloadEvents(kVerb == Verb::kSubmit ? "submit" : "import", *objects);
   }
   ops::IntakeOptions options;
   options.actor = kVerb == Verb::kApply ? "operator" : "submitter";

@@ -160,7 +160,8 @@ TEST_F(RecordManifestTest, ARetryIsAnsweredOnceAndTheSameObjectsAreUnchanged) {
   EXPECT_EQ(served_.log->GetHead().sequence, first.sequences.back());
 }
 
-TEST_F(RecordManifestTest, SubmitKeysTheWorkloadByItsName) {
+// The key names the object (its uid) in the principal's namespace of keys (docs/admitd.md).
+TEST_F(RecordManifestTest, SubmitKeysTheWorkloadByItsObject) {
   ASSERT_EQ(Call("setup", "apply", kDefinitions).error_code, 0);
   Answer a = Call("bridge/job/uid-1/1", "submit", kJob);
   ASSERT_EQ(a.error_code, 0) << a.error_message;
@@ -168,7 +169,10 @@ TEST_F(RecordManifestTest, SubmitKeysTheWorkloadByItsName) {
   auto stored = schema::DecodeEvent(StoredBytes(a.sequences[0]));
   ASSERT_TRUE(stored.ok());
   EXPECT_TRUE(stored->root().getBody().isWorkloadSubmitted());
-  EXPECT_EQ(std::string(stored->root().getIdempotencyKey().cStr()), "submit/default/job-sample-job");
+  const std::string uid = stored->root().getBody().getWorkloadSubmitted().getWorkload().getUid().cStr();
+  ASSERT_FALSE(uid.empty());
+  EXPECT_EQ(std::string(stored->root().getIdempotencyKey().cStr()),
+            "by/admin/submit/default/job-sample-job/" + uid);
 }
 
 constexpr char kFlavor[] = R"({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",

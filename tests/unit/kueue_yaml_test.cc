@@ -35,8 +35,8 @@ std::filesystem::path ExamplesDir() { return KUEUE_EXAMPLES_DIR; }
 
 std::string Example(const std::string& name) { return ReadFile(ExamplesDir() / name); }
 
-const SubmitContext kSeedA{"seed-a"};
-const SubmitContext kSeedB{"seed-b"};
+const SubmitContext kSeedA{"seed-a", ""};
+const SubmitContext kSeedB{"seed-b", ""};
 
 // Parses the file expecting success; failures print the reason.
 std::vector<ParsedObject> MustApply(const std::string& yaml) {

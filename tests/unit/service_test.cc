@@ -71,7 +71,8 @@ TEST(ServiceRequests, RequestIdStampsEachKeylessInputAndARetryWritesNothing) {
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_EQ(first->sequences, (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(std::string(f.Stored(1).root().getIdempotencyKey().cStr()), RequestInputKey("ops", "r1", 0));
-  EXPECT_EQ(std::string(f.Stored(2).root().getIdempotencyKey().cStr()), "own-key");
+  // An input's own key is stored in its actor's namespace of keys.
+  EXPECT_EQ(std::string(f.Stored(2).root().getIdempotencyKey().cStr()), "by/ops/own-key");
   EXPECT_EQ(std::string(f.Stored(1).root().getActor().cStr()), "ops");
 
   auto retry = f.service->Record(inputs, Options("ops", "r1"));
@@ -92,19 +93,25 @@ TEST(ServiceRequests, SameRequestIdWithAnotherBodyIsAConflictNamingTheField) {
   EXPECT_EQ(f.log.GetHead().sequence, 1u);
 }
 
-// The actor is not part of a request's payload (a retry through another identity is still the
-// same request), but it must not hide a body that differs: the actor comes first in the
-// event, so a comparison that stopped at the first difference took "actor" for a match.
-TEST(ServiceRequests, RetryUnderAnotherActorWithAnotherBodyIsAConflict) {
+// A key lives in the namespace of keys of the actor that recorded it: another actor's input
+// under the same key is its own (neither a retry of the first nor refused for it), and the
+// same actor's input with another body under the key is a conflict.
+TEST(ServiceRequests, AKeyLivesInItsActorsNamespaceOfKeys) {
   Fixture f;
   ASSERT_TRUE(f.service->Record({NodeReport("n1", 1000, "", "k")}, Options("alice", "")).ok());
-  auto same = f.service->Record({NodeReport("n1", 1000, "", "k")}, Options("bob", ""));
-  ASSERT_TRUE(same.ok()) << same.status().ToString();
-  EXPECT_TRUE(same->retried);
-  auto other = f.service->Record({NodeReport("n1", 5000, "", "k")}, Options("bob", ""));
+  auto bobs = f.service->Record({NodeReport("n1", 1000, "", "k")}, Options("bob", ""));
+  ASSERT_TRUE(bobs.ok()) << bobs.status().ToString();
+  EXPECT_FALSE(bobs->retried) << "bob's input was answered with alice's record";
+  EXPECT_EQ(std::string(f.Stored(2).root().getIdempotencyKey().cStr()), "by/bob/k");
+  auto again = f.service->Record({NodeReport("n1", 1000, "", "k")}, Options("alice", ""));
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->retried);
+  auto other = f.service->Record({NodeReport("n1", 5000, "", "k")}, Options("alice", ""));
   ASSERT_FALSE(other.ok()) << "a different body under the same key was taken for a retry";
   EXPECT_EQ(other.status().code(), Code::kConflict);
-  EXPECT_EQ(f.log.GetHead().sequence, 1u);
+  EXPECT_EQ(f.log.GetHead().sequence, 2u);
+  // An actor's '/' cannot make its keys another's.
+  EXPECT_NE(PrincipalKey("a/b", "c"), PrincipalKey("a", "b/c"));
 }
 
 TEST(ServiceRequests, ForcedActorReplacesTheOneTheInputNames) {

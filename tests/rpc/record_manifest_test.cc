@@ -301,5 +301,49 @@ spec: {queueingStrategy: Random}
   EXPECT_EQ(served_.log->GetHead().sequence, head);
 }
 
+
+// The documented most inputs of one record call (docs/admitd.md, Limits) are read: the daemon
+// read the inputs' list once per input, which charged the traversal limit quadratically and
+// refused a call of about 1,500 inputs ("Exceeded message traversal limit").
+TEST_F(RecordManifestTest, ARecordCallOfTheMostInputsIsRead) {
+  constexpr unsigned kInputs = ledger::kAppendBatchEventsMax / 2;
+  std::vector<std::string> events;
+  for (unsigned i = 0; i < kInputs; ++i) {
+    capnp::MallocMessageBuilder m;
+    auto report = m.initRoot<schema::Event>().initBody().initNodeCapacityChanged();
+    report.setNode("node-" + std::to_string(i));
+    report.setFlavor("f");
+    auto capacity = report.initCapacity(1);
+    capacity[0].setName("cpu");
+    capacity[0].setMilli(1000);
+    events.push_back(schema::EncodeEvent(m));
+  }
+  uint8_t code = 0;
+  std::string message;
+  size_t recorded = 0;
+  Status transport = client_->Run([&](ops::rpc::Ledger::Client& ledger) {
+    auto call = ledger.recordRequest();
+    auto request = call.initRequest();
+    request.setRequestId("many");
+    auto inputs = request.initInputs(kInputs);
+    for (unsigned i = 0; i < kInputs; ++i) {
+      inputs.set(i, capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(events[i].data()),
+                                        events[i].size()));
+    }
+    return call.send().then([&](capnp::Response<ops::rpc::Ledger::RecordResults> r) {
+      if (r.hasError()) {
+        code = r.getError().getCode();
+        message = r.getError().getMessage().cStr();
+      }
+      recorded = r.getOutcome().getSequences().size();
+      return Status::Ok();
+    });
+  });
+  ASSERT_TRUE(transport.ok()) << transport.ToString();
+  ASSERT_EQ(code, 0) << message;
+  EXPECT_EQ(recorded, kInputs);
+  EXPECT_EQ(served_.log->GetHead().sequence, kInputs);
+}
+
 }  // namespace
 }  // namespace admission::testing

@@ -131,9 +131,31 @@ contains "$out" "ClusterQueue gpu unchanged"
 expect_rc 0 $admitctl --ledger "$D" --at 2026-11-29T10:01:00Z submit -f "$work/jobs.yaml"
 contains "$out" "admitted ml/job-train"
 contains "$out" "pending ml/job-waits: WaitingForQuota"
-# Resubmitting the same file is a no-op.
-expect_rc 0 $admitctl --ledger "$D" --at 2026-11-29T10:02:00Z submit -f "$work/jobs.yaml"
-contains "$out" "Workload ml/job-train unchanged"
+# Resubmitting the same file while its workloads live is Kubernetes' AlreadyExists: nothing
+# written. A retry of one request (the same --request-id) is answered from its record.
+expect_rc 1 $admitctl --ledger "$D" --at 2026-11-29T10:02:00Z submit -f "$work/jobs.yaml"
+contains "$err" "Conflict"
+contains "$err" "workload ml/job-train already exists"
+cat > "$work/retry.yaml" <<'YAML'
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: retried
+  namespace: ml
+  labels: {kueue.x-k8s.io/queue-name: lq}
+spec:
+  template:
+    spec:
+      containers:
+      - name: c
+        image: trainer
+        resources: {requests: {cpu: "1"}}
+      restartPolicy: Never
+YAML
+expect_rc 0 $admitctl --ledger "$D" --at 2026-11-29T10:02:00Z --request-id r-retry submit -f "$work/retry.yaml"
+lacks "$out" "unchanged"
+expect_rc 0 $admitctl --ledger "$D" --at 2026-11-29T10:02:00Z --request-id r-retry submit -f "$work/retry.yaml"
+contains "$out" "Workload ml/job-retried unchanged"
 expect_rc 0 $admitctl --ledger "$D" get workloads -o json
 echo "$out" | python3 -c '
 import json, sys

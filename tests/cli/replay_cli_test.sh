@@ -81,8 +81,8 @@ expect_rc 0 $admitctl --ledger "$D" log
 log_text=$out
 head_seq=$(tail -1 <<<"$log_text" | awk '{print $1}')
 # The sequence of b/big's submission, and of the last event of its append.
-big_seq=$(grep 'key=submit/b/big' <<<"$log_text" | awk '{print $1}')
-small_seq=$(grep 'key=submit/a/small' <<<"$log_text" | awk '{print $1}')
+big_seq=$(grep -E 'key=by/[^/]+/submit/b/big/' <<<"$log_text" | awk '{print $1}')
+small_seq=$(grep -E 'key=by/[^/]+/submit/a/small/' <<<"$log_text" | awk '{print $1}')
 big_end=$((small_seq - 1))
 [ -n "$big_seq" ] && [ "$big_end" -gt "$big_seq" ] || fail "no decisions after b/big's submission: $log_text"
 

@@ -6,6 +6,7 @@
 #include <capnp/message.h>
 #include <rapidcheck.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <random>
@@ -263,12 +264,27 @@ inline Recording RecordScenario(const ScenarioGen& s, ledger::EventLog& log) {
                                           ops::ClusterQueuesJson((*service)->engine()).dump()});
   };
   record(Definitions(s));
-  std::vector<std::string> submitted, pending;
+  std::vector<std::string> submitted, pending, pending_names;
   for (size_t i = 0; i < s.steps.size(); ++i) {
-    pending.push_back(StepInput(s.steps[i], i, s.queues.size(), &submitted));
+    // Intake refuses to finish or delete a workload the ledger no longer holds (retired after
+    // its retention): only workloads it holds, or submitted in this batch, are ended.
+    std::vector<std::string> held;
+    for (const std::string& name : submitted) {
+      if ((*service)->engine().workloads().count("ns/" + name) != 0 ||
+          std::find(pending_names.begin(), pending_names.end(), name) != pending_names.end()) {
+        held.push_back(name);
+      }
+    }
+    std::vector<std::string> targets = held;
+    pending.push_back(StepInput(s.steps[i], i, s.queues.size(), &targets));
+    if (targets.size() > held.size()) {
+      submitted.push_back(targets.back());
+      pending_names.push_back(targets.back());
+    }
     if (s.steps[i].batch_end || i + 1 == s.steps.size()) {
       record(pending);
       pending.clear();
+      pending_names.clear();
     }
   }
   return rec;

@@ -60,7 +60,11 @@ bool DocumentParser::ParseJob(const YAML::Node& obj, const std::string& p) {
   w.setQueueName(T(queue));
   // creationTimestampNs stays 0: a submission is created at its intake time (as in
   // ParseWorkload).
-  SetLabels(w.initLabels(static_cast<unsigned>(meta.labels.size())), meta.labels);
+  // Kueue labels the Workload of a Job with the Job's uid: which Job of a name reused after
+  // its workload ended the workload is (the bridge tells its Jobs apart by it).
+  std::map<std::string, std::string> labels = meta.labels;
+  if (!meta.uid.empty()) labels[std::string(kJobUidLabel)] = meta.uid;
+  SetLabels(w.initLabels(static_cast<unsigned>(labels.size())), labels);
   SetLabels(w.initAnnotations(static_cast<unsigned>(meta.annotations.size())), meta.annotations);
 
   int64_t kueue_max_ns = 0;

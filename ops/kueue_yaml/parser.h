@@ -72,6 +72,7 @@ inline constexpr std::string_view kApiBatchV1 = "batch/v1";
 
 // Kueue's labels and annotations.
 inline constexpr std::string_view kQueueNameLabel = "kueue.x-k8s.io/queue-name";
+inline constexpr std::string_view kJobUidLabel = "kueue.x-k8s.io/job-uid";
 inline constexpr std::string_view kPriorityClassLabel = "kueue.x-k8s.io/priority-class";
 inline constexpr std::string_view kMaxExecTimeLabel = "kueue.x-k8s.io/max-exec-time-seconds";
 inline constexpr std::string_view kJobMinParallelismAnnotation =

@@ -522,7 +522,7 @@ step "the bridge SIGKILLed at $KILLS random points of Jobs' flows converges"
 # The flow of one Job takes a few hundred milliseconds; the kill points cycle through its steps
 # (each kill lands as soon as the step is seen, so at it or a little after), and a random delay.
 has_workload() { kubectl get workload "job-$1" -n "$NAMESPACE" > /dev/null 2>&1; }
-is_submitted() { ledger log | grep -q "key=submit/$NAMESPACE/job-$1\$"; }
+is_submitted() { ledger log | grep -q "key=by/$PRINCIPAL/submit/$NAMESPACE/job-$1/"; }
 has_token() {
   [[ -n "$(kubectl get job "$1" -n "$NAMESPACE" -o jsonpath='{.metadata.annotations.admission-ledger\.io/fencing-token}')" ]]
 }
@@ -609,6 +609,27 @@ done
 grep -E -o '"(admitd ended the ledger watch|the ledger watch failed); resuming"[^}]*' "$dir/bridge-$bridge_runs.log" >&2 \
   || fail "the bridge did not log the end of its watch: $(grep ledger-watch "$dir/bridge-$bridge_runs.log")"
 
+step "a Job deleted and created again with its name is a new workload: admitted, released, running"
+# Issue 31: the name's submission key made the new Job a retry of the old one, which left it
+# suspended for ever behind the old workload's Deleted.
+QUEUE=drill job_yaml "again" labelled 100m 1 > "$dir/again.yaml"
+kubectl create -f "$dir/again.yaml" > /dev/null
+again_runs() {
+  [[ "$(kubectl get job again -n "$NAMESPACE" -o jsonpath='{.spec.suspend}' 2>/dev/null)" == "false" ]]
+}
+wait_until "the first Job 'again' was not released" again_runs
+first_again_uid="$(ledger get workloads -o json | python3 -c 'import json,sys; print([w["metadata"]["uid"] for w in json.load(sys.stdin)["items"] if w["metadata"]["name"]=="job-again"][0])')"
+kubectl delete job again -n "$NAMESPACE" --wait=true > /dev/null
+kubectl create -f "$dir/again.yaml" > /dev/null
+again_is_new() {
+  again_runs && [[ -n "$(ledger get workloads -o json | python3 -c '
+import json, sys
+print("".join(w["metadata"]["uid"] for w in json.load(sys.stdin)["items"]
+              if w["metadata"]["name"] == "job-again" and w["metadata"]["uid"] != sys.argv[1]
+              and w.get("status", {}).get("phase") == "Admitted"))' "$first_again_uid")" ]]
+}
+wait_until "the second Job 'again' is not admitted and released as a new workload" again_is_new
+
 step "over the whole test ($kills SIGKILLs): one submission per workload, one 'pods released' per admission's token, terminated only for an evicted admission, no Job running without an admission"
 ledger log -o json > "$dir/ledger.json"
 ledger get workloads -o json > "$dir/workloads.json"
@@ -629,7 +650,7 @@ for line in open(ledger_path):
     w = (body or {}).get("workload") or {}
     key = "%s/%s" % (w.get("namespace"), w.get("name"))
     if kind == "workloadSubmitted":
-        submitted[key] += 1
+        submitted["%s (uid %s)" % (key, w.get("uid"))] += 1
     elif kind == "admitted":
         admitted[key].append(body.get("fencingToken"))
     elif kind == "evictionStarted":

@@ -383,7 +383,7 @@ for w in json.load(sys.stdin)["items"]:
 annotation="$(kubectl get job "$job_name" -n "$NAMESPACE" -o jsonpath='{.metadata.annotations.admission-ledger\.io/fencing-token}')"
 [[ "$annotation" == "$token" ]] || fail "Job $job_name runs with token '$annotation', not the ledger's $token"
 ledger log > "$dir/ledger.log"
-grep -q "workloadSubmitted  actor=admit-k8s  key=submit/$NAMESPACE/job-$job_name\$" "$dir/ledger.log" \
+grep -q "workloadSubmitted  actor=admit-k8s  key=by/admit-k8s/submit/$NAMESPACE/job-$job_name/" "$dir/ledger.log" \
   || fail "the ledger holds no submission of job-$job_name by admit-k8s: $(cat "$dir/ledger.log")"
 workload_admitted() {
   kubectl get workload "job-$job_name" -n "$NAMESPACE" --no-headers 2>/dev/null | grep -q 'cluster-queue *True'

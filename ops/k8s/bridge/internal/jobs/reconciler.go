@@ -111,6 +111,9 @@ type LedgerWorkload struct {
 	Name      string
 	Namespace string
 	UID       string
+	// JobUID is the uid of the Job the workload was submitted for (Kueue's job-uid label, set
+	// by the ledger's parser from the Job's metadata.uid); empty for a workload without one.
+	JobUID string
 	// Status as the ledger renders it, Kueue's field names; copied into the Workload object.
 	Status map[string]any
 }
@@ -191,7 +194,8 @@ func (r *Reconciler) findLedgerWorkload(ctx context.Context, namespace, name str
 			continue
 		}
 		status, _, _ := unstructured.NestedMap(item, "status")
-		return &LedgerWorkload{Name: name, Namespace: namespace, UID: string(u.GetUID()), Status: status}, nil
+		return &LedgerWorkload{Name: name, Namespace: namespace, UID: string(u.GetUID()),
+			JobUID: u.GetLabels()[checks.JobUIDLabel], Status: status}, nil
 	}
 	return nil, nil
 }
@@ -227,6 +231,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		logger.Error(err, "reading the ledger's workloads failed; will retry")
 		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+	}
+	if state != nil && state.JobUID != "" && state.JobUID != string(job.UID) {
+		// The ledger's workload of this name is an earlier Job's (deleted, and this one created
+		// with the same name). Once it ended, the name is free: this Job is a new workload.
+		switch state.Phase() {
+		case "Finished", "Rejected", "Deleted", "Deactivated":
+			logger.Info("the ledger's workload of this name is an earlier Job's; submitting this one",
+				"earlierJobUID", state.JobUID, "phase", state.Phase())
+			state = nil
+		default:
+			if err := r.suspend(ctx, job, "an earlier Job's workload of this name is still "+state.Phase()); err != nil {
+				return ctrl.Result{}, err
+			}
+			return ctrl.Result{RequeueAfter: PollInterval}, nil
+		}
 	}
 	if state == nil {
 		// Not in the ledger: nothing may run, then submit.
@@ -378,7 +397,7 @@ func (r *Reconciler) ensureWorkloadObject(ctx context.Context, job *batchv1.Job)
 	workload = newWorkloadObject()
 	workload.SetNamespace(job.Namespace)
 	workload.SetName(key.Name)
-	workload.SetLabels(map[string]string{"kueue.x-k8s.io/job-uid": string(job.UID)})
+	workload.SetLabels(map[string]string{checks.JobUIDLabel: string(job.UID)})
 	workload.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(job,
 		batchv1.SchemeGroupVersion.WithKind("Job"))})
 	workload.Object["spec"] = map[string]any{

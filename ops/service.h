@@ -3,9 +3,11 @@
 // Every write is one atomic append of the stamped inputs followed by the decisions the decider
 // made from them (see docs/decider.md).
 //
-// Thread safety: not thread-safe; one Service per ledger, used by one thread (admitctl). A
-// failed append leaves the engine ahead of the ledger: the Service then refuses every further
-// write until it is reopened (the ledger itself is unchanged).
+// Thread safety: not thread-safe; one Service per ledger, used by one thread (admitctl). A call
+// refused after the decider applied it (too large for one append) and an append refused for
+// lack of space leave the decider as the ledger has it (it is folded again). Any other failed
+// append may leave the engine ahead of the ledger: the Service then refuses every further
+// write (broken()) until it is reloaded (the ledger itself is unchanged).
 
 #include <functional>
 #include <map>

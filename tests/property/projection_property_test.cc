@@ -100,7 +100,10 @@ RC_GTEST_PROP(Projection, ReadModelsEqualTheFoldOfTheLedgerAfterEveryCall, ()) {
 // before it in the group are written, the ones after it decided on the ledger's state.
 TEST(Projection, ACallTooLargeForOneAppendLeavesTheStateAsTheLedgerHasIt) {
   ScenarioGen scenario;
-  scenario.queues.push_back(QueueGen{.in_cohort = false, .cpu = 4'000'000});
+  QueueGen roomy;
+  roomy.in_cohort = false;
+  roomy.cpu = 4'000'000;
+  scenario.queues.push_back(roomy);
   ledger::MemoryLog log;
   FixedClock clock;
   auto service = ops::Service::Open(log, clock);

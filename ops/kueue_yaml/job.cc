@@ -54,8 +54,9 @@ bool DocumentParser::ParseJob(const YAML::Node& obj, const std::string& p) {
   auto w = message.initRoot<schema::Event>().getBody().initWorkloadSubmitted().initWorkload();
   w.setNamespace(T(meta.ns));
   w.setName(T(workload_name));
-  // The Job's own uid is not the Workload's: derive one from it.
-  const std::string uid = DeriveUid(meta.ns, workload_name, meta.uid);
+  // The Job's uid is its workload's in the ledger: each Job, even of a name used before, is a
+  // new workload, and the bridge knows its Job's workload by it. Without one (a file), derived.
+  const std::string uid = !meta.uid.empty() ? meta.uid : DeriveUid(meta.ns, workload_name);
   w.setUid(T(uid));
   w.setQueueName(T(queue));
   // creationTimestampNs stays 0: a submission is created at its intake time (as in

@@ -321,8 +321,7 @@ class DocumentParser {
                          schema::PodSet::Builder ps);
 
   // Workloads and Jobs (workload.cc, job.cc).
-  std::string DeriveUid(std::string_view ns, std::string_view name,
-                        std::string_view object_uid) const;
+  std::string DeriveUid(std::string_view ns, std::string_view name) const;
   bool ParseRuntimeAnnotations(const Meta& meta, const std::string& p,
                                int64_t kueue_max_execution_ns, const std::string& kueue_field,
                                schema::Workload::Builder w);

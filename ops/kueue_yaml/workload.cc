@@ -6,13 +6,10 @@
 
 namespace admission::ops::kueue_yaml_internal {
 
-// The uid of a workload whose manifest names none of its own: from the object's uid when it has
-// one (a Job's: each Job, even of a name used before, is a new workload), else from the
-// caller's uid seed (its request id: a retry is the same workload, a later submission of the
-// same file a new one), else from the namespace and name alone.
-std::string DocumentParser::DeriveUid(std::string_view ns, std::string_view name,
-                                      std::string_view object_uid) const {
-  if (!object_uid.empty()) return UuidFromDigest(Sha256Parts({"uid", ns, name, object_uid}));
+// The uid of a workload whose manifest names none: from the caller's uid seed (its request id:
+// a retry is the same workload, a later submission of the same file a new one), else from the
+// namespace and name alone.
+std::string DocumentParser::DeriveUid(std::string_view ns, std::string_view name) const {
   const std::string seed = ctx_ == nullptr ? std::string() : ctx_->uid_seed;
   if (!seed.empty()) return UuidFromDigest(Sha256Parts({"uid", ns, name, "seed", seed}));
   return UuidFromDigest(Sha256Parts({"uid", ns, name}));
@@ -56,7 +53,7 @@ bool DocumentParser::ParseWorkload(const YAML::Node& obj, const std::string& p, 
                                        : body.initWorkloadSubmitted().initWorkload();
   w.setNamespace(T(meta.ns));
   w.setName(T(meta.name));
-  const std::string uid = !meta.uid.empty() ? meta.uid : DeriveUid(meta.ns, meta.name, "");
+  const std::string uid = !meta.uid.empty() ? meta.uid : DeriveUid(meta.ns, meta.name);
   w.setUid(T(uid));
   // Kubernetes sets creationTimestamp itself on create, ignoring the client's; a submission
   // that carried one could jump its queue. Only an import keeps the original time.

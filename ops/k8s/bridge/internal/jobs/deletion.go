@@ -47,8 +47,8 @@ func (r *Reconciler) deleted(ctx context.Context, job *batchv1.Job) (ctrl.Result
 		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
 	}
 	// Nothing to tell when the ledger never had it or already deleted it. The ledger's workload
-	// of this name is this Job's: the finalizer keeps the name taken until it is recorded (the
-	// ledger's uid is its own, not the Job's).
+	// of this name is this Job's (the finalizer keeps the name taken until it is recorded), or
+	// an earlier Job's that ended: its deletion changes nothing, and is recorded as before.
 	if state != nil && state.Phase() != "Deleted" {
 		event, err := WorkloadDeletedEvent(state.Namespace, state.Name, state.UID)
 		if err != nil {

@@ -110,10 +110,9 @@ func podsRequestID(report, namespace, name, token string) string {
 type LedgerWorkload struct {
 	Name      string
 	Namespace string
-	UID       string
-	// JobUID is the uid of the Job the workload was submitted for (Kueue's job-uid label, set
-	// by the ledger's parser from the Job's metadata.uid); empty for a workload without one.
-	JobUID string
+	// UID is the workload's uid in the ledger: its Job's uid (the ledger's parser takes a Job's
+	// metadata.uid), so an earlier Job of the same name has another.
+	UID string
 	// Status as the ledger renders it, Kueue's field names; copied into the Workload object.
 	Status map[string]any
 }
@@ -194,8 +193,7 @@ func (r *Reconciler) findLedgerWorkload(ctx context.Context, namespace, name str
 			continue
 		}
 		status, _, _ := unstructured.NestedMap(item, "status")
-		return &LedgerWorkload{Name: name, Namespace: namespace, UID: string(u.GetUID()),
-			JobUID: u.GetLabels()[checks.JobUIDLabel], Status: status}, nil
+		return &LedgerWorkload{Name: name, Namespace: namespace, UID: string(u.GetUID()), Status: status}, nil
 	}
 	return nil, nil
 }
@@ -232,13 +230,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		logger.Error(err, "reading the ledger's workloads failed; will retry")
 		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
 	}
-	if state != nil && state.JobUID != "" && state.JobUID != string(job.UID) {
+	if state != nil && state.UID != string(job.UID) && !jobFinished(job) {
 		// The ledger's workload of this name is an earlier Job's (deleted, and this one created
 		// with the same name). Once it ended, the name is free: this Job is a new workload.
+		// (A workload recorded before the ledger took the Job's uid has a derived one: a
+		// finished Job is left alone, an unfinished one whose workload ended is submitted once
+		// more, under its own uid.)
 		switch state.Phase() {
 		case "Finished", "Rejected", "Deleted", "Deactivated":
 			logger.Info("the ledger's workload of this name is an earlier Job's; submitting this one",
-				"earlierJobUID", state.JobUID, "phase", state.Phase())
+				"earlierUID", state.UID, "phase", state.Phase())
 			state = nil
 		default:
 			if err := r.suspend(ctx, job, "an earlier Job's workload of this name is still "+state.Phase()); err != nil {

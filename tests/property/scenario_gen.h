@@ -267,10 +267,12 @@ inline Recording RecordScenario(const ScenarioGen& s, ledger::EventLog& log) {
   std::vector<std::string> submitted, pending, pending_names;
   for (size_t i = 0; i < s.steps.size(); ++i) {
     // Intake refuses to finish or delete a workload the ledger no longer holds (retired after
-    // its retention): only workloads it holds, or submitted in this batch, are ended.
+    // its retention): only live workloads, or ones submitted in this batch, are ended, which is
+    // the same choice whatever the retention (a live workload is never retired).
     std::vector<std::string> held;
     for (const std::string& name : submitted) {
-      if ((*service)->engine().workloads().count("ns/" + name) != 0 ||
+      auto it = (*service)->engine().workloads().find("ns/" + name);
+      if ((it != (*service)->engine().workloads().end() && !projections::Terminal(it->second.phase)) ||
           std::find(pending_names.begin(), pending_names.end(), name) != pending_names.end()) {
         held.push_back(name);
       }

@@ -404,17 +404,17 @@ Status RocksDbLog::BuildHistory() {
     rocksdb::WriteBatch batch;
     Status failed;
     auto shown = Scan(next, kEventsPerBatch, [&](Sequence sequence, std::string_view bytes) {
-      if (!failed.ok()) return;
       auto decoded = schema::DecodeEvent(bytes);
       if (!decoded.ok()) {
         failed = Status(Code::kCorruption, "indexing the history of " + dir_ + ": event " +
                                                std::to_string(sequence) + ": " +
                                                decoded.status().message());
-        return;
+        return false;
       }
       schema::HistoryKeysOf(decoded->root(), &keys);
       for (const std::string& k : keys) batch.Put(history_family_.get(), HistoryKey(k, sequence), "");
       next = sequence + 1;
+      return true;
     });
     if (!shown.ok()) return shown.status();
     ADM_RETURN_IF_ERROR(failed);
@@ -809,6 +809,7 @@ Result<std::vector<StoredEvent>> RocksDbLog::Read(Sequence from, size_t max_coun
   std::vector<StoredEvent> out;
   auto shown = Scan(from, max_count, [&](Sequence sequence, std::string_view bytes) {
     out.push_back(StoredEvent{sequence, std::string(bytes)});
+    return true;
   });
   if (!shown.ok()) return shown.status();
   return out;
@@ -825,8 +826,10 @@ Result<size_t> RocksDbLog::Scan(Sequence from, size_t max_count, const ScanVisit
     rocksdb::Slice key = it->key();
     if (key.size() != 9 || key[0] != 'e') break;
     rocksdb::Slice value = it->value();
-    visit(GetBigEndian64(key.data() + 1), std::string_view(value.data(), value.size()));
     ++shown;
+    if (!visit(GetBigEndian64(key.data() + 1), std::string_view(value.data(), value.size()))) {
+      break;
+    }
   }
   ADM_RETURN_IF_ERROR(FromRocks(it->status(), "reading the ledger"));
   return shown;

@@ -29,7 +29,8 @@ struct RocksDbLogOptions {
   // throwaway tests may turn this off.
   bool sync = true;
   // Opens without writing anything (RocksDB's read-only mode): reads work on a full disk, and
-  // Append and Ingest fail. A ledger another process holds open to write may still be read.
+  // Append and Ingest fail. A ledger another process holds open to write may still be read: the
+  // reader sees the ledger as it was at one moment of the open (kReadOnlyOpenAttemptsMax).
   bool read_only = false;
   // The free-space floor: an append is refused (kNoSpace, nothing written) while the ledger's
   // filesystem has less than this free, so the disk never fills up under the ledger.
@@ -47,6 +48,12 @@ struct RocksDbLogOptions {
 // How many of the newest links Open checks before it accepts a ledger.
 inline constexpr Sequence kOpenTailCheckEvents = 64;
 
+// A read-only open beside a writer (docs/ledger.md, "Readers beside a writer") is taken again
+// when the writer changed the ledger's manifest while it ran, at most this many times, this long
+// apart; after the last it fails with kBusy.
+inline constexpr int kReadOnlyOpenAttemptsMax = 50;
+inline constexpr int64_t kReadOnlyOpenRetryMs = 10;
+
 // Group commit gathering (see docs/ledger.md, "Group commit"): before it takes its group, a
 // leader waits for the appenders of the previous group to queue again, so that N appenders
 // share one fsync instead of splitting into two alternating groups. It stops waiting when they
@@ -63,7 +70,9 @@ struct RocksDbLogStats {
 class RocksDbLog final : public EventLog {
  public:
   // Opens (or creates) the ledger in `dir`. Refuses a ledger whose tail fails the hash chain,
-  // naming the sequence (kCorruption), and one another process holds open (kBusy).
+  // naming the sequence (kCorruption), and one another process holds open (kBusy); read-only,
+  // kBusy when another process changed the ledger's files during each of
+  // kReadOnlyOpenAttemptsMax opens.
   static Result<std::unique_ptr<RocksDbLog>> Open(const std::string& dir,
                                                   const RocksDbLogOptions& options = {});
   ~RocksDbLog() override;

@@ -29,6 +29,7 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "ledger/private_files.h"
 #include "ledger/sequencer.h"
 #include "ledger/verify.h"
 #include "schema/workload_refs.h"
@@ -375,7 +376,11 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
     }
   }
   rocksdb::DBOptions db_options = LedgerDbOptions(create);
-  if (options.env != nullptr) db_options.env = options.env;
+  // Private to the user (docs/operations.md, "Files and modes"): a new ledger's folder is made
+  // here, before RocksDB would make it 0755, and RocksDB's files are made 0600, not 0644. A test's
+  // own environment (a file system that fails on demand) keeps the umask's modes.
+  db_options.env = options.env != nullptr ? options.env : PrivateFilesEnv();
+  if (create) ADM_RETURN_IF_ERROR(CreatePrivateDirectory(dir));
   bool with_history = true;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;

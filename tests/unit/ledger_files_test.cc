@@ -1,6 +1,7 @@
 // The RocksDB ledger's files as other processes and the disk see them: a read-only open beside a
-// writer sees one whole ledger.
+// writer sees one whole ledger; the ledger's folders and files are its user's alone.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -8,9 +9,15 @@
 #include <thread>
 #include <vector>
 
+#include <sys/stat.h>
+
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
+#include "consumers/billing/store.h"
 #include "ledger/rocksdb_log.h"
+#include "ledger/snapshot_store.h"
 #include "ledger/verify.h"
 #include "tests/unit/event_gen.h"
 #include "tests/unit/temp_dir.h"
@@ -102,6 +109,53 @@ TEST(RocksDbLedgerFiles, AReadOnlyOpenBesideAReopeningWriterSeesAWholeLedger) {
               kWriterOpens);
   EXPECT_GT(reads.load(), 10) << "too few reads to tell";
   EXPECT_TRUE(failures.empty()) << failures.size() << " failed, first: " << failures.front();
+}
+
+// The modes, whatever the umask allowed (022: folders 0755, files 0644): the ledger, its
+// indexes (column families of the same database) and its snapshots hold every tenant's
+// workloads and every principal's idempotency keys.
+TEST(RocksDbLedgerFiles, ANewLedgerIsPrivateToItsUser) {
+  const mode_t umask_before = ::umask(022);
+  TempDir dir;
+  const std::string path = dir.Sub("ledger");
+  RocksDbLogOptions write;
+  write.min_free_bytes = 0;
+  for (uint64_t round = 0; round < 2; ++round) {  // the second open turns the log into a table
+    auto log = RocksDbLog::Open(path, write);
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    std::vector<std::string> batch = {Input(2 * round + 1), Input(2 * round + 2)};
+    ASSERT_TRUE((*log)->Append(batch).ok());
+  }
+  FileSnapshotStore snapshots(path);
+  ASSERT_TRUE(snapshots.Write(4, "a snapshot's bytes").ok());
+  // The billing consumer's state, folded from the ledger, in a database of its own.
+  const std::string billing = dir.Sub("billing");
+  ASSERT_TRUE(consumers::billing::BillingStore::Open(billing).ok());
+  ::umask(umask_before);
+
+  std::vector<std::string> seen;
+  auto check = [&](const std::filesystem::path& p, mode_t want) {
+    struct stat st;
+    ASSERT_EQ(::stat(p.c_str(), &st), 0) << p;
+    EXPECT_EQ(st.st_mode & 0777, want) << p << " is " << std::oct << (st.st_mode & 0777);
+    seen.push_back(p.filename().string());
+  };
+  for (const std::string& top : {path, billing}) {
+    check(top, 0700);
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(top)) {
+      check(entry.path(), entry.is_directory() ? 0700 : 0600);
+    }
+  }
+  auto has = [&](const std::string& prefix, const std::string& suffix) {
+    return std::any_of(seen.begin(), seen.end(), [&](const std::string& name) {
+      return name.rfind(prefix, 0) == 0 && name.size() >= suffix.size() &&
+             name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    });
+  };
+  // What the check covered: the database's files of each kind, and the snapshots.
+  EXPECT_TRUE(has("CURRENT", "") && has("MANIFEST-", "") && has("OPTIONS-", "") &&
+              has("", ".log") && has("", ".sst") && has("snapshots", "") && has("", ".snap"))
+      << ::testing::PrintToString(seen);
 }
 
 }  // namespace

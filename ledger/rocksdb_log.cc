@@ -357,19 +357,24 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
   if (!create && !std::filesystem::exists(dir + "/CURRENT")) {
     return Status(Code::kNotFound, "no ledger at " + dir);
   }
-  if (!read_only && options.min_free_bytes > 0) {
+  // The floor, and a first check of it: the filesystem's size gives the default.
+  uint64_t min_free_bytes = options.min_free_bytes.value_or(kDefaultMinFreeBytesMax);
+  {
     std::error_code ec;
     const std::filesystem::path probe =
         std::filesystem::exists(dir, ec) ? std::filesystem::path(dir)
                                          : std::filesystem::absolute(dir, ec).parent_path();
     struct statvfs st;
     if (statvfs(probe.c_str(), &st) == 0) {
+      if (!options.min_free_bytes) {
+        min_free_bytes = DefaultMinFreeBytes(static_cast<uint64_t>(st.f_blocks) * st.f_frsize);
+      }
       const uint64_t free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-      if (free < options.min_free_bytes) {
+      if (!read_only && free < min_free_bytes) {
         return Status(Code::kNoSpace,
                       "opening the ledger at " + dir + " to write: its disk has " +
                           std::to_string(free) + " bytes free, below the free-space floor of " +
-                          std::to_string(options.min_free_bytes) +
+                          std::to_string(min_free_bytes) +
                           " bytes (--min-free-bytes); nothing was written; read-only commands "
                           "(log, verify, get, explain, replay) still work");
       }
@@ -415,6 +420,7 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
   std::unique_ptr<RocksDbLog> log(new RocksDbLog(std::move(db), std::move(events_family),
                                                  std::move(index_family), std::move(history_family),
                                                  dir, options));
+  log->min_free_bytes_ = min_free_bytes;
   ADM_RETURN_IF_ERROR(log->LoadHead());
   {
     std::string state;
@@ -534,8 +540,8 @@ Result<std::optional<std::vector<Sequence>>> RocksDbLog::History(std::string_vie
 
 std::string RocksDbLog::NoSpaceMessage(uint64_t free) const {
   std::string why = "the ledger's disk at " + dir_ + " has " + std::to_string(free) + " bytes free";
-  if (free < options_.min_free_bytes) {
-    why += ", below the free-space floor of " + std::to_string(options_.min_free_bytes) +
+  if (free < min_free_bytes_) {
+    why += ", below the free-space floor of " + std::to_string(min_free_bytes_) +
            " bytes (--min-free-bytes)";
   } else {
     why += " and the storage engine has not recovered from running out of it yet";
@@ -574,7 +580,7 @@ bool RocksDbLog::TryResume() {
 
 Status RocksDbLog::CheckRoom() {
   const uint64_t free = FreeBytes();
-  bool refuse = free < options_.min_free_bytes;
+  bool refuse = free < min_free_bytes_;
   if (!refuse && rocks_no_space_.load(std::memory_order_relaxed)) {
     refuse = free < kResumeFreeBytesMin || !TryResume();
   }
@@ -598,8 +604,8 @@ Status RocksDbLog::WriteFailed(const rocksdb::Status& failure, const std::string
 std::optional<DiskState> RocksDbLog::Disk() {
   DiskState d;
   d.free_bytes = FreeBytes();
-  d.min_free_bytes = options_.min_free_bytes;
-  bool refusing = d.free_bytes < options_.min_free_bytes;
+  d.min_free_bytes = min_free_bytes_;
+  bool refusing = d.free_bytes < min_free_bytes_;
   if (!refusing && rocks_no_space_.load(std::memory_order_relaxed)) {
     refusing = d.free_bytes < kResumeFreeBytesMin || !TryResume();
   }

@@ -1,5 +1,6 @@
 // The RocksDB ledger's files as other processes and the disk see them: a read-only open beside a
-// writer sees one whole ledger; the ledger's folders and files are its user's alone.
+// writer sees one whole ledger; the ledger's folders and files are its user's alone; the
+// free-space floor fits the disk.
 
 #include <algorithm>
 #include <atomic>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <filesystem>
 
@@ -156,6 +158,29 @@ TEST(RocksDbLedgerFiles, ANewLedgerIsPrivateToItsUser) {
   EXPECT_TRUE(has("CURRENT", "") && has("MANIFEST-", "") && has("OPTIONS-", "") &&
               has("", ".log") && has("", ".sst") && has("snapshots", "") && has("", ".snap"))
       << ::testing::PrintToString(seen);
+}
+
+// The default free-space floor is the smaller of 64 MiB and an eighth of the ledger's disk: a
+// small disk (tests/cli/disk_full_test.sh's 96 MiB) still takes writes after RocksDB has
+// preallocated its write-ahead log there. A floor that is set is kept as it is.
+TEST(RocksDbLedgerFiles, TheDefaultFloorIsAnEighthOfASmallDisk) {
+  EXPECT_EQ(DefaultMinFreeBytes(uint64_t{96} << 20), uint64_t{12} << 20);
+  EXPECT_EQ(DefaultMinFreeBytes(uint64_t{512} << 20), uint64_t{64} << 20);
+  EXPECT_EQ(DefaultMinFreeBytes(uint64_t{1} << 40), uint64_t{64} << 20);
+  TempDir dir;
+  struct statvfs st;
+  ASSERT_EQ(::statvfs(dir.path().c_str(), &st), 0);
+  const uint64_t disk = static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
+  {
+    auto log = RocksDbLog::Open(dir.Sub("default"));
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    EXPECT_EQ((*log)->Disk()->min_free_bytes, DefaultMinFreeBytes(disk));
+  }
+  RocksDbLogOptions set;
+  set.min_free_bytes = 12345;
+  auto log = RocksDbLog::Open(dir.Sub("set"), set);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  EXPECT_EQ((*log)->Disk()->min_free_bytes, 12345u);
 }
 
 }  // namespace

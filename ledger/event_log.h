@@ -68,21 +68,29 @@ class EventLog {
   // message names the first differing field), kTimeWentBackwards, kIoError.
   virtual Result<AppendAck> Append(std::span<const std::string> batch) = 0;
 
-  // Up to max_count events from sequence `from` on, in order (fewer at the head).
+  // Up to max_count events from sequence `from` on, in order. Fewer only at the head: a caller
+  // may count on max_count events whenever that many are at or below the head (replay reads
+  // chunks ahead on that promise). An implementation that fetches in pages (RemoteLog) asks
+  // again until it has them.
   // REQUIRES: max_count <= kReadEventsMax.
   virtual Result<std::vector<StoredEvent>> Read(Sequence from, size_t max_count) = 0;
 
-  // Shows up to max_count events from sequence `from` on to `visit`, in order (fewer at the
-  // head), each as its sequence and a view of its stored bytes that is valid only during that
-  // call: a bulk reader's way through the ledger without a copy per event. Returns how many were
-  // shown. The default goes through Read.
+  // Shows up to max_count events from sequence `from` on to `visit`, in order (fewer only at the
+  // head, as Read), each as its sequence and a view of its stored bytes that is valid only during
+  // that call: a bulk reader's way through the ledger without a copy per event. `visit` returns
+  // whether to go on: false stops the scan after that event (a reader that bounds its bytes, or
+  // one that met an error). Returns how many were shown. The default goes through Read.
   // REQUIRES: max_count <= kReadEventsMax.
-  using ScanVisitor = std::function<void(Sequence sequence, std::string_view bytes)>;
+  using ScanVisitor = std::function<bool(Sequence sequence, std::string_view bytes)>;
   virtual Result<size_t> Scan(Sequence from, size_t max_count, const ScanVisitor& visit) {
     auto events = Read(from, max_count);
     if (!events.ok()) return events.status();
-    for (const StoredEvent& e : *events) visit(e.sequence, e.bytes);
-    return events->size();
+    size_t shown = 0;
+    for (const StoredEvent& e : *events) {
+      ++shown;
+      if (!visit(e.sequence, e.bytes)) break;
+    }
+    return shown;
   }
 
   virtual Head GetHead() = 0;

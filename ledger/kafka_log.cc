@@ -10,6 +10,7 @@
 
 #include "ledger/kafka_client.h"
 #include "ledger/kafka_record.h"
+#include "ledger/private_files.h"
 
 namespace admission::ledger {
 
@@ -354,11 +355,9 @@ Result<std::unique_ptr<KafkaLog>> KafkaLog::Open(const KafkaLogOptions& options)
   if (!ValidTopicName(options.address.topic)) {
     return Status(Code::kInvalidArgument, "'" + options.address.topic + "' is not a topic name");
   }
-  std::error_code ec;
-  std::filesystem::create_directories(options.state_dir, ec);
-  if (ec) {
-    return Status(Code::kIoError, "creating the state folder " + options.state_dir + ": " +
-                                      ec.message());
+  // The local copy of the ledger and its snapshots: private, as an embedded ledger.
+  if (Status made = CreatePrivateDirectory(options.state_dir); !made.ok()) {
+    return Status(Code::kIoError, "creating the state folder: " + made.message());
   }
   RocksDbLogOptions mirror_options;
   // What a crash loses of the copy is read again from the topic: the offset to read next is

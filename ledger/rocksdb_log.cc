@@ -3,6 +3,7 @@
 
 #ifdef __linux__
 #include <linux/futex.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -11,7 +12,9 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
+#include <thread>
 #include <unordered_map>
 
 #include <rocksdb/db.h>
@@ -26,6 +29,7 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "ledger/private_files.h"
 #include "ledger/sequencer.h"
 #include "ledger/verify.h"
 #include "schema/workload_refs.h"
@@ -102,6 +106,26 @@ class RocksDbToSpdlog final : public rocksdb::Logger {
   }
 };
 
+// Which manifest the ledger's CURRENT names and how long it is: every change of the set of
+// files that hold the ledger (a log turned into a table file, a compaction, a writer's open
+// starting a new manifest) shows here before any file it makes obsolete is deleted.
+struct ManifestState {
+  std::string current;          // CURRENT's text; empty: unreadable
+  int64_t manifest_bytes = -1;  // -1: no such manifest
+  bool operator==(const ManifestState&) const = default;
+};
+
+ManifestState ManifestNow(const std::string& dir) {
+  ManifestState state;
+  std::ifstream in(dir + "/CURRENT", std::ios::binary);
+  std::getline(in, state.current);
+  struct stat st;
+  if (!state.current.empty() && ::stat((dir + "/" + state.current).c_str(), &st) == 0) {
+    state.manifest_bytes = static_cast<int64_t>(st.st_size);
+  }
+  return state;
+}
+
 }  // namespace
 
 rocksdb::DBOptions LedgerDbOptions(bool create_if_missing) {
@@ -139,6 +163,74 @@ rocksdb::ColumnFamilyOptions LedgerIndexFamilyOptions() {
   index_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(index_table));
   return index_options;
 }
+
+namespace {
+
+// The ledger's column families as it opens them.
+std::vector<rocksdb::ColumnFamilyDescriptor> LedgerFamilies(bool with_history) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, LedgerEventsFamilyOptions()},
+      {RocksDbLog::kIndexFamily, LedgerIndexFamilyOptions()},
+  };
+  // Ordered keys, read by prefix: the events family's options.
+  if (with_history) families.push_back({RocksDbLog::kHistoryFamily, LedgerEventsFamilyOptions()});
+  return families;
+}
+
+// RocksDB's read-only mode reads the manifest (the table files and which logs are still live),
+// then the logs, then opens the table files, with no lock: a writer's open, flush or compaction
+// in between (a new manifest, then the old logs and tables deleted) left it with the events of
+// the new logs but not those of the deleted ones (a gap below the head: a false "event is
+// missing"), or naming a table file gone by then (a false Corruption). Every such change shows
+// in CURRENT or the manifest's length before its obsolete files are deleted, so an open during
+// which neither changed saw one version of the ledger whole; any other is closed and taken again.
+// Every table file is opened during the open (max_open_files = -1): one that a later compaction
+// deletes stays readable, so the version stays whole while the reader reads.
+// Sets *opened to RocksDB's answer (the caller reports its errors) and *with_history to whether
+// the ledger has the history family; fails itself with kInvalidArgument (a ledger from before
+// the index family) or kBusy (the files changed during every attempt).
+Status OpenReadOnlyDb(rocksdb::DBOptions db_options, const std::string& dir, bool* with_history,
+                      std::vector<rocksdb::ColumnFamilyHandle*>* handles, rocksdb::DB** raw,
+                      rocksdb::Status* opened) {
+  db_options.max_open_files = -1;
+  for (int attempt = 1;; ++attempt) {
+    const ManifestState before = ManifestNow(dir);
+    std::vector<std::string> existing;
+    rocksdb::Status s = rocksdb::DB::ListColumnFamilies(db_options, dir, &existing);
+    const bool indexed = std::find(existing.begin(), existing.end(),
+                                   RocksDbLog::kIndexFamily) != existing.end();
+    *with_history = std::find(existing.begin(), existing.end(), RocksDbLog::kHistoryFamily) !=
+                    existing.end();
+    if (s.ok() && indexed) {
+      s = rocksdb::DB::OpenForReadOnly(db_options, dir, LedgerFamilies(*with_history), handles,
+                                       raw);
+    }
+    if (ManifestNow(dir) == before) {
+      *opened = s;
+      if (s.ok() && !indexed) {
+        return Status(Code::kInvalidArgument,
+                      "the ledger at " + dir + " predates its index family: open it once to "
+                      "write (any admitctl command that records) before reading it read-only");
+      }
+      return Status::Ok();
+    }
+    if (s.ok() && *raw != nullptr) {
+      for (rocksdb::ColumnFamilyHandle* h : *handles) (*raw)->DestroyColumnFamilyHandle(h);
+      delete *raw;
+    }
+    handles->clear();
+    *raw = nullptr;
+    if (attempt == kReadOnlyOpenAttemptsMax) {
+      return Status(Code::kBusy, "opening the ledger at " + dir + " to read: another process " +
+                                     "changed its files during each of " +
+                                     std::to_string(kReadOnlyOpenAttemptsMax) +
+                                     " read-only opens; try again");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(kReadOnlyOpenRetryMs));
+  }
+}
+
+}  // namespace
 
 // Where a queued appender waits. The leader sets `state` (release) once it has written
 // everything the appender reads, then notifies; the appender reads `state` (acquire).
@@ -265,49 +357,44 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
   if (!create && !std::filesystem::exists(dir + "/CURRENT")) {
     return Status(Code::kNotFound, "no ledger at " + dir);
   }
-  if (!read_only && options.min_free_bytes > 0) {
+  // The floor, and a first check of it: the filesystem's size gives the default.
+  uint64_t min_free_bytes = options.min_free_bytes.value_or(kDefaultMinFreeBytesMax);
+  {
     std::error_code ec;
     const std::filesystem::path probe =
         std::filesystem::exists(dir, ec) ? std::filesystem::path(dir)
                                          : std::filesystem::absolute(dir, ec).parent_path();
     struct statvfs st;
     if (statvfs(probe.c_str(), &st) == 0) {
+      if (!options.min_free_bytes) {
+        min_free_bytes = DefaultMinFreeBytes(static_cast<uint64_t>(st.f_blocks) * st.f_frsize);
+      }
       const uint64_t free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-      if (free < options.min_free_bytes) {
+      if (!read_only && free < min_free_bytes) {
         return Status(Code::kNoSpace,
                       "opening the ledger at " + dir + " to write: its disk has " +
                           std::to_string(free) + " bytes free, below the free-space floor of " +
-                          std::to_string(options.min_free_bytes) +
+                          std::to_string(min_free_bytes) +
                           " bytes (--min-free-bytes); nothing was written; read-only commands "
                           "(log, verify, get, explain, replay) still work");
       }
     }
   }
   rocksdb::DBOptions db_options = LedgerDbOptions(create);
-  if (options.env != nullptr) db_options.env = options.env;
-  std::vector<std::string> existing;
-  if (read_only) {
-    rocksdb::Status listed = rocksdb::DB::ListColumnFamilies(db_options, dir, &existing);
-    ADM_RETURN_IF_ERROR(FromRocks(listed, "listing the column families of " + dir));
-    if (std::find(existing.begin(), existing.end(), kIndexFamily) == existing.end()) {
-      return Status(Code::kInvalidArgument,
-                    "the ledger at " + dir + " predates its index family: open it once to write "
-                    "(any admitctl command that records) before reading it read-only");
-    }
-  }
-  const bool with_history =
-      !read_only || std::find(existing.begin(), existing.end(), kHistoryFamily) != existing.end();
-  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-      {rocksdb::kDefaultColumnFamilyName, LedgerEventsFamilyOptions()},
-      {kIndexFamily, LedgerIndexFamilyOptions()},
-  };
-  // Ordered keys, read by prefix: the events family's options.
-  if (with_history) families.push_back({kHistoryFamily, LedgerEventsFamilyOptions()});
+  // Private to the user (docs/operations.md, "Files and modes"): a new ledger's folder is made
+  // here, before RocksDB would make it 0755, and RocksDB's files are made 0600, not 0644. A test's
+  // own environment (a file system that fails on demand) keeps the umask's modes.
+  db_options.env = options.env != nullptr ? options.env : PrivateFilesEnv();
+  if (create) ADM_RETURN_IF_ERROR(CreatePrivateDirectory(dir));
+  bool with_history = true;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = read_only
-                          ? rocksdb::DB::OpenForReadOnly(db_options, dir, families, &handles, &raw)
-                          : rocksdb::DB::Open(db_options, dir, families, &handles, &raw);
+  rocksdb::Status s;
+  if (read_only) {
+    ADM_RETURN_IF_ERROR(OpenReadOnlyDb(db_options, dir, &with_history, &handles, &raw, &s));
+  } else {
+    s = rocksdb::DB::Open(db_options, dir, LedgerFamilies(true), &handles, &raw);
+  }
   if (!s.ok()) {
     if (s.IsInvalidArgument() && !create) {
       return Status(Code::kNotFound, "no ledger at " + dir + " (" + s.ToString() + ")");
@@ -324,7 +411,8 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
     return FromRocks(s, "opening the ledger at " + dir);
   }
   std::unique_ptr<rocksdb::DB> db(raw);
-  ADM_CHECK(handles.size() == families.size(), "%zu column family handles", handles.size());
+  ADM_CHECK(handles.size() == (with_history ? 3u : 2u), "%zu column family handles",
+            handles.size());
   std::unique_ptr<rocksdb::ColumnFamilyHandle> events_family(handles[0]);
   std::unique_ptr<rocksdb::ColumnFamilyHandle> index_family(handles[1]);
   std::unique_ptr<rocksdb::ColumnFamilyHandle> history_family(with_history ? handles[2] : nullptr);
@@ -332,6 +420,7 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
   std::unique_ptr<RocksDbLog> log(new RocksDbLog(std::move(db), std::move(events_family),
                                                  std::move(index_family), std::move(history_family),
                                                  dir, options));
+  log->min_free_bytes_ = min_free_bytes;
   ADM_RETURN_IF_ERROR(log->LoadHead());
   {
     std::string state;
@@ -404,17 +493,17 @@ Status RocksDbLog::BuildHistory() {
     rocksdb::WriteBatch batch;
     Status failed;
     auto shown = Scan(next, kEventsPerBatch, [&](Sequence sequence, std::string_view bytes) {
-      if (!failed.ok()) return;
       auto decoded = schema::DecodeEvent(bytes);
       if (!decoded.ok()) {
         failed = Status(Code::kCorruption, "indexing the history of " + dir_ + ": event " +
                                                std::to_string(sequence) + ": " +
                                                decoded.status().message());
-        return;
+        return false;
       }
       schema::HistoryKeysOf(decoded->root(), &keys);
       for (const std::string& k : keys) batch.Put(history_family_.get(), HistoryKey(k, sequence), "");
       next = sequence + 1;
+      return true;
     });
     if (!shown.ok()) return shown.status();
     ADM_RETURN_IF_ERROR(failed);
@@ -451,8 +540,8 @@ Result<std::optional<std::vector<Sequence>>> RocksDbLog::History(std::string_vie
 
 std::string RocksDbLog::NoSpaceMessage(uint64_t free) const {
   std::string why = "the ledger's disk at " + dir_ + " has " + std::to_string(free) + " bytes free";
-  if (free < options_.min_free_bytes) {
-    why += ", below the free-space floor of " + std::to_string(options_.min_free_bytes) +
+  if (free < min_free_bytes_) {
+    why += ", below the free-space floor of " + std::to_string(min_free_bytes_) +
            " bytes (--min-free-bytes)";
   } else {
     why += " and the storage engine has not recovered from running out of it yet";
@@ -491,7 +580,7 @@ bool RocksDbLog::TryResume() {
 
 Status RocksDbLog::CheckRoom() {
   const uint64_t free = FreeBytes();
-  bool refuse = free < options_.min_free_bytes;
+  bool refuse = free < min_free_bytes_;
   if (!refuse && rocks_no_space_.load(std::memory_order_relaxed)) {
     refuse = free < kResumeFreeBytesMin || !TryResume();
   }
@@ -515,8 +604,8 @@ Status RocksDbLog::WriteFailed(const rocksdb::Status& failure, const std::string
 std::optional<DiskState> RocksDbLog::Disk() {
   DiskState d;
   d.free_bytes = FreeBytes();
-  d.min_free_bytes = options_.min_free_bytes;
-  bool refusing = d.free_bytes < options_.min_free_bytes;
+  d.min_free_bytes = min_free_bytes_;
+  bool refusing = d.free_bytes < min_free_bytes_;
   if (!refusing && rocks_no_space_.load(std::memory_order_relaxed)) {
     refusing = d.free_bytes < kResumeFreeBytesMin || !TryResume();
   }
@@ -809,6 +898,7 @@ Result<std::vector<StoredEvent>> RocksDbLog::Read(Sequence from, size_t max_coun
   std::vector<StoredEvent> out;
   auto shown = Scan(from, max_count, [&](Sequence sequence, std::string_view bytes) {
     out.push_back(StoredEvent{sequence, std::string(bytes)});
+    return true;
   });
   if (!shown.ok()) return shown.status();
   return out;
@@ -825,8 +915,10 @@ Result<size_t> RocksDbLog::Scan(Sequence from, size_t max_count, const ScanVisit
     rocksdb::Slice key = it->key();
     if (key.size() != 9 || key[0] != 'e') break;
     rocksdb::Slice value = it->value();
-    visit(GetBigEndian64(key.data() + 1), std::string_view(value.data(), value.size()));
     ++shown;
+    if (!visit(GetBigEndian64(key.data() + 1), std::string_view(value.data(), value.size()))) {
+      break;
+    }
   }
   ADM_RETURN_IF_ERROR(FromRocks(it->status(), "reading the ledger"));
   return shown;

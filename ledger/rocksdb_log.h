@@ -1,6 +1,7 @@
 #pragma once
 // The embedded durable ledger on RocksDB. See docs/ledger.md for layout and group commit.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -8,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,12 +31,13 @@ struct RocksDbLogOptions {
   // throwaway tests may turn this off.
   bool sync = true;
   // Opens without writing anything (RocksDB's read-only mode): reads work on a full disk, and
-  // Append and Ingest fail. A ledger another process holds open to write may still be read.
+  // Append and Ingest fail. A ledger another process holds open to write may still be read: the
+  // reader sees the ledger as it was at one moment of the open (kReadOnlyOpenAttemptsMax).
   bool read_only = false;
   // The free-space floor: an append is refused (kNoSpace, nothing written) while the ledger's
-  // filesystem has less than this free, so the disk never fills up under the ledger.
-  uint64_t min_free_bytes = kDefaultMinFreeBytes;
-  static constexpr uint64_t kDefaultMinFreeBytes = 64ull << 20;
+  // filesystem has less than this free, so the disk never fills up under the ledger. Unset:
+  // DefaultMinFreeBytes of the filesystem's size.
+  std::optional<uint64_t> min_free_bytes;
   // Tests only: the RocksDB environment (a file system that fails on demand); null: the default.
   rocksdb::Env* env = nullptr;
   // Called while a ledger without a history index gets one on its first writable open
@@ -44,8 +47,24 @@ struct RocksDbLogOptions {
 
 
 
+// The default free-space floor: kDefaultMinFreeBytesMax, but at most an eighth
+// (1 / kDefaultMinFreeDiskDivisor) of the filesystem. RocksDB preallocates its write-ahead log
+// (1.1 write buffers, ~70 MiB) at the first write after an open, so on a disk of 96 MiB about
+// 22 MiB stay free: a 64 MiB floor refused every write after the first (docs/operations.md).
+inline constexpr uint64_t kDefaultMinFreeBytesMax = uint64_t{64} << 20;
+inline constexpr uint64_t kDefaultMinFreeDiskDivisor = 8;
+inline constexpr uint64_t DefaultMinFreeBytes(uint64_t filesystem_bytes) {
+  return std::min(kDefaultMinFreeBytesMax, filesystem_bytes / kDefaultMinFreeDiskDivisor);
+}
+
 // How many of the newest links Open checks before it accepts a ledger.
 inline constexpr Sequence kOpenTailCheckEvents = 64;
+
+// A read-only open beside a writer (docs/ledger.md, "Readers beside a writer") is taken again
+// when the writer changed the ledger's manifest while it ran, at most this many times, this long
+// apart; after the last it fails with kBusy.
+inline constexpr int kReadOnlyOpenAttemptsMax = 50;
+inline constexpr int64_t kReadOnlyOpenRetryMs = 10;
 
 // Group commit gathering (see docs/ledger.md, "Group commit"): before it takes its group, a
 // leader waits for the appenders of the previous group to queue again, so that N appenders
@@ -63,7 +82,9 @@ struct RocksDbLogStats {
 class RocksDbLog final : public EventLog {
  public:
   // Opens (or creates) the ledger in `dir`. Refuses a ledger whose tail fails the hash chain,
-  // naming the sequence (kCorruption), and one another process holds open (kBusy).
+  // naming the sequence (kCorruption), and one another process holds open (kBusy); read-only,
+  // kBusy when another process changed the ledger's files during each of
+  // kReadOnlyOpenAttemptsMax opens.
   static Result<std::unique_ptr<RocksDbLog>> Open(const std::string& dir,
                                                   const RocksDbLogOptions& options = {});
   ~RocksDbLog() override;
@@ -172,6 +193,8 @@ class RocksDbLog final : public EventLog {
   bool history_complete_ = false;
   const std::string dir_;
   const RocksDbLogOptions options_;
+  // options_.min_free_bytes, or the default for the ledger's filesystem (set by Open).
+  uint64_t min_free_bytes_ = 0;
   // Disk state: written by the writer (the leader or Ingest's caller), read by anyone.
   std::atomic<bool> refusing_{false};
   std::atomic<bool> rocks_no_space_{false};  // RocksDB's background error is a no-space one

@@ -1,4 +1,5 @@
 #include "ledger/snapshot_store.h"
+#include "ledger/private_files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -166,8 +167,7 @@ Result<StoredSnapshot> FileSnapshotStore::Read(Sequence after) {
 Result<schema::Hash> FileSnapshotStore::Write(Sequence after, std::string_view bytes) {
   std::error_code ec;
   const bool existed = std::filesystem::exists(dir_, ec);
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) return Status(Code::kIoError, "creating " + dir_ + ": " + ec.message());
+  ADM_RETURN_IF_ERROR(CreatePrivateDirectory(dir_));
   if (!existed) ADM_RETURN_IF_ERROR(FsyncPath(std::filesystem::path(dir_).parent_path().string()));
   // Leftovers of a write that crashed before its rename.
   for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
@@ -186,7 +186,8 @@ Result<schema::Hash> FileSnapshotStore::Write(Sequence after, std::string_view b
   const std::string final_path = PathOf(after);
   const std::string temp_path =
       dir_ + "/.tmp-" + std::to_string(after) + "-" + std::to_string(::getpid());
-  const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                        kPrivateFileMode);
   if (fd < 0) return Errno("creating " + temp_path);
   auto write_all = [&](const char* p, size_t n) -> bool {
     while (n > 0) {

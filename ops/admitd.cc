@@ -52,7 +52,7 @@ struct Args {
   bool local_queue_metrics = false;
   std::string log_level = "info";
   uint64_t snapshot_every = kSnapshotEveryEventsDefault;
-  uint64_t min_free_bytes = ledger::RocksDbLogOptions::kDefaultMinFreeBytes;
+  std::optional<uint64_t> min_free_bytes;  // unset: ledger::DefaultMinFreeBytes of the disk
 };
 
 // The Kafka ledger's role loop runs this often (a standby's lag behind the writer, and how soon
@@ -507,7 +507,8 @@ int main(int argc, char** argv) {
   app.add_option("--min-free-bytes", args.min_free_bytes,
                  "the free-space floor of the embedded ledger's disk: writes are refused "
                  "(\"no space\", nothing written, /readyz not ready) while less is free, and "
-                 "resume by themselves when space returns (default 64 MiB; 0: only a full disk)");
+                 "resume by themselves when space returns (default: 64 MiB, or an eighth of a "
+                 "disk smaller than 512 MiB; 0: only a full disk)");
   app.add_option("--log-level", args.log_level, "trace, debug, info (default), warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   if (auto stop = ParseArgs(app, argc, argv)) return *stop;

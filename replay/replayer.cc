@@ -194,6 +194,7 @@ FetchedChunk Fetch(ledger::EventLog& log, Sequence from, size_t count, bool deco
     }
     chunk.events.push_back(std::move(e));
     look(chunk.events.size() - 1);
+    return true;
   });
   if (!shown.ok()) {
     chunk.status = shown.status();

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "consumers/billing/report.h"
+#include "ledger/private_files.h"
+#include "ledger/rocksdb_options.h"
 
 namespace admission::consumers::billing {
 
@@ -78,6 +80,9 @@ Result<std::unique_ptr<BillingStore>> BillingStore::Open(const std::string& dir)
   rocksdb::Options options;
   options.create_if_missing = true;
   options.paranoid_checks = true;
+  // Private to the user, as the ledger it is folded from (docs/operations.md, "Files and modes").
+  options.env = ledger::PrivateFilesEnv();
+  ADM_RETURN_IF_ERROR(ledger::CreatePrivateDirectory(dir));
   rocksdb::DB* raw = nullptr;
   ADM_RETURN_IF_ERROR(Io(rocksdb::DB::Open(options, dir, &raw), "opening " + dir));
   std::unique_ptr<BillingStore> store(new BillingStore());

@@ -320,15 +320,15 @@ Result<UsageFold> FoldLedger(ledger::EventLog& log) {
   Status failure;
   while (next <= head.sequence && failure.ok()) {
     auto shown = log.Scan(next, 4096, [&](ledger::Sequence sequence, std::string_view bytes) {
-      if (!failure.ok()) return;
       auto decoded = schema::DecodeEvent(bytes);
       if (!decoded.ok()) {
         failure = Status(Code::kCorruption, "event " + std::to_string(sequence) + ": " +
                                                 decoded.status().message());
-        return;
+        return false;
       }
       fold.Apply(sequence, decoded->root());
       next = sequence + 1;
+      return true;
     });
     if (!shown.ok()) return shown.status();
     if (*shown == 0) break;

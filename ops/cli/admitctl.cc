@@ -467,7 +467,8 @@ int main(int argc, char** argv) {
                  "and writes nothing (connected mode makes a fresh one per invocation)");
   app.add_option("--min-free-bytes", global.min_free_bytes,
                  "refuse appends to the embedded ledger while its disk has less than this many "
-                 "bytes free (default 64 MiB; 0: only a full disk refuses them)");
+                 "bytes free (default: 64 MiB, or an eighth of a disk smaller than 512 MiB; "
+                 "0: only a full disk refuses them)");
   app.add_option("--snapshot-every", global.snapshot_every,
                  "take a snapshot of the state after an append that crosses a multiple of this "
                  "many events (default 100000; 0: never). Startup loads the newest valid "

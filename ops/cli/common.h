@@ -44,8 +44,9 @@ struct GlobalOptions {
   std::string log_level = "warn";
   std::string actor;
   uint64_t snapshot_every = kSnapshotEveryEventsDefault;  // 0: no periodic snapshots
-  // Appends are refused below this much free space on the ledger's disk (embedded ledger).
-  uint64_t min_free_bytes = ledger::RocksDbLogOptions::kDefaultMinFreeBytes;
+  // Appends are refused below this much free space on the ledger's disk (embedded ledger);
+  // unset: ledger::DefaultMinFreeBytes of the disk.
+  std::optional<uint64_t> min_free_bytes;
 };
 
 // Prints "admitctl: <status>" to stderr and returns the exit code for a refusal (1).

@@ -11,8 +11,8 @@ namespace admission::ops::rpc {
 
 namespace {
 
-// The daemon's answers are trusted more than a peer's requests: a read returns up to
-// ledger::kReadEventsMax / 16 events.
+// The daemon's answers are trusted more than a peer's requests (a `read` page is at most
+// kReadPageBytesMax and one event; a snapshot or a rendered text may be larger).
 constexpr uint64_t kReplyWordsMax = uint64_t{64} << 20;  // 512 MiB
 
 Status FromException(const kj::Exception& e) {
@@ -225,18 +225,38 @@ Result<ledger::AppendAck> RemoteLog::Append(std::span<const std::string>) {
 
 Result<std::vector<ledger::StoredEvent>> RemoteLog::Read(ledger::Sequence from,
                                                           size_t max_count) {
+  // EventLog's contract: fewer than max_count only at the head. The daemon answers a page
+  // (kReadPageEventsMax events, kReadPageBytesMax bytes, at least one event below its head):
+  // ask again after the last event until there are max_count, or a page comes back empty.
+  // Each round adds an event or ends, so there are at most max_count + 1 rounds.
   std::vector<ledger::StoredEvent> events;
-  Status s = client_.Run([&](Ledger::Client& ledger) {
-    auto call = ledger.readRequest();
-    call.setFrom(from);
-    call.setMaxCount(static_cast<uint32_t>(max_count));
-    return call.send().then([&](capnp::Response<Ledger::ReadResults> r) {
-      Status status = FromError(r.getError());
-      if (status.ok()) events = ToEvents(r.getEvents());
-      return status;
+  while (events.size() < max_count) {
+    const ledger::Sequence next = events.empty() ? from : events.back().sequence + 1;
+    const size_t before = events.size();
+    Status s = client_.Run([&](Ledger::Client& ledger) {
+      auto call = ledger.readRequest();
+      call.setFrom(next);
+      call.setMaxCount(static_cast<uint32_t>(max_count - before));
+      return call.send().then([&](capnp::Response<Ledger::ReadResults> r) {
+        Status status = FromError(r.getError());
+        if (!status.ok()) return status;
+        auto page = r.getEvents();
+        if (page.size() > max_count - before) {
+          return Status(Code::kCorruption, "admitd answered a read of " +
+                                               std::to_string(max_count - before) + " events with " +
+                                               std::to_string(page.size()));
+        }
+        for (StoredEvent::Reader e : page) {
+          auto bytes = e.getBytes();
+          events.push_back({e.getSequence(), std::string(reinterpret_cast<const char*>(bytes.begin()),
+                                                         bytes.size())});
+        }
+        return Status::Ok();
+      });
     });
-  });
-  if (!s.ok()) return s;
+    if (!s.ok()) return s;
+    if (events.size() == before) break;  // the head
+  }
   return events;
 }
 

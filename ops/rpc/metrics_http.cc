@@ -169,15 +169,15 @@ class MetricsHttp::Impl final : public kj::HttpService {
       auto seen = log_.Scan(fold_.last_sequence() + 1,
                             std::min<uint64_t>(kCatchUpChunk, to - fold_.last_sequence()),
                             [&](ledger::Sequence sequence, std::string_view bytes) {
-                              if (!failure.ok()) return;
                               auto decoded = schema::DecodeEvent(bytes);
                               if (!decoded.ok()) {
                                 failure = Status(Code::kCorruption,
                                                  "event " + std::to_string(sequence) + ": " +
                                                      decoded.status().message());
-                                return;
+                                return false;
                               }
                               fold_.Apply(sequence, decoded->root());
+                              return true;
                             });
       if (!seen.ok()) return seen.status();
       if (*seen == 0) break;

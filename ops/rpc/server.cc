@@ -55,6 +55,23 @@ void FillEvents(capnp::List<StoredEvent>::Builder list,
   }
 }
 
+// One page of the ledger for a `read` reply: up to max_count events from `from` on, only as
+// many as fit in kReadPageBytesMax stored bytes, and always the first (a client that asked for
+// events below the head gets at least one, so it makes progress).
+Result<std::vector<ledger::StoredEvent>> ReadPage(ledger::EventLog& log, uint64_t from,
+                                                  size_t max_count) {
+  std::vector<ledger::StoredEvent> page;
+  size_t bytes = 0;
+  auto shown = log.Scan(from, max_count, [&](ledger::Sequence sequence, std::string_view stored) {
+    if (!page.empty() && bytes + stored.size() > kReadPageBytesMax) return false;
+    bytes += stored.size();
+    page.push_back(ledger::StoredEvent{sequence, std::string(stored)});
+    return true;
+  });
+  if (!shown.ok()) return shown.status();
+  return page;
+}
+
 std::vector<std::string> Texts(capnp::List<capnp::Text>::Reader list) {
   std::vector<std::string> out;
   for (auto t : list) out.emplace_back(t.cStr());
@@ -413,9 +430,9 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     auto params = context.getParams();
     Status s = Admit();
     if (s.ok()) s = d_.policy_.MayRead(principal_, "read the log");
-    const size_t max = std::min<size_t>(params.getMaxCount(), ledger::kReadEventsMax / 16);
+    const size_t max = std::min<size_t>(params.getMaxCount(), kReadPageEventsMax);
     if (s.ok()) {
-      auto events = d_.log_.Read(std::max<uint64_t>(params.getFrom(), 1), max);
+      auto events = ReadPage(d_.log_, std::max<uint64_t>(params.getFrom(), 1), max);
       if (events.ok()) {
         FillEvents(context.getResults().initEvents(static_cast<unsigned>(events->size())), *events);
         return kj::READY_NOW;
@@ -944,19 +961,27 @@ bool Daemon::Matches(const Watcher& w, schema::Event::Reader event) const {
 void Daemon::Pump(Watcher& w) {
   if (w.busy) return;
   const uint64_t head = log_.GetHead().sequence;
+  // A push holds at most kWatchPushEventsMax matching events and, past its first, only as many
+  // as fit in kReadPageBytesMax stored bytes: the event that would not fit starts the next push.
   std::vector<ledger::StoredEvent> matched;
+  size_t matched_bytes = 0;
   for (int reads = 0; reads < kPumpReadsMax && w.next <= head && matched.empty(); ++reads) {
-    auto chunk = log_.Read(w.next, kWatchPushEventsMax);
-    if (!chunk.ok()) {
-      EndWatch(w.id, "reading the ledger failed: " + chunk.status().ToString());
+    auto shown = log_.Scan(w.next, kWatchPushEventsMax,
+                           [&](ledger::Sequence sequence, std::string_view bytes) {
+      auto decoded = schema::DecodeEvent(bytes);
+      if (decoded.ok() && Matches(w, decoded->root())) {
+        if (!matched.empty() && matched_bytes + bytes.size() > kReadPageBytesMax) return false;
+        matched_bytes += bytes.size();
+        matched.push_back(ledger::StoredEvent{sequence, std::string(bytes)});
+      }
+      w.next = sequence + 1;
+      return true;
+    });
+    if (!shown.ok()) {
+      EndWatch(w.id, "reading the ledger failed: " + shown.status().ToString());
       return;
     }
-    if (chunk->empty()) break;
-    for (ledger::StoredEvent& e : *chunk) {
-      auto decoded = schema::DecodeEvent(e.bytes);
-      if (decoded.ok() && Matches(w, decoded->root())) matched.push_back(std::move(e));
-      w.next = e.sequence + 1;
-    }
+    if (*shown == 0) break;
   }
   if (matched.empty()) {
     if (w.next <= head) {

@@ -9,6 +9,7 @@
 #include <capnp/message.h>
 
 #include "schema/admission_rpc.capnp.h"
+#include "schema/event_codec.h"
 #include "schema/result.h"
 
 namespace admission::ops::rpc {
@@ -34,6 +35,16 @@ inline constexpr size_t kWatchersMax = 256;
 // its resume sequence (it never holds the writer back).
 inline constexpr uint64_t kWatchBufferEventsMax = 65536;
 inline constexpr uint32_t kWatchPushEventsMax = 512;  // events in one push
+// A page of the ledger in one message (a `read` reply, a watch push): events only up to this
+// many stored bytes, but always at least one (an event is at most schema::kEventBytesMax), so a
+// page fits in a message whatever its events' sizes; the client asks again for the rest.
+inline constexpr size_t kReadPageBytesMax = size_t{8} << 20;  // 8 MiB
+// Events in one `read` reply, however small they are: the work of one call on the event loop.
+inline constexpr uint32_t kReadPageEventsMax = 4096;
+// A full page (the byte budget, one more event that starts it, and each event's list entry) is
+// well under what a peer reads in one message (the daemon sends nothing larger than it reads).
+static_assert(kReadPageBytesMax + schema::kEventBytesMax + kReadPageEventsMax * 64 <
+              kRequestWordsMax * sizeof(capnp::word) / 2);
 inline constexpr size_t kPendingCallsMax = 4096;      // record calls waiting for a group
 inline constexpr size_t kReadQueueMax = 16;           // explain calls waiting for the read worker
 inline constexpr uint32_t kOverloadedRetryAfterMs = 100;

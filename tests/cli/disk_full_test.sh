@@ -2,6 +2,7 @@
 # A disk that fills up (docs/operations.md, "A full disk"), on a 96 MiB tmpfs this test mounts
 # itself in a private mount namespace (unshare -m as root, unshare -rm otherwise), so nothing
 # outlives it:
+# - the default free-space floor lets this small disk take writes (an eighth of it, not 64 MiB);
 # - below the free-space floor, and on a completely full disk, every write is refused with a
 #   clear error (NoSpace, the free bytes, the floor), the process does not abort, the head does
 #   not move;
@@ -32,8 +33,10 @@ mnt="$work/disk"
 mkdir -p "$mnt"
 mount -t tmpfs -o size=96m tmpfs "$mnt" || { fail "mount a tmpfs at $mnt"; finish disk_full; }
 L="$mnt/ledger"
-low_floor=$((1 << 20))  # the tmpfs has about the default floor (64 MiB) free
-ac() { "$admitctl" --ledger "$L" --min-free-bytes "$low_floor" "$@"; }
+# The default floor throughout, except where a step sets one: on this 96 MiB disk it is an
+# eighth of the disk (12 MiB), below the ~22 MiB left once RocksDB has preallocated its
+# write-ahead log (~70 MiB); 64 MiB, the floor of larger disks, would refuse every write here.
+ac() { "$admitctl" --ledger "$L" "$@"; }
 avail() { df -B1 --output=avail "$mnt" | tail -1 | tr -d ' '; }
 # Leaves about $1 bytes free (a filler file takes the rest); `fill_up` fills the disk whole.
 leave_free() {
@@ -98,7 +101,7 @@ until_refused() {  # $1: first job number; options after it
 floor=$((8 << 20))
 
 expect_rc 0 ac apply -f "$work/setup.yaml"
-for i in $(seq 1 12); do submit_ok "$i" --ledger "$L" --min-free-bytes "$low_floor"; done
+for i in $(seq 1 12); do submit_ok "$i" --ledger "$L"; done
 head=$(head_of)
 [ -n "$head" ] || fail "no head before the disk fills"
 
@@ -129,16 +132,16 @@ expect_rc 0 ac replay --verify
 
 # 4. Space returns: writes resume, nothing acknowledged is lost.
 make_room
-for i in $(seq 13 16); do submit_ok "$i" --ledger "$L" --min-free-bytes "$low_floor"; done
+for i in $(seq 13 16); do submit_ok "$i" --ledger "$L"; done
 expect_rc 0 ac verify
 expect_rc 0 ac get workloads -o json
 for w in "${acked[@]}"; do contains "$out" "\"name\": \"${w#nlp/}\","; done
 
 # 5. admitd on the same disk.
 S="$work/admitd.sock"
-start_daemon() {  # $1: the floor
+start_daemon() {  # $1: the floor (empty: the default)
   rm -f "$work/ready"
-  "$admitd" --ledger "$L" --listen "unix:$S" --metrics-listen 127.0.0.1:0 --min-free-bytes "$1" \
+  "$admitd" --ledger "$L" --listen "unix:$S" --metrics-listen 127.0.0.1:0 ${1:+--min-free-bytes "$1"} \
     --ready-file "$work/ready" --log-level warn >> "$work/admitd.out" 2>> "$work/admitd.err" &
   daemon_pid=$!
   for _ in $(seq 200); do [ -s "$work/ready" ] && break; sleep 0.05; done
@@ -176,6 +179,17 @@ daemon_round() {  # $1: the floor, $2: how the disk is filled (leave_free N | fi
   daemon_pid=
 }
 daemon_round "$floor" "leave_free $((4 << 20))"
+# admitd with the default floor takes one write after another on this disk (its first append
+# preallocates the write-ahead log, which leaves ~22 MiB: above an eighth of the disk, below
+# 64 MiB) and reports that floor.
+start_daemon ""
+for k in 1 2 3 4; do submit_ok $((300 + k)) --connect "unix:$S"; done
+[ "$(metric admitd_ledger_disk_min_free_bytes)" = $((96 << 20 >> 3)) ] ||
+  fail "admitd's default floor on a 96 MiB disk: $(metric admitd_ledger_disk_min_free_bytes) (want 12 MiB)"
+[ "$(http /readyz)" = 200 ] || fail "admitd with the default floor is not ready on a 96 MiB disk"
+kill -TERM "$daemon_pid"
+wait "$daemon_pid" || fail "admitd did not stop cleanly: $(tail -5 "$work/admitd.err")"
+daemon_pid=
 # admitd with no floor (RocksDB's own no-space error, then RocksDB's recovery and the service's
 # fold again) is tested with a file system that fails on demand:
 # RocksDbLedger.ANoSpaceWriteIsRefusedCleanlyAndWritesResume (tests/unit/ledger_test.cc). Here

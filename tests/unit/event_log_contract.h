@@ -78,6 +78,35 @@ TEST_P(EventLogTest, AppendsDenseSequencesAndReadsThemBack) {
   EXPECT_EQ(std::string(name.cStr()), "b");
 }
 
+TEST_P(EventLogTest, ScanShowsWhatReadGivesAndStopsWhenTheVisitorSaysSo) {
+  std::vector<std::string> batch;
+  for (int i = 0; i < 6; ++i) batch.push_back(Workload("w" + std::to_string(i), "", 10));
+  ASSERT_TRUE(log_->Append(batch).ok());
+  auto read = log_->Read(2, 10);
+  ASSERT_TRUE(read.ok());
+  std::vector<StoredEvent> seen;
+  auto all = log_->Scan(2, 10, [&](Sequence sequence, std::string_view bytes) {
+    seen.push_back(StoredEvent{sequence, std::string(bytes)});
+    return true;
+  });
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(*all, 5u);  // fewer than asked only at the head
+  ASSERT_EQ(seen.size(), read->size());
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].sequence, (*read)[i].sequence);
+    EXPECT_EQ(seen[i].bytes, (*read)[i].bytes);
+  }
+  // A visitor that says stop at event 3 is shown nothing after it.
+  std::vector<Sequence> until;
+  auto stopped = log_->Scan(2, 10, [&](Sequence sequence, std::string_view) {
+    until.push_back(sequence);
+    return sequence < 3;
+  });
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(*stopped, 2u);
+  EXPECT_EQ(until, (std::vector<Sequence>{2, 3}));
+}
+
 TEST_P(EventLogTest, ReappendWithSameKeyAndPayloadReturnsOriginalSequence) {
   ASSERT_TRUE(log_->Append(std::vector<std::string>{Workload("a", "submit-a", 10)}).ok());
   ASSERT_TRUE(log_->Append(std::vector<std::string>{Workload("b", "", 11)}).ok());

@@ -177,7 +177,7 @@ int Run(const fs::path& source, const fs::path& out) {
                                                         : "";
       if (!submitted.empty()) {
         submit.Add(submitted);
-        auto parsed = ops::ParseSubmitYaml(submitted, ops::SubmitContext{"1"});
+        auto parsed = ops::ParseSubmitYaml(submitted, ops::SubmitContext{"1", ""});
         if (parsed.ok() && record_calls.size() < kRecordCallsMax) {
           std::vector<std::string> inputs;
           for (const auto& o : *parsed) inputs.push_back(o.event);

@@ -1,3 +1,9 @@
+// GCC 12 misreads kj's ExceptionOr<Status> (a Status holds a std::string) in the promise nodes
+// it instantiates here as maybe-uninitialized, depending on what it inlines (the same false
+// positive server.cc avoids by passing results behind a pointer; here Status is the type of
+// every call's promise). Before any include, so that it covers their instantiations.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include "ops/rpc/client.h"
 
 #include <cstdio>
@@ -130,6 +136,57 @@ Result<std::unique_ptr<RpcClient>> RpcClient::Connect(const ClientOptions& optio
 namespace {
 // Waits for `promise`, but not past `deadline` (when given): then *timed_out is set and the
 // wait throws.
+// Forwards to a stream and keeps the description of the first read error in *error.
+// REQUIRES: error outlives the stream.
+class ReadErrorRecorder final : public kj::AsyncIoStream {
+ public:
+  ReadErrorRecorder(kj::Own<kj::AsyncIoStream> inner, std::string* error)
+      : inner_(kj::mv(inner)), error_(error) {}
+  kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
+    return kj::evalNow([&]() { return inner_->tryRead(buffer, min_bytes, max_bytes); })
+        .catch_([this](kj::Exception&& e) -> kj::Promise<size_t> {
+          if (error_->empty()) *error_ = e.getDescription().cStr();
+          return kj::mv(e);
+        });
+  }
+  kj::Promise<void> write(const void* buffer, size_t size) override {
+    return inner_->write(buffer, size);
+  }
+  kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
+    return inner_->write(pieces);
+  }
+  kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
+  void shutdownWrite() override { inner_->shutdownWrite(); }
+  void abortRead() override { inner_->abortRead(); }
+
+ private:
+  kj::Own<kj::AsyncIoStream> inner_;
+  std::string* error_;
+};
+
+// REQUIRES: deadline is null (no limit) or outlives the wait.
+template <typename T>
+T WaitUntil(kj::Promise<T>&& promise, kj::Timer& timer, const kj::TimePoint* deadline,
+            kj::WaitScope& ws, bool* timed_out);
+
+// The first call on a new connection (ping), which says whether the daemon took it. With TLS
+// 1.3 the daemon checks our certificate after our side of the handshake is done: a refusal is
+// an alert the read side gets (ReadErrorRecorder), while the write side may fail first ("ssl
+// connection ended during write"); the read side's word is the one thrown.
+void FirstCall(Ledger::Client& ledger, kj::Timer& timer, const kj::TimePoint* deadline,
+               kj::WaitScope& ws, bool* timed_out, const std::string& read_error) {
+  KJ_IF_MAYBE(failed, kj::runCatchingExceptions([&]() {
+    WaitUntil(ledger.pingRequest().send(), timer, deadline, ws, timed_out);
+  })) {
+    ws.poll();
+    if (!*timed_out && !read_error.empty()) {
+      kj::throwFatalException(kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                                            kj::heapString(read_error)));
+    }
+    kj::throwFatalException(kj::mv(*failed));
+  }
+}
+
 // REQUIRES: deadline is null (no limit) or outlives the wait.
 template <typename T>
 T WaitUntil(kj::Promise<T>&& promise, kj::Timer& timer, const kj::TimePoint* deadline,
@@ -165,6 +222,7 @@ void RpcClient::Loop(const ClientOptions& options, std::promise<void>* ready) {
     // Connecting, the handshake and the first call, together, within the call timeout.
     const kj::TimePoint deadline_at = timer.now() + options.call_timeout_ms * kj::MILLISECONDS;
     const kj::TimePoint* deadline = options.call_timeout_ms > 0 ? &deadline_at : nullptr;
+    std::string read_error;  // the first read error on the TLS stream (ReadErrorRecorder)
     kj::Own<kj::AsyncIoStream> stream;
     kj::Own<kj::TlsContext> tls;
     {
@@ -191,6 +249,7 @@ void RpcClient::Loop(const ClientOptions& options, std::promise<void>* ready) {
       tls = kj::heap<kj::TlsContext>(kj::mv(tls_options));
       stream = WaitUntil(tls->wrapClient(kj::mv(stream), options.endpoint.host), timer, deadline,
                          ws, &timed_out);
+      stream = kj::heap<ReadErrorRecorder>(kj::mv(stream), &read_error);
     }
     capnp::ReaderOptions reader;
     reader.traversalLimitInWords = kReplyWordsMax;
@@ -202,9 +261,10 @@ void RpcClient::Loop(const ClientOptions& options, std::promise<void>* ready) {
     auto vat_id = message.getRoot<capnp::rpc::twoparty::VatId>();
     vat_id.setSide(capnp::rpc::twoparty::Side::SERVER);
     Ledger::Client ledger = rpc.bootstrap(vat_id).castAs<Ledger>();
-    // The handshake is done; a daemon that refused the principal answers every call with an
-    // error, which each call reports.
-    WaitUntil(ledger.pingRequest().send(), timer, deadline, ws, &timed_out);
+    // The handshake is done on our side. With TLS 1.3 the daemon checks our certificate after
+    // that: a refusal is an alert the read side gets, while the write side may fail first
+    // ("ended during write"); the read side's word is the one reported.
+    FirstCall(ledger, timer, deadline, ws, &timed_out, read_error);
     ledger_ = &ledger;
     timer_ = &io.provider->getTimer();
     executor_ = &kj::getCurrentThreadExecutor();

@@ -420,7 +420,8 @@ class MetricsHttp::Impl final : public kj::HttpService, public kj::TaskSet::Erro
   // exhausted) is retried after a backoff instead of ending the listener: /readyz must answer
   // again once the daemon can accept (docs/admitd.md, "Limits").
   kj::Promise<void> AcceptLoop(uint64_t retry_ms) {
-    return listener_->accept().then(
+    // (kj's accept throws at once when accept(2) fails at once: inside the promise.)
+    return kj::evalNow([this]() { return listener_->accept(); }).then(
         [this](kj::Own<kj::AsyncIoStream> connection) {
           connections_->add(server_->listenHttp(kj::mv(connection)));
           return AcceptLoop(0);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,6 +38,10 @@ constexpr int64_t kGatherIdleMaxUs = 400;
 constexpr int64_t kGatherWaitMaxUs = 4000;
 // Reads of the ledger one watcher pump makes before it yields to the loop.
 constexpr int kPumpReadsMax = 16;
+// A manifest parsed of at least this many bytes is followed by malloc_trim: the parser's tree
+// (about 150 times the manifest's bytes at worst, docs/admitd.md "Limits") is freed to the
+// allocator, which would otherwise keep it resident.
+constexpr size_t kTrimAfterManifestBytes = size_t{256} << 10;
 
 // A peer that goes away fails the tasks that were talking to it (a watcher's end): that is
 // debug. Anything else is a fault worth seeing.
@@ -431,6 +436,9 @@ class Daemon::LedgerImpl final : public Ledger::Server {
           auto parsed = kj::heap<Result<ParsedManifest>>(
               ParseManifest(mode, text, std::move(request_id), seed));
           std::string().swap(text);
+          // The parser's tree is freed by now; give its pages back, or the daemon stays as
+          // large as its largest parse.
+          if (bytes >= kTrimAfterManifestBytes) ::malloc_trim(0);
           *in_flight -= bytes;
           fulfiller->fulfill(kj::mv(parsed));
         });
@@ -818,8 +826,12 @@ Result<std::vector<std::string>> Daemon::Listen(kj::WaitScope& wait_scope) {
 
 kj::Promise<void> Daemon::AcceptLoop(kj::ConnectionReceiver& receiver, bool tls,
                                      uint64_t retry_ms) {
-  // retry_ms > 0: this listener's last accept failed, and it waited that long.
-  return receiver.acceptAuthenticated().then(
+  // retry_ms > 0: this listener's last accept failed, and it waited that long. A TLS listener
+  // accepts only when a handshake may start (kTlsHandshakesMax).
+  kj::Promise<void> slot = tls ? HandshakeSlot() : kj::Promise<void>(kj::READY_NOW);
+  // (kj's accept throws at once when accept(2) fails at once: inside the promise, so that the
+  // error branch gets it.)
+  return slot.then([&receiver]() { return kj::evalNow([&]() { return receiver.acceptAuthenticated(); }); }).then(
       [this, &receiver, tls, retry_ms](kj::AuthenticatedStream stream) -> kj::Promise<void> {
         if (retry_ms > 0) {
           --listeners_failing_;
@@ -861,11 +873,11 @@ void Daemon::Handshake(kj::AuthenticatedStream stream) {
                            *stream.peerIdentity)) {
     peer = "TLS peer " + std::string(address->getAddress().toString().cStr());
   }
-  // Past kTlsHandshakesMax the oldest handshake gives way: an honest one takes milliseconds,
-  // so the oldest is the one most likely stalled.
+  // The accept loop waited for a slot (HandshakeSlot): there is one now, or the oldest
+  // handshake has stalled past kTlsHandshakeEvictAfterMs and gives way.
   if (handshakes_.size() >= kTlsHandshakesMax) {
     auto oldest = handshakes_.begin();
-    oldest->second->fulfill();
+    oldest->second.evict->fulfill();
     handshakes_.erase(oldest);
   }
   const uint64_t id = next_handshake_id_++;
@@ -873,7 +885,7 @@ void Daemon::Handshake(kj::AuthenticatedStream stream) {
   kj::AuthenticatedStream shared{kj::heap<SharedStream>(kj::addRef(*socket)),
                                  kj::mv(stream.peerIdentity)};
   auto evicted = kj::newPromiseAndFulfiller<void>();
-  handshakes_[id] = kj::mv(evicted.fulfiller);
+  handshakes_.emplace(id, PendingHandshake{kj::mv(evicted.fulfiller), io_.provider->getTimer().now()});
   auto ours = std::make_shared<std::string>();  // why we dropped it, when we did
   auto timeout = io_.provider->getTimer().afterDelay(kTlsAcceptTimeoutMs * kj::MILLISECONDS).then(
       [ours]() -> kj::Promise<kj::AuthenticatedStream> {
@@ -892,13 +904,13 @@ void Daemon::Handshake(kj::AuthenticatedStream stream) {
                   .exclusiveJoin(kj::mv(dropped))
                   .then(
                       [this, id](kj::AuthenticatedStream secured) {
-                        handshakes_.erase(id);
+                        HandshakeDone(id);
                         Serve(kj::mv(secured), true);
                       },
                       [this, id, ours, peer, socket = kj::mv(socket)](kj::Exception&& e) mutable {
                         // No certificate, another CA, an expired certificate, too slow, or
                         // evicted: only this connection is closed.
-                        handshakes_.erase(id);
+                        HandshakeDone(id);
                         ++stats_.connections_closed[ours->empty() ? "handshake_failed" : *ours];
                         uint64_t held_back = 0;
                         if (refusal_log_.Allow(&held_back)) {
@@ -908,6 +920,27 @@ void Daemon::Handshake(kj::AuthenticatedStream stream) {
                         }
                         if (ours->empty()) Linger(kj::mv(socket));
                       }));
+}
+
+void Daemon::HandshakeDone(uint64_t id) {
+  handshakes_.erase(id);
+  if (handshakes_.size() >= kTlsHandshakesMax) return;
+  for (auto& waiter : slot_waiters_) waiter->fulfill();
+  slot_waiters_.clear();
+}
+
+kj::Promise<void> Daemon::HandshakeSlot() {
+  if (handshakes_.size() < kTlsHandshakesMax) return kj::READY_NOW;
+  // All slots taken: wait for one to free, or for the oldest to be old enough to drop. A burst
+  // of honest clients waits in the listen backlog instead of dropping each other's handshakes.
+  const kj::TimePoint evictable =
+      handshakes_.begin()->second.started + kTlsHandshakeEvictAfterMs * kj::MILLISECONDS;
+  if (io_.provider->getTimer().now() >= evictable) return kj::READY_NOW;
+  auto freed = kj::newPromiseAndFulfiller<void>();
+  std::erase_if(slot_waiters_, [](kj::Own<kj::PromiseFulfiller<void>>& w) { return !w->isWaiting(); });
+  slot_waiters_.push_back(kj::mv(freed.fulfiller));
+  return freed.promise.exclusiveJoin(io_.provider->getTimer().atTime(evictable))
+      .then([this]() { return HandshakeSlot(); });
 }
 
 void Daemon::Linger(kj::Own<SharedSocket> socket) {

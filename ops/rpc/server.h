@@ -198,6 +198,10 @@ class Daemon {
   // why in an RPC Abort message when few such writes are in flight.
   void Refuse(kj::Own<kj::AsyncIoStream> stream, const std::string& reason, const Status& why,
               const std::string& peer);
+  // Resolves when a TLS handshake may start: fewer than kTlsHandshakesMax are in progress, or
+  // the oldest has taken kTlsHandshakeEvictAfterMs (Handshake then drops it).
+  kj::Promise<void> HandshakeSlot();
+  void HandshakeDone(uint64_t id);
   // After a failed TLS handshake: lets the alert reach the peer (SharedSocket).
   void Linger(kj::Own<SharedSocket> socket);
   // Ends the watches the policy in force no longer allows as they are.
@@ -243,8 +247,14 @@ class Daemon {
   std::map<std::string, size_t> connections_by_principal_;
   size_t unknown_connections_ = 0;
   size_t admin_reserve_connections_ = 0;
-  // TLS handshakes in progress, oldest first: fulfilling one's fulfiller drops it.
-  std::map<uint64_t, kj::Own<kj::PromiseFulfiller<void>>> handshakes_;
+  // TLS handshakes in progress, oldest first: fulfilling one's `evict` drops it.
+  struct PendingHandshake {
+    kj::Own<kj::PromiseFulfiller<void>> evict;
+    kj::TimePoint started = kj::origin<kj::TimePoint>();
+  };
+  std::map<uint64_t, PendingHandshake> handshakes_;
+  // TLS accept loops waiting for a handshake slot (HandshakeSlot).
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> slot_waiters_;
   uint64_t next_handshake_id_ = 1;
   std::shared_ptr<size_t> refusals_in_flight_ = std::make_shared<size_t>(0);
   size_t listeners_failing_ = 0;  // listeners whose last accept failed

@@ -39,10 +39,12 @@ inline constexpr size_t kUnknownPeerConnectionsMax = 16;
 // Admin's Unix connections accepted past kConnectionsMax, so that the daemon's own uid can
 // always get in.
 inline constexpr size_t kAdminReserveConnections = 16;
-// TLS handshakes in progress; a new connection past it drops the oldest handshake (a stalled
-// one: an honest handshake takes milliseconds, so a flood must open this many within that time
-// to drop one).
+// TLS handshakes in progress. Past it the TLS listener accepts nothing more (new connections
+// wait in the listen backlog) until one ends, or until the oldest has taken
+// kTlsHandshakeEvictAfterMs: then it is dropped for the next (an honest handshake takes
+// milliseconds; one that old has stalled).
 inline constexpr size_t kTlsHandshakesMax = 256;
+inline constexpr uint64_t kTlsHandshakeEvictAfterMs = 2'000;
 // A connection's peer that stops in the middle of a message is closed after this long: its
 // partial message would hold memory (the size its segment table claims, as it arrives).
 inline constexpr uint64_t kPartialMessageTimeoutMs = 10'000;

@@ -251,7 +251,8 @@ class RawClient {
   // Reads whatever admitd sends until it closes the connection.
   kj::Promise<void> Watch(Held& h, kj::TimePoint start) {
     auto buffer = kj::heapArray<kj::byte>(4096);
-    auto read = h.stream->tryRead(buffer.begin(), 1, buffer.size());
+    // A read that fails at once (a reset) throws here, not in the promise.
+    auto read = kj::evalNow([&]() { return h.stream->tryRead(buffer.begin(), 1, buffer.size()); });
     return read
         .then(
             [this, &h, start, buffer = kj::mv(buffer)](size_t n) mutable -> kj::Promise<void> {

@@ -7,6 +7,7 @@
 // file is removed.
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -66,6 +67,33 @@ constexpr int64_t kHolderRefreshMs = 1000;
 int Fail(const Status& s) {
   std::cerr << "admitd: " << s.ToString() << "\n";
   return 1;
+}
+
+// File descriptors beyond the connections' (the ledger's files, the metrics listener, logs).
+constexpr uint64_t kSpareFileDescriptors = 256;
+
+// The connection limits (ops/rpc/transport.h) need file descriptors: the soft limit is raised
+// to the hard one, and a limit still below what they may use is a warning (accepts would fail
+// first: retried, counted, not ready; docs/admitd.md, "Limits").
+void RaiseFileLimit() {
+  struct rlimit limit;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    const rlim_t before = limit.rlim_cur;
+    limit.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+      spdlog::info("open files limit raised from {} to {}", before, limit.rlim_cur);
+    } else {
+      limit.rlim_cur = before;
+    }
+  }
+  const uint64_t needed = rpc::kConnectionsMax + rpc::kAdminReserveConnections +
+                          rpc::kTlsHandshakesMax + rpc::kRefusalsInFlightMax + kSpareFileDescriptors;
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < needed) {
+    spdlog::warn("the open files limit is {}, below the {} the connection limits may use: "
+                 "accepts will fail before the connection limits are reached (raise ulimit -n)",
+                 limit.rlim_cur, needed);
+  }
 }
 
 kj::Promise<void> OnHangup(kj::UnixEventPort& port, rpc::Daemon& daemon) {
@@ -287,6 +315,7 @@ int Run(const Args& args) {
   kj::UnixEventPort::captureSignal(SIGTERM);
   kj::UnixEventPort::captureSignal(SIGINT);
   kj::UnixEventPort::captureSignal(SIGHUP);
+  RaiseFileLimit();
   std::vector<rpc::Endpoint> endpoints;
   for (const std::string& text : args.listen) {
     auto e = rpc::ParseEndpoint(text);
@@ -382,8 +411,10 @@ int Run(const Args& args) {
     // Not ready while appends are refused for lack of disk space (reads are still served).
     ledger::EventLog* disk_log = log.get();
     const Service* served = service->get();
-    metrics = std::make_unique<rpc::MetricsHttp>(io, **service, *log, snapshots, daemon, [&ready_file, disk_log, served] {
+    // Nor while accepting connections fails (file descriptors exhausted: retried meanwhile).
+    metrics = std::make_unique<rpc::MetricsHttp>(io, **service, *log, snapshots, daemon, [&ready_file, disk_log, &daemon, served] {
       if (ready_file == nullptr || !ready_file->marked()) return false;
+      if (!daemon.accepting()) return false;
       // An append failed and the decider may be ahead of the ledger until it is folded again.
       if (served->broken()) return false;
       const std::optional<ledger::DiskState> disk = disk_log->Disk();

@@ -33,6 +33,7 @@ const char* CodeName(Code code) {
     case Code::kNoSpace: return "NoSpace";
     case Code::kUnavailable: return "Unavailable";
     case Code::kFailedPrecondition: return "FailedPrecondition";
+    case Code::kDeadlineExceeded: return "DeadlineExceeded";
   }
   return "Unknown";
 }

@@ -27,10 +27,13 @@ enum class Code {
                         // written; retry once space returns (docs/operations.md)
   kFailedPrecondition,  // the input is well formed but the state forbids it now (a definition
                         // still in use); nothing written; only a change elsewhere lets it pass
+  kDeadlineExceeded,    // a client's call got no answer within its timeout (admitctl
+                        // --timeout): the daemon may have done it or not; a retry with the same
+                        // request id is safe. admitctl exits 3 for it. Never sent by admitd.
 };
 // The highest code; codes travel as numbers (schema/admission_rpc.capnp's Error.code), so new
 // ones are only ever appended.
-inline constexpr Code kCodeLast = Code::kFailedPrecondition;
+inline constexpr Code kCodeLast = Code::kDeadlineExceeded;
 
 const char* CodeName(Code code);
 

@@ -1,7 +1,8 @@
 // admitctl: the admission ledger's command line, in embedded mode (the ledger is a RocksDB
 // directory opened by this process).
 //
-// Exit codes: 0 success; 1 refused or failed (reason on stderr); 2 usage error.
+// Exit codes: 0 success; 1 refused or failed (reason on stderr); 2 usage error; 3 admitd did
+// not answer within --timeout.
 
 #include <unistd.h>
 
@@ -32,6 +33,7 @@
 #include "ops/render.h"
 #include "ops/rpc/client.h"
 #include "ops/service.h"
+#include "schema/quantity.h"
 #include "schema/time_format.h"
 #include "replay/replayer.h"
 #include "replay/snapshots.h"
@@ -140,6 +142,7 @@ int RunConnectedDemo(const GlobalOptions& global, const std::string& certs,
     rpc::ClientOptions options;
     options.endpoint = *endpoint;
     options.tls = {certs + "/" + file + ".pem", certs + "/" + file + ".key", certs + "/ca.pem"};
+    options.call_timeout_ms = global.timeout_ms;
     auto client = rpc::RpcClient::Connect(options);
     if (!client.ok()) {
       return Status(client.status().code(),
@@ -430,7 +433,10 @@ int main(int argc, char** argv) {
   CLI::App app{
       "admitctl: the admission ledger's command line (embedded RocksDB ledger, a Kafka ledger "
       "read directly, or admitd through --connect).\n"
-      "Every input and decision is an immutable event in the ledger at --ledger."};
+      "Every input and decision is an immutable event in the ledger at --ledger.\n"
+      "Exit codes: 0 done; 1 refused or failed (admitctl: CODE: message on stderr); 2 usage; "
+      "3 timed out: admitd did not answer within --timeout (the call may or may not have been "
+      "done: retry it with the same --request-id)."};
   app.require_subcommand(1);
   // Global options are accepted anywhere on the line, also after the subcommand
   // (`report-check ... --as OWNER`, as the README shows).
@@ -462,6 +468,11 @@ int main(int argc, char** argv) {
   app.add_option("--cert", global.cert, "TLS: this client's certificate (its common name is the principal)");
   app.add_option("--key", global.key, "TLS: this client's private key");
   app.add_option("--ca", global.ca, "TLS: the CA that signed admitd's certificate");
+  app.add_option("--timeout", global.timeout,
+                 "with --connect: how long connecting, and then each call, may wait for admitd "
+                 "(a duration: 30s, 500ms, 2m; default 30s; 0: no limit). Past it admitctl exits "
+                 "3, DeadlineExceeded. log, verify and replay read in pages, each a call; a "
+                 "watch's stream is not bounded");
   app.add_option("--request-id", global.request_id,
                  "this call's request id: a retry with the same id returns the first outcome "
                  "and writes nothing (connected mode makes a fresh one per invocation)");
@@ -600,6 +611,13 @@ int main(int argc, char** argv) {
     spdlog::set_level(spdlog::level::from_str(global.log_level));
     // One request id per invocation: a retry of this call (same id) is answered, not redone.
     if (global.connected() && global.request_id.empty()) global.request_id = NewRequestId();
+    auto ns = admission::schema::ParseDurationNs(global.timeout);
+    if (!ns.ok() || *ns < 0) {
+      throw CLI::ValidationError("--timeout", "'" + global.timeout +
+                                                  "' is not a duration (e.g. 30s, 500ms, 2m, 0)");
+    }
+    global.timeout_ms = static_cast<uint64_t>(*ns / 1'000'000);
+    if (*ns > 0 && global.timeout_ms == 0) global.timeout_ms = 1;
   });
   if (auto stop = ParseArgs(app, argc, argv)) return *stop;
   if (replay_exit >= 0) return replay_exit;

@@ -23,7 +23,7 @@ namespace admission::ops {
 
 int Fail(const Status& status) {
   std::cerr << "admitctl: " << status.ToString() << "\n";
-  return 1;
+  return status.code() == Code::kDeadlineExceeded ? kExitTimedOut : 1;
 }
 
 Result<std::shared_ptr<rpc::RpcClient>> Connect(const GlobalOptions& global) {
@@ -32,6 +32,7 @@ Result<std::shared_ptr<rpc::RpcClient>> Connect(const GlobalOptions& global) {
   rpc::ClientOptions options;
   options.endpoint = *endpoint;
   options.tls = {global.cert, global.key, global.ca};
+  options.call_timeout_ms = global.timeout_ms;
   auto client = rpc::RpcClient::Connect(options);
   if (!client.ok()) return client.status();
   return std::shared_ptr<rpc::RpcClient>(std::move(*client));

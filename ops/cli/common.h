@@ -39,6 +39,9 @@ struct GlobalOptions {
   std::string connect;
   std::string cert, key, ca;  // TLS client identity and the daemon's CA
   std::string request_id;     // --request-id; connected mode makes one per invocation
+  // --timeout: how long connecting to admitd, and each call, may take (Go-style duration).
+  std::string timeout = "30s";
+  uint64_t timeout_ms = 30'000;  // from `timeout` once parsed; 0: no limit
   bool connected() const { return !connect.empty(); }
   std::string at;
   std::string log_level = "warn";
@@ -49,7 +52,11 @@ struct GlobalOptions {
   std::optional<uint64_t> min_free_bytes;
 };
 
-// Prints "admitctl: <status>" to stderr and returns the exit code for a refusal (1).
+// admitctl's exit code when admitd did not answer within --timeout (kDeadlineExceeded).
+inline constexpr int kExitTimedOut = 3;
+
+// Prints "admitctl: <status>" to stderr and returns the exit code: kExitTimedOut for
+// kDeadlineExceeded, 1 for any other refusal.
 int Fail(const Status& status);
 
 // The ledger to read: the embedded RocksDB ledger at --ledger, the Kafka ledger at --ledger

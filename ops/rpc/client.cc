@@ -1,5 +1,12 @@
+// GCC 12 misreads kj's ExceptionOr<Status> (a Status holds a std::string) in the promise nodes
+// it instantiates here as maybe-uninitialized, depending on what it inlines (the same false
+// positive server.cc avoids by passing results behind a pointer; here Status is the type of
+// every call's promise). Before any include, so that it covers their instantiations.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include "ops/rpc/client.h"
 
+#include <cstdio>
 #include <cstring>
 #include <future>
 
@@ -25,6 +32,26 @@ Status FromException(const kj::Exception& e) {
     return Status(Code::kOverloaded, "admitd is overloaded: " + what);
   }
   return Status(Code::kUnavailable, "admitd: " + what);
+}
+
+// What connecting failed of: a refusal that no retry changes gets a permanent code. The daemon
+// refuses a certificate with a TLS alert (another CA, expired, none: OpenSSL's "...alert...")
+// or, past the handshake, with an RPC Abort whose reason is the Status (a name reserved for
+// Unix peers: PermissionDenied; a connection limit: Overloaded).
+Status FromConnectException(const kj::Exception& e, bool tls) {
+  const std::string what = e.getDescription().cStr();
+  if (auto told = FromAbort(what)) return *told;
+  if (tls && what.find("alert") != std::string::npos) {
+    return Status(Code::kPermissionDenied,
+                  "admitd refused this client's certificate (--cert): " + what +
+                      " (it must be signed by the daemon's --client-ca and valid now)");
+  }
+  if (tls && what.find("certificate verify failed") != std::string::npos) {
+    return Status(Code::kInvalidArgument,
+                  "admitctl refused admitd's certificate: " + what +
+                      " (it must be signed by --ca and name the host connected to)");
+  }
+  return FromException(e);
 }
 
 std::vector<ledger::StoredEvent> ToEvents(capnp::List<StoredEvent>::Reader list) {
@@ -95,6 +122,8 @@ Result<std::unique_ptr<RpcClient>> RpcClient::Connect(const ClientOptions& optio
   std::promise<void> ready;
   auto connected = ready.get_future();
   RpcClient* raw = client.get();
+  client->call_timeout_ms_ = options.call_timeout_ms;
+  client->address_ = options.endpoint.text;
   client->thread_ = std::thread([raw, options, &ready]() { raw->Loop(options, &ready); });
   connected.wait();
   if (!client->connect_status_.ok()) {
@@ -104,8 +133,83 @@ Result<std::unique_ptr<RpcClient>> RpcClient::Connect(const ClientOptions& optio
   return client;
 }
 
+namespace {
+// Waits for `promise`, but not past `deadline` (when given): then *timed_out is set and the
+// wait throws.
+// Forwards to a stream and keeps the description of the first read error in *error.
+// REQUIRES: error outlives the stream.
+class ReadErrorRecorder final : public kj::AsyncIoStream {
+ public:
+  ReadErrorRecorder(kj::Own<kj::AsyncIoStream> inner, std::string* error)
+      : inner_(kj::mv(inner)), error_(error) {}
+  kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
+    return kj::evalNow([&]() { return inner_->tryRead(buffer, min_bytes, max_bytes); })
+        .catch_([this](kj::Exception&& e) -> kj::Promise<size_t> {
+          if (error_->empty()) *error_ = e.getDescription().cStr();
+          return kj::mv(e);
+        });
+  }
+  kj::Promise<void> write(const void* buffer, size_t size) override {
+    return inner_->write(buffer, size);
+  }
+  kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
+    return inner_->write(pieces);
+  }
+  kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
+  void shutdownWrite() override { inner_->shutdownWrite(); }
+  void abortRead() override { inner_->abortRead(); }
+
+ private:
+  kj::Own<kj::AsyncIoStream> inner_;
+  std::string* error_;
+};
+
+// REQUIRES: deadline is null (no limit) or outlives the wait.
+template <typename T>
+T WaitUntil(kj::Promise<T>&& promise, kj::Timer& timer, const kj::TimePoint* deadline,
+            kj::WaitScope& ws, bool* timed_out);
+
+// The first call on a new connection (ping), which says whether the daemon took it. With TLS
+// 1.3 the daemon checks our certificate after our side of the handshake is done: a refusal is
+// an alert the read side gets (ReadErrorRecorder), while the write side may fail first ("ssl
+// connection ended during write"); the read side's word is the one thrown.
+void FirstCall(Ledger::Client& ledger, kj::Timer& timer, const kj::TimePoint* deadline,
+               kj::WaitScope& ws, bool* timed_out, const std::string& read_error) {
+  KJ_IF_MAYBE(failed, kj::runCatchingExceptions([&]() {
+    WaitUntil(ledger.pingRequest().send(), timer, deadline, ws, timed_out);
+  })) {
+    ws.poll();
+    if (!*timed_out && !read_error.empty()) {
+      kj::throwFatalException(kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                                            kj::heapString(read_error)));
+    }
+    kj::throwFatalException(kj::mv(*failed));
+  }
+}
+
+// REQUIRES: deadline is null (no limit) or outlives the wait.
+template <typename T>
+T WaitUntil(kj::Promise<T>&& promise, kj::Timer& timer, const kj::TimePoint* deadline,
+            kj::WaitScope& ws, bool* timed_out) {
+  if (deadline == nullptr) return promise.wait(ws);
+  return promise
+      .exclusiveJoin(timer.atTime(*deadline).then([timed_out]() -> kj::Promise<T> {
+        *timed_out = true;
+        return KJ_EXCEPTION(DISCONNECTED, "timed out");
+      }))
+      .wait(ws);
+}
+
+std::string Seconds(uint64_t ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", static_cast<double>(ms) / 1000);
+  return std::string(text) + "s";
+}
+}  // namespace
+
 void RpcClient::Loop(const ClientOptions& options, std::promise<void>* ready) {
   bool signalled = false;
+  bool timed_out = false;
   auto fail = [&](Status status) {
     connect_status_ = std::move(status);
     if (!signalled) ready->set_value();
@@ -114,11 +218,16 @@ void RpcClient::Loop(const ClientOptions& options, std::promise<void>* ready) {
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
     auto io = kj::setupAsyncIo();
     kj::WaitScope& ws = io.waitScope;
+    kj::Timer& timer = io.provider->getTimer();
+    // Connecting, the handshake and the first call, together, within the call timeout.
+    const kj::TimePoint deadline_at = timer.now() + options.call_timeout_ms * kj::MILLISECONDS;
+    const kj::TimePoint* deadline = options.call_timeout_ms > 0 ? &deadline_at : nullptr;
+    std::string read_error;  // the first read error on the TLS stream (ReadErrorRecorder)
     kj::Own<kj::AsyncIoStream> stream;
     kj::Own<kj::TlsContext> tls;
     {
       auto address = io.provider->getNetwork().parseAddress(options.endpoint.KjAddress()).wait(ws);
-      stream = address->connect().wait(ws);
+      stream = WaitUntil(address->connect(), timer, deadline, ws, &timed_out);
     }
     if (options.endpoint.kind == Endpoint::Kind::kTls) {
       auto ca = ReadFileText(options.tls.ca, "--ca");
@@ -138,7 +247,9 @@ void RpcClient::Loop(const ClientOptions& options, std::promise<void>* ready) {
       tls_options.trustedCertificates = kj::arrayPtr(&ca_cert, 1);
       tls_options.defaultKeypair = keypair;
       tls = kj::heap<kj::TlsContext>(kj::mv(tls_options));
-      stream = tls->wrapClient(kj::mv(stream), options.endpoint.host).wait(ws);
+      stream = WaitUntil(tls->wrapClient(kj::mv(stream), options.endpoint.host), timer, deadline,
+                         ws, &timed_out);
+      stream = kj::heap<ReadErrorRecorder>(kj::mv(stream), &read_error);
     }
     capnp::ReaderOptions reader;
     reader.traversalLimitInWords = kReplyWordsMax;
@@ -150,9 +261,10 @@ void RpcClient::Loop(const ClientOptions& options, std::promise<void>* ready) {
     auto vat_id = message.getRoot<capnp::rpc::twoparty::VatId>();
     vat_id.setSide(capnp::rpc::twoparty::Side::SERVER);
     Ledger::Client ledger = rpc.bootstrap(vat_id).castAs<Ledger>();
-    // The handshake is done; a daemon that refused the principal answers every call with an
-    // error, which each call reports.
-    ledger.pingRequest().send().wait(ws);
+    // The handshake is done on our side. With TLS 1.3 the daemon checks our certificate after
+    // that: a refusal is an alert the read side gets, while the write side may fail first
+    // ("ended during write"); the read side's word is the one reported.
+    FirstCall(ledger, timer, deadline, ws, &timed_out, read_error);
     ledger_ = &ledger;
     timer_ = &io.provider->getTimer();
     executor_ = &kj::getCurrentThreadExecutor();
@@ -164,7 +276,13 @@ void RpcClient::Loop(const ClientOptions& options, std::promise<void>* ready) {
     stop.promise.wait(ws);
     ledger_ = nullptr;
   })) {
-    fail(FromException(*e));
+    if (timed_out) {
+      fail(Status(Code::kDeadlineExceeded,
+                  "timed out: admitd at " + options.endpoint.text + " did not answer within " +
+                      Seconds(options.call_timeout_ms) + " (connecting; --timeout)"));
+    } else {
+      fail(FromConnectException(*e, options.endpoint.kind == Endpoint::Kind::kTls));
+    }
   }
 }
 
@@ -178,13 +296,31 @@ RpcClient::~RpcClient() {
 }
 
 Status RpcClient::Run(const std::function<kj::Promise<Status>(Ledger::Client&)>& call) {
+  return RunFor(call, call_timeout_ms_);
+}
+
+Status RpcClient::RunFor(const std::function<kj::Promise<Status>(Ledger::Client&)>& call,
+                         uint64_t timeout_ms) {
   Status result;
+  bool timed_out = false;  // set on the connection's thread, read after executeSync returns
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
     result = executor_->executeSync([&]() -> kj::Promise<Status> {
       if (ledger_ == nullptr) return Status(Code::kUnavailable, "admitd: the connection is closed");
-      return call(*ledger_);
+      kj::Promise<Status> answered = call(*ledger_);
+      if (timeout_ms == 0) return answered;
+      // Past the timeout the call is dropped (Cap'n Proto tells the daemon so).
+      return answered.exclusiveJoin(
+          timer_->afterDelay(timeout_ms * kj::MILLISECONDS).then([&timed_out]() -> kj::Promise<Status> {
+            timed_out = true;
+            return KJ_EXCEPTION(DISCONNECTED, "timed out");
+          }));
     });
   })) {
+    if (timed_out) {
+      return Status(Code::kDeadlineExceeded, "timed out: admitd at " + address_ +
+                                                 " did not answer within " + Seconds(timeout_ms) +
+                                                 " (--timeout)");
+    }
     return FromException(*e);
   }
   return result;
@@ -194,7 +330,8 @@ Status RpcClient::Watch(
     const WatchRequest& request,
     const std::function<bool(const std::vector<ledger::StoredEvent>&)>& on_events,
     uint64_t* resume, std::string* reason, const std::function<bool()>& cancelled) {
-  return Run([&](Ledger::Client& ledger) -> kj::Promise<Status> {
+  // A stream: it lasts as long as the watcher wants it, so no call timeout.
+  return RunFor([&](Ledger::Client& ledger) -> kj::Promise<Status> {
     auto done = kj::newPromiseAndFulfiller<Status>();
     auto call = ledger.watchRequest();
     call.setFromSequence(request.from);
@@ -215,7 +352,7 @@ Status RpcClient::Watch(
     kj::Promise<Status> watched = done.promise.exclusiveJoin(kj::mv(answered));
     if (!cancelled) return watched;
     return watched.exclusiveJoin(PollUntil(*timer_, cancelled));
-  });
+  }, 0);
 }
 
 Result<ledger::AppendAck> RemoteLog::Append(std::span<const std::string>) {

@@ -26,6 +26,9 @@ namespace admission::ops::rpc {
 struct ClientOptions {
   Endpoint endpoint;
   TlsFiles tls;  // required for tls: addresses
+  // How long connecting, and then each call, may wait for the daemon (admitctl --timeout); a
+  // call past it fails with kDeadlineExceeded. 0: no limit. A watch's stream is not bounded.
+  uint64_t call_timeout_ms = 0;
 };
 
 // A filter and a starting point for Watch.
@@ -36,13 +39,17 @@ struct WatchRequest {
 
 class RpcClient {
  public:
-  // Connects and completes the TLS handshake. Errors: kInvalidArgument (bad files),
-  // kUnavailable (cannot connect, or the daemon refused the handshake, with the reason).
+  // Connects and completes the TLS handshake. Errors: kInvalidArgument (bad files; admitctl
+  // refused the daemon's certificate), kPermissionDenied (the daemon refused this client's
+  // certificate: another CA, expired, a reserved name), kOverloaded (the daemon is at a
+  // connection limit), kUnavailable (cannot connect, the connection dropped),
+  // kDeadlineExceeded (no answer within call_timeout_ms).
   static Result<std::unique_ptr<RpcClient>> Connect(const ClientOptions& options);
   ~RpcClient();
 
-  // Runs `call` on the connection's thread and waits for the promise it returns; a transport
-  // failure (disconnected, refused) becomes kUnavailable. Any thread.
+  // Runs `call` on the connection's thread and waits for the promise it returns, at most
+  // call_timeout_ms (then kDeadlineExceeded); a transport failure (disconnected, refused)
+  // becomes kUnavailable. Any thread.
   Status Run(const std::function<kj::Promise<Status>(Ledger::Client&)>& call);
 
   // Streams events to `on_events` (called on the connection's thread) until the daemon ends
@@ -59,6 +66,9 @@ class RpcClient {
   // The connection thread: connects, sets connect_status_, signals `ready`, then serves calls
   // until the destructor stops it.
   void Loop(const ClientOptions& options, std::promise<void>* ready);
+  // Run, bounded by timeout_ms (0: not bounded).
+  Status RunFor(const std::function<kj::Promise<Status>(Ledger::Client&)>& call,
+                uint64_t timeout_ms);
 
   std::thread thread_;
   const kj::Executor* executor_ = nullptr;     // the connection thread's
@@ -66,6 +76,8 @@ class RpcClient {
   Ledger::Client* ledger_ = nullptr;           // lives on the connection thread
   kj::Timer* timer_ = nullptr;                 // the connection thread's
   Status connect_status_;
+  uint64_t call_timeout_ms_ = 0;
+  std::string address_;  // as given, for messages
 };
 
 // EventLog over admitd's read and head (auditor or operator). Appends are refused: a

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "ledger/verify.h"
 #include "ops/dashboard.h"
@@ -96,6 +97,24 @@ std::string ProcessMetrics(const DaemonStats& s) {
          "Calls refused by the policy (permission denied), since the daemon started",
          s.refused_calls);
   metric("admitd_watchers", "gauge", "Watch streams open now", s.watchers);
+  metric("admitd_tls_handshakes", "gauge", "TLS handshakes in progress now", s.tls_handshakes);
+  metric("admitd_accept_errors_total", "counter",
+         "Accepts of connections that failed (file descriptors exhausted, ...) and were retried, "
+         "since the daemon started",
+         s.accept_errors);
+  metric("admitd_accepting", "gauge",
+         "1 while connections are accepted; 0 while accepting fails (/readyz: not ready)",
+         s.accept_failing ? 0 : 1);
+  metric("admitd_partial_message_bytes", "gauge",
+         "Bytes received of RPC messages not yet complete, all connections", s.partial_message_bytes);
+  metric("admitd_manifest_parse_bytes", "gauge",
+         "Bytes of recordManifest manifests waiting for the parser or being parsed",
+         s.manifest_parse_bytes);
+  out += "# HELP admitd_connections_closed_total Connections the daemon closed at a limit, by "
+         "reason, since it started\n# TYPE admitd_connections_closed_total counter\n";
+  for (const auto& [reason, n] : s.connections_closed) {
+    out += "admitd_connections_closed_total{reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
+  }
   metric("admitd_ledger_appended_events_total", "counter",
          "Events (inputs and decisions) those appends wrote, since the daemon started; divided "
          "by admitd_ledger_appends_total: events per durable append (fsync)",
@@ -146,7 +165,7 @@ std::string ProcessMetrics(const DaemonStats& s) {
 
 }  // namespace
 
-class MetricsHttp::Impl final : public kj::HttpService {
+class MetricsHttp::Impl final : public kj::HttpService, public kj::TaskSet::ErrorHandler {
  public:
   Impl(kj::AsyncIoContext& io, Service& service, ledger::EventLog& log,
        ledger::SnapshotStore& snapshots, Daemon& daemon, std::function<bool()> ready)
@@ -201,8 +220,9 @@ class MetricsHttp::Impl final : public kj::HttpService {
                                         std::string(e->getDescription().cStr()));
     }
     server_ = kj::heap<kj::HttpServer>(io_.provider->getTimer(), *table_, *this);
-    serving_ = server_->listenHttp(*listener_).eagerlyEvaluate([](kj::Exception&& e) {
-      KJ_LOG(ERROR, "the metrics listener stopped", e);
+    connections_ = kj::heap<kj::TaskSet>(*this);
+    serving_ = AcceptLoop(0).eagerlyEvaluate([](kj::Exception&& e) {
+      spdlog::error("the metrics listener stopped: {}", e.getDescription().cStr());
     });
     std::string host = host_port.substr(0, host_port.rfind(':'));
     return "http://" + host + ":" + std::to_string(listener_->getPort());
@@ -396,6 +416,33 @@ class MetricsHttp::Impl final : public kj::HttpService {
               [](kj::Exception&&) {});  // the client went away
   }
 
+  // Accepts as HttpServer::listenHttp would, but an accept that fails (file descriptors
+  // exhausted) is retried after a backoff instead of ending the listener: /readyz must answer
+  // again once the daemon can accept (docs/admitd.md, "Limits").
+  kj::Promise<void> AcceptLoop(uint64_t retry_ms) {
+    // (kj's accept throws at once when accept(2) fails at once: inside the promise.)
+    return kj::evalNow([this]() { return listener_->accept(); }).then(
+        [this](kj::Own<kj::AsyncIoStream> connection) {
+          connections_->add(server_->listenHttp(kj::mv(connection)));
+          return AcceptLoop(0);
+        },
+        [this, retry_ms](kj::Exception&& e) {
+          const uint64_t wait_ms =
+              retry_ms == 0 ? kAcceptRetryFirstMs : std::min(retry_ms * 2, kAcceptRetryMaxMs);
+          uint64_t held_back = 0;
+          if (accept_log_.Allow(&held_back)) {
+            spdlog::warn("accepting an HTTP connection failed ({} failures not logged before); "
+                         "retrying in {} ms: {}",
+                         held_back, wait_ms, e.getDescription().cStr());
+          }
+          return io_.provider->getTimer().afterDelay(wait_ms * kj::MILLISECONDS).then(
+              [this, wait_ms]() { return AcceptLoop(wait_ms); });
+        });
+  }
+  void taskFailed(kj::Exception&& e) override {
+    spdlog::debug("an HTTP connection ended: {}", e.getDescription().cStr());
+  }
+
   kj::Promise<void> SendJson(Response& response, const Json& doc) {
     return Send(response, 200, "OK", "application/json", doc.dump());
   }
@@ -419,6 +466,9 @@ class MetricsHttp::Impl final : public kj::HttpService {
  private:
   kj::Own<kj::ConnectionReceiver> listener_;
   kj::Own<kj::HttpServer> server_;
+  LogThrottle accept_log_{1000};
+  // After the server: connections end before it goes.
+  kj::Own<kj::TaskSet> connections_;
   kj::Promise<void> serving_ = nullptr;
 };
 

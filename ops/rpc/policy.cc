@@ -269,6 +269,20 @@ Status Policy::MayRecord(const std::string& principal, schema::Event::Reader inp
   }
 }
 
+Status Policy::MayRecordManifest(const std::string& principal, std::string_view mode) const {
+  if (principal == kAdminPrincipal) return Status::Ok();
+  const std::string what = "a manifest (mode " + std::string(mode) + ")";
+  const PrincipalPolicy* p = Find(principal);
+  if (p == nullptr) return Denied(principal, "recordManifest", what, "the principal is not in the policy");
+  if (p->Has(Role::kBridge)) return Status::Ok();
+  if (mode == "submit") {
+    if (p->Has(Role::kTenant)) return Status::Ok();
+    return Denied(principal, "recordManifest", what, "needs the tenant role (or the bridge role)");
+  }
+  if (p->Has(Role::kOperator)) return Status::Ok();
+  return Denied(principal, "recordManifest", what, "needs the operator role (or the bridge role)");
+}
+
 Status Policy::MayRead(const std::string& principal, const std::string& method) const {
   if (principal == kAdminPrincipal) return Status::Ok();
   const PrincipalPolicy* p = Find(principal);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +16,8 @@
 #include <capnp/dynamic.h>
 #include <capnp/message.h>
 #include <capnp/rpc-twoparty.h>
+#include <capnp/rpc.capnp.h>
+#include <capnp/serialize.h>
 #include <spdlog/spdlog.h>
 
 #include "ops/api.h"
@@ -35,11 +38,21 @@ constexpr int64_t kGatherIdleMaxUs = 400;
 constexpr int64_t kGatherWaitMaxUs = 4000;
 // Reads of the ledger one watcher pump makes before it yields to the loop.
 constexpr int kPumpReadsMax = 16;
+// A manifest parsed of at least this many bytes is followed by malloc_trim: the parser's tree
+// (about 150 times the manifest's bytes at worst, docs/admitd.md "Limits") is freed to the
+// allocator, which would otherwise keep it resident.
+constexpr size_t kTrimAfterManifestBytes = size_t{256} << 10;
 
+// A peer that goes away fails the tasks that were talking to it (a watcher's end): that is
+// debug. Anything else is a fault worth seeing.
 class LoggingErrorHandler final : public kj::TaskSet::ErrorHandler {
  public:
   void taskFailed(kj::Exception&& exception) override {
-    spdlog::debug("admitd task ended: {}", exception.getDescription().cStr());
+    if (exception.getType() == kj::Exception::Type::DISCONNECTED) {
+      spdlog::debug("admitd task ended: {}", exception.getDescription().cStr());
+    } else {
+      spdlog::warn("admitd task failed: {}", exception.getDescription().cStr());
+    }
   }
 };
 
@@ -76,6 +89,15 @@ std::vector<std::string> Texts(capnp::List<capnp::Text>::Reader list) {
   std::vector<std::string> out;
   for (auto t : list) out.emplace_back(t.cStr());
   return out;
+}
+
+// Reads and drops what `stream` sends until it ends (a refused peer's calls).
+kj::Promise<void> Drain(kj::AsyncIoStream& stream, kj::Array<kj::byte> buffer) {
+  auto read = stream.tryRead(buffer.begin(), 1, buffer.size());
+  return read.then([&stream, buffer = kj::mv(buffer)](size_t n) mutable -> kj::Promise<void> {
+    if (n == 0) return kj::READY_NOW;
+    return Drain(stream, kj::mv(buffer));
+  });
 }
 
 bool In(const std::vector<std::string>& list, const std::string& value) {
@@ -152,24 +174,38 @@ Result<RecordCall> RecordCallOf(const Policy& policy, const std::string& princip
   return call;
 }
 
-Result<RecordCall> ManifestCallOf(const Policy& policy, const std::string& principal,
-                                  ::admission::rpc::ManifestRequest::Reader request,
-                                  const projections::Engine& engine, const std::string& name_seed) {
-  const std::string_view mode = request.getMode().cStr();
+Status ManifestPreCheck(const Policy& policy, const std::string& principal, std::string_view mode,
+                        size_t manifest_bytes) {
   if (mode != "apply" && mode != "submit" && mode != "delete") {
     return Status(Code::kInvalidArgument, "recordManifest: mode '" + std::string(mode) +
                                               "' is not 'apply', 'submit' or 'delete'");
   }
-  if (request.getManifest().size() > kYamlBytesMax) {
+  // The role first: a principal that could record nothing of this mode learns nothing of the
+  // limits either.
+  ADM_RETURN_IF_ERROR(policy.MayRecordManifest(principal, mode));
+  if (manifest_bytes > kManifestBytesMax) {
     return Status(Code::kInvalidArgument,
-                  "recordManifest: the manifest is " + std::to_string(request.getManifest().size()) +
-                      " bytes; at most " + std::to_string(kYamlBytesMax) + " are allowed");
+                  "recordManifest: the manifest is " + std::to_string(manifest_bytes) +
+                      " bytes; at most " + std::to_string(kManifestBytesMax) + " are allowed");
   }
-  const std::string_view text(request.getManifest().cStr(), request.getManifest().size());
+  return Status::Ok();
+}
+
+Result<ParsedManifest> ParseManifest(std::string_view mode, std::string_view text,
+                                     std::string request_id, const std::string& name_seed) {
+  if (mode != "apply" && mode != "submit" && mode != "delete") {
+    return Status(Code::kInvalidArgument, "recordManifest: mode '" + std::string(mode) +
+                                              "' is not 'apply', 'submit' or 'delete'");
+  }
+  if (text.size() > kManifestBytesMax) {
+    return Status(Code::kInvalidArgument,
+                  "recordManifest: the manifest is " + std::to_string(text.size()) +
+                      " bytes; at most " + std::to_string(kManifestBytesMax) + " are allowed");
+  }
   SubmitContext ctx;
   ctx.name_seed = name_seed;
   // A retry (the same request id) is the same workload, another request a new one.
-  ctx.uid_seed = request.getRequestId().cStr();
+  ctx.uid_seed = request_id;
   Result<std::vector<ParsedObject>> objects = mode == "apply"    ? ParseApplyYaml(text)
                                               : mode == "delete" ? ParseDeleteYaml(text)
                                                                  : ParseSubmitYaml(text, ctx);
@@ -183,23 +219,44 @@ Result<RecordCall> ManifestCallOf(const Policy& policy, const std::string& princ
                       " objects; at most " + std::to_string(ledger::kAppendBatchEventsMax / 2) +
                       " are allowed");
   }
-  // The events as a record request, so that every check of `record` applies unchanged. A
-  // workload is submitted once: WorkloadKey names the object, as admitctl submit keys it.
-  std::vector<std::string> events;
+  ParsedManifest parsed;
+  parsed.request_id = std::move(request_id);
+  // A workload is submitted once: WorkloadKey names the object, as admitctl submit keys it.
   if (mode == "submit") {
-    events = KeyedWorkloadEvents("submit", *objects);
+    parsed.inputs = KeyedWorkloadEvents("submit", *objects);
   } else {
-    for (const ParsedObject& o : *objects) events.push_back(o.event);
+    parsed.inputs.reserve(objects->size());
+    for (ParsedObject& o : *objects) parsed.inputs.push_back(std::move(o.event));
   }
+  return parsed;
+}
+
+Result<RecordCall> ManifestRecordCall(const Policy& policy, const std::string& principal,
+                                      const ParsedManifest& parsed,
+                                      const projections::Engine& engine) {
+  // The events as a record request, so that every check of `record` applies unchanged.
   capnp::MallocMessageBuilder message;
   auto record = message.initRoot<::admission::rpc::RecordRequest>();
-  record.setRequestId(request.getRequestId());
-  auto inputs = record.initInputs(static_cast<unsigned>(events.size()));
-  for (unsigned i = 0; i < events.size(); ++i) {
-    inputs.set(i, capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(events[i].data()),
-                                      events[i].size()));
+  record.setRequestId(parsed.request_id);
+  auto inputs = record.initInputs(static_cast<unsigned>(parsed.inputs.size()));
+  for (unsigned i = 0; i < parsed.inputs.size(); ++i) {
+    inputs.set(i, capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(parsed.inputs[i].data()),
+                                      parsed.inputs[i].size()));
   }
   return RecordCallOf(policy, principal, record.asReader(), engine);
+}
+
+Result<RecordCall> ManifestCallOf(const Policy& policy, const std::string& principal,
+                                  ::admission::rpc::ManifestRequest::Reader request,
+                                  const projections::Engine& engine, const std::string& name_seed) {
+  const std::string_view mode = request.getMode().cStr();
+  ADM_RETURN_IF_ERROR(ManifestPreCheck(policy, principal, mode, request.getManifest().size()));
+  auto parsed = ParseManifest(mode,
+                              std::string_view(request.getManifest().cStr(),
+                                               request.getManifest().size()),
+                              request.getRequestId().cStr(), name_seed);
+  if (!parsed.ok()) return parsed.status();
+  return ManifestRecordCall(policy, principal, *parsed, engine);
 }
 
 // One record call waiting for its group.
@@ -216,6 +273,9 @@ struct Daemon::Watcher {
   std::string principal;
   EventSink::Client sink;
   std::vector<std::string> kinds, namespaces, cluster_queues, checks;
+  // The namespaces and checks the watch asked for, before the policy narrowed them (a reload
+  // narrows them again: RecheckWatches).
+  std::vector<std::string> asked_namespaces, asked_checks;
   uint64_t next = 1;               // the first sequence not yet looked at
   bool busy = false;               // a push is unanswered
   uint64_t appended_while_busy = 0;
@@ -223,16 +283,27 @@ struct Daemon::Watcher {
 };
 
 struct Daemon::Connection {
+  // The budget the connection took (docs/admitd.md, "Limits"), given back when it closes.
+  enum class Budget { kPrincipal, kUnknownPeers, kAdminReserve };
   std::string principal;
+  Budget budget = Budget::kPrincipal;
+  // Set by Start, once the connection has its budget. Destroyed in reverse: the RPC system,
+  // its network, then the stream they read.
   kj::Own<kj::AsyncIoStream> stream;
-  capnp::TwoPartyVatNetwork network;
-  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
-  Connection(std::string p, kj::Own<kj::AsyncIoStream> s, capnp::Capability::Client bootstrap)
-      : principal(std::move(p)),
-        stream(kj::mv(s)),
-        network(*stream, capnp::rpc::twoparty::Side::SERVER, PeerReaderOptions()),
-        rpc(capnp::makeRpcServer(network, kj::mv(bootstrap))) {
-    rpc.setFlowLimit(kConnectionFlowLimitBytes / sizeof(capnp::word));
+  kj::Own<capnp::TwoPartyVatNetwork> network;
+  kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
+  void Start(std::string p, kj::Own<kj::AsyncIoStream> s, capnp::Capability::Client bootstrap) {
+    principal = std::move(p);
+    stream = kj::mv(s);
+    network = kj::heap<capnp::TwoPartyVatNetwork>(*stream, capnp::rpc::twoparty::Side::SERVER,
+                                                  PeerReaderOptions());
+    rpc = kj::heap(capnp::makeRpcServer(*network, kj::mv(bootstrap)));
+    rpc->setFlowLimit(kConnectionFlowLimitBytes / sizeof(capnp::word));
+  }
+  ~Connection() {
+    rpc = nullptr;
+    network = nullptr;
+    stream = nullptr;
   }
 };
 
@@ -246,14 +317,13 @@ class Daemon::WatchHandleImpl final : public WatchHandle::Server {
   uint64_t id_;
 };
 
-// The capability a connection gets: every method checks the policy for the connection's
-// principal first. `refusal` (not ok): every call is answered with it (over a limit).
 // Runs reads that fold the ledger (explain) on a thread of their own, so that they never hold
 // the event loop and the writes behind it. One thread, a bounded queue; each task answers its
 // call through a cross-thread fulfiller (a call dropped meanwhile is answered into nothing).
 class Daemon::ReadWorker {
  public:
-  ReadWorker() : thread_([this] { Run(); }) {}
+  // At most queue_max tasks wait (kReadQueueMax for explains, kManifestQueueMax for parsing).
+  explicit ReadWorker(size_t queue_max) : queue_max_(queue_max), thread_([this] { Run(); }) {}
   ~ReadWorker() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -263,11 +333,11 @@ class Daemon::ReadWorker {
     cv_.notify_one();
     thread_.join();  // a task running now finishes first
   }
-  // False when kReadQueueMax tasks are waiting already.
+  // False when queue_max tasks are waiting already.
   bool Submit(kj::Function<void()> task) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (stop_ || queue_.size() >= kReadQueueMax) return false;
+      if (stop_ || queue_.size() >= queue_max_) return false;
       queue_.push_back(kj::mv(task));
     }
     cv_.notify_one();
@@ -289,6 +359,7 @@ class Daemon::ReadWorker {
     }
   }
 
+  const size_t queue_max_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<kj::Function<void()>> queue_;  // GUARDED_BY(mu_)
@@ -315,10 +386,12 @@ class CallTimer {
   std::chrono::steady_clock::time_point started_;
 };
 
+// The capability a connection gets: every method checks the policy for the connection's
+// principal first.
 class Daemon::LedgerImpl final : public Ledger::Server {
  public:
-  LedgerImpl(Daemon& daemon, std::string principal, Status refusal)
-      : d_(daemon), principal_(std::move(principal)), refusal_(std::move(refusal)) {}
+  LedgerImpl(Daemon& daemon, std::string principal)
+      : d_(daemon), principal_(std::move(principal)) {}
 
  protected:
   kj::Promise<void> whoami(WhoamiContext context) override {
@@ -346,13 +419,63 @@ class Daemon::LedgerImpl final : public Ledger::Server {
   kj::Promise<void> recordManifest(RecordManifestContext context) override {
     auto timer = kj::heap<CallTimer>(d_.stats_, "recordManifest");
     auto request = context.getParams().getRequest();
+    const std::string mode = request.getMode();
+    const size_t bytes = request.getManifest().size();
+    // Authorized before any parsing (docs/admitd.md, "recordManifest"), then parsed on the
+    // manifest worker within kManifestParseBytesMax, then checked as `record` on the loop.
     Status s = Admit();
+    if (s.ok()) s = ManifestPreCheck(d_.policy_, principal_, mode, bytes);
+    if (s.ok() && d_.shutting_down_) {
+      s = Status(Code::kUnavailable, "admitd is shutting down; retry with the same request id");
+    }
+    if (s.ok() && d_.manifest_bytes_->load() + bytes > kManifestParseBytesMax) {
+      s = Status(Code::kOverloaded,
+                 std::to_string(d_.manifest_bytes_->load()) +
+                     " bytes of manifests are being parsed; this one's " + std::to_string(bytes) +
+                     " would pass the limit of " + std::to_string(kManifestParseBytesMax));
+      ++d_.stats_.overloaded_calls;
+    }
+    if (!s.ok()) return Enqueue(kj::mv(context), Result<RecordCall>(s), "recordManifest", kj::mv(timer));
+    // The worker gets its own copy; the request's message goes now.
+    std::string text(request.getManifest().cStr(), bytes);
+    std::string request_id = request.getRequestId();
+    context.releaseParams();
     // Names made from generateName take the head as their seed, as admitctl submit's do.
-    Result<RecordCall> checked =
-        s.ok() ? ManifestCallOf(d_.policy_, principal_, request, d_.service_.engine(),
-                                std::to_string(d_.log_.GetHead().sequence))
-               : Result<RecordCall>(s);
-    return Enqueue(kj::mv(context), kj::mv(checked), "recordManifest", kj::mv(timer));
+    const std::string seed = std::to_string(d_.log_.GetHead().sequence);
+    auto paf = kj::newPromiseAndCrossThreadFulfiller<kj::Own<Result<ParsedManifest>>>();
+    std::shared_ptr<std::atomic<uint64_t>> in_flight = d_.manifest_bytes_;
+    *in_flight += bytes;
+    const bool queued = d_.manifests_->Submit(
+        [text = std::move(text), request_id = std::move(request_id), mode, seed, in_flight,
+         bytes, fulfiller = kj::mv(paf.fulfiller)]() mutable {
+          auto parsed = kj::heap<Result<ParsedManifest>>(
+              ParseManifest(mode, text, std::move(request_id), seed));
+          std::string().swap(text);
+          // The parser's tree is freed by now; give its pages back, or the daemon stays as
+          // large as its largest parse.
+          if (bytes >= kTrimAfterManifestBytes) ::malloc_trim(0);
+          *in_flight -= bytes;
+          fulfiller->fulfill(kj::mv(parsed));
+        });
+    if (!queued) {
+      *in_flight -= bytes;
+      ++d_.stats_.overloaded_calls;
+      return Enqueue(kj::mv(context),
+                     Result<RecordCall>(Status(Code::kOverloaded,
+                                               std::to_string(kManifestQueueMax) +
+                                                   " manifests wait for the parser already (the "
+                                                   "limit)")),
+                     "recordManifest", kj::mv(timer));
+    }
+    return paf.promise.then(
+        [this, context, timer = kj::mv(timer)](kj::Own<Result<ParsedManifest>> parsed) mutable {
+          // Back on the loop: the policy and the engine as they are now.
+          Result<RecordCall> checked =
+              parsed->ok() ? ManifestRecordCall(d_.policy_, principal_, **parsed,
+                                                d_.service_.engine())
+                           : Result<RecordCall>(parsed->status());
+          return Enqueue(kj::mv(context), kj::mv(checked), "recordManifest", kj::mv(timer));
+        });
   }
 
   // The rest of a record or recordManifest call: refused at once, or queued for a group commit
@@ -581,6 +704,8 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     watcher->namespaces = Texts(params.getFilter().getNamespaces());
     watcher->cluster_queues = Texts(params.getFilter().getClusterQueues());
     watcher->checks = Texts(params.getFilter().getChecks());
+    watcher->asked_namespaces = watcher->namespaces;
+    watcher->asked_checks = watcher->checks;
     watcher->next = std::max<uint64_t>(params.getFromSequence(), 1);
     Status s = Admit();
     if (s.ok()) {
@@ -608,7 +733,9 @@ class Daemon::LedgerImpl final : public Ledger::Server {
   }
 
  private:
-  Status Admit() const { return refusal_; }
+  // Every connection past a limit is closed before it gets a capability; kept as the one
+  // place a per-connection refusal would go.
+  Status Admit() const { return Status::Ok(); }
   // Reads of the decider's state: refused while it may be ahead of the ledger (an append
   // failed and the ledger has not been folded again), so a read never shows what the ledger
   // does not hold.
@@ -628,7 +755,6 @@ class Daemon::LedgerImpl final : public Ledger::Server {
 
   Daemon& d_;
   const std::string principal_;
-  const Status refusal_;
 };
 
 Daemon::Daemon(kj::AsyncIoContext& io, Service& service, ledger::EventLog& log,
@@ -642,12 +768,16 @@ Daemon::Daemon(kj::AsyncIoContext& io, Service& service, ledger::EventLog& log,
       error_handler_(kj::heap<LoggingErrorHandler>()),
       tasks_(kj::heap<kj::TaskSet>(*error_handler_)),
       accepting_(kj::heap<kj::Canceler>()),
-      readers_(std::make_unique<ReadWorker>()) {}
+      readers_(std::make_unique<ReadWorker>(kReadQueueMax)),
+      manifests_(std::make_unique<ReadWorker>(kManifestQueueMax)) {
+  partial_messages_.bytes_max = kPartialMessageBytesMax;
+}
 
 Daemon::~Daemon() {
   connections_.clear();
   watchers_.clear();
   readers_.reset();  // joins the worker while the log it reads is still there
+  manifests_.reset();
 }
 
 Result<std::vector<std::string>> Daemon::Listen(kj::WaitScope& wait_scope) {
@@ -676,8 +806,7 @@ Result<std::vector<std::string>> Daemon::Listen(kj::WaitScope& wait_scope) {
         tls_options.verifyClients = true;
         tls_options.trustedCertificates = kj::arrayPtr(client_ca_.get(), 1);
         tls_options.defaultKeypair = *keypair_;
-        tls_options.timer = io_.provider->getTimer();
-        tls_options.acceptTimeout = kTlsAcceptTimeoutMs * kj::MILLISECONDS;
+        // kTlsAcceptTimeoutMs is applied by Daemon::Handshake, with kTlsHandshakesMax.
         tls_ = kj::heap<kj::TlsContext>(kj::mv(tls_options));
       })) {
         return Status(Code::kInvalidArgument,
@@ -693,6 +822,7 @@ Result<std::vector<std::string>> Daemon::Listen(kj::WaitScope& wait_scope) {
     KJ_IF_MAYBE(ex, kj::runCatchingExceptions([&]() {
       auto address = io_.provider->getNetwork().parseAddress(e.KjAddress()).wait(wait_scope);
       receiver = address->listen();
+      if (options_.wrap_receiver) receiver = options_.wrap_receiver(kj::mv(receiver));
       if (e.kind == Endpoint::Kind::kTls) port = static_cast<uint16_t>(receiver->getPort());
     })) {
       return Status(Code::kIoError,
@@ -705,49 +835,290 @@ Result<std::vector<std::string>> Daemon::Listen(kj::WaitScope& wait_scope) {
     } else {
       bound.push_back("tls:" + e.host + ":" + std::to_string(port));
     }
-    tasks_->add(accepting_->wrap(AcceptLoop(*receiver, e.kind == Endpoint::Kind::kTls)));
+    // The loop retries failed accepts; should it end anyway, the daemon says so and is not
+    // ready from then on.
+    tasks_->add(accepting_->wrap(AcceptLoop(*receiver, e.kind == Endpoint::Kind::kTls, 0))
+                    .catch_([this, text = e.text](kj::Exception&& ex) {
+                      if (shutting_down_) return;
+                      ++listeners_failing_;
+                      spdlog::error("admitd stopped accepting connections on {}: {}", text,
+                                    ex.getDescription().cStr());
+                    }));
     receivers_.push_back(kj::mv(receiver));
   }
   return bound;
 }
 
-kj::Promise<void> Daemon::AcceptLoop(kj::ConnectionReceiver& receiver, bool tls) {
-  return receiver.acceptAuthenticated().then(
-      [this, &receiver, tls](kj::AuthenticatedStream stream) {
-        if (tls) {
-          // The handshake, per connection: one that fails (no certificate, another CA, an
-          // expired certificate) closes only that connection.
-          tasks_->add(tls_->wrapServer(kj::mv(stream))
-                          .then([this](kj::AuthenticatedStream secured) {
-                            Serve(kj::mv(secured), true);
-                          },
-                                [](kj::Exception&& e) {
-                                  spdlog::warn("refused a TLS connection: {}",
-                                               e.getDescription().cStr());
-                                }));
-        } else {
-          Serve(kj::mv(stream), false);
+kj::Promise<void> Daemon::AcceptLoop(kj::ConnectionReceiver& receiver, bool tls,
+                                     uint64_t retry_ms) {
+  // retry_ms > 0: this listener's last accept failed, and it waited that long. A TLS listener
+  // accepts only when a handshake may start (kTlsHandshakesMax).
+  kj::Promise<void> slot = tls ? HandshakeSlot() : kj::Promise<void>(kj::READY_NOW);
+  // (kj's accept throws at once when accept(2) fails at once: inside the promise, so that the
+  // error branch gets it.)
+  return slot.then([&receiver]() { return kj::evalNow([&]() { return receiver.acceptAuthenticated(); }); }).then(
+      [this, &receiver, tls, retry_ms](kj::AuthenticatedStream stream) -> kj::Promise<void> {
+        if (retry_ms > 0) {
+          --listeners_failing_;
+          spdlog::warn("accepting connections again");
         }
-        return AcceptLoop(receiver, tls);
+        KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
+          if (tls) {
+            Handshake(kj::mv(stream));
+          } else {
+            Serve(kj::mv(stream), false);
+          }
+        })) {
+          spdlog::warn("a new connection failed: {}", e->getDescription().cStr());
+        }
+        return AcceptLoop(receiver, tls, 0);
+      },
+      [this, &receiver, tls, retry_ms](kj::Exception&& e) -> kj::Promise<void> {
+        // The listener is still there; this accept failed (file descriptors exhausted: EMFILE,
+        // ENFILE, or memory). The connection waits in the listen backlog: retry after a
+        // backoff, counted, logged at warn (throttled), not ready meanwhile.
+        if (retry_ms == 0) ++listeners_failing_;
+        ++stats_.accept_errors;
+        const uint64_t wait_ms =
+            retry_ms == 0 ? kAcceptRetryFirstMs : std::min(retry_ms * 2, kAcceptRetryMaxMs);
+        uint64_t held_back = 0;
+        if (accept_log_.Allow(&held_back)) {
+          spdlog::warn("accepting a {} connection failed ({} failures not logged before); "
+                       "retrying in {} ms, not ready meanwhile: {}",
+                       tls ? "TLS" : "Unix", held_back, wait_ms, e.getDescription().cStr());
+        }
+        return io_.provider->getTimer().afterDelay(wait_ms * kj::MILLISECONDS).then(
+            [this, &receiver, tls, wait_ms]() { return AcceptLoop(receiver, tls, wait_ms); });
       });
+}
+
+void Daemon::Handshake(kj::AuthenticatedStream stream) {
+  std::string peer = "a TLS peer";
+  KJ_IF_MAYBE(address, kj::dynamicDowncastIfAvailable<kj::NetworkPeerIdentity>(
+                           *stream.peerIdentity)) {
+    peer = "TLS peer " + std::string(address->getAddress().toString().cStr());
+  }
+  // The accept loop waited for a slot (HandshakeSlot): there is one now, or the oldest
+  // handshake has stalled past kTlsHandshakeEvictAfterMs and gives way.
+  if (handshakes_.size() >= kTlsHandshakesMax) {
+    auto oldest = handshakes_.begin();
+    oldest->second.evict->fulfill();
+    handshakes_.erase(oldest);
+  }
+  const uint64_t id = next_handshake_id_++;
+  auto socket = kj::refcounted<SharedSocket>(kj::mv(stream.stream));
+  kj::AuthenticatedStream shared{kj::heap<SharedStream>(kj::addRef(*socket)),
+                                 kj::mv(stream.peerIdentity)};
+  auto evicted = kj::newPromiseAndFulfiller<void>();
+  handshakes_.emplace(id, PendingHandshake{kj::mv(evicted.fulfiller), io_.provider->getTimer().now()});
+  auto ours = std::make_shared<std::string>();  // why we dropped it, when we did
+  auto timeout = io_.provider->getTimer().afterDelay(kTlsAcceptTimeoutMs * kj::MILLISECONDS).then(
+      [ours]() -> kj::Promise<kj::AuthenticatedStream> {
+        *ours = "handshake_timeout";
+        return KJ_EXCEPTION(DISCONNECTED, "the TLS handshake took longer than " +
+                                              std::to_string(kTlsAcceptTimeoutMs) + " ms");
+      });
+  auto dropped = evicted.promise.then([ours]() -> kj::Promise<kj::AuthenticatedStream> {
+    *ours = "handshake_evicted";
+    return KJ_EXCEPTION(DISCONNECTED, "dropped, the oldest of " +
+                                          std::to_string(kTlsHandshakesMax) +
+                                          " TLS handshakes in progress");
+  });
+  tasks_->add(tls_->wrapServer(kj::mv(shared))
+                  .exclusiveJoin(kj::mv(timeout))
+                  .exclusiveJoin(kj::mv(dropped))
+                  .then(
+                      [this, id](kj::AuthenticatedStream secured) {
+                        HandshakeDone(id);
+                        Serve(kj::mv(secured), true);
+                      },
+                      [this, id, ours, peer, socket = kj::mv(socket)](kj::Exception&& e) mutable {
+                        // No certificate, another CA, an expired certificate, too slow, or
+                        // evicted: only this connection is closed.
+                        HandshakeDone(id);
+                        ++stats_.connections_closed[ours->empty() ? "handshake_failed" : *ours];
+                        uint64_t held_back = 0;
+                        if (refusal_log_.Allow(&held_back)) {
+                          spdlog::warn("refused a TLS connection from {} ({} refusals not logged "
+                                       "before): {}",
+                                       peer, held_back, e.getDescription().cStr());
+                        }
+                        if (ours->empty()) Linger(kj::mv(socket));
+                      }));
+}
+
+void Daemon::HandshakeDone(uint64_t id) {
+  handshakes_.erase(id);
+  if (handshakes_.size() >= kTlsHandshakesMax) return;
+  for (auto& waiter : slot_waiters_) waiter->fulfill();
+  slot_waiters_.clear();
+}
+
+kj::Promise<void> Daemon::HandshakeSlot() {
+  if (handshakes_.size() < kTlsHandshakesMax) return kj::READY_NOW;
+  // All slots taken: wait for one to free, or for the oldest to be old enough to drop. A burst
+  // of honest clients waits in the listen backlog instead of dropping each other's handshakes.
+  const kj::TimePoint evictable =
+      handshakes_.begin()->second.started + kTlsHandshakeEvictAfterMs * kj::MILLISECONDS;
+  if (io_.provider->getTimer().now() >= evictable) return kj::READY_NOW;
+  auto freed = kj::newPromiseAndFulfiller<void>();
+  std::erase_if(slot_waiters_, [](kj::Own<kj::PromiseFulfiller<void>>& w) { return !w->isWaiting(); });
+  slot_waiters_.push_back(kj::mv(freed.fulfiller));
+  return freed.promise.exclusiveJoin(io_.provider->getTimer().atTime(evictable))
+      .then([this]() { return HandshakeSlot(); });
+}
+
+void Daemon::Linger(kj::Own<SharedSocket> socket) {
+  // The handshake failed on its own (a refused certificate): OpenSSL wrote its alert. The
+  // socket is shut for writing and what the peer still sends (its first call, written as soon
+  // as its side of the handshake was done) is read and dropped, so that the alert is not lost
+  // to a reset, for at most kRefusalWriteTimeoutMs.
+  if (*refusals_in_flight_ >= kRefusalsInFlightMax) return;
+  ++*refusals_in_flight_;
+  kj::AsyncIoStream& s = *socket->stream;
+  auto drained = kj::evalNow([&s]() {
+    s.shutdownWrite();
+    return Drain(s, kj::heapArray<kj::byte>(4096));
+  });
+  tasks_->add(
+      drained
+          .exclusiveJoin(
+              io_.provider->getTimer().afterDelay(kRefusalWriteTimeoutMs * kj::MILLISECONDS))
+          .catch_([](kj::Exception&&) {})
+          .attach(kj::mv(socket), kj::defer([count = refusals_in_flight_]() { --*count; })));
+}
+
+void Daemon::Refuse(kj::Own<kj::AsyncIoStream> stream, const std::string& reason,
+                    const Status& why, const std::string& peer) {
+  ++stats_.connections_closed[reason];
+  uint64_t held_back = 0;
+  if (refusal_log_.Allow(&held_back)) {
+    spdlog::warn("closed a connection of {} ({} refusals not logged before): {}", peer, held_back,
+                 why.ToString());
+  }
+  if (*refusals_in_flight_ >= kRefusalsInFlightMax) return;  // closed without a word
+  // One RPC message, Abort, whose reason the client's calls fail with (its type: OVERLOADED,
+  // retry later; FAILED, refused for good); then what the peer sends is read and dropped until
+  // it closes, so that the Abort is not lost to a reset, for at most kRefusalWriteTimeoutMs.
+  capnp::MallocMessageBuilder message;
+  auto abort = message.initRoot<capnp::rpc::Message>().initAbort();
+  // The reason is the Status as text, `CODE: message`: Cap'n Proto turns an Abort into a
+  // DISCONNECTED exception whatever its type, so the client reads the code from here
+  // (rpc::FromAbort).
+  abort.setReason(why.ToString());
+  abort.setType(why.code() == Code::kOverloaded || why.code() == Code::kUnavailable
+                    ? capnp::rpc::Exception::Type::OVERLOADED
+                    : capnp::rpc::Exception::Type::FAILED);
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  kj::AsyncIoStream& s = *stream;
+  auto bytes = words.asBytes();
+  auto told = s.write(bytes.begin(), bytes.size()).then([&s]() {
+    s.shutdownWrite();
+    return Drain(s, kj::heapArray<kj::byte>(4096));
+  });
+  ++*refusals_in_flight_;
+  tasks_->add(
+      told.exclusiveJoin(io_.provider->getTimer().afterDelay(kRefusalWriteTimeoutMs * kj::MILLISECONDS))
+          .catch_([](kj::Exception&&) {})
+          .attach(kj::mv(stream), kj::mv(words),
+                  kj::defer([count = refusals_in_flight_]() { --*count; })));
+}
+
+Status Daemon::AdmitConnection(const std::string& principal, Connection& connection,
+                               std::string* reason) {
+  const bool admin = principal == kAdminPrincipal;
+  const size_t regular = connections_.size() - admin_reserve_connections_;
+  if (!admin && policy_.Find(principal) == nullptr) {
+    // Principals the policy does not name share one small budget: they may only call whoami
+    // and ping, and must not crowd out those it names.
+    if (unknown_connections_ >= kUnknownPeerConnectionsMax) {
+      *reason = "unknown_peers_limit";
+      return Status(Code::kOverloaded,
+                    "principal '" + principal + "' is not in the policy, and principals it does "
+                    "not name have " + std::to_string(unknown_connections_) +
+                    " connections open (the limit for all of them together is " +
+                    std::to_string(kUnknownPeerConnectionsMax) + ")");
+    }
+    if (regular >= kConnectionsMax) {
+      *reason = "global_limit";
+      return Status(Code::kOverloaded, std::to_string(regular) + " connections are open (the "
+                                       "limit is " + std::to_string(kConnectionsMax) + ")");
+    }
+    connection.budget = Connection::Budget::kUnknownPeers;
+    ++unknown_connections_;
+    return Status::Ok();
+  }
+  auto it = connections_by_principal_.find(principal);
+  const size_t mine = it == connections_by_principal_.end() ? 0 : it->second;
+  if (mine >= kConnectionsPerPrincipalMax) {
+    *reason = "principal_limit";
+    return Status(Code::kOverloaded, "principal '" + principal + "' has " + std::to_string(mine) +
+                                         " connections open (the limit is " +
+                                         std::to_string(kConnectionsPerPrincipalMax) + ")");
+  }
+  if (regular < kConnectionsMax) {
+    connection.budget = Connection::Budget::kPrincipal;
+  } else if (admin && admin_reserve_connections_ < kAdminReserveConnections) {
+    // The daemon's own uid gets in when everyone else is refused.
+    connection.budget = Connection::Budget::kAdminReserve;
+    ++admin_reserve_connections_;
+  } else {
+    *reason = admin ? "admin_reserve" : "global_limit";
+    return Status(Code::kOverloaded,
+                  std::to_string(regular) + " connections are open (the limit is " +
+                      std::to_string(kConnectionsMax) +
+                      (admin ? ", and admin's " + std::to_string(kAdminReserveConnections) +
+                                   " more are taken"
+                             : std::string()) +
+                      ")");
+  }
+  ++connections_by_principal_[principal];
+  return Status::Ok();
+}
+
+void Daemon::ReleaseConnection(const Connection& connection) {
+  switch (connection.budget) {
+    case Connection::Budget::kUnknownPeers:
+      --unknown_connections_;
+      return;
+    case Connection::Budget::kAdminReserve:
+      --admin_reserve_connections_;
+      break;
+    case Connection::Budget::kPrincipal:
+      break;
+  }
+  auto it = connections_by_principal_.find(connection.principal);
+  if (it != connections_by_principal_.end() && --it->second == 0) connections_by_principal_.erase(it);
 }
 
 void Daemon::Serve(kj::AuthenticatedStream stream, bool tls) {
   std::string principal;
+  std::string peer;
   if (tls) {
     auto& identity = kj::downcast<kj::TlsPeerIdentity>(*stream.peerIdentity);
+    peer = "a TLS peer";
+    KJ_IF_MAYBE(address, kj::dynamicDowncastIfAvailable<kj::NetworkPeerIdentity>(
+                             identity.getNetworkIdentity())) {
+      peer = "TLS peer " + std::string(address->getAddress().toString().cStr());
+    }
     if (!identity.hasCertificate()) {
-      spdlog::warn("refused a TLS connection without a client certificate");
+      Refuse(kj::mv(stream.stream), "handshake_failed",
+             Status(Code::kPermissionDenied,
+                    "admitd refused the connection: it carries no client certificate"),
+             peer);
       return;
     }
     principal = identity.getCommonName().cStr();
+    peer = "'" + principal + "' (" + peer + ")";
     // 'admin' and 'uid:N' name Unix peers (the daemon's own uid, other uids): a certificate
     // must not take them, or any certificate the client CA signed with that name would be the
     // built-in admin whatever the policy says.
     if (principal == kAdminPrincipal || principal.rfind("uid:", 0) == 0) {
-      spdlog::warn("refused a TLS client certificate named '{}': that name is reserved for "
-                   "Unix peers",
-                   principal);
+      Refuse(kj::mv(stream.stream), "reserved_name",
+             Status(Code::kPermissionDenied,
+                    "admitd refused the client certificate named '" + principal +
+                        "': that name is reserved for Unix peers"),
+             peer);
       return;
     }
   } else {
@@ -756,36 +1127,41 @@ void Daemon::Serve(kj::AuthenticatedStream stream, bool tls) {
     KJ_IF_MAYBE(uid, creds.uid) {
       principal = (*uid == 0 || *uid == ::getuid()) ? std::string(kAdminPrincipal)
                                                      : "uid:" + std::to_string(*uid);
+      peer = "'" + principal + "' (Unix peer)";
     } else {
-      spdlog::warn("refused a Unix connection without peer credentials");
+      Refuse(kj::mv(stream.stream), "no_credentials",
+             Status(Code::kPermissionDenied,
+                    "admitd refused a Unix connection without peer credentials"),
+             "a Unix peer");
       return;
     }
   }
-  Status refusal;
   if (shutting_down_) {
-    refusal = Status(Code::kUnavailable, "admitd is shutting down");
-  } else if (connections_.size() >= kConnectionsMax) {
-    refusal = Status(Code::kOverloaded, std::to_string(connections_.size()) +
-                                            " connections are open (the limit is " +
-                                            std::to_string(kConnectionsMax) + ")");
-  } else if (connections_by_principal_[principal] >= kConnectionsPerPrincipalMax) {
-    refusal = Status(Code::kOverloaded, "principal '" + principal + "' has " +
-                                            std::to_string(connections_by_principal_[principal]) +
-                                            " connections open (the limit is " +
-                                            std::to_string(kConnectionsPerPrincipalMax) + ")");
+    Refuse(kj::mv(stream.stream), "shutting_down",
+           Status(Code::kUnavailable, "admitd is shutting down"), peer);
+    return;
   }
-  spdlog::debug("connection from {}", principal);
-  capnp::Capability::Client bootstrap = kj::heap<LedgerImpl>(*this, principal, refusal);
-  auto connection = kj::heap<Connection>(principal, kj::mv(stream.stream), kj::mv(bootstrap));
+  auto connection = kj::heap<Connection>();
+  std::string reason;
+  Status admitted = AdmitConnection(principal, *connection, &reason);
+  if (!admitted.ok()) {
+    Refuse(kj::mv(stream.stream), reason, admitted, peer);
+    return;
+  }
+  spdlog::debug("connection from {}", peer);
+  StreamGuardLimits limits;
+  limits.partial_message_timeout_ms = kPartialMessageTimeoutMs;
+  limits.message_receive_max_ms = kMessageReceiveMaxMs;
+  connection->Start(principal,
+                    kj::heap<GuardedStream>(kj::mv(stream.stream), io_.provider->getTimer(),
+                                            partial_messages_, limits, peer),
+                    kj::heap<LedgerImpl>(*this, principal));
   Connection* raw = connection.get();
-  ++connections_by_principal_[principal];
   connections_[raw] = kj::mv(connection);
-  tasks_->add(raw->network.onDisconnect().then([this, raw]() {
+  tasks_->add(raw->network->onDisconnect().then([this, raw]() {
     auto it = connections_.find(raw);
     if (it == connections_.end()) return;
-    if (--connections_by_principal_[raw->principal] == 0) {
-      connections_by_principal_.erase(raw->principal);
-    }
+    ReleaseConnection(*raw);
     // Not from inside its own callback: the network is the one that called.
     kj::Own<Connection> dying = kj::mv(it->second);
     connections_.erase(it);
@@ -1028,7 +1404,37 @@ Status Daemon::ReloadPolicy() {
   auto policy = Policy::Load(options_.policy_path);
   if (!policy.ok()) return policy.status();
   policy_ = std::move(*policy);
+  RecheckWatches();
   return Status::Ok();
+}
+
+namespace {
+// Whether a watch narrowed to `now` shows nothing `allowed` would not (empty: everything).
+bool Within(const std::vector<std::string>& now, const std::vector<std::string>& allowed) {
+  if (allowed.empty()) return true;
+  if (now.empty()) return false;
+  return std::all_of(now.begin(), now.end(), [&](const std::string& v) { return In(allowed, v); });
+}
+}  // namespace
+
+void Daemon::RecheckWatches() {
+  // Each open watch as if it were asked for now: one the policy refuses, or would narrow to
+  // less than it shows, is ended with its resume sequence (the watcher may ask again and get
+  // what it may see now). Calls are checked one by one already, so nothing else outlives a
+  // principal's removal.
+  std::vector<std::pair<uint64_t, std::string>> ended;
+  for (auto& [id, w] : watchers_) {
+    std::vector<std::string> namespaces = w->asked_namespaces;
+    std::vector<std::string> checks = w->asked_checks;
+    Status s = policy_.MayWatch(w->principal, &namespaces, &checks, service_.engine());
+    if (!s.ok()) {
+      ended.emplace_back(id, "the reloaded policy refuses this watch: " + s.message());
+    } else if (!Within(w->namespaces, namespaces) || !Within(w->checks, checks)) {
+      ended.emplace_back(id, "the reloaded policy narrows what '" + w->principal +
+                                 "' may watch; watch again from the sequence given");
+    }
+  }
+  for (const auto& [id, reason] : ended) EndWatch(id, reason);
 }
 
 kj::Promise<void> Daemon::Shutdown() {
@@ -1076,6 +1482,16 @@ DaemonStats Daemon::stats() const {
   DaemonStats s = stats_;
   s.connections = connections_.size();
   s.watchers = watchers_.size();
+  s.tls_handshakes = handshakes_.size();
+  s.accept_failing = listeners_failing_ > 0;
+  s.partial_message_bytes = partial_messages_.bytes;
+  s.manifest_parse_bytes = manifest_bytes_->load();
+  auto add = [&s](const char* reason, uint64_t n) {
+    if (n > 0) s.connections_closed[reason] += n;
+  };
+  add("stalled", partial_messages_.closed_stalled);
+  add("slow_message", partial_messages_.closed_slow);
+  add("partial_bytes_limit", partial_messages_.closed_over_budget);
   return s;
 }
 

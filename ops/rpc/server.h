@@ -6,6 +6,7 @@
 //
 // Thread safety: everything runs on the thread of the kj event loop it was made on.
 
+#include <atomic>
 #include <cstdint>
 #include <algorithm>
 #include <functional>
@@ -13,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <kj/async-io.h>
@@ -21,6 +23,7 @@
 #include "ledger/event_log.h"
 #include "ledger/snapshot_store.h"
 #include "ops/rpc/policy.h"
+#include "ops/rpc/stream_guard.h"
 #include "ops/rpc/transport.h"
 #include "ops/service.h"
 
@@ -36,15 +39,39 @@ Result<RecordCall> RecordCallOf(const Policy& policy, const std::string& princip
                                 ::admission::rpc::RecordRequest::Reader request,
                                 const projections::Engine& engine);
 
-// The checks of a recordManifest call: the manifest parsed by the ledger's parser
-// (ParseApplyYaml for mode "apply", ParseSubmitYaml for "submit", whose workloads are keyed
-// "submit/NS/NAME" as admitctl submit keys them and whose generated names take `name_seed`),
-// then RecordCallOf on the events it gives. Pure, like RecordCallOf.
-// Errors: kInvalidArgument (an unknown mode, a manifest over kYamlBytesMax, without objects or
-// refused by the parser), and RecordCallOf's.
+// The checks of a recordManifest call, in the order the daemon makes them: ManifestPreCheck
+// (before any parsing), ParseManifest, then ManifestRecordCall. Pure, like RecordCallOf.
+// Errors: ManifestPreCheck's, ParseManifest's and RecordCallOf's.
 Result<RecordCall> ManifestCallOf(const Policy& policy, const std::string& principal,
                                   ::admission::rpc::ManifestRequest::Reader request,
                                   const projections::Engine& engine, const std::string& name_seed);
+
+// What a recordManifest call must pass before its manifest is parsed (the parser's time and
+// memory are spent only for a principal that could record what it gives): a known mode
+// ("apply", "submit" or "delete"), at most kManifestBytesMax bytes, and a principal whose roles
+// may record that mode's events (Policy::MayRecordManifest). Pure and cheap.
+// Errors: kInvalidArgument (mode, size), kPermissionDenied.
+Status ManifestPreCheck(const Policy& policy, const std::string& principal, std::string_view mode,
+                        size_t manifest_bytes);
+
+// A manifest parsed into the inputs of a record call: recordManifest's step that needs neither
+// the policy nor the engine, so that the daemon runs it on a worker thread.
+struct ParsedManifest {
+  std::string request_id;
+  std::vector<std::string> inputs;  // encoded events; a submit's keyed "submit/NS/NAME"
+};
+// Parses with the ledger's parser (ParseApplyYaml for mode "apply", ParseSubmitYaml for
+// "submit", whose workloads are keyed "submit/NS/NAME" as admitctl submit keys them and whose
+// generated names take `name_seed`, ParseDeleteYaml for "delete"). Any thread.
+// Errors: kInvalidArgument (an unknown mode, a manifest over kManifestBytesMax, without objects,
+// with more than kAppendBatchEventsMax / 2, or refused by the parser).
+Result<ParsedManifest> ParseManifest(std::string_view mode, std::string_view manifest,
+                                     std::string request_id, const std::string& name_seed);
+// recordManifest's last step, on the event loop (it reads the engine): RecordCallOf on the
+// parsed inputs, so that every check of `record` applies unchanged.
+Result<RecordCall> ManifestRecordCall(const Policy& policy, const std::string& principal,
+                                      const ParsedManifest& parsed,
+                                      const projections::Engine& engine);
 
 struct DaemonOptions {
   std::vector<Endpoint> listen;
@@ -54,6 +81,9 @@ struct DaemonOptions {
   std::string policy_path;  // empty: only admin
   // The file of a snapshot, for `admitctl snapshot`'s output.
   std::function<std::string(uint64_t)> snapshot_path;
+  // Tests only: wraps each listener (a forwarding wrapper that injects accept failures,
+  // tests/rpc/accept_errors_test.cc). Empty: the listeners as bound.
+  std::function<kj::Own<kj::ConnectionReceiver>(kj::Own<kj::ConnectionReceiver>)> wrap_receiver;
 };
 
 // Durations in microseconds, counted per bucket of kBoundsUs (one more: longer).
@@ -83,6 +113,18 @@ struct DaemonStats {
   uint64_t overloaded_calls = 0;
   uint64_t connections = 0;        // open now
   uint64_t watchers = 0;           // open now
+  uint64_t tls_handshakes = 0;     // in progress now
+  // Connections closed by the daemon's limits, by reason: "global_limit", "principal_limit",
+  // "unknown_peers_limit", "admin_reserve", "handshake_timeout", "handshake_evicted",
+  // "handshake_failed", "reserved_name", "no_credentials", "shutting_down", "stalled",
+  // "slow_message", "partial_bytes_limit".
+  std::map<std::string, uint64_t> connections_closed;
+  // Accepts that failed (file descriptors exhausted, ...) and were retried; whether the last
+  // one failed (the daemon is not ready while it does).
+  uint64_t accept_errors = 0;
+  bool accept_failing = false;
+  uint64_t partial_message_bytes = 0;  // received of messages not complete, now
+  uint64_t manifest_parse_bytes = 0;   // manifests queued or being parsed, now
   // Calls refused before any work, by method and reason (the Status code's name:
   // PermissionDenied, InvalidArgument, Overloaded, ...).
   std::map<std::pair<std::string, std::string>, uint64_t> refusals;
@@ -119,6 +161,8 @@ class Daemon {
 
   // The policy in force (reloaded on SIGHUP). Event loop thread only.
   const Policy& policy() const { return policy_; }
+  // False while accepting connections fails (retried with a backoff): /readyz says not ready.
+  bool accepting() const { return listeners_failing_ == 0; }
   // `explain` of a workload, rendered on the daemon's read worker (it folds the ledger from
   // the genesis): what the RPC's explain and the dashboard's timeline answer. kOverloaded
   // when kReadQueueMax explains wait already. Event loop thread only.
@@ -142,8 +186,26 @@ class Daemon {
   friend class LedgerImpl;
   friend class WatchHandleImpl;
 
-  kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& receiver, bool tls);
+  kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& receiver, bool tls, uint64_t retry_ms);
+  void Handshake(kj::AuthenticatedStream stream);
   void Serve(kj::AuthenticatedStream stream, bool tls);
+  // Which budget a new connection of `principal` takes (set in `connection`, counted), or why
+  // it is refused (kOverloaded; *reason: the stats' name of the limit).
+  Status AdmitConnection(const std::string& principal, Connection& connection,
+                         std::string* reason);
+  void ReleaseConnection(const Connection& connection);
+  // Closes a stream past a limit: counts and logs (throttled) the refusal, and tells the peer
+  // why in an RPC Abort message when few such writes are in flight.
+  void Refuse(kj::Own<kj::AsyncIoStream> stream, const std::string& reason, const Status& why,
+              const std::string& peer);
+  // Resolves when a TLS handshake may start: fewer than kTlsHandshakesMax are in progress, or
+  // the oldest has taken kTlsHandshakeEvictAfterMs (Handshake then drops it).
+  kj::Promise<void> HandshakeSlot();
+  void HandshakeDone(uint64_t id);
+  // After a failed TLS handshake: lets the alert reach the peer (SharedSocket).
+  void Linger(kj::Own<SharedSocket> socket);
+  // Ends the watches the policy in force no longer allows as they are.
+  void RecheckWatches();
   void Enqueue(kj::Own<PendingCall> call);
   void ScheduleFlush();
   void Flush();
@@ -180,9 +242,32 @@ class Daemon {
 
   std::map<uint64_t, kj::Own<Watcher>> watchers_;
   uint64_t next_watch_id_ = 1;
+  // Open connections by budget (docs/admitd.md, "Limits"): per principal the policy names (and
+  // admin), all unknown principals together, admin's past kConnectionsMax.
   std::map<std::string, size_t> connections_by_principal_;
+  size_t unknown_connections_ = 0;
+  size_t admin_reserve_connections_ = 0;
+  // TLS handshakes in progress, oldest first: fulfilling one's `evict` drops it.
+  struct PendingHandshake {
+    kj::Own<kj::PromiseFulfiller<void>> evict;
+    kj::TimePoint started = kj::origin<kj::TimePoint>();
+  };
+  std::map<uint64_t, PendingHandshake> handshakes_;
+  // TLS accept loops waiting for a handshake slot (HandshakeSlot).
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> slot_waiters_;
+  uint64_t next_handshake_id_ = 1;
+  std::shared_ptr<size_t> refusals_in_flight_ = std::make_shared<size_t>(0);
+  size_t listeners_failing_ = 0;  // listeners whose last accept failed
+  LogThrottle refusal_log_{1000};
+  LogThrottle accept_log_{1000};
+  PartialMessageBudget partial_messages_;
+  // Bytes of manifests queued for the parser or being parsed (added on the loop, taken off by
+  // the worker when it is done with one).
+  std::shared_ptr<std::atomic<uint64_t>> manifest_bytes_ =
+      std::make_shared<std::atomic<uint64_t>>(0);
   DaemonStats stats_;
-  std::unique_ptr<ReadWorker> readers_;  // explain calls
+  std::unique_ptr<ReadWorker> readers_;    // explain calls
+  std::unique_ptr<ReadWorker> manifests_;  // recordManifest's parsing
   // Last: connections are torn down first, while the watchers they may end still exist.
   std::map<Connection*, kj::Own<Connection>> connections_;
 };

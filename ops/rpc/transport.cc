@@ -66,6 +66,20 @@ void ToError(const Status& status, Error::Builder error) {
   if (status.code() == Code::kOverloaded) error.setRetryAfterMs(kOverloadedRetryAfterMs);
 }
 
+std::optional<Status> FromAbort(std::string_view description) {
+  constexpr std::string_view kRemote = "remote exception: ";
+  const size_t at = description.find(kRemote);
+  if (at == std::string_view::npos) return std::nullopt;
+  const std::string_view reason = description.substr(at + kRemote.size());
+  for (int c = 1; c <= static_cast<int>(kCodeLast); ++c) {
+    const std::string name = std::string(CodeName(static_cast<Code>(c))) + ": ";
+    if (reason.substr(0, name.size()) == name) {
+      return Status(static_cast<Code>(c), std::string(reason.substr(name.size())));
+    }
+  }
+  return std::nullopt;
+}
+
 Status FromError(Error::Reader error) {
   if (error.getCode() == 0) return Status::Ok();
   if (error.getCode() > static_cast<uint8_t>(kCodeLast)) {

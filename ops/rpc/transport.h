@@ -3,6 +3,7 @@
 // our Status onto the wire's Error. See docs/admitd.md.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,8 +29,38 @@ inline constexpr int kRequestNestingMax = 64;
 // Bytes of calls queued on one connection before the daemon stops reading from it (RPC flow
 // limit): a connection's calls in flight.
 inline constexpr size_t kConnectionFlowLimitBytes = size_t{8} << 20;
+// Connections (docs/admitd.md, "Limits"). A connection past a limit is closed at once (after a
+// one-message Abort naming the limit), never kept. Open connections of every principal but
+// admin's reserve:
 inline constexpr size_t kConnectionsMax = 1024;
-inline constexpr size_t kConnectionsPerPrincipalMax = 512;
+// Of one principal the policy names (and of admin).
+inline constexpr size_t kConnectionsPerPrincipalMax = 256;
+// Of all principals the policy does not name, together (they may only call whoami and ping).
+inline constexpr size_t kUnknownPeerConnectionsMax = 16;
+// Admin's Unix connections accepted past kConnectionsMax, so that the daemon's own uid can
+// always get in.
+inline constexpr size_t kAdminReserveConnections = 16;
+// TLS handshakes in progress. Past it the TLS listener accepts nothing more (new connections
+// wait in the listen backlog) until one ends, or until the oldest has taken
+// kTlsHandshakeEvictAfterMs: then it is dropped for the next (an honest handshake takes
+// milliseconds; one that old has stalled).
+inline constexpr size_t kTlsHandshakesMax = 256;
+inline constexpr uint64_t kTlsHandshakeEvictAfterMs = 2'000;
+// A connection's peer that stops in the middle of a message is closed after this long: its
+// partial message would hold memory (the size its segment table claims, as it arrives).
+inline constexpr uint64_t kPartialMessageTimeoutMs = 10'000;
+// From a message's first byte to its last (a peer that sends a byte now and then).
+inline constexpr uint64_t kMessageReceiveMaxMs = 60'000;
+// Bytes received of messages not yet complete, all connections together: a read past it
+// closes its connection.
+inline constexpr uint64_t kPartialMessageBytesMax = uint64_t{256} << 20;
+// Past-limit connections being told why (the Abort's write): more are closed without a word.
+inline constexpr size_t kRefusalsInFlightMax = 64;
+inline constexpr uint64_t kRefusalWriteTimeoutMs = 1'000;
+// An accept that fails (file descriptors exhausted, ...) is retried after a backoff doubling
+// from the first to the last value; the daemon is not ready meanwhile.
+inline constexpr uint64_t kAcceptRetryFirstMs = 10;
+inline constexpr uint64_t kAcceptRetryMaxMs = 1'000;
 inline constexpr size_t kWatchersMax = 256;
 // Events appended while a watcher still holds an unanswered push; past this it is ended with
 // its resume sequence (it never holds the writer back).
@@ -47,10 +78,16 @@ static_assert(kReadPageBytesMax + schema::kEventBytesMax + kReadPageEventsMax * 
               kRequestWordsMax * sizeof(capnp::word) / 2);
 inline constexpr size_t kPendingCallsMax = 4096;      // record calls waiting for a group
 inline constexpr size_t kReadQueueMax = 16;           // explain calls waiting for the read worker
+// recordManifest: one manifest's bytes (the parser's tree takes MEASURED times its size), the
+// bytes of manifests waiting for the parser or being parsed (one thread), and their count.
+inline constexpr size_t kManifestBytesMax = size_t{2} << 20;
+inline constexpr size_t kManifestParseBytesMax = size_t{8} << 20;
+inline constexpr size_t kManifestQueueMax = 16;
 inline constexpr uint32_t kOverloadedRetryAfterMs = 100;
 inline constexpr size_t kRequestIdBytesMax = 128;
-// A TLS handshake that takes longer than this is dropped.
-inline constexpr uint64_t kTlsAcceptTimeoutMs = 10'000;
+// A TLS handshake (the time before a TLS peer is authenticated) that takes longer than this
+// is dropped.
+inline constexpr uint64_t kTlsAcceptTimeoutMs = 5'000;
 // SIGTERM: at most this long to answer what is in flight and close watchers.
 inline constexpr uint64_t kShutdownMaxMs = 5'000;
 
@@ -78,6 +115,10 @@ struct TlsFiles {
 Result<std::string> ReadFileText(const std::string& path, const std::string& what);
 
 void ToError(const Status& status, Error::Builder error);
+// The Status a connection refused at a limit was told in an RPC Abort (Daemon::Refuse: the
+// reason is `CODE: message`), read back from the exception Cap'n Proto turns it into
+// ("remote exception: CODE: message"); nullopt when the exception is not one.
+std::optional<Status> FromAbort(std::string_view exception_description);
 // Status::Ok() for an unset error (code 0).
 Status FromError(Error::Reader error);
 

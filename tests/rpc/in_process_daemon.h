@@ -29,9 +29,15 @@ struct ServedLedger {
 // REQUIRES: `served` outlives it. Stops the daemon (Shutdown) when destroyed.
 class InProcessDaemon {
  public:
-  InProcessDaemon(ServedLedger& served, const std::string& socket) : served_(served) {
+  // `options`: anything but the listen address (the socket); `policy`: only admin by default.
+  InProcessDaemon(ServedLedger& served, const std::string& socket,
+                  ops::rpc::DaemonOptions options = {}, ops::rpc::Policy policy = {})
+      : served_(served) {
     std::promise<void> ready;
-    thread_ = std::thread([this, socket, &ready] { Run(socket, &ready); });
+    thread_ = std::thread([this, socket, &ready, options = std::move(options),
+                           policy = std::move(policy)]() mutable {
+      Run(socket, std::move(options), std::move(policy), &ready);
+    });
     ready.get_future().wait();
   }
   ~InProcessDaemon() {
@@ -41,16 +47,19 @@ class InProcessDaemon {
   ops::rpc::DaemonStats Stats() {
     return executor_->executeSync([this] { return daemon_->stats(); });
   }
+  bool Accepting() {
+    return executor_->executeSync([this] { return daemon_->accepting(); });
+  }
 
  private:
-  void Run(const std::string& socket, std::promise<void>* ready) {
+  void Run(const std::string& socket, ops::rpc::DaemonOptions options, ops::rpc::Policy policy,
+           std::promise<void>* ready) {
     auto io = kj::setupAsyncIo();
-    ops::rpc::DaemonOptions options;
     auto endpoint = ops::rpc::ParseEndpoint("unix:" + socket);
     ADM_CHECK(endpoint.ok(), "%s", endpoint.status().ToString().c_str());
     options.listen.push_back(*endpoint);
     ops::rpc::Daemon daemon(io, *served_.service, *served_.log, *served_.snapshots,
-                            ops::rpc::Policy(), std::move(options));
+                            std::move(policy), std::move(options));
     auto bound = daemon.Listen(io.waitScope);
     ADM_CHECK(bound.ok(), "%s", bound.status().ToString().c_str());
     daemon_ = &daemon;

@@ -10,6 +10,7 @@
 
 #include "ops/kueue_yaml.h"
 #include "ops/rpc/client.h"
+#include "ops/rpc/server.h"
 #include "schema/event_codec.h"
 #include "tests/rpc/in_process_daemon.h"
 #include "tests/unit/temp_dir.h"
@@ -343,6 +344,73 @@ TEST_F(RecordManifestTest, ARecordCallOfTheMostInputsIsRead) {
   ASSERT_EQ(code, 0) << message;
   EXPECT_EQ(recorded, kInputs);
   EXPECT_EQ(served_.log->GetHead().sequence, kInputs);
+}
+
+// recordManifest authorizes before it parses (docs/admitd.md, "Limits"): a principal whose
+// roles may record nothing of the mode is refused without the parser running. A manifest the
+// parser refuses shows it: the answer is PermissionDenied, not the parser's InvalidArgument,
+// and so is the answer to one over kManifestBytesMax.
+TEST(ManifestCallOf, RefusesByRoleBeforeParsing) {
+  auto policy = ops::rpc::Policy::Parse(
+      "principals:\n- {name: audit, roles: [auditor]}\n- {name: ten, roles: [tenant], "
+      "namespaces: [default]}\n- {name: ops, roles: [operator]}\n- {name: runtime, roles: "
+      "[runtime]}\n",
+      "test");
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  projections::Engine engine;
+  const std::string unparsable = "{{{ not: yaml";
+  const std::string oversized(ops::rpc::kManifestBytesMax + 1, '#');
+  auto call = [&](const std::string& principal, const std::string& mode,
+                  const std::string& manifest) {
+    capnp::MallocMessageBuilder message;
+    auto request = message.initRoot<::admission::rpc::ManifestRequest>();
+    request.setRequestId("r/1");
+    request.setMode(mode);
+    request.setManifest(manifest);
+    return ops::rpc::ManifestCallOf(*policy, principal, request.asReader(), engine, "1");
+  };
+  struct Case {
+    const char* principal;
+    const char* mode;
+  };
+  for (const Case& c : {Case{"stranger", "submit"}, Case{"audit", "submit"},
+                        Case{"audit", "apply"}, Case{"runtime", "submit"}, Case{"ten", "apply"},
+                        Case{"ten", "delete"}, Case{"ops", "submit"}}) {
+    for (const std::string* manifest : {&unparsable, &oversized}) {
+      auto refused = call(c.principal, c.mode, *manifest);
+      ASSERT_FALSE(refused.ok()) << c.principal << " " << c.mode;
+      EXPECT_EQ(refused.status().code(), Code::kPermissionDenied)
+          << c.principal << " " << c.mode << ": " << refused.status().ToString();
+    }
+  }
+  // Those the roles allow reach the parser (and the size limit).
+  EXPECT_EQ(call("ten", "submit", unparsable).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(call("ops", "apply", unparsable).status().code(), Code::kInvalidArgument);
+  auto too_big = call("admin", "submit", oversized);
+  EXPECT_EQ(too_big.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(too_big.status().message().find("at most"), std::string::npos)
+      << too_big.status().message();
+  EXPECT_TRUE(call("ten", "submit", kJob).ok());
+}
+
+// The two steps the daemon takes apart (the parse on a worker thread, the checks on the loop)
+// give what ManifestCallOf gives.
+TEST(ManifestCallOf, IsParseManifestThenManifestRecordCall) {
+  projections::Engine engine;
+  ops::rpc::Policy policy;
+  auto parsed = ops::rpc::ParseManifest("submit", kJob, "r/2", "7");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  auto stepwise = ops::rpc::ManifestRecordCall(policy, "admin", *parsed, engine);
+  capnp::MallocMessageBuilder message;
+  auto request = message.initRoot<::admission::rpc::ManifestRequest>();
+  request.setRequestId("r/2");
+  request.setMode("submit");
+  request.setManifest(kJob);
+  auto whole = ops::rpc::ManifestCallOf(policy, "admin", request.asReader(), engine, "7");
+  ASSERT_TRUE(stepwise.ok() && whole.ok());
+  EXPECT_EQ(stepwise->inputs, whole->inputs);
+  EXPECT_EQ(stepwise->options.request_id, "r/2");
+  EXPECT_EQ(stepwise->options.actor, "admin");
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 // it instantiates here as maybe-uninitialized, depending on what it inlines (the same false
 // positive server.cc avoids by passing results behind a pointer; here Status is the type of
 // every call's promise). Before any include, so that it covers their instantiations.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include "ops/rpc/client.h"
 

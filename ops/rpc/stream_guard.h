@@ -39,21 +39,26 @@ class FrameTracker {
   uint64_t received_ = 0;
 };
 
-// Lets one log line through per interval for a kind of event a peer can cause at will (refused
-// connections, stalled peers), and counts those it held back.
+// Lets at most kLogLinesPerInterval log lines through per interval for a kind of event a peer
+// can cause at will (refused connections, stalled peers, failed accepts), and counts those it
+// held back (the next line that goes through says how many).
 class LogThrottle {
  public:
+  static constexpr uint64_t kLogLinesPerInterval = 10;
   explicit LogThrottle(uint64_t interval_ms) : interval_(std::chrono::milliseconds(interval_ms)) {}
   // True when this occurrence may be logged; then *held_back is how many were not since the
   // last one that was.
   bool Allow(uint64_t* held_back) {
     const auto now = std::chrono::steady_clock::now();
-    if (logged_once_ && now - last_ < interval_) {
+    if (lines_ == 0 || now - window_start_ >= interval_) {
+      window_start_ = now;
+      lines_ = 0;
+    }
+    if (lines_ >= kLogLinesPerInterval) {
       ++held_back_;
       return false;
     }
-    logged_once_ = true;
-    last_ = now;
+    ++lines_;
     *held_back = held_back_;
     held_back_ = 0;
     return true;
@@ -61,8 +66,8 @@ class LogThrottle {
 
  private:
   const std::chrono::steady_clock::duration interval_;
-  std::chrono::steady_clock::time_point last_{};
-  bool logged_once_ = false;
+  std::chrono::steady_clock::time_point window_start_{};
+  uint64_t lines_ = 0;  // logged in the window that started at window_start_
   uint64_t held_back_ = 0;
 };
 
@@ -73,7 +78,7 @@ struct PartialMessageBudget {
   uint64_t closed_stalled = 0;     // connections closed for kPartialMessageTimeoutMs of silence
   uint64_t closed_slow = 0;        // ... for a message not complete in kMessageReceiveMaxMs
   uint64_t closed_over_budget = 0; // ... for going past bytes_max
-  LogThrottle log{1000};           // one warning a second at most
+  LogThrottle log{1000};           // ten warnings a second at most
 };
 
 struct StreamGuardLimits {

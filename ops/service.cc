@@ -233,6 +233,48 @@ Result<std::vector<std::string>> Service::DecisionsOfBatch(uint64_t sequence, ui
   return decisions;
 }
 
+// Idempotency key already recorded (in the ledger, or by an earlier call of this group): the
+// same payload is a retry (its sequence), another is refused (kConflict); a key twice in one
+// request is refused (kInvalidArgument). Nullopt: the key is new.
+Result<std::optional<uint64_t>> Service::RecordedUnder(const std::string& key,
+                                                       schema::Event::Reader event, size_t i,
+                                                       const GroupState& group,
+                                                       const std::vector<std::string>& fresh_keys) {
+  std::optional<uint64_t> recorded_sequence;
+  std::string recorded_bytes;
+  if (auto in_group = group.keys.find(key); in_group != group.keys.end()) {
+    recorded_sequence = in_group->second.first;
+    recorded_bytes = in_group->second.second;
+  } else if (std::find(fresh_keys.begin(), fresh_keys.end(), key) != fresh_keys.end()) {
+    return Status(Code::kInvalidArgument, "input " + std::to_string(i) + ": key '" + key +
+                                              "' appears twice in one request");
+  } else {
+    auto found = log_.FindKey(key);
+    if (!found.ok()) return found.status();
+    if (!found->has_value()) return std::optional<uint64_t>();
+    auto stored = log_.Read(**found, 1);
+    if (!stored.ok()) return stored.status();
+    if (stored->empty()) {
+      return Status(Code::kCorruption, "the idempotency index names sequence " +
+                                           std::to_string(**found) + ", past the head");
+    }
+    recorded_sequence = **found;
+    recorded_bytes = std::move(stored->front().bytes);
+  }
+  if (!recorded_sequence) return std::optional<uint64_t>();
+  auto recorded = schema::DecodeEvent(recorded_bytes);
+  if (!recorded.ok()) return recorded.status();
+  // The actor is who asked; a retry by someone else is still the same request.
+  std::string field = schema::FirstDifferingRequestField(recorded->root(), event);
+  if (!field.empty()) {
+    return Status(Code::kConflict, "input " + std::to_string(i) + ": '" + key +
+                                       "' was recorded at sequence " +
+                                       std::to_string(*recorded_sequence) +
+                                       " with different content; first differing field: " + field);
+  }
+  return recorded_sequence;
+}
+
 Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group,
                                        bool* engine_touched) {
   const std::vector<std::string>& inputs = call.inputs;
@@ -303,44 +345,13 @@ Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group
                         " are allowed (a shorter request id or key)");
     }
     if (!key.empty()) {
-      std::optional<uint64_t> recorded_sequence;
-      std::string recorded_bytes;
-      if (auto in_group = group.keys.find(key); in_group != group.keys.end()) {
-        recorded_sequence = in_group->second.first;
-        recorded_bytes = in_group->second.second;
-      } else if (std::find(fresh_keys.begin(), fresh_keys.end(), key) != fresh_keys.end()) {
-        return Status(Code::kInvalidArgument, "input " + std::to_string(i) + ": key '" + key +
-                                                  "' appears twice in one request");
-      } else {
-        auto found = log_.FindKey(key);
-        if (!found.ok()) return found.status();
-        if (found->has_value()) {
-          auto stored = log_.Read(**found, 1);
-          if (!stored.ok()) return stored.status();
-          if (stored->empty()) {
-            return Status(Code::kCorruption, "the idempotency index names sequence " +
-                                                 std::to_string(**found) + ", past the head");
-          }
-          recorded_sequence = **found;
-          recorded_bytes = std::move(stored->front().bytes);
-        }
-      }
-      if (recorded_sequence) {
-        auto recorded = schema::DecodeEvent(recorded_bytes);
-        if (!recorded.ok()) return recorded.status();
-        // The actor is who asked; a retry by someone else is still the same request.
-        std::string field = schema::FirstDifferingRequestField(recorded->root(), event);
-        if (!field.empty()) {
-          return Status(Code::kConflict, "input " + std::to_string(i) + ": '" + key +
-                                             "' was recorded at sequence " +
-                                             std::to_string(*recorded_sequence) +
-                                             " with different content; first differing field: " +
-                                             field);
-        }
-        outcome.sequences[i] = *recorded_sequence;
+      Result<std::optional<uint64_t>> recorded = RecordedUnder(key, event, i, group, fresh_keys);
+      if (!recorded.ok()) return recorded.status();
+      if (recorded->has_value()) {
+        outcome.sequences[i] = **recorded;
         outcome.unchanged[i] = true;
         ++key_duplicates;
-        latest_duplicate = std::max(latest_duplicate, *recorded_sequence);
+        latest_duplicate = std::max(latest_duplicate, **recorded);
         continue;
       }
     }

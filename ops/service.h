@@ -132,6 +132,11 @@ class Service {
   // Sets *engine_touched once the decider has applied an input (a throw after that leaves the
   // engine ahead of the ledger).
   Result<Staged> Stage(const RecordCall& call, GroupState& group, bool* engine_touched);
+  // Stage's check of an input's idempotency key (service.cc).
+  Result<std::optional<uint64_t>> RecordedUnder(const std::string& key,
+                                                schema::Event::Reader event, size_t i,
+                                                const GroupState& group,
+                                                const std::vector<std::string>& fresh_keys);
   // The decisions of the batch holding `sequence` (an input), read from the ledger.
   Result<std::vector<std::string>> DecisionsOfBatch(uint64_t sequence, uint64_t* first);
   // Open's work: a decider from the newest usable snapshot, folded to the head.

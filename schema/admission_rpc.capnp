@@ -66,7 +66,7 @@ struct WatchFilter {
 # Implemented by the watcher. The daemon sends one push at a time and waits for its return
 # before the next (the watcher's pace), and ends the stream with `end`.
 # A Kubernetes object as a client read it (YAML or JSON; a kind: List for several), parsed by
-# the daemon with the ledger's own parser (ops/kueue_yaml.h), so that a client in another
+# the daemon with the ledger's own parser (ops/kueue_yaml/kueue_yaml.h), so that a client in another
 # language (the Kubernetes bridge, docs/k8s.md) neither writes a second parser nor builds events.
 struct ManifestRequest {
   requestId @0 :Text;      # as in RecordRequest

@@ -1,9 +1,9 @@
 #pragma once
-// Internal to the Kueue YAML parser (ops/kueue_yaml.h is its public face): the parser of one
+// Internal to the Kueue YAML parser (ops/kueue_yaml/kueue_yaml.h is its public face): the parser of one
 // document, whose methods live in the files of this folder, one file per Kueue kind, and the
-// small pieces they share. Nothing outside ops/kueue_yaml.cc and ops/kueue_yaml/ includes it.
+// small pieces they share. Nothing outside ops/kueue_yaml/ includes it.
 //
-//   ops/kueue_yaml.cc      the file: documents, the YAML parser's guards, the public functions
+//   ops/kueue_yaml/kueue_yaml.cc  the file: documents, the YAML parser's guards, the public functions
 //   object.cc              one object: List, apiVersion and kind, metadata, the emitted event
 //   reads.cc               errors and typed reads (strings, integers, quantities, maps)
 //   names.cc               paths, Kubernetes names, YAML scalars, generated names and uids
@@ -38,7 +38,7 @@
 #include <capnp/message.h>
 #include <yaml-cpp/yaml.h>
 
-#include "ops/kueue_yaml.h"
+#include "ops/kueue_yaml/kueue_yaml.h"
 #include "schema/event_codec.h"
 #include "schema/k8s_names.h"
 

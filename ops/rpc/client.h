@@ -17,7 +17,7 @@
 
 #include "ledger/event_log.h"
 #include "ledger/snapshot_store.h"
-#include "ops/api.h"
+#include "ops/service/api.h"
 #include "ops/rpc/transport.h"
 
 

@@ -20,8 +20,8 @@
 #include <capnp/serialize.h>
 #include <spdlog/spdlog.h>
 
-#include "ops/api.h"
-#include "ops/kueue_yaml.h"
+#include "ops/service/api.h"
+#include "ops/kueue_yaml/kueue_yaml.h"
 #include "schema/event_codec.h"
 
 namespace admission::ops::rpc {

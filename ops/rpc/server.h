@@ -25,7 +25,7 @@
 #include "ops/rpc/policy.h"
 #include "ops/rpc/stream_guard.h"
 #include "ops/rpc/transport.h"
-#include "ops/service.h"
+#include "ops/service/service.h"
 
 namespace admission::ops::rpc {
 

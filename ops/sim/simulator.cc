@@ -12,13 +12,13 @@
 #include <vector>
 
 #include "ledger/memory_log.h"
-#include "ops/api.h"
-#include "ops/kueue_yaml.h"
-#include "ops/service.h"
+#include "ops/service/api.h"
+#include "ops/kueue_yaml/kueue_yaml.h"
+#include "ops/service/service.h"
 #include "replay/replayer.h"
 #include "schema/enum_names.h"
 #include "schema/event_codec.h"
-#include "ops/sim/invariants.h"
+#include "projections/state_checks.h"
 
 namespace admission::sim {
 namespace {
@@ -843,10 +843,11 @@ bool World::Record(const std::vector<std::string>& inputs, const std::string& ac
 void World::CheckAfterAppend() {
   ScanNewEvents();
   if (failure_) return;
-  std::optional<Violation> v = CheckQuotaAfterDecreases(engine(), reserved_in_append_);
+  std::optional<projections::Violation> v =
+      projections::CheckQuotaAfterDecreases(engine(), reserved_in_append_);
   reserved_in_append_.clear();
-  if (!v) v = CheckWorkloads(engine());
-  if (!v) v = CheckFlavors(engine());
+  if (!v) v = projections::CheckWorkloads(engine());
+  if (!v) v = projections::CheckFlavors(engine());
   if (v) Fail(v->invariant, v->object, v->detail);
 }
 
@@ -994,7 +995,7 @@ SimReport World::Run() {
       capnp::MallocMessageBuilder m;
       m.initRoot<schema::Event>().initBody().initClockAdvanced().setToNs(now_ns_);
       Record({Encode(m)}, "clock");
-      if (auto v = CheckStarvationAlerts(engine(), now_ns_)) {
+      if (auto v = projections::CheckStarvationAlerts(engine(), now_ns_)) {
         Fail(v->invariant, v->object, v->detail);
       }
     }

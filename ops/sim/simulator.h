@@ -1,7 +1,7 @@
 #pragma once
 // The deterministic simulator (docs/faults.md, "Deterministic simulation").
 //
-// One seed drives the real Service (ops/service.h) in logical time through a GPU platform's
+// One seed drives the real Service (ops/service/service.h) in logical time through a GPU platform's
 // life: tenants submitting bursts of training and inference jobs with priorities; check
 // controllers with latency, duplicated, reordered (stale) and foreign reports and outages (so
 // checks stay Pending past their TTL); a pod runtime with slow starts, crashes, lost reports and

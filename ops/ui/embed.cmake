@@ -1,6 +1,6 @@
 # Writes OUT: a C++ source with each of FILES (ops/ui/*) as a string the dashboard serves
-# from the binary (ops/rpc/metrics_http.cc: UiAsset). Run by the build; no other build step.
-set(body "// Generated from ops/ui by ops/ui/embed.cmake. Do not edit.\n#include <string_view>\n#include <utility>\nnamespace admission::ops::rpc {\nstd::pair<std::string_view, std::string_view> UiAssetByPath(std::string_view path) {\n")
+# from the binary (ops/http/http_listener.cc: UiAsset). Run by the build; no other build step.
+set(body "// Generated from ops/ui by ops/ui/embed.cmake. Do not edit.\n#include <string_view>\n#include <utility>\nnamespace admission::ops::http {\nstd::pair<std::string_view, std::string_view> UiAssetByPath(std::string_view path) {\n")
 string(REPLACE "|" ";" FILES "${FILES}")
 foreach(f ${FILES})
   get_filename_component(name ${f} NAME)
@@ -17,5 +17,5 @@ foreach(f ${FILES})
   math(EXPR len "${hexlen} / 2")
   string(APPEND body "  if (path == \"/${name}\") return {\"${type}\", std::string_view(\"${escaped}\", ${len})};\n")
 endforeach()
-string(APPEND body "  return {};\n}\n}  // namespace admission::ops::rpc\n")
+string(APPEND body "  return {};\n}\n}  // namespace admission::ops::http\n")
 file(WRITE ${OUT} "${body}")

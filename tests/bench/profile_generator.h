@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ops/service.h"
+#include "ops/service/service.h"
 #include "schema/event_codec.h"
 #include "kueue_profile.h"
 

@@ -45,7 +45,7 @@
 #include <vector>
 
 #include "ledger/rocksdb_log.h"
-#include "ops/service.h"
+#include "ops/service/service.h"
 #include "projections/engine_version.h"
 #include "consumers/billing/report.h"
 #include "consumers/billing/store.h"

@@ -30,7 +30,7 @@
 #include "ledger/rocksdb_log.h"
 #include "ledger/sequencer.h"
 #include "ledger/snapshot_store.h"
-#include "ops/service.h"
+#include "ops/service/service.h"
 #include "profile_generator.h"
 #include "projections/engine.h"
 #include "replay/explain.h"

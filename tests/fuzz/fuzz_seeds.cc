@@ -27,7 +27,7 @@
 
 #include "tests/fuzz/fuzz_world.h"
 #include "ledger/snapshot_store.h"
-#include "ops/api.h"
+#include "ops/service/api.h"
 #include "replay/ledger_file.h"
 #include "schema/admission_rpc.capnp.h"
 #include "tests/scenarios/workload_yaml.h"

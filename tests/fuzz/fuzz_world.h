@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "ledger/memory_log.h"
-#include "ops/clock.h"
-#include "ops/kueue_yaml.h"
-#include "ops/service.h"
+#include "ops/service/clock.h"
+#include "ops/kueue_yaml/kueue_yaml.h"
+#include "ops/service/service.h"
 #include "schema/event_codec.h"
 #include "schema/result.h"
 

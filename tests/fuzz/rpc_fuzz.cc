@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "tests/fuzz/fuzz_world.h"
-#include "ops/api.h"
+#include "ops/service/api.h"
 #include "ops/rpc/policy.h"
 #include "ops/rpc/server.h"
 #include "ops/rpc/transport.h"

@@ -1,6 +1,6 @@
 // libFuzzer target: a Kueue YAML file through admitctl's apply, submit or import (chosen at
 // build time: ADMISSION_YAML_VERB is 0, 1 or 2), from the parser to the ledger. Each input is
-// parsed as `admitctl apply|submit|import -f FILE` parses it (ops/cli/admitctl.cc, RunFile)
+// parsed as `admitctl apply|submit|import -f FILE` parses it (ops/admitctl/admitctl.cc, RunFile)
 // and recorded through ops::Service on a fresh World. Asserts: no crash and no sanitizer
 // report; a refused file (the parser's or the Service's refusal) leaves the ledger's head
 // where it was; an accepted one leaves a ledger every reader can decode, whose hash chain
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "tests/fuzz/fuzz_world.h"
-#include "ops/kueue_yaml.h"
+#include "ops/kueue_yaml/kueue_yaml.h"
 #include "schema/event_codec.h"
 
 namespace admission::fuzz {

@@ -26,7 +26,7 @@
 
 #include "ledger/kafka_log.h"
 #include "ledger/memory_log.h"
-#include "ops/service.h"
+#include "ops/service/service.h"
 #include "projections/engine_version.h"
 #include "replay/ledger_file.h"
 #include "replay/replayer.h"

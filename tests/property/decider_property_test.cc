@@ -14,9 +14,9 @@
 #include <rapidcheck/gtest.h>
 
 #include "ledger/memory_log.h"
-#include "ops/service.h"
+#include "ops/service/service.h"
 #include "schema/event_codec.h"
-#include "ops/sim/invariants.h"
+#include "projections/state_checks.h"
 
 namespace admission::testing {
 namespace {
@@ -397,16 +397,16 @@ std::vector<std::string> RunStream(const Config& config, const std::vector<Step>
   return runner.decisions();
 }
 
-// The invariants (ops/sim/invariants.h, shared with the simulator), as rapidcheck
+// The invariants (projections/state_checks.h, shared with the simulator), as rapidcheck
 // assertions that name the violation.
-void AssertHolds(const std::optional<sim::Violation>& violation) {
+void AssertHolds(const std::optional<projections::Violation>& violation) {
   if (violation) RC_FAIL(violation->ToString());
 }
-void CheckQuota(const projections::Engine& engine) { AssertHolds(sim::CheckQuota(engine)); }
-void CheckFlavors(const projections::Engine& engine) { AssertHolds(sim::CheckFlavors(engine)); }
+void CheckQuota(const projections::Engine& engine) { AssertHolds(projections::CheckQuota(engine)); }
+void CheckFlavors(const projections::Engine& engine) { AssertHolds(projections::CheckFlavors(engine)); }
 // Invariants of the lifecycle, checked after every append.
 void CheckLifecycle(const projections::Engine& engine) {
-  AssertHolds(sim::CheckLifecycle(engine));
+  AssertHolds(projections::CheckLifecycle(engine));
 }
 
 // Runs a lifecycle stream: inputs that may be refused are recorded one by one (a refusal

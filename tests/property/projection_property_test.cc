@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "ledger/memory_log.h"
-#include "ops/render.h"
-#include "ops/service.h"
+#include "ops/views/render.h"
+#include "ops/service/service.h"
 #include "schema/event_codec.h"
 #include "tests/property/scenario_gen.h"
 

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "ledger/event_log.h"
-#include "ops/clock.h"
-#include "ops/render.h"
-#include "ops/service.h"
+#include "ops/service/clock.h"
+#include "ops/views/render.h"
+#include "ops/service/service.h"
 #include "schema/event_codec.h"
 
 namespace admission::testing {

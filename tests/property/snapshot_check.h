@@ -10,7 +10,7 @@
 
 #include "ledger/event_log.h"
 #include "ledger/verify.h"
-#include "ops/render.h"
+#include "ops/views/render.h"
 #include "projections/engine.h"
 #include "projections/snapshot.h"
 #include "replay/replayer.h"

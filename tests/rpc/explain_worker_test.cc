@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "ops/kueue_yaml.h"
+#include "ops/kueue_yaml/kueue_yaml.h"
 #include "ops/rpc/client.h"
 #include "schema/event_codec.h"
 #include "tests/rpc/in_process_daemon.h"

@@ -26,7 +26,7 @@
 #include <kj/compat/tls.h>
 #include <nlohmann/json.hpp>
 
-#include "ops/parse_args.h"
+#include "ops/args/parse_args.h"
 #include "ops/rpc/client.h"
 #include "schema/event_codec.h"
 #include "schema/time_format.h"

@@ -11,9 +11,9 @@
 
 #include "ledger/rocksdb_log.h"
 #include "ledger/snapshot_store.h"
-#include "ops/clock.h"
+#include "ops/service/clock.h"
 #include "ops/rpc/server.h"
-#include "ops/service.h"
+#include "ops/service/service.h"
 
 namespace admission::testing {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/kueue_yaml.h"
+#include "ops/kueue_yaml/kueue_yaml.h"
 #include "ops/rpc/client.h"
 #include "ops/rpc/server.h"
 #include "schema/event_codec.h"

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "ledger/verify.h"
-#include "ops/api.h"
-#include "ops/kueue_yaml.h"
+#include "ops/service/api.h"
+#include "ops/kueue_yaml/kueue_yaml.h"
 #include "ops/rpc/client.h"
 #include "replay/replayer.h"
 #include "schema/event_codec.h"

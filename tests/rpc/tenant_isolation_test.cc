@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "ledger/memory_log.h"
-#include "ops/clock.h"
-#include "ops/kueue_yaml.h"
+#include "ops/service/clock.h"
+#include "ops/kueue_yaml/kueue_yaml.h"
 #include "ops/rpc/policy.h"
 #include "ops/rpc/server.h"
-#include "ops/service.h"
+#include "ops/service/service.h"
 #include "schema/event_codec.h"
 
 namespace admission::ops::rpc {

@@ -16,10 +16,10 @@
 
 #include "ledger/memory_log.h"
 #include "ledger/verify.h"
-#include "ops/kueue_yaml.h"
+#include "ops/kueue_yaml/kueue_yaml.h"
 #include "schema/quantity.h"
-#include "ops/render.h"
-#include "ops/service.h"
+#include "ops/views/render.h"
+#include "ops/service/service.h"
 #include "schema/event_codec.h"
 #include "tests/property/snapshot_check.h"
 #include "tests/scenarios/steps.h"

@@ -7,8 +7,8 @@
 
 #include <capnp/message.h>
 
-#include "ops/kueue_yaml.h"
-#include "ops/render.h"
+#include "ops/kueue_yaml/kueue_yaml.h"
+#include "ops/views/render.h"
 #include "schema/event_codec.h"
 #include "schema/quantity.h"
 #include "schema/time_format.h"

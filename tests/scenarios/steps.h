@@ -19,8 +19,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "ledger/event_log.h"
-#include "ops/clock.h"
-#include "ops/service.h"
+#include "ops/service/clock.h"
+#include "ops/service/service.h"
 #include "schema/result.h"
 
 namespace admission::testing {

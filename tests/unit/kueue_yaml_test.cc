@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "ops/kueue_yaml.h"
+#include "ops/kueue_yaml/kueue_yaml.h"
 #include "schema/event_codec.h"
 
 namespace admission::ops {

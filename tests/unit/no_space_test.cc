@@ -15,8 +15,8 @@
 
 #include "ledger/rocksdb_log.h"
 #include "ledger/verify.h"
-#include "ops/clock.h"
-#include "ops/service.h"
+#include "ops/service/clock.h"
+#include "ops/service/service.h"
 #include "schema/event_codec.h"
 #include "tests/unit/temp_dir.h"
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "ledger/memory_log.h"
-#include "ops/clock.h"
-#include "ops/service.h"
+#include "ops/service/clock.h"
+#include "ops/service/service.h"
 #include "schema/event_codec.h"
 
 namespace admission::ops {

@@ -39,7 +39,7 @@ import (
 // Job, on the Job and on its pod template (so every pod carries it).
 const FencingTokenAnnotation = "admission-ledger.io/fencing-token"
 
-// PodSetName is the one podSet of a Job's Workload (ops/kueue_yaml.cc's ParseJob, as Kueue).
+// PodSetName is the one podSet of a Job's Workload (ops/kueue_yaml/kueue_yaml.cc's ParseJob, as Kueue).
 const PodSetName = "main"
 
 // Group and version of the Workload objects the bridge writes (ops/k8s/crds/workloads.yaml).
@@ -106,7 +106,7 @@ func podsRequestID(report, namespace, name, token string) string {
 }
 
 // LedgerWorkload is what the bridge reads of the ledger's workload read model
-// (`admitctl get workloads -o json`, ops/render.cc).
+// (`admitctl get workloads -o json`, ops/views/render.cc).
 type LedgerWorkload struct {
 	Name      string
 	Namespace string

@@ -1,0 +1,552 @@
+#include "ops/views/render.h"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "schema/event_codec.h"
+#include "schema/quantity.h"
+#include "schema/time_format.h"
+
+namespace admission::ops {
+
+namespace {
+
+using projections::Engine;
+using projections::Phase;
+using projections::WorkloadState;
+
+Json Condition(const projections::Condition& c) {
+  Json j;
+  j["type"] = std::string(c.type_name());
+  j["status"] = c.status ? "True" : "False";
+  j["reason"] = c.reason;
+  j["message"] = c.message;
+  j["lastTransitionTime"] = FormatRfc3339(c.last_transition_ns);
+  return j;
+}
+
+// Kueue's condition order for a workload.
+const char* const kConditionOrder[] = {"QuotaReserved", "Admitted", "Evicted", "Preempted",
+                                       "Requeued", "Deactivated", "Finished"};
+
+// A ClusterQueue's usage per flavor and covered resource, as Kueue's cache reports it
+// (getUsage): `total`, and `borrowed`, what exceeds the nominal quota (none without a cohort).
+// `usage` is the reserved usage (status.flavorsReservation) or the admitted one
+// (status.flavorsUsage).
+Json FlavorsUsage(const Engine& engine, const std::string& cq_name,
+                  const projections::FrQuantities& usage) {
+  Json out = Json::array();
+  const auto& cq = engine.cluster_queues().at(cq_name);
+  if (!cq.spec) return out;
+  const int node = engine.tree().FindClusterQueue(cq_name);
+  const bool in_cohort = node >= 0 && !cq.spec->cohort.empty();
+  for (const auto& group : cq.spec->resource_groups) {
+    for (const auto& fq : group.flavors) {
+      Json flavor;
+      flavor["name"] = engine.flavor_names().Name(fq.flavor);
+      Json resources = Json::array();
+      for (int r : group.covered) {
+        const std::string& rname = engine.resource_names().Name(r);
+        const projections::Fr fr = projections::MakeFr(fq.flavor, r);
+        auto u = usage.find(fr);
+        const int64_t total = u == usage.end() ? 0 : u->second;
+        Json res;
+        res["name"] = rname;
+        res["total"] = schema::FormatQuantityMilli(total, rname);
+        const int64_t borrowed =
+            in_cohort ? std::max<int64_t>(0, total - engine.tree().Nominal(node, fr)) : 0;
+        res["borrowed"] = schema::FormatQuantityMilli(borrowed, rname);
+        resources.push_back(res);
+      }
+      flavor["resources"] = resources;
+      out.push_back(flavor);
+    }
+  }
+  return out;
+}
+
+// Kueue's AdmittedUsage: the usage of the ClusterQueue's admitted workloads only.
+projections::FrQuantities AdmittedUsage(const projections::ClusterQueueState& cq) {
+  projections::FrQuantities admitted;
+  for (const projections::Holder& h : cq.holders) {
+    if (h.wl->phase != Phase::kAdmitted) continue;
+    for (const auto& [fr, amount] : h.wl->admission.usage) admitted[fr] += amount;
+  }
+  return admitted;
+}
+
+// Strings that a YAML reader would take for a boolean, null or number are quoted, so
+// "False" in a condition stays the string Kubernetes means.
+bool NeedsQuotes(const std::string& s) {
+  if (s.empty()) return true;
+  static const char* const kWords[] = {"true", "false", "yes", "no", "on", "off", "null", "~",
+                                       "True", "False", "Yes", "No", "On", "Off", "Null",
+                                       "TRUE", "FALSE", "YES", "NO", "ON", "OFF", "NULL"};
+  for (const char* w : kWords) {
+    if (s == w) return true;
+  }
+  bool numeric = true;
+  for (char c : s) {
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+' ||
+          c == 'e' || c == 'E')) {
+      numeric = false;
+    }
+  }
+  return numeric;
+}
+
+void EmitYaml(YAML::Emitter& out, const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::object:
+      out << YAML::BeginMap;
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        out << YAML::Key << it.key() << YAML::Value;
+        EmitYaml(out, it.value());
+      }
+      out << YAML::EndMap;
+      return;
+    case Json::value_t::array:
+      out << YAML::BeginSeq;
+      for (const auto& v : j) EmitYaml(out, v);
+      out << YAML::EndSeq;
+      return;
+    case Json::value_t::string: {
+      const std::string& s = j.get_ref<const std::string&>();
+      if (NeedsQuotes(s)) out << YAML::DoubleQuoted;
+      out << s;
+      return;
+    }
+    case Json::value_t::boolean: out << j.get<bool>(); return;
+    case Json::value_t::number_integer: out << j.get<int64_t>(); return;
+    case Json::value_t::number_unsigned: out << j.get<uint64_t>(); return;
+    case Json::value_t::null: out << YAML::Null; return;
+    default: out << j.dump(); return;
+  }
+}
+
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::ostringstream out;
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      out << row[i];
+      if (i + 1 < row.size()) out << std::string(widths[i] - row[i].size() + 3, ' ');
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string FlavorSummary(const Engine& engine, const WorkloadState& wl) {
+  std::string out;
+  for (const auto& psa : wl.admission.pod_sets) {
+    std::vector<std::string> flavors;
+    for (const auto& [r, f] : psa.flavors) flavors.push_back(engine.flavor_names().Name(f));
+    std::sort(flavors.begin(), flavors.end());
+    flavors.erase(std::unique(flavors.begin(), flavors.end()), flavors.end());
+    std::string joined;
+    for (const auto& f : flavors) joined += (joined.empty() ? "" : ",") + f;
+    out += (out.empty() ? "" : " ") + psa.name + "=" + joined + "x" + std::to_string(psa.count);
+  }
+  return out;
+}
+
+// Kueue's AdmissionCheckState.podSetUpdates, as its JSON has them.
+Json PodSetUpdatesJson(const std::vector<projections::PodSetUpdate>& updates) {
+  Json out = Json::array();
+  for (const auto& u : updates) {
+    Json j{{"name", u.pod_set}};
+    if (!u.labels.empty()) j["labels"] = u.labels;
+    if (!u.annotations.empty()) j["annotations"] = u.annotations;
+    if (!u.node_selector.empty()) j["nodeSelector"] = u.node_selector;
+    if (!u.tolerations.empty()) {
+      Json ts = Json::array();
+      for (const auto& t : u.tolerations) {
+        Json tj = Json::object();
+        if (!t.key.empty()) tj["key"] = t.key;
+        if (!t.op.empty()) tj["operator"] = t.op;
+        if (!t.value.empty()) tj["value"] = t.value;
+        if (!t.effect.empty()) tj["effect"] = t.effect;
+        ts.push_back(tj);
+      }
+      j["tolerations"] = ts;
+    }
+    out.push_back(j);
+  }
+  return out;
+}
+
+}  // namespace
+
+Json WorkloadsJson(const Engine& engine, const NamespaceFilter& allow) {
+  Json items = Json::array();
+  for (const auto& [key, wl] : engine.workloads()) {
+    if (allow && !allow(wl.ns)) continue;
+    Json w;
+    w["apiVersion"] = "kueue.x-k8s.io/v1beta2";
+    w["kind"] = "Workload";
+    w["metadata"] = {{"name", wl.name},
+                     {"namespace", wl.ns},
+                     {"uid", wl.uid},
+                     {"creationTimestamp", FormatRfc3339(wl.creation_ns)}};
+    Json pod_sets = Json::array();
+    for (const auto& ps : wl.pod_sets) {
+      Json p{{"name", ps.name}, {"count", ps.count}};
+      if (ps.min_count > 0) p["minCount"] = ps.min_count;
+      Json requests = Json::object();
+      for (const auto& [r, v] : ps.requests) {
+        const std::string& rn = engine.resource_names().Name(r);
+        requests[rn] = schema::FormatQuantityMilli(v, rn);
+      }
+      p["requests"] = requests;
+      pod_sets.push_back(p);
+    }
+    w["spec"] = {{"queueName", wl.queue_name}, {"priority", wl.priority}, {"podSets", pod_sets}};
+    if (!wl.priority_class.empty()) w["spec"]["priorityClassName"] = wl.priority_class;
+    Json status;
+    Json conditions = Json::array();
+    for (const char* type : kConditionOrder) {
+      const projections::Condition* c = wl.conditions.Find(type);
+      if (c != nullptr && !c->reason.empty()) {
+        conditions.push_back(Condition(*c));
+      }
+    }
+    status["conditions"] = conditions;
+    if (!wl.checks.empty()) {
+      Json checks = Json::array();
+      for (const auto& [name, cs] : wl.checks) {
+        checks.push_back({{"name", name},
+                          {"state", projections::CheckStateName(cs.state)},
+                          {"lastTransitionTime", FormatRfc3339(cs.last_transition_ns)},
+                          {"message", cs.message},
+                          {"retryCount", wl.check_retries},
+                          {"reportSequence", cs.report_sequence}});
+        if (!cs.pod_set_updates.empty()) {
+          checks.back()["podSetUpdates"] = PodSetUpdatesJson(cs.pod_set_updates);
+        }
+      }
+      status["admissionChecks"] = checks;
+    }
+    if (projections::HoldsQuota(wl.phase)) {
+      Json psas = Json::array();
+      for (const auto& psa : wl.admission.pod_sets) {
+        Json flavors = Json::object(), usage = Json::object();
+        for (const auto& [r, f] : psa.flavors) {
+          flavors[engine.resource_names().Name(r)] = engine.flavor_names().Name(f);
+        }
+        for (const auto& [r, v] : psa.usage) {
+          const std::string& rn = engine.resource_names().Name(r);
+          usage[rn] = schema::FormatQuantityMilli(v, rn);
+        }
+        psas.push_back({{"name", psa.name},
+                        {"flavors", flavors},
+                        {"resourceUsage", usage},
+                        {"count", psa.count}});
+      }
+      status["admission"] = {{"clusterQueue", wl.cluster_queue}, {"podSetAssignments", psas}};
+      status["quotaVersion"] = wl.quota_version;
+    }
+    if (wl.generation > 0) status["admissionGeneration"] = wl.generation;
+    if (!wl.fencing_token.empty()) status["fencingToken"] = wl.fencing_token;
+    if (wl.phase == Phase::kEvicting) {
+      status["podsReleased"] = wl.pods_released;
+      if (wl.drain_deadline_ns > 0) status["drainDeadline"] = FormatRfc3339(wl.drain_deadline_ns);
+    }
+    if (wl.requeue_at_ns > 0) status["requeueAt"] = FormatRfc3339(wl.requeue_at_ns);
+    status["phase"] = projections::PhaseName(wl.phase);
+    if (wl.phase == Phase::kPending && !wl.pending_reason.empty()) {
+      status["pendingReason"] = {{"reason", wl.pending_reason}, {"message", wl.pending_message}};
+    }
+    if (wl.requeue_count > 0) status["requeueState"] = {{"count", wl.requeue_count}};
+    w["status"] = status;
+    items.push_back(w);
+  }
+  return items;
+}
+
+Json ClusterQueuesJson(const Engine& engine) {
+  Json items = Json::array();
+  for (const auto& [name, cq] : engine.cluster_queues()) {
+    // A deleted ClusterQueue is shown while workloads still reserve quota in it: Kueue's
+    // terminating ClusterQueue, kept by its finalizer until it is empty.
+    const bool terminating = !cq.spec;
+    if (terminating && cq.holders.empty()) continue;
+    Json c;
+    c["apiVersion"] = "kueue.x-k8s.io/v1beta2";
+    c["kind"] = "ClusterQueue";
+    c["metadata"] = {{"name", name}};
+    c["spec"] = Json::object();
+    if (!terminating) {
+      c["spec"] = {{"cohortName", cq.spec->cohort},
+                   {"queueingStrategy",
+                    cq.spec->queueing == projections::QueueingStrategy::kStrictFifo
+                        ? "StrictFIFO"
+                        : "BestEffortFIFO"}};
+    }
+    size_t admitted = 0;
+    for (const projections::Holder& h : cq.holders) {
+      if (h.wl->phase == Phase::kAdmitted) ++admitted;  // reserving counts all
+    }
+    Json status;
+    status["flavorsReservation"] = FlavorsUsage(engine, name, cq.usage);
+    status["flavorsUsage"] = FlavorsUsage(engine, name, AdmittedUsage(cq));
+    status["pendingWorkloads"] = cq.pending;
+    status["reservingWorkloads"] = cq.holders.size();
+    status["admittedWorkloads"] = admitted;
+    if (!terminating) status["quotaVersion"] = cq.spec->version;
+    // Kueue's reasons: Ready, Terminating (being deleted), else why it is inactive.
+    const char* reason = terminating ? "Terminating" : cq.inactive_reason.empty() ? "Ready" : "Inactive";
+    const std::string message =
+        terminating ? "Can't admit new workloads; clusterQueue is terminating"
+        : cq.inactive_reason.empty() ? "Can admit new workloads"
+                                     : cq.inactive_reason;
+    status["conditions"] = Json::array({{{"type", "Active"},
+                                         {"status", cq.inactive_reason.empty() ? "True" : "False"},
+                                         {"reason", reason},
+                                         {"message", message}}});
+    c["status"] = status;
+    items.push_back(c);
+  }
+  return items;
+}
+
+Json LocalQueuesJson(const Engine& engine, const NamespaceFilter& allow) {
+  Json items = Json::array();
+  for (const auto& [key, lq] : engine.local_queues()) {
+    if (allow && !allow(lq.ns)) continue;
+    size_t pending = 0, reserving = 0, admitted = 0;
+    for (const auto& [wkey, wl] : engine.workloads()) {
+      if (wl.ns != lq.ns || wl.queue_name != lq.name) continue;
+      if (wl.phase == Phase::kPending) ++pending;
+      if (projections::HoldsQuota(wl.phase)) ++reserving;
+      if (wl.phase == Phase::kAdmitted) ++admitted;  // as the ClusterQueue's count
+    }
+    Json l;
+    l["apiVersion"] = "kueue.x-k8s.io/v1beta2";
+    l["kind"] = "LocalQueue";
+    l["metadata"] = {{"name", lq.name}, {"namespace", lq.ns}};
+    l["spec"] = {{"clusterQueue", lq.cluster_queue}};
+    l["status"] = {{"pendingWorkloads", pending},
+                   {"reservingWorkloads", reserving},
+                   {"admittedWorkloads", admitted}};
+    // Kueue's status.fairSharing.admissionFairSharingStatus (engine v14): the consumed usage
+    // as of its last sampling tick or settlement.
+    auto afs = engine.afs_entries().find(key);
+    if (afs != engine.afs_entries().end()) {
+      Json consumed = Json::object();
+      for (const auto& [r, milli] : afs->second.consumed) {
+        const std::string& rn = engine.resource_names().Name(r);
+        consumed[rn] = schema::FormatQuantityMilli(milli, rn);
+      }
+      l["status"]["fairSharing"] = {
+          {"admissionFairSharingStatus",
+           {{"consumedResources", consumed},
+            {"lastUpdate", FormatRfc3339(afs->second.last_update_ns)}}}};
+    }
+    items.push_back(l);
+  }
+  return items;
+}
+
+Json CohortsJson(const Engine& engine) {
+  Json items = Json::array();
+  const auto& tree = engine.tree();
+  for (size_t id = 0; id < tree.size(); ++id) {
+    const auto& node = tree.node(static_cast<int>(id));
+    if (node.is_cluster_queue) continue;
+    Json c;
+    c["apiVersion"] = "kueue.x-k8s.io/v1beta2";
+    c["kind"] = "Cohort";
+    c["metadata"] = {{"name", node.name}};
+    c["spec"] = {{"parentName", node.parent >= 0 ? tree.node(node.parent).name : ""}};
+    Json members = Json::array();
+    for (int child : node.children) members.push_back(tree.node(child).name);
+    Json resources = Json::array();
+    for (const auto& [fr, quota] : node.subtree) {
+      const std::string& rn = engine.resource_names().Name(projections::FrResource(fr));
+      auto u = node.usage.find(fr);
+      resources.push_back(
+          {{"flavor", engine.flavor_names().Name(projections::FrFlavor(fr))},
+           {"resource", rn},
+           {"subtreeQuota", schema::FormatQuantityMilli(quota, rn)},
+           {"usage", schema::FormatQuantityMilli(u == node.usage.end() ? 0 : u->second, rn)}});
+    }
+    c["status"] = {{"members", members}, {"resources", resources}};
+    items.push_back(c);
+  }
+  return items;
+}
+
+Json ListOf(const Json& items) {
+  return Json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", items}};
+}
+
+std::string ToYaml(const Json& value) {
+  YAML::Emitter out;
+  EmitYaml(out, value);
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string WorkloadsTable(const Engine& engine, const NamespaceFilter& allow) {
+  std::vector<std::vector<std::string>> rows{
+      {"NAMESPACE", "NAME", "QUEUE", "PRIORITY", "STATE", "CLUSTERQUEUE", "ADMISSION", "REASON"}};
+  for (const auto& [key, wl] : engine.workloads()) {
+    if (allow && !allow(wl.ns)) continue;
+    std::string reason = wl.phase == Phase::kPending ? wl.pending_reason : "";
+    if (wl.phase == Phase::kRejected) {
+      const projections::Condition* c =
+          wl.conditions.Find(projections::ConditionType::kQuotaReserved);
+      if (c != nullptr) reason = c->message;
+    }
+    rows.push_back({wl.ns, wl.name, wl.queue_name, std::to_string(wl.priority),
+                    projections::PhaseName(wl.phase), wl.cluster_queue,
+                    FlavorSummary(engine, wl), reason});
+  }
+  return Table(rows);
+}
+
+std::string ClusterQueuesTable(const Engine& engine) {
+  std::vector<std::vector<std::string>> rows{
+      {"NAME", "COHORT", "STRATEGY", "PENDING", "RESERVING", "USAGE", "ACTIVE"}};
+  for (const auto& [name, cq] : engine.cluster_queues()) {
+    if (!cq.spec && cq.holders.empty()) continue;  // deleted; shown while terminating
+    std::string usage;
+    for (const auto& [fr, amount] : cq.usage) {
+      const std::string& rn = engine.resource_names().Name(projections::FrResource(fr));
+      usage += (usage.empty() ? "" : " ") + engine.flavor_names().Name(projections::FrFlavor(fr)) +
+               "/" + rn + "=" + schema::FormatQuantityMilli(amount, rn);
+    }
+    if (!cq.spec) {
+      rows.push_back({name, "", "", std::to_string(cq.pending), std::to_string(cq.holders.size()),
+                      usage, "Terminating"});
+      continue;
+    }
+    rows.push_back({name, cq.spec->cohort,
+                    cq.spec->queueing == projections::QueueingStrategy::kStrictFifo ? "StrictFIFO"
+                                                                                    : "BestEffortFIFO",
+                    std::to_string(cq.pending), std::to_string(cq.holders.size()), usage,
+                    cq.inactive_reason.empty() ? "True" : "False"});
+  }
+  return Table(rows);
+}
+
+std::string LocalQueuesTable(const Engine& engine, const NamespaceFilter& allow) {
+  std::vector<std::vector<std::string>> rows{{"NAMESPACE", "NAME", "CLUSTERQUEUE", "PENDING", "ADMITTED"}};
+  Json items = LocalQueuesJson(engine, allow);
+  for (const auto& l : items) {
+    rows.push_back({l["metadata"]["namespace"], l["metadata"]["name"], l["spec"]["clusterQueue"],
+                    std::to_string(l["status"]["pendingWorkloads"].get<size_t>()),
+                    std::to_string(l["status"]["admittedWorkloads"].get<size_t>())});
+  }
+  return Table(rows);
+}
+
+std::string CohortsTable(const Engine& engine) {
+  std::vector<std::vector<std::string>> rows{{"NAME", "PARENT", "MEMBERS", "QUOTA / USAGE"}};
+  for (const auto& c : CohortsJson(engine)) {
+    std::string members, resources;
+    for (const auto& m : c["status"]["members"]) members += (members.empty() ? "" : ",") + m.get<std::string>();
+    for (const auto& r : c["status"]["resources"]) {
+      resources += (resources.empty() ? "" : " ") + r["flavor"].get<std::string>() + "/" +
+                   r["resource"].get<std::string>() + "=" + r["usage"].get<std::string>() + "/" +
+                   r["subtreeQuota"].get<std::string>();
+    }
+    rows.push_back({c["metadata"]["name"], c["spec"]["parentName"], members, resources});
+  }
+  return Table(rows);
+}
+
+std::string DescribeDecision(schema::Event::Reader event) {
+  auto body = event.getBody();
+  auto name = [](schema::WorkloadRef::Reader r) {
+    return std::string(r.getNamespace().cStr()) + "/" + r.getName().cStr();
+  };
+  std::ostringstream out;
+  switch (body.which()) {
+    case schema::Event::Body::QUOTA_RESERVED: {
+      auto d = body.getQuotaReserved();
+      out << "quota reserved for " << name(d.getWorkload()) << " in ClusterQueue "
+          << d.getAdmission().getClusterQueue().cStr() << ":";
+      for (auto psa : d.getAdmission().getPodSetAssignments()) {
+        out << " " << psa.getName().cStr() << " x" << psa.getCount() << " [";
+        bool first = true;
+        for (auto f : psa.getFlavors()) {
+          out << (first ? "" : ", ") << f.getResource().cStr() << "=" << f.getFlavor().cStr();
+          first = false;
+        }
+        out << "]";
+      }
+      if (d.getBorrowing()) out << " (borrowing from the cohort)";
+      out << " quota version " << d.getQuotaVersion();
+      break;
+    }
+    case schema::Event::Body::ADMITTED:
+      out << "admitted " << name(body.getAdmitted().getWorkload()) << ", fencing token "
+          << body.getAdmitted().getFencingToken().cStr();
+      if (body.getAdmitted().getCheckVersions().size() > 0) {
+        out << ", checks at sequences";
+        for (auto v : body.getAdmitted().getCheckVersions()) out << " " << v;
+      }
+      if (body.getAdmitted().getPodSetUpdates().size() > 0) {
+        out << ", pod template updates from checks: "
+            << schema::DescribePodSetUpdates(body.getAdmitted().getPodSetUpdates());
+      }
+      break;
+    case schema::Event::Body::PENDING_REASON_CHANGED: {
+      auto d = body.getPendingReasonChanged();
+      out << "pending " << name(d.getWorkload()) << ": " << d.getReason().cStr() << ": "
+          << d.getMessage().cStr();
+      break;
+    }
+    case schema::Event::Body::EVICTION_STARTED:
+      out << "evicting " << name(body.getEvictionStarted().getWorkload()) << ": "
+          << body.getEvictionStarted().getReason().cStr() << ": "
+          << body.getEvictionStarted().getMessage().cStr();
+      if (body.getEvictionStarted().getPodSetAction() == schema::PodSetAction::DRAIN) out << " (drain)";
+      break;
+    case schema::Event::Body::PREEMPTED:
+      out << "preempted " << name(body.getPreempted().getWorkload()) << " for "
+          << name(body.getPreempted().getPreemptor()) << " ("
+          << body.getPreempted().getReason().cStr() << ")";
+      break;
+    case schema::Event::Body::QUOTA_RELEASED:
+      out << "quota released by " << name(body.getQuotaReleased().getWorkload()) << " ("
+          << body.getQuotaReleased().getReason().cStr() << ")";
+      break;
+    case schema::Event::Body::REQUEUED:
+      out << "requeued " << name(body.getRequeued().getWorkload()) << " (attempt "
+          << body.getRequeued().getAttempt() << ", at "
+          << FormatRfc3339(body.getRequeued().getRequeueAtNs()) << "): "
+          << body.getRequeued().getReason().cStr();
+      break;
+    case schema::Event::Body::DEACTIVATED:
+      out << "deactivated " << name(body.getDeactivated().getWorkload()) << ": "
+          << body.getDeactivated().getReason().cStr() << ": "
+          << body.getDeactivated().getMessage().cStr();
+      break;
+    case schema::Event::Body::STARVATION_ALERT:
+      out << "starvation alert for " << name(body.getStarvationAlert().getWorkload()) << ": "
+          << body.getStarvationAlert().getMessage().cStr();
+      break;
+    case schema::Event::Body::DRAIN_DEADLINE_PASSED:
+      out << "drain deadline passed for " << name(body.getDrainDeadlinePassed().getWorkload())
+          << ": " << body.getDrainDeadlinePassed().getMessage().cStr();
+      break;
+    case schema::Event::Body::REJECTED:
+      out << "rejected " << name(body.getRejected().getWorkload()) << ": "
+          << body.getRejected().getReason().cStr() << ": " << body.getRejected().getMessage().cStr();
+      break;
+    default:
+      out << "decision";
+  }
+  return out.str();
+}
+
+}  // namespace admission::ops

@@ -622,8 +622,8 @@ Result<AppendAck> KafkaLog::Append(std::span<const std::string> batch) {
                                               std::to_string(kAppendBatchEventsMax) +
                                               " events, not " + std::to_string(batch.size()));
   }
-  Intake intake = PrepareIntake(batch);
-  if (intake.events.empty()) return intake.failure;
+  CheckedBatch checked = CheckBatch(batch);
+  if (checked.events.empty()) return checked.failure;
   std::lock_guard<std::mutex> lock(mu_);
   if (halted_) return *halted_;
   if (!writer_) {
@@ -634,7 +634,7 @@ Result<AppendAck> KafkaLog::Append(std::span<const std::string> batch) {
   KeyLookup lookup = [this](std::string_view key) { return mirror_->LookupKey(key); };
   AppendAck ack;
   PreparedAppend prepared;
-  ADM_RETURN_IF_ERROR(SequenceIntake(batch, intake, before, group_keys, lookup, &ack, &prepared));
+  ADM_RETURN_IF_ERROR(SequenceBatch(batch, checked, before, group_keys, lookup, &ack, &prepared));
   if (prepared.events.empty()) return ack;
   std::vector<std::string> keys(prepared.events.size());
   for (const auto& [key, sequence] : prepared.index_entries) {

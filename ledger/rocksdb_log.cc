@@ -275,11 +275,11 @@ struct RocksDbLog::Waiter {
 #endif
 };
 
-// One Append, from intake until its result is set. Lives on the appender's stack; the leader
+// One Append, from its check until its result is set. Lives on the appender's stack; the leader
 // touches it only while the appender waits (before Waiter::Wake).
 struct RocksDbLog::Request {
   std::span<const std::string> batch;
-  Intake intake;  // prepared by the appender before it queued
+  CheckedBatch checked;  // prepared by the appender before it queued
   Result<AppendAck> result = Status(Code::kIoError, "not written");
   bool done = false;
   Waiter* waiter = nullptr;  // set under mu_ when the request queues behind a leader
@@ -647,8 +647,8 @@ Result<AppendAck> RocksDbLog::Append(std::span<const std::string> batch) {
   // Decoding, validating and laying out the events depends on nothing but the batch: done
   // here, on the appender's thread and in parallel with other appenders, so the leader's
   // serial work is sequencing, prevHash and SHA-256 only.
-  request.intake = PrepareIntake(batch);
-  if (request.intake.events.empty()) return request.intake.failure;  // event 0: no head needed
+  request.checked = CheckBatch(batch);
+  if (request.checked.events.empty()) return request.checked.failure;  // event 0: no head needed
 
   std::unique_lock<std::mutex> lock(mu_);
   queue_.push_back(&request);
@@ -786,7 +786,7 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
   // only the leader writes the index, so nothing changes it in between.
   std::vector<std::string_view> keys;
   for (const Request* r : group) {
-    for (const IntakeEvent& e : r->intake.events) {
+    for (const CheckedEvent& e : r->checked.events) {
       if (!e.key.empty()) keys.push_back(e.key);
     }
   }
@@ -831,7 +831,7 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
 
   size_t reserve_bytes = 64;
   for (const Request* r : group) {
-    for (const IntakeEvent& e : r->intake.events) {
+    for (const CheckedEvent& e : r->checked.events) {
       reserve_bytes += e.stored.bytes.size() + 2 * e.key.size() + 48;
     }
   }
@@ -847,7 +847,7 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
   for (size_t i = 0; i < group.size(); ++i) {
     Request* r = group[i];
     AppendAck ack;
-    Status s = SequenceIntake(r->batch, r->intake, head, group_keys, lookup, &ack, &prepared[i]);
+    Status s = SequenceBatch(r->batch, r->checked, head, group_keys, lookup, &ack, &prepared[i]);
     if (!s.ok()) {
       r->result = std::move(s);
       continue;

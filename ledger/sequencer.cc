@@ -27,7 +27,7 @@ Status CompareWithRecorded(std::string_view key, Sequence recorded_sequence,
                                          "'): " + old.status().message());
   }
   Result<schema::DecodedEvent> incoming = schema::DecodeEvent(incoming_bytes);
-  ADM_CHECK(incoming.ok(), "event passed intake but does not decode: %s",
+  ADM_CHECK(incoming.ok(), "event passed its check but does not decode: %s",
             incoming.status().ToString().c_str());
   std::string field = schema::FirstDifferingPayloadField(old->root(), incoming->root());
   if (!field.empty()) {
@@ -41,11 +41,11 @@ Status CompareWithRecorded(std::string_view key, Sequence recorded_sequence,
 
 }  // namespace
 
-Intake PrepareIntake(std::span<const std::string> batch) {
-  ADM_CHECK(!batch.empty() && batch.size() <= kAppendBatchEventsMax, "intake of %zu events",
+CheckedBatch CheckBatch(std::span<const std::string> batch) {
+  ADM_CHECK(!batch.empty() && batch.size() <= kAppendBatchEventsMax, "a check of %zu events",
             batch.size());
-  Intake intake;
-  intake.events.reserve(batch.size());
+  CheckedBatch checked;
+  checked.events.reserve(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
     // The common form in one pass; anything else through the general decode below.
     {
@@ -54,10 +54,10 @@ Intake PrepareIntake(std::span<const std::string> batch) {
       std::string_view key;
       if (schema::TakePlainEvent(batch[i], &stored, &recorded_at_ns, &key)) {
         if (key.size() > kIdempotencyKeyBytesMax) {
-          intake.failure = KeyTooLong(i, batch.size());
+          checked.failure = KeyTooLong(i, batch.size());
           break;
         }
-        IntakeEvent& e = intake.events.emplace_back(IntakeEvent{
+        CheckedEvent& e = checked.events.emplace_back(CheckedEvent{
             std::move(stored), std::string(key), recorded_at_ns, Status::Ok(), {}});
         schema::HistoryKeysOfCanonical(e.stored.bytes, &e.history_keys);
         continue;
@@ -65,17 +65,17 @@ Intake PrepareIntake(std::span<const std::string> batch) {
     }
     Result<schema::DecodedEvent> decoded = schema::DecodeEvent(batch[i]);
     if (!decoded.ok()) {
-      intake.failure = Status(Code::kInvalidArgument,
+      checked.failure = Status(Code::kInvalidArgument,
                               Describe(i, batch.size()) + ": " + decoded.status().message());
       break;
     }
     schema::Event::Reader event = decoded->root();
     std::string_view key(event.getIdempotencyKey().cStr(), event.getIdempotencyKey().size());
     if (key.size() > kIdempotencyKeyBytesMax) {
-      intake.failure = KeyTooLong(i, batch.size());
+      checked.failure = KeyTooLong(i, batch.size());
       break;
     }
-    IntakeEvent& e = intake.events.emplace_back();
+    CheckedEvent& e = checked.events.emplace_back();
     e.key = std::string(key);
     e.recorded_at_ns = event.getRecordedAtNs();
     schema::HistoryKeysOf(event, &e.history_keys);
@@ -88,29 +88,29 @@ Intake PrepareIntake(std::span<const std::string> batch) {
                             Describe(i, batch.size()) + ": " + stored.status().message());
     }
   }
-  ADM_CHECK(intake.events.size() == batch.size() || !intake.failure.ok(),
-            "intake stopped at %zu of %zu events without a reason", intake.events.size(),
+  ADM_CHECK(checked.events.size() == batch.size() || !checked.failure.ok(),
+            "the check stopped at %zu of %zu events without a reason", checked.events.size(),
             batch.size());
-  return intake;
+  return checked;
 }
 
-Status SequenceIntake(std::span<const std::string> batch, Intake& intake, const Head& head,
-                      GroupKeys& group_keys, const KeyLookup& lookup, AppendAck* ack,
-                      PreparedAppend* out) {
-  ADM_CHECK(intake.events.size() <= batch.size(), "intake of %zu events for %zu",
-            intake.events.size(), batch.size());
+Status SequenceBatch(std::span<const std::string> batch, CheckedBatch& checked,
+                     const Head& head, GroupKeys& group_keys, const KeyLookup& lookup,
+                     AppendAck* ack, PreparedAppend* out) {
+  ADM_CHECK(checked.events.size() <= batch.size(), "a check of %zu events for %zu",
+            checked.events.size(), batch.size());
   AppendAck result;
   result.sequences.reserve(batch.size());
   result.duplicate.reserve(batch.size());
   PreparedAppend prepared;
   prepared.head = head;
   // Reserved, so the views that own_keys and group_keys keep of the stored bytes stay valid.
-  prepared.events.reserve(intake.events.size());
+  prepared.events.reserve(checked.events.size());
   GroupKeys own_keys;  // keys of this request, merged into group_keys only on success
 
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (i == intake.events.size()) return intake.failure;
-    IntakeEvent& e = intake.events[i];
+    if (i == checked.events.size()) return checked.failure;
+    CheckedEvent& e = checked.events[i];
     if (!e.key.empty()) {
       std::optional<GroupKey> recorded;
       std::optional<RecordedKey> durable;  // owns the bytes `recorded` views, if from the index
@@ -179,8 +179,8 @@ Status PrepareAppend(std::span<const std::string> batch, const Head& head,
                                               std::to_string(kAppendBatchEventsMax) +
                                               " events, not " + std::to_string(batch.size()));
   }
-  Intake intake = PrepareIntake(batch);
-  return SequenceIntake(batch, intake, head, group_keys, lookup, ack, out);
+  CheckedBatch checked = CheckBatch(batch);
+  return SequenceBatch(batch, checked, head, group_keys, lookup, ack, out);
 }
 
 }  // namespace admission::ledger

@@ -4,8 +4,8 @@
 // so both produce the same bytes for the same appends.
 //
 // The step is split in two so that a log serving many appenders keeps its serial part short:
-// PrepareIntake (decode, validate, lay out the stored bytes) depends on nothing but the batch
-// and runs on the appender's own thread before it queues; SequenceIntake (idempotency, time,
+// CheckBatch (decode, validate, lay out the stored bytes) depends on nothing but the batch
+// and runs on the appender's own thread before it queues; SequenceBatch (idempotency, time,
 // sequence, prevHash, SHA-256) depends on the head and runs in order, one request at a time.
 
 #include <functional>
@@ -49,8 +49,8 @@ struct GroupKey {
 // unchanged; a GroupKeys lives for one group commit.
 using GroupKeys = std::map<std::string, GroupKey, std::less<>>;
 
-// One event of an append after intake: laid out for storage, with what sequencing needs.
-struct IntakeEvent {
+// One event of an append after its check: laid out for storage, with what sequencing needs.
+struct CheckedEvent {
   schema::StoredEventTemplate stored;
   std::string key;  // idempotency key; empty: none
   int64_t recorded_at_ns = 0;
@@ -60,26 +60,26 @@ struct IntakeEvent {
   std::vector<std::string> history_keys;  // schema::HistoryKeysOf the event (if storable)
 };
 
-// An append after intake. Intake stops at the first event that fails it; whether that failure
-// is the append's answer is decided in order by SequenceIntake (an earlier event may fail first,
-// e.g. with kConflict), exactly as if every event were checked in one pass.
-struct Intake {
-  std::vector<IntakeEvent> events;  // events [0, events.size()) of the batch passed intake
+// An append after its check (CheckBatch), which stops at the first event that fails it; whether
+// that failure is the append's answer is decided in order by SequenceBatch (an earlier event
+// may fail first, e.g. with kConflict), exactly as if every event were checked in one pass.
+struct CheckedBatch {
+  std::vector<CheckedEvent> events;  // events [0, events.size()) of the batch passed the check
   Status failure;                   // why event events.size() failed, if it is < batch.size()
 };
 
 // Decodes and validates each event of `batch` and lays it out for storage. Depends only on the
 // batch: any thread, no lock. REQUIRES: 1 <= batch.size() <= kAppendBatchEventsMax.
-Intake PrepareIntake(std::span<const std::string> batch);
+CheckedBatch CheckBatch(std::span<const std::string> batch);
 
 // Sequences one request on top of `head`: duplicates and conflicts against `group_keys` and
 // `lookup`, time, then sequence, prevHash and the chain hash of each new event. On success fills
-// `ack` and `out` (the stored bytes move out of `intake`) and adds the request's keys to
+// `ack` and `out` (the stored bytes move out of `checked`) and adds the request's keys to
 // `group_keys`, viewing `out->events`; on failure changes neither `group_keys` nor `out`.
-// REQUIRES: `intake` is PrepareIntake(batch), not yet sequenced.
-Status SequenceIntake(std::span<const std::string> batch, Intake& intake, const Head& head,
-                      GroupKeys& group_keys, const KeyLookup& lookup, AppendAck* ack,
-                      PreparedAppend* out);
+// REQUIRES: `checked` is CheckBatch(batch), not yet sequenced.
+Status SequenceBatch(std::span<const std::string> batch, CheckedBatch& checked,
+                     const Head& head, GroupKeys& group_keys, const KeyLookup& lookup,
+                     AppendAck* ack, PreparedAppend* out);
 
 // Both steps at once, for logs without a queue (MemoryLog) and for measuring the whole step.
 Status PrepareAppend(std::span<const std::string> batch, const Head& head,

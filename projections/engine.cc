@@ -97,10 +97,6 @@ schema::WorkloadRef::Builder Engine::Ref(schema::WorkloadRef::Builder b,
   return b;
 }
 
-std::string Engine::FencingToken(const WorkloadState& wl) {
-  return wl.uid + "/" + std::to_string(wl.generation);
-}
-
 void Engine::SetCondition(WorkloadState& wl, ConditionType type, bool status,
                           std::string_view reason, std::string_view message, int64_t now) {
   // Views, and assign() into the strings already there: most calls pass literals, and most

@@ -626,7 +626,6 @@ class Engine {
                   int64_t now, bool emit);
   static void SetCondition(WorkloadState& wl, ConditionType type, bool status,
                            std::string_view reason, std::string_view message, int64_t now);
-  static std::string FencingToken(const WorkloadState& wl);
 
   // The cycle (cycle.cc): Kueue's scheduler.schedule, one step per function.
   struct CycleEntry;  // a nominated head

@@ -464,7 +464,7 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
   auto d = NewDecision(seq).initBody().initAdmitted();
   Ref(d.initWorkload(), w);
   d.setGeneration(w.generation);
-  d.setFencingToken(FencingToken(w));
+  d.setFencingToken(TokenOf(w));
   d.setQuotaVersion(w.quota_version);
 }
 

@@ -13,6 +13,7 @@
 #include "projections/engine_internal.h"
 #include "projections/pod_set_updates.h"
 #include "schema/event_codec.h"
+#include "schema/fencing_token.h"
 #include "schema/result.h"
 
 namespace admission::projections {
@@ -57,7 +58,9 @@ std::string RequestsOutOfRange(capnp::List<schema::PodSet>::Reader pod_sets) {
 }
 
 // The fencing token of a workload's current generation.
-std::string TokenOf(const WorkloadState& wl) { return wl.uid + "/" + std::to_string(wl.generation); }
+std::string TokenOf(const WorkloadState& wl) {
+  return schema::FencingToken(wl.uid, wl.generation);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Definitions.

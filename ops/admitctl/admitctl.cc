@@ -17,6 +17,7 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <capnp/message.h>
 
 #include "ops/args/parse_args.h"
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -28,7 +29,6 @@
 #include "ops/admitctl/replay_commands.h"
 #include "ops/service/clock.h"
 #include "ops/sim/demo.h"
-#include "ops/service/intake.h"
 #include "ops/kueue_yaml/kueue_yaml.h"
 #include "ops/views/render.h"
 #include "ops/rpc/client.h"
@@ -299,8 +299,25 @@ int RunDevAppend(const GlobalOptions& global, const std::vector<std::string>& js
     intake_options.at_ns = *at;
   }
   intake_options.actor = global.actor.empty() ? "dev" : global.actor;
-  Intake intake(**log, clock, intake_options);
-  auto ack = intake.Submit(events);
+  // Stamped as the intake stamps a call (StampTime), but appended as given: no keys, no
+  // validation, no decisions (a developer's tool for the ledger alone).
+  const ledger::Head head = (*log)->GetHead();
+  Result<int64_t> at = StampTime(intake_options, head.recorded_at_ns, head.sequence, clock);
+  if (!at.ok()) return Fail(at.status());
+  for (size_t i = 0; i < events.size(); ++i) {
+    Result<schema::DecodedEvent> decoded = schema::DecodeEvent(events[i]);
+    if (!decoded.ok()) {
+      return Fail(Status(Code::kInvalidArgument,
+                         "event " + std::to_string(i) + ": " + decoded.status().message()));
+    }
+    capnp::MallocMessageBuilder message;
+    message.setRoot(decoded->root());
+    schema::Event::Builder root = message.getRoot<schema::Event>();
+    root.setRecordedAtNs(*at);
+    if (root.getActor().size() == 0) root.setActor(intake_options.actor);
+    events[i] = schema::EncodeEvent(message);
+  }
+  auto ack = (*log)->Append(events);
   if (!ack.ok()) return Fail(ack.status());
   for (size_t i = 0; i < ack->sequences.size(); ++i) {
     std::cout << ack->sequences[i] << (ack->duplicate[i] ? " duplicate (already recorded)" : "")

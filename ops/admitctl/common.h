@@ -16,7 +16,6 @@
 #include "ledger/rocksdb_log.h"
 #include "ledger/snapshot_store.h"
 #include "ops/service/clock.h"
-#include "ops/service/intake.h"
 #include "ops/service/api.h"
 #include "ops/service/service.h"
 #include "schema/result.h"

@@ -155,15 +155,16 @@ Result<RecordCall> RecordCallOf(const Policy& policy, const std::string& princip
   call.inputs.reserve(inputs.size());
   for (unsigned i = 0; i < inputs.size(); ++i) {
     auto data = inputs[i];
-    std::string bytes(reinterpret_cast<const char*>(data.begin()), data.size());
-    auto decoded = schema::DecodeEvent(bytes);
+    // Decoded once, here: the intake and the append take this decoded input.
+    auto decoded = schema::DecodeEvent(
+        std::string_view(reinterpret_cast<const char*>(data.begin()), data.size()));
     if (!decoded.ok()) {
       return Status(Code::kInvalidArgument,
                     "input " + std::to_string(i) + ": " + decoded.status().message());
     }
     Status s = policy.MayRecord(principal, decoded->root(), engine);
     if (!s.ok()) return s;
-    call.inputs.push_back(std::move(bytes));
+    call.inputs.push_back(std::move(*decoded));
   }
   // The actor is the connection's principal, whatever the input says; the request id keys
   // every input that has no key of its own.

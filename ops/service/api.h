@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "ledger/event_log.h"
-#include "ops/service/intake.h"
 #include "ops/service/service.h"
 #include "schema/result.h"
 

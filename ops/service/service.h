@@ -19,12 +19,29 @@
 #include "ledger/event_log.h"
 #include "ledger/snapshot_store.h"
 #include "ops/service/clock.h"
-#include "ops/service/intake.h"
 #include "projections/definitions.h"
 #include "projections/engine.h"
 #include "replay/snapshots.h"
+#include "schema/event_codec.h"
 
 namespace admission::ops {
+
+// How one call's inputs are stamped and keyed (ops/service/intake.cc).
+struct IntakeOptions {
+  std::optional<int64_t> at_ns;  // logical time fixed by the caller (`--at`)
+  std::string actor;             // identity of the caller; kept if the event names one
+  // The actor replaces whatever the input names (admitd: the connection's principal).
+  bool force_actor = false;
+  // The caller's request id: every input without an idempotency key gets
+  // RequestInputKey(actor, request_id, its index), so a retry finds the first outcome.
+  std::string request_id;
+};
+
+// The time a call is recorded at: options.at_ns, or the clock but never before `head_time_ns`
+// (the ledger's last event, sequence `head_sequence`). Refuses an at_ns earlier than the head
+// (kTimeWentBackwards: time never goes backwards in a ledger).
+Result<int64_t> StampTime(const IntakeOptions& options, int64_t head_time_ns,
+                          uint64_t head_sequence, Clock& clock);
 
 struct RecordOutcome {
   std::vector<uint64_t> sequences;   // per input: its sequence (the original one if a no-op)
@@ -37,11 +54,16 @@ struct RecordOutcome {
   bool retried = false;
 };
 
-// One call's inputs and how to stamp them, for Service::RecordGroup.
+// One call's inputs, each decoded once (DecodeInputs, or the RPC server's RecordCallOf) and
+// carried so to the append, and how to stamp them, for Service::RecordGroup.
 struct RecordCall {
-  std::vector<std::string> inputs;
+  std::vector<schema::DecodedEvent> inputs;
   IntakeOptions options;
 };
+
+// Decodes serialized inputs, each once. Errors: kInvalidArgument "input I: why" for the first
+// that does not decode.
+Result<std::vector<schema::DecodedEvent>> DecodeInputs(const std::vector<std::string>& inputs);
 
 // The idempotency key an input without one gets from its call's request id: the principal,
 // the id and the input's place, so that a retry of the same call finds each input again and
@@ -86,7 +108,7 @@ class Service {
       const ServiceOptions& options = {});
 
   // Records inputs (serialized Events with only the body and, optionally, the idempotency key
-  // set) as one batch. An input whose idempotency key was recorded with the same payload, or
+  // set) as one batch: DecodeInputs, then RecordGroup of the one call. An input whose idempotency key was recorded with the same payload, or
   // a definition identical to the current one, is a no-op; the same key with another payload
   // is refused (kConflict) and nothing is written.
   Result<RecordOutcome> Record(const std::vector<std::string>& inputs,
@@ -124,15 +146,41 @@ class Service {
  private:
   Service(ledger::EventLog& log, Clock& clock, const ServiceOptions& options)
       : log_(log), clock_(clock), options_(options) {}
-  // One call of a group, decided and laid out but not yet appended.
+  // One call of a group, decided and laid out but not yet appended; what its inputs so far
+  // add to the call; the group's state; a run of calls appended together (intake.cc,
+  // group_commit.cc).
   struct Staged;
+  struct CallState;
   struct GroupState;
-  // Validates one call against the head and the group so far, lets the decider fold it and
-  // lays out its events. A refusal changes nothing (the decider has not seen the call).
-  // Sets *engine_touched once the decider has applied an input (a throw after that leaves the
-  // engine ahead of the ledger).
+  struct Run;
+  // The intake of one call: validates it against the head and the group so far, lets the
+  // decider fold it and lays out its events. A refusal changes nothing (the decider has not
+  // seen the call). Sets *engine_touched once the decider has applied an input (a throw after
+  // that leaves the engine ahead of the ledger).
   Result<Staged> Stage(const RecordCall& call, GroupState& group, bool* engine_touched);
-  // Stage's check of an input's idempotency key (service.cc).
+  // Stage's step for input i: keyed, unchanged, refused or laid out into `staged`.
+  Status StageInput(const RecordCall& call, size_t i, int64_t at, const GroupState& group,
+                    Staged& staged, CallState& state);
+  // Whether input i's definition is the current one (a no-op); else remembers it as staged.
+  bool UnchangedDefinition(schema::Event::Reader event, const GroupState& group, Staged& staged,
+                           std::string* def_key);
+  // Stage's last step: the decider folds the laid-out inputs and decides; the events are
+  // encoded once for the append.
+  Status Decide(Staged& staged, GroupState& group, int64_t at, bool* engine_touched);
+  // A call whose every input was recorded before: the original request's decisions.
+  Status AnswerRetry(Staged& staged, const CallState& state);
+  // Stage, with a throw turned into this call's refusal.
+  Result<Staged> StageCaught(const RecordCall& call, GroupState& group, bool* engine_touched);
+  // Why no call of a group may be written now (disk full, broken, the write gate); ok: none.
+  Status WriteRefusal();
+  // Appends the run's events as one append and settles its calls.
+  void AppendRun(Run& run);
+  // After a run's append: its calls' decisions as stored, the definitions, snapshots.
+  void SettleRun(Run& run);
+  // After a refused call the decider had applied: appends the run so far, folds the ledger
+  // again.
+  void RecoverFromRefusedCall(Run& run, GroupState& group, const Status& why);
+  // Stage's check of an input's idempotency key (intake.cc).
   Result<std::optional<uint64_t>> RecordedUnder(const std::string& key,
                                                 schema::Event::Reader event, size_t i,
                                                 const GroupState& group,

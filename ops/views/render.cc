@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "schema/event_codec.h"
+#include "schema/fencing_token.h"
 #include "schema/quantity.h"
 #include "schema/time_format.h"
 
@@ -257,6 +258,10 @@ Json WorkloadsJson(const Engine& engine, const NamespaceFilter& allow) {
     if (!wl.fencing_token.empty()) status["fencingToken"] = wl.fencing_token;
     if (wl.phase == Phase::kEvicting) {
       status["podsReleased"] = wl.pods_released;
+      // The token a report that the evicted admission's pods are gone carries.
+      if (wl.generation > 0) {
+        status["evictingToken"] = schema::FencingToken(wl.uid, wl.generation);
+      }
       if (wl.drain_deadline_ns > 0) status["drainDeadline"] = FormatRfc3339(wl.drain_deadline_ns);
     }
     if (wl.requeue_at_ns > 0) status["requeueAt"] = FormatRfc3339(wl.requeue_at_ns);

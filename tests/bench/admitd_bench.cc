@@ -211,7 +211,7 @@ ClientRun DriveService(ServedLedger& served, size_t n, double seconds, uint64_t*
     std::vector<ops::RecordCall> calls(n);
     for (size_t i = 0; i < n; ++i) {
       const uint64_t id = (*next_id)++;
-      calls[i].inputs = {NodeReport(i, id)};
+      calls[i].inputs = std::move(*ops::DecodeInputs({NodeReport(i, id)}));
       calls[i].options.actor = "admin";
       calls[i].options.force_actor = true;
       calls[i].options.request_id = RequestId(id);

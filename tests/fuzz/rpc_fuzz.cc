@@ -99,7 +99,9 @@ void ServeRecord(const std::function<Ledger::RecordParams::Reader()>& params) {
     }
     if (!call.ok()) continue;  // refused before any work: nothing written
     const ledger::Head before = world.log.GetHead();
-    std::vector<Result<ops::RecordOutcome>> outcomes = world.service->RecordGroup({*call});
+    std::vector<ops::RecordCall> calls;
+    calls.push_back(std::move(*call));
+    std::vector<Result<ops::RecordOutcome>> outcomes = world.service->RecordGroup(calls);
     ADM_CHECK(outcomes.size() == 1, "%zu outcomes of one call", outcomes.size());
     if (Verbose()) {
       std::fprintf(stderr, "recorded: %s\n",

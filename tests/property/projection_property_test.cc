@@ -119,7 +119,7 @@ TEST(Projection, ACallTooLargeForOneAppendLeavesTheStateAsTheLedgerHasIt) {
     std::vector<std::string> inputs;
     for (size_t i = 0; i < n; ++i) inputs.push_back(StepInput(StepGen{}, next++, 1, &names));
     ops::RecordCall call;
-    call.inputs = std::move(inputs);
+    call.inputs = std::move(*ops::DecodeInputs(inputs));
     call.options = intake;
     return call;
   };
@@ -139,8 +139,10 @@ TEST(Projection, ACallTooLargeForOneAppendLeavesTheStateAsTheLedgerHasIt) {
   EXPECT_EQ(ReadModels((*service)->engine()), ReadModels((*fresh)->engine()));
   EXPECT_EQ((*service)->engine().workloads().size(), 5u);
   // And writes go on.
-  auto later = (*service)->Record(submissions(1).inputs, intake);
-  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  std::vector<ops::RecordCall> last;
+  last.push_back(submissions(1));
+  auto later = (*service)->RecordGroup(last);
+  ASSERT_TRUE(later[0].ok()) << later[0].status().ToString();
 }
 
 }  // namespace

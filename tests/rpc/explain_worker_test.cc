@@ -83,7 +83,7 @@ void Fill(ops::Service& service, size_t events) {
   for (size_t done = 0; done < events;) {
     std::vector<ops::RecordCall> calls(std::min<size_t>(ops::kGroupCallsMax, events - done));
     for (auto& call : calls) {
-      call.inputs = {NodeReport(done++)};
+      call.inputs = std::move(*ops::DecodeInputs({NodeReport(done++)}));
       call.options = admin;
     }
     for (const auto& r : service.RecordGroup(calls)) ASSERT_TRUE(r.ok()) << r.status().ToString();

@@ -122,7 +122,7 @@ class RemoteReads : public ::testing::Test {
     for (size_t done = 0; done < kNodeReports;) {
       std::vector<ops::RecordCall> calls(std::min<size_t>(ops::kGroupCallsMax, kNodeReports - done));
       for (auto& call : calls) {
-        call.inputs = {NodeReport(done++)};
+        call.inputs = std::move(*ops::DecodeInputs({NodeReport(done++)}));
         call.options = admin;
       }
       for (const auto& r : service.RecordGroup(calls)) {

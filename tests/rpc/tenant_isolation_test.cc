@@ -93,7 +93,7 @@ class TenantIsolation : public ::testing::Test {
     auto call = ManifestCallOf(policy_, principal, request.asReader(), service_->engine(),
                                std::to_string(log_.GetHead().sequence));
     if (!call.ok()) return call.status();
-    return Group(*call);
+    return Group(std::move(*call));
   }
 
   // A record call of raw inputs as the daemon answers it.
@@ -109,7 +109,7 @@ class TenantIsolation : public ::testing::Test {
     }
     auto call = RecordCallOf(policy_, principal, request.asReader(), service_->engine());
     if (!call.ok()) return call.status();
-    return Group(*call);
+    return Group(std::move(*call));
   }
 
   Result<RecordOutcome> Group(RecordCall call) {

@@ -128,11 +128,9 @@ func (w *LedgerWorkload) Phase() string { return w.str("phase") }
 // FencingToken is the token of the current admission ("" when none).
 func (w *LedgerWorkload) FencingToken() string { return w.str("fencingToken") }
 
-// Generation is the admission generation (status.admissionGeneration).
-func (w *LedgerWorkload) Generation() int64 {
-	g, _, _ := unstructured.NestedInt64(w.Status, "admissionGeneration")
-	return g
-}
+// EvictingToken is the token of the admission being evicted, which the report that its pods
+// are gone carries ("" when none).
+func (w *LedgerWorkload) EvictingToken() string { return w.str("evictingToken") }
 
 // Assignment returns the flavors (resource -> flavor) and count of the podSet "main".
 func (w *LedgerWorkload) Assignment() (map[string]string, int32, bool) {
@@ -277,8 +275,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{RequeueAfter: PollInterval}, nil
 		}
 		pauseAt(ctx, "before-terminated", state)
-		token := state.UID + "/" + strconv.FormatInt(state.Generation(), 10)
-		return r.reportPods(ctx, job, state, ledgerevents.PodsReport_terminated, token)
+		return r.reportPods(ctx, job, state, ledgerevents.PodsReport_terminated, state.EvictingToken())
 	case "Finished", "Rejected", "Deleted", "Deactivated":
 		// A Job that completed or failed is left as it is; any other stops.
 		if !jobFinished(job) {

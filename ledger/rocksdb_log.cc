@@ -166,14 +166,47 @@ rocksdb::ColumnFamilyOptions LedgerIndexFamilyOptions() {
 
 namespace {
 
+// The history index's prefix: a key without its last 8 bytes (HistoryKey's sequence), i.e. the
+// history key and its '\0'. Every read of the family (RocksDbLog::History) seeks one prefix.
+class HistoryPrefix final : public rocksdb::SliceTransform {
+ public:
+  const char* Name() const override { return "admission.HistoryPrefix"; }
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
+    return rocksdb::Slice(key.data(), key.size() - 8);
+  }
+  bool InDomain(const rocksdb::Slice& key) const override { return key.size() > 8; }
+};
+
+}  // namespace
+
+rocksdb::ColumnFamilyOptions LedgerHistoryFamilyOptions() {
+  // Two or three entries per event, under keys (a workload's name or uid) that arrive in no
+  // order: inserted into a skip list, each was a search of a large memtable of random keys, the
+  // most of the ledger's CPU per event (docs/ledger.md, "Where the time goes"). A vector
+  // memtable appends them and sorts once, when it is flushed. Its reads (a workload's history
+  // for explain) sort a copy, so the memtable is kept small, and the prefix bloom filter
+  // answers a workload with no entries in it without sorting at all.
+  rocksdb::ColumnFamilyOptions history_options;
+  history_options.prefix_extractor = std::make_shared<HistoryPrefix>();
+  history_options.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
+  history_options.memtable_prefix_bloom_size_ratio = 0.1;
+  history_options.write_buffer_size = RocksDbLog::kHistoryMemtableBytes;
+  rocksdb::BlockBasedTableOptions history_table;
+  history_table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  history_table.whole_key_filtering = false;
+  history_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(history_table));
+  return history_options;
+}
+
+namespace {
+
 // The ledger's column families as it opens them.
 std::vector<rocksdb::ColumnFamilyDescriptor> LedgerFamilies(bool with_history) {
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, LedgerEventsFamilyOptions()},
       {RocksDbLog::kIndexFamily, LedgerIndexFamilyOptions()},
   };
-  // Ordered keys, read by prefix: the events family's options.
-  if (with_history) families.push_back({RocksDbLog::kHistoryFamily, LedgerEventsFamilyOptions()});
+  if (with_history) families.push_back({RocksDbLog::kHistoryFamily, LedgerHistoryFamilyOptions()});
   return families;
 }
 
@@ -527,7 +560,9 @@ Result<std::optional<std::vector<Sequence>>> RocksDbLog::History(std::string_vie
   prefix.push_back('\0');
   std::vector<Sequence> out;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), history_family_.get()));
-  for (it->Seek(prefix); it->Valid(); it->Next()) {
+  // The first key of the prefix, so that the family's prefix extractor (which drops a key's
+  // last 8 bytes) finds the prefix in its bloom filters.
+  for (it->Seek(HistoryKey(history_key, 0)); it->Valid(); it->Next()) {
     rocksdb::Slice key = it->key();
     if (key.size() != prefix.size() + 8 || !key.starts_with(prefix)) break;
     const Sequence sequence = GetBigEndian64(key.data() + prefix.size());

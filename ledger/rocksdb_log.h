@@ -143,6 +143,9 @@ class RocksDbLog final : public EventLog {
   // share them share a bucket, kept sorted) into kIndexHashBuckets buckets.
   static constexpr size_t kIndexHashBytes = 128;
   static constexpr size_t kIndexHashBuckets = 1 << 18;
+  // The history family's memtable (a vector, sorted when flushed or read): a read of a recent
+  // workload's history sorts at most this much.
+  static constexpr size_t kHistoryMemtableBytes = 16 << 20;
 
  private:
   struct Request;

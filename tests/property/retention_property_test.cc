@@ -14,6 +14,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -183,6 +184,79 @@ TEST(HistoryIndex, AnOlderLedgerIsIndexedOnItsFirstWritableOpen) {
   auto bounded = (*log)->History(schema::HistoryNameKey("ns/w0"), full[1]);
   ASSERT_TRUE(bounded.ok() && bounded->has_value());
   EXPECT_EQ(**bounded, std::vector<Sequence>(full.begin(), full.begin() + 2));
+}
+
+// A ledger whose history family was written in the earlier layout (one skip list, no prefix
+// extractor: tables without prefix filters, and a log replayed into the vector memtable) reads
+// the same histories as the layout it is opened with now.
+TEST(HistoryIndex, ALedgerWrittenInTheSkipListLayoutReadsTheSameHistories) {
+  static constexpr char kLongName[] = "a-workload-with-a-name-longer-than-a-sequence";
+  TempDir dir;
+  const std::string ledger_dir = dir.Sub("ledger");
+  std::map<std::string, std::vector<Sequence>> want;
+  {
+    auto log = ledger::RocksDbLog::Open(ledger_dir);
+    ASSERT_TRUE(log.ok());
+    RecordScenario(ScenarioFromSeed(11, 80), **log);
+    // A name longer than the 8 bytes of a sequence: the prefix filters see its whole key.
+    capnp::MallocMessageBuilder m;
+    auto event = m.initRoot<schema::Event>();
+    event.setRecordedAtNs((*log)->GetHead().recorded_at_ns);
+    auto ref = event.initBody().initWorkloadDeleted().initWorkload();
+    ref.setNamespace("ns");
+    ref.setName(kLongName);
+    auto appended = (*log)->Append(std::vector<std::string>{schema::EncodeEvent(m)});
+    ASSERT_TRUE(appended.ok()) << appended.status().ToString();
+    for (const std::string& name : WorkloadNames(**log)) {
+      auto h = (*log)->History(schema::HistoryNameKey("ns/" + name), 0);
+      ASSERT_TRUE(h.ok() && h->has_value());
+      want[name] = **h;
+    }
+  }
+  ASSERT_GE(want.size(), 2u);
+  {
+    auto log = ledger::RocksDbLog::Open(ledger_dir);
+    ASSERT_TRUE(log.ok());
+    auto h = (*log)->History(schema::HistoryNameKey(std::string("ns/") + kLongName), 0);
+    ASSERT_TRUE(h.ok() && h->has_value());
+    ASSERT_EQ(h->value().size(), 1u);
+    want[kLongName] = **h;
+  }
+  {
+    RawLedgerDb raw = OpenRawLedgerDb(ledger_dir);
+    ASSERT_NE(raw.history, nullptr);
+    std::vector<std::pair<std::string, std::string>> entries;
+    std::unique_ptr<rocksdb::Iterator> it(
+        raw.db->NewIterator(rocksdb::ReadOptions(), raw.history.get()));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      entries.emplace_back(it->key().ToString(), it->value().ToString());
+    }
+    ASSERT_TRUE(it->status().ok());
+    it.reset();
+    ASSERT_TRUE(raw.db->DropColumnFamily(raw.history.get()).ok());
+    raw.history.reset();
+    rocksdb::ColumnFamilyHandle* fresh = nullptr;
+    ASSERT_TRUE(raw.db->CreateColumnFamily(rocksdb::ColumnFamilyOptions(),
+                                           ledger::RocksDbLog::kHistoryFamily, &fresh)
+                    .ok());
+    raw.history.reset(fresh);
+    // Half into a table file of the old layout, half left in the log.
+    for (size_t i = 0; i < entries.size(); ++i) {
+      ASSERT_TRUE(raw.db->Put(rocksdb::WriteOptions(), raw.history.get(), entries[i].first,
+                              entries[i].second)
+                      .ok());
+      if (i == entries.size() / 2) {
+        ASSERT_TRUE(raw.db->Flush({}, raw.history.get()).ok());
+      }
+    }
+  }
+  auto log = ledger::RocksDbLog::Open(ledger_dir);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  for (const auto& [name, sequences] : want) {
+    auto h = (*log)->History(schema::HistoryNameKey("ns/" + name), 0);
+    ASSERT_TRUE(h.ok() && h->has_value()) << name;
+    EXPECT_EQ(**h, sequences) << name;
+  }
 }
 
 }  // namespace

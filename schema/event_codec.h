@@ -63,6 +63,8 @@ class DecodedEvent {
   Event::Reader root() const { return root_; }
   // The bytes were already in canonical form (what the ledger stores).
   bool canonical() const { return canonical_; }
+  // The event's size in words, as it arrived (a builder copying it needs about as many).
+  size_t word_count() const { return word_count_; }
 
  private:
   friend Result<DecodedEvent> DecodeEvent(std::string_view bytes);

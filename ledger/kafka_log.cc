@@ -729,14 +729,9 @@ Result<Head> KafkaLog::CatchUp() {
 
 Result<Head> KafkaLog::CatchUpLocked() {
   if (halted_ && halted_->code() == Code::kCorruption) return *halted_;
-  auto stored_next = mirror_->GetExtra(kStateNextOffsetKey);
+  auto stored_next = StoredNextOffsetLocked();
   if (!stored_next.ok()) return stored_next.status();
-  int64_t next = 0;
-  if (stored_next->has_value()) {
-    auto decoded = DecodeOffset(**stored_next);
-    if (!decoded) return Status(Code::kCorruption, "state: the next offset record is malformed");
-    next = *decoded;
-  }
+  const int64_t next = *stored_next;
   int64_t low = 0;
   int64_t high = 0;
   rd_kafka_resp_err_t err =
@@ -767,23 +762,71 @@ Result<Head> KafkaLog::CatchUpLocked() {
     rd_kafka_t* consumer;
     ~Unassign() { rd_kafka_assign(consumer, nullptr); }
   } unassign{consumer_};
+  ADM_RETURN_IF_ERROR(ReadTopicLocked(next, high));
+  return mirror_->GetHead();
+}
 
-  Head head = mirror_->GetHead();
-  auto head_offset = OffsetOfLocked(head.sequence);
-  int64_t last_offset = head_offset.ok() ? *head_offset : -1;
+Result<int64_t> KafkaLog::StoredNextOffsetLocked() {
+  auto stored_next = mirror_->GetExtra(kStateNextOffsetKey);
+  if (!stored_next.ok()) return stored_next.status();
+  if (!stored_next->has_value()) return int64_t{0};
+  auto decoded = DecodeOffset(**stored_next);
+  if (!decoded) return Status(Code::kCorruption, "state: the next offset record is malformed");
+  return *decoded;
+}
+
+struct KafkaLog::CatchUpBatch {
+  Head head;                  // after the last event read
+  int64_t next = 0;           // the next offset to read
+  int64_t ingested_next = 0;  // the next offset the state holds
   std::vector<StoredEvent> pending;
   std::vector<std::string> keys;
   std::vector<int64_t> offsets;
-  int64_t ingested_next = next;  // the next offset the state holds
-  auto flush = [&]() -> Status {
-    if (pending.empty() && next == ingested_next) return Status::Ok();
-    ADM_RETURN_IF_ERROR(Ingest(pending, keys, offsets, head, next));
-    ingested_next = next;
-    pending.clear();
-    keys.clear();
-    offsets.clear();
-    return Status::Ok();
-  };
+};
+
+Status KafkaLog::FlushCatchUpLocked(CatchUpBatch& batch) {
+  if (batch.pending.empty() && batch.next == batch.ingested_next) return Status::Ok();
+  ADM_RETURN_IF_ERROR(Ingest(batch.pending, batch.keys, batch.offsets, batch.head, batch.next));
+  batch.ingested_next = batch.next;
+  batch.pending.clear();
+  batch.keys.clear();
+  batch.offsets.clear();
+  return Status::Ok();
+}
+
+Status KafkaLog::SkipRepeatLocked(CatchUpBatch& batch, Sequence sequence,
+                                  std::string_view value, int64_t offset) {
+  // The same sequence again: a re-send of the same event is harmless, anything else a fork.
+  std::string held;
+  int64_t held_offset = -1;
+  const Sequence flushed_head = batch.head.sequence - batch.pending.size();
+  if (sequence > flushed_head) {
+    const size_t i = sequence - flushed_head - 1;
+    held = batch.pending[i].bytes;
+    held_offset = batch.offsets[i];
+  } else {
+    auto read = mirror_->Read(sequence, 1);
+    if (!read.ok()) return read.status();
+    if (read->empty()) return Status(Code::kCorruption, "state: an event is missing");
+    held = std::move(read->front().bytes);
+    auto at = OffsetOfLocked(sequence);
+    held_offset = at.ok() ? *at : -1;
+  }
+  if (held != value) {
+    ADM_RETURN_IF_ERROR(FlushCatchUpLocked(batch));
+    return HaltLocked(KafkaForkError(sequence, held_offset, offset));
+  }
+  ++stats_.repeats_skipped;
+  batch.next = offset + 1;
+  return Status::Ok();
+}
+
+Status KafkaLog::ReadTopicLocked(int64_t next, int64_t high) {
+  CatchUpBatch batch;
+  batch.head = mirror_->GetHead();
+  batch.next = batch.ingested_next = next;
+  auto head_offset = OffsetOfLocked(batch.head.sequence);
+  int64_t last_offset = head_offset.ok() ? *head_offset : -1;
   Clock::time_point idle_deadline =
       Clock::now() + std::chrono::milliseconds(options_.operation_timeout_ms);
   std::optional<Clock::time_point> settle_until;  // set at an end short of the high watermark
@@ -792,11 +835,12 @@ Result<Head> KafkaLog::CatchUpLocked() {
     if (!message) {
       if (settle_until && Clock::now() >= *settle_until) break;
       if (Clock::now() >= idle_deadline) {
-        ADM_RETURN_IF_ERROR(flush());
+        ADM_RETURN_IF_ERROR(FlushCatchUpLocked(batch));
         return Status(Code::kUnavailable,
                       "reading topic " + options_.address.topic + ": nothing received for " +
                           std::to_string(options_.operation_timeout_ms) + " ms at offset " +
-                          std::to_string(next) + " (the end is at " + std::to_string(high) + ")");
+                          std::to_string(batch.next) + " (the end is at " +
+                          std::to_string(high) + ")");
       }
       continue;
     }
@@ -807,59 +851,39 @@ Result<Head> KafkaLog::CatchUpLocked() {
       // yet (a moment after the writer's commit returned): wait up to kTailSettleMs for it to
       // settle, so that a read right after a commit sees it; a transaction left open (a stopped
       // writer) delays the read by that much only.
-      if (message->offset > next) next = message->offset;
+      if (message->offset > batch.next) batch.next = message->offset;
       if (message->offset >= high) break;
       if (!settle_until) settle_until = Clock::now() + std::chrono::milliseconds(kTailSettleMs);
       if (Clock::now() >= *settle_until) break;
       continue;
     }
     if (message->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      ADM_RETURN_IF_ERROR(flush());
+      ADM_RETURN_IF_ERROR(FlushCatchUpLocked(batch));
       return Status(CodeOf(message->err), "reading topic " + options_.address.topic + ": " +
                                               rd_kafka_message_errstr(message.get()));
     }
     ++stats_.records_read;
     const KafkaRecordView view = ViewKafkaMessage(message.get());
-    Result<CheckedRecord> checked = CheckKafkaRecord(view, head, last_offset);
+    Result<CheckedRecord> checked = CheckKafkaRecord(view, batch.head, last_offset);
     if (!checked.ok()) {
-      ADM_RETURN_IF_ERROR(flush());
+      ADM_RETURN_IF_ERROR(FlushCatchUpLocked(batch));
       return HaltLocked(checked.status());
     }
     if (checked->kind == CheckedRecord::Kind::kRepeat) {
-      // The same sequence again: a re-send of the same event is harmless, anything else a fork.
-      std::string held;
-      int64_t held_offset = -1;
-      const Sequence flushed_head = head.sequence - pending.size();
-      if (checked->sequence > flushed_head) {
-        const size_t i = checked->sequence - flushed_head - 1;
-        held = pending[i].bytes;
-        held_offset = offsets[i];
-      } else {
-        auto read = mirror_->Read(checked->sequence, 1);
-        if (!read.ok()) return read.status();
-        if (read->empty()) return Status(Code::kCorruption, "state: an event is missing");
-        held = std::move(read->front().bytes);
-        auto at = OffsetOfLocked(checked->sequence);
-        held_offset = at.ok() ? *at : -1;
-      }
-      if (held != view.value) {
-        ADM_RETURN_IF_ERROR(flush());
-        return HaltLocked(KafkaForkError(checked->sequence, held_offset, view.offset));
-      }
-      ++stats_.repeats_skipped;
-      next = view.offset + 1;
+      ADM_RETURN_IF_ERROR(SkipRepeatLocked(batch, checked->sequence, view.value, view.offset));
       continue;
     }
-    pending.push_back(StoredEvent{checked->sequence, std::string(view.value)});
-    keys.push_back(checked->key);
-    offsets.push_back(view.offset);
-    head = Head{checked->sequence, checked->hash, checked->recorded_at_ns};
+    batch.pending.push_back(StoredEvent{checked->sequence, std::string(view.value)});
+    batch.keys.push_back(checked->key);
+    batch.offsets.push_back(view.offset);
+    batch.head = Head{checked->sequence, checked->hash, checked->recorded_at_ns};
     last_offset = view.offset;
-    next = view.offset + 1;
-    if (pending.size() >= kIngestBatchEventsMax) ADM_RETURN_IF_ERROR(flush());
+    batch.next = view.offset + 1;
+    if (batch.pending.size() >= kIngestBatchEventsMax) {
+      ADM_RETURN_IF_ERROR(FlushCatchUpLocked(batch));
+    }
   }
-  ADM_RETURN_IF_ERROR(flush());
-  return mirror_->GetHead();
+  return FlushCatchUpLocked(batch);
 }
 
 Result<int64_t> KafkaLog::OffsetOf(Sequence sequence) {

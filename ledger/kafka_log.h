@@ -150,6 +150,18 @@ class KafkaLog final : public EventLog {
   TxnOutcome Transact(const std::vector<StoredEvent>& events, std::vector<int64_t>* offsets,
                       Status* why);
   Result<Head> CatchUpLocked();
+  // CatchUpLocked's steps. REQUIRES: mu_ held.
+  struct CatchUpBatch;  // what has been read and not yet ingested into the local copy
+  // The offset after the last record the local copy holds (0 for an empty copy).
+  Result<int64_t> StoredNextOffsetLocked();
+  // Reads the assigned partition from `next` up to the end of what has committed (`high`, or
+  // short of it once the tail has had kTailSettleMs to settle), ingesting as it goes.
+  Status ReadTopicLocked(int64_t next, int64_t high);
+  Status FlushCatchUpLocked(CatchUpBatch& batch);
+  // A record at `offset` whose `sequence` was read before: skipped when it holds the same
+  // event, else the ledger has forked and this log halts.
+  Status SkipRepeatLocked(CatchUpBatch& batch, Sequence sequence, std::string_view value,
+                          int64_t offset);
   Status Ingest(const std::vector<StoredEvent>& events, const std::vector<std::string>& keys,
                 const std::vector<int64_t>& offsets, const Head& head_after,
                 int64_t next_offset);

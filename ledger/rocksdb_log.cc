@@ -381,6 +381,97 @@ Status RocksDbLog::MoveIndexToItsFamily(rocksdb::DB& db, rocksdb::ColumnFamilyHa
   }
 }
 
+namespace {
+
+// The free-space floor (--min-free-bytes, by default from the filesystem's size), and a first
+// check of it: a ledger opened to write on a disk already below it is refused.
+Result<uint64_t> FreeSpaceFloor(const std::string& dir, const RocksDbLogOptions& options) {
+  uint64_t min_free_bytes = options.min_free_bytes.value_or(kDefaultMinFreeBytesMax);
+  std::error_code ec;
+  const std::filesystem::path probe =
+      std::filesystem::exists(dir, ec) ? std::filesystem::path(dir)
+                                       : std::filesystem::absolute(dir, ec).parent_path();
+  struct statvfs st;
+  if (statvfs(probe.c_str(), &st) == 0) {
+    if (!options.min_free_bytes) {
+      min_free_bytes = DefaultMinFreeBytes(static_cast<uint64_t>(st.f_blocks) * st.f_frsize);
+    }
+    const uint64_t free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+    if (!options.read_only && free < min_free_bytes) {
+      return Status(Code::kNoSpace,
+                    "opening the ledger at " + dir + " to write: its disk has " +
+                        std::to_string(free) + " bytes free, below the free-space floor of " +
+                        std::to_string(min_free_bytes) +
+                        " bytes (--min-free-bytes); nothing was written; read-only commands "
+                        "(log, verify, get, explain, replay) still work");
+    }
+  }
+  return min_free_bytes;
+}
+
+// Why RocksDB did not open the ledger, as our codes: not found, no space, or its own error.
+Status OpenFailure(const rocksdb::Status& s, const std::string& dir, bool create) {
+  if (s.IsInvalidArgument() && !create) {
+    return Status(Code::kNotFound, "no ledger at " + dir + " (" + s.ToString() + ")");
+  }
+  if (s.IsNoSpace() || s.ToString().find("No space") != std::string::npos) {
+    struct statvfs st;
+    const std::string free = statvfs(dir.c_str(), &st) == 0
+                                 ? std::to_string(static_cast<uint64_t>(st.f_bavail) * st.f_frsize)
+                                 : std::string("no");
+    return Status(Code::kNoSpace, "opening the ledger at " + dir + " to write: its disk has " +
+                                      free + " bytes free (" + s.ToString() +
+                                      "); nothing was written; read-only commands still work");
+  }
+  return FromRocks(s, "opening the ledger at " + dir);
+}
+
+// Verifies the last kOpenTailCheckEvents events' chain (or that an empty ledger holds none).
+Status CheckTail(RocksDbLog& log, const std::string& dir) {
+  Head head = log.GetHead();
+  if (head.sequence > 0) {
+    Sequence from = head.sequence > kOpenTailCheckEvents
+                        ? head.sequence - kOpenTailCheckEvents + 1
+                        : 1;
+    schema::Hash from_hash = schema::kGenesisHash;
+    if (from > 1) {
+      // Trust the first checked event's own link; the full verify checks it.
+      Result<std::vector<StoredEvent>> first = log.Read(from, 1);
+      if (!first.ok()) return first.status();
+      if (first->empty() || first->front().sequence != from) {
+        return Status(Code::kCorruption, "ledger at " + dir + ": event " +
+                                             std::to_string(from) + " is missing");
+      }
+      Result<schema::DecodedEvent> decoded = schema::DecodeEvent(first->front().bytes);
+      if (!decoded.ok()) {
+        return Status(Code::kCorruption, "ledger at " + dir + ": event " +
+                                             std::to_string(from) + ": " +
+                                             decoded.status().message());
+      }
+      from_hash = schema::HashFromData(decoded->root().getPrevHash());
+    }
+    Result<VerifyReport> report = VerifyChain(log, from, from_hash, false);
+    if (!report.ok()) return report.status();
+    if (report->fault) {
+      return Status(Code::kCorruption,
+                    "ledger at " + dir + " fails its hash chain at sequence " +
+                        std::to_string(report->fault->sequence) + ": " +
+                        report->fault->reason + "; refusing to open it");
+    }
+  } else {
+    Result<std::vector<StoredEvent>> any = log.Read(1, 1);
+    if (!any.ok()) return any.status();
+    if (!any->empty()) {
+      return Status(Code::kCorruption,
+                    "ledger at " + dir + " has events but no head record (first: sequence " +
+                        std::to_string(any->front().sequence) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
                                                      const RocksDbLogOptions& options) {
   // RocksDB creates the directory even when it then refuses to create a database; a read of
@@ -390,29 +481,8 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
   if (!create && !std::filesystem::exists(dir + "/CURRENT")) {
     return Status(Code::kNotFound, "no ledger at " + dir);
   }
-  // The floor, and a first check of it: the filesystem's size gives the default.
-  uint64_t min_free_bytes = options.min_free_bytes.value_or(kDefaultMinFreeBytesMax);
-  {
-    std::error_code ec;
-    const std::filesystem::path probe =
-        std::filesystem::exists(dir, ec) ? std::filesystem::path(dir)
-                                         : std::filesystem::absolute(dir, ec).parent_path();
-    struct statvfs st;
-    if (statvfs(probe.c_str(), &st) == 0) {
-      if (!options.min_free_bytes) {
-        min_free_bytes = DefaultMinFreeBytes(static_cast<uint64_t>(st.f_blocks) * st.f_frsize);
-      }
-      const uint64_t free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-      if (!read_only && free < min_free_bytes) {
-        return Status(Code::kNoSpace,
-                      "opening the ledger at " + dir + " to write: its disk has " +
-                          std::to_string(free) + " bytes free, below the free-space floor of " +
-                          std::to_string(min_free_bytes) +
-                          " bytes (--min-free-bytes); nothing was written; read-only commands "
-                          "(log, verify, get, explain, replay) still work");
-      }
-    }
-  }
+  auto min_free_bytes = FreeSpaceFloor(dir, options);
+  if (!min_free_bytes.ok()) return min_free_bytes.status();
   rocksdb::DBOptions db_options = LedgerDbOptions(create);
   // Private to the user (docs/operations.md, "Files and modes"): a new ledger's folder is made
   // here, before RocksDB would make it 0755, and RocksDB's files are made 0600, not 0644. A test's
@@ -428,21 +498,7 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
   } else {
     s = rocksdb::DB::Open(db_options, dir, LedgerFamilies(true), &handles, &raw);
   }
-  if (!s.ok()) {
-    if (s.IsInvalidArgument() && !create) {
-      return Status(Code::kNotFound, "no ledger at " + dir + " (" + s.ToString() + ")");
-    }
-    if (s.IsNoSpace() || s.ToString().find("No space") != std::string::npos) {
-      struct statvfs st;
-      const std::string free = statvfs(dir.c_str(), &st) == 0
-                                   ? std::to_string(static_cast<uint64_t>(st.f_bavail) * st.f_frsize)
-                                   : std::string("no");
-      return Status(Code::kNoSpace, "opening the ledger at " + dir + " to write: its disk has " +
-                                        free + " bytes free (" + s.ToString() +
-                                        "); nothing was written; read-only commands still work");
-    }
-    return FromRocks(s, "opening the ledger at " + dir);
-  }
+  if (!s.ok()) return OpenFailure(s, dir, create);
   std::unique_ptr<rocksdb::DB> db(raw);
   ADM_CHECK(handles.size() == (with_history ? 3u : 2u), "%zu column family handles",
             handles.size());
@@ -453,7 +509,7 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
   std::unique_ptr<RocksDbLog> log(new RocksDbLog(std::move(db), std::move(events_family),
                                                  std::move(index_family), std::move(history_family),
                                                  dir, options));
-  log->min_free_bytes_ = min_free_bytes;
+  log->min_free_bytes_ = *min_free_bytes;
   ADM_RETURN_IF_ERROR(log->LoadHead());
   {
     std::string state;
@@ -463,45 +519,7 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
   }
 
   // Check the tail before anyone appends to it.
-  Head head = log->GetHead();
-  if (head.sequence > 0) {
-    Sequence from = head.sequence > kOpenTailCheckEvents
-                        ? head.sequence - kOpenTailCheckEvents + 1
-                        : 1;
-    schema::Hash from_hash = schema::kGenesisHash;
-    if (from > 1) {
-      // Trust the first checked event's own link; the full verify checks it.
-      Result<std::vector<StoredEvent>> first = log->Read(from, 1);
-      if (!first.ok()) return first.status();
-      if (first->empty() || first->front().sequence != from) {
-        return Status(Code::kCorruption, "ledger at " + dir + ": event " +
-                                             std::to_string(from) + " is missing");
-      }
-      Result<schema::DecodedEvent> decoded = schema::DecodeEvent(first->front().bytes);
-      if (!decoded.ok()) {
-        return Status(Code::kCorruption, "ledger at " + dir + ": event " +
-                                             std::to_string(from) + ": " +
-                                             decoded.status().message());
-      }
-      from_hash = schema::HashFromData(decoded->root().getPrevHash());
-    }
-    Result<VerifyReport> report = VerifyChain(*log, from, from_hash, false);
-    if (!report.ok()) return report.status();
-    if (report->fault) {
-      return Status(Code::kCorruption,
-                    "ledger at " + dir + " fails its hash chain at sequence " +
-                        std::to_string(report->fault->sequence) + ": " +
-                        report->fault->reason + "; refusing to open it");
-    }
-  } else {
-    Result<std::vector<StoredEvent>> any = log->Read(1, 1);
-    if (!any.ok()) return any.status();
-    if (!any->empty()) {
-      return Status(Code::kCorruption,
-                    "ledger at " + dir + " has events but no head record (first: sequence " +
-                        std::to_string(any->front().sequence) + ")");
-    }
-  }
+  ADM_RETURN_IF_ERROR(CheckTail(*log, dir));
   // After the tail check: an older ledger gets its history index once its tail is trusted.
   if (!read_only && !log->history_complete_) ADM_RETURN_IF_ERROR(log->BuildHistory());
   return log;
@@ -815,8 +833,15 @@ void RocksDbLog::Gather(std::unique_lock<std::mutex>& lock) {
   gathering_ = false;
 }
 
-Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
-                             uint64_t* events_written) {
+struct RocksDbLog::PrefetchedIndex {
+  std::vector<std::string> keys;
+  std::vector<rocksdb::Slice> slices;
+  std::vector<rocksdb::PinnableSlice> values;
+  std::vector<rocksdb::Status> statuses;
+  std::unordered_map<std::string_view, size_t> positions;  // key -> position in the MultiGet
+};
+
+KeyLookup RocksDbLog::PrefetchIndex(const std::vector<Request*>& group, PrefetchedIndex* index) {
   // The durable index answers for every key of the group in one MultiGet, before sequencing:
   // only the leader writes the index, so nothing changes it in between.
   std::vector<std::string_view> keys;
@@ -825,29 +850,26 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
       if (!e.key.empty()) keys.push_back(e.key);
     }
   }
-  std::vector<std::string> index_keys;
-  std::vector<rocksdb::Slice> index_slices;
-  std::vector<rocksdb::PinnableSlice> index_values(keys.size());
-  std::vector<rocksdb::Status> index_statuses(keys.size());
-  std::unordered_map<std::string_view, size_t> prefetched;  // key -> position in the MultiGet
+  index->values = std::vector<rocksdb::PinnableSlice>(keys.size());
+  index->statuses.resize(keys.size());
   if (!keys.empty()) {
-    index_keys.reserve(keys.size());
-    index_slices.reserve(keys.size());
-    prefetched.reserve(keys.size());
+    index->keys.reserve(keys.size());
+    index->slices.reserve(keys.size());
+    index->positions.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
-      index_keys.push_back(IndexKey(keys[i]));
-      index_slices.emplace_back(index_keys.back());
-      prefetched.emplace(keys[i], i);
+      index->keys.push_back(IndexKey(keys[i]));
+      index->slices.emplace_back(index->keys.back());
+      index->positions.emplace(keys[i], i);
     }
     db_->MultiGet(rocksdb::ReadOptions(), index_family_.get(), keys.size(),
-                  index_slices.data(), index_values.data(), index_statuses.data());
+                  index->slices.data(), index->values.data(), index->statuses.data());
   }
-  KeyLookup lookup = [&](std::string_view key) -> Result<std::optional<RecordedKey>> {
+  return [this, index](std::string_view key) -> Result<std::optional<RecordedKey>> {
     std::string value;
     rocksdb::Status s;
-    if (auto it = prefetched.find(key); it != prefetched.end()) {
-      s = index_statuses[it->second];
-      if (s.ok()) value = index_values[it->second].ToString();
+    if (auto it = index->positions.find(key); it != index->positions.end()) {
+      s = index->statuses[it->second];
+      if (s.ok()) value = index->values[it->second].ToString();
     } else {
       s = db_->Get(rocksdb::ReadOptions(), index_family_.get(), IndexKey(key), &value);
     }
@@ -863,6 +885,24 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
         FromRocks(s, "reading event " + std::to_string(recorded.sequence) + " for its key"));
     return std::optional<RecordedKey>(std::move(recorded));
   };
+}
+
+Status RocksDbLog::WriteGroup(const Head& head, rocksdb::WriteBatch* batch) {
+  batch->Put(kHeadKey, EncodeHead(head));
+  rocksdb::WriteOptions write_options;
+  write_options.sync = options_.sync;
+  Status write_status = CheckRoom();
+  if (write_status.ok()) {
+    rocksdb::Status s = db_->Write(write_options, batch);
+    if (!s.ok()) write_status = WriteFailed(s, "appending to the ledger");
+  }
+  return write_status;
+}
+
+Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
+                             uint64_t* events_written) {
+  PrefetchedIndex index;
+  const KeyLookup lookup = PrefetchIndex(group, &index);
 
   size_t reserve_bytes = 64;
   for (const Request* r : group) {
@@ -906,17 +946,7 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
     }
   }
 
-  Status write_status;
-  if (written > 0) {
-    write_batch.Put(kHeadKey, EncodeHead(head));
-    rocksdb::WriteOptions write_options;
-    write_options.sync = options_.sync;
-    write_status = CheckRoom();
-    if (write_status.ok()) {
-      rocksdb::Status s = db_->Write(write_options, &write_batch);
-      if (!s.ok()) write_status = WriteFailed(s, "appending to the ledger");
-    }
-  }
+  const Status write_status = written > 0 ? WriteGroup(head, &write_batch) : Status::Ok();
   if (!write_status.ok()) {
     // Nothing of the group is durable: every request that wrote fails; the head stays.
     for (size_t i = 0; i < group.size(); ++i) {

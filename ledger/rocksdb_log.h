@@ -21,6 +21,7 @@ class ColumnFamilyHandle;
 class DB;
 class Env;
 class Status;
+class WriteBatch;
 }
 
 namespace admission::ledger {
@@ -184,6 +185,15 @@ class RocksDbLog final : public EventLog {
   // each request's result. Returns the new head and the events written. No lock held: only
   // the leader runs this, and only the leader writes the head or the index.
   Head CommitGroup(const std::vector<Request*>& group, Head head, uint64_t* events_written);
+  // CommitGroup's idempotency index entries for the group's keys, read before sequencing.
+  struct PrefetchedIndex;
+  // Reads the index entries of every key of `group` in one MultiGet into *index, and returns
+  // the lookup the sequencing asks: from *index, else from the index. REQUIRES: the caller
+  // leads (only the leader writes the index, so nothing changes it in between); *index
+  // outlives the lookup.
+  KeyLookup PrefetchIndex(const std::vector<Request*>& group, PrefetchedIndex* index);
+  // Writes the group's batch with the new head, unless the disk is below its floor.
+  Status WriteGroup(const Head& head, rocksdb::WriteBatch* batch);
   // A wait object for a queued appender. REQUIRES: mu_ held.
   Waiter* AcquireWaiter();
   // Gives a waiter back once its appender has seen it change. Any thread, no lock.

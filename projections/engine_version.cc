@@ -1,110 +1,122 @@
 #include "projections/engine_version.h"
 
+#include <iterator>
+
 namespace admission::projections {
 
+namespace {
+
+// What each engine version changed, version 1 first: a data table, one entry a version.
+constexpr const char* kEngineVersionNotes[] = {
+    // v1
+    "decider part 1: quota, flavors, cohorts, preemption, partial admission",
+    // v2
+    "decider part 2: admission checks, pods and fencing tokens, revocation, node "
+    "capacity, quota reclaim, maintenance windows, aging, fair sharing; decisions "
+    "record the causing input's actor",
+    // v3
+    "a preemption whose cohort changed earlier in the cycle re-chooses its victims "
+    "(or reserves, if it now fits) instead of waiting a cycle; cohort trees are "
+    "re-activated once per cycle",
+    // v4
+    "a head held by a stopped LocalQueue no longer ends its ClusterQueue's turn in a "
+    "cycle: the next head is tried, as in Kueue, where a stopped LocalQueue's "
+    "workloads are not queued at all",
+    // v5
+    "a workload that ended leaves the live state after its retention (Kueue's "
+    "objectRetentionPolicies.workloads, default 24 h of ledger time), so its name is "
+    "free again; v4 ledgers replay under v5 (same decisions for every ledger v4's "
+    "intake could write)",
+    // v6
+    "a workload preempted in a batch (one instant of ledger time) preempts nobody "
+    "before the next batch, as in Kueue, where it is nominated again only after its "
+    "eviction was observed; without this, preemptions whose victims release at once "
+    "could rotate inside one batch without end (the decider aborted). Inputs record the "
+    "version that sequenced them, and replay decides each batch as that version did "
+    "(v5 for older inputs)",
+    // v7
+    "a ClusterQueue that covers `pods` counts one per pod of each podSet against that "
+    "flavor's quota, and `pods` appears in the assignment, as in Kueue",
+    // v8
+    "hierarchical cohorts: the entries of a cycle are ordered by borrowing height "
+    "(how far up the cohort tree their quota comes from) before priority, and flavors "
+    "compare by it, as in Kueue (FindHeightOfLowestSubtreeThatFits)",
+    // v9
+    "the victim search follows Kueue's getTargets: a ClusterQueue is under nominal "
+    "when its usage is below nominal in the resources needing preemption (not usage "
+    "plus request), and then tries all candidates without borrowing first; with "
+    "borrowWithinCohort a victim at or above the threshold forbids borrowing for the "
+    "rest of the search, and at or above nominal such victims are left out; a victim "
+    "of another ClusterQueue is InCohortReclaimWhileBorrowing only when below the "
+    "threshold, else InCohortReclamation",
+    // v10
+    "quantities in flavor assignment messages are in Kubernetes' canonical form, as "
+    "Kueue writes them (memory 64Gi, not 68719476736)",
+    // v11
+    "an entry that fits only by preempting but finds no victims holds the capacity it "
+    "needs for the rest of the cycle unless its ClusterQueue's reclaimWithinCohort is "
+    "Any, as Kueue's reserveCapacityForUnreclaimablePreempt; a StrictFIFO head waiting "
+    "so holds it in every cycle, as Kueue nominates such a head in every cycle",
+    // v12
+    "flavor stickiness: a workload whose flavor search stopped before its last flavor "
+    "and admitted nothing resumes the search after that flavor in the next cycle, until "
+    "its ClusterQueue releases quota or changes, as Kueue's LastTriedFlavorIdx; such a "
+    "resumed search never concludes that the workload can never fit",
+    // v13
+    "deletions of definitions, as Kueue's finalizers and queue manager treat them: the "
+    "queued workloads of a deleted LocalQueue leave the queue and wait with "
+    "\"LocalQueue NAME doesn't exist\" (v12 left them queued), a deleted AdmissionCheck "
+    "is removed (v12 kept it); intake refuses deleting an undefined object, a "
+    "ResourceFlavor a ClusterQueue names, or an AdmissionCheck a ClusterQueue or a "
+    "reservation needs",
+    // v14
+    "admission fair sharing (Kueue's admissionFairSharing): in a ClusterQueue whose "
+    "admissionScope is UsageBasedAdmissionFairSharing, heads are ordered by their "
+    "LocalQueue's decayed usage over its weight before priority, and victims of one "
+    "ClusterQueue from a LocalQueue of higher usage go first; usage decays with "
+    "usageHalfLifeTime at every usageSamplingInterval, and a reservation adds its entry "
+    "penalty until admitted (no ledger before v14 can enable it)",
+    // v15
+    "victims already being evicted: a preemptor's victim search keeps workloads that "
+    "are draining (Evicting) as candidates and orders them first (Kueue's "
+    "candidatesOrdering), and evicts only those not already evicted; when all its "
+    "victims are draining it evicts nobody more and waits (v14 left draining workloads "
+    "out and could preempt more while they drained)",
+    // v16
+    "fair-sharing preemption as Kueue's fairPreemptions: the ClusterQueues give back in "
+    "the order of their dominant share, walking the cohort tree down from the root; a "
+    "preemptor within its nominal quota takes from them without comparing shares "
+    "(InCohortReclamation), otherwise a victim is taken when the preemptor's share after "
+    "admission is at most the target's after giving it back (LessThanOrEqualToFinalShare), "
+    "else, one per ClusterQueue, below the target's share now (LessThanInitialShare), so "
+    "a borrowing preemptor takes from queues with a higher share; borrowWithinCohort no "
+    "longer takes part in the choice under fair sharing, and reclaimWithinCohort lets a request "
+    "above nominal quota preempt (Kueue's canPreemptWhileBorrowing); shares compare "
+    "exactly, by the almost least common ancestors in hierarchical cohorts",
+    // v17
+    "admission checks' podSetUpdates (Kueue's AdmissionCheckState.podSetUpdates): the "
+    "decider keeps each check's latest updates, and at admission merges them per podSet "
+    "(checks in name order) with the assigned flavors' nodeLabels and tolerations and "
+    "the podSet's nodeSelector as Kueue's PodSetInfo.Merge does; the Admitted decision "
+    "carries the checks' merged updates when there are any, and a conflict finishes the "
+    "workload instead (Rejected, reason FailedToStart, quota released), as Kueue's job "
+    "reconciler does; before v17 a report's podSetUpdates are ignored",
+    // v18
+    "a runtime that cannot start an admitted workload's pods (e.g. an admission check's "
+    "podSetUpdates conflicting with the pod template's own labels, which only the "
+    "runtime sees) reports pods failedToStart with the admission's token and its error: "
+    "the workload is finished as Kueue's job reconciler finishes it when starting the "
+    "job fails for good (Rejected, reason FailedToStart, the report's message) and, as "
+    "no pod ran, its quota is released at once; no ledger before v18 holds the report",
+};
+static_assert(std::size(kEngineVersionNotes) == kEngineVersion,
+              "every engine version has its note");
+
+}  // namespace
+
 const char* EngineVersionNote(uint32_t version) {
-  switch (version) {
-    case 1: return "decider part 1: quota, flavors, cohorts, preemption, partial admission";
-    case 2:
-      return "decider part 2: admission checks, pods and fencing tokens, revocation, node "
-             "capacity, quota reclaim, maintenance windows, aging, fair sharing; decisions "
-             "record the causing input's actor";
-    case 3:
-      return "a preemption whose cohort changed earlier in the cycle re-chooses its victims "
-             "(or reserves, if it now fits) instead of waiting a cycle; cohort trees are "
-             "re-activated once per cycle";
-    case 4:
-      return "a head held by a stopped LocalQueue no longer ends its ClusterQueue's turn in a "
-             "cycle: the next head is tried, as in Kueue, where a stopped LocalQueue's "
-             "workloads are not queued at all";
-    case 5:
-      return "a workload that ended leaves the live state after its retention (Kueue's "
-             "objectRetentionPolicies.workloads, default 24 h of ledger time), so its name is "
-             "free again; v4 ledgers replay under v5 (same decisions for every ledger v4's "
-             "intake could write)";
-    case 6:
-      return "a workload preempted in a batch (one instant of ledger time) preempts nobody "
-             "before the next batch, as in Kueue, where it is nominated again only after its "
-             "eviction was observed; without this, preemptions whose victims release at once "
-             "could rotate inside one batch without end (the decider aborted). Inputs record the "
-             "version that sequenced them, and replay decides each batch as that version did "
-             "(v5 for older inputs)";
-    case 7:
-      return "a ClusterQueue that covers `pods` counts one per pod of each podSet against that "
-             "flavor's quota, and `pods` appears in the assignment, as in Kueue";
-    case 8:
-      return "hierarchical cohorts: the entries of a cycle are ordered by borrowing height "
-             "(how far up the cohort tree their quota comes from) before priority, and flavors "
-             "compare by it, as in Kueue (FindHeightOfLowestSubtreeThatFits)";
-    case 9:
-      return "the victim search follows Kueue's getTargets: a ClusterQueue is under nominal "
-             "when its usage is below nominal in the resources needing preemption (not usage "
-             "plus request), and then tries all candidates without borrowing first; with "
-             "borrowWithinCohort a victim at or above the threshold forbids borrowing for the "
-             "rest of the search, and at or above nominal such victims are left out; a victim "
-             "of another ClusterQueue is InCohortReclaimWhileBorrowing only when below the "
-             "threshold, else InCohortReclamation";
-    case 10:
-      return "quantities in flavor assignment messages are in Kubernetes' canonical form, as "
-             "Kueue writes them (memory 64Gi, not 68719476736)";
-    case 11:
-      return "an entry that fits only by preempting but finds no victims holds the capacity it "
-             "needs for the rest of the cycle unless its ClusterQueue's reclaimWithinCohort is "
-             "Any, as Kueue's reserveCapacityForUnreclaimablePreempt; a StrictFIFO head waiting "
-             "so holds it in every cycle, as Kueue nominates such a head in every cycle";
-    case 12:
-      return "flavor stickiness: a workload whose flavor search stopped before its last flavor "
-             "and admitted nothing resumes the search after that flavor in the next cycle, until "
-             "its ClusterQueue releases quota or changes, as Kueue's LastTriedFlavorIdx; such a "
-             "resumed search never concludes that the workload can never fit";
-    case 13:
-      return "deletions of definitions, as Kueue's finalizers and queue manager treat them: the "
-             "queued workloads of a deleted LocalQueue leave the queue and wait with "
-             "\"LocalQueue NAME doesn't exist\" (v12 left them queued), a deleted AdmissionCheck "
-             "is removed (v12 kept it); intake refuses deleting an undefined object, a "
-             "ResourceFlavor a ClusterQueue names, or an AdmissionCheck a ClusterQueue or a "
-             "reservation needs";
-    case 14:
-      return "admission fair sharing (Kueue's admissionFairSharing): in a ClusterQueue whose "
-             "admissionScope is UsageBasedAdmissionFairSharing, heads are ordered by their "
-             "LocalQueue's decayed usage over its weight before priority, and victims of one "
-             "ClusterQueue from a LocalQueue of higher usage go first; usage decays with "
-             "usageHalfLifeTime at every usageSamplingInterval, and a reservation adds its entry "
-             "penalty until admitted (no ledger before v14 can enable it)";
-    case 15:
-      return "victims already being evicted: a preemptor's victim search keeps workloads that "
-             "are draining (Evicting) as candidates and orders them first (Kueue's "
-             "candidatesOrdering), and evicts only those not already evicted; when all its "
-             "victims are draining it evicts nobody more and waits (v14 left draining workloads "
-             "out and could preempt more while they drained)";
-    case 16:
-      return "fair-sharing preemption as Kueue's fairPreemptions: the ClusterQueues give back in "
-             "the order of their dominant share, walking the cohort tree down from the root; a "
-             "preemptor within its nominal quota takes from them without comparing shares "
-             "(InCohortReclamation), otherwise a victim is taken when the preemptor's share after "
-             "admission is at most the target's after giving it back (LessThanOrEqualToFinalShare), "
-             "else, one per ClusterQueue, below the target's share now (LessThanInitialShare), so "
-             "a borrowing preemptor takes from queues with a higher share; borrowWithinCohort no "
-             "longer takes part in the choice under fair sharing, and reclaimWithinCohort lets a request "
-             "above nominal quota preempt (Kueue's canPreemptWhileBorrowing); shares compare "
-             "exactly, by the almost least common ancestors in hierarchical cohorts";
-    case 17:
-      return "admission checks' podSetUpdates (Kueue's AdmissionCheckState.podSetUpdates): the "
-             "decider keeps each check's latest updates, and at admission merges them per podSet "
-             "(checks in name order) with the assigned flavors' nodeLabels and tolerations and "
-             "the podSet's nodeSelector as Kueue's PodSetInfo.Merge does; the Admitted decision "
-             "carries the checks' merged updates when there are any, and a conflict finishes the "
-             "workload instead (Rejected, reason FailedToStart, quota released), as Kueue's job "
-             "reconciler does; before v17 a report's podSetUpdates are ignored";
-    case 18:
-      return "a runtime that cannot start an admitted workload's pods (e.g. an admission check's "
-             "podSetUpdates conflicting with the pod template's own labels, which only the "
-             "runtime sees) reports pods failedToStart with the admission's token and its error: "
-             "the workload is finished as Kueue's job reconciler finishes it when starting the "
-             "job fails for good (Rejected, reason FailedToStart, the report's message) and, as "
-             "no pod ran, its quota is released at once; no ledger before v18 holds the report";
-    default: return "unknown engine version";
-  }
+  if (version == 0 || version > std::size(kEngineVersionNotes)) return "unknown engine version";
+  return kEngineVersionNotes[version - 1];
 }
 
 }  // namespace admission::projections

@@ -287,19 +287,21 @@ class SnapshotCodec {
   }
   static void SaveWorkload(const std::string& key, const WorkloadState& w, snap::WorkloadState::Builder b);
   static WorkloadState LoadWorkload(const Engine& e, snap::WorkloadState::Reader r);
+  // SaveWorkload's and LoadWorkload's parts, called in the order of the format's fields (the
+  // order of a message's allocations is part of its bytes).
+  using WB = snap::WorkloadState::Builder;
+  using WR = snap::WorkloadState::Reader;
+  static void SavePodSets(const WorkloadState& w, WB b);
+  static void SaveAdmission(const WorkloadState& w, WB b);
+  static void SaveChecks(const WorkloadState& w, WB b);
+  static void SaveConditions(const WorkloadState& w, WB b);
+  static void LoadPodSets(const Engine& e, WR r, WorkloadState& w);
+  static void LoadAdmission(const Engine& e, WR r, WorkloadState& w);
+  static void LoadChecks(WR r, WorkloadState& w);
+  static void LoadConditions(WR r, WorkloadState& w);
 };
 
-void SnapshotCodec::SaveWorkload(const std::string& key, const WorkloadState& w,
-                                 snap::WorkloadState::Builder b) {
-  b.setKey(key);
-  b.setNamespace(w.ns);
-  b.setName(w.name);
-  b.setUid(w.uid);
-  b.setQueueName(w.queue_name);
-  b.setPriorityClass(w.priority_class);
-  b.setPriority(w.priority);
-  b.setCreationNs(w.creation_ns);
-  b.setQueuedAtNs(w.queued_at_ns);
+void SnapshotCodec::SavePodSets(const WorkloadState& w, WB b) {
   auto pod_sets = b.initPodSets(Count(w.pod_sets.size(), "pod sets"));
   for (unsigned i = 0; i < w.pod_sets.size(); ++i) {
     const PodSetSpec& ps = w.pod_sets[i];
@@ -312,11 +314,9 @@ void SnapshotCodec::SaveWorkload(const std::string& key, const WorkloadState& w,
     PutTolerations(p.initTolerations(Count(ps.tolerations.size(), "tolerations")), ps.tolerations);
     PutRequirements(p.initAffinity(Count(ps.affinity.size(), "affinity")), ps.affinity);
   }
-  PutPairs(b.initNamespaceLabels(Count(w.namespace_labels.size(), "labels")), w.namespace_labels);
-  b.setPhase(static_cast<uint8_t>(w.phase));
-  b.setClusterQueue(w.cluster_queue);
-  b.setClassKey(w.class_key);
-  b.setQueued(w.queued);
+}
+
+void SnapshotCodec::SaveAdmission(const WorkloadState& w, WB b) {
   auto adm = b.initAdmission();
   auto psas = adm.initPodSets(Count(w.admission.pod_sets.size(), "pod set assignments"));
   for (unsigned i = 0; i < w.admission.pod_sets.size(); ++i) {
@@ -334,12 +334,9 @@ void SnapshotCodec::SaveWorkload(const std::string& key, const WorkloadState& w,
   }
   PutFrAmounts(adm.initUsage(Count(w.admission.usage.size(), "usage")), w.admission.usage);
   adm.setBorrows(w.admission.borrows);
-  b.setGeneration(w.generation);
-  b.setQuotaVersion(w.quota_version);
-  b.setReservedAtNs(w.reserved_at_ns);
-  b.setPodsReleased(w.pods_released);
-  b.setImported(w.imported);
-  b.setRequeueCount(w.requeue_count);
+}
+
+void SnapshotCodec::SaveChecks(const WorkloadState& w, WB b) {
   auto checks = b.initChecks(Count(w.checks.size(), "checks"));
   unsigned i = 0;
   for (const auto& [name, c] : w.checks) {
@@ -362,6 +359,115 @@ void SnapshotCodec::SaveWorkload(const std::string& key, const WorkloadState& w,
     }
     ++i;
   }
+}
+
+void SnapshotCodec::SaveConditions(const WorkloadState& w, WB b) {
+  auto conditions = b.initConditions(Count(w.conditions.size(), "conditions"));
+  unsigned i = 0;
+  for (const Condition& c : w.conditions) {
+    // Key and type are the same name: the format is that of a map keyed by the type.
+    conditions[i].setKey(std::string(c.type_name()));
+    conditions[i].setType(std::string(c.type_name()));
+    conditions[i].setStatus(c.status);
+    conditions[i].setReason(c.reason);
+    conditions[i].setMessage(c.message);
+    conditions[i].setLastTransitionNs(c.last_transition_ns);
+    ++i;
+  }
+}
+
+void SnapshotCodec::LoadPodSets(const Engine& e, WR r, WorkloadState& w) {
+  for (auto p : r.getPodSets()) {
+    PodSetSpec ps;
+    ps.name = Str(p.getName());
+    ps.count = p.getCount();
+    ps.min_count = p.getMinCount();
+    ps.requests = GetIdAmounts(e, p.getRequests());
+    ps.node_selector = GetPairs(p.getNodeSelector());
+    ps.tolerations = GetTolerations(p.getTolerations());
+    ps.affinity = GetRequirements(p.getAffinity());
+    w.pod_sets.push_back(std::move(ps));
+  }
+}
+
+void SnapshotCodec::LoadAdmission(const Engine& e, WR r, WorkloadState& w) {
+  auto adm = r.getAdmission();
+  for (auto p : adm.getPodSets()) {
+    PodSetAssignment a;
+    a.name = Str(p.getName());
+    a.count = p.getCount();
+    for (auto f : p.getFlavors()) {
+      if (!a.flavors.emplace(ResourceId(e, f.getId()), FlavorId(e, f.getValue())).second) {
+        Corrupt("duplicate resource in a pod set assignment");
+      }
+    }
+    a.usage = GetIdAmounts(e, p.getUsage());
+    w.admission.pod_sets.push_back(std::move(a));
+  }
+  w.admission.usage = GetFrAmounts(e, adm.getUsage());
+  w.admission.borrows = adm.getBorrows();
+}
+
+void SnapshotCodec::LoadChecks(WR r, WorkloadState& w) {
+  for (auto c : r.getChecks()) {
+    const std::optional<CheckState> state = CheckStateFromName(Str(c.getState()));
+    if (!state) {
+      Corrupt("workload " + w.ns + "/" + w.name + ": check " + Str(c.getName()) + " in state '" +
+              Str(c.getState()) + "'");
+    }
+    CheckStatus cs{*state, Str(c.getMessage()), c.getLastTransitionNs(), c.getReportSequence(), {}};
+    for (auto u : c.getPodSetUpdates()) {  // format v5 on; none in a v4 snapshot
+      cs.pod_set_updates.push_back(PodSetUpdate{Str(u.getPodSet()), GetPairs(u.getLabels()),
+                                                GetPairs(u.getAnnotations()),
+                                                GetPairs(u.getNodeSelector()),
+                                                GetTolerations(u.getTolerations())});
+    }
+    InsertUnique(w.checks, Str(c.getName()), std::move(cs), "check");
+  }
+}
+
+void SnapshotCodec::LoadConditions(WR r, WorkloadState& w) {
+  for (auto c : r.getConditions()) {
+    const std::string key = Str(c.getKey());
+    auto type = ParseConditionType(key);
+    if (!type || Str(c.getType()) != key) {
+      Corrupt("workload " + w.ns + "/" + w.name + ": condition " + key + " of type " + Str(c.getType()));
+    }
+    bool added = false;
+    Condition& cond = w.conditions.Upsert(*type, &added);
+    if (!added) Corrupt("workload " + w.ns + "/" + w.name + ": condition " + key + " twice");
+    cond.status = c.getStatus();
+    cond.reason = Str(c.getReason());
+    cond.message = Str(c.getMessage());
+    cond.last_transition_ns = c.getLastTransitionNs();
+  }
+}
+
+void SnapshotCodec::SaveWorkload(const std::string& key, const WorkloadState& w,
+                                 snap::WorkloadState::Builder b) {
+  b.setKey(key);
+  b.setNamespace(w.ns);
+  b.setName(w.name);
+  b.setUid(w.uid);
+  b.setQueueName(w.queue_name);
+  b.setPriorityClass(w.priority_class);
+  b.setPriority(w.priority);
+  b.setCreationNs(w.creation_ns);
+  b.setQueuedAtNs(w.queued_at_ns);
+  SavePodSets(w, b);
+  PutPairs(b.initNamespaceLabels(Count(w.namespace_labels.size(), "labels")), w.namespace_labels);
+  b.setPhase(static_cast<uint8_t>(w.phase));
+  b.setClusterQueue(w.cluster_queue);
+  b.setClassKey(w.class_key);
+  b.setQueued(w.queued);
+  SaveAdmission(w, b);
+  b.setGeneration(w.generation);
+  b.setQuotaVersion(w.quota_version);
+  b.setReservedAtNs(w.reserved_at_ns);
+  b.setPodsReleased(w.pods_released);
+  b.setImported(w.imported);
+  b.setRequeueCount(w.requeue_count);
+  SaveChecks(w, b);
   b.setCheckRetries(w.check_retries);
   b.setPodsReadyRequeues(w.pods_ready_requeues);
   b.setFencingToken(w.fencing_token);
@@ -379,18 +485,7 @@ void SnapshotCodec::SaveWorkload(const std::string& key, const WorkloadState& w,
   b.setDeactivateMessage(w.deactivate_message);
   b.setPendingReason(w.pending_reason);
   b.setPendingMessage(w.pending_message);
-  auto conditions = b.initConditions(Count(w.conditions.size(), "conditions"));
-  i = 0;
-  for (const Condition& c : w.conditions) {
-    // Key and type are the same name: the format is that of a map keyed by the type.
-    conditions[i].setKey(std::string(c.type_name()));
-    conditions[i].setType(std::string(c.type_name()));
-    conditions[i].setStatus(c.status);
-    conditions[i].setReason(c.reason);
-    conditions[i].setMessage(c.message);
-    conditions[i].setLastTransitionNs(c.last_transition_ns);
-    ++i;
-  }
+  SaveConditions(w, b);
   b.setSubmittedSequence(w.submitted_sequence);
 }
 
@@ -404,58 +499,20 @@ WorkloadState SnapshotCodec::LoadWorkload(const Engine& e, snap::WorkloadState::
   w.priority = r.getPriority();
   w.creation_ns = r.getCreationNs();
   w.queued_at_ns = r.getQueuedAtNs();
-  for (auto p : r.getPodSets()) {
-    PodSetSpec ps;
-    ps.name = Str(p.getName());
-    ps.count = p.getCount();
-    ps.min_count = p.getMinCount();
-    ps.requests = GetIdAmounts(e, p.getRequests());
-    ps.node_selector = GetPairs(p.getNodeSelector());
-    ps.tolerations = GetTolerations(p.getTolerations());
-    ps.affinity = GetRequirements(p.getAffinity());
-    w.pod_sets.push_back(std::move(ps));
-  }
+  LoadPodSets(e, r, w);
   w.namespace_labels = GetPairs(r.getNamespaceLabels());
   w.phase = EnumFrom<Phase>(r.getPhase(), static_cast<uint8_t>(Phase::kDeleted), "phase");
   w.cluster_queue = Str(r.getClusterQueue());
   w.class_key = Str(r.getClassKey());
   w.queued = r.getQueued();
-  auto adm = r.getAdmission();
-  for (auto p : adm.getPodSets()) {
-    PodSetAssignment a;
-    a.name = Str(p.getName());
-    a.count = p.getCount();
-    for (auto f : p.getFlavors()) {
-      if (!a.flavors.emplace(ResourceId(e, f.getId()), FlavorId(e, f.getValue())).second) {
-        Corrupt("duplicate resource in a pod set assignment");
-      }
-    }
-    a.usage = GetIdAmounts(e, p.getUsage());
-    w.admission.pod_sets.push_back(std::move(a));
-  }
-  w.admission.usage = GetFrAmounts(e, adm.getUsage());
-  w.admission.borrows = adm.getBorrows();
+  LoadAdmission(e, r, w);
   w.generation = r.getGeneration();
   w.quota_version = r.getQuotaVersion();
   w.reserved_at_ns = r.getReservedAtNs();
   w.pods_released = r.getPodsReleased();
   w.imported = r.getImported();
   w.requeue_count = r.getRequeueCount();
-  for (auto c : r.getChecks()) {
-    const std::optional<CheckState> state = CheckStateFromName(Str(c.getState()));
-    if (!state) {
-      Corrupt("workload " + w.ns + "/" + w.name + ": check " + Str(c.getName()) + " in state '" +
-              Str(c.getState()) + "'");
-    }
-    CheckStatus cs{*state, Str(c.getMessage()), c.getLastTransitionNs(), c.getReportSequence(), {}};
-    for (auto u : c.getPodSetUpdates()) {  // format v5 on; none in a v4 snapshot
-      cs.pod_set_updates.push_back(PodSetUpdate{Str(u.getPodSet()), GetPairs(u.getLabels()),
-                                                GetPairs(u.getAnnotations()),
-                                                GetPairs(u.getNodeSelector()),
-                                                GetTolerations(u.getTolerations())});
-    }
-    InsertUnique(w.checks, Str(c.getName()), std::move(cs), "check");
-  }
+  LoadChecks(r, w);
   w.check_retries = r.getCheckRetries();
   w.pods_ready_requeues = r.getPodsReadyRequeues();
   w.fencing_token = Str(r.getFencingToken());
@@ -478,20 +535,7 @@ WorkloadState SnapshotCodec::LoadWorkload(const Engine& e, snap::WorkloadState::
   w.deactivate_message = Str(r.getDeactivateMessage());
   w.pending_reason = Str(r.getPendingReason());
   w.pending_message = Str(r.getPendingMessage());
-  for (auto c : r.getConditions()) {
-    const std::string key = Str(c.getKey());
-    auto type = ParseConditionType(key);
-    if (!type || Str(c.getType()) != key) {
-      Corrupt("workload " + w.ns + "/" + w.name + ": condition " + key + " of type " + Str(c.getType()));
-    }
-    bool added = false;
-    Condition& cond = w.conditions.Upsert(*type, &added);
-    if (!added) Corrupt("workload " + w.ns + "/" + w.name + ": condition " + key + " twice");
-    cond.status = c.getStatus();
-    cond.reason = Str(c.getReason());
-    cond.message = Str(c.getMessage());
-    cond.last_transition_ns = c.getLastTransitionNs();
-  }
+  LoadConditions(r, w);
   w.submitted_sequence = r.getSubmittedSequence();
   return w;
 }

@@ -162,22 +162,35 @@ class HistoryCollector {
     return e;
   }
 
+  // Fills the fields and the summary of `e` that its event's kind has.
   static void Describe(schema::Event::Reader event, HistoryEntry* e) {
     auto b = event.getBody();
+    if (DescribeInput(b, e) || DescribeAdmission(b, e) || DescribeSetback(b, e)) return;
+    e->summary = e->type;
+  }
+
+  // "main x2 {cpu=1 nvidia.com/gpu=8}, ...": each podSet, its count and its requests.
+  static std::string PodSetsText(schema::Workload::Reader w) {
+    std::string sets;
+    for (auto ps : w.getPodSets()) {
+      if (!sets.empty()) sets += ", ";
+      sets += std::string(ps.getName().cStr()) + " x" + std::to_string(ps.getCount());
+      std::string req;
+      for (auto r : ps.getRequests()) {
+        req += (req.empty() ? "" : " ") + std::string(r.getName().cStr()) + "=" +
+               schema::FormatQuantityMilli(r.getMilli(), r.getName().cStr());
+      }
+      if (!req.empty()) sets += " {" + req + "}";
+    }
+    return sets;
+  }
+
+  // Inputs about the workload: its spec, its end, check and pod reports, revocations.
+  static bool DescribeInput(schema::Event::Body::Reader b, HistoryEntry* e) {
     switch (b.which()) {
       case W::WORKLOAD_SUBMITTED: {
         auto w = b.getWorkloadSubmitted().getWorkload();
-        std::string sets;
-        for (auto ps : w.getPodSets()) {
-          if (!sets.empty()) sets += ", ";
-          sets += std::string(ps.getName().cStr()) + " x" + std::to_string(ps.getCount());
-          std::string req;
-          for (auto r : ps.getRequests()) {
-            req += (req.empty() ? "" : " ") + std::string(r.getName().cStr()) + "=" +
-                   schema::FormatQuantityMilli(r.getMilli(), r.getName().cStr());
-          }
-          if (!req.empty()) sets += " {" + req + "}";
-        }
+        const std::string sets = PodSetsText(w);
         e->summary = "submitted to LocalQueue " + std::string(w.getQueueName().cStr()) +
                      (w.getHasPriority() ? ", priority " + std::to_string(w.getPriority()) : "") +
                      (sets.empty() ? "" : ", pods " + sets);
@@ -223,6 +236,15 @@ class HistoryCollector {
         e->reason = b.getRevocationRequested().getReason().cStr();
         e->summary = "revocation requested: " + e->reason;
         break;
+      default:
+        return false;
+    }
+    return true;
+  }
+
+  // Decisions on the way in: quota reserved, admitted, why it is still pending.
+  static bool DescribeAdmission(schema::Event::Body::Reader b, HistoryEntry* e) {
+    switch (b.which()) {
       case W::QUOTA_RESERVED: {
         auto q = b.getQuotaReserved();
         e->cluster_queue = q.getAdmission().getClusterQueue().cStr();
@@ -267,6 +289,15 @@ class HistoryCollector {
         e->summary = "pending: " + e->reason + (e->message.empty() ? "" : ": " + e->message);
         break;
       }
+      default:
+        return false;
+    }
+    return true;
+  }
+
+  // Decisions that set it back: evictions, releases, requeues, rejections, alerts.
+  static bool DescribeSetback(schema::Event::Body::Reader b, HistoryEntry* e) {
+    switch (b.which()) {
       case W::EVICTION_STARTED: {
         auto v = b.getEvictionStarted();
         e->reason = v.getReason().cStr();
@@ -316,9 +347,9 @@ class HistoryCollector {
         e->summary = "drain deadline passed" + (e->message.empty() ? "" : ": " + e->message);
         break;
       default:
-        e->summary = e->type;
-        break;
+        return false;
     }
+    return true;
   }
 
   const std::string ns_, name_, key_;
@@ -606,6 +637,63 @@ Result<bool> RetiredByTime(ledger::EventLog& log, const std::vector<HistoryEntry
   return at_time_ns >= ended->recorded_at_ns + keep;
 }
 
+namespace {
+
+// The workload's state now, from the decider's, with what its history adds: who reported each
+// check, the shortfall of its current pending reason, its place in the queue.
+void FillNow(const projections::Engine& engine, const projections::WorkloadState& wl,
+             Explanation& x) {
+  WorkloadNow& now = x.now;
+  now.uid = wl.uid;
+  now.phase = projections::PhaseName(wl.phase);
+  now.queue_name = wl.queue_name;
+  now.cluster_queue = wl.cluster_queue;
+  now.priority = wl.priority;
+  now.requeue_count = wl.requeue_count;
+  now.pending_reason = wl.pending_reason;
+  now.pending_message = wl.pending_message;
+  now.reserved_at_ns = wl.reserved_at_ns;
+  now.admitted_at_ns = wl.admitted_at_ns;
+  now.requeue_at_ns = wl.requeue_at_ns;
+  now.drain_deadline_ns = wl.drain_deadline_ns;
+  now.pending_since_ns = wl.pending_since_ns;
+  now.fencing_token = wl.fencing_token;
+  if (projections::HoldsQuota(wl.phase)) now.flavors = FlavorsOf(engine, wl.admission);
+  for (const auto& [check, status] : wl.checks) {
+    CheckNow c{check, projections::CheckStateName(status.state), status.message, status.last_transition_ns,
+               status.report_sequence, "", ""};
+    for (const HistoryEntry& e : x.history) {
+      if (c.report_sequence != 0 && e.sequence == c.report_sequence) {
+        c.reported_by = e.actor;
+        c.via_field_manager = e.via_field_manager;
+      }
+    }
+    now.checks.push_back(std::move(c));
+  }
+  // The shortfall of the latest pending reason of this incarnation, if it is the current one.
+  for (auto e = x.history.rbegin(); e != x.history.rend(); ++e) {
+    if (e->uid != wl.uid) continue;
+    if (e->type == "quotaReserved" || e->type == "workloadImported") break;
+    if (e->type != "pendingReasonChanged") continue;
+    if (e->reason == wl.pending_reason) {
+      now.shortfall_known = e->shortfall_milli != 0 || !e->resource.empty();
+      now.short_resource = e->resource;
+      now.short_flavor = e->flavor;
+      now.shortfall_milli = e->shortfall_milli;
+    }
+    break;
+  }
+  if (wl.queued && !wl.cluster_queue.empty()) {
+    const std::vector<std::string> order = engine.PendingInOrder(wl.cluster_queue);
+    now.queue_length = order.size();
+    auto pos = std::find(order.begin(), order.end(), x.ns + "/" + x.name);
+    if (pos != order.end()) now.queue_position = static_cast<size_t>(pos - order.begin()) + 1;
+  }
+  now.blocked_by = BlockedBy(now, x.at_time_ns);
+}
+
+}  // namespace
+
 Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const std::string& name,
                             Sequence at, const ReplayProgress& progress,
                             ledger::SnapshotStore* snapshots) {
@@ -663,53 +751,7 @@ Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const 
         "the decider holds no workload " + ns + "/" + name + " at sequence " + std::to_string(x.at);
     return x;
   }
-  const projections::WorkloadState& wl = it->second;
-  now.uid = wl.uid;
-  now.phase = projections::PhaseName(wl.phase);
-  now.queue_name = wl.queue_name;
-  now.cluster_queue = wl.cluster_queue;
-  now.priority = wl.priority;
-  now.requeue_count = wl.requeue_count;
-  now.pending_reason = wl.pending_reason;
-  now.pending_message = wl.pending_message;
-  now.reserved_at_ns = wl.reserved_at_ns;
-  now.admitted_at_ns = wl.admitted_at_ns;
-  now.requeue_at_ns = wl.requeue_at_ns;
-  now.drain_deadline_ns = wl.drain_deadline_ns;
-  now.pending_since_ns = wl.pending_since_ns;
-  now.fencing_token = wl.fencing_token;
-  if (projections::HoldsQuota(wl.phase)) now.flavors = FlavorsOf(engine, wl.admission);
-  for (const auto& [check, status] : wl.checks) {
-    CheckNow c{check, projections::CheckStateName(status.state), status.message, status.last_transition_ns,
-               status.report_sequence, "", ""};
-    for (const HistoryEntry& e : x.history) {
-      if (c.report_sequence != 0 && e.sequence == c.report_sequence) {
-        c.reported_by = e.actor;
-        c.via_field_manager = e.via_field_manager;
-      }
-    }
-    now.checks.push_back(std::move(c));
-  }
-  // The shortfall of the latest pending reason of this incarnation, if it is the current one.
-  for (auto e = x.history.rbegin(); e != x.history.rend(); ++e) {
-    if (e->uid != wl.uid) continue;
-    if (e->type == "quotaReserved" || e->type == "workloadImported") break;
-    if (e->type != "pendingReasonChanged") continue;
-    if (e->reason == wl.pending_reason) {
-      now.shortfall_known = e->shortfall_milli != 0 || !e->resource.empty();
-      now.short_resource = e->resource;
-      now.short_flavor = e->flavor;
-      now.shortfall_milli = e->shortfall_milli;
-    }
-    break;
-  }
-  if (wl.queued && !wl.cluster_queue.empty()) {
-    const std::vector<std::string> order = engine.PendingInOrder(wl.cluster_queue);
-    now.queue_length = order.size();
-    auto pos = std::find(order.begin(), order.end(), ns + "/" + name);
-    if (pos != order.end()) now.queue_position = static_cast<size_t>(pos - order.begin()) + 1;
-  }
-  now.blocked_by = BlockedBy(now, x.at_time_ns);
+  FillNow(engine, it->second, x);
   return x;
 }
 
@@ -824,9 +866,10 @@ std::string ExplainJson(const Explanation& x) {
   return out.dump(2);
 }
 
-std::string ExplainHtml(const Explanation& x) {
-  const WorkloadNow& n = x.now;
-  std::ostringstream out;
+namespace {
+
+// The page's head, its style, and the title block.
+void HtmlHead(const Explanation& x, std::ostringstream& out) {
   out << R"(<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>)"
@@ -859,7 +902,10 @@ th{font-size:12px;color:#5a6372;font-weight:600}
   if (x.requested != x.at) out << " (end of the append holding sequence " << x.requested << ")";
   out << " &middot; " << Html(FormatTimeNs(x.at_time_ns)) << " &middot; engine v"
       << x.engine_version << "</div>\n";
+}
 
+// The workload's state now, with its checks.
+void HtmlNow(const WorkloadNow& n, std::ostringstream& out) {
   out << "<h2>Now</h2>\n<div class=\"now " << Html(n.phase) << "\"><div class=\"phase\">"
       << Html(n.phase)
       << (n.cluster_queue.empty() ? "" : " in ClusterQueue " + Html(n.cluster_queue)) << "</div>\n";
@@ -880,7 +926,10 @@ th{font-size:12px;color:#5a6372;font-weight:600}
     out << "</table>\n";
   }
   out << "</div>\n";
+}
 
+// Its phases as a bar over time, its milestones in order, and their legend.
+void HtmlTimeline(const Explanation& x, std::ostringstream& out) {
   const std::vector<Segment> segments = Segments(x);
   if (!segments.empty()) {
     const int64_t begin = segments.front().start_ns;
@@ -918,7 +967,10 @@ th{font-size:12px;color:#5a6372;font-weight:600}
     }
     out << "</div>\n";
   }
+}
 
+// Every recorded event about it, one row each.
+void HtmlHistory(const Explanation& x, std::ostringstream& out) {
   out << "<h2>History</h2>\n<table>\n<tr><th>#</th><th>time</th><th>event</th><th>what</th>"
          "<th>actor</th><th>versions</th></tr>\n";
   for (const HistoryEntry& e : x.history) {
@@ -946,6 +998,16 @@ th{font-size:12px;color:#5a6372;font-weight:600}
          "<span class=\"mono\">admitctl explain</span>: every row is a recorded event; "
          "the state above is the decider folded to sequence "
       << x.at << ".</p>\n</body></html>\n";
+}
+
+}  // namespace
+
+std::string ExplainHtml(const Explanation& x) {
+  std::ostringstream out;
+  HtmlHead(x, out);
+  HtmlNow(x.now, out);
+  HtmlTimeline(x, out);
+  HtmlHistory(x, out);
   return out.str();
 }
 

@@ -37,24 +37,9 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
   last_time_ms_ = std::max(last_time_ms_, at);
   auto body = event.getBody();
   switch (body.which()) {
-    case schema::Event::Body::CLUSTER_QUEUE_DEFINED: {
-      auto cq = body.getClusterQueueDefined();
-      const std::string name = cq.getName().cStr();
-      cohorts_[name] = cq.getCohortName().cStr();
-      Touch('c', name);
-      Touch('q', name);
-      EndQuota(name, at);
-      std::vector<QuotaSpan>& spans = quota_open_[name];
-      for (auto group : cq.getResourceGroups()) {
-        for (auto flavor : group.getFlavors()) {
-          for (auto r : flavor.getResources()) {
-            spans.push_back(QuotaSpan{name, flavor.getName().cStr(), r.getName().cStr(),
-                                      r.getNominalQuotaMilli(), at, at});
-          }
-        }
-      }
+    case schema::Event::Body::CLUSTER_QUEUE_DEFINED:
+      ApplyQuotaDefined(body.getClusterQueueDefined(), at);
       break;
-    }
     case schema::Event::Body::OBJECT_DELETED: {
       auto deleted = body.getObjectDeleted();
       if (std::string(deleted.getKind().cStr()) == "ClusterQueue") {
@@ -91,60 +76,12 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
       workloads_.erase(it);
       break;
     }
-    case schema::Event::Body::QUOTA_RESERVED: {
-      auto qr = body.getQuotaReserved();
-      const std::string uid = qr.getWorkload().getUid().cStr();
-      WorkloadInfo& info = workloads_[uid];
-      Touch('w', uid);
-      Touch('h', uid);
-      Hold hold;
-      hold.uid = uid;
-      hold.generation = qr.getGeneration();
-      hold.base.ns = qr.getWorkload().getNamespace().cStr();
-      hold.base.local_queue = info.local_queue;
-      hold.base.cluster_queue = qr.getAdmission().getClusterQueue().cStr();
-      auto cohort = cohorts_.find(std::string_view(hold.base.cluster_queue));
-      if (cohort != cohorts_.end()) hold.base.cohort = cohort->second;
-      hold.base.priority_class = info.priority_class;
-      for (auto ps : qr.getAdmission().getPodSetAssignments()) {
-        for (auto usage : ps.getResourceUsage()) {
-          Amount amount;
-          amount.pod_set = ps.getName().cStr();
-          amount.resource = usage.getName().cStr();
-          amount.milli = usage.getMilli();
-          for (auto f : ps.getFlavors()) {
-            if (amount.resource == View(f.getResource())) amount.flavor = f.getFlavor().cStr();
-          }
-          if (amount.milli != 0) hold.amounts.push_back(std::move(amount));
-        }
-      }
-      hold.reserved_ms = at;
-      if (info.imported_pending) {
-        hold.released_ms = at;  // an imported workload's pods are running already
-        info.imported_pending = false;
-      }
-      holds_[uid] = std::move(hold);
+    case schema::Event::Body::QUOTA_RESERVED:
+      ApplyQuotaReserved(body.getQuotaReserved(), at);
       break;
-    }
-    case schema::Event::Body::PODS_REPORTED: {
-      auto pr = body.getPodsReported();
-      const bool released = pr.getReport() == schema::PodsReport::RELEASED;
-      // failedToStart (engine v18): no pod ran, even after a release was reported (a runtime
-      // that stopped between its write-ahead record and the start), so the hold was idle.
-      const bool failed = pr.getReport() == schema::PodsReport::FAILED_TO_START;
-      if (!released && !failed) break;
-      auto it = holds_.find(View(pr.getWorkload().getUid()));
-      if (it == holds_.end() || (released && it->second.released_ms)) break;
-      // Only the current reservation's token releases pods (intake refuses others).
-      if (!IsToken(View(pr.getFencingToken()), it->second.uid, it->second.generation)) break;
-      if (released) {
-        it->second.released_ms = at;
-      } else {
-        it->second.released_ms.reset();
-      }
-      Touch('h', it->first);
+    case schema::Event::Body::PODS_REPORTED:
+      ApplyPodsReported(body.getPodsReported(), at);
       break;
-    }
     case schema::Event::Body::QUOTA_RELEASED: {
       auto released = body.getQuotaReleased();
       auto it = holds_.find(View(released.getWorkload().getUid()));
@@ -157,6 +94,78 @@ void UsageFold::Apply(uint64_t sequence, schema::Event::Reader event) {
     default:
       break;
   }
+}
+
+// A ClusterQueue's (new) definition: its quota spans so far end, new ones open at `at`.
+void UsageFold::ApplyQuotaDefined(schema::ClusterQueueDef::Reader cq, int64_t at) {
+  const std::string name = cq.getName().cStr();
+  cohorts_[name] = cq.getCohortName().cStr();
+  Touch('c', name);
+  Touch('q', name);
+  EndQuota(name, at);
+  std::vector<QuotaSpan>& spans = quota_open_[name];
+  for (auto group : cq.getResourceGroups()) {
+    for (auto flavor : group.getFlavors()) {
+      for (auto r : flavor.getResources()) {
+        spans.push_back(QuotaSpan{name, flavor.getName().cStr(), r.getName().cStr(),
+                                  r.getNominalQuotaMilli(), at, at});
+      }
+    }
+  }
+}
+
+// A reservation opens a hold: its attribution and its amounts per podSet, flavor and resource.
+void UsageFold::ApplyQuotaReserved(schema::QuotaReserved::Reader qr, int64_t at) {
+  const std::string uid = qr.getWorkload().getUid().cStr();
+  WorkloadInfo& info = workloads_[uid];
+  Touch('w', uid);
+  Touch('h', uid);
+  Hold hold;
+  hold.uid = uid;
+  hold.generation = qr.getGeneration();
+  hold.base.ns = qr.getWorkload().getNamespace().cStr();
+  hold.base.local_queue = info.local_queue;
+  hold.base.cluster_queue = qr.getAdmission().getClusterQueue().cStr();
+  auto cohort = cohorts_.find(std::string_view(hold.base.cluster_queue));
+  if (cohort != cohorts_.end()) hold.base.cohort = cohort->second;
+  hold.base.priority_class = info.priority_class;
+  for (auto ps : qr.getAdmission().getPodSetAssignments()) {
+    for (auto usage : ps.getResourceUsage()) {
+      Amount amount;
+      amount.pod_set = ps.getName().cStr();
+      amount.resource = usage.getName().cStr();
+      amount.milli = usage.getMilli();
+      for (auto f : ps.getFlavors()) {
+        if (amount.resource == View(f.getResource())) amount.flavor = f.getFlavor().cStr();
+      }
+      if (amount.milli != 0) hold.amounts.push_back(std::move(amount));
+    }
+  }
+  hold.reserved_ms = at;
+  if (info.imported_pending) {
+    hold.released_ms = at;  // an imported workload's pods are running already
+    info.imported_pending = false;
+  }
+  holds_[uid] = std::move(hold);
+}
+
+// Pods released (used from now on) or failed to start (idle all along), on the current token.
+void UsageFold::ApplyPodsReported(schema::PodsReported::Reader pr, int64_t at) {
+  const bool released = pr.getReport() == schema::PodsReport::RELEASED;
+  // failedToStart (engine v18): no pod ran, even after a release was reported (a runtime
+  // that stopped between its write-ahead record and the start), so the hold was idle.
+  const bool failed = pr.getReport() == schema::PodsReport::FAILED_TO_START;
+  if (!released && !failed) return;
+  auto it = holds_.find(View(pr.getWorkload().getUid()));
+  if (it == holds_.end() || (released && it->second.released_ms)) return;
+  // Only the current reservation's token releases pods (intake refuses others).
+  if (!IsToken(View(pr.getFencingToken()), it->second.uid, it->second.generation)) return;
+  if (released) {
+    it->second.released_ms = at;
+  } else {
+    it->second.released_ms.reset();
+  }
+  Touch('h', it->first);
 }
 
 template <typename Out>

@@ -129,6 +129,10 @@ class UsageFold {
   std::vector<QuotaSpan> quota_closed_;
   std::map<std::string, std::vector<QuotaSpan>> quota_open_;  // by ClusterQueue
   void EndQuota(const std::string& cluster_queue, int64_t at_ms);
+  // Apply's steps for the events that open quota spans, holds and pod releases.
+  void ApplyQuotaDefined(schema::ClusterQueueDef::Reader cq, int64_t at_ms);
+  void ApplyQuotaReserved(schema::QuotaReserved::Reader qr, int64_t at_ms);
+  void ApplyPodsReported(schema::PodsReported::Reader pr, int64_t at_ms);
   std::deque<Interval> closed_;
   bool track_ = false;
   std::set<std::string> changed_;  // entry keys: "w" / "h" + uid, "c" / "q" + ClusterQueue

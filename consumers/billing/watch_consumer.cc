@@ -94,6 +94,125 @@ Status BillingIngest::Flush(bool* wrote) {
   return Status::Ok();
 }
 
+namespace {
+
+// What the ingest thread and the relay (the calling thread) tell each other.
+struct Handoff {
+  std::mutex mu;
+  std::condition_variable changed;  // an ingest batch was written, or the ingest ended
+  bool ingest_done = false;         // guarded by mu
+  bool relay_failed = false;        // guarded by mu
+  Status ingest_status;             // guarded by mu; set once ingest_done
+};
+
+// Drops the outbox records that an earlier run published (the relay's transactional id knows
+// how far it got), and loads the fold the store holds.
+Status Resume(BillingStore& store, OutboxRelay& relay, UsageFold* fold,
+              std::optional<OutboxPosition>* published, WatchConsumerStats* stats) {
+  auto position = relay.PublishedPosition();
+  if (!position.ok()) return position.status();
+  *published = *position;
+  stats->resumed_after = store.cursor().sequence;
+  if (*published) {
+    auto before = store.OutboxSize();
+    if (!before.ok()) return before.status();
+    ADM_RETURN_IF_ERROR(store.RemoveOutboxThrough(**published));
+    auto after = store.OutboxSize();
+    if (!after.ok()) return after.status();
+    stats->outbox_published_before = *before - *after;
+  }
+  ADM_RETURN_IF_ERROR(store.LoadFold(fold));
+  fold->TrackChanges(true);
+  return Status::Ok();
+}
+
+// The ingest: runs on its own thread and on the source's (on_events and idle run where the
+// source calls them), watching again after a stream that ended, until `options.until`, a
+// failure, or `cancelled`.
+void Ingest(const WatchConsumerOptions& options, const EventSource& source, BillingStore& state,
+            UsageFold& fold, std::optional<OutboxPosition> publish_after,
+            const std::function<bool()>& cancelled, Handoff& handoff, WatchConsumerStats& stats) {
+  BillingIngest in(state, fold, options.bucket_ms, publish_after, options.state_dir);
+  Status failure;
+  auto reached = [&] { return options.until && in.cursor() >= *options.until; };
+  auto flush = [&] {
+    bool wrote = false;
+    if (failure.ok()) failure = in.Flush(&wrote);
+    if (!failure.ok()) return false;
+    if (wrote) {
+      handoff.changed.notify_all();
+      if (options.drill) options.drill("ingested", in.batches());
+    }
+    return true;
+  };
+  auto on_events = [&](const std::vector<ledger::StoredEvent>& events) -> bool {
+    const uint64_t batches = in.batches();
+    failure = in.Add(events);
+    if (!failure.ok()) return false;
+    if (in.batches() != batches) {
+      handoff.changed.notify_all();
+      if (options.drill) options.drill("ingested", in.batches());
+    }
+    // A push shorter than a catch-up push: the stream is live; write what it brought.
+    if ((events.size() < kCatchUpPushEvents || reached()) && !flush()) return false;
+    return !reached() && !cancelled();
+  };
+  auto idle = [&]() -> bool { return !flush() || cancelled(); };
+  while (failure.ok() && !reached() && !cancelled()) {
+    Status s = source(in.cursor() + 1, on_events, idle);
+    if (!flush() || reached() || cancelled()) break;
+    if (!s.ok() && s.code() != Code::kUnavailable) {
+      failure = s;
+      break;
+    }
+    if (options.log) {
+      options.log(s.ok() ? "the watch ended; watching again after sequence " +
+                               std::to_string(in.cursor())
+                         : s.message() + "; watching again in " +
+                               std::to_string(kRewatchMs) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(kRewatchMs));
+  }
+  flush();
+  std::lock_guard lock(handoff.mu);
+  stats.events_folded = in.events_folded();
+  handoff.ingest_status = failure;
+  handoff.ingest_done = true;
+  handoff.changed.notify_all();
+}
+
+// The relay: publishes the outbox in transactions and removes what was published, until the
+// ingest is done and the outbox empty, or a failure.
+Status Relay(const WatchConsumerOptions& options, BillingStore& state, OutboxRelay& relay,
+             Handoff& handoff, WatchConsumerStats& stats) {
+  for (;;) {
+    auto entries = state.ReadOutbox(options.records_per_transaction);
+    if (!entries.ok()) return entries.status();
+    if (entries->empty()) {
+      std::unique_lock lock(handoff.mu);
+      if (handoff.ingest_done) {
+        // The ingest's last batch may have landed after the read above.
+        lock.unlock();
+        auto last = state.ReadOutbox(1);
+        if (last.ok() && last->empty()) return Status::Ok();
+        continue;
+      }
+      handoff.changed.wait_for(lock, std::chrono::milliseconds(200));
+      continue;
+    }
+    const uint64_t n = stats.transactions + 1;
+    ADM_RETURN_IF_ERROR(relay.Publish(*entries, [&] {
+      if (options.drill) options.drill("produced", n);
+    }));
+    stats.transactions = n;
+    stats.records_published += entries->size();
+    if (options.drill) options.drill("committed", n);
+    ADM_RETURN_IF_ERROR(state.RemoveOutboxThrough(entries->back().position));
+  }
+}
+
+}  // namespace
+
 Result<WatchConsumerStats> RunWatchConsumer(const WatchConsumerOptions& options,
                                             const EventSource& source) {
   auto store = BillingStore::Open(options.state_dir);
@@ -101,127 +220,31 @@ Result<WatchConsumerStats> RunWatchConsumer(const WatchConsumerOptions& options,
   auto relay = OutboxRelay::Open(options.output, options.transactional_id,
                                  options.operation_timeout_ms);
   if (!relay.ok()) return relay.status();
-  auto published = (*relay)->PublishedPosition();
-  if (!published.ok()) return published.status();
   WatchConsumerStats stats;
-  stats.resumed_after = (*store)->cursor().sequence;
-  if (*published) {
-    auto before = (*store)->OutboxSize();
-    if (!before.ok()) return before.status();
-    ADM_RETURN_IF_ERROR((*store)->RemoveOutboxThrough(**published));
-    auto after = (*store)->OutboxSize();
-    if (!after.ok()) return after.status();
-    stats.outbox_published_before = *before - *after;
-  }
   UsageFold fold;
-  ADM_RETURN_IF_ERROR((*store)->LoadFold(&fold));
-  fold.TrackChanges(true);
+  std::optional<OutboxPosition> publish_after;
+  ADM_RETURN_IF_ERROR(Resume(**store, **relay, &fold, &publish_after, &stats));
 
-  std::mutex mu;
-  std::condition_variable changed;
-  bool ingest_done = false;
-  bool relay_failed = false;
-  Status ingest_status;
+  Handoff handoff;
   BillingStore& state = **store;
-  const std::optional<OutboxPosition> publish_after = *published;
   auto stopping = [&] { return options.stop && options.stop(); };
   const std::function<bool()> cancelled = [&] {
     if (stopping()) return true;
-    std::lock_guard lock(mu);
-    return relay_failed;
+    std::lock_guard lock(handoff.mu);
+    return handoff.relay_failed;
   };
-
-  // The ingest: this thread and the source's (on_events and idle run where the source calls
-  // them).
   std::thread ingest([&] {
-    BillingIngest in(state, fold, options.bucket_ms, publish_after, options.state_dir);
-    Status failure;
-    auto reached = [&] { return options.until && in.cursor() >= *options.until; };
-    auto flush = [&] {
-      bool wrote = false;
-      if (failure.ok()) failure = in.Flush(&wrote);
-      if (!failure.ok()) return false;
-      if (wrote) {
-        changed.notify_all();
-        if (options.drill) options.drill("ingested", in.batches());
-      }
-      return true;
-    };
-    auto on_events = [&](const std::vector<ledger::StoredEvent>& events) -> bool {
-      const uint64_t batches = in.batches();
-      failure = in.Add(events);
-      if (!failure.ok()) return false;
-      if (in.batches() != batches) {
-        changed.notify_all();
-        if (options.drill) options.drill("ingested", in.batches());
-      }
-      // A push shorter than a catch-up push: the stream is live; write what it brought.
-      if ((events.size() < kCatchUpPushEvents || reached()) && !flush()) return false;
-      return !reached() && !cancelled();
-    };
-    auto idle = [&]() -> bool { return !flush() || cancelled(); };
-    while (failure.ok() && !reached() && !cancelled()) {
-      Status s = source(in.cursor() + 1, on_events, idle);
-      if (!flush() || reached() || cancelled()) break;
-      if (!s.ok() && s.code() != Code::kUnavailable) {
-        failure = s;
-        break;
-      }
-      if (options.log) {
-        options.log(s.ok() ? "the watch ended; watching again after sequence " +
-                                 std::to_string(in.cursor())
-                           : s.message() + "; watching again in " +
-                                 std::to_string(kRewatchMs) + " ms");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(kRewatchMs));
-    }
-    flush();
-    std::lock_guard lock(mu);
-    stats.events_folded = in.events_folded();
-    ingest_status = failure;
-    ingest_done = true;
-    changed.notify_all();
+    Ingest(options, source, state, fold, publish_after, cancelled, handoff, stats);
   });
-
-  // The relay, on this thread.
-  Status relay_status;
-  for (;;) {
-    auto entries = state.ReadOutbox(options.records_per_transaction);
-    if (!entries.ok()) {
-      relay_status = entries.status();
-      break;
-    }
-    if (entries->empty()) {
-      std::unique_lock lock(mu);
-      if (ingest_done) {
-        // The ingest's last batch may have landed after the read above.
-        lock.unlock();
-        auto last = state.ReadOutbox(1);
-        if (last.ok() && last->empty()) break;
-        continue;
-      }
-      changed.wait_for(lock, std::chrono::milliseconds(200));
-      continue;
-    }
-    const uint64_t n = stats.transactions + 1;
-    relay_status = (*relay)->Publish(*entries, [&] {
-      if (options.drill) options.drill("produced", n);
-    });
-    if (!relay_status.ok()) break;
-    stats.transactions = n;
-    stats.records_published += entries->size();
-    if (options.drill) options.drill("committed", n);
-    relay_status = state.RemoveOutboxThrough(entries->back().position);
-    if (!relay_status.ok()) break;
-  }
+  const Status relay_status = Relay(options, state, **relay, handoff, stats);
   {
-    std::lock_guard lock(mu);
-    relay_failed = !relay_status.ok();
+    std::lock_guard lock(handoff.mu);
+    handoff.relay_failed = !relay_status.ok();
   }
   // A failed relay stops the ingest at its next push or re-watch; `stop` ends a live watch.
   ingest.join();
   ADM_RETURN_IF_ERROR(relay_status);
-  ADM_RETURN_IF_ERROR(ingest_status);
+  ADM_RETURN_IF_ERROR(handoff.ingest_status);
   stats.cursor = state.cursor().sequence;
   return stats;
 }

@@ -69,6 +69,20 @@ class MetricsFold {
     uint64_t generation = 0;
     bool ready_seen = false;  // pods ready observed for this generation
   };
+  // Apply's steps, one per kind of event that moves a workload's waits; ApplyCounted counts
+  // the rest (evictions, preemptions, rejections, deactivations, revocations, alerts).
+  Track* Find(schema::WorkloadRef::Reader ref);
+  void ApplyQueued(schema::Workload::Reader wl, int64_t at_ms);
+  void ApplyQuotaReserved(schema::QuotaReserved::Reader qr, int64_t at_ms);
+  void ApplyAdmitted(schema::WorkloadRef::Reader ref, int64_t at_ms);
+  void ApplyCheckReported(schema::CheckStateReported::Reader r, int64_t at_ms);
+  void ApplyPodsReported(schema::PodsReported::Reader p, int64_t at_ms);
+  void ApplyRequeued(schema::Requeued::Reader r, int64_t at_ms);
+  void ApplyCounted(schema::Event::Body::Reader body);
+  // Render's families: ours (admission_*), then Kueue's (kueue_*), each in name order.
+  void RenderOurs(const projections::Engine& engine, Writer& w) const;
+  void RenderKueue(const projections::Engine& engine, const RenderOptions& options,
+                   Writer& w) const;
   void RenderLocalQueues(const projections::Engine& engine, Writer& w) const;
   using Series = std::map<LabelValues, uint64_t>;
   using HistogramSeries = std::map<LabelValues, Histogram>;

@@ -442,23 +442,34 @@ int RunGet(const GlobalOptions& global, const std::string& what, const std::stri
   std::cout << *text;
   return 0;
 }
-}  // namespace
-}  // namespace admission::ops
+// The options of every subcommand (`global` aside): the subcommands that main runs after the
+// parse (the groups run from their own callbacks), and the options they fill.
+struct CoreCommands {
+  CLI::Option* ledger_option = nullptr;
+  CLI::App* log = nullptr;
+  uint64_t from = 1, limit = 0;
+  std::string log_format = "text";
+  CLI::App* verify = nullptr;
+  std::string verify_format = "text";
+  CLI::App* dev_append = nullptr;
+  std::vector<std::string> json_args;
+  std::string json_file;
+  CLI::App *apply = nullptr, *submit = nullptr, *import = nullptr, *finish = nullptr,
+           *delete_ = nullptr;
+  std::string file_path, out_format = "text", workload_name, finish_message, delete_file;
+  CLI::Option* delete_file_option = nullptr;
+  CLI::App* get = nullptr;
+  std::string get_what, get_format = "table";
+  uint64_t get_at = 0;
+  CLI::App* watch = nullptr;
+  WatchArgs watch_args;
+  CLI::App* demo = nullptr;
+  std::string demo_dir = "admission-demo-ledger", demo_certs;
+  CLI::Option* demo_dir_option = nullptr;
+};
 
-int main(int argc, char** argv) {
-  using namespace admission::ops;
-  CLI::App app{
-      "admitctl: the admission ledger's command line (embedded RocksDB ledger, a Kafka ledger "
-      "read directly, or admitd through --connect).\n"
-      "Every input and decision is an immutable event in the ledger at --ledger.\n"
-      "Exit codes: 0 done; 1 refused or failed (admitctl: CODE: message on stderr); 2 usage; "
-      "3 timed out: admitd did not answer within --timeout (the call may or may not have been "
-      "done: retry it with the same --request-id)."};
-  app.require_subcommand(1);
-  // Global options are accepted anywhere on the line, also after the subcommand
-  // (`report-check ... --as OWNER`, as the README shows).
-  app.fallthrough();
-  GlobalOptions global;
+// The options every subcommand takes; returns --ledger's (the demo asks whether it was given).
+CLI::Option* AddGlobalOptions(CLI::App& app, GlobalOptions& global) {
   if (const char* env = std::getenv("ADMITCTL_LEDGER")) global.ledger_dir = env;
   if (const char* env = std::getenv("ADMITCTL_CONNECT")) global.connect = env;
   CLI::Option* ledger_option = app.add_option("--ledger", global.ledger_dir,
@@ -501,127 +512,125 @@ int main(int argc, char** argv) {
                  "take a snapshot of the state after an append that crosses a multiple of this "
                  "many events (default 100000; 0: never). Startup loads the newest valid "
                  "snapshot and folds only the events after it");
+  return ledger_option;
+}
 
-  auto* log_cmd = app.add_subcommand("log", "print the ledger's events in order");
-  uint64_t from = 1, limit = 0;
-  std::string log_format = "text";
-  log_cmd->add_option("--from", from, "first sequence to print (default 1)");
-  log_cmd->add_option("--limit", limit, "print at most this many events (default: all)");
-  log_cmd->add_option("-o,--output", log_format,
-                      "text (one line per event) or json (one JSON object per line)")
+// log, verify and dev append: the ledger itself.
+void AddLedgerCommands(CLI::App& app, CoreCommands& c) {
+  c.log = app.add_subcommand("log", "print the ledger's events in order");
+  c.log->add_option("--from", c.from, "first sequence to print (default 1)");
+  c.log->add_option("--limit", c.limit, "print at most this many events (default: all)");
+  c.log->add_option("-o,--output", c.log_format,
+                    "text (one line per event) or json (one JSON object per line)")
       ->check(CLI::IsMember({"text", "json"}));
 
-  auto* verify_cmd =
+  c.verify =
       app.add_subcommand("verify", "walk the hash chain from the first event to the head and "
                                    "check every snapshot (its stored SHA-256, and that its chain "
                                    "hash is the ledger's at its sequence); exit 1 naming the "
                                    "first bad sequence or snapshot");
-  std::string verify_format = "text";
-  verify_cmd->add_option("-o,--output", verify_format, "text or json")
+  c.verify->add_option("-o,--output", c.verify_format, "text or json")
       ->check(CLI::IsMember({"text", "json"}));
 
   auto* dev_cmd = app.add_subcommand(
       "dev", "developer commands: write raw events (for tests and debugging, not operations)");
   dev_cmd->require_subcommand(1);
-  auto* dev_append = dev_cmd->add_subcommand(
+  c.dev_append = dev_cmd->add_subcommand(
       "append",
       "append raw events given as JSON (schema/events.capnp through Cap'n Proto's JSON codec) "
       "as one atomic batch; prints each event's sequence");
-  std::vector<std::string> json_args;
-  std::string json_file;
-  dev_append->add_option("--json", json_args, "one event as JSON (repeatable)");
-  dev_append->add_option("-f,--file", json_file, "file of JSON events, one per line ('-': stdin)");
+  c.dev_append->add_option("--json", c.json_args, "one event as JSON (repeatable)");
+  c.dev_append->add_option("-f,--file", c.json_file,
+                           "file of JSON events, one per line ('-': stdin)");
+}
 
-  std::string file_path, out_format = "text";
-  auto* apply_cmd = app.add_subcommand(
+// apply, submit, import, finish and delete: Kueue definitions and workloads in.
+void AddInputCommands(CLI::App& app, CoreCommands& c) {
+  c.apply = app.add_subcommand(
       "apply", "record Kueue definitions (ResourceFlavor, Cohort, ClusterQueue, LocalQueue, "
                "AdmissionCheck, WorkloadPriorityClass; v1beta1 or v1beta2 YAML). Identical "
                "objects are no-ops; a changed ClusterQueue is a new quota version");
-  auto* submit_cmd = app.add_subcommand(
+  c.submit = app.add_subcommand(
       "submit", "submit Workloads and batch/v1 Jobs (label kueue.x-k8s.io/queue-name) as one "
                 "atomic batch; prints the decisions they caused");
-  auto* import_cmd = app.add_subcommand(
+  c.import = app.add_subcommand(
       "import", "adopt Workloads that carry status.admission (kubectl get workloads -o yaml) as "
                 "admitted");
-  for (auto* cmd : {apply_cmd, submit_cmd, import_cmd}) {
-    cmd->add_option("-f,--filename", file_path, "YAML file ('-': stdin)")->required();
-    cmd->add_option("-o,--output", out_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  for (auto* cmd : {c.apply, c.submit, c.import}) {
+    cmd->add_option("-f,--filename", c.file_path, "YAML file ('-': stdin)")->required();
+    cmd->add_option("-o,--output", c.out_format, "text or json")
+        ->check(CLI::IsMember({"text", "json"}));
   }
-  std::string workload_name, finish_message;
-  auto* finish_cmd = app.add_subcommand("finish", "record that a workload finished; frees its quota");
-  finish_cmd->add_option("workload", workload_name, "NAMESPACE/NAME")->required();
-  finish_cmd->add_option("--message", finish_message, "why or how it finished");
-  finish_cmd->add_option("-o,--output", out_format, "text or json")->check(CLI::IsMember({"text", "json"}));
-  auto* delete_cmd = app.add_subcommand(
+  c.finish = app.add_subcommand("finish", "record that a workload finished; frees its quota");
+  c.finish->add_option("workload", c.workload_name, "NAMESPACE/NAME")->required();
+  c.finish->add_option("--message", c.finish_message, "why or how it finished");
+  c.finish->add_option("-o,--output", c.out_format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  c.delete_ = app.add_subcommand(
       "delete", "record that a workload was deleted (frees its quota), or with -f that Kueue "
                 "definitions were deleted (read as kubectl delete -f reads them; refused while "
                 "the ledger does not define them or a ClusterQueue uses them)");
-  std::string delete_file;
-  auto* delete_workload_opt = delete_cmd->add_option("workload", workload_name, "NAMESPACE/NAME");
-  auto* delete_file_opt = delete_cmd->add_option(
-      "-f,--filename", delete_file, "YAML file of definitions to delete ('-': stdin)");
-  delete_workload_opt->excludes(delete_file_opt);
-  delete_cmd->add_option("-o,--output", out_format, "text or json")->check(CLI::IsMember({"text", "json"}));
-  std::string get_what, get_format = "table";
-  auto* get_cmd = app.add_subcommand(
+  auto* delete_workload_opt = c.delete_->add_option("workload", c.workload_name, "NAMESPACE/NAME");
+  c.delete_file_option = c.delete_->add_option(
+      "-f,--filename", c.delete_file, "YAML file of definitions to delete ('-': stdin)");
+  delete_workload_opt->excludes(c.delete_file_option);
+  c.delete_->add_option("-o,--output", c.out_format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+}
+
+// get and watch: the state and the stream of events out.
+void AddReadCommands(CLI::App& app, CoreCommands& c) {
+  c.get = app.add_subcommand(
       "get", "show the current state as Kueue-shaped objects: workloads, clusterqueues, "
              "localqueues or cohorts");
-  get_cmd->add_option("kind", get_what, "workloads|clusterqueues|localqueues|cohorts")
+  c.get->add_option("kind", c.get_what, "workloads|clusterqueues|localqueues|cohorts")
       ->required()
       ->check(CLI::IsMember({"workloads", "workload", "wl", "clusterqueues", "clusterqueue", "cq",
                              "localqueues", "localqueue", "lq", "cohorts", "cohort"}));
-  get_cmd->add_option("-o,--output", get_format, "table (default), json or yaml")
+  c.get->add_option("-o,--output", c.get_format, "table (default), json or yaml")
       ->check(CLI::IsMember({"table", "json", "yaml"}));
-  uint64_t get_at = 0;
-  get_cmd->add_option("--at", get_at,
-                      "the state after this ledger sequence (rounded up to the end of its "
-                      "append); default: the head");
+  c.get->add_option("--at", c.get_at,
+                    "the state after this ledger sequence (rounded up to the end of its "
+                    "append); default: the head");
 
-  auto watch_args = std::make_shared<WatchArgs>();
-  auto* watch_cmd = app.add_subcommand(
+  c.watch = app.add_subcommand(
       "watch", "stream the ledger's events from admitd as they are appended (like kubectl get "
                "-w): one line or one JSON object per event, from --from on; reconnecting with "
                "the last sequence seen + 1 misses nothing and repeats nothing");
-  watch_cmd->add_option("--from", watch_args->request.from, "first sequence (default 1)");
-  watch_cmd->add_option("--kind", watch_args->request.kinds,
-                        "only events of this kind, as log prints it (repeatable)");
-  watch_cmd->add_option("--namespace", watch_args->request.namespaces,
-                        "only events about workloads of this namespace (repeatable)");
-  watch_cmd->add_option("--cluster-queue", watch_args->request.cluster_queues,
-                        "only events of this ClusterQueue (repeatable)");
-  watch_cmd->add_option("--check", watch_args->request.checks,
-                        "only reports for this AdmissionCheck and reservations that need it "
-                        "(repeatable)");
-  watch_cmd->add_option("--limit", watch_args->limit, "stop after this many events");
-  watch_cmd->add_option("-o,--output", watch_args->format, "text or json")
+  WatchArgs& watch = c.watch_args;
+  c.watch->add_option("--from", watch.request.from, "first sequence (default 1)");
+  c.watch->add_option("--kind", watch.request.kinds,
+                      "only events of this kind, as log prints it (repeatable)");
+  c.watch->add_option("--namespace", watch.request.namespaces,
+                      "only events about workloads of this namespace (repeatable)");
+  c.watch->add_option("--cluster-queue", watch.request.cluster_queues,
+                      "only events of this ClusterQueue (repeatable)");
+  c.watch->add_option("--check", watch.request.checks,
+                      "only reports for this AdmissionCheck and reservations that need it "
+                      "(repeatable)");
+  c.watch->add_option("--limit", watch.limit, "stop after this many events");
+  c.watch->add_option("-o,--output", watch.format, "text or json")
       ->check(CLI::IsMember({"text", "json"}));
+}
 
-  std::string demo_dir = "admission-demo-ledger";
-  auto* demo_cmd = app.add_subcommand(
+void AddDemoCommand(CLI::App& app, CoreCommands& c) {
+  c.demo = app.add_subcommand(
       "demo", "run the GPU platform demo on a fresh ledger (embedded, or through admitd with "
               "--connect and --certs) and narrate its decisions");
-  CLI::Option* demo_dir_option = demo_cmd->add_option(
-      "--dir", demo_dir,
+  c.demo_dir_option = c.demo->add_option(
+      "--dir", c.demo_dir,
       "fresh ledger directory (must not exist or be empty; default: --ledger when given, else "
       "./admission-demo-ledger). With --connect: where the explain page goes (default .)");
-  std::string demo_certs;
-  demo_cmd->add_option(
-      "--certs", demo_certs,
+  c.demo->add_option(
+      "--certs", c.demo_certs,
       "with --connect tls:HOST:PORT: a folder of one client certificate per actor (ACTOR.pem "
       "and ACTOR.key, '/' in a name written '_') and the daemon's CA (ca.pem), as "
       "ops/scripts/test_pki.sh makes them; the daemon's ledger must be empty");
+}
 
-  int group_exit_code = -1;
-  AddLifecycleCommands(app, global, &group_exit_code);
-  AddKafkaCommands(app, global, &group_exit_code);
-  AddBillingCommands(app, global, &group_exit_code);
-  AddMetricsCommands(app, global, &group_exit_code);
-  AddSimulationCommands(app, &group_exit_code);
-
-  int replay_exit = -1;
-  AddReplayCommands(app, global, &replay_exit);
-  // Logs go to stderr at --log-level; set up once the options are parsed and before any
-  // command runs (command groups run from their subcommand's callback, during the parse).
+// Logs go to stderr at --log-level; set up once the options are parsed and before any
+// command runs (command groups run from their subcommand's callback, during the parse).
+void SetUpOnceParsed(CLI::App& app, GlobalOptions& global) {
   app.parse_complete_callback([&global]() {
     auto logger = spdlog::stderr_color_mt("admitctl");
     spdlog::set_default_logger(logger);
@@ -636,39 +645,88 @@ int main(int argc, char** argv) {
     global.timeout_ms = static_cast<uint64_t>(*ns / 1'000'000);
     if (*ns > 0 && global.timeout_ms == 0) global.timeout_ms = 1;
   });
+}
+
+// Runs the demo: through admitd when connected, else on a fresh embedded ledger.
+int RunDemoCommand(const GlobalOptions& global, CoreCommands& c) {
+  if (global.connected()) {
+    return RunConnectedDemo(global, c.demo_certs,
+                            c.demo_dir_option->count() > 0 ? c.demo_dir : ".");
+  }
+  if (!c.demo_certs.empty()) {
+    return Fail(Status(Code::kInvalidArgument,
+                       "demo --certs is for --connect (the demo through admitd)"));
+  }
+  if (c.demo_dir_option->count() == 0 && c.ledger_option->count() > 0) {
+    c.demo_dir = global.ledger_dir;
+  }
+  Status s = RunDemo(c.demo_dir, std::cout);
+  return s.ok() ? 0 : Fail(s);
+}
+
+// Runs the one subcommand of `c` that was given; -1 when none was.
+int RunCoreCommand(const GlobalOptions& global, CoreCommands& c) {
+  if (*c.log) return RunLog(global, c.from, c.limit, c.log_format);
+  if (*c.watch) return RunWatch(global, c.watch_args);
+  if (*c.verify) return RunVerify(global, c.verify_format);
+  if (*c.dev_append) return RunDevAppend(global, c.json_args, c.json_file);
+  if (*c.apply) return RunFile(global, FileKind::kApply, c.file_path, c.out_format);
+  if (*c.submit) return RunFile(global, FileKind::kSubmit, c.file_path, c.out_format);
+  if (*c.import) return RunFile(global, FileKind::kImport, c.file_path, c.out_format);
+  if (*c.finish) {
+    return RunWorkloadInput(global, c.workload_name, true, c.finish_message, c.out_format);
+  }
+  if (*c.delete_ && c.delete_file_option->count() > 0) {
+    return RunFile(global, FileKind::kDelete, c.delete_file, c.out_format);
+  }
+  if (*c.delete_ && c.workload_name.empty()) {
+    return Fail(Status(Code::kInvalidArgument,
+                       "delete: name a workload (NAMESPACE/NAME) or a file of definitions (-f)"));
+  }
+  if (*c.delete_) return RunWorkloadInput(global, c.workload_name, false, "", c.out_format);
+  if (*c.get) return RunGet(global, c.get_what, c.get_format, c.get_at);
+  if (*c.demo) return RunDemoCommand(global, c);
+  return -1;
+}
+
+}  // namespace
+}  // namespace admission::ops
+
+int main(int argc, char** argv) {
+  using namespace admission::ops;
+  CLI::App app{
+      "admitctl: the admission ledger's command line (embedded RocksDB ledger, a Kafka ledger "
+      "read directly, or admitd through --connect).\n"
+      "Every input and decision is an immutable event in the ledger at --ledger.\n"
+      "Exit codes: 0 done; 1 refused or failed (admitctl: CODE: message on stderr); 2 usage; "
+      "3 timed out: admitd did not answer within --timeout (the call may or may not have been "
+      "done: retry it with the same --request-id)."};
+  app.require_subcommand(1);
+  // Global options are accepted anywhere on the line, also after the subcommand
+  // (`report-check ... --as OWNER`, as the README shows).
+  app.fallthrough();
+  GlobalOptions global;
+  CoreCommands core;
+  core.ledger_option = AddGlobalOptions(app, global);
+  AddLedgerCommands(app, core);
+  AddInputCommands(app, core);
+  AddReadCommands(app, core);
+  AddDemoCommand(app, core);
+
+  int group_exit_code = -1;
+  AddLifecycleCommands(app, global, &group_exit_code);
+  AddKafkaCommands(app, global, &group_exit_code);
+  AddBillingCommands(app, global, &group_exit_code);
+  AddMetricsCommands(app, global, &group_exit_code);
+  AddSimulationCommands(app, &group_exit_code);
+
+  int replay_exit = -1;
+  AddReplayCommands(app, global, &replay_exit);
+  SetUpOnceParsed(app, global);
   if (auto stop = ParseArgs(app, argc, argv)) return *stop;
   if (replay_exit >= 0) return replay_exit;
   if (group_exit_code >= 0) return group_exit_code;
-
-  if (*log_cmd) return RunLog(global, from, limit, log_format);
-  if (*watch_cmd) return RunWatch(global, *watch_args);
-  if (*verify_cmd) return RunVerify(global, verify_format);
-  if (*dev_append) return RunDevAppend(global, json_args, json_file);
-  if (*apply_cmd) return RunFile(global, FileKind::kApply, file_path, out_format);
-  if (*submit_cmd) return RunFile(global, FileKind::kSubmit, file_path, out_format);
-  if (*import_cmd) return RunFile(global, FileKind::kImport, file_path, out_format);
-  if (*finish_cmd) return RunWorkloadInput(global, workload_name, true, finish_message, out_format);
-  if (*delete_cmd && delete_file_opt->count() > 0) {
-    return RunFile(global, FileKind::kDelete, delete_file, out_format);
-  }
-  if (*delete_cmd && workload_name.empty()) {
-    return Fail(admission::Status(admission::Code::kInvalidArgument,
-                       "delete: name a workload (NAMESPACE/NAME) or a file of definitions (-f)"));
-  }
-  if (*delete_cmd) return RunWorkloadInput(global, workload_name, false, "", out_format);
-  if (*get_cmd) return RunGet(global, get_what, get_format, get_at);
-  if (*demo_cmd && global.connected()) {
-    return RunConnectedDemo(global, demo_certs, demo_dir_option->count() > 0 ? demo_dir : ".");
-  }
-  if (*demo_cmd) {
-    if (!demo_certs.empty()) {
-      return Fail(admission::Status(admission::Code::kInvalidArgument,
-                                    "demo --certs is for --connect (the demo through admitd)"));
-    }
-    if (demo_dir_option->count() == 0 && ledger_option->count() > 0) demo_dir = global.ledger_dir;
-    admission::Status s = RunDemo(demo_dir, std::cout);
-    return s.ok() ? 0 : Fail(s);
-  }
+  if (const int code = RunCoreCommand(global, core); code >= 0) return code;
   std::cerr << app.help();
   return 2;
 }

@@ -134,15 +134,40 @@ void SetRef(schema::WorkloadRef::Builder ref, const WorkloadInfo& wl) {
   ref.setUid(wl.uid);
 }
 
-}  // namespace
+struct ReportArgs {
+  std::string workload, check, state, message, requeue_after, format = "text";
+  uint64_t generation = 0;
+  std::vector<std::string> labels, annotations, node_selector, tolerations;
+};
 
-void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
-  // report-check
-  struct ReportArgs {
-    std::string workload, check, state, message, requeue_after, format = "text";
-    uint64_t generation = 0;
-    std::vector<std::string> labels, annotations, node_selector, tolerations;
-  };
+// report-check's event: a CheckStateReported on the workload's reservation.
+Status FillCheckReport(Session& session, const ReportArgs& report, schema::Event::Builder event) {
+  auto wl = FindWorkload(session, report.workload);
+  if (!wl.ok()) return wl.status();
+  auto r = event.initBody().initCheckStateReported();
+  SetRef(r.initWorkload(), *wl);
+  r.setCheck(report.check);
+  r.setGeneration(report.generation);
+  r.setState(report.state == "Ready"     ? schema::CheckState::READY
+             : report.state == "Retry"   ? schema::CheckState::RETRY
+             : report.state == "Rejected" ? schema::CheckState::REJECTED
+                                          : schema::CheckState::PENDING);
+  r.setMessage(report.message);
+  Status updates = FillPodSetUpdates({{"--label", report.labels},
+                                      {"--annotation", report.annotations},
+                                      {"--node-selector", report.node_selector},
+                                      {"--toleration", report.tolerations}},
+                                     r);
+  if (!updates.ok()) return updates;
+  if (!report.requeue_after.empty()) {
+    auto d = schema::ParseDurationNs(report.requeue_after);
+    if (!d.ok()) return d.status();
+    r.setRequeueAfterNs(*d);
+  }
+  return Status::Ok();
+}
+
+void AddReportCheckCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   auto report = std::make_shared<ReportArgs>();
   auto* rc = app.add_subcommand(
       "report-check",
@@ -179,34 +204,13 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
         global, "check " + report->check + " " + report->state + " for " + report->workload,
         "unknown",
         [&](Session& session, schema::Event::Builder event) -> Status {
-          auto wl = FindWorkload(session, report->workload);
-          if (!wl.ok()) return wl.status();
-          auto r = event.initBody().initCheckStateReported();
-          SetRef(r.initWorkload(), *wl);
-          r.setCheck(report->check);
-          r.setGeneration(report->generation);
-          r.setState(report->state == "Ready"     ? schema::CheckState::READY
-                     : report->state == "Retry"   ? schema::CheckState::RETRY
-                     : report->state == "Rejected" ? schema::CheckState::REJECTED
-                                                   : schema::CheckState::PENDING);
-          r.setMessage(report->message);
-          Status updates = FillPodSetUpdates({{"--label", report->labels},
-                                              {"--annotation", report->annotations},
-                                              {"--node-selector", report->node_selector},
-                                              {"--toleration", report->tolerations}},
-                                             r);
-          if (!updates.ok()) return updates;
-          if (!report->requeue_after.empty()) {
-            auto d = schema::ParseDurationNs(report->requeue_after);
-            if (!d.ok()) return d.status();
-            r.setRequeueAfterNs(*d);
-          }
-          return Status::Ok();
+          return FillCheckReport(session, *report, event);
         },
         report->format);
   });
+}
 
-  // tick
+void AddTickCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   auto tick_to = std::make_shared<std::string>();
   auto* tick = app.add_subcommand(
       "tick", "advance logical time: timers (check TTLs, backoffs, podsReady, drain deadlines, "
@@ -238,8 +242,9 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
         },
         "text", at);
   });
+}
 
-  // pods
+void AddPodsCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   struct PodsArgs {
     std::string report, workload, token, message, format = "text";
   };
@@ -276,12 +281,44 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
         },
         pods->format);
   });
+}
 
-  // revoke
-  struct RevokeArgs {
-    std::string workload, check, flavor, reason, drain_deadline, format = "text";
-    bool drain = false;
-  };
+struct RevokeArgs {
+  std::string workload, check, flavor, reason, drain_deadline, format = "text";
+  bool drain = false;
+};
+
+// revoke's event: a RevocationRequested on one target; a drain deadline counts from --at, or
+// from now but never before the ledger's head.
+Status FillRevocation(Session& session, const GlobalOptions& global, const RevokeArgs& rv,
+                      schema::Event::Builder event) {
+  auto r = event.initBody().initRevocationRequested();
+  if (!rv.workload.empty()) {
+    auto wl = FindWorkload(session, rv.workload);
+    if (!wl.ok()) return wl.status();
+    SetRef(r.getTarget().initWorkload(), *wl);
+  } else if (!rv.check.empty()) {
+    r.getTarget().setCheck(rv.check);
+  } else {
+    r.getTarget().setFlavor(rv.flavor);
+  }
+  r.setReason(rv.reason);
+  r.setPodSetAction(rv.drain ? schema::PodSetAction::DRAIN : schema::PodSetAction::TERMINATE);
+  if (!rv.drain_deadline.empty()) {
+    auto d = schema::ParseDurationNs(rv.drain_deadline);
+    if (!d.ok()) return d.status();
+    auto now = IntakeFrom(global, "");
+    if (!now.ok()) return now.status();
+    auto head = session.api->GetHead();
+    if (!head.ok()) return head.status();
+    const int64_t base = now->at_ns ? *now->at_ns
+                                    : std::max(SystemClock().NowNs(), head->recorded_at_ns);
+    r.setDrainDeadlineNs(base + *d);
+  }
+  return Status::Ok();
+}
+
+void AddRevokeCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   auto rv = std::make_shared<RevokeArgs>();
   auto* revoke = app.add_subcommand(
       "revoke", "revoke admissions (one workload, every workload using a check, or a flavor): "
@@ -305,39 +342,53 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
     *exit_code = RecordOne(
         global, "revocation", "unknown",
         [&](Session& session, schema::Event::Builder event) -> Status {
-          auto r = event.initBody().initRevocationRequested();
-          if (!rv->workload.empty()) {
-            auto wl = FindWorkload(session, rv->workload);
-            if (!wl.ok()) return wl.status();
-            SetRef(r.getTarget().initWorkload(), *wl);
-          } else if (!rv->check.empty()) {
-            r.getTarget().setCheck(rv->check);
-          } else {
-            r.getTarget().setFlavor(rv->flavor);
-          }
-          r.setReason(rv->reason);
-          r.setPodSetAction(rv->drain ? schema::PodSetAction::DRAIN : schema::PodSetAction::TERMINATE);
-          if (!rv->drain_deadline.empty()) {
-            auto d = schema::ParseDurationNs(rv->drain_deadline);
-            if (!d.ok()) return d.status();
-            auto now = IntakeFrom(global, "");
-            if (!now.ok()) return now.status();
-            auto head = session.api->GetHead();
-            if (!head.ok()) return head.status();
-            const int64_t base = now->at_ns ? *now->at_ns
-                                            : std::max(SystemClock().NowNs(),
-                                                       head->recorded_at_ns);
-            r.setDrainDeadlineNs(base + *d);
-          }
-          return Status::Ok();
+          return FillRevocation(session, global, *rv, event);
         },
         rv->format);
   });
+}
 
-  // node
-  struct NodeArgs {
-    std::string action, node, flavor, capacity, format = "text";
-  };
+struct NodeArgs {
+  std::string action, node, flavor, capacity, format = "text";
+};
+
+// node's event: capacity, fail or recover, with --capacity's RESOURCE=QUANTITY list.
+Status FillNodeEvent(const NodeArgs& node, schema::Event::Builder event) {
+  auto body = event.initBody();
+  auto n = node.action == "capacity" ? body.initNodeCapacityChanged()
+           : node.action == "fail"   ? body.initNodeFailed()
+                                     : body.initNodeRecovered();
+  n.setNode(node.node);
+  n.setFlavor(node.flavor);
+  std::vector<std::pair<std::string, int64_t>> capacity;
+  std::string rest = node.capacity;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string item = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      return Status(Code::kInvalidArgument,
+                    "--capacity: '" + item + "' is not RESOURCE=QUANTITY");
+    }
+    auto q = schema::ParseQuantityMilli(item.substr(eq + 1));
+    if (!q.ok()) {
+      return Status(Code::kInvalidArgument, "--capacity " + item + ": " + q.status().message());
+    }
+    capacity.emplace_back(item.substr(0, eq), *q);
+  }
+  if (node.action == "capacity" && (node.flavor.empty() || capacity.empty())) {
+    return Status(Code::kInvalidArgument, "node capacity needs --flavor and --capacity");
+  }
+  auto list = n.initCapacity(static_cast<unsigned>(capacity.size()));
+  for (size_t i = 0; i < capacity.size(); ++i) {
+    list[static_cast<unsigned>(i)].setName(capacity[i].first);
+    list[static_cast<unsigned>(i)].setMilli(capacity[i].second);
+  }
+  return Status::Ok();
+}
+
+void AddNodeCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   auto node = std::make_shared<NodeArgs>();
   auto* node_cmd = app.add_subcommand(
       "node", "node capacity of a flavor: capacity (report), fail, recover. When a flavor's "
@@ -356,41 +407,13 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
         global, "node " + node->node + " " + node->action, "node-monitor",
         [&](Session& session, schema::Event::Builder event) -> Status {
           (void)session;
-          auto body = event.initBody();
-          auto n = node->action == "capacity" ? body.initNodeCapacityChanged()
-                   : node->action == "fail"   ? body.initNodeFailed()
-                                              : body.initNodeRecovered();
-          n.setNode(node->node);
-          n.setFlavor(node->flavor);
-          std::vector<std::pair<std::string, int64_t>> capacity;
-          std::string rest = node->capacity;
-          while (!rest.empty()) {
-            const size_t comma = rest.find(',');
-            const std::string item = rest.substr(0, comma);
-            rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
-            const size_t eq = item.find('=');
-            if (eq == std::string::npos) {
-              return Status(Code::kInvalidArgument,
-                            "--capacity: '" + item + "' is not RESOURCE=QUANTITY");
-            }
-            auto q = schema::ParseQuantityMilli(item.substr(eq + 1));
-            if (!q.ok()) return Status(Code::kInvalidArgument, "--capacity " + item + ": " + q.status().message());
-            capacity.emplace_back(item.substr(0, eq), *q);
-          }
-          if (node->action == "capacity" && (node->flavor.empty() || capacity.empty())) {
-            return Status(Code::kInvalidArgument, "node capacity needs --flavor and --capacity");
-          }
-          auto list = n.initCapacity(static_cast<unsigned>(capacity.size()));
-          for (size_t i = 0; i < capacity.size(); ++i) {
-            list[static_cast<unsigned>(i)].setName(capacity[i].first);
-            list[static_cast<unsigned>(i)].setMilli(capacity[i].second);
-          }
-          return Status::Ok();
+          return FillNodeEvent(*node, event);
         },
         node->format);
   });
+}
 
-  // maintenance
+void AddMaintenanceCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   struct WindowArgs {
     std::string name, flavor, from, to;
   };
@@ -421,15 +444,94 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
         },
         "text");
   });
+}
 
-  // configure
-  struct ConfigArgs {
-    std::string pods_ready_timeout, aging_step, retain_finished = "24h", retain_deactivated = "24h";
-    int32_t backoff_base = 60, backoff_max = 3600, backoff_limit = 0, aging_max = 0;
-    bool fair_sharing = false;
-    std::string afs_half_life, afs_sampling = "5m";
-    std::vector<std::string> afs_weights;
-  };
+struct ConfigArgs {
+  std::string pods_ready_timeout, aging_step, retain_finished = "24h", retain_deactivated = "24h";
+  int32_t backoff_base = 60, backoff_max = 3600, backoff_limit = 0, aging_max = 0;
+  bool fair_sharing = false;
+  std::string afs_half_life, afs_sampling = "5m";
+  std::vector<std::string> afs_weights;
+};
+
+// configure's admission fair sharing: half-life, sampling interval and resource weights.
+Status FillAdmissionFairSharing(const ConfigArgs& cfg, schema::EngineConfigDef::Builder c) {
+  if (cfg.afs_half_life.empty()) {
+    if (!cfg.afs_weights.empty()) {
+      return Status(Code::kInvalidArgument,
+                    "--admission-fair-sharing-weight needs --admission-fair-sharing-half-life");
+    }
+    return Status::Ok();
+  }
+  auto half = schema::ParseDurationNs(cfg.afs_half_life);
+  if (!half.ok()) {
+    return Status(Code::kInvalidArgument,
+                  "--admission-fair-sharing-half-life: " + half.status().message());
+  }
+  auto sampling = schema::ParseDurationNs(cfg.afs_sampling);
+  if (!sampling.ok() || *sampling <= 0) {
+    return Status(Code::kInvalidArgument,
+                  "--admission-fair-sharing-sampling-interval: " +
+                      (sampling.ok() ? std::string("must be greater than 0")
+                                     : sampling.status().message()));
+  }
+  c.setAfsUsageHalfLifeNs(*half);
+  c.setAfsUsageSamplingIntervalNs(*sampling);
+  auto weights = c.initAfsResourceWeights(static_cast<unsigned>(cfg.afs_weights.size()));
+  for (unsigned i = 0; i < cfg.afs_weights.size(); ++i) {
+    const std::string& w = cfg.afs_weights[i];
+    const size_t eq = w.find('=');
+    auto milli = eq == std::string::npos
+                     ? Result<int64_t>(Status(Code::kInvalidArgument, "expected RESOURCE=WEIGHT"))
+                     : schema::ParseQuantityMilli(w.substr(eq + 1));
+    if (!milli.ok() || *milli < 0) {
+      return Status(Code::kInvalidArgument,
+                    "--admission-fair-sharing-weight " + w + ": " +
+                        (milli.ok() ? std::string("must not be negative")
+                                    : milli.status().message()));
+    }
+    weights[i].setName(w.substr(0, eq));
+    weights[i].setMilli(*milli);
+  }
+  return Status::Ok();
+}
+
+// configure's event: an EngineConfigDefined with every setting, defaults included.
+Status FillEngineConfig(const ConfigArgs& cfg, schema::Event::Builder event) {
+  auto c = event.initBody().initEngineConfigDefined();
+  if (!cfg.pods_ready_timeout.empty()) {
+    auto d = schema::ParseDurationNs(cfg.pods_ready_timeout);
+    if (!d.ok()) return d.status();
+    c.setWaitForPodsReadyEnabled(true);
+    c.setPodsReadyTimeoutNs(*d);
+  }
+  c.setBackoffBaseSeconds(cfg.backoff_base);
+  c.setBackoffMaxSeconds(cfg.backoff_max);
+  c.setBackoffLimitCount(cfg.backoff_limit);
+  if (!cfg.aging_step.empty()) {
+    auto d = schema::ParseDurationNs(cfg.aging_step);
+    if (!d.ok()) return d.status();
+    c.setAgingStepNs(*d);
+  }
+  c.setAgingPriorityMax(cfg.aging_max);
+  c.setFairSharingEnabled(cfg.fair_sharing);
+  Status afs = FillAdmissionFairSharing(cfg, c);
+  if (!afs.ok()) return afs;
+  for (auto [flag, text, set] :
+       {std::tuple{"--retain-finished", &cfg.retain_finished,
+                   &schema::EngineConfigDef::Builder::setRetainFinishedNs},
+        std::tuple{"--retain-deactivated", &cfg.retain_deactivated,
+                   &schema::EngineConfigDef::Builder::setRetainDeactivatedNs}}) {
+    auto d = schema::ParseRetentionNs(*text);
+    if (!d.ok()) {
+      return Status(Code::kInvalidArgument, std::string(flag) + ": " + d.status().message());
+    }
+    (c.*set)(*d);
+  }
+  return Status::Ok();
+}
+
+void AddConfigureCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   auto cfg = std::make_shared<ConfigArgs>();
   auto* configure = app.add_subcommand(
       "configure", "set the decider's configuration (an input event, so replay sees it): "
@@ -470,72 +572,22 @@ void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) 
         global, "engine configuration", "operator",
         [&](Session& session, schema::Event::Builder event) -> Status {
           (void)session;
-          auto c = event.initBody().initEngineConfigDefined();
-          if (!cfg->pods_ready_timeout.empty()) {
-            auto d = schema::ParseDurationNs(cfg->pods_ready_timeout);
-            if (!d.ok()) return d.status();
-            c.setWaitForPodsReadyEnabled(true);
-            c.setPodsReadyTimeoutNs(*d);
-          }
-          c.setBackoffBaseSeconds(cfg->backoff_base);
-          c.setBackoffMaxSeconds(cfg->backoff_max);
-          c.setBackoffLimitCount(cfg->backoff_limit);
-          if (!cfg->aging_step.empty()) {
-            auto d = schema::ParseDurationNs(cfg->aging_step);
-            if (!d.ok()) return d.status();
-            c.setAgingStepNs(*d);
-          }
-          c.setAgingPriorityMax(cfg->aging_max);
-          c.setFairSharingEnabled(cfg->fair_sharing);
-          if (cfg->afs_half_life.empty()) {
-            if (!cfg->afs_weights.empty()) {
-              return Status(Code::kInvalidArgument,
-                            "--admission-fair-sharing-weight needs --admission-fair-sharing-half-life");
-            }
-          } else {
-            auto half = schema::ParseDurationNs(cfg->afs_half_life);
-            if (!half.ok()) {
-              return Status(Code::kInvalidArgument,
-                            "--admission-fair-sharing-half-life: " + half.status().message());
-            }
-            auto sampling = schema::ParseDurationNs(cfg->afs_sampling);
-            if (!sampling.ok() || *sampling <= 0) {
-              return Status(Code::kInvalidArgument,
-                            "--admission-fair-sharing-sampling-interval: " +
-                                (sampling.ok() ? std::string("must be greater than 0")
-                                               : sampling.status().message()));
-            }
-            c.setAfsUsageHalfLifeNs(*half);
-            c.setAfsUsageSamplingIntervalNs(*sampling);
-            auto weights = c.initAfsResourceWeights(static_cast<unsigned>(cfg->afs_weights.size()));
-            for (unsigned i = 0; i < cfg->afs_weights.size(); ++i) {
-              const std::string& w = cfg->afs_weights[i];
-              const size_t eq = w.find('=');
-              auto milli = eq == std::string::npos ? Result<int64_t>(Status(Code::kInvalidArgument, "expected RESOURCE=WEIGHT"))
-                                                   : schema::ParseQuantityMilli(w.substr(eq + 1));
-              if (!milli.ok() || *milli < 0) {
-                return Status(Code::kInvalidArgument,
-                              "--admission-fair-sharing-weight " + w + ": " +
-                                  (milli.ok() ? std::string("must not be negative")
-                                              : milli.status().message()));
-              }
-              weights[i].setName(w.substr(0, eq));
-              weights[i].setMilli(*milli);
-            }
-          }
-          for (auto [flag, text, set] :
-               {std::tuple{"--retain-finished", &cfg->retain_finished,
-                           &schema::EngineConfigDef::Builder::setRetainFinishedNs},
-                std::tuple{"--retain-deactivated", &cfg->retain_deactivated,
-                           &schema::EngineConfigDef::Builder::setRetainDeactivatedNs}}) {
-            auto d = schema::ParseRetentionNs(*text);
-            if (!d.ok()) return Status(Code::kInvalidArgument, std::string(flag) + ": " + d.status().message());
-            (c.*set)(*d);
-          }
-          return Status::Ok();
+          return FillEngineConfig(*cfg, event);
         },
         "text");
   });
+}
+
+}  // namespace
+
+void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
+  AddReportCheckCommand(app, global, exit_code);
+  AddTickCommand(app, global, exit_code);
+  AddPodsCommand(app, global, exit_code);
+  AddRevokeCommand(app, global, exit_code);
+  AddNodeCommand(app, global, exit_code);
+  AddMaintenanceCommand(app, global, exit_code);
+  AddConfigureCommand(app, global, exit_code);
 }
 
 }  // namespace admission::ops

@@ -42,99 +42,93 @@ struct ReplayArgs {
   std::string format = "text";
 };
 
-int RunReplay(const GlobalOptions& global, const ReplayArgs& args) {
-  auto log = OpenLedgerToRead(global);
-  if (!log.ok()) return Fail(log.status());
-  const uint64_t head = (*log)->GetHead().sequence;
-  if (head == 0) return Fail(Status(Code::kInvalidArgument, "the ledger is empty"));
-  const uint64_t to = args.to == 0 ? head : args.to;
-  auto opened_store = OpenSnapshots(global);
-  if (!opened_store.ok()) return Fail(opened_store.status());
-  ledger::SnapshotStore& store = **opened_store;
-  // The start: the genesis, or with --from-snapshot the newest usable snapshot before the first
-  // compared sequence (and before --to: something must be left to fold).
+// Where a replay starts: the genesis, or with --from-snapshot the newest usable snapshot before
+// the first compared sequence (and before `to`: something must be left to fold).
+struct ReplayBegin {
   replay::ReplayStart start = replay::Genesis();
   projections::DefinitionBodies definitions;
-  std::optional<uint64_t> started_from;
-  if (args.from_snapshot) {
-    const uint64_t before_to = to > 0 ? to - 1 : 0;
-    const uint64_t limit =
-        args.from > 1 ? std::min<uint64_t>(args.from - 1, before_to) : before_to;
-    if (limit > 0) {
-      auto chosen = replay::StartFromNewestSnapshot(**log, store, limit);
-      if (!chosen.ok()) return Fail(chosen.status());
-      for (const std::string& why : chosen->skipped) {
-        std::cerr << "admitctl: skipping " << why << "\n";
-      }
-      start = std::move(chosen->start);
-      definitions = std::move(chosen->definitions);
-      started_from = chosen->loaded;
-    }
+  std::optional<uint64_t> started_from;  // the snapshot's sequence
+};
+
+Result<ReplayBegin> ChooseReplayStart(ledger::EventLog& log, ledger::SnapshotStore& store,
+                                      const ReplayArgs& args, uint64_t to) {
+  ReplayBegin begin;
+  if (!args.from_snapshot) return begin;
+  const uint64_t before_to = to > 0 ? to - 1 : 0;
+  const uint64_t limit =
+      args.from > 1 ? std::min<uint64_t>(args.from - 1, before_to) : before_to;
+  if (limit == 0) return begin;
+  auto chosen = replay::StartFromNewestSnapshot(log, store, limit);
+  if (!chosen.ok()) return chosen.status();
+  for (const std::string& why : chosen->skipped) {
+    std::cerr << "admitctl: skipping " << why << "\n";
   }
-  replay::Replayer replayer(**log, std::move(start));
-  replay::ReplayOptions options;
-  options.verify = args.verify;
-  options.compare_from = std::max<uint64_t>(args.from, replayer.position() + 1);
-  options.to = args.to;
-  Progress progress(args.verify ? "replay --verify" : "replay");
-  options.progress = [&](uint64_t done, uint64_t total) { progress.Update(done, total); };
-  replay::ComparedReplay compared;
-  if (args.verify) {
-    auto run = replay::RunComparingSnapshots(replayer, options, **log, store, definitions);
-    if (!run.ok()) return Fail(run.status());
-    compared = std::move(*run);
-  } else {
-    auto report = replayer.Run(options);
-    if (!report.ok()) return Fail(report.status());
-    compared.report = std::move(*report);
-  }
-  const replay::ReplayReport& r = compared.report;
-  const uint64_t compared_from = options.compare_from;
-  const std::string hash = schema::HashHex(r.decision_stream_hash);
-  const replay::SnapshotComparison* bad_snapshot = nullptr;
+  begin.start = std::move(chosen->start);
+  begin.definitions = std::move(chosen->definitions);
+  begin.started_from = chosen->loaded;
+  return begin;
+}
+
+// The first snapshot whose state differs from the fold's, or nullptr.
+const replay::SnapshotComparison* FirstBadSnapshot(const replay::ComparedReplay& compared) {
   for (const replay::SnapshotComparison& c : compared.snapshots) {
-    if (c.mismatch && bad_snapshot == nullptr) bad_snapshot = &c;
+    if (c.mismatch) return &c;
   }
+  return nullptr;
+}
+
+// replay -o json; returns the exit code.
+int PrintReplayJson(const ReplayArgs& args, const replay::ComparedReplay& compared,
+                    uint64_t compared_from, std::optional<uint64_t> started_from) {
+  const replay::ReplayReport& r = compared.report;
+  const std::string hash = schema::HashHex(r.decision_stream_hash);
+  const bool ok = !r.divergence.has_value() && FirstBadSnapshot(compared) == nullptr;
+  Json out;
+  out["ok"] = ok;
+  out["verify"] = args.verify;
+  out["engineVersion"] = projections::kEngineVersion;
+  out["startedFromSnapshot"] = started_from ? Json(*started_from) : Json(nullptr);
+  out["first"] = r.first;
+  out["last"] = r.last;
+  out["events"] = r.events;
+  out["inputs"] = r.inputs;
+  out["seconds"] = r.seconds;
+  out["eventsPerSecond"] = static_cast<uint64_t>(r.events_per_second);
+  out["cpuSeconds"] = {{"fold", r.fold_cpu_seconds},
+                       {"read", r.read_cpu_seconds},
+                       {"compare", r.compare_cpu_seconds}};
+  if (args.verify) {
+    out["compareFrom"] = compared_from;
+    out["decisionsCompared"] = r.decisions_compared;
+    out["decisionStreamSha256"] = hash;
+    Json snapshots = Json::array();
+    for (const replay::SnapshotComparison& c : compared.snapshots) {
+      Json item = {{"sequence", c.after}, {"ok", !c.mismatch.has_value()}};
+      if (c.mismatch) item["mismatch"] = *c.mismatch;
+      snapshots.push_back(item);
+    }
+    out["snapshots"] = snapshots;
+  }
+  if (r.divergence) {
+    const replay::Divergence& d = *r.divergence;
+    out["divergence"] = {{"sequence", d.sequence},
+                         {"firstDifferingField", d.first_differing_field},
+                         {"recordedType", d.recorded_type},
+                         {"replayedType", d.replayed_type},
+                         {"recorded", Embedded(d.recorded_json)},
+                         {"replayed", Embedded(d.replayed_json)}};
+  }
+  std::cout << out.dump(2) << "\n";
+  return ok ? 0 : 1;
+}
+
+// replay's text; returns the exit code.
+int PrintReplayText(const ReplayArgs& args, const replay::ComparedReplay& compared,
+                    uint64_t compared_from, std::optional<uint64_t> started_from) {
+  const replay::ReplayReport& r = compared.report;
+  const std::string hash = schema::HashHex(r.decision_stream_hash);
+  const replay::SnapshotComparison* bad_snapshot = FirstBadSnapshot(compared);
   const bool ok = !r.divergence.has_value() && bad_snapshot == nullptr;
-  if (args.format == "json") {
-    Json out;
-    out["ok"] = ok;
-    out["verify"] = args.verify;
-    out["engineVersion"] = projections::kEngineVersion;
-    out["startedFromSnapshot"] = started_from ? Json(*started_from) : Json(nullptr);
-    out["first"] = r.first;
-    out["last"] = r.last;
-    out["events"] = r.events;
-    out["inputs"] = r.inputs;
-    out["seconds"] = r.seconds;
-    out["eventsPerSecond"] = static_cast<uint64_t>(r.events_per_second);
-    out["cpuSeconds"] = {{"fold", r.fold_cpu_seconds},
-                         {"read", r.read_cpu_seconds},
-                         {"compare", r.compare_cpu_seconds}};
-    if (args.verify) {
-      out["compareFrom"] = compared_from;
-      out["decisionsCompared"] = r.decisions_compared;
-      out["decisionStreamSha256"] = hash;
-      Json snapshots = Json::array();
-      for (const replay::SnapshotComparison& c : compared.snapshots) {
-        Json item = {{"sequence", c.after}, {"ok", !c.mismatch.has_value()}};
-        if (c.mismatch) item["mismatch"] = *c.mismatch;
-        snapshots.push_back(item);
-      }
-      out["snapshots"] = snapshots;
-    }
-    if (r.divergence) {
-      const replay::Divergence& d = *r.divergence;
-      out["divergence"] = {{"sequence", d.sequence},
-                           {"firstDifferingField", d.first_differing_field},
-                           {"recordedType", d.recorded_type},
-                           {"replayedType", d.replayed_type},
-                           {"recorded", Embedded(d.recorded_json)},
-                           {"replayed", Embedded(d.replayed_json)}};
-    }
-    std::cout << out.dump(2) << "\n";
-    return ok ? 0 : 1;
-  }
   if (started_from) std::cout << "started from the snapshot at sequence " << *started_from << "\n";
   std::cout << "replayed " << r.events << " events (sequences " << r.first << ".." << r.last << ", "
             << r.inputs << " inputs) in " << r.seconds << " s: " << Rate(r.events_per_second)
@@ -177,6 +171,40 @@ int RunReplay(const GlobalOptions& global, const ReplayArgs& args) {
                                         : Embedded(d.replayed_json).dump(2))
             << "\n";
   return 1;
+}
+
+int RunReplay(const GlobalOptions& global, const ReplayArgs& args) {
+  auto log = OpenLedgerToRead(global);
+  if (!log.ok()) return Fail(log.status());
+  const uint64_t head = (*log)->GetHead().sequence;
+  if (head == 0) return Fail(Status(Code::kInvalidArgument, "the ledger is empty"));
+  const uint64_t to = args.to == 0 ? head : args.to;
+  auto opened_store = OpenSnapshots(global);
+  if (!opened_store.ok()) return Fail(opened_store.status());
+  ledger::SnapshotStore& store = **opened_store;
+  auto begin = ChooseReplayStart(**log, store, args, to);
+  if (!begin.ok()) return Fail(begin.status());
+  replay::Replayer replayer(**log, std::move(begin->start));
+  replay::ReplayOptions options;
+  options.verify = args.verify;
+  options.compare_from = std::max<uint64_t>(args.from, replayer.position() + 1);
+  options.to = args.to;
+  Progress progress(args.verify ? "replay --verify" : "replay");
+  options.progress = [&](uint64_t done, uint64_t total) { progress.Update(done, total); };
+  replay::ComparedReplay compared;
+  if (args.verify) {
+    auto run = replay::RunComparingSnapshots(replayer, options, **log, store, begin->definitions);
+    if (!run.ok()) return Fail(run.status());
+    compared = std::move(*run);
+  } else {
+    auto report = replayer.Run(options);
+    if (!report.ok()) return Fail(report.status());
+    compared.report = std::move(*report);
+  }
+  if (args.format == "json") {
+    return PrintReplayJson(args, compared, options.compare_from, begin->started_from);
+  }
+  return PrintReplayText(args, compared, options.compare_from, begin->started_from);
 }
 
 struct SnapshotArgs {

@@ -333,72 +333,10 @@ class HttpListener::Impl final : public kj::HttpService, public kj::TaskSet::Err
     if (path == "/api/workloads") return SendJson(response, DashboardWorkloads(engine, allow));
     if (path == "/api/cohorts") return SendJson(response, DashboardCohorts(engine));
     if (path == "/api/audit/verify" || path == "/api/audit/replay") {
-      const bool verify = path == "/api/audit/verify";
-      Status may = policy.MayRead(who->name, verify ? "verify the ledger" : "replay the ledger");
-      if (!may.ok()) return Send(response, 403, "Forbidden", "text/plain", may.message() + "\n");
-      ledger::EventLog& log = log_;
-      const uint64_t head = log_.GetHead().sequence;
-      auto job = verify ? std::function<Result<std::string>()>([&log]() -> Result<std::string> {
-        auto report = ledger::VerifyChain(log, 1, schema::kGenesisHash, true);
-        if (!report.ok()) return report.status();
-        if (report->fault) {
-          return "FAILED at sequence " + std::to_string(report->fault->sequence) + ": " +
-                 report->fault->reason;
-        }
-        return "ok: " + std::to_string(report->events_checked) + " events, head " +
-               std::to_string(report->head) + " " + schema::HashHex(report->head_hash);
-      })
-                        : std::function<Result<std::string>()>([&log, head]() -> Result<std::string> {
-        if (head == 0) return std::string("ok: the ledger is empty");
-        replay::Replayer replayer(log, replay::Genesis());
-        replay::ReplayOptions options;
-        options.to = head;
-        auto report = replayer.Run(options);
-        if (!report.ok()) return report.status();
-        if (report->divergence) {
-          return "DIVERGED at sequence " + std::to_string(report->divergence->sequence) + ": " +
-                 report->divergence->first_differing_field;
-        }
-        return "ok: " + std::to_string(report->events) + " events, " +
-               std::to_string(report->decisions_compared) + " decisions reproduced, decision "
-               "stream " + schema::HashHex(report->decision_stream_hash);
-      });
-      return daemon_.OnReadWorker(std::move(job))
-          .then([this, verify, &response](kj::Own<Result<std::string>> result) {
-            const std::string text = (result->ok() ? **result : "error: " + result->status().ToString()) +
-                                     " (" + FormatRfc3339(NowNs()) + ")";
-            (verify ? last_verify_ : last_replay_) = text;
-            return SendJson(response, Json{{verify ? "lastVerify" : "lastReplay", text}});
-          });
+      return ApiAuditRun(path == "/api/audit/verify", who->name, response);
     }
-    if (path == "/api/audit") {
-      const ledger::Head head = log_.GetHead();
-      Json snaps = Json::array();
-      auto listed = snapshots_.List();
-      if (listed.ok()) {
-        for (uint64_t s : *listed) snaps.push_back("after " + std::to_string(s));
-      }
-      return SendJson(response, Json{{"head", {{"sequence", head.sequence}, {"hash", schema::HashHex(head.hash)}}},
-                                     {"snapshots", snaps},
-                                     {"lastVerify", last_verify_},
-                                     {"lastReplay", last_replay_}});
-    }
-    if (path == "/api/explain") {
-      const std::string name = QueryParam(url, "workload");
-      const std::string ns = name.substr(0, name.find('/'));
-      Status see = policy.MaySee(who->name, "explain", ns);
-      if (name.find('/') == std::string::npos) see = Status(Code::kInvalidArgument, "workload=NAMESPACE/NAME");
-      if (!see.ok()) return Send(response, see.code() == Code::kPermissionDenied ? 403 : 400,
-                                 "Refused", "text/plain", see.message() + "\n");
-      return daemon_.Explain(name, 0, "text").then(
-          [this, &response](kj::Own<Result<std::string>> text) {
-            if (!text->ok()) {
-              return Send(response, text->status().code() == Code::kNotFound ? 404 : 500,
-                          "Refused", "text/plain", text->status().ToString() + "\n");
-            }
-            return Send(response, 200, "OK", "text/plain; charset=utf-8", **text);
-          });
-    }
+    if (path == "/api/audit") return ApiAuditState(response);
+    if (path == "/api/explain") return ApiExplain(url, who->name, response);
     if (path == "/api/stream") {
       kj::HttpHeaders h(*table_);
       h.set(kj::HttpHeaderId::CONTENT_TYPE, "text/event-stream");
@@ -407,6 +345,80 @@ class HttpListener::Impl final : public kj::HttpService, public kj::TaskSet::Err
       return Pump(kj::mv(stream), 0, 0);
     }
     return Send(response, 404, "Not Found", "text/plain", "no such API: " + path + "\n");
+  }
+
+  // /api/audit/verify and /api/audit/replay: the whole ledger's check, on a read worker; its
+  // outcome is kept for /api/audit.
+  kj::Promise<void> ApiAuditRun(bool verify, const std::string& who, Response& response) {
+    Status may = daemon_.policy().MayRead(who, verify ? "verify the ledger" : "replay the ledger");
+    if (!may.ok()) return Send(response, 403, "Forbidden", "text/plain", may.message() + "\n");
+    ledger::EventLog& log = log_;
+    const uint64_t head = log_.GetHead().sequence;
+    auto job = verify ? std::function<Result<std::string>()>([&log]() -> Result<std::string> {
+      auto report = ledger::VerifyChain(log, 1, schema::kGenesisHash, true);
+      if (!report.ok()) return report.status();
+      if (report->fault) {
+        return "FAILED at sequence " + std::to_string(report->fault->sequence) + ": " +
+               report->fault->reason;
+      }
+      return "ok: " + std::to_string(report->events_checked) + " events, head " +
+             std::to_string(report->head) + " " + schema::HashHex(report->head_hash);
+    })
+                      : std::function<Result<std::string>()>([&log, head]() -> Result<std::string> {
+      if (head == 0) return std::string("ok: the ledger is empty");
+      replay::Replayer replayer(log, replay::Genesis());
+      replay::ReplayOptions options;
+      options.to = head;
+      auto report = replayer.Run(options);
+      if (!report.ok()) return report.status();
+      if (report->divergence) {
+        return "DIVERGED at sequence " + std::to_string(report->divergence->sequence) + ": " +
+               report->divergence->first_differing_field;
+      }
+      return "ok: " + std::to_string(report->events) + " events, " +
+             std::to_string(report->decisions_compared) + " decisions reproduced, decision "
+             "stream " + schema::HashHex(report->decision_stream_hash);
+    });
+    return daemon_.OnReadWorker(std::move(job))
+        .then([this, verify, &response](kj::Own<Result<std::string>> result) {
+          const std::string text = (result->ok() ? **result : "error: " + result->status().ToString()) +
+                                   " (" + FormatRfc3339(NowNs()) + ")";
+          (verify ? last_verify_ : last_replay_) = text;
+          return SendJson(response, Json{{verify ? "lastVerify" : "lastReplay", text}});
+        });
+  }
+
+  // /api/audit: the head, the snapshots, and the last verify and replay.
+  kj::Promise<void> ApiAuditState(Response& response) {
+    const ledger::Head head = log_.GetHead();
+    Json snaps = Json::array();
+    auto listed = snapshots_.List();
+    if (listed.ok()) {
+      for (uint64_t s : *listed) snaps.push_back("after " + std::to_string(s));
+    }
+    return SendJson(response, Json{{"head", {{"sequence", head.sequence}, {"hash", schema::HashHex(head.hash)}}},
+                                   {"snapshots", snaps},
+                                   {"lastVerify", last_verify_},
+                                   {"lastReplay", last_replay_}});
+  }
+
+  // /api/explain?workload=NAMESPACE/NAME, for a principal that may see that namespace.
+  kj::Promise<void> ApiExplain(const std::string& url, const std::string& who,
+                               Response& response) {
+    const std::string name = QueryParam(url, "workload");
+    const std::string ns = name.substr(0, name.find('/'));
+    Status see = daemon_.policy().MaySee(who, "explain", ns);
+    if (name.find('/') == std::string::npos) see = Status(Code::kInvalidArgument, "workload=NAMESPACE/NAME");
+    if (!see.ok()) return Send(response, see.code() == Code::kPermissionDenied ? 403 : 400,
+                               "Refused", "text/plain", see.message() + "\n");
+    return daemon_.Explain(name, 0, "text").then(
+        [this, &response](kj::Own<Result<std::string>> text) {
+          if (!text->ok()) {
+            return Send(response, text->status().code() == Code::kNotFound ? 404 : 500,
+                        "Refused", "text/plain", text->status().ToString() + "\n");
+          }
+          return Send(response, 200, "OK", "text/plain; charset=utf-8", **text);
+        });
   }
 
   // One server-sent event per change of the head (and a comment line now and then), until the

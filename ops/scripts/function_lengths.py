@@ -179,10 +179,21 @@ def skip_template(head):
 
 
 def top_level_paren(head):
-    """Returns (start, end) of the first parenthesised group at depth 0, or None."""
+    """Returns (start, end) of the first parenthesised group at depth 0, or None.
+
+    Parentheses inside template arguments (`std::function<bool(int)> F()`) are not at depth 0.
+    """
     depth = 0
+    angle = 0
     start = None
     for k, c in enumerate(head):
+        if depth == 0 and c == "<" and re.search(r"\w\s*$", head[:k]) and \
+                not re.search(r"\boperator\s*<*$", head[:k]):
+            angle += 1
+        elif depth == 0 and c == ">" and angle > 0:
+            angle -= 1
+        if angle > 0:
+            continue
         if c == "(":
             if depth == 0 and start is None:
                 start = k

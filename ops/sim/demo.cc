@@ -258,6 +258,212 @@ auto PodsReport(schema::PodsReport report) {
   };
 }
 
+// The story's first hour: definitions, a run borrowing idle quota, a budget check passed.
+Status DemoBorrowing(Demo& demo) {
+  const std::string research_preemption = "  preemption: {reclaimWithinCohort: Any}\n";
+  const std::string production_preemption =
+      "  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}\n";
+  ADM_RETURN_IF_ERROR(demo.Config("2026-11-29T08:00:00Z"));
+  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T08:00:00Z",
+                                "platform-ops defines admission checks, flavors and priorities",
+                                "apply", kPlatform));
+  ADM_RETURN_IF_ERROR(demo.Step(
+      "2026-11-29T08:00:00Z",
+      "four tenants' ClusterQueues: research = vision + nlp (H100 heavy), production = "
+      "inference + batch (A100 heavy)",
+      "apply",
+      TenantQueue("vision", "research", 8, 0, research_preemption, "image-scan") +
+          TenantQueue("nlp", "research", 8, 0, research_preemption) +
+          TenantQueue("inference", "production", 0, 8, production_preemption) +
+          TenantQueue("batch", "production", 0, 8, production_preemption, "budget")));
+  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T09:00:00Z",
+                                "nlp starts a 16-GPU pretraining run: 8 of its own H100s plus 8 "
+                                "borrowed from vision's idle quota",
+                                "submit", Job("nlp", "llm-pretrain", "training", 2, 8)));
+  ADM_RETURN_IF_ERROR(demo.Step(
+      "2026-11-29T09:05:00Z",
+      "inference starts serving pinned to us-east; batch queues evaluation jobs on A100s and "
+      "borrows inference's idle quota",
+      "submit",
+      Job("batch", "eval-sweep", "batch", 6, 2, "", 2) + Job("batch", "eval-small", "batch", 1, 4) +
+          Job("inference", "chat-serving", "serving", 1, 4, "us-east")));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T09:10:00Z", "finance's budget controller approves the sweep: now it is admitted",
+      "finance.example.com/budget", "batch/job-eval-sweep",
+      CheckReport("budget", schema::CheckState::READY, "within the November eval budget")));
+  return Status::Ok();
+}
+
+// Reclaims: vision takes its H100s back, an image scan, a serving burst, a budget rejection.
+Status DemoReclaiming(Demo& demo) {
+  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T09:30:00Z",
+                                "vision needs its own H100s back: reclaiming them preempts the "
+                                "borrowing pretraining run; the detector then waits for its "
+                                "image scan",
+                                "submit", Job("vision", "detector-train", "training", 1, 8)));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T09:32:00Z", "the image scan is still running (Pending, visibly)",
+      "security.example.com/scanner", "vision/job-detector-train",
+      CheckReport("image-scan", schema::CheckState::PENDING, "scanning 14 layers")));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T09:35:00Z", "the scan passes: admitted with a fencing token",
+      "security.example.com/scanner", "vision/job-detector-train",
+      CheckReport("image-scan", schema::CheckState::READY, "no known CVEs")));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T09:36:00Z", "the pod runtime presents the token and starts the pods",
+      "pod-runtime", "vision/job-detector-train", PodsReport(schema::PodsReport::RELEASED)));
+  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T09:45:00Z",
+                                "a serving burst in inference reclaims the A100s batch borrowed; "
+                                "the preempted sweep waits for the next cycle (a victim is not "
+                                "admitted again at the instant it was preempted), so the small "
+                                "evaluation job takes the room",
+                                "submit", Job("inference", "chat-burst", "serving", 1, 4, "us-east")));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T09:50:00Z",
+      "finance approves the small evaluation job; the next cycle brings the sweep back "
+      "partially admitted (min 2 pods), needing its budget check again (generation 2)",
+      "finance.example.com/budget", "batch/job-eval-small",
+      CheckReport("budget", schema::CheckState::READY, "small enough for the remaining budget")));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T09:55:00Z", "finance rejects the second attempt: the sweep is deactivated",
+      "finance.example.com/budget", "batch/job-eval-sweep",
+      CheckReport("budget", schema::CheckState::REJECTED, "November eval budget exhausted")));
+  return Status::Ok();
+}
+
+// A revocation and its drain, an impossible request, and aging letting low priority run.
+Status DemoRevocationAndAging(Demo& demo) {
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T10:30:00Z",
+      "security revokes the detector's admission (image signature revoked): its pods are told "
+      "to drain, its token is void, and its quota stays held until the pods are gone",
+      "security.example.com/revoker", "vision/job-detector-train",
+      [](schema::Event::Builder e, const WorkloadInfo& wl) {
+        auto r = e.initBody().initRevocationRequested();
+        Ref(r.getTarget().initWorkload(), wl);
+        r.setReason("image signature revoked by the supplier");
+        r.setPodSetAction(schema::PodSetAction::DRAIN);
+        r.setDrainDeadlineNs(1795951800000000000);  // 2026-11-29T11:30:00Z
+      }));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T10:40:00Z",
+      "the runtime confirms the detector's pods are gone: only now is the quota released; the "
+      "detector is requeued and, as generation 2, must pass its image scan again",
+      "pod-runtime", "vision/job-detector-train", PodsReport(schema::PodsReport::TERMINATED)));
+  ADM_RETURN_IF_ERROR(demo.Input(
+      "2026-11-29T10:45:00Z",
+      "the scanner rejects generation 2 (the signature is revoked): the detector is deactivated "
+      "and the pretraining run gets its H100s again",
+      "security.example.com/scanner", "vision/job-detector-train",
+      CheckReport("image-scan", schema::CheckState::REJECTED, "image signature revoked")));
+  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T11:05:00Z",
+                                "a request no flavor could ever hold is rejected, not queued "
+                                "forever",
+                                "submit", Job("nlp", "too-big", "training", 1, 64)));
+  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T11:10:00Z",
+                                "a low-priority nightly index job queues behind the pretraining "
+                                "run (aging: +1 priority per minute waited)",
+                                "submit", Job("nlp", "nightly-index", "batch", 2, 8)));
+  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T13:29:00Z",
+                                "a fresh high-priority fine-tune arrives just before the "
+                                "pretraining run ends",
+                                "submit", Job("nlp", "finetune", "training", 2, 8)));
+  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T13:30:00Z",
+                                "the pretraining run finishes: the nightly job (10 + 140 aged) "
+                                "goes before the fine-tune (100 + 1): low priority still runs",
+                                "finish", "nlp/job-llm-pretrain"));
+
+  return Status::Ok();
+}
+
+Status PrintDemoTables(AdmissionApi& api, std::ostream& out) {
+  for (const auto& [kind, title] :
+       std::vector<std::pair<std::string, std::string>>{{"workloads", "Workloads"},
+                                                        {"clusterqueues", "ClusterQueues"},
+                                                        {"cohorts", "Cohorts"}}) {
+    auto table = api.Get(kind, "table");
+    if (!table.ok()) return table.status();
+    out << "\n== " << title << " now (admitctl get " << kind << ")\n" << *table;
+  }
+  return Status::Ok();
+}
+
+Status VerifyDemoLedger(const DemoTarget& target, std::ostream& out) {
+  // A connected client cannot look the index up; admitd's own verify does (docs/admitd.md).
+  auto report = ledger::VerifyChain(target.log, 1, schema::kGenesisHash, target.index_readable);
+  if (!report.ok()) return report.status();
+  if (report->fault) {
+    return Status(Code::kCorruption, "demo ledger fails verify at " +
+                                         std::to_string(report->fault->sequence));
+  }
+  out << "\n== The ledger verifies: " << report->events_checked << " events, head hash "
+      << schema::HashHex(report->head_hash) << "\n";
+  return Status::Ok();
+}
+
+// Returns the sequence of the snapshot taken.
+Result<uint64_t> SnapshotDemoState(AdmissionApi& api, std::ostream& out) {
+  // A snapshot of the state now: the next start loads it instead of folding the ledger.
+  auto taken = api.Snapshot("json");
+  if (!taken.ok()) return taken.status();
+  const nlohmann::json snapshot = nlohmann::json::parse(*taken, nullptr, false);
+  if (snapshot.is_discarded() || !snapshot.contains("sequence")) {
+    return Status(Code::kCorruption, "the snapshot's answer is not its JSON: " + *taken);
+  }
+  const uint64_t snapshot_at = snapshot["sequence"].get<uint64_t>();
+  out << "== Snapshot at sequence " << snapshot_at << ": "
+      << snapshot["bytes"].get<uint64_t>() << " bytes, SHA-256 "
+      << snapshot["sha256"].get<std::string>() << " (" << snapshot["path"].get<std::string>()
+      << ")\n";
+  return snapshot_at;
+}
+
+Status ReplayDemoLedger(const DemoTarget& target, uint64_t snapshot_at, std::ostream& out) {
+  // Replay the inputs through a fresh decider: every recorded decision must come out again,
+  // byte for byte, and the snapshot must equal the state the fold reaches there.
+  replay::Replayer replayer(target.log, replay::Genesis());
+  auto replayed = replay::RunComparingSnapshots(replayer, replay::ReplayOptions{}, target.log,
+                                                target.snapshots, {});
+  if (!replayed.ok()) return replayed.status();
+  if (replayed->report.divergence) {
+    return Status(Code::kCorruption, "demo replay diverged at sequence " +
+                                         std::to_string(replayed->report.divergence->sequence));
+  }
+  for (const replay::SnapshotComparison& c : replayed->snapshots) {
+    if (c.mismatch) {
+      return Status(Code::kCorruption, "demo snapshot at sequence " + std::to_string(c.after) +
+                                           " " + *c.mismatch);
+    }
+  }
+  out << "== Replay --verify: " << replayed->report.decisions_compared
+      << " decisions reproduced byte for byte; decision-stream SHA-256 "
+      << schema::HashHex(replayed->report.decision_stream_hash) << "; the snapshot equals the "
+      << "state re-encoded at sequence " << snapshot_at << "\n";
+  return Status::Ok();
+}
+
+// The explain page of the pretraining run, and finance's billing report.
+Status ShowDemoAudit(const DemoTarget& target, std::ostream& out) {
+  const std::string page = target.page_dir + "/explain-nlp-job-llm-pretrain.html";
+  Status written = replay::WriteExplainPage(target.log, "nlp", "job-llm-pretrain", page);
+  if (!written.ok()) return written;
+  out << "== The pretraining run's whole history, for a person: " << page << "\n";
+  // Finance's view of the same ledger: the usage fold (consumers/billing), per tenant and flavor.
+  auto usage = consumers::billing::FoldLedger(target.log);
+  if (!usage.ok()) return usage.status();
+  consumers::billing::ReportOptions billing;
+  billing.from_ms = 0;
+  billing.to_ms = usage->last_time_ms() + 1;
+  billing.by = {consumers::billing::GroupKey::kNamespace, consumers::billing::GroupKey::kFlavor};
+  out << "\n== Billing (admitctl billing report --by namespace --by flavor): used from each pod "
+         "release, idle while quota waited for pods\n"
+      << consumers::billing::ReportTable(consumers::billing::BuildReport(*usage, billing));
+  out << "Inspect it: admitctl " << target.inspect
+      << " log | get workloads -o yaml | explain nlp/job-llm-pretrain | replay --verify | "
+         "billing report\n";
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status RunDemo(const std::string& dir, std::ostream& out) {
@@ -302,176 +508,15 @@ Status RunDemoThrough(const DemoTarget& target, std::ostream& out) {
          "two cohorts and four tenants. Every input and decision below is an event in the\n"
          "ledger " << target.where << " (sequence numbers after #).\n";
 
-  const std::string research_preemption = "  preemption: {reclaimWithinCohort: Any}\n";
-  const std::string production_preemption =
-      "  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}\n";
-  ADM_RETURN_IF_ERROR(demo.Config("2026-11-29T08:00:00Z"));
-  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T08:00:00Z",
-                                "platform-ops defines admission checks, flavors and priorities",
-                                "apply", kPlatform));
-  ADM_RETURN_IF_ERROR(demo.Step(
-      "2026-11-29T08:00:00Z",
-      "four tenants' ClusterQueues: research = vision + nlp (H100 heavy), production = "
-      "inference + batch (A100 heavy)",
-      "apply",
-      TenantQueue("vision", "research", 8, 0, research_preemption, "image-scan") +
-          TenantQueue("nlp", "research", 8, 0, research_preemption) +
-          TenantQueue("inference", "production", 0, 8, production_preemption) +
-          TenantQueue("batch", "production", 0, 8, production_preemption, "budget")));
-  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T09:00:00Z",
-                                "nlp starts a 16-GPU pretraining run: 8 of its own H100s plus 8 "
-                                "borrowed from vision's idle quota",
-                                "submit", Job("nlp", "llm-pretrain", "training", 2, 8)));
-  ADM_RETURN_IF_ERROR(demo.Step(
-      "2026-11-29T09:05:00Z",
-      "inference starts serving pinned to us-east; batch queues evaluation jobs on A100s and "
-      "borrows inference's idle quota",
-      "submit",
-      Job("batch", "eval-sweep", "batch", 6, 2, "", 2) + Job("batch", "eval-small", "batch", 1, 4) +
-          Job("inference", "chat-serving", "serving", 1, 4, "us-east")));
-  ADM_RETURN_IF_ERROR(demo.Input(
-      "2026-11-29T09:10:00Z", "finance's budget controller approves the sweep: now it is admitted",
-      "finance.example.com/budget", "batch/job-eval-sweep",
-      CheckReport("budget", schema::CheckState::READY, "within the November eval budget")));
-  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T09:30:00Z",
-                                "vision needs its own H100s back: reclaiming them preempts the "
-                                "borrowing pretraining run; the detector then waits for its "
-                                "image scan",
-                                "submit", Job("vision", "detector-train", "training", 1, 8)));
-  ADM_RETURN_IF_ERROR(demo.Input(
-      "2026-11-29T09:32:00Z", "the image scan is still running (Pending, visibly)",
-      "security.example.com/scanner", "vision/job-detector-train",
-      CheckReport("image-scan", schema::CheckState::PENDING, "scanning 14 layers")));
-  ADM_RETURN_IF_ERROR(demo.Input(
-      "2026-11-29T09:35:00Z", "the scan passes: admitted with a fencing token",
-      "security.example.com/scanner", "vision/job-detector-train",
-      CheckReport("image-scan", schema::CheckState::READY, "no known CVEs")));
-  ADM_RETURN_IF_ERROR(demo.Input(
-      "2026-11-29T09:36:00Z", "the pod runtime presents the token and starts the pods",
-      "pod-runtime", "vision/job-detector-train", PodsReport(schema::PodsReport::RELEASED)));
-  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T09:45:00Z",
-                                "a serving burst in inference reclaims the A100s batch borrowed; "
-                                "the preempted sweep waits for the next cycle (a victim is not "
-                                "admitted again at the instant it was preempted), so the small "
-                                "evaluation job takes the room",
-                                "submit", Job("inference", "chat-burst", "serving", 1, 4, "us-east")));
-  ADM_RETURN_IF_ERROR(demo.Input(
-      "2026-11-29T09:50:00Z",
-      "finance approves the small evaluation job; the next cycle brings the sweep back "
-      "partially admitted (min 2 pods), needing its budget check again (generation 2)",
-      "finance.example.com/budget", "batch/job-eval-small",
-      CheckReport("budget", schema::CheckState::READY, "small enough for the remaining budget")));
-  ADM_RETURN_IF_ERROR(demo.Input(
-      "2026-11-29T09:55:00Z", "finance rejects the second attempt: the sweep is deactivated",
-      "finance.example.com/budget", "batch/job-eval-sweep",
-      CheckReport("budget", schema::CheckState::REJECTED, "November eval budget exhausted")));
-  ADM_RETURN_IF_ERROR(demo.Input(
-      "2026-11-29T10:30:00Z",
-      "security revokes the detector's admission (image signature revoked): its pods are told "
-      "to drain, its token is void, and its quota stays held until the pods are gone",
-      "security.example.com/revoker", "vision/job-detector-train",
-      [](schema::Event::Builder e, const WorkloadInfo& wl) {
-        auto r = e.initBody().initRevocationRequested();
-        Ref(r.getTarget().initWorkload(), wl);
-        r.setReason("image signature revoked by the supplier");
-        r.setPodSetAction(schema::PodSetAction::DRAIN);
-        r.setDrainDeadlineNs(1795951800000000000);  // 2026-11-29T11:30:00Z
-      }));
-  ADM_RETURN_IF_ERROR(demo.Input(
-      "2026-11-29T10:40:00Z",
-      "the runtime confirms the detector's pods are gone: only now is the quota released; the "
-      "detector is requeued and, as generation 2, must pass its image scan again",
-      "pod-runtime", "vision/job-detector-train", PodsReport(schema::PodsReport::TERMINATED)));
-  ADM_RETURN_IF_ERROR(demo.Input(
-      "2026-11-29T10:45:00Z",
-      "the scanner rejects generation 2 (the signature is revoked): the detector is deactivated "
-      "and the pretraining run gets its H100s again",
-      "security.example.com/scanner", "vision/job-detector-train",
-      CheckReport("image-scan", schema::CheckState::REJECTED, "image signature revoked")));
-  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T11:05:00Z",
-                                "a request no flavor could ever hold is rejected, not queued "
-                                "forever",
-                                "submit", Job("nlp", "too-big", "training", 1, 64)));
-  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T11:10:00Z",
-                                "a low-priority nightly index job queues behind the pretraining "
-                                "run (aging: +1 priority per minute waited)",
-                                "submit", Job("nlp", "nightly-index", "batch", 2, 8)));
-  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T13:29:00Z",
-                                "a fresh high-priority fine-tune arrives just before the "
-                                "pretraining run ends",
-                                "submit", Job("nlp", "finetune", "training", 2, 8)));
-  ADM_RETURN_IF_ERROR(demo.Step("2026-11-29T13:30:00Z",
-                                "the pretraining run finishes: the nightly job (10 + 140 aged) "
-                                "goes before the fine-tune (100 + 1): low priority still runs",
-                                "finish", "nlp/job-llm-pretrain"));
-
-  for (const auto& [kind, title] :
-       std::vector<std::pair<std::string, std::string>>{{"workloads", "Workloads"},
-                                                        {"clusterqueues", "ClusterQueues"},
-                                                        {"cohorts", "Cohorts"}}) {
-    auto table = (*head)->Get(kind, "table");
-    if (!table.ok()) return table.status();
-    out << "\n== " << title << " now (admitctl get " << kind << ")\n" << *table;
-  }
-  // A connected client cannot look the index up; admitd's own verify does (docs/admitd.md).
-  auto report = ledger::VerifyChain(target.log, 1, schema::kGenesisHash, target.index_readable);
-  if (!report.ok()) return report.status();
-  if (report->fault) {
-    return Status(Code::kCorruption, "demo ledger fails verify at " +
-                                         std::to_string(report->fault->sequence));
-  }
-  out << "\n== The ledger verifies: " << report->events_checked << " events, head hash "
-      << schema::HashHex(report->head_hash) << "\n";
-  // A snapshot of the state now: the next start loads it instead of folding the ledger.
-  auto taken = (*head)->Snapshot("json");
-  if (!taken.ok()) return taken.status();
-  const nlohmann::json snapshot = nlohmann::json::parse(*taken, nullptr, false);
-  if (snapshot.is_discarded() || !snapshot.contains("sequence")) {
-    return Status(Code::kCorruption, "the snapshot's answer is not its JSON: " + *taken);
-  }
-  const uint64_t snapshot_at = snapshot["sequence"].get<uint64_t>();
-  out << "== Snapshot at sequence " << snapshot_at << ": "
-      << snapshot["bytes"].get<uint64_t>() << " bytes, SHA-256 "
-      << snapshot["sha256"].get<std::string>() << " (" << snapshot["path"].get<std::string>()
-      << ")\n";
-  // Replay the inputs through a fresh decider: every recorded decision must come out again,
-  // byte for byte, and the snapshot must equal the state the fold reaches there.
-  replay::Replayer replayer(target.log, replay::Genesis());
-  auto replayed = replay::RunComparingSnapshots(replayer, replay::ReplayOptions{}, target.log,
-                                                target.snapshots, {});
-  if (!replayed.ok()) return replayed.status();
-  if (replayed->report.divergence) {
-    return Status(Code::kCorruption, "demo replay diverged at sequence " +
-                                         std::to_string(replayed->report.divergence->sequence));
-  }
-  for (const replay::SnapshotComparison& c : replayed->snapshots) {
-    if (c.mismatch) {
-      return Status(Code::kCorruption, "demo snapshot at sequence " + std::to_string(c.after) +
-                                           " " + *c.mismatch);
-    }
-  }
-  out << "== Replay --verify: " << replayed->report.decisions_compared
-      << " decisions reproduced byte for byte; decision-stream SHA-256 "
-      << schema::HashHex(replayed->report.decision_stream_hash) << "; the snapshot equals the "
-      << "state re-encoded at sequence " << snapshot_at << "\n";
-  const std::string page = target.page_dir + "/explain-nlp-job-llm-pretrain.html";
-  Status written = replay::WriteExplainPage(target.log, "nlp", "job-llm-pretrain", page);
-  if (!written.ok()) return written;
-  out << "== The pretraining run's whole history, for a person: " << page << "\n";
-  // Finance's view of the same ledger: the usage fold (consumers/billing), per tenant and flavor.
-  auto usage = consumers::billing::FoldLedger(target.log);
-  if (!usage.ok()) return usage.status();
-  consumers::billing::ReportOptions billing;
-  billing.from_ms = 0;
-  billing.to_ms = usage->last_time_ms() + 1;
-  billing.by = {consumers::billing::GroupKey::kNamespace, consumers::billing::GroupKey::kFlavor};
-  out << "\n== Billing (admitctl billing report --by namespace --by flavor): used from each pod "
-         "release, idle while quota waited for pods\n"
-      << consumers::billing::ReportTable(consumers::billing::BuildReport(*usage, billing));
-  out << "Inspect it: admitctl " << target.inspect
-      << " log | get workloads -o yaml | explain nlp/job-llm-pretrain | replay --verify | "
-         "billing report\n";
-  return Status::Ok();
+  ADM_RETURN_IF_ERROR(DemoBorrowing(demo));
+  ADM_RETURN_IF_ERROR(DemoReclaiming(demo));
+  ADM_RETURN_IF_ERROR(DemoRevocationAndAging(demo));
+  ADM_RETURN_IF_ERROR(PrintDemoTables(**head, out));
+  ADM_RETURN_IF_ERROR(VerifyDemoLedger(target, out));
+  auto snapshot_at = SnapshotDemoState(**head, out);
+  if (!snapshot_at.ok()) return snapshot_at.status();
+  ADM_RETURN_IF_ERROR(ReplayDemoLedger(target, *snapshot_at, out));
+  return ShowDemoAudit(target, out);
 }
 
 }  // namespace admission::ops

@@ -109,6 +109,11 @@ class World {
         log_(options.log != nullptr ? *options.log : memory_log_) {}
 
   SimReport Run();
+  // Run's steps: one step of the world, the replay at the end, the debugging dumps, the report.
+  void Step();
+  void ReplayAtEnd();
+  void DumpForDebugging();
+  SimReport Report();
 
  private:
   // --- The platform ---
@@ -141,6 +146,10 @@ class World {
   bool Record(const std::vector<std::string>& inputs, const std::string& actor);
   void CheckAfterAppend();
   void ScanNewEvents();
+  // ScanNewEvents' steps, each false once an invariant failed.
+  bool ScanEvent(uint64_t sequence, schema::Event::Reader event);
+  bool ScanAdmitted(schema::Admitted::Reader a, const std::string& at);
+  bool ScanPodsReported(schema::PodsReported::Reader p, const std::string& at);
   void Fail(const std::string& invariant, const std::string& object, const std::string& detail);
   const projections::Engine& engine() const { return service_->engine(); }
   std::vector<WorkloadView> Workloads(
@@ -179,13 +188,9 @@ class World {
   std::set<std::string> reserved_in_append_;
 };
 
-std::string World::DefinitionsYaml(bool reclaimed) const {
-  // A reclaim halves team-b's H100 quota (the quota version changes) until it is restored; the
-  // quota-reclaim drill takes it all but one GPU and forbids borrowing, so admitted work must go.
-  const bool drill = options_.drill == Drill::kQuotaReclaim;
-  const int team_b_h100 = !reclaimed ? 8 : drill ? 1 : 4;  // GPUs
-  const int team_b_borrowing = reclaimed && drill ? 0 : 4;
-  std::string y = R"(apiVersion: kueue.x-k8s.io/v1beta2
+// The simulation's definitions that no reclaim changes: the admission checks, the flavors, the
+// cohort and team-a's ClusterQueue.
+constexpr char kFixedDefinitionsYaml[] = R"(apiVersion: kueue.x-k8s.io/v1beta2
 kind: AdmissionCheck
 metadata:
   name: image-scan
@@ -244,7 +249,16 @@ spec:
       resources: [{name: cpu, nominalQuota: 96}, {name: nvidia.com/gpu, nominalQuota: 16}]
     - name: a100
       resources: [{name: cpu, nominalQuota: 48}, {name: nvidia.com/gpu, nominalQuota: 8}]
----
+)";
+
+std::string World::DefinitionsYaml(bool reclaimed) const {
+  // A reclaim halves team-b's H100 quota (the quota version changes) until it is restored; the
+  // quota-reclaim drill takes it all but one GPU and forbids borrowing, so admitted work must go.
+  const bool drill = options_.drill == Drill::kQuotaReclaim;
+  const int team_b_h100 = !reclaimed ? 8 : drill ? 1 : 4;  // GPUs
+  const int team_b_borrowing = reclaimed && drill ? 0 : 4;
+  std::string y = kFixedDefinitionsYaml;
+  y += R"(---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata:
@@ -870,105 +884,116 @@ void World::ScanNewEvents() {
              decoded.status().ToString());
         return;
       }
-      const schema::Event::Reader event = decoded->root();
-      const auto body = event.getBody();
-      const std::string at = "sequence " + std::to_string(stored.sequence);
-      if (drilling()) NoteEvidence(stored.sequence, event);
-      switch (body.which()) {
-        case schema::Event::Body::ADMITTED: {
-          auto a = body.getAdmitted();
-          const std::string uid = a.getWorkload().getUid().cStr();
-          const std::string token = a.getFencingToken().cStr();
-          ++counts_["admitted"];
-          if (!tokens_issued_.insert(token).second) {
-            Fail("no-token-issued-twice", uid, at + " issues token " + token + " again");
-            return;
-          }
-          token_of_uid_[uid] = TokenState{token, true};
-          std::set<std::string> ready_checks;
-          for (uint64_t report : a.getCheckVersions()) {
-            Result<std::vector<ledger::StoredEvent>> r = log_.Read(report, 1);
-            std::optional<schema::DecodedEvent> d;
-            if (r.ok() && r->size() == 1) {
-              Result<schema::DecodedEvent> rd = schema::DecodeEvent(r->front().bytes);
-              if (rd.ok()) d = std::move(*rd);
-            }
-            const bool is_report =
-                d && d->root().getBody().which() == schema::Event::Body::CHECK_STATE_REPORTED;
-            auto c = is_report ? d->root().getBody().getCheckStateReported()
-                               : schema::CheckStateReported::Reader();
-            if (!is_report || c.getState() != schema::CheckState::READY ||
-                std::string(c.getWorkload().getUid().cStr()) != uid ||
-                c.getGeneration() != a.getGeneration()) {
-              Fail("admitted-only-with-every-check-ready", uid,
-                   at + " names sequence " + std::to_string(report) +
-                       ", which is not a Ready report for generation " +
-                       std::to_string(a.getGeneration()));
-              return;
-            }
-            ready_checks.insert(c.getCheck().cStr());
-          }
-          if (ready_checks.size() != a.getCheckVersions().size()) {
-            Fail("admitted-only-with-every-check-ready", uid, at + " names one check twice");
-            return;
-          }
-          break;
-        }
-        case schema::Event::Body::QUOTA_RESERVED:
-          reserved_in_append_.insert(
-              std::string(body.getQuotaReserved().getWorkload().getNamespace().cStr()) + "/" +
-              body.getQuotaReserved().getWorkload().getName().cStr());
-          break;
-        case schema::Event::Body::EVICTION_STARTED:
-          ++counts_["evicted"];
-          token_of_uid_[body.getEvictionStarted().getWorkload().getUid().cStr()].valid = false;
-          break;
-        case schema::Event::Body::QUOTA_RELEASED:
-          token_of_uid_[body.getQuotaReleased().getWorkload().getUid().cStr()].valid = false;
-          break;
-        case schema::Event::Body::DEACTIVATED:
-          ++counts_["deactivated"];
-          token_of_uid_[body.getDeactivated().getWorkload().getUid().cStr()].valid = false;
-          break;
-        case schema::Event::Body::WORKLOAD_FINISHED:
-          token_of_uid_[body.getWorkloadFinished().getWorkload().getUid().cStr()].valid = false;
-          break;
-        case schema::Event::Body::WORKLOAD_DELETED:
-          token_of_uid_[body.getWorkloadDeleted().getWorkload().getUid().cStr()].valid = false;
-          break;
-        case schema::Event::Body::PREEMPTED:
-          ++counts_["preempted"];
-          break;
-        case schema::Event::Body::STARVATION_ALERT:
-          ++counts_["starvation-alerts"];
-          break;
-        case schema::Event::Body::DRAIN_DEADLINE_PASSED:
-          ++counts_["drain-deadlines-passed"];
-          break;
-        case schema::Event::Body::REJECTED:
-          ++counts_["rejected"];
-          break;
-        case schema::Event::Body::PODS_REPORTED: {
-          auto p = body.getPodsReported();
-          const std::string uid = p.getWorkload().getUid().cStr();
-          const std::string presented = p.getFencingToken().cStr();
-          const TokenState& state = token_of_uid_[uid];
-          if (p.getReport() == schema::PodsReport::RELEASED &&
-              (!state.valid || state.token != presented)) {
-            Fail("pods-only-with-a-valid-token", uid,
-                 at + " releases pods with token '" + presented + "', but " +
-                     (state.valid ? "the valid token is '" + state.token + "'"
-                                  : std::string("no token is valid")));
-            return;
-          }
-          if (p.getReport() == schema::PodsReport::FINISHED) token_of_uid_[uid].valid = false;
-          break;
-        }
-        default:
-          break;
-      }
+      if (!ScanEvent(stored.sequence, decoded->root())) return;
     }
   }
+}
+
+bool World::ScanEvent(uint64_t sequence, schema::Event::Reader event) {
+  const auto body = event.getBody();
+  const std::string at = "sequence " + std::to_string(sequence);
+  if (drilling()) NoteEvidence(sequence, event);
+  switch (body.which()) {
+    case schema::Event::Body::ADMITTED:
+      return ScanAdmitted(body.getAdmitted(), at);
+    case schema::Event::Body::QUOTA_RESERVED:
+      reserved_in_append_.insert(
+          std::string(body.getQuotaReserved().getWorkload().getNamespace().cStr()) + "/" +
+          body.getQuotaReserved().getWorkload().getName().cStr());
+      break;
+    case schema::Event::Body::EVICTION_STARTED:
+      ++counts_["evicted"];
+      token_of_uid_[body.getEvictionStarted().getWorkload().getUid().cStr()].valid = false;
+      break;
+    case schema::Event::Body::QUOTA_RELEASED:
+      token_of_uid_[body.getQuotaReleased().getWorkload().getUid().cStr()].valid = false;
+      break;
+    case schema::Event::Body::DEACTIVATED:
+      ++counts_["deactivated"];
+      token_of_uid_[body.getDeactivated().getWorkload().getUid().cStr()].valid = false;
+      break;
+    case schema::Event::Body::WORKLOAD_FINISHED:
+      token_of_uid_[body.getWorkloadFinished().getWorkload().getUid().cStr()].valid = false;
+      break;
+    case schema::Event::Body::WORKLOAD_DELETED:
+      token_of_uid_[body.getWorkloadDeleted().getWorkload().getUid().cStr()].valid = false;
+      break;
+    case schema::Event::Body::PREEMPTED:
+      ++counts_["preempted"];
+      break;
+    case schema::Event::Body::STARVATION_ALERT:
+      ++counts_["starvation-alerts"];
+      break;
+    case schema::Event::Body::DRAIN_DEADLINE_PASSED:
+      ++counts_["drain-deadlines-passed"];
+      break;
+    case schema::Event::Body::REJECTED:
+      ++counts_["rejected"];
+      break;
+    case schema::Event::Body::PODS_REPORTED:
+      return ScanPodsReported(body.getPodsReported(), at);
+    default:
+      break;
+  }
+  return true;
+}
+
+// An admission issues a token never issued before, and names a Ready report of the admitted
+// generation for each of its checks.
+bool World::ScanAdmitted(schema::Admitted::Reader a, const std::string& at) {
+  const std::string uid = a.getWorkload().getUid().cStr();
+  const std::string token = a.getFencingToken().cStr();
+  ++counts_["admitted"];
+  if (!tokens_issued_.insert(token).second) {
+    Fail("no-token-issued-twice", uid, at + " issues token " + token + " again");
+    return false;
+  }
+  token_of_uid_[uid] = TokenState{token, true};
+  std::set<std::string> ready_checks;
+  for (uint64_t report : a.getCheckVersions()) {
+    Result<std::vector<ledger::StoredEvent>> r = log_.Read(report, 1);
+    std::optional<schema::DecodedEvent> d;
+    if (r.ok() && r->size() == 1) {
+      Result<schema::DecodedEvent> rd = schema::DecodeEvent(r->front().bytes);
+      if (rd.ok()) d = std::move(*rd);
+    }
+    const bool is_report =
+        d && d->root().getBody().which() == schema::Event::Body::CHECK_STATE_REPORTED;
+    auto c = is_report ? d->root().getBody().getCheckStateReported()
+                       : schema::CheckStateReported::Reader();
+    if (!is_report || c.getState() != schema::CheckState::READY ||
+        std::string(c.getWorkload().getUid().cStr()) != uid ||
+        c.getGeneration() != a.getGeneration()) {
+      Fail("admitted-only-with-every-check-ready", uid,
+           at + " names sequence " + std::to_string(report) +
+               ", which is not a Ready report for generation " +
+               std::to_string(a.getGeneration()));
+      return false;
+    }
+    ready_checks.insert(c.getCheck().cStr());
+  }
+  if (ready_checks.size() != a.getCheckVersions().size()) {
+    Fail("admitted-only-with-every-check-ready", uid, at + " names one check twice");
+    return false;
+  }
+  return true;
+}
+
+// Pods are released only with the workload's valid token.
+bool World::ScanPodsReported(schema::PodsReported::Reader p, const std::string& at) {
+  const std::string uid = p.getWorkload().getUid().cStr();
+  const std::string presented = p.getFencingToken().cStr();
+  const TokenState& state = token_of_uid_[uid];
+  if (p.getReport() == schema::PodsReport::RELEASED &&
+      (!state.valid || state.token != presented)) {
+    Fail("pods-only-with-a-valid-token", uid,
+         at + " releases pods with token '" + presented + "', but " +
+             (state.valid ? "the valid token is '" + state.token + "'"
+                          : std::string("no token is valid")));
+    return false;
+  }
+  if (p.getReport() == schema::PodsReport::FINISHED) token_of_uid_[uid].valid = false;
+  return true;
 }
 
 void World::Fail(const std::string& invariant, const std::string& object,
@@ -981,73 +1006,86 @@ void World::Fail(const std::string& invariant, const std::string& object,
 
 SimReport World::Run() {
   Result<std::unique_ptr<ops::Service>> service = ops::Service::Open(log_, clock_);
-  SimReport report;
   if (!service.ok()) {
+    SimReport report;
     report.failure = "the service did not open: " + service.status().ToString();
     return report;
   }
   service_ = std::move(*service);
   Setup();
-  for (step_ = 0; step_ < options_.steps && !failure_; ++step_) {
-    now_ns_ += rng_.Uniform(kStepSecondsMin, kStepSecondsMax) * kSecondNs;
-    {
-      // Time passes: the timers due fire (TTLs, backoffs, drain deadlines, max waits).
-      capnp::MallocMessageBuilder m;
-      m.initRoot<schema::Event>().initBody().initClockAdvanced().setToNs(now_ns_);
-      Record({Encode(m)}, "clock");
-      if (auto v = projections::CheckStarvationAlerts(engine(), now_ns_)) {
-        Fail(v->invariant, v->object, v->detail);
-      }
+  for (step_ = 0; step_ < options_.steps && !failure_; ++step_) Step();
+  if (!failure_) ReplayAtEnd();
+  DumpForDebugging();
+  return Report();
+}
+
+// Time passes, faults and outages come, tenants and operators act, and the controllers and the
+// pod runtime answer.
+void World::Step() {
+  now_ns_ += rng_.Uniform(kStepSecondsMin, kStepSecondsMax) * kSecondNs;
+  {
+    // Time passes: the timers due fire (TTLs, backoffs, drain deadlines, max waits).
+    capnp::MallocMessageBuilder m;
+    m.initRoot<schema::Event>().initBody().initClockAdvanced().setToNs(now_ns_);
+    Record({Encode(m)}, "clock");
+    if (auto v = projections::CheckStarvationAlerts(engine(), now_ns_)) {
+      Fail(v->invariant, v->object, v->detail);
     }
-    if (options_.forge_release_at_step && *options_.forge_release_at_step == step_) Forge();
-    if (drilling()) DrillFault();
-    if (!drilling() && rng_.Chance(scanner_outage_until_ns_ > now_ns_ ? 0 : 2)) {
-      scanner_outage_until_ns_ = now_ns_ + rng_.Uniform(5, 40) * kMinuteNs;
-      ++counts_["controller-outages"];
-    }
-    if (!drilling() && rng_.Chance(budget_outage_until_ns_ > now_ns_ ? 0 : 1)) {
-      budget_outage_until_ns_ = now_ns_ + rng_.Uniform(10, 60) * kMinuteNs;
-      ++counts_["controller-outages"];
-    }
-    DeliverHeldReports();
-    const int roll = rng_.Uniform(1, 100);
-    if (drilling()) {
-      // Only the background: tenants come and go; the fault is DrillFault's.
-      if (roll <= 18) {
-        TenantBurst();
-      } else if (roll <= 26) {
-        TenantEnds();
-      }
-    } else if (roll <= 18) {
+  }
+  if (options_.forge_release_at_step && *options_.forge_release_at_step == step_) Forge();
+  if (drilling()) DrillFault();
+  if (!drilling() && rng_.Chance(scanner_outage_until_ns_ > now_ns_ ? 0 : 2)) {
+    scanner_outage_until_ns_ = now_ns_ + rng_.Uniform(5, 40) * kMinuteNs;
+    ++counts_["controller-outages"];
+  }
+  if (!drilling() && rng_.Chance(budget_outage_until_ns_ > now_ns_ ? 0 : 1)) {
+    budget_outage_until_ns_ = now_ns_ + rng_.Uniform(10, 60) * kMinuteNs;
+    ++counts_["controller-outages"];
+  }
+  DeliverHeldReports();
+  const int roll = rng_.Uniform(1, 100);
+  if (drilling()) {
+    // Only the background: tenants come and go; the fault is DrillFault's.
+    if (roll <= 18) {
       TenantBurst();
     } else if (roll <= 26) {
       TenantEnds();
-    } else if (roll <= 29) {
-      NodeEvent();
-    } else if (roll <= 31) {
-      QuotaReclaim();
-    } else if (roll <= 32) {
-      MaintenanceWindow();
-    } else if (roll <= 35) {
-      Revoke();
-    } else if (roll <= 38) {
-      Restart();
     }
-    CheckControllers();
-    PodRuntime();
+  } else if (roll <= 18) {
+    TenantBurst();
+  } else if (roll <= 26) {
+    TenantEnds();
+  } else if (roll <= 29) {
+    NodeEvent();
+  } else if (roll <= 31) {
+    QuotaReclaim();
+  } else if (roll <= 32) {
+    MaintenanceWindow();
+  } else if (roll <= 35) {
+    Revoke();
+  } else if (roll <= 38) {
+    Restart();
   }
-  if (!failure_) {
-    Result<replay::ReplayReport> replayed = replay::ReplayAndVerify(log_);
-    if (!replayed.ok()) {
-      Fail("replay-reproduces-every-decision", "", replayed.status().ToString());
-    } else if (replayed->divergence) {
-      Fail("replay-reproduces-every-decision",
-           "sequence " + std::to_string(replayed->divergence->sequence),
-           "first differing field: " + replayed->divergence->first_differing_field);
-    } else {
-      counts_["decisions-replayed"] = replayed->decisions_compared;
-    }
+  CheckControllers();
+  PodRuntime();
+}
+
+// Every decision of the run comes out again, byte for byte, from a replay of its ledger.
+void World::ReplayAtEnd() {
+  Result<replay::ReplayReport> replayed = replay::ReplayAndVerify(log_);
+  if (!replayed.ok()) {
+    Fail("replay-reproduces-every-decision", "", replayed.status().ToString());
+  } else if (replayed->divergence) {
+    Fail("replay-reproduces-every-decision",
+         "sequence " + std::to_string(replayed->divergence->sequence),
+         "first differing field: " + replayed->divergence->first_differing_field);
+  } else {
+    counts_["decisions-replayed"] = replayed->decisions_compared;
   }
+}
+
+// SIM_DUMP_TAIL=N prints the ledger's last N events, SIM_TRACE_END every workload at the end.
+void World::DumpForDebugging() {
   if (const char* tail = std::getenv("SIM_DUMP_TAIL"); tail != nullptr) {
     const uint64_t head = log_.GetHead().sequence;
     const uint64_t n = std::min<uint64_t>(head, std::strtoull(tail, nullptr, 10));
@@ -1073,6 +1111,10 @@ SimReport World::Run() {
                    wl.pending_message.substr(0, 100).c_str());
     }
   }
+}
+
+SimReport World::Report() {
+  SimReport report;
   report.passed = !failure_;
   report.failure = failure_.value_or("");
   report.trace_hash = schema::HashHex(log_.GetHead().hash);

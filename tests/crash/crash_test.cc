@@ -149,6 +149,73 @@ std::string DescribeWaitStatus(int status) {
   return "wait status " + std::to_string(status);
 }
 
+// The ledger the runs append to, replaced by a fresh one once it holds kEpochEventsMax events.
+struct Epoch {
+  int number = -1;
+  std::filesystem::path dir;
+  std::string ledger_dir;
+  std::string ack_path;
+  LedgerContents contents = LedgerContents(kAppenderThreads);
+  size_t ledger_acks = 0;  // acks in the current ledger's ack file at the last check
+};
+
+// Starts the next epoch when there is none yet or the current one is full.
+void NextEpochIfFull(const std::filesystem::path& scratch, Epoch* epoch) {
+  if (epoch->number >= 0 && epoch->contents.head < kEpochEventsMax) return;
+  // A fresh ledger: the last one passed every check, so it is not needed for inspection.
+  if (epoch->number >= 0) std::filesystem::remove_all(epoch->dir);
+  ++epoch->number;
+  epoch->dir = scratch / ("epoch-" + std::to_string(epoch->number));
+  epoch->ledger_dir = epoch->dir / "ledger";
+  epoch->ack_path = epoch->dir / "acks";
+  std::filesystem::create_directories(epoch->dir);
+  epoch->contents = LedgerContents(kAppenderThreads);
+  epoch->ledger_acks = 0;
+}
+
+// Runs the appender on the epoch's ledger and SIGKILLs it run_ms after its first ack (or after
+// its start); fails the test when the appender stopped on its own.
+void RunAppenderUntilKilled(const std::string& appender, const Epoch& epoch,
+                            uint64_t appender_seed, const std::string& appender_log,
+                            bool after_first_ack, int run_ms) {
+  const uintmax_t acks_before = FileSize(epoch.ack_path);
+  const pid_t pid =
+      SpawnAppender(appender, epoch.ledger_dir, epoch.ack_path, appender_seed, appender_log);
+  ASSERT_GT(pid, 0) << "fork: " << std::strerror(errno);
+  int status = 0;
+  bool exited_early = false;
+  if (after_first_ack) {
+    exited_early = !WaitForAckOrExit(pid, epoch.ack_path, acks_before, &status);
+  }
+  if (!exited_early) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(run_ms));
+    ASSERT_EQ(kill(pid, SIGKILL), 0) << std::strerror(errno);
+    ASSERT_EQ(waitpid(pid, &status, 0), pid) << std::strerror(errno);
+  }
+  // Anything but our SIGKILL means the appender stopped on its own: an error it found.
+  const bool killed_by_us = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+  ASSERT_TRUE(killed_by_us) << "crash_appender " << DescribeWaitStatus(status)
+                            << "; its output:\n" << ReadWholeFile(appender_log);
+  ASSERT_FALSE(::testing::Test::HasFailure());  // e.g. no ack before the timeout
+}
+
+// After a kill: the ledger opens, its whole chain verifies, it extends what the earlier runs
+// left (epoch->contents), and every ack in the ack file names an event in it (*ack_count).
+void CheckLedgerAfterKill(Epoch* epoch, size_t* ack_count) {
+  Result<std::unique_ptr<ledger::RocksDbLog>> log = ledger::RocksDbLog::Open(epoch->ledger_dir);
+  ASSERT_TRUE(log.ok()) << "Open refused the ledger after a SIGKILL: "
+                        << log.status().ToString();
+
+  ledger::VerifyReport verified;
+  ASSERT_TRUE(WholeChainVerifies(**log, &verified));
+  const ledger::VerifyReport* report = &verified;
+  ASSERT_TRUE(CheckAndExtend(**log, &epoch->contents));
+  ASSERT_EQ(epoch->contents.head, report->head);
+  ASSERT_EQ(epoch->contents.head_hash, report->head_hash);
+  ASSERT_TRUE(CheckAcks(ReadWholeFile(epoch->ack_path), epoch->contents, ack_count));
+  log->reset();  // closes RocksDB (and its lock) before the next appender opens it
+}
+
 TEST(CrashRecovery, SigkilledAppenderLeavesVerifiedPrefixWithEveryAck) {
   const uint64_t seed = TestSeed();
   std::printf("crash test seed %llu (repeat with CRASH_TEST_SEED=%llu)\n",
@@ -161,29 +228,14 @@ TEST(CrashRecovery, SigkilledAppenderLeavesVerifiedPrefixWithEveryAck) {
   ASSERT_FALSE(HasFailure());
   const std::string appender_log = scratch.path() / "appender.log";
 
-  int epoch = -1;
-  std::filesystem::path epoch_dir;
-  std::string ledger_dir;
-  std::string ack_path;
-  LedgerContents contents(kAppenderThreads);
+  Epoch epoch;
   int iterations_with_new_events = 0;
   int iterations_with_new_acks = 0;  // runs whose acks, checked against the ledger, grew
   uint64_t events_in_all = 0;
   size_t acks_in_all = 0;
-  size_t ledger_acks = 0;  // acks in the current ledger's ack file at the last check
   std::vector<size_t> stream_events_in_all(kAppenderThreads);
   for (int iteration = 0; iteration < kIterations; ++iteration) {
-    if (epoch < 0 || contents.head >= kEpochEventsMax) {
-      // A fresh ledger: the last one passed every check, so it is not needed for inspection.
-      if (epoch >= 0) std::filesystem::remove_all(epoch_dir);
-      ++epoch;
-      epoch_dir = scratch.path() / ("epoch-" + std::to_string(epoch));
-      ledger_dir = epoch_dir / "ledger";
-      ack_path = epoch_dir / "acks";
-      std::filesystem::create_directories(epoch_dir);
-      contents = LedgerContents(kAppenderThreads);
-      ledger_acks = 0;
-    }
+    NextEpochIfFull(scratch.path(), &epoch);
     const int run_ms =
         kRunMsMin + static_cast<int>(Mix(seed, 2 * static_cast<uint64_t>(iteration)) %
                                      (kRunMsMax - kRunMsMin + 1));
@@ -193,66 +245,37 @@ TEST(CrashRecovery, SigkilledAppenderLeavesVerifiedPrefixWithEveryAck) {
     // process start-up, RocksDB's recovery and the appender's resume as often as in appends.
     const bool after_first_ack = iteration % kKillAfterStartOneIn != 0;
     SCOPED_TRACE("iteration " + std::to_string(iteration) + " (seed " + std::to_string(seed) +
-                 ", ledger " + ledger_dir + ", killed " + std::to_string(run_ms) +
+                 ", ledger " + epoch.ledger_dir + ", killed " + std::to_string(run_ms) +
                  " ms after " + (after_first_ack ? "its first ack)" : "its start)"));
+    ASSERT_NO_FATAL_FAILURE(RunAppenderUntilKilled(appender, epoch, appender_seed, appender_log,
+                                                   after_first_ack, run_ms));
 
-    const uintmax_t acks_before = FileSize(ack_path);
-    const pid_t pid = SpawnAppender(appender, ledger_dir, ack_path, appender_seed, appender_log);
-    ASSERT_GT(pid, 0) << "fork: " << std::strerror(errno);
-    int status = 0;
-    bool exited_early = false;
-    if (after_first_ack) {
-      exited_early = !WaitForAckOrExit(pid, ack_path, acks_before, &status);
-    }
-    if (!exited_early) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(run_ms));
-      ASSERT_EQ(kill(pid, SIGKILL), 0) << std::strerror(errno);
-      ASSERT_EQ(waitpid(pid, &status, 0), pid) << std::strerror(errno);
-    }
-    // Anything but our SIGKILL means the appender stopped on its own: an error it found.
-    const bool killed_by_us = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
-    ASSERT_TRUE(killed_by_us) << "crash_appender " << DescribeWaitStatus(status)
-                              << "; its output:\n" << ReadWholeFile(appender_log);
-    ASSERT_FALSE(HasFailure());  // e.g. no ack before the timeout
-
-    Result<std::unique_ptr<ledger::RocksDbLog>> log = ledger::RocksDbLog::Open(ledger_dir);
-    ASSERT_TRUE(log.ok()) << "Open refused the ledger after a SIGKILL: "
-                          << log.status().ToString();
-
-    ledger::VerifyReport verified;
-    ASSERT_TRUE(WholeChainVerifies(**log, &verified));
-    const ledger::VerifyReport* report = &verified;
-
-    const Sequence previous_head = contents.head;
+    const Sequence previous_head = epoch.contents.head;
     std::vector<size_t> previous_stream_events(kAppenderThreads);
     for (int t = 0; t < kAppenderThreads; ++t) {
-      previous_stream_events[t] = contents.sequences[t].size();
+      previous_stream_events[t] = epoch.contents.sequences[t].size();
     }
-    ASSERT_TRUE(CheckAndExtend(**log, &contents));
-    ASSERT_EQ(contents.head, report->head);
-    ASSERT_EQ(contents.head_hash, report->head_hash);
     size_t ack_count = 0;
-    ASSERT_TRUE(CheckAcks(ReadWholeFile(ack_path), contents, &ack_count));
-    log->reset();  // closes RocksDB (and its lock) before the next appender opens it
+    ASSERT_NO_FATAL_FAILURE(CheckLedgerAfterKill(&epoch, &ack_count));
 
     std::printf("iteration %2d: killed %2d ms after %s; ledger %d: %6llu events (+%4llu), "
                 "%5zu acks\n",
-                iteration, run_ms, after_first_ack ? "1st ack" : "start  ", epoch,
-                static_cast<unsigned long long>(contents.head),
-                static_cast<unsigned long long>(contents.head - previous_head), ack_count);
+                iteration, run_ms, after_first_ack ? "1st ack" : "start  ", epoch.number,
+                static_cast<unsigned long long>(epoch.contents.head),
+                static_cast<unsigned long long>(epoch.contents.head - previous_head), ack_count);
     // A run killed after its first ack appended (that ack names an event of this run, and
     // every ack is checked against the ledger above).
     if (after_first_ack) {
-      EXPECT_GT(contents.head, previous_head);
+      EXPECT_GT(epoch.contents.head, previous_head);
     }
-    if (ack_count > ledger_acks) ++iterations_with_new_acks;
-    if (contents.head > previous_head) ++iterations_with_new_events;
-    events_in_all += contents.head - previous_head;
+    if (ack_count > epoch.ledger_acks) ++iterations_with_new_acks;
+    if (epoch.contents.head > previous_head) ++iterations_with_new_events;
+    events_in_all += epoch.contents.head - previous_head;
     for (int t = 0; t < kAppenderThreads; ++t) {
-      stream_events_in_all[t] += contents.sequences[t].size() - previous_stream_events[t];
+      stream_events_in_all[t] += epoch.contents.sequences[t].size() - previous_stream_events[t];
     }
-    acks_in_all += ack_count - ledger_acks;
-    ledger_acks = ack_count;
+    acks_in_all += ack_count - epoch.ledger_acks;
+    epoch.ledger_acks = ack_count;
   }
 
   // The test must not pass vacuously: most runs acknowledged events that the checks above
@@ -265,7 +288,7 @@ TEST(CrashRecovery, SigkilledAppenderLeavesVerifiedPrefixWithEveryAck) {
   }
   std::printf("%d of %d iterations appended; %llu events and %zu acks in all, in %d ledgers\n",
               iterations_with_new_events, kIterations,
-              static_cast<unsigned long long>(events_in_all), acks_in_all, epoch + 1);
+              static_cast<unsigned long long>(events_in_all), acks_in_all, epoch.number + 1);
 }
 
 }  // namespace

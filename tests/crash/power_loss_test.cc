@@ -142,6 +142,60 @@ struct Appenders {
   }
 };
 
+// One round's run: opens the ledger (through a file system armed to cut the power after
+// `cut_after` changes, from before or after the open), appends from every stream until the cut,
+// and drops what was not synced. *opened says whether the open came through.
+void AppendUntilCut(const std::string& ledger_dir, const LedgerContents& contents,
+                    uint64_t appenders_seed, bool arm_before_open, uint64_t cut_after,
+                    Appenders* appenders, bool* opened, PowerCutStats* dropped) {
+  auto fs = std::make_shared<PowerCutFileSystem>(rocksdb::FileSystem::Default());
+  std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
+  ledger::RocksDbLogOptions options;
+  options.env = env.get();
+  options.sync = kLedgerSync;
+  options.min_free_bytes = 0;  // the scratch disk's free space is not what this tests
+  if (arm_before_open) fs->ArmCutAfter(cut_after);
+  Result<std::unique_ptr<ledger::RocksDbLog>> log = ledger::RocksDbLog::Open(ledger_dir, options);
+  *opened = log.ok();
+  if (*opened) {
+    if (!arm_before_open) fs->ArmCutAfter(cut_after);
+    appenders->log = log->get();
+    appenders->seed = appenders_seed;
+    appenders->fs = fs.get();
+    appenders->next_recorded_at_ns =
+        std::max((*log)->GetHead().recorded_at_ns + 1, kFirstRecordedAtNs);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kStreams; ++t) {
+      threads.emplace_back([appenders, t, start = ResumeIndex(contents, t)] {
+        appenders->Run(t, start);
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+  } else {
+    ASSERT_TRUE(fs->cut()) << "Open failed with the power on: " << log.status().ToString();
+  }
+  fs->Cut();
+  log = Status(Code::kIoError, "closed");  // closes RocksDB with the power off
+  *dropped = fs->DropUnsynced();
+  for (const std::string& error : appenders->errors) ADD_FAILURE() << error;
+  ASSERT_FALSE(::testing::Test::HasFailure());
+}
+
+// The machine is back: the ledger opens, its whole chain verifies, it extends `contents`, and
+// every ack names an event in it (*ack_count).
+void CheckAfterCut(const std::string& ledger_dir, const std::string& acks,
+                   LedgerContents* contents, size_t* ack_count) {
+  // The real file system, as the next admitd would open it.
+  Result<std::unique_ptr<ledger::RocksDbLog>> reopened = ledger::RocksDbLog::Open(ledger_dir);
+  ASSERT_TRUE(reopened.ok()) << "Open refused the ledger after a power cut: "
+                             << reopened.status().ToString();
+  ledger::VerifyReport report;
+  ASSERT_TRUE(WholeChainVerifies(**reopened, &report));
+  ASSERT_TRUE(CheckAndExtend(**reopened, contents));
+  ASSERT_TRUE(CheckAcks(acks, *contents, ack_count));
+  reopened->reset();
+}
+
 TEST(PowerLoss, EveryAcknowledgedEventSurvivesAPowerCut) {
   const uint64_t seed = TestSeed();
   const int cuts = static_cast<int>(EnvNumber("POWER_LOSS_CUTS", kCutsDefault, kCutsMax));
@@ -178,51 +232,16 @@ TEST(PowerLoss, EveryAcknowledgedEventSurvivesAPowerCut) {
                  ", ledger " + ledger_dir + ", cut at change " + std::to_string(cut_after) +
                  (arm_before_open ? " from before the open)" : " after the open)"));
 
-    auto fs = std::make_shared<PowerCutFileSystem>(rocksdb::FileSystem::Default());
-    std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
-    ledger::RocksDbLogOptions options;
-    options.env = env.get();
-    options.sync = kLedgerSync;
-    options.min_free_bytes = 0;  // the scratch disk's free space is not what this tests
-    if (arm_before_open) fs->ArmCutAfter(cut_after);
-    Result<std::unique_ptr<ledger::RocksDbLog>> log = ledger::RocksDbLog::Open(ledger_dir, options);
     Appenders appenders;
-    const bool opened = log.ok();
-    if (opened) {
-      if (!arm_before_open) fs->ArmCutAfter(cut_after);
-      appenders.log = log->get();
-      appenders.seed = Mix(seed, static_cast<uint64_t>(round) + (1ull << 32));
-      appenders.fs = fs.get();
-      appenders.next_recorded_at_ns =
-          std::max((*log)->GetHead().recorded_at_ns + 1, kFirstRecordedAtNs);
-      std::vector<std::thread> threads;
-      for (int t = 0; t < kStreams; ++t) {
-        threads.emplace_back([&appenders, t, start = ResumeIndex(contents, t)] {
-          appenders.Run(t, start);
-        });
-      }
-      for (std::thread& thread : threads) thread.join();
-    } else {
-      ASSERT_TRUE(fs->cut()) << "Open failed with the power on: " << log.status().ToString();
-      ++cuts_in_recovery;
-    }
-    fs->Cut();
-    log = Status(Code::kIoError, "closed");  // closes RocksDB with the power off
-    const PowerCutStats dropped = fs->DropUnsynced();
-    for (const std::string& error : appenders.errors) ADD_FAILURE() << error;
-    ASSERT_FALSE(HasFailure());
-
-    // The machine is back: the real file system, as the next admitd would open it.
-    Result<std::unique_ptr<ledger::RocksDbLog>> reopened = ledger::RocksDbLog::Open(ledger_dir);
-    ASSERT_TRUE(reopened.ok()) << "Open refused the ledger after a power cut: "
-                               << reopened.status().ToString();
-    ledger::VerifyReport report;
-    ASSERT_TRUE(WholeChainVerifies(**reopened, &report));
+    bool opened = false;
+    PowerCutStats dropped;
+    ASSERT_NO_FATAL_FAILURE(AppendUntilCut(
+        ledger_dir, contents, Mix(seed, static_cast<uint64_t>(round) + (1ull << 32)),
+        arm_before_open, cut_after, &appenders, &opened, &dropped));
+    if (!opened) ++cuts_in_recovery;
     const Sequence previous_head = contents.head;
-    ASSERT_TRUE(CheckAndExtend(**reopened, &contents));
     size_t ack_count = 0;
-    ASSERT_TRUE(CheckAcks(appenders.acks, contents, &ack_count));
-    reopened->reset();
+    ASSERT_NO_FATAL_FAILURE(CheckAfterCut(ledger_dir, appenders.acks, &contents, &ack_count));
 
     acks_in_all += ack_count;
     events_in_all += contents.head - previous_head;

@@ -106,62 +106,56 @@ const char* BootstrapOrNull() {
   return (bootstrap != nullptr && *bootstrap != '\0') ? bootstrap : nullptr;
 }
 
-TEST(KafkaBroker, IdempotentProducerRoundTripsInOrder) {
-  const char* bootstrap = BootstrapOrNull();
-  ASSERT_NE(bootstrap, nullptr)
-      << "KAFKA_BOOTSTRAP is not set: run this test through tests/kafka/run_with_broker.sh "
-         "(ctest -L kafka does), or start a broker with ops/kafka/kafka.sh start DIR and "
-         "export KAFKA_BOOTSTRAP=<the address it prints>";
-  const std::string topic = UniqueName("kafka-smoke");
+// Produces kMessageCount messages to `topic` with an idempotent producer; *reports gets each
+// message's delivery report. Fails the calling test (ASSERT) when the producer does.
+void ProduceAll(const char* bootstrap, const std::string& topic,
+                std::vector<DeliveryReport>* reports) {
   char error_text[512];
+  KafkaConf conf(rd_kafka_conf_new());
+  SetConf(conf.get(), "bootstrap.servers", bootstrap);
+  SetConf(conf.get(), "enable.idempotence", "true");
+  SetConf(conf.get(), "acks", "all");
+  SetConf(conf.get(), "message.timeout.ms", std::to_string(kMessageTimeoutMs));
+  ASSERT_FALSE(testing::Test::HasFailure());
+  rd_kafka_conf_set_dr_msg_cb(conf.get(), OnDelivery);
+  rd_kafka_conf_set_opaque(conf.get(), reports);
+  // rd_kafka_new takes ownership of conf only when it succeeds.
+  KafkaHandle producer(
+      rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), error_text, sizeof(error_text)));
+  ASSERT_NE(producer, nullptr) << "creating the producer failed: " << error_text;
+  conf.release();
 
-  // --- Produce -----------------------------------------------------------------------------
-  std::vector<DeliveryReport> reports(kMessageCount);
-  {
-    KafkaConf conf(rd_kafka_conf_new());
-    SetConf(conf.get(), "bootstrap.servers", bootstrap);
-    SetConf(conf.get(), "enable.idempotence", "true");
-    SetConf(conf.get(), "acks", "all");
-    SetConf(conf.get(), "message.timeout.ms", std::to_string(kMessageTimeoutMs));
-    ASSERT_FALSE(testing::Test::HasFailure());
-    rd_kafka_conf_set_dr_msg_cb(conf.get(), OnDelivery);
-    rd_kafka_conf_set_opaque(conf.get(), &reports);
-    // rd_kafka_new takes ownership of conf only when it succeeds.
-    KafkaHandle producer(
-        rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), error_text, sizeof(error_text)));
-    ASSERT_NE(producer, nullptr) << "creating the producer failed: " << error_text;
-    conf.release();
-
-    for (int index = 0; index < kMessageCount; ++index) {
-      const std::string payload = Payload(index);
-      const std::string key = Key(index);
-      rd_kafka_resp_err_t error;
-      // A full local queue is back-pressure, not failure: serve delivery reports and retry.
-      while ((error = rd_kafka_producev(
-                  producer.get(), RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(kPartition),
-                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                  RD_KAFKA_V_VALUE(const_cast<char*>(payload.data()), payload.size()),
-                  RD_KAFKA_V_KEY(key.data(), key.size()),
-                  RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::intptr_t>(index))),
-                  RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-        rd_kafka_poll(producer.get(), kProduceQueueFullWaitMs);
-      }
-      ASSERT_EQ(error, RD_KAFKA_RESP_ERR_NO_ERROR)
-          << "enqueueing message " << index << " failed: " << rd_kafka_err2str(error);
-      rd_kafka_poll(producer.get(), 0);
+  for (int index = 0; index < kMessageCount; ++index) {
+    const std::string payload = Payload(index);
+    const std::string key = Key(index);
+    rd_kafka_resp_err_t error;
+    // A full local queue is back-pressure, not failure: serve delivery reports and retry.
+    while ((error = rd_kafka_producev(
+                producer.get(), RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(kPartition),
+                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                RD_KAFKA_V_VALUE(const_cast<char*>(payload.data()), payload.size()),
+                RD_KAFKA_V_KEY(key.data(), key.size()),
+                RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::intptr_t>(index))),
+                RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+      rd_kafka_poll(producer.get(), kProduceQueueFullWaitMs);
     }
-
-    const rd_kafka_resp_err_t flush_error = rd_kafka_flush(producer.get(), kFlushTimeoutMs);
-    ASSERT_EQ(flush_error, RD_KAFKA_RESP_ERR_NO_ERROR)
-        << "flush did not finish in " << kFlushTimeoutMs << " ms: " << rd_kafka_err2str(flush_error)
-        << " (" << rd_kafka_outq_len(producer.get()) << " messages still queued)";
-    // A fatal error (e.g. the idempotence guarantee was lost) fails the producer as a whole.
-    const rd_kafka_resp_err_t fatal_error =
-        rd_kafka_fatal_error(producer.get(), error_text, sizeof(error_text));
-    ASSERT_EQ(fatal_error, RD_KAFKA_RESP_ERR_NO_ERROR) << "producer fatal error: " << error_text;
+    ASSERT_EQ(error, RD_KAFKA_RESP_ERR_NO_ERROR)
+        << "enqueueing message " << index << " failed: " << rd_kafka_err2str(error);
+    rd_kafka_poll(producer.get(), 0);
   }
 
-  // Every message was acknowledged by the broker, in the order it was produced.
+  const rd_kafka_resp_err_t flush_error = rd_kafka_flush(producer.get(), kFlushTimeoutMs);
+  ASSERT_EQ(flush_error, RD_KAFKA_RESP_ERR_NO_ERROR)
+      << "flush did not finish in " << kFlushTimeoutMs << " ms: " << rd_kafka_err2str(flush_error)
+      << " (" << rd_kafka_outq_len(producer.get()) << " messages still queued)";
+  // A fatal error (e.g. the idempotence guarantee was lost) fails the producer as a whole.
+  const rd_kafka_resp_err_t fatal_error =
+      rd_kafka_fatal_error(producer.get(), error_text, sizeof(error_text));
+  ASSERT_EQ(fatal_error, RD_KAFKA_RESP_ERR_NO_ERROR) << "producer fatal error: " << error_text;
+}
+
+// Every message was acknowledged by the broker, in the order it was produced.
+void ExpectDeliveredInOrder(const std::vector<DeliveryReport>& reports) {
   for (int index = 0; index < kMessageCount; ++index) {
     const DeliveryReport& report = reports[static_cast<size_t>(index)];
     ASSERT_TRUE(report.reported) << "no delivery report for message " << index;
@@ -173,9 +167,12 @@ TEST(KafkaBroker, IdempotentProducerRoundTripsInOrder) {
           << "message " << index << " was not written right after message " << index - 1;
     }
   }
-  const int64_t first_offset = reports.front().offset;
+}
 
-  // --- Consume -----------------------------------------------------------------------------
+// Consumes `topic` from its start: exactly the kMessageCount messages, in order, from
+// `first_offset` on, byte for byte, and then the partition's end.
+void ConsumeAll(const char* bootstrap, const std::string& topic, int64_t first_offset) {
+  char error_text[512];
   KafkaConf conf(rd_kafka_conf_new());
   SetConf(conf.get(), "bootstrap.servers", bootstrap);
   SetConf(conf.get(), "group.id", UniqueName("kafka-smoke-group"));
@@ -234,6 +231,20 @@ TEST(KafkaBroker, IdempotentProducerRoundTripsInOrder) {
   const rd_kafka_resp_err_t close_error = rd_kafka_consumer_close(consumer.get());
   EXPECT_EQ(close_error, RD_KAFKA_RESP_ERR_NO_ERROR)
       << "closing the consumer failed: " << rd_kafka_err2str(close_error);
+}
+
+TEST(KafkaBroker, IdempotentProducerRoundTripsInOrder) {
+  const char* bootstrap = BootstrapOrNull();
+  ASSERT_NE(bootstrap, nullptr)
+      << "KAFKA_BOOTSTRAP is not set: run this test through tests/kafka/run_with_broker.sh "
+         "(ctest -L kafka does), or start a broker with ops/kafka/kafka.sh start DIR and "
+         "export KAFKA_BOOTSTRAP=<the address it prints>";
+  const std::string topic = UniqueName("kafka-smoke");
+
+  std::vector<DeliveryReport> reports(kMessageCount);
+  ASSERT_NO_FATAL_FAILURE(ProduceAll(bootstrap, topic, &reports));
+  ASSERT_NO_FATAL_FAILURE(ExpectDeliveredInOrder(reports));
+  ASSERT_NO_FATAL_FAILURE(ConsumeAll(bootstrap, topic, reports.front().offset));
 }
 
 }  // namespace

@@ -537,8 +537,30 @@ class ProfileRun {
 
  private:
   void Define();
+  // What Run measures and counts over the whole simulation.
+  struct Totals {
+    CpuMeter decider, build, harness;
+    int64_t first_event_ms = -1, prev_ms = -1;
+    double used_milli_ms = 0;  // the integral of admitted cpu over time, mCPU x ms
+    uint64_t instants = 0;
+    int64_t slow_instants = 0;
+    int64_t inputs_applied = 0;
+    // Scratch, reused from instant to instant.
+    std::vector<std::pair<int, size_t>> batch;  // (kind, workload)
+    std::vector<std::string> inputs;
+  };
+  // Run's steps: one logical instant (false once the simulation must stop), the result, and
+  // its report lines.
+  bool Instant(Totals& t);
+  ProfileResult Result(const Totals& t, int64_t* last_finish_ms, int64_t* nominal_milli);
+  void Report(const ProfileResult& r, const Totals& t, int64_t last_finish_ms,
+              int64_t nominal_milli, double cpu_setup, double wall_s);
   void ProcessDecisions(const std::vector<std::string>& decisions, int64_t now_ms,
                         std::set<int>* touched);
+  // ProcessDecisions' steps.
+  SimWorkload* Find(schema::WorkloadRef::Reader ref);
+  void OnQuotaReserved(schema::QuotaReserved::Reader r, std::set<int>* touched);
+  void OnQuotaReleased(schema::QuotaReleased::Reader r, int64_t now_ms, std::set<int>* touched);
   void CheckQuota(const std::set<int>& touched);
 
   const Profile& profile_;
@@ -649,41 +671,13 @@ void ProfileRun::ProcessDecisions(const std::vector<std::string>& decisions, int
       continue;
     }
     if (e.getRecordedAtNs() != kStartNs + now_ms * kNsPerMs) Fail("decision time is not now");
-    auto find = [&](schema::WorkloadRef::Reader ref) -> SimWorkload* {
-      auto it = wl_index_.find(std::string(ref.getNamespace().cStr()) + "/" +
-                               ref.getName().cStr());
-      if (it == wl_index_.end()) {
-        Fail(std::string("decision names an unknown workload ") + ref.getName().cStr());
-        return nullptr;
-      }
-      return &wls_[it->second];
-    };
     switch (body.which()) {
-      case W::QUOTA_RESERVED: {
-        auto r = body.getQuotaReserved();
-        SimWorkload* w = find(r.getWorkload());
-        if (w == nullptr) break;
-        if (w->holds_quota || w->finished) Fail("QuotaReserved for " + w->key + " holding quota");
-        if (r.getAdmission().getClusterQueue() != queues_[static_cast<size_t>(w->queue_idx)].name) {
-          Fail("QuotaReserved for " + w->key + " in another ClusterQueue");
-        }
-        int64_t cpu = 0;
-        for (auto psa : r.getAdmission().getPodSetAssignments()) {
-          for (auto u : psa.getResourceUsage()) {
-            if (u.getName() == "cpu") cpu += u.getMilli();
-          }
-        }
-        if (cpu != w->def.cpu_milli) Fail("QuotaReserved for " + w->key + " with other usage");
-        w->holds_quota = true;
-        w->usage_milli = cpu;
-        queue_usage_milli_[static_cast<size_t>(w->queue_idx)] += cpu;
-        total_usage_milli_ += cpu;
-        touched->insert(w->queue_idx);
+      case W::QUOTA_RESERVED:
+        OnQuotaReserved(body.getQuotaReserved(), touched);
         break;
-      }
       case W::ADMITTED: {
         auto a = body.getAdmitted();
-        SimWorkload* w = find(a.getWorkload());
+        SimWorkload* w = Find(a.getWorkload());
         if (w == nullptr) break;
         if (!w->holds_quota) Fail("Admitted without QuotaReserved: " + w->key);
         if (w->running_generation != 0) Fail("Admitted twice: " + w->key);
@@ -697,7 +691,7 @@ void ProfileRun::ProcessDecisions(const std::vector<std::string>& decisions, int
         break;
       }
       case W::EVICTION_STARTED: {
-        SimWorkload* w = find(body.getEvictionStarted().getWorkload());
+        SimWorkload* w = Find(body.getEvictionStarted().getWorkload());
         if (w == nullptr) break;
         ++evictions_;
         ++w->evictions;
@@ -707,25 +701,9 @@ void ProfileRun::ProcessDecisions(const std::vector<std::string>& decisions, int
       case W::PREEMPTED:
         ++preemptions_;
         break;
-      case W::QUOTA_RELEASED: {
-        auto r = body.getQuotaReleased();
-        SimWorkload* w = find(r.getWorkload());
-        if (w == nullptr) break;
-        if (!w->holds_quota) {
-          Fail("QuotaReleased for " + w->key + " holding none");
-          break;
-        }
-        w->holds_quota = false;
-        w->running_generation = 0;
-        queue_usage_milli_[static_cast<size_t>(w->queue_idx)] -= w->usage_milli;
-        total_usage_milli_ -= w->usage_milli;
-        touched->insert(w->queue_idx);
-        if (r.getReason() == "Finished") {
-          w->finished = true;
-          w->finished_ms = now_ms;
-        }
+      case W::QUOTA_RELEASED:
+        OnQuotaReleased(body.getQuotaReleased(), now_ms, touched);
         break;
-      }
       case W::REJECTED: {
         auto r = body.getRejected();
         Fail(std::string("Rejected ") + r.getWorkload().getName().cStr() + ": " +
@@ -735,6 +713,57 @@ void ProfileRun::ProcessDecisions(const std::vector<std::string>& decisions, int
       default:
         break;
     }
+  }
+}
+
+SimWorkload* ProfileRun::Find(schema::WorkloadRef::Reader ref) {
+  auto it = wl_index_.find(std::string(ref.getNamespace().cStr()) + "/" + ref.getName().cStr());
+  if (it == wl_index_.end()) {
+    Fail(std::string("decision names an unknown workload ") + ref.getName().cStr());
+    return nullptr;
+  }
+  return &wls_[it->second];
+}
+
+// The reservation is the workload's own, in its ClusterQueue, with its cpu.
+void ProfileRun::OnQuotaReserved(schema::QuotaReserved::Reader r, std::set<int>* touched) {
+  SimWorkload* w = Find(r.getWorkload());
+  if (w == nullptr) return;
+  if (w->holds_quota || w->finished) Fail("QuotaReserved for " + w->key + " holding quota");
+  if (r.getAdmission().getClusterQueue() != queues_[static_cast<size_t>(w->queue_idx)].name) {
+    Fail("QuotaReserved for " + w->key + " in another ClusterQueue");
+  }
+  int64_t cpu = 0;
+  for (auto psa : r.getAdmission().getPodSetAssignments()) {
+    for (auto u : psa.getResourceUsage()) {
+      if (u.getName() == "cpu") cpu += u.getMilli();
+    }
+  }
+  if (cpu != w->def.cpu_milli) Fail("QuotaReserved for " + w->key + " with other usage");
+  w->holds_quota = true;
+  w->usage_milli = cpu;
+  queue_usage_milli_[static_cast<size_t>(w->queue_idx)] += cpu;
+  total_usage_milli_ += cpu;
+  touched->insert(w->queue_idx);
+}
+
+// The release ends what the workload held; with reason Finished, the workload itself.
+void ProfileRun::OnQuotaReleased(schema::QuotaReleased::Reader r, int64_t now_ms,
+                                 std::set<int>* touched) {
+  SimWorkload* w = Find(r.getWorkload());
+  if (w == nullptr) return;
+  if (!w->holds_quota) {
+    Fail("QuotaReleased for " + w->key + " holding none");
+    return;
+  }
+  w->holds_quota = false;
+  w->running_generation = 0;
+  queue_usage_milli_[static_cast<size_t>(w->queue_idx)] -= w->usage_milli;
+  total_usage_milli_ -= w->usage_milli;
+  touched->insert(w->queue_idx);
+  if (r.getReason() == "Finished") {
+    w->finished = true;
+    w->finished_ms = now_ms;
   }
 }
 
@@ -776,90 +805,102 @@ ProfileResult ProfileRun::Run() {
   Define();
   const double cpu_setup = CpuSeconds() - cpu_begin;
 
-  CpuMeter decider, build, harness_total;
-  harness_total.Start();
-  int64_t first_event_ms = -1, prev_ms = -1;
-  double used_milli_ms = 0;  // the integral of admitted cpu over time, mCPU x ms
-  uint64_t instants = 0;
-  int64_t slow_instants = 0;
-  int64_t inputs_applied = 0;
-  std::vector<std::string> inputs;
-  std::vector<std::pair<int, size_t>> batch;  // (kind, workload)
+  Totals t;
+  t.harness.Start();
+  // One logical instant at a time, until no event is left or the simulation must stop.
   while (!events_.empty()) {
-    const int64_t now_ms = events_.top().t_ms;
-    if (++instants > kInstantsMax || now_ms > kLogicalMsMax) {
-      Fail("simulation does not end (instant " + std::to_string(instants) + ", t=" +
-           Int(now_ms) + " ms)");
-      break;
-    }
-    batch.clear();
-    while (!events_.empty() && events_.top().t_ms == now_ms) {
-      const SimEvent& ev = events_.top();
-      const SimWorkload& w = wls_[ev.wl];
-      // A finish is stale when the admission it ends was evicted since.
-      if (ev.kind == kCreate || (w.running_generation == ev.generation && !w.finished)) {
-        batch.emplace_back(ev.kind, ev.wl);
-      } else {
-        ++stale_finishes_;
-      }
-      events_.pop();
-    }
-    if (batch.empty()) continue;
-    // Admitted usage is a step function: it held its level since the previous instant.
-    if (prev_ms >= 0) {
-      used_milli_ms +=
-          static_cast<double>(total_usage_milli_) * static_cast<double>(now_ms - prev_ms);
-    }
-    prev_ms = now_ms;
-    if (first_event_ms < 0) first_event_ms = now_ms;
-
-    const int64_t now_ns = kStartNs + now_ms * kNsPerMs;
-    build.Start();
-    inputs.clear();
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const SimWorkload& w = wls_[batch[i].second];
-      const bool last = i + 1 == batch.size();
-      if (batch[i].first == kCreate) {
-        inputs.push_back(BuildEvent(driver_.NextSequence(), now_ns, last,
-                                    [&](auto b) { FillSubmit(b, w.def); }));
-      } else {
-        inputs.push_back(BuildEvent(driver_.NextSequence(), now_ns, last, [&](auto b) {
-          FillFinish(b, w.def.ns, w.def.name, w.def.uid);
-        }));
-      }
-    }
-    build.Stop();
-    inputs_applied += static_cast<int64_t>(inputs.size());
-    const double decider_before = decider.seconds();
-    std::vector<std::string> decisions =
-        driver_.Apply(inputs, now_ns, &decider, "of profile " + profile_.name);
-    const double instant_cpu_s = decider.seconds() - decider_before;
-    if (instant_cpu_s > kSlowInstantCpuSeconds) {
-      ++slow_instants;
-      if (slow_instants <= kSlowInstantsPrintedMax) {
-        Line(profile_.name + ".slow_instant",
-             "t=" + Int(now_ms) + " ms: " + Int(static_cast<int64_t>(inputs.size())) + " inputs, " +
-                 Int(static_cast<int64_t>(decisions.size())) + " decisions, " +
-                 Fixed(instant_cpu_s, 2) + " CPU s in ApplyInput + EndBatch");
-      }
-    }
-    std::set<int> touched;
-    ProcessDecisions(decisions, now_ms, &touched);
-    for (const auto& [kind, idx] : batch) {
-      if (kind == kFinish && !wls_[idx].finished) {
-        Fail("finish of " + wls_[idx].key + " released no quota");
-      }
-    }
-    CheckQuota(touched);
+    if (!Instant(t)) break;
   }
-  harness_total.Stop();
+  t.harness.Stop();
   const double wall_s = WallSeconds() - wall_begin;
 
+  int64_t last_finish_ms = -1;
+  int64_t nominal_milli = 0;
+  ProfileResult r = Result(t, &last_finish_ms, &nominal_milli);
+  r.cpu_decider_s = t.decider.seconds();
+  r.cpu_sim_s = t.harness.seconds() - t.build.seconds();
+  Report(r, t, last_finish_ms, nominal_milli, cpu_setup, wall_s);
+  return r;
+}
+
+bool ProfileRun::Instant(Totals& t) {
+  std::vector<std::pair<int, size_t>>& batch = t.batch;
+  std::vector<std::string>& inputs = t.inputs;
+  const int64_t now_ms = events_.top().t_ms;
+  if (++t.instants > kInstantsMax || now_ms > kLogicalMsMax) {
+    Fail("simulation does not end (instant " + std::to_string(t.instants) + ", t=" +
+         Int(now_ms) + " ms)");
+    return false;
+  }
+  batch.clear();
+  while (!events_.empty() && events_.top().t_ms == now_ms) {
+    const SimEvent& ev = events_.top();
+    const SimWorkload& w = wls_[ev.wl];
+    // A finish is stale when the admission it ends was evicted since.
+    if (ev.kind == kCreate || (w.running_generation == ev.generation && !w.finished)) {
+      batch.emplace_back(ev.kind, ev.wl);
+    } else {
+      ++stale_finishes_;
+    }
+    events_.pop();
+  }
+  if (batch.empty()) return true;
+  // Admitted usage is a step function: it held its level since the previous instant.
+  if (t.prev_ms >= 0) {
+    t.used_milli_ms +=
+        static_cast<double>(total_usage_milli_) * static_cast<double>(now_ms - t.prev_ms);
+  }
+  t.prev_ms = now_ms;
+  if (t.first_event_ms < 0) t.first_event_ms = now_ms;
+
+  const int64_t now_ns = kStartNs + now_ms * kNsPerMs;
+  t.build.Start();
+  inputs.clear();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SimWorkload& w = wls_[batch[i].second];
+    const bool last = i + 1 == batch.size();
+    if (batch[i].first == kCreate) {
+      inputs.push_back(BuildEvent(driver_.NextSequence(), now_ns, last,
+                                  [&](auto b) { FillSubmit(b, w.def); }));
+    } else {
+      inputs.push_back(BuildEvent(driver_.NextSequence(), now_ns, last, [&](auto b) {
+        FillFinish(b, w.def.ns, w.def.name, w.def.uid);
+      }));
+    }
+  }
+  t.build.Stop();
+  t.inputs_applied += static_cast<int64_t>(inputs.size());
+  const double decider_before = t.decider.seconds();
+  std::vector<std::string> decisions =
+      driver_.Apply(inputs, now_ns, &t.decider, "of profile " + profile_.name);
+  const double instant_cpu_s = t.decider.seconds() - decider_before;
+  if (instant_cpu_s > kSlowInstantCpuSeconds) {
+    ++t.slow_instants;
+    if (t.slow_instants <= kSlowInstantsPrintedMax) {
+      Line(profile_.name + ".slow_instant",
+           "t=" + Int(now_ms) + " ms: " + Int(static_cast<int64_t>(inputs.size())) + " inputs, " +
+               Int(static_cast<int64_t>(decisions.size())) + " decisions, " +
+               Fixed(instant_cpu_s, 2) + " CPU s in ApplyInput + EndBatch");
+    }
+  }
+  std::set<int> touched;
+  ProcessDecisions(decisions, now_ms, &touched);
+  for (const auto& [kind, idx] : batch) {
+    if (kind == kFinish && !wls_[idx].finished) {
+      Fail("finish of " + wls_[idx].key + " released no quota");
+    }
+  }
+  CheckQuota(touched);
+  return true;
+}
+
+ProfileResult ProfileRun::Result(const Totals& t, int64_t* last_finish_ms,
+                                 int64_t* nominal_milli) {
   ProfileResult r;
   r.name = profile_.name;
   r.workloads = static_cast<int64_t>(wls_.size());
   for (const std::string& c : class_names_) r.classes.push_back(ClassStats{c});
-  int64_t last_finish_ms = -1;
+  *last_finish_ms = -1;
   for (const SimWorkload& w : wls_) {
     ClassStats& c = r.classes[static_cast<size_t>(w.class_idx)];
     ++c.count;
@@ -874,16 +915,16 @@ ProfileResult ProfileRun::Run() {
       c.wait_ms_max = std::max(c.wait_ms_max, wait);
     }
     if (!w.finished) Fail("workload " + w.key + " never finished");
-    last_finish_ms = std::max(last_finish_ms, w.finished_ms);
+    *last_finish_ms = std::max(*last_finish_ms, w.finished_ms);
   }
-  int64_t nominal_milli = 0;
-  for (const QueueDef& q : queues_) nominal_milli += q.nominal_milli;
+  *nominal_milli = 0;
+  for (const QueueDef& q : queues_) *nominal_milli += q.nominal_milli;
   // Kueue's checker: cpuUsed * 100 / (nominalQuota * (lastEventTime - firstEventTime)), the
   // event times being the first creation and the last finish.
-  const int64_t span_ms = last_finish_ms - first_event_ms;
-  const double quota_ms = static_cast<double>(nominal_milli) * static_cast<double>(span_ms);
-  r.usage_pct = span_ms > 0 ? used_milli_ms * 100.0 / quota_ms : 0;
-  r.makespan_ms = last_finish_ms;
+  const int64_t span_ms = *last_finish_ms - t.first_event_ms;
+  const double quota_ms = static_cast<double>(*nominal_milli) * static_cast<double>(span_ms);
+  r.usage_pct = span_ms > 0 ? t.used_milli_ms * 100.0 / quota_ms : 0;
+  r.makespan_ms = *last_finish_ms;
   if (total_usage_milli_ != 0) Fail("usage left after the last finish: " + Int(total_usage_milli_));
   for (const auto& [key, w] : engine_.workloads()) {
     if (w.phase != projections::Phase::kFinished) {
@@ -895,16 +936,20 @@ ProfileResult ProfileRun::Run() {
     Fail("decisions returned " + Int(decisions_) + " != engine count " +
          Int(static_cast<int64_t>(engine_.decisions_made())));
   }
+  return r;
+}
 
+void ProfileRun::Report(const ProfileResult& r, const Totals& t, int64_t last_finish_ms,
+                        int64_t nominal_milli, double cpu_setup, double wall_s) {
   const std::string p = r.name + ".";
   Line(p + "workloads", Int(r.workloads), "(" + Int(static_cast<int64_t>(queues_.size())) +
                                               " ClusterQueues, " +
                                               Int(static_cast<int64_t>(cohort_queues_.size())) +
                                               " cohorts)");
-  Line(p + "instants", Int(static_cast<int64_t>(instants)),
-       "logical instants (one EndBatch each; " + Int(slow_instants) + " took over " +
+  Line(p + "instants", Int(static_cast<int64_t>(t.instants)),
+       "logical instants (one EndBatch each; " + Int(t.slow_instants) + " took over " +
            Fixed(kSlowInstantCpuSeconds, 1) + " CPU s)");
-  Line(p + "inputs", Int(inputs_applied), "(workloadSubmitted + workloadFinished)");
+  Line(p + "inputs", Int(t.inputs_applied), "(workloadSubmitted + workloadFinished)");
   Line(p + "decisions", Int(decisions_));
   std::string kinds;
   for (const auto& [name, n] : decision_counts_) kinds += " " + name + "=" + Int(n);
@@ -913,7 +958,7 @@ ProfileResult ProfileRun::Run() {
                                              "; stale finishes ignored: " + Int(stale_finishes_) +
                                              ")");
   Line(p + "makespan_ms", Int(r.makespan_ms),
-       "logical (first creation at " + Int(first_event_ms) + " ms, last finish at " +
+       "logical (first creation at " + Int(t.first_event_ms) + " ms, last finish at " +
            Int(last_finish_ms) + " ms)");
   Line(p + "never_admitted", Int(r.never_admitted));
   for (const ClassStats& c : r.classes) {
@@ -923,18 +968,16 @@ ProfileResult ProfileRun::Run() {
              Int(c.readmissions) + ")");
   }
   Line(p + "cq_usage_pct", Fixed(r.usage_pct, 2),
-       "(" + Fixed(used_milli_ms / 1e6, 1) + " cpu-s used / (" + Fixed(nominal_milli / 1000.0, 0) +
-           " cpu nominal x " + Fixed(static_cast<double>(span_ms) / 1000.0, 3) + " s))");
-  r.cpu_decider_s = decider.seconds();
-  r.cpu_sim_s = harness_total.seconds() - build.seconds();
+       "(" + Fixed(t.used_milli_ms / 1e6, 1) + " cpu-s used / (" + Fixed(nominal_milli / 1000.0, 0) +
+           " cpu nominal x " + Fixed(static_cast<double>(last_finish_ms - t.first_event_ms) / 1000.0, 3) + " s))");
   Line(p + "cpu.setup_s", Fixed(cpu_setup, 3),
        "(definitions + workload table; YAML parsed before: see cpu.parse_s)");
-  Line(p + "cpu.event_building_s", Fixed(build.seconds(), 3),
+  Line(p + "cpu.event_building_s", Fixed(t.build.seconds(), 3),
        "(capnp build + canonicalize of the inputs, during the simulation)");
   Line(p + "cpu.simulation_s", Fixed(r.cpu_sim_s, 3),
        "(simulation without event building: input decode, decider, decision decode, checks)");
   Line(p + "cpu.decider_s", Fixed(r.cpu_decider_s, 3), "(ApplyInput + EndBatch only)");
-  Line(p + "cpu.simulation_with_building_s", Fixed(harness_total.seconds(), 3));
+  Line(p + "cpu.simulation_with_building_s", Fixed(t.harness.seconds(), 3));
   Line(p + "decisions_per_cpu_s",
        Fixed(static_cast<double>(decisions_) / std::max(1e-9, r.cpu_decider_s), 0),
        "(decider CPU; " +
@@ -943,7 +986,6 @@ ProfileResult ProfileRun::Run() {
   Line(p + "wall_s", Fixed(wall_s, 3), "(setup + simulation)");
   Line(p + "peak_rss_mib", Mib(VmHwmKib()),
        "(VmHWM since this profile started; process ru_maxrss " + Mib(MaxRssKib()) + " MiB)");
-  return r;
 }
 
 void PrintComparison(const ProfileResult& r, const KueueFigures& k, double cpu_parse_s,
@@ -1267,7 +1309,8 @@ int Usage(const char* argv0) {
   return 2;
 }
 
-int Main(int argc, char** argv) {
+// decider_bench's command line, with its defaults applied.
+struct BenchArgs {
   bool quick = false;
   std::vector<std::string> profiles;
   std::string phases = "profiles,scaling";
@@ -1277,139 +1320,162 @@ int Main(int argc, char** argv) {
   bool in_process = false;
   double watchdog_s = 0;
   int repeat = 0;
+  ScalingParams sp;
+};
+
+// False on an unknown argument.
+bool ParseBenchArgs(int argc, char** argv, BenchArgs* args) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     if (a == "--quick") {
-      quick = true;
+      args->quick = true;
     } else if (a == "--profile") {
-      profiles.push_back(next());
+      args->profiles.push_back(next());
     } else if (a == "--phases") {
-      phases = next();
+      args->phases = next();
     } else if (a == "--scaling-n") {
       std::stringstream ss(next());
       std::string item;
-      while (std::getline(ss, item, ',')) scaling_n.push_back(std::atoll(item.c_str()));
+      while (std::getline(ss, item, ',')) args->scaling_n.push_back(std::atoll(item.c_str()));
     } else if (a == "--cycles") {
-      cycles = std::atoi(next().c_str());
+      args->cycles = std::atoi(next().c_str());
     } else if (a == "--divide") {
-      divide = std::atoi(next().c_str());
+      args->divide = std::atoi(next().c_str());
     } else if (a == "--in-process") {
-      in_process = true;
+      args->in_process = true;
     } else if (a == "--watchdog-s") {
-      watchdog_s = std::atof(next().c_str());
+      args->watchdog_s = std::atof(next().c_str());
     } else if (a == "--repeat") {
-      repeat = std::atoi(next().c_str());
+      args->repeat = std::atoi(next().c_str());
     } else {
-      return Usage(argv[0]);
+      return false;
     }
   }
-  if (profiles.empty()) {
-    profiles = {std::string(DECIDER_BENCH_PROFILE_DIR) + "/baseline-generator.yaml",
-                std::string(DECIDER_BENCH_PROFILE_DIR) + "/large-scale-generator.yaml"};
+  if (args->profiles.empty()) {
+    args->profiles = {std::string(DECIDER_BENCH_PROFILE_DIR) + "/baseline-generator.yaml",
+                      std::string(DECIDER_BENCH_PROFILE_DIR) + "/large-scale-generator.yaml"};
   }
-  if (divide == 0) divide = quick ? 10 : 1;
-  if (repeat <= 0) repeat = quick ? 1 : 3;
-  if (scaling_n.empty()) scaling_n = quick ? std::vector<int64_t>{1'000, 10'000}
-                                           : std::vector<int64_t>{10'000, 100'000};
-  ScalingParams sp;
-  if (quick) {
-    sp.cycles = 200;
-    sp.rounds = 7;
+  if (args->divide == 0) args->divide = args->quick ? 10 : 1;
+  if (args->repeat <= 0) args->repeat = args->quick ? 1 : 3;
+  if (args->scaling_n.empty()) {
+    args->scaling_n = args->quick ? std::vector<int64_t>{1'000, 10'000}
+                                  : std::vector<int64_t>{10'000, 100'000};
   }
-  if (cycles > 0) sp.cycles = cycles;
-  g_end_batch_cpu_seconds_max = watchdog_s > 0 ? watchdog_s : (quick ? 30 : 300);
+  if (args->quick) {
+    args->sp.cycles = 200;
+    args->sp.rounds = 7;
+  }
+  if (args->cycles > 0) args->sp.cycles = args->cycles;
+  g_end_batch_cpu_seconds_max =
+      args->watchdog_s > 0 ? args->watchdog_s : (args->quick ? 30 : 300);
+  return true;
+}
 
+// Runs one profile `repeat` times (the figures must agree) and compares the fastest run with
+// Kueue's figures; appends its line to *summary.
+void RunProfile(const std::string& path, const BenchArgs& args,
+                std::vector<std::string>* summary) {
+  // The profiles live beside the checkout (../shared/kueue-perf), not in it: a checkout
+  // without them skips the profiles and says so, the scaling check still runs.
+  if (!std::filesystem::exists(path)) {
+    std::printf("SKIP: profile %s not found (Kueue's perf profiles are read from "
+                "../shared/kueue-perf beside the checkout, or --profile PATH)\n",
+                path.c_str());
+    summary->push_back("profile " + path + ": skipped (not found)");
+    return;
+  }
+  ResetPeakRss();
+  const double parse_begin = CpuSeconds();
+  std::optional<Profile> profile = ParseProfile(path, args.divide);
+  const double cpu_parse = CpuSeconds() - parse_begin;
+  if (!profile) {
+    Fail("cannot read profile " + path);
+    return;
+  }
+  std::string rangespec = path;
+  if (auto pos = rangespec.rfind("-generator.yaml"); pos != std::string::npos) {
+    rangespec.replace(pos, std::string("-generator.yaml").size(), "-rangespec.yaml");
+  }
+  KueueFigures kueue = ParseRangespec(rangespec);
+  if (!kueue.usage_pct || kueue.avg_admission_ms.empty()) {
+    kueue = HardCodedFigures(profile->name);
+  }
+  std::printf("\n# profile %s (%s)\n", profile->name.c_str(), path.c_str());
+  Line(profile->name + ".cpu.parse_s", Fixed(cpu_parse, 3), "(YAML)");
+  const int failures = RunIsolated("profile " + profile->name, args.in_process, [&] {
+    // CPU time on a shared machine moves by up to +-30 % between identical runs (other
+    // tenants' load): the profile runs `repeat` times, every run must give the same
+    // figures, and the CPU figures judged are the fastest run's (as for the scaling phase).
+    std::optional<ProfileResult> best;
+    std::string sims, deciders;
+    for (int rep = 0; rep < args.repeat; ++rep) {
+      g_quiet_lines = rep > 0;
+      ProfileRun run(*profile);
+      ProfileResult r = run.Run();
+      g_quiet_lines = false;
+      sims += (sims.empty() ? "" : " ") + Fixed(r.cpu_sim_s, 3);
+      deciders += (deciders.empty() ? "" : " ") + Fixed(r.cpu_decider_s, 3);
+      if (best && !SameFigures(*best, r)) {
+        Fail("run " + Int(rep + 1) + " of " + profile->name +
+             " gave other figures than run 1: the decider is not deterministic");
+      }
+      if (!best || r.cpu_sim_s < best->cpu_sim_s) best = std::move(r);
+    }
+    if (args.repeat > 1) {
+      Line(profile->name + ".cpu.runs.simulation_s", sims, "(every run; the table uses the fastest)");
+      Line(profile->name + ".cpu.runs.decider_s", deciders);
+    }
+    if (best->never_admitted > 0) Fail(Int(best->never_admitted) + " workloads never admitted");
+    PrintComparison(*best, kueue, cpu_parse, args.quick || args.divide > 1);
+    return g_failures;
+  });
+  if (!args.in_process) g_failures += failures;
+  summary->push_back("profile " + profile->name + ": " + (failures == 0 ? "ok" : "FAILED"));
+}
+
+// The cost per decision against the number of pending workloads.
+void RunScaling(const BenchArgs& args, std::vector<std::string>* summary) {
+  const ScalingParams& sp = args.sp;
+  std::printf("\n# scaling: cost per decision against the number of pending workloads\n");
+  Line("scaling.setup",
+       Int(sp.queues) + " ClusterQueues in one cohort, nominal " +
+           Fixed(sp.nominal_milli / 1000.0, 0) + " cpu, borrowingLimit 0; filler " +
+           Fixed(sp.filler_milli / 1000.0, 0) + " cpu admitted in each; N backlog workloads of " +
+           Fixed(sp.backlog_milli / 1000.0, 0) + " cpu (" + Int(sp.backlog_priorities) +
+           " priorities) pending");
+  Line("scaling.load", Int(sp.cycles) + " cycles of submit + finish of a " +
+                           Fixed(sp.probe_milli / 1000.0, 0) +
+                           " cpu probe (each release re-nominates the backlog heads), " +
+                           Int(sp.rounds) + " rounds per N, interleaved");
+  const int failures =
+      RunIsolated("scaling", args.in_process, [&] { return RunScalingPhase(args.scaling_n, sp); });
+  if (!args.in_process) g_failures += failures;
+  summary->push_back(std::string("scaling: ") + (failures == 0 ? "ok" : "FAILED"));
+}
+
+int Main(int argc, char** argv) {
+  BenchArgs args;
+  if (!ParseBenchArgs(argc, argv, &args)) return Usage(argv[0]);
   InstallWatchdogHandler();  // inherited by the children
   std::printf("decider_bench: %s\n", argv[0]);
   PrintMachine();
-  Line("params.mode", quick ? "quick" : "full");
-  Line("params.divide", Int(divide), "(workloadsSet counts divided by this, at least 1)");
-  Line("params.repeat", Int(repeat),
+  Line("params.mode", args.quick ? "quick" : "full");
+  Line("params.divide", Int(args.divide), "(workloadsSet counts divided by this, at least 1)");
+  Line("params.repeat", Int(args.repeat),
        "(runs of each profile; the figures must agree; CPU figures and the CPU goal are the "
        "fastest run's, all runs' CPU printed)");
   Line("params.watchdog", Fixed(g_end_batch_cpu_seconds_max, 0),
        std::string("CPU seconds per EndBatch; ") +
-           (in_process ? "in process" : "each run in a child process with a 4 GiB address space"));
+           (args.in_process ? "in process"
+                            : "each run in a child process with a 4 GiB address space"));
   std::vector<std::string> summary;
 
-  if (phases.find("profiles") != std::string::npos) {
-    for (const std::string& path : profiles) {
-      // The profiles live beside the checkout (../shared/kueue-perf), not in it: a checkout
-      // without them skips the profiles and says so, the scaling check still runs.
-      if (!std::filesystem::exists(path)) {
-        std::printf("SKIP: profile %s not found (Kueue's perf profiles are read from "
-                    "../shared/kueue-perf beside the checkout, or --profile PATH)\n",
-                    path.c_str());
-        summary.push_back("profile " + path + ": skipped (not found)");
-        continue;
-      }
-      ResetPeakRss();
-      const double parse_begin = CpuSeconds();
-      std::optional<Profile> profile = ParseProfile(path, divide);
-      const double cpu_parse = CpuSeconds() - parse_begin;
-      if (!profile) {
-        Fail("cannot read profile " + path);
-        continue;
-      }
-      std::string rangespec = path;
-      if (auto pos = rangespec.rfind("-generator.yaml"); pos != std::string::npos) {
-        rangespec.replace(pos, std::string("-generator.yaml").size(), "-rangespec.yaml");
-      }
-      KueueFigures kueue = ParseRangespec(rangespec);
-      if (!kueue.usage_pct || kueue.avg_admission_ms.empty()) {
-        kueue = HardCodedFigures(profile->name);
-      }
-      std::printf("\n# profile %s (%s)\n", profile->name.c_str(), path.c_str());
-      Line(profile->name + ".cpu.parse_s", Fixed(cpu_parse, 3), "(YAML)");
-      const int failures = RunIsolated("profile " + profile->name, in_process, [&] {
-        // CPU time on a shared machine moves by up to +-30 % between identical runs (other
-        // tenants' load): the profile runs `repeat` times, every run must give the same
-        // figures, and the CPU figures judged are the fastest run's (as for the scaling phase).
-        std::optional<ProfileResult> best;
-        std::string sims, deciders;
-        for (int rep = 0; rep < repeat; ++rep) {
-          g_quiet_lines = rep > 0;
-          ProfileRun run(*profile);
-          ProfileResult r = run.Run();
-          g_quiet_lines = false;
-          sims += (sims.empty() ? "" : " ") + Fixed(r.cpu_sim_s, 3);
-          deciders += (deciders.empty() ? "" : " ") + Fixed(r.cpu_decider_s, 3);
-          if (best && !SameFigures(*best, r)) {
-            Fail("run " + Int(rep + 1) + " of " + profile->name +
-                 " gave other figures than run 1: the decider is not deterministic");
-          }
-          if (!best || r.cpu_sim_s < best->cpu_sim_s) best = std::move(r);
-        }
-        if (repeat > 1) {
-          Line(profile->name + ".cpu.runs.simulation_s", sims, "(every run; the table uses the fastest)");
-          Line(profile->name + ".cpu.runs.decider_s", deciders);
-        }
-        if (best->never_admitted > 0) Fail(Int(best->never_admitted) + " workloads never admitted");
-        PrintComparison(*best, kueue, cpu_parse, quick || divide > 1);
-        return g_failures;
-      });
-      if (!in_process) g_failures += failures;
-      summary.push_back("profile " + profile->name + ": " + (failures == 0 ? "ok" : "FAILED"));
-    }
+  if (args.phases.find("profiles") != std::string::npos) {
+    for (const std::string& path : args.profiles) RunProfile(path, args, &summary);
   }
-
-  if (phases.find("scaling") != std::string::npos && scaling_n.size() >= 2) {
-    std::printf("\n# scaling: cost per decision against the number of pending workloads\n");
-    Line("scaling.setup",
-         Int(sp.queues) + " ClusterQueues in one cohort, nominal " +
-             Fixed(sp.nominal_milli / 1000.0, 0) + " cpu, borrowingLimit 0; filler " +
-             Fixed(sp.filler_milli / 1000.0, 0) + " cpu admitted in each; N backlog workloads of " +
-             Fixed(sp.backlog_milli / 1000.0, 0) + " cpu (" + Int(sp.backlog_priorities) +
-             " priorities) pending");
-    Line("scaling.load", Int(sp.cycles) + " cycles of submit + finish of a " +
-                             Fixed(sp.probe_milli / 1000.0, 0) +
-                             " cpu probe (each release re-nominates the backlog heads), " +
-                             Int(sp.rounds) + " rounds per N, interleaved");
-    const int failures =
-        RunIsolated("scaling", in_process, [&] { return RunScalingPhase(scaling_n, sp); });
-    if (!in_process) g_failures += failures;
-    summary.push_back(std::string("scaling: ") + (failures == 0 ? "ok" : "FAILED"));
+  if (args.phases.find("scaling") != std::string::npos && args.scaling_n.size() >= 2) {
+    RunScaling(args, &summary);
   }
   std::printf("\n");
   for (const std::string& line : summary) Line("summary", line);

@@ -282,31 +282,27 @@ std::string Goal(double value, double goal) {
 
 // ------------------------------------------------------------------------------------------
 
-void RunClients(const Params& p, size_t n, const std::string& work, uint64_t* next_id) {
-  const std::string prefix = "clients" + Int(n);
-  std::unique_ptr<ServedLedger> daemon_ledger = OpenServed(work + "/" + prefix + "_admitd");
-  std::unique_ptr<ServedLedger> service_ledger = OpenServed(work + "/" + prefix + "_service");
-  RawDb raw = OpenRawDb(work + "/" + prefix + "_raw", false);
-  RawDb probe = OpenRawDb(work + "/" + prefix + "_probe", false);
-  const std::string socket = work + "/" + prefix + ".sock";
-  InProcessDaemon daemon(*daemon_ledger, socket);
-  Clients clients(socket, n);
+// What one concurrency's rounds measured, and the counters around them.
+struct ClientsFigures {
+  Tally admitd, service, raw, noop;
+  std::vector<double> fsync_seconds;  // a probe before each round
+  ledger::RocksDbLogStats admitd_before, admitd_after, service_before, service_after;
+  ops::rpc::DaemonStats daemon_before, daemon_after;
+};
 
-  Tally admitd, service, raw_t, noop;
-  std::vector<double> fsync_seconds;
-  const ledger::RocksDbLogStats admitd_before = daemon_ledger->log->GetStats();
-  const ledger::RocksDbLogStats service_before = service_ledger->log->GetStats();
-  const ops::rpc::DaemonStats daemon_before = daemon.Stats();
+// The rounds: each contender named in p.contenders in turn, rotated, after an fsync probe.
+void RunContenders(const Params& p, size_t n, Clients& clients, ServedLedger& service_ledger,
+                   RawDb& raw, RawDb& probe, uint64_t* next_id, ClientsFigures* f) {
   std::vector<std::function<void()>> contenders;
   auto runs = [&](const std::string& name) {
     return ("," + p.contenders + ",").find("," + name + ",") != std::string::npos;
   };
   if (runs("admitd")) {
-    contenders.push_back([&] { admitd.Add(clients.Drive(true, p.seconds, next_id)); });
+    contenders.push_back([&] { f->admitd.Add(clients.Drive(true, p.seconds, next_id)); });
   }
   if (runs("service")) {
     contenders.push_back(
-        [&] { service.Add(DriveService(*service_ledger, n, p.seconds, next_id)); });
+        [&] { f->service.Add(DriveService(service_ledger, n, p.seconds, next_id)); });
   }
   if (runs("rocksdb")) {
     contenders.push_back([&] {
@@ -315,35 +311,34 @@ void RunClients(const Params& p, size_t n, const std::string& work, uint64_t* ne
       r.calls = RunRawThreaded(raw, n, p.seconds, kValueBytes, &span);
       r.seconds = span.seconds;
       r.span = span;
-      raw_t.Add(r);
+      f->raw.Add(r);
     });
   }
   if (runs("noop")) {
-    contenders.push_back([&] { noop.Add(clients.Drive(false, p.seconds, next_id)); });
+    contenders.push_back([&] { f->noop.Add(clients.Drive(false, p.seconds, next_id)); });
   }
   for (size_t round = 0; round < p.rounds; ++round) {
-    fsync_seconds.push_back(ProbeSyncWriteSeconds(probe, p.quick ? 0.05 : 0.25));
+    f->fsync_seconds.push_back(ProbeSyncWriteSeconds(probe, p.quick ? 0.05 : 0.25));
     for (size_t i = 0; i < contenders.size(); ++i) {
       contenders[(i + round) % contenders.size()]();
     }
   }
-  const ledger::RocksDbLogStats admitd_after = daemon_ledger->log->GetStats();
-  const ledger::RocksDbLogStats service_after = service_ledger->log->GetStats();
-  const ops::rpc::DaemonStats daemon_after = daemon.Stats();
+}
 
-  const double fsyncs = static_cast<double>(admitd_after.writes - admitd_before.writes);
-  const double events = static_cast<double>(admitd_after.events_written -
-                                            admitd_before.events_written);
+void PrintClients(const std::string& prefix, size_t n, const ClientsFigures& f) {
+  const double fsyncs = static_cast<double>(f.admitd_after.writes - f.admitd_before.writes);
+  const double events = static_cast<double>(f.admitd_after.events_written -
+                                            f.admitd_before.events_written);
   const double events_per_fsync = fsyncs > 0 ? events / fsyncs : 0;
-  const double groups = static_cast<double>(daemon_after.groups - daemon_before.groups);
+  const double groups = static_cast<double>(f.daemon_after.groups - f.daemon_before.groups);
   const double group_calls =
-      static_cast<double>(daemon_after.group_calls - daemon_before.group_calls);
+      static_cast<double>(f.daemon_after.group_calls - f.daemon_before.group_calls);
   double fsync_mean = 0;
-  for (double s : fsync_seconds) fsync_mean += s;
-  fsync_mean /= static_cast<double>(fsync_seconds.size());
+  for (double s : f.fsync_seconds) fsync_mean += s;
+  fsync_mean /= static_cast<double>(f.fsync_seconds.size());
 
   Line(prefix + ".clients", Int(n), "connections, one call in flight each");
-  CallLines(prefix + ".admitd", admitd,
+  CallLines(prefix + ".admitd", f.admitd,
             "record of one node report with a request id, over a Unix socket");
   Line(prefix + ".events_per_fsync", Fixed(events_per_fsync, 1),
        "events (RocksDbLogStats: " + Int(static_cast<uint64_t>(events)) + " events in " +
@@ -351,34 +346,34 @@ void RunClients(const Params& p, size_t n, const std::string& work, uint64_t* ne
   Line(prefix + ".calls_per_group", Fixed(groups > 0 ? group_calls / groups : 0, 1),
        "calls (DaemonStats group_calls / groups)");
   Line(prefix + ".flushes",
-       "full " + Int(daemon_after.flushes_full - daemon_before.flushes_full) + ", wait limit " +
-           Int(daemon_after.flushes_waited - daemon_before.flushes_waited) + ", idle " +
-           Int(daemon_after.flushes_idle - daemon_before.flushes_idle),
+       "full " + Int(f.daemon_after.flushes_full - f.daemon_before.flushes_full) + ", wait limit " +
+           Int(f.daemon_after.flushes_waited - f.daemon_before.flushes_waited) + ", idle " +
+           Int(f.daemon_after.flushes_idle - f.daemon_before.flushes_idle),
        "(why each group was flushed)");
-  CallLines(prefix + ".service_inprocess", service,
+  CallLines(prefix + ".service_inprocess", f.service,
             "the same calls, " + Int(n) + " per Service::RecordGroup, no RPC");
   const double service_fsyncs =
-      static_cast<double>(service_after.writes - service_before.writes);
+      static_cast<double>(f.service_after.writes - f.service_before.writes);
   Line(prefix + ".service_inprocess.events_per_fsync",
-       Fixed(service_fsyncs > 0 ? static_cast<double>(service_after.events_written -
-                                                      service_before.events_written) /
+       Fixed(service_fsyncs > 0 ? static_cast<double>(f.service_after.events_written -
+                                                      f.service_before.events_written) /
                                       service_fsyncs
                                 : 0,
              1),
        "events");
-  CallLines(prefix + ".rocksdb_threads", raw_t,
+  CallLines(prefix + ".rocksdb_threads", f.raw,
             Int(n) + " threads, one synced single-Put Write each at a time");
-  CallLines(prefix + ".noop_rpc", noop, "ping round trips, same connections");
+  CallLines(prefix + ".noop_rpc", f.noop, "ping round trips, same connections");
   Line(prefix + ".fsync_write_ms", Fixed(fsync_mean * 1e3, 3),
        "ms (one synced single-Put RocksDB Write, mean of a probe before each round)");
   const double fsync_ceiling = static_cast<double>(n) / fsync_mean;
-  const double ceiling = std::min(noop.rate(), fsync_ceiling);
+  const double ceiling = std::min(f.noop.rate(), fsync_ceiling);
   Line(prefix + ".ceiling_calls_per_s", Fixed(ceiling, 0),
-       "calls/s (min of no-op RPC " + Fixed(noop.rate(), 0) + " and N / fsync latency " +
+       "calls/s (min of no-op RPC " + Fixed(f.noop.rate(), 0) + " and N / fsync latency " +
            Fixed(fsync_ceiling, 0) + ")");
-  const double vs_rocksdb = Ratio(admitd.rate(), raw_t.rate());
-  const double vs_ceiling = Ratio(admitd.rate(), ceiling);
-  const double vs_service = Ratio(admitd.rate(), service.rate());
+  const double vs_rocksdb = Ratio(f.admitd.rate(), f.raw.rate());
+  const double vs_ceiling = Ratio(f.admitd.rate(), ceiling);
+  const double vs_service = Ratio(f.admitd.rate(), f.service.rate());
   const bool goals = n == kGoalClients;
   Line(prefix + ".events_per_fsync_per_client", Fixed(events_per_fsync / static_cast<double>(n), 3),
        goals ? "(" + Goal(events_per_fsync / static_cast<double>(n), kEventsPerFsyncGoal) + ")"
@@ -390,19 +385,43 @@ void RunClients(const Params& p, size_t n, const std::string& work, uint64_t* ne
              : "(admitd/ceiling)");
   Line(prefix + ".ratio_vs_service_inprocess", Fixed(vs_service, 3),
        "(admitd/in-process Service: what RPC and gathering cost; for information)");
+}
 
-  // The daemon's ledger afterwards: every call an event, the chain whole.
-  const ledger::Head head = daemon_ledger->log->GetHead();
-  auto report = ledger::VerifyChain(*daemon_ledger->log, 1, schema::kGenesisHash, true);
+// The daemon's ledger afterwards: every call an event, the chain whole.
+void VerifyDaemonLedger(const std::string& prefix, ServedLedger& daemon_ledger, uint64_t calls) {
+  const ledger::Head head = daemon_ledger.log->GetHead();
+  auto report = ledger::VerifyChain(*daemon_ledger.log, 1, schema::kGenesisHash, true);
   if (!report.ok()) {
     Fail(prefix + ": verify: " + report.status().ToString());
   } else if (report->fault) {
     Fail(prefix + ": chain fault at " + Int(report->fault->sequence) + ": " +
          report->fault->reason);
   }
-  if (head.sequence != 1 + admitd.calls) {
-    Fail(prefix + ": head " + Int(head.sequence) + ", expected 1 + " + Int(admitd.calls));
+  if (head.sequence != 1 + calls) {
+    Fail(prefix + ": head " + Int(head.sequence) + ", expected 1 + " + Int(calls));
   }
+}
+
+void RunClients(const Params& p, size_t n, const std::string& work, uint64_t* next_id) {
+  const std::string prefix = "clients" + Int(n);
+  std::unique_ptr<ServedLedger> daemon_ledger = OpenServed(work + "/" + prefix + "_admitd");
+  std::unique_ptr<ServedLedger> service_ledger = OpenServed(work + "/" + prefix + "_service");
+  RawDb raw = OpenRawDb(work + "/" + prefix + "_raw", false);
+  RawDb probe = OpenRawDb(work + "/" + prefix + "_probe", false);
+  const std::string socket = work + "/" + prefix + ".sock";
+  InProcessDaemon daemon(*daemon_ledger, socket);
+  Clients clients(socket, n);
+
+  ClientsFigures f;
+  f.admitd_before = daemon_ledger->log->GetStats();
+  f.service_before = service_ledger->log->GetStats();
+  f.daemon_before = daemon.Stats();
+  RunContenders(p, n, clients, *service_ledger, raw, probe, next_id, &f);
+  f.admitd_after = daemon_ledger->log->GetStats();
+  f.service_after = service_ledger->log->GetStats();
+  f.daemon_after = daemon.Stats();
+  PrintClients(prefix, n, f);
+  VerifyDaemonLedger(prefix, *daemon_ledger, f.admitd.calls);
 }
 
 void Usage(const char* argv0) {

@@ -967,9 +967,10 @@ void ProfileRun::Report(const ProfileResult& r, const Totals& t, int64_t last_fi
              Int(c.never_admitted) + ", evictions " + Int(c.evictions) + ", re-admissions " +
              Int(c.readmissions) + ")");
   }
+  const double span_s = static_cast<double>(last_finish_ms - t.first_event_ms) / 1000.0;
   Line(p + "cq_usage_pct", Fixed(r.usage_pct, 2),
-       "(" + Fixed(t.used_milli_ms / 1e6, 1) + " cpu-s used / (" + Fixed(nominal_milli / 1000.0, 0) +
-           " cpu nominal x " + Fixed(static_cast<double>(last_finish_ms - t.first_event_ms) / 1000.0, 3) + " s))");
+       "(" + Fixed(t.used_milli_ms / 1e6, 1) + " cpu-s used / (" +
+           Fixed(nominal_milli / 1000.0, 0) + " cpu nominal x " + Fixed(span_s, 3) + " s))");
   Line(p + "cpu.setup_s", Fixed(cpu_setup, 3),
        "(definitions + workload table; YAML parsed before: see cpu.parse_s)");
   Line(p + "cpu.event_building_s", Fixed(t.build.seconds(), 3),
@@ -1423,7 +1424,8 @@ void RunProfile(const std::string& path, const BenchArgs& args,
       if (!best || r.cpu_sim_s < best->cpu_sim_s) best = std::move(r);
     }
     if (args.repeat > 1) {
-      Line(profile->name + ".cpu.runs.simulation_s", sims, "(every run; the table uses the fastest)");
+      Line(profile->name + ".cpu.runs.simulation_s", sims,
+           "(every run; the table uses the fastest)");
       Line(profile->name + ".cpu.runs.decider_s", deciders);
     }
     if (best->never_admitted > 0) Fail(Int(best->never_admitted) + " workloads never admitted");

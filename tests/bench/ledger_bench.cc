@@ -427,6 +427,62 @@ double Ratio(uint64_t a, uint64_t b) {
 // ------------------------------------------------------------------------------------------
 // Phase 1: batched durable appends.
 
+// Calibrate: a short run of ours sizes the measured run to ~p.seconds; returns its batches.
+size_t CalibrateBatches(const Params& p, const std::string& work, const EventFactory& plain) {
+  OursLog probe = OpenOurs("calibration", work + "/calibrate", true);
+  std::vector<std::string> events = MakeEvents(plain, 0, p.batch_size * 16);
+  double s = AppendBatches(probe, events, p.batch_size).seconds;
+  probe.log.reset();
+  std::filesystem::remove_all(work + "/calibrate");
+  return static_cast<size_t>(static_cast<double>(events.size()) / s * p.seconds /
+                             static_cast<double>(p.batch_size));
+}
+
+// The batched phase's contenders' timings, synced and not.
+struct BatchedTallies {
+  Tally raw, raw_keyed, ours, ours_keyed;
+  Tally raw_nosync, ours_nosync, ours_keyed_nosync;
+};
+
+void PrintBatched(const BatchedTallies& t, const RocksDbLogStats& stats, const Params& p,
+                  size_t batches) {
+  RateLine("batched.raw", t.raw, "one WriteBatch of " + Int(p.batch_size) + ", sync");
+  Line("batched.raw.batch_ms", Fixed(t.raw.seconds * 1e3 / static_cast<double>(batches), 3),
+       "ms per batch (write + fsync)");
+  RateLine("batched.ours", t.ours, "no idempotency keys");
+  Line("batched.ours.batch_ms", Fixed(t.ours.seconds * 1e3 / static_cast<double>(batches), 3),
+       "ms per batch");
+  Line("batched.ours.events_per_fsync", Fixed(Ratio(stats.events_written, stats.writes), 1),
+       "events (" + Int(stats.writes) + " WriteBatches)");
+  RatioLine("batched.ratio", t.ours, t.raw);
+  RateLine("batched.ours_keyed", t.ours_keyed,
+           "every event has a unique idempotency key: index lookup + index entry");
+  Line("batched.ours_keyed.batch_ms",
+       Fixed(t.ours_keyed.seconds * 1e3 / static_cast<double>(batches), 3), "ms per batch");
+  RatioLine("batched.ratio_keyed", t.ours_keyed, t.raw, kKeyedRatioGoal);
+  RateLine("batched.raw_keyed", t.raw_keyed,
+           "raw RocksDB doing only the index's work: MultiGet of the keys, events + index "
+           "entries + head in one WriteBatch, sync; the ledger's options");
+  Line("batched.ratio_raw_keyed",
+       Fixed(t.raw.rate() > 0 ? t.raw_keyed.rate() / t.raw.rate() : 0, 3),
+       "(raw keyed/raw: the best a per-key durable index in RocksDB leaves; for information)");
+  Line("batched.ratio_keyed_vs_raw_keyed",
+       Fixed(t.raw_keyed.rate() > 0 ? t.ours_keyed.rate() / t.raw_keyed.rate() : 0, 3),
+       "(ours keyed/raw keyed: the ledger's own cost on the keyed path; for information)");
+  RateLine("batched.raw_nosync", t.raw_nosync, "sync=false, for information");
+  RateLine("batched.ours_nosync", t.ours_nosync, "sync=false: the CPU side, for information");
+  Line("batched.ratio_nosync",
+       Fixed(t.raw_nosync.rate() > 0 ? t.ours_nosync.rate() / t.raw_nosync.rate() : 0, 3),
+       "(ours/raw without fsync, for information; no goal)");
+  RateLine("batched.ours_keyed_nosync", t.ours_keyed_nosync,
+           "unique keys, sync=false: the keyed CPU side, for information");
+  Line("batched.ratio_keyed_nosync",
+       Fixed(t.raw_nosync.rate() > 0 ? t.ours_keyed_nosync.rate() / t.raw_nosync.rate() : 0,
+             3),
+       "(ours keyed/raw without fsync, for information; no goal)");
+
+}
+
 void PhaseBatched(const Params& p, const std::string& work) {
   std::printf("\n# 1. batched durable appends (one Append of %zu events = one fsync)\n",
               p.batch_size);
@@ -436,17 +492,7 @@ void PhaseBatched(const Params& p, const std::string& work) {
             plain.stored_bytes(), keyed.stored_bytes());
   const size_t stored = plain.stored_bytes();
 
-  size_t batches = p.batches;
-  if (batches == 0) {
-    // Calibrate: a short run of ours sizes the measured run to ~p.seconds.
-    OursLog probe = OpenOurs("calibration", work + "/calibrate", true);
-    std::vector<std::string> events = MakeEvents(plain, 0, p.batch_size * 16);
-    double s = AppendBatches(probe, events, p.batch_size).seconds;
-    probe.log.reset();
-    std::filesystem::remove_all(work + "/calibrate");
-    batches = static_cast<size_t>(static_cast<double>(events.size()) / s * p.seconds /
-                                  static_cast<double>(p.batch_size));
-  }
+  size_t batches = p.batches == 0 ? CalibrateBatches(p, work, plain) : p.batches;
   batches = std::max(batches, p.rounds);
   batches -= batches % p.rounds;  // whole batches in every round
   const size_t per_round = batches / p.rounds * p.batch_size;
@@ -463,22 +509,22 @@ void PhaseBatched(const Params& p, const std::string& work) {
   std::unique_ptr<RawKeyedDb> raw_keyed = OpenRawKeyedDb(work + "/raw_keyed");
   OursLog ours = OpenOurs("batched.ours", work + "/ours", true);
   OursLog ours_keyed = OpenOurs("batched.ours_keyed", work + "/ours_keyed", true);
-  Tally raw_t, raw_keyed_t, ours_t, ours_keyed_t;
+  BatchedTallies t;
   // Events are built before each timed slice: building them is intake's cost, not the log's.
   RunRounds(p.rounds, {
       [&](size_t) {
-        raw_t.Add(per_round, WriteRawBatches(raw, per_round, p.batch_size, stored, true));
+        t.raw.Add(per_round, WriteRawBatches(raw, per_round, p.batch_size, stored, true));
       },
       [&](size_t r) {
         std::vector<std::string> events = MakeEvents(plain, r * per_round, per_round);
-        ours_t.Add(per_round, AppendBatches(ours, events, p.batch_size));
+        t.ours.Add(per_round, AppendBatches(ours, events, p.batch_size));
       },
       [&](size_t r) {
         std::vector<std::string> events = MakeEvents(keyed, r * per_round, per_round);
-        ours_keyed_t.Add(per_round, AppendBatches(ours_keyed, events, p.batch_size));
+        t.ours_keyed.Add(per_round, AppendBatches(ours_keyed, events, p.batch_size));
       },
       [&](size_t) {
-        raw_keyed_t.Add(per_round,
+        t.raw_keyed.Add(per_round,
                         WriteRawKeyedBatches(*raw_keyed, per_round, p.batch_size, stored));
       },
   });
@@ -490,58 +536,23 @@ void PhaseBatched(const Params& p, const std::string& work) {
   OursLog ours_nosync = OpenOurs("batched.ours_nosync", work + "/ours_nosync", false);
   OursLog ours_keyed_nosync =
       OpenOurs("batched.ours_keyed_nosync", work + "/ours_keyed_nosync", false);
-  Tally raw_nosync_t, ours_nosync_t, ours_keyed_nosync_t;
   RunRounds(p.rounds, {
       [&](size_t) {
-        raw_nosync_t.Add(per_round,
+        t.raw_nosync.Add(per_round,
                          WriteRawBatches(raw_nosync, per_round, p.batch_size, stored, false));
       },
       [&](size_t r) {
         std::vector<std::string> events = MakeEvents(plain, r * per_round, per_round);
-        ours_nosync_t.Add(per_round, AppendBatches(ours_nosync, events, p.batch_size));
+        t.ours_nosync.Add(per_round, AppendBatches(ours_nosync, events, p.batch_size));
       },
       [&](size_t r) {
         std::vector<std::string> events = MakeEvents(keyed, r * per_round, per_round);
-        ours_keyed_nosync_t.Add(per_round,
+        t.ours_keyed_nosync.Add(per_round,
                                 AppendBatches(ours_keyed_nosync, events, p.batch_size));
       },
   });
 
-  RateLine("batched.raw", raw_t, "one WriteBatch of " + Int(p.batch_size) + ", sync");
-  Line("batched.raw.batch_ms", Fixed(raw_t.seconds * 1e3 / static_cast<double>(batches), 3),
-       "ms per batch (write + fsync)");
-  RateLine("batched.ours", ours_t, "no idempotency keys");
-  Line("batched.ours.batch_ms", Fixed(ours_t.seconds * 1e3 / static_cast<double>(batches), 3),
-       "ms per batch");
-  Line("batched.ours.events_per_fsync", Fixed(Ratio(stats.events_written, stats.writes), 1),
-       "events (" + Int(stats.writes) + " WriteBatches)");
-  RatioLine("batched.ratio", ours_t, raw_t);
-  RateLine("batched.ours_keyed", ours_keyed_t,
-           "every event has a unique idempotency key: index lookup + index entry");
-  Line("batched.ours_keyed.batch_ms",
-       Fixed(ours_keyed_t.seconds * 1e3 / static_cast<double>(batches), 3), "ms per batch");
-  RatioLine("batched.ratio_keyed", ours_keyed_t, raw_t, kKeyedRatioGoal);
-  RateLine("batched.raw_keyed", raw_keyed_t,
-           "raw RocksDB doing only the index's work: MultiGet of the keys, events + index "
-           "entries + head in one WriteBatch, sync; the ledger's options");
-  Line("batched.ratio_raw_keyed",
-       Fixed(raw_t.rate() > 0 ? raw_keyed_t.rate() / raw_t.rate() : 0, 3),
-       "(raw keyed/raw: the best a per-key durable index in RocksDB leaves; for information)");
-  Line("batched.ratio_keyed_vs_raw_keyed",
-       Fixed(raw_keyed_t.rate() > 0 ? ours_keyed_t.rate() / raw_keyed_t.rate() : 0, 3),
-       "(ours keyed/raw keyed: the ledger's own cost on the keyed path; for information)");
-  RateLine("batched.raw_nosync", raw_nosync_t, "sync=false, for information");
-  RateLine("batched.ours_nosync", ours_nosync_t, "sync=false: the CPU side, for information");
-  Line("batched.ratio_nosync",
-       Fixed(raw_nosync_t.rate() > 0 ? ours_nosync_t.rate() / raw_nosync_t.rate() : 0, 3),
-       "(ours/raw without fsync, for information; no goal)");
-  RateLine("batched.ours_keyed_nosync", ours_keyed_nosync_t,
-           "unique keys, sync=false: the keyed CPU side, for information");
-  Line("batched.ratio_keyed_nosync",
-       Fixed(raw_nosync_t.rate() > 0 ? ours_keyed_nosync_t.rate() / raw_nosync_t.rate() : 0,
-             3),
-       "(ours keyed/raw without fsync, for information; no goal)");
-
+  PrintBatched(t, stats, p, batches);
   for (OursLog* o : {&ours, &ours_keyed, &ours_nosync, &ours_keyed_nosync}) {
     double verify_rate = CheckLedger(o->label, std::move(o->log), o->dir, o->appended, stored);
     Line(o->label + ".verify_events_per_s", Fixed(verify_rate, 0),
@@ -697,19 +708,20 @@ void PhaseConcurrent(const Params& p, const std::string& work) {
 // Phase 3: per-event cost of each step the leader runs, timed outside the log with the same
 // functions the Sequencer calls, so a gap between ours and raw can be attributed.
 
-void PhaseBreakdown(const Params& p, const std::string& work) {
-  std::printf("\n# 3. per-event cost of the ledger's steps (single thread, for attribution)\n");
-  EventFactory plain(p.stored_bytes, false);
-  EventFactory keyed(p.stored_bytes, true);
-  const size_t batch_size = p.batch_size;
-  const size_t rounds = p.quick ? 8 : 200;
-  const size_t n = rounds * batch_size;
-  const double per_event_us = 1e6 / static_cast<double>(n);
-  std::vector<std::string> events = MakeEvents(plain, 0, batch_size);
-  size_t sink = 0;
+// What the breakdown measured, in seconds over all its events (or its rounds).
+struct BreakdownFigures {
+  double decode_s = 0, rebuild_s = 0, canonical_s = 0, hash_s = 0;  // PrepareAppend's steps
+  double static_decode_s = 0, fetched_hash_s = 0;                   // their alternatives
+  double prepare_s = 0, prepare_keyed_s = 0, batch_build_s = 0;     // whole PrepareAppends
+  double nosync_s = 0, sync_s = 0;                                  // raw batch writes
+  double get_s = 0, find_s = 0;                                     // index misses
+  uint64_t raw_events = 0;    // in the raw DB that get_s read
+  size_t write_rounds = 0;    // the batches nosync_s and sync_s each wrote
+};
 
-  // The steps of PrepareAppend for one new event, one by one.
-  double decode_s = 0, rebuild_s = 0, canonical_s = 0, hash_s = 0;
+// The steps of PrepareAppend for one new event, one by one; *chain is the chain value after.
+void TimeAppendSteps(const std::vector<std::string>& events, size_t rounds,
+                     schema::Hash* chain_out, BreakdownFigures* f, size_t* sink) {
   schema::Hash chain = schema::kGenesisHash;
   for (size_t r = 0; r < rounds; ++r) {
     for (const std::string& bytes : events) {
@@ -728,18 +740,21 @@ void PhaseBreakdown(const Params& p, const std::string& work) {
       auto t3 = Clock::now();
       chain = schema::ChainHash(chain, canonical);
       auto t4 = Clock::now();
-      decode_s += Seconds(t0, t1);
-      rebuild_s += Seconds(t1, t2);
-      canonical_s += Seconds(t2, t3);
-      hash_s += Seconds(t3, t4);
-      sink += canonical.size();
+      f->decode_s += Seconds(t0, t1);
+      f->rebuild_s += Seconds(t1, t2);
+      f->canonical_s += Seconds(t2, t3);
+      f->hash_s += Seconds(t3, t4);
+      *sink += canonical.size();
     }
   }
+  *chain_out = chain;
+}
 
-  // For comparison: decoding without the reflective body check, and SHA-256 with the digest
-  // fetched once instead of at every EVP_DigestInit_ex(EVP_sha256()) (OpenSSL 3 looks the
-  // algorithm up in its provider tables on every init when given the legacy EVP_sha256()).
-  double static_decode_s = 0, fetched_hash_s = 0;
+// For comparison: decoding without the reflective body check, and SHA-256 with the digest
+// fetched once instead of at every EVP_DigestInit_ex(EVP_sha256()) (OpenSSL 3 looks the
+// algorithm up in its provider tables on every init when given the legacy EVP_sha256()).
+void TimeAlternatives(const std::vector<std::string>& events, size_t rounds, schema::Hash chain,
+                      BreakdownFigures* f, size_t* sink) {
   EVP_MD* md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   ADM_CHECK(md != nullptr && ctx != nullptr, "EVP_MD_fetch SHA256");
@@ -762,7 +777,7 @@ void PhaseBreakdown(const Params& p, const std::string& work) {
       kj::ArrayPtr<const capnp::word> segment(aligned.get(), words);
       capnp::SegmentArrayMessageReader reader(kj::arrayPtr(&segment, 1),
                                               schema::EventReaderOptions());
-      sink += reader.getRoot<schema::Event>().totalSize().wordCount;
+      *sink += reader.getRoot<schema::Event>().totalSize().wordCount;
       auto t1 = Clock::now();
       unsigned int length = 0;
       ADM_CHECK(EVP_DigestInit_ex2(ctx, md, nullptr) == 1 &&
@@ -771,63 +786,66 @@ void PhaseBreakdown(const Params& p, const std::string& work) {
                     EVP_DigestFinal_ex(ctx, chain.data(), &length) == 1,
                 "sha256");
       auto t2 = Clock::now();
-      static_decode_s += Seconds(t0, t1);
-      fetched_hash_s += Seconds(t1, t2);
+      f->static_decode_s += Seconds(t0, t1);
+      f->fetched_hash_s += Seconds(t1, t2);
     }
   }
   EVP_MD_CTX_free(ctx);
   EVP_MD_free(md);
+}
 
-  // The whole PrepareAppend of a batch as the leader runs it, without and with keys (the
-  // index lookup answered "absent" without RocksDB, so only the sequencer's own work counts).
-  auto time_prepare = [&](const std::vector<std::string>& batch, double* build_s) {
-    double prepare_s = 0;
-    ledger::Head head;
-    for (size_t r = 0; r < rounds; ++r) {
-      ledger::GroupKeys group_keys;
-      ledger::AppendAck ack;
-      ledger::PreparedAppend prepared;
-      auto t0 = Clock::now();
-      Status s = ledger::PrepareAppend(batch, head, group_keys, NoKeys(), &ack, &prepared);
-      auto t1 = Clock::now();
-      ADM_CHECK(s.ok(), "%s", s.ToString().c_str());
-      rocksdb::WriteBatch write_batch;
-      for (const ledger::StoredEvent& e : prepared.events) {
-        write_batch.Put(RocksDbLog::EventKey(e.sequence), e.bytes);
-      }
-      auto t2 = Clock::now();
-      prepare_s += Seconds(t0, t1);
-      if (build_s != nullptr) *build_s += Seconds(t1, t2);
-      head = prepared.head;
-      sink += write_batch.GetDataSize();
+// The whole PrepareAppend of a batch as the leader runs it (the index lookup answered "absent"
+// without RocksDB, so only the sequencer's own work counts), `rounds` times; *build_s gets the
+// time to put its stored events in a WriteBatch.
+double TimePrepare(const std::vector<std::string>& batch, size_t rounds, double* build_s,
+                   size_t* sink) {
+  double prepare_s = 0;
+  ledger::Head head;
+  for (size_t r = 0; r < rounds; ++r) {
+    ledger::GroupKeys group_keys;
+    ledger::AppendAck ack;
+    ledger::PreparedAppend prepared;
+    auto t0 = Clock::now();
+    Status s = ledger::PrepareAppend(batch, head, group_keys, NoKeys(), &ack, &prepared);
+    auto t1 = Clock::now();
+    ADM_CHECK(s.ok(), "%s", s.ToString().c_str());
+    rocksdb::WriteBatch write_batch;
+    for (const ledger::StoredEvent& e : prepared.events) {
+      write_batch.Put(RocksDbLog::EventKey(e.sequence), e.bytes);
     }
-    return prepare_s;
-  };
-  double batch_build_s = 0;
-  const double prepare_s = time_prepare(events, &batch_build_s);
-  const double prepare_keyed_s = time_prepare(MakeEvents(keyed, 0, batch_size), nullptr);
+    auto t2 = Clock::now();
+    prepare_s += Seconds(t0, t1);
+    if (build_s != nullptr) *build_s += Seconds(t1, t2);
+    head = prepared.head;
+    *sink += write_batch.GetDataSize();
+  }
+  return prepare_s;
+}
 
-  // The durable write of one ready batch, and an index lookup that misses (what the leader
-  // asks RocksDB for each new keyed event), on a DB holding the events just written.
+// The durable write of one ready batch, an index lookup that misses in a raw DB, and the same
+// miss through the ledger's own index family.
+void TimeWritesAndMisses(const Params& p, const std::string& work, const EventFactory& plain,
+                         const EventFactory& keyed, size_t n, BreakdownFigures* f) {
+  const size_t batch_size = p.batch_size;
   const size_t write_rounds = p.quick ? 8 : 100;
+  f->write_rounds = write_rounds;
   RawDb raw = OpenRawDb(work + "/bd_raw", false);
-  const double nosync_s = WriteRawBatches(raw, write_rounds * batch_size, batch_size,
-                                          plain.stored_bytes(), false)
-                              .seconds;
-  const double sync_s = WriteRawBatches(raw, write_rounds * batch_size, batch_size,
-                                        plain.stored_bytes(), true)
-                            .seconds;
-  double get_s = 0;
+  f->nosync_s =
+      WriteRawBatches(raw, write_rounds * batch_size, batch_size, plain.stored_bytes(), false)
+          .seconds;
+  f->sync_s =
+      WriteRawBatches(raw, write_rounds * batch_size, batch_size, plain.stored_bytes(), true)
+          .seconds;
   std::string value;
   for (size_t i = 0; i < n; ++i) {
     char key[40];
     std::snprintf(key, sizeof key, "req/b/%016" PRIx64 "/0", Mix64(i));
     auto t0 = Clock::now();
     rocksdb::Status s = raw.db->Get(rocksdb::ReadOptions(), RocksDbLog::IndexKey(key), &value);
-    get_s += Seconds(t0, Clock::now());
+    f->get_s += Seconds(t0, Clock::now());
     ADM_CHECK(s.IsNotFound(), "index key found: %s", s.ToString().c_str());
   }
-  ADM_CHECK(sink > 0, "nothing measured");
+  f->raw_events = raw.next - 1;
 
   // The same miss through the ledger's own index family, on a ledger of n keyed events.
   OursLog keyed_log = OpenOurs("breakdown.keyed", work + "/bd_keyed", false);
@@ -835,50 +853,75 @@ void PhaseBreakdown(const Params& p, const std::string& work) {
     std::vector<std::string> keyed_events = MakeEvents(keyed, 0, n);
     AppendBatches(keyed_log, keyed_events, batch_size);
   }
-  double find_s = 0;
   for (size_t i = 0; i < n; ++i) {
     char key[40];
     std::snprintf(key, sizeof key, "req/absent/%016" PRIx64 "/0", Mix64(i));
     auto t0 = Clock::now();
     Result<std::optional<ledger::Sequence>> found = keyed_log.log->FindKey(key);
-    find_s += Seconds(t0, Clock::now());
+    f->find_s += Seconds(t0, Clock::now());
     ADM_CHECK(found.ok() && !found->has_value(), "absent key found");
   }
+}
 
+void PrintBreakdown(const BreakdownFigures& f, size_t n, size_t batch_size, size_t rounds,
+                    size_t stored_bytes) {
+  const double per_event_us = 1e6 / static_cast<double>(n);
   Line("breakdown.events", Int(n), "events in batches of " + Int(batch_size));
-  Line("breakdown.decode_us", Fixed(decode_s * per_event_us, 3),
+  Line("breakdown.decode_us", Fixed(f.decode_s * per_event_us, 3),
        "us/event (schema::DecodeEvent: aligned copy, reader, reflective walk of every field, "
        "isCanonical)");
-  Line("breakdown.decode_static_us", Fixed(static_decode_s * per_event_us, 3),
+  Line("breakdown.decode_static_us", Fixed(f.static_decode_s * per_event_us, 3),
        "us/event (for comparison: aligned copy, reader, totalSize; no reflection, no "
        "isCanonical)");
-  Line("breakdown.rebuild_us", Fixed(rebuild_s * per_event_us, 3),
+  Line("breakdown.rebuild_us", Fixed(f.rebuild_s * per_event_us, 3),
        "us/event (MallocMessageBuilder setRoot + setSequence + setPrevHash)");
-  Line("breakdown.canonicalize_us", Fixed(canonical_s * per_event_us, 3),
+  Line("breakdown.canonicalize_us", Fixed(f.canonical_s * per_event_us, 3),
        "us/event (schema::CanonicalBytes)");
-  Line("breakdown.sha256_us", Fixed(hash_s * per_event_us, 3),
-       "us/event (schema::ChainHash over " + Int(plain.stored_bytes() + 32) + " bytes)");
-  Line("breakdown.sha256_fetched_us", Fixed(fetched_hash_s * per_event_us, 3),
+  Line("breakdown.sha256_us", Fixed(f.hash_s * per_event_us, 3),
+       "us/event (schema::ChainHash over " + Int(stored_bytes + 32) + " bytes)");
+  Line("breakdown.sha256_fetched_us", Fixed(f.fetched_hash_s * per_event_us, 3),
        "us/event (for comparison: EVP_MD_fetch once + EVP_DigestInit_ex2)");
-  Line("breakdown.prepare_append_us", Fixed(prepare_s * per_event_us, 3),
+  Line("breakdown.prepare_append_us", Fixed(f.prepare_s * per_event_us, 3),
        "us/event (ledger::PrepareAppend, whole step, no keys)");
-  Line("breakdown.prepare_append_keyed_us", Fixed(prepare_keyed_s * per_event_us, 3),
+  Line("breakdown.prepare_append_keyed_us", Fixed(f.prepare_keyed_s * per_event_us, 3),
        "us/event (ledger::PrepareAppend with unique keys, lookup answered without RocksDB)");
-  Line("breakdown.rocksdb_index_get_miss_us", Fixed(get_s * per_event_us, 3),
+  Line("breakdown.rocksdb_index_get_miss_us", Fixed(f.get_s * per_event_us, 3),
        "us/event (for comparison: DB::Get of an absent key in a raw DB of " +
-           Int(raw.next - 1) + " events, one family, no filters: the index before its family)");
-  Line("breakdown.index_find_miss_us", Fixed(find_s * per_event_us, 3),
+           Int(f.raw_events) + " events, one family, no filters: the index before its family)");
+  Line("breakdown.index_find_miss_us", Fixed(f.find_s * per_event_us, 3),
        "us/event (RocksDbLog::FindKey of an absent key, " + Int(n) +
            " keyed events in the ledger: the index family's bloom filters)");
-  Line("breakdown.write_batch_build_us", Fixed(batch_build_s * per_event_us, 3),
+  Line("breakdown.write_batch_build_us", Fixed(f.batch_build_s * per_event_us, 3),
        "us/event (WriteBatch::Put of stored events)");
   Line("breakdown.prepare_append_per_batch_ms",
-       Fixed(prepare_s * 1e3 / static_cast<double>(rounds), 3),
+       Fixed(f.prepare_s * 1e3 / static_cast<double>(rounds), 3),
        "ms per " + Int(batch_size) + "-event batch");
   Line("breakdown.raw_write_nosync_per_batch_ms",
-       Fixed(nosync_s * 1e3 / static_cast<double>(write_rounds), 3), "ms");
+       Fixed(f.nosync_s * 1e3 / static_cast<double>(f.write_rounds), 3), "ms");
   Line("breakdown.raw_write_sync_per_batch_ms",
-       Fixed(sync_s * 1e3 / static_cast<double>(write_rounds), 3), "ms (write + fsync)");
+       Fixed(f.sync_s * 1e3 / static_cast<double>(f.write_rounds), 3), "ms (write + fsync)");
+}
+
+void PhaseBreakdown(const Params& p, const std::string& work) {
+  std::printf("\n# 3. per-event cost of the ledger's steps (single thread, for attribution)\n");
+  EventFactory plain(p.stored_bytes, false);
+  EventFactory keyed(p.stored_bytes, true);
+  const size_t batch_size = p.batch_size;
+  const size_t rounds = p.quick ? 8 : 200;
+  const size_t n = rounds * batch_size;
+  std::vector<std::string> events = MakeEvents(plain, 0, batch_size);
+  size_t sink = 0;
+  BreakdownFigures figures;
+  BreakdownFigures* f = &figures;
+  schema::Hash chain;
+  TimeAppendSteps(events, rounds, &chain, f, &sink);
+  TimeAlternatives(events, rounds, chain, f, &sink);
+  // The whole PrepareAppend of a batch, without and with keys.
+  f->prepare_s = TimePrepare(events, rounds, &f->batch_build_s, &sink);
+  f->prepare_keyed_s = TimePrepare(MakeEvents(keyed, 0, batch_size), rounds, nullptr, &sink);
+  ADM_CHECK(sink > 0, "nothing measured");
+  TimeWritesAndMisses(p, work, plain, keyed, n, f);
+  PrintBreakdown(figures, n, batch_size, rounds, plain.stored_bytes());
 }
 
 // ------------------------------------------------------------------------------------------

@@ -269,40 +269,202 @@ void Print(const std::string& name, const Pass& p) {
   std::fflush(stdout);
 }
 
-int Main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+// replay_bench's command line.
+struct BenchArgs {
   uint64_t target_events = 5'000'000;
   int rounds = 5;  // best of each side; this machine moves by +-20% from run to run
   std::string dir_base = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
   std::string keep;
   std::string profile_path = std::string(REPLAY_BENCH_PROFILE_DIR) + "/baseline-generator.yaml";
+};
+
+// False (after the usage line) on an unknown argument.
+bool ParseBenchArgs(int argc, char** argv, BenchArgs* args) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     if (a == "--quick") {
-      target_events = 200'000;
-      rounds = 1;
+      args->target_events = 200'000;
+      args->rounds = 1;
     } else if (a == "--events") {
-      target_events = std::strtoull(value().c_str(), nullptr, 10);
+      args->target_events = std::strtoull(value().c_str(), nullptr, 10);
     } else if (a == "--rounds") {
-      rounds = std::max(1, std::atoi(value().c_str()));
+      args->rounds = std::max(1, std::atoi(value().c_str()));
     } else if (a == "--dir") {
-      dir_base = value();
+      args->dir_base = value();
     } else if (a == "--ledger") {
-      keep = value();  // reuse (or create and keep) this ledger
+      args->keep = value();  // reuse (or create and keep) this ledger
     } else if (a == "--profile") {
-      profile_path = value();
+      args->profile_path = value();
     } else {
       std::fprintf(stderr,
                    "usage: replay_bench [--quick] [--events N] [--rounds R] [--dir DIR] "
                    "[--ledger DIR (kept)] [--profile GENERATOR.yaml]\n");
-      return 2;
+      return false;
     }
   }
+  return true;
+}
 
-  std::string dir = keep;
+// 1. Generates the ledger at `dir` from the profile, unless the kept ledger is already big
+// enough. False after a failure.
+bool GenerateLedger(const std::string& dir, const BenchArgs& args) {
+  ledger::RocksDbLogOptions options;
+  options.sync = false;
+  auto log = ledger::RocksDbLog::Open(dir, options);
+  if (!log.ok()) {
+    Fail("open: " + log.status().ToString());
+    return false;
+  }
+  if ((*log)->GetHead().sequence < args.target_events) {
+    if ((*log)->GetHead().sequence != 0) {
+      Fail("the kept ledger holds fewer events than --events; remove it");
+      return false;
+    }
+    auto profile =
+        std::filesystem::exists(args.profile_path) ? LoadProfile(args.profile_path) : std::nullopt;
+    std::printf("# profile: %s\n",
+                profile ? args.profile_path.c_str() : "built-in copy of Kueue's baseline");
+    ZeroClock clock;
+    auto service = ops::Service::Open(**log, clock);
+    if (!service.ok()) {
+      Fail("service: " + service.status().ToString());
+      return false;
+    }
+    Generator gen(**service, profile ? *profile : BuiltInBaseline(), Fail);
+    const double t0 = Now();
+    Status s = gen.Define();
+    uint64_t round = 0;
+    // Progress on a terminal only; pipes and files get the summary line below.
+    const bool progress = ::isatty(STDERR_FILENO) != 0;
+    while (s.ok() && (*log)->GetHead().sequence < args.target_events && round < kRoundsMax) {
+      s = gen.Round(round++);
+      if (progress) {
+        std::fprintf(stderr, "\rgenerating: round %" PRIu64 ", %" PRIu64 " events", round,
+                     (*log)->GetHead().sequence);
+      }
+    }
+    if (progress) std::fprintf(stderr, "\n");
+    if (!s.ok()) {
+      Fail("generate: " + s.ToString());
+      return false;
+    }
+    const double seconds = Now() - t0;
+    std::printf("generated                %10" PRIu64 " events  %8.2f s  (%" PRIu64
+                " rounds of the profile, %" PRIu64 " decisions; max RSS %" PRId64 " MiB)\n",
+                (*log)->GetHead().sequence, seconds, round, gen.decisions(), MaxRssMib());
+  } else {
+    std::printf("# reusing %" PRIu64 " events in %s\n", (*log)->GetHead().sequence, dir.c_str());
+  }
+  return true;
+}
+
+// The best pass of each side over the rounds, and each round's ratios.
+struct Measured {
+  std::vector<double> ratios;
+  Pass best_raw, best_replay, best_billing;
+  std::vector<double> billing_ratios;
+  uint64_t billing_intervals = 0;
+  std::string first_hash;
+  uint64_t head = 0;
+};
+
+// 2. Measures, alternating raw and replay (and the billing fold). False after a failure.
+bool MeasureRounds(const std::string& dir, int rounds, Measured* m) {
+  std::string hash;
+  for (int r = 0; r < rounds; ++r) {
+    Pass raw = RawIterateDecode(dir);
+    Print("raw iterate+decode", raw);
+    auto log = ledger::RocksDbLog::Open(dir);
+    if (!log.ok()) {
+      Fail("open: " + log.status().ToString());
+      return false;
+    }
+    m->head = (*log)->GetHead().sequence;
+    Pass rep = Replay(**log, true, &hash);
+    Print("replay --verify", rep);
+    if (m->first_hash.empty()) m->first_hash = hash;
+    if (hash != m->first_hash) Fail("the decision-stream hash changed between rounds");
+    if (raw.events != m->head || rep.events != m->head) {
+      Fail("events counted: raw " + std::to_string(raw.events) + ", replay " +
+           std::to_string(rep.events) + ", head " + std::to_string(m->head));
+    }
+    Pass bill = BillingFold(**log, &m->billing_intervals);
+    Print("billing fold+report", bill);
+    if (bill.events != m->head) Fail("billing folded " + std::to_string(bill.events) + " events");
+    if (raw.rate() > 0) m->billing_ratios.push_back(bill.rate() / raw.rate());
+    if (bill.rate() > m->best_billing.rate()) m->best_billing = bill;
+    if (raw.rate() > 0) m->ratios.push_back(rep.rate() / raw.rate());
+    if (raw.rate() > m->best_raw.rate()) m->best_raw = raw;
+    if (rep.rate() > m->best_replay.rate()) m->best_replay = rep;
+  }
+  return true;
+}
+
+// Attribution, once; and the watch consumer's ingest, once (a fresh state each time).
+Pass MeasureOnce(const std::string& dir, uint64_t head) {
+  Pass watch;
+  auto log = ledger::RocksDbLog::Open(dir);
+  if (log.ok()) {
+    Print("log read+decode", LogReadDecode(**log));
+    Print("replay (fold only)", Replay(**log, false, nullptr));
+    watch = BillingWatchIngest(**log, dir + ".billing-state");
+    Print("billing watch ingest", watch);
+    if (watch.events != head) Fail("billing watch ingest folded " + std::to_string(watch.events));
+    std::error_code ignored;
+    std::filesystem::remove_all(dir + ".billing-state", ignored);
+  }
+  return watch;
+}
+
+void PrintRatios(const Measured& m, const Pass& watch) {
+  std::printf("decision-stream sha256: %s\n", m.first_hash.c_str());
+  std::string per_round;
+  for (double r : m.ratios) per_round += (per_round.empty() ? "" : " ") + F(r, 3);
+  const double ratio = m.best_raw.rate() > 0 ? m.best_replay.rate() / m.best_raw.rate() : 0;
+  std::printf(
+      "ratio replay-with-verify / raw iterate+decode: %s (best of each: %s / %s events/s; "
+      "per round: %s; goal >= 0.5: %s)\n",
+      F(ratio, 3).c_str(), F(m.best_replay.rate()).c_str(), F(m.best_raw.rate()).c_str(),
+      per_round.c_str(), ratio >= 0.5 ? "met" : "NOT met");
+  std::string billing_rounds;
+  for (double r : m.billing_ratios) billing_rounds += (billing_rounds.empty() ? "" : " ") + F(r, 3);
+  const double billing_ratio =
+      m.best_raw.rate() > 0 ? m.best_billing.rate() / m.best_raw.rate() : 0;
+  std::printf(
+      "billing.ratio: %s (billing fold+report / raw iterate+decode, best of each: %s / %s "
+      "events/s; per round: %s; %" PRIu64 " intervals; goal >= 0.5: %s)\n",
+      F(billing_ratio, 3).c_str(), F(m.best_billing.rate()).c_str(), F(m.best_raw.rate()).c_str(),
+      billing_rounds.c_str(), m.billing_intervals, billing_ratio >= 0.5 ? "met" : "NOT met");
+  const double watch_ratio = m.best_raw.rate() > 0 ? watch.rate() / m.best_raw.rate() : 0;
+  std::printf(
+      "billing_watch.ratio: %s (the watch consumer's ingest: fold, chain check, records and one "
+      "synced state batch per 8192 events / raw iterate+decode, best: %s / %s events/s; goal >= 0.5: %s)\n",
+      F(watch_ratio, 3).c_str(), F(watch.rate()).c_str(), F(m.best_raw.rate()).c_str(),
+      watch_ratio >= 0.5 ? "met" : "NOT met");
+  // On a shared machine the wall clock moves with other load; CPU seconds (user + sys of the
+  // whole process, both of replay's threads) give the second view.
+  const double raw_cpu_rate =
+      m.best_raw.cpu_seconds > 0
+          ? static_cast<double>(m.best_raw.events) / m.best_raw.cpu_seconds
+          : 0;
+  const double replay_cpu_rate =
+      m.best_replay.cpu_seconds > 0
+          ? static_cast<double>(m.best_replay.events) / m.best_replay.cpu_seconds
+          : 0;
+  std::printf("cpu ratio replay-with-verify / raw iterate+decode: %s (%s / %s events per cpu-s)\n",
+              F(raw_cpu_rate > 0 ? replay_cpu_rate / raw_cpu_rate : 0, 3).c_str(),
+              F(replay_cpu_rate).c_str(), F(raw_cpu_rate).c_str());
+  std::printf("max RSS %" PRId64 " MiB\n", MaxRssMib());
+}
+
+int Main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  BenchArgs args;
+  if (!ParseBenchArgs(argc, argv, &args)) return 2;
+  std::string dir = args.keep;
   if (dir.empty()) {
-    std::string pattern = dir_base + "/replay_bench.XXXXXX";
+    std::string pattern = args.dir_base + "/replay_bench.XXXXXX";
     if (::mkdtemp(pattern.data()) == nullptr) {
       std::perror("mkdtemp");
       return 1;
@@ -310,142 +472,13 @@ int Main(int argc, char** argv) {
     dir = pattern + "/ledger";
   }
   std::printf("# replay_bench: engine v%u, target %" PRIu64 " events, ledger %s\n",
-              projections::kEngineVersion, target_events, dir.c_str());
-
-  // 1. Generate (unless the kept ledger is already big enough).
-  {
-    ledger::RocksDbLogOptions options;
-    options.sync = false;
-    auto log = ledger::RocksDbLog::Open(dir, options);
-    if (!log.ok()) {
-      Fail("open: " + log.status().ToString());
-      return 1;
-    }
-    if ((*log)->GetHead().sequence < target_events) {
-      if ((*log)->GetHead().sequence != 0) {
-        Fail("the kept ledger holds fewer events than --events; remove it");
-        return 1;
-      }
-      auto profile =
-          std::filesystem::exists(profile_path) ? LoadProfile(profile_path) : std::nullopt;
-      std::printf("# profile: %s\n",
-                  profile ? profile_path.c_str() : "built-in copy of Kueue's baseline");
-      ZeroClock clock;
-      auto service = ops::Service::Open(**log, clock);
-      if (!service.ok()) {
-        Fail("service: " + service.status().ToString());
-        return 1;
-      }
-      Generator gen(**service, profile ? *profile : BuiltInBaseline(), Fail);
-      const double t0 = Now();
-      Status s = gen.Define();
-      uint64_t round = 0;
-      // Progress on a terminal only; pipes and files get the summary line below.
-      const bool progress = ::isatty(STDERR_FILENO) != 0;
-      while (s.ok() && (*log)->GetHead().sequence < target_events && round < kRoundsMax) {
-        s = gen.Round(round++);
-        if (progress) {
-          std::fprintf(stderr, "\rgenerating: round %" PRIu64 ", %" PRIu64 " events", round,
-                       (*log)->GetHead().sequence);
-        }
-      }
-      if (progress) std::fprintf(stderr, "\n");
-      if (!s.ok()) {
-        Fail("generate: " + s.ToString());
-        return 1;
-      }
-      const double seconds = Now() - t0;
-      std::printf("generated                %10" PRIu64 " events  %8.2f s  (%" PRIu64
-                  " rounds of the profile, %" PRIu64 " decisions; max RSS %" PRId64 " MiB)\n",
-                  (*log)->GetHead().sequence, seconds, round, gen.decisions(), MaxRssMib());
-    } else {
-      std::printf("# reusing %" PRIu64 " events in %s\n", (*log)->GetHead().sequence, dir.c_str());
-    }
-  }
-
-  // 2. Measure, alternating raw and replay.
-  std::vector<double> ratios;
-  Pass best_raw, best_replay, best_billing;
-  std::vector<double> billing_ratios;
-  uint64_t billing_intervals = 0;
-  std::string hash, first_hash;
-  uint64_t head = 0;
-  for (int r = 0; r < rounds; ++r) {
-    Pass raw = RawIterateDecode(dir);
-    Print("raw iterate+decode", raw);
-    auto log = ledger::RocksDbLog::Open(dir);
-    if (!log.ok()) {
-      Fail("open: " + log.status().ToString());
-      return 1;
-    }
-    head = (*log)->GetHead().sequence;
-    Pass rep = Replay(**log, true, &hash);
-    Print("replay --verify", rep);
-    if (first_hash.empty()) first_hash = hash;
-    if (hash != first_hash) Fail("the decision-stream hash changed between rounds");
-    if (raw.events != head || rep.events != head) {
-      Fail("events counted: raw " + std::to_string(raw.events) + ", replay " +
-           std::to_string(rep.events) + ", head " + std::to_string(head));
-    }
-    Pass bill = BillingFold(**log, &billing_intervals);
-    Print("billing fold+report", bill);
-    if (bill.events != head) Fail("billing folded " + std::to_string(bill.events) + " events");
-    if (raw.rate() > 0) billing_ratios.push_back(bill.rate() / raw.rate());
-    if (bill.rate() > best_billing.rate()) best_billing = bill;
-    if (raw.rate() > 0) ratios.push_back(rep.rate() / raw.rate());
-    if (raw.rate() > best_raw.rate()) best_raw = raw;
-    if (rep.rate() > best_replay.rate()) best_replay = rep;
-  }
-  // Attribution, once; and the watch consumer's ingest, once (a fresh state each time).
-  Pass watch;
-  {
-    auto log = ledger::RocksDbLog::Open(dir);
-    if (log.ok()) {
-      Print("log read+decode", LogReadDecode(**log));
-      Print("replay (fold only)", Replay(**log, false, nullptr));
-      watch = BillingWatchIngest(**log, dir + ".billing-state");
-      Print("billing watch ingest", watch);
-      if (watch.events != head) Fail("billing watch ingest folded " + std::to_string(watch.events));
-      std::error_code ignored;
-      std::filesystem::remove_all(dir + ".billing-state", ignored);
-    }
-  }
-  std::printf("decision-stream sha256: %s\n", first_hash.c_str());
-  std::string per_round;
-  for (double r : ratios) per_round += (per_round.empty() ? "" : " ") + F(r, 3);
-  const double ratio = best_raw.rate() > 0 ? best_replay.rate() / best_raw.rate() : 0;
-  std::printf(
-      "ratio replay-with-verify / raw iterate+decode: %s (best of each: %s / %s events/s; "
-      "per round: %s; goal >= 0.5: %s)\n",
-      F(ratio, 3).c_str(), F(best_replay.rate()).c_str(), F(best_raw.rate()).c_str(),
-      per_round.c_str(), ratio >= 0.5 ? "met" : "NOT met");
-  std::string billing_rounds;
-  for (double r : billing_ratios) billing_rounds += (billing_rounds.empty() ? "" : " ") + F(r, 3);
-  const double billing_ratio = best_raw.rate() > 0 ? best_billing.rate() / best_raw.rate() : 0;
-  std::printf(
-      "billing.ratio: %s (billing fold+report / raw iterate+decode, best of each: %s / %s "
-      "events/s; per round: %s; %" PRIu64 " intervals; goal >= 0.5: %s)\n",
-      F(billing_ratio, 3).c_str(), F(best_billing.rate()).c_str(), F(best_raw.rate()).c_str(),
-      billing_rounds.c_str(), billing_intervals, billing_ratio >= 0.5 ? "met" : "NOT met");
-  const double watch_ratio = best_raw.rate() > 0 ? watch.rate() / best_raw.rate() : 0;
-  std::printf(
-      "billing_watch.ratio: %s (the watch consumer's ingest: fold, chain check, records and one "
-      "synced state batch per 8192 events / raw iterate+decode, best: %s / %s events/s; goal >= 0.5: %s)\n",
-      F(watch_ratio, 3).c_str(), F(watch.rate()).c_str(), F(best_raw.rate()).c_str(),
-      watch_ratio >= 0.5 ? "met" : "NOT met");
-  // On a shared machine the wall clock moves with other load; CPU seconds (user + sys of the
-  // whole process, both of replay's threads) give the second view.
-  const double raw_cpu_rate =
-      best_raw.cpu_seconds > 0 ? static_cast<double>(best_raw.events) / best_raw.cpu_seconds : 0;
-  const double replay_cpu_rate =
-      best_replay.cpu_seconds > 0
-          ? static_cast<double>(best_replay.events) / best_replay.cpu_seconds
-          : 0;
-  std::printf("cpu ratio replay-with-verify / raw iterate+decode: %s (%s / %s events per cpu-s)\n",
-              F(raw_cpu_rate > 0 ? replay_cpu_rate / raw_cpu_rate : 0, 3).c_str(),
-              F(replay_cpu_rate).c_str(), F(raw_cpu_rate).c_str());
-  std::printf("max RSS %" PRId64 " MiB\n", MaxRssMib());
-  if (keep.empty()) {
+              projections::kEngineVersion, args.target_events, dir.c_str());
+  if (!GenerateLedger(dir, args)) return 1;
+  Measured m;
+  if (!MeasureRounds(dir, args.rounds, &m)) return 1;
+  const Pass watch = MeasureOnce(dir, m.head);
+  PrintRatios(m, watch);
+  if (args.keep.empty()) {
     std::error_code ignored;
     std::filesystem::remove_all(std::filesystem::path(dir).parent_path(), ignored);
   }

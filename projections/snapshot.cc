@@ -431,7 +431,8 @@ void SnapshotCodec::LoadConditions(WR r, WorkloadState& w) {
     const std::string key = Str(c.getKey());
     auto type = ParseConditionType(key);
     if (!type || Str(c.getType()) != key) {
-      Corrupt("workload " + w.ns + "/" + w.name + ": condition " + key + " of type " + Str(c.getType()));
+      Corrupt("workload " + w.ns + "/" + w.name + ": condition " + key + " of type " +
+              Str(c.getType()));
     }
     bool added = false;
     Condition& cond = w.conditions.Upsert(*type, &added);

@@ -660,8 +660,8 @@ void FillNow(const projections::Engine& engine, const projections::WorkloadState
   now.fencing_token = wl.fencing_token;
   if (projections::HoldsQuota(wl.phase)) now.flavors = FlavorsOf(engine, wl.admission);
   for (const auto& [check, status] : wl.checks) {
-    CheckNow c{check, projections::CheckStateName(status.state), status.message, status.last_transition_ns,
-               status.report_sequence, "", ""};
+    CheckNow c{check, projections::CheckStateName(status.state), status.message,
+               status.last_transition_ns, status.report_sequence, "", ""};
     for (const HistoryEntry& e : x.history) {
       if (c.report_sequence != 0 && e.sequence == c.report_sequence) {
         c.reported_by = e.actor;

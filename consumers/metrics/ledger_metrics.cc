@@ -244,8 +244,8 @@ void RenderClusterQueueQuotas(const projections::Engine& engine, Writer& w) {
            borrowing);
   w.Gauges("kueue_cluster_queue_lending_limit",
            "Reports the cluster_queue's resource lending limit within the cohort", cqfr, lending);
-  w.Gauges("kueue_cluster_queue_nominal_quota", "Reports the cluster_queue's resource nominal quota",
-           cqfr, nominal);
+  w.Gauges("kueue_cluster_queue_nominal_quota",
+           "Reports the cluster_queue's resource nominal quota", cqfr, nominal);
   w.Gauges("kueue_cluster_queue_resource_reservation",
            "Reports the cluster_queue's total resource reservation", cqfr, reservation);
   w.Gauges("kueue_cluster_queue_resource_usage",

@@ -27,7 +27,8 @@ void AddFlags(CLI::App& app, Args& args) {
   app.add_option("--advertise", args.advertise,
                  "Kafka ledger: the address a standby names to callers it refuses writes "
                  "(default: the first --listen address, as bound)");
-  app.add_option("--listen", args.listen, "unix:PATH or tls:HOST:PORT (repeatable; port 0 picks one)")
+  app.add_option("--listen", args.listen,
+                 "unix:PATH or tls:HOST:PORT (repeatable; port 0 picks one)")
       ->required();
   app.add_option("--tls-cert", args.tls.cert, "the daemon's certificate (PEM), for tls: addresses");
   app.add_option("--tls-key", args.tls.key, "the daemon's private key (PEM)");

@@ -137,7 +137,9 @@ kj::Promise<void> FollowOrLead(kj::AsyncIoContext& io, ledger::KafkaLog* kafka,
     Status s = Status::Ok();
     if (leadership->leader()) {
       s = kafka->BecomeWriter();
-      if (s.ok()) spdlog::info("Kafka gave this admitd the ledger's partition: it is the writer now");
+      if (s.ok()) {
+        spdlog::info("Kafka gave this admitd the ledger's partition: it is the writer now");
+      }
     } else {
       auto head = kafka->CatchUp();
       if (!head.ok()) s = head.status();

@@ -381,8 +381,9 @@ class HttpListener::Impl final : public kj::HttpService, public kj::TaskSet::Err
     });
     return daemon_.OnReadWorker(std::move(job))
         .then([this, verify, &response](kj::Own<Result<std::string>> result) {
-          const std::string text = (result->ok() ? **result : "error: " + result->status().ToString()) +
-                                   " (" + FormatRfc3339(NowNs()) + ")";
+          const std::string text =
+              (result->ok() ? **result : "error: " + result->status().ToString()) + " (" +
+              FormatRfc3339(NowNs()) + ")";
           (verify ? last_verify_ : last_replay_) = text;
           return SendJson(response, Json{{verify ? "lastVerify" : "lastReplay", text}});
         });
@@ -396,7 +397,8 @@ class HttpListener::Impl final : public kj::HttpService, public kj::TaskSet::Err
     if (listed.ok()) {
       for (uint64_t s : *listed) snaps.push_back("after " + std::to_string(s));
     }
-    return SendJson(response, Json{{"head", {{"sequence", head.sequence}, {"hash", schema::HashHex(head.hash)}}},
+    const Json head_json{{"sequence", head.sequence}, {"hash", schema::HashHex(head.hash)}};
+    return SendJson(response, Json{{"head", head_json},
                                    {"snapshots", snaps},
                                    {"lastVerify", last_verify_},
                                    {"lastReplay", last_replay_}});
@@ -408,7 +410,9 @@ class HttpListener::Impl final : public kj::HttpService, public kj::TaskSet::Err
     const std::string name = QueryParam(url, "workload");
     const std::string ns = name.substr(0, name.find('/'));
     Status see = daemon_.policy().MaySee(who, "explain", ns);
-    if (name.find('/') == std::string::npos) see = Status(Code::kInvalidArgument, "workload=NAMESPACE/NAME");
+    if (name.find('/') == std::string::npos) {
+      see = Status(Code::kInvalidArgument, "workload=NAMESPACE/NAME");
+    }
     if (!see.ok()) return Send(response, see.code() == Code::kPermissionDenied ? 403 : 400,
                                "Refused", "text/plain", see.message() + "\n");
     return daemon_.Explain(name, 0, "text").then(

@@ -31,8 +31,49 @@ MAX_LINES_DEFAULT = 100
 TOP_DEFAULT = 20
 
 
-def blank_cpp(text):
-    """Returns text with comments, literals and preprocessor lines replaced by spaces.
+def comment_end(text, i):
+    """The end of the comment that starts at offset i, or None when none starts there."""
+    if text.startswith("//", i):
+        j = text.find("\n", i)
+        return len(text) if j < 0 else j
+    if text.startswith("/*", i):
+        j = text.find("*/", i + 2)
+        return len(text) if j < 0 else j + 2
+    return None
+
+
+def closing_quote(text, i):
+    """The offset of the quote that closes the literal opened at i (or of the line's end)."""
+    j = i + 1
+    while j < len(text) and text[j] != text[i] and text[j] != "\n":
+        j += 2 if text[j] == "\\" else 1
+    return min(j, len(text))
+
+
+def raw_string_close(text, i):
+    """For a C++ raw string R"delim( ... )delim" whose quote is at i: its closing quote."""
+    prefix = re.search(r"(?:u8|[uUL])?R$", text[max(0, i - 3):i])
+    if not prefix:
+        return None
+    before = i - len(prefix.group(0)) - 1
+    if before >= 0 and (text[before].isalnum() or text[before] == "_"):
+        return None  # an identifier ending in R, then a string
+    paren = text.find("(", i)
+    delim = text[i + 1:paren]
+    end = text.find(")" + delim + '"', paren)
+    return len(text) if end < 0 else end + len(delim) + 1
+
+
+def is_digit_separator(text, i):
+    """Whether the ' at i continues a number token (1'000'000) rather than opening a char."""
+    k = i - 1
+    while k >= 0 and (text[k].isalnum() or text[k] in "_'."):
+        k -= 1
+    return k + 1 < i and text[k + 1].isdigit()
+
+
+def blank_source(text, cpp):
+    """Returns text with comments and literals (and, in C++, preprocessor lines) blanked.
 
     Newlines are kept, so offsets and line numbers stay those of the original text.
     """
@@ -52,7 +93,7 @@ def blank_cpp(text):
             line_start = True
             i += 1
             continue
-        if line_start and c == "#":
+        if cpp and line_start and c == "#":
             # A preprocessor directive, with its backslash continuations.
             j = i
             while j < n and not (text[j] == "\n" and text[j - 1] != "\\"):
@@ -62,88 +103,27 @@ def blank_cpp(text):
             continue
         if not c.isspace():
             line_start = False
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            blank(i, j)
-            i = j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            blank(i, j)
-            i = j
-        elif c == '"':
-            m = re.search(r"(?:u8|[uUL])?R$", text[max(0, i - 3):i])
-            if m and not (i - len(m.group(0)) > 0 and
-                          (text[i - len(m.group(0)) - 1].isalnum() or
-                           text[i - len(m.group(0)) - 1] == "_")):
-                # Raw string: R"delim( ... )delim"
-                paren = text.find("(", i)
-                delim = text[i + 1:paren]
-                end = text.find(")" + delim + '"', paren)
-                j = n if end < 0 else end + len(delim) + 2
-            else:
-                j = i + 1
-                while j < n and text[j] != '"' and text[j] != "\n":
-                    j += 2 if text[j] == "\\" else 1
-                j += 1
-            blank(i + 1, min(j, n) - 1)
-            i = j
-        elif c == "'":
-            # A digit separator (1'000'000) continues a number token; anything else opens a
-            # character literal.
-            k = i - 1
-            while k >= 0 and (text[k].isalnum() or text[k] in "_'."):
-                k -= 1
-            if k + 1 < i and text[k + 1].isdigit():
+        end = comment_end(text, i)
+        if end is not None:
+            blank(i, end)
+            i = end
+            continue
+        close = None
+        if cpp and c == '"':
+            close = raw_string_close(text, i)
+        elif not cpp and c == "`":
+            close = text.find("`", i + 1)
+            close = n if close < 0 else close
+        if close is None and c in "\"'":
+            if cpp and c == "'" and is_digit_separator(text, i):
                 i += 1
                 continue
-            j = i + 1
-            while j < n and text[j] != "'" and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            blank(i + 1, min(j, n))
-            i = j + 1
-        else:
-            i += 1
-    return "".join(out)
-
-
-def blank_go(text):
-    """Go's counterpart of blank_cpp: comments, strings, raw strings and runes."""
-    out = list(text)
-    n = len(text)
-    i = 0
-
-    def blank(a, b):
-        for k in range(a, b):
-            if out[k] != "\n":
-                out[k] = " "
-
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            blank(i, j)
-            i = j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            blank(i, j)
-            i = j
-        elif c == "`":
-            j = text.find("`", i + 1)
-            j = n if j < 0 else j + 1
-            blank(i + 1, j - 1)
-            i = j
-        elif c in "\"'":
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            blank(i + 1, min(j, n))
-            i = j + 1
-        else:
-            i += 1
+            close = closing_quote(text, i)
+        if close is not None:
+            blank(i + 1, close)
+            i = close + 1
+            continue
+        i += 1
     return "".join(out)
 
 
@@ -253,7 +233,7 @@ def classify_cpp(head):
 
 def cpp_functions(text):
     """Yields (start_line, name, lines) for each function of a C++ source."""
-    code = blank_cpp(text)
+    code = blank_source(text, cpp=True)
     stack = []  # kinds of open braces: 'scope', 'class', 'function', 'block'
     head_start = 0
     paren = 0
@@ -317,7 +297,7 @@ GO_FUNC = re.compile(r"^func\s*(?:\([^)]*\)\s*)?([A-Za-z_]\w*)")
 
 def go_functions(text):
     """Yields (start_line, name, lines) for each top-level func of a Go source."""
-    code = blank_go(text)
+    code = blank_source(text, cpp=False)
     depth = 0
     paren = 0
     open_func = None

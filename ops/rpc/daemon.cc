@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ops/rpc/daemon_internal.h"
+#include "ops/service/api.h"
 #include "schema/event_codec.h"
 
 namespace admission::ops::rpc {

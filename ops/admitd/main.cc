@@ -85,7 +85,7 @@ kj::Promise<void> OnHangup(kj::UnixEventPort& port, rpc::Daemon& daemon) {
 
 // The ledger admitd serves: the embedded RocksDB ledger, or the Kafka ledger with its local
 // copy in --state.
-struct Ledger {
+struct OpenedLedger {
   std::unique_ptr<ledger::EventLog> log;
   ledger::KafkaLog* kafka = nullptr;  // log, when it is a Kafka ledger
 };
@@ -111,7 +111,7 @@ Result<rpc::Policy> LoadPolicy(const Args& args) {
   return rpc::Policy::Load(args.policy);
 }
 
-Result<Ledger> OpenKafkaLedger(const Args& args) {
+Result<OpenedLedger> OpenKafkaLedger(const Args& args) {
   auto address = ledger::ParseKafkaLedger(args.ledger_dir);
   if (!address.ok()) return address.status();
   if (args.state_dir.empty()) {
@@ -132,15 +132,15 @@ Result<Ledger> OpenKafkaLedger(const Args& args) {
   if (!drill.ok()) return drill.status();
   kafka_options.drill = std::move(*drill);
   spdlog::info("opening the Kafka ledger {} (state in {})", address->ToString(), args.state_dir);
-  auto opened = ledger::KafkaLog::Open(kafka_options);
-  if (!opened.ok()) return opened.status();
-  Ledger ledger;
-  ledger.kafka = opened->get();
-  ledger.log = std::move(*opened);
-  return ledger;
+  auto log = ledger::KafkaLog::Open(kafka_options);
+  if (!log.ok()) return log.status();
+  OpenedLedger opened;
+  opened.kafka = log->get();
+  opened.log = std::move(*log);
+  return opened;
 }
 
-Result<Ledger> OpenRocksDbLedger(const Args& args) {
+Result<OpenedLedger> OpenRocksDbLedger(const Args& args) {
   if (!args.state_dir.empty() || args.create_topic) {
     return Status(Code::kInvalidArgument,
                   "--state and --create-topic are for a Kafka ledger (--ledger "
@@ -152,29 +152,29 @@ Result<Ledger> OpenRocksDbLedger(const Args& args) {
     spdlog::info("indexing the ledger's history (once, for this version): {} of {} events",
                  done, total);
   };
-  auto opened = ledger::RocksDbLog::Open(args.ledger_dir, ledger_options);
-  if (!opened.ok()) return opened.status();
-  Ledger ledger;
-  ledger.log = std::move(*opened);
-  return ledger;
+  auto log = ledger::RocksDbLog::Open(args.ledger_dir, ledger_options);
+  if (!log.ok()) return log.status();
+  OpenedLedger opened;
+  opened.log = std::move(*log);
+  return opened;
 }
 
 // The service folds the ledger (from its newest snapshot); on a Kafka ledger its writes are
 // refused while this daemon is a standby.
-Result<std::unique_ptr<Service>> OpenService(const Args& args, const Ledger& ledger,
+Result<std::unique_ptr<Service>> OpenService(const Args& args, const OpenedLedger& opened,
                                              ledger::FileSnapshotStore& snapshots, Clock& clock,
                                              Standby& standby) {
   ServiceOptions service_options;
   service_options.snapshots = &snapshots;
   service_options.snapshot_every_events = args.snapshot_every;
-  if (ledger::KafkaLog* kafka = ledger.kafka; kafka != nullptr) {
+  if (ledger::KafkaLog* kafka = opened.kafka; kafka != nullptr) {
     service_options.write_gate = [kafka, &standby]() {
       if (kafka->writer()) return Status::Ok();
       return standby.answer.Refusal(*kafka, standby.leadership.get());
     };
   }
   return Service::Open(
-      *ledger.log, clock,
+      *opened.log, clock,
       [](uint64_t done, uint64_t total) {
         if (total > 100000) spdlog::info("loading the ledger: {} / {} events", done, total);
       },
@@ -229,8 +229,9 @@ struct Stop {
 };
 
 // Serves until SIGTERM or SIGINT, or until the role loop stops (a halted Kafka writer).
-Stop Serve(kj::AsyncIoContext& io, const Ledger& ledger, ledger::KafkaLeadership* leadership,
-           Service& service, rpc::Daemon& daemon, ReadyFile& ready) {
+Stop Serve(kj::AsyncIoContext& io, const OpenedLedger& opened,
+           ledger::KafkaLeadership* leadership, Service& service, rpc::Daemon& daemon,
+           ReadyFile& ready) {
   auto& port = io.unixEventPort;
   Stop stop;
   ErrorThrottle throttle;
@@ -238,7 +239,7 @@ Stop Serve(kj::AsyncIoContext& io, const Ledger& ledger, ledger::KafkaLeadership
       .exclusiveJoin(port.onSignal(SIGINT))
       .then([&stop](siginfo_t info) { stop.signal = info.si_signo; })
       .exclusiveJoin(
-          FollowOrLead(io, ledger.kafka, leadership, service, daemon, &stop.halted, throttle,
+          FollowOrLead(io, opened.kafka, leadership, service, daemon, &stop.halted, throttle,
                        ready))
       .wait(io.waitScope);
   return stop;
@@ -277,15 +278,15 @@ int Run(const Args& args) {
   if (!endpoints.ok()) return Fail(endpoints.status());
   auto policy = LoadPolicy(args);
   if (!policy.ok()) return Fail(policy.status());
-  auto ledger = ledger::IsKafkaLedger(args.ledger_dir) ? OpenKafkaLedger(args)
+  auto opened = ledger::IsKafkaLedger(args.ledger_dir) ? OpenKafkaLedger(args)
                                                        : OpenRocksDbLedger(args);
-  if (!ledger.ok()) return Fail(ledger.status());
-  ledger::EventLog& log = *ledger->log;
-  ledger::KafkaLog* kafka = ledger->kafka;
+  if (!opened.ok()) return Fail(opened.status());
+  ledger::EventLog& log = *opened->log;
+  ledger::KafkaLog* kafka = opened->kafka;
   ledger::FileSnapshotStore snapshots(kafka != nullptr ? args.state_dir : args.ledger_dir);
   SystemClock clock;
   Standby standby;
-  auto service = OpenService(args, *ledger, snapshots, clock, standby);
+  auto service = OpenService(args, *opened, snapshots, clock, standby);
   if (!service.ok()) return Fail(service.status());
 
   auto io = kj::setupAsyncIo();
@@ -320,7 +321,7 @@ int Run(const Args& args) {
             << std::endl;
 
   auto hangups = OnHangup(io.unixEventPort, daemon).eagerlyEvaluate(nullptr);
-  const Stop stop = Serve(io, *ledger, standby.leadership.get(), **service, daemon, ready);
+  const Stop stop = Serve(io, *opened, standby.leadership.get(), **service, daemon, ready);
   return ShutDown(args, io, daemon, log, stop);
 }
 

@@ -42,8 +42,10 @@ using testing::ServedLedger;
 // RocksDB's threaded grouping and >= 0.7x min(no-op RPC ceiling, N / fsync latency).
 constexpr size_t kGoalClients = 64;
 constexpr double kEventsPerFsyncGoal = 0.9;
-constexpr double kVsRocksdbGoal = 2.0;
-constexpr double kVsCeilingGoal = 0.7;
+// Issue 32: calls/s at kGoalClients against the no-op RPC round trip on the same connections in
+// the same run (the goals against raw RocksDB's threads and the fsync ceiling could not be met
+// on two cores, and are printed for information).
+constexpr double kVsNoopRpcGoal = 0.6;
 constexpr size_t kValueBytes = 200;  // raw RocksDB value: about a stored node report
 
 struct Params {
@@ -378,11 +380,13 @@ void PrintClients(const std::string& prefix, size_t n, const ClientsFigures& f) 
   Line(prefix + ".events_per_fsync_per_client", Fixed(events_per_fsync / static_cast<double>(n), 3),
        goals ? "(" + Goal(events_per_fsync / static_cast<double>(n), kEventsPerFsyncGoal) + ")"
              : "(for information)");
+  const double vs_noop = Ratio(f.admitd.rate(), f.noop.rate());
+  Line(prefix + ".ratio_vs_noop_rpc", Fixed(vs_noop, 3),
+       goals ? "(admitd/no-op RPC; " + Goal(vs_noop, kVsNoopRpcGoal) + ")"
+             : "(admitd/no-op RPC)");
   Line(prefix + ".ratio_vs_rocksdb_threads", Fixed(vs_rocksdb, 3),
-       goals ? "(admitd/raw; " + Goal(vs_rocksdb, kVsRocksdbGoal) + ")" : "(admitd/raw)");
-  Line(prefix + ".ratio_vs_ceiling", Fixed(vs_ceiling, 3),
-       goals ? "(admitd/ceiling; " + Goal(vs_ceiling, kVsCeilingGoal) + ")"
-             : "(admitd/ceiling)");
+       "(admitd/raw; for information)");
+  Line(prefix + ".ratio_vs_ceiling", Fixed(vs_ceiling, 3), "(admitd/ceiling; for information)");
   Line(prefix + ".ratio_vs_service_inprocess", Fixed(vs_service, 3),
        "(admitd/in-process Service: what RPC and gathering cost; for information)");
 }

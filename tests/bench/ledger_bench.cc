@@ -59,7 +59,8 @@ using ledger::Sequence;
 constexpr int64_t kEventTimeNs = 1'795'910'400'000'000'000;  // 2026-11-29T00:00:00Z
 constexpr double kRatioGoal = 0.8;
 // Keyed appends (every call through admitd or admitctl carries keys) against raw without keys.
-constexpr double kKeyedRatioGoal = 0.7;
+// Issue 32: the keyed path against raw RocksDB doing the same index work.
+constexpr double kKeyedVsRawKeyedGoal = 0.85;
 
 struct Params {
   bool quick = false;
@@ -270,7 +271,7 @@ void RatioLine(const std::string& name, const Tally& ours, const Tally& raw,
                                                   : 0);
     rounds += " " + Fixed(round_ratios.back(), 2);
   }
-  std::printf("%s: %.3f (ours/raw; goal >= %.1f: %s; per round:%s; median %.2f)\n",
+  std::printf("%s: %.3f (ours/raw; goal >= %.2f: %s; per round:%s; median %.2f)\n",
               name.c_str(), ratio, goal, ratio >= goal ? "met" : "NOT met",
               rounds.c_str(), Percentile(round_ratios, 0.5));
   std::fflush(stdout);
@@ -459,16 +460,16 @@ void PrintBatched(const BatchedTallies& t, const RocksDbLogStats& stats, const P
            "every event has a unique idempotency key: index lookup + index entry");
   Line("batched.ours_keyed.batch_ms",
        Fixed(t.ours_keyed.seconds * 1e3 / static_cast<double>(batches), 3), "ms per batch");
-  RatioLine("batched.ratio_keyed", t.ours_keyed, t.raw, kKeyedRatioGoal);
+  Line("batched.ratio_keyed", Fixed(t.raw.rate() > 0 ? t.ours_keyed.rate() / t.raw.rate() : 0, 3),
+       "(ours keyed/raw; for information: the goal is ratio_keyed_vs_raw_keyed)");
   RateLine("batched.raw_keyed", t.raw_keyed,
            "raw RocksDB doing only the index's work: MultiGet of the keys, events + index "
            "entries + head in one WriteBatch, sync; the ledger's options");
   Line("batched.ratio_raw_keyed",
        Fixed(t.raw.rate() > 0 ? t.raw_keyed.rate() / t.raw.rate() : 0, 3),
        "(raw keyed/raw: the best a per-key durable index in RocksDB leaves; for information)");
-  Line("batched.ratio_keyed_vs_raw_keyed",
-       Fixed(t.raw_keyed.rate() > 0 ? t.ours_keyed.rate() / t.raw_keyed.rate() : 0, 3),
-       "(ours keyed/raw keyed: the ledger's own cost on the keyed path; for information)");
+  RatioLine("batched.ratio_keyed_vs_raw_keyed", t.ours_keyed, t.raw_keyed,
+            kKeyedVsRawKeyedGoal);
   RateLine("batched.raw_nosync", t.raw_nosync, "sync=false, for information");
   RateLine("batched.ours_nosync", t.ours_nosync, "sync=false: the CPU side, for information");
   Line("batched.ratio_nosync",

@@ -83,7 +83,7 @@ metric() {  # metric NAME-WITH-LABELS: its value on /metrics (0 when absent)
 # the next flood would be refused against connections that are already gone.
 released() {
   for _ in $(seq 300); do
-    [ "$(metric admitd_connections)" -le 2 ] && return 0
+    [ "$(metric admitd_connections)" -eq 0 ] && return 0
     sleep 0.1
   done
   fail "admitd still counts $(metric admitd_connections) connections 30 s after a flood ($1)"

@@ -85,7 +85,11 @@ std::vector<Result<RecordOutcome>> Service::RecordGroup(const std::vector<Record
       continue;
     }
     if (run.events.size() + s->events.size() > options_.append_events_max) AppendRun(run);
-    run.events.insert(run.events.end(), s->events.begin(), s->events.end());
+    // The events move into the run; the call keeps their count, for SettleRun.
+    s->event_count = s->events.size();
+    run.events.insert(run.events.end(), std::make_move_iterator(s->events.begin()),
+                      std::make_move_iterator(s->events.end()));
+    s->events.clear();
     run.calls.push_back(i);
     run.staged[i] = std::move(*s);
   }
@@ -159,10 +163,10 @@ void Service::SettleRun(Run& run) {
   if (stored.ok() && stored->size() == run.events.size()) {
     for (size_t index : run.calls) {
       Staged& s = *run.staged[index];
-      if (s.events.empty()) continue;
+      if (s.event_count == 0) continue;
       s.outcome.decisions.clear();
       const size_t begin = s.first_sequence - run.first + s.inputs_written;
-      const size_t end = s.first_sequence - run.first + s.events.size();
+      const size_t end = s.first_sequence - run.first + s.event_count;
       for (size_t k = begin; k < end; ++k) {
         s.outcome.decisions.push_back(std::move((*stored)[k].bytes));
       }

@@ -108,9 +108,10 @@ class Service {
       const ServiceOptions& options = {});
 
   // Records inputs (serialized Events with only the body and, optionally, the idempotency key
-  // set) as one batch: DecodeInputs, then RecordGroup of the one call. An input whose idempotency key was recorded with the same payload, or
-  // a definition identical to the current one, is a no-op; the same key with another payload
-  // is refused (kConflict) and nothing is written.
+  // set) as one batch: DecodeInputs, then RecordGroup of the one call. An input whose
+  // idempotency key was recorded with the same payload, or a definition identical to the
+  // current one, is a no-op; the same key with another payload is refused (kConflict) and
+  // nothing is written.
   Result<RecordOutcome> Record(const std::vector<std::string>& inputs,
                                const IntakeOptions& options);
 

@@ -20,7 +20,8 @@ struct Service::Staged {
   RecordOutcome outcome;
   // The inputs to write, stamped, until Decide encodes them into `events`.
   std::vector<std::unique_ptr<capnp::MallocMessageBuilder>> laid_out;
-  std::vector<std::string> events;
+  std::vector<std::string> events;   // until they move into group commit's run
+  size_t event_count = 0;             // how many they were
   size_t inputs_written = 0;
   uint64_t first_sequence = 0;
   std::map<std::string, std::string> definitions;  // DefinitionKey -> body, once written

@@ -108,22 +108,20 @@ Json DashboardOverview(const projections::Engine& engine, const LedgerTail& tail
   Json recent = Json::array();
   std::vector<Json> found;
   for (const auto& [sequence, bytes] : tail.events) {
-    {
-      auto decoded = schema::DecodeEvent(bytes);
-      if (!decoded.ok()) continue;
-      const auto which = decoded->root().getBody().which();
-      const char* kind = which == schema::Event::Body::EVICTION_STARTED ? "eviction"
-                         : which == schema::Event::Body::PREEMPTED      ? "preemption"
-                         : which == schema::Event::Body::REJECTED       ? "rejection"
-                         : which == schema::Event::Body::DEACTIVATED    ? "deactivation"
-                                                                        : nullptr;
-      if (kind == nullptr) continue;
-      if (allow && !allow(NamespaceOf(decoded->root()))) continue;
-      found.push_back({{"sequence", sequence},
-                       {"time", FormatRfc3339(decoded->root().getRecordedAtNs())},
-                       {"kind", kind},
-                       {"text", DescribeDecision(decoded->root())}});
-    }
+    auto decoded = schema::DecodeEvent(bytes);
+    if (!decoded.ok()) continue;
+    const auto which = decoded->root().getBody().which();
+    const char* kind = which == schema::Event::Body::EVICTION_STARTED ? "eviction"
+                       : which == schema::Event::Body::PREEMPTED      ? "preemption"
+                       : which == schema::Event::Body::REJECTED       ? "rejection"
+                       : which == schema::Event::Body::DEACTIVATED    ? "deactivation"
+                                                                      : nullptr;
+    if (kind == nullptr) continue;
+    if (allow && !allow(NamespaceOf(decoded->root()))) continue;
+    found.push_back({{"sequence", sequence},
+                     {"time", FormatRfc3339(decoded->root().getRecordedAtNs())},
+                     {"kind", kind},
+                     {"text", DescribeDecision(decoded->root())}});
   }
   for (auto it = found.rbegin(); it != found.rend() && recent.size() < 20; ++it) recent.push_back(*it);
   doc["recent"] = recent;

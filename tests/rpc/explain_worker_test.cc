@@ -14,6 +14,7 @@
 #include "ops/rpc/client.h"
 #include "schema/event_codec.h"
 #include "tests/rpc/in_process_daemon.h"
+#include "tests/rpc/node_reports.h"
 #include "tests/unit/temp_dir.h"
 
 namespace admission::testing {
@@ -21,37 +22,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string NodeReport(uint64_t n) {
-  capnp::MallocMessageBuilder message;
-  auto report = message.initRoot<schema::Event>().initBody().initNodeCapacityChanged();
-  report.setNode("node-" + std::to_string(n % 64));
-  report.setFlavor("f");
-  auto capacity = report.initCapacity(1);
-  capacity[0].setName("cpu");
-  capacity[0].setMilli(static_cast<int64_t>(1000 + n));
-  return schema::EncodeEvent(message);
-}
 
-constexpr char kSetup[] = R"(apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: f}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: f
-      resources: [{name: cpu, nominalQuota: 8}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: lq, namespace: ml}
-spec: {clusterQueue: cq}
-)";
 
 constexpr char kJob[] = R"(apiVersion: batch/v1
 kind: Job
@@ -73,25 +44,12 @@ spec:
 
 // A ledger whose explain must fold `events` node reports before it reaches the workload.
 void Fill(ops::Service& service, size_t events) {
-  ops::IntakeOptions admin;
-  admin.actor = "admin";
-  std::vector<std::string> setup;
-  auto defs = ops::ParseApplyYaml(kSetup);
-  ASSERT_TRUE(defs.ok()) << defs.status().ToString();
-  for (const auto& o : *defs) setup.push_back(o.event);
-  ASSERT_TRUE(service.Record(setup, admin).ok());
-  for (size_t done = 0; done < events;) {
-    std::vector<ops::RecordCall> calls(std::min<size_t>(ops::kGroupCallsMax, events - done));
-    for (auto& call : calls) {
-      call.inputs = std::move(*ops::DecodeInputs({NodeReport(done++)}));
-      call.options = admin;
-    }
-    for (const auto& r : service.RecordGroup(calls)) ASSERT_TRUE(r.ok()) << r.status().ToString();
-  }
+  Status filled = RecordNodeReports(service, events);
+  ASSERT_TRUE(filled.ok()) << filled.ToString();
   ops::SubmitContext ctx;
   auto job = ops::ParseSubmitYaml(kJob, ctx);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
-  ASSERT_TRUE(service.Record({job->front().event}, admin).ok());
+  ASSERT_TRUE(service.Record({job->front().event}, AdminIntake()).ok());
 }
 
 std::unique_ptr<ops::rpc::RemoteApi> Connect(const std::string& socket) {

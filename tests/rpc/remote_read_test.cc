@@ -21,6 +21,7 @@
 #include "schema/event_codec.h"
 #include "schema/workload_refs.h"
 #include "tests/rpc/in_process_daemon.h"
+#include "tests/rpc/node_reports.h"
 #include "tests/unit/temp_dir.h"
 
 namespace admission::testing {
@@ -33,37 +34,7 @@ constexpr size_t kNodeReports = replay::kReplayReadChunk + 600;
 constexpr size_t kLargeWorkloads = 240;
 constexpr size_t kAnnotationBytes = 150 * 1024;
 
-std::string NodeReport(uint64_t n) {
-  capnp::MallocMessageBuilder message;
-  auto report = message.initRoot<schema::Event>().initBody().initNodeCapacityChanged();
-  report.setNode("node-" + std::to_string(n % 64));
-  report.setFlavor("f");
-  auto capacity = report.initCapacity(1);
-  capacity[0].setName("cpu");
-  capacity[0].setMilli(static_cast<int64_t>(1000 + n));
-  return schema::EncodeEvent(message);
-}
 
-constexpr char kSetup[] = R"(apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: f}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: f
-      resources: [{name: cpu, nominalQuota: 8}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: lq, namespace: ml}
-spec: {clusterQueue: cq}
-)";
 
 std::string LargeJob(size_t n) {
   return "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: big-" + std::to_string(n) +
@@ -112,28 +83,13 @@ class RemoteReads : public ::testing::Test {
   }
 
   static void Fill(ops::Service& service) {
-    ops::IntakeOptions admin;
-    admin.actor = "admin";
-    std::vector<std::string> setup;
-    auto defs = ops::ParseApplyYaml(kSetup);
-    ADM_CHECK(defs.ok(), "%s", defs.status().ToString().c_str());
-    for (const auto& o : *defs) setup.push_back(o.event);
-    ADM_CHECK(service.Record(setup, admin).ok(), "setup");
-    for (size_t done = 0; done < kNodeReports;) {
-      std::vector<ops::RecordCall> calls(std::min<size_t>(ops::kGroupCallsMax, kNodeReports - done));
-      for (auto& call : calls) {
-        call.inputs = std::move(*ops::DecodeInputs({NodeReport(done++)}));
-        call.options = admin;
-      }
-      for (const auto& r : service.RecordGroup(calls)) {
-        ADM_CHECK(r.ok(), "%s", r.status().ToString().c_str());
-      }
-    }
+    Status filled = RecordNodeReports(service, kNodeReports);
+    ADM_CHECK(filled.ok(), "%s", filled.ToString().c_str());
     for (size_t n = 0; n < kLargeWorkloads; ++n) {
       ops::SubmitContext ctx;
       auto job = ops::ParseSubmitYaml(LargeJob(n), ctx);
       ADM_CHECK(job.ok(), "%s", job.status().ToString().c_str());
-      auto recorded = service.Record({job->front().event}, admin);
+      auto recorded = service.Record({job->front().event}, AdminIntake());
       ADM_CHECK(recorded.ok(), "%s", recorded.status().ToString().c_str());
     }
   }

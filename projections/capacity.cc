@@ -59,7 +59,54 @@ int64_t Engine::FlavorCapacityLeft(int flavor, int resource) const {
   return capacity;
 }
 
+int64_t Engine::NodeCapacity(Fr fr) const {
+  if (!node_inventory_complete_) return INT64_MAX;
+  const std::string& name = flavor_ids_.Name(FrFlavor(fr));
+  bool known = false;
+  int64_t capacity = 0;
+  for (const auto& [node, n] : nodes_) {
+    if (n.flavor != name) continue;
+    known = true;
+    if (n.failed) continue;
+    auto c = n.capacity.find(FrResource(fr));
+    if (c != n.capacity.end()) capacity += c->second;
+  }
+  return known ? capacity : INT64_MAX;
+}
+
+int64_t Engine::NodeRoom(Fr fr) const {
+  if (batch_version_ < 19) return INT64_MAX;
+  const int64_t capacity = NodeCapacity(fr);
+  return capacity == INT64_MAX ? INT64_MAX : capacity - tree_.TotalUsage(fr);
+}
+
+bool Engine::FitsNow(int cq_node, const FrQuantities& request) const {
+  if (!tree_.Fits(cq_node, request)) return false;
+  for (const auto& [fr, amount] : request) {
+    if (amount > NodeRoom(fr)) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// Whether a node of `after` holds less than `before` of some resource (or another flavor's).
+bool NodeShrank(const std::string& flavor_before, const std::map<int, int64_t>& before,
+                const std::string& flavor_after, const std::map<int, int64_t>& after) {
+  if (flavor_before != flavor_after) return true;
+  for (const auto& [resource, amount] : before) {
+    auto a = after.find(resource);
+    if ((a == after.end() ? 0 : a->second) < amount) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void Engine::NodeChanged(schema::NodeCapacity::Reader n, int kind, int64_t now) {
+  auto existing = nodes_.find(n.getNode().cStr());
+  const bool known = existing != nodes_.end();
+  const NodeState before = known ? existing->second : NodeState{};
   NodeState& node = nodes_[n.getNode().cStr()];
   if (n.getFlavor().size() > 0) node.flavor = n.getFlavor().cStr();
   if (n.getCapacity().size() > 0) {
@@ -67,14 +114,39 @@ void Engine::NodeChanged(schema::NodeCapacity::Reader n, int kind, int64_t now) 
     for (auto c : n.getCapacity()) node.capacity[resources_.Id(c.getName().cStr())] = c.getMilli();
   }
   node.failed = kind == 1;
-  EnforceCapacity(now);
+  if (batch_version_ < 19) {
+    EnforceCapacity(now, true);
+    DefinitionsChanged();
+    return;
+  }
+  // Engine v19: a node that appears is never a failure; a known node lost or shrunk is, and
+  // its capacity bounds admissions once the inventory is complete.
+  if (n.getInventoryComplete()) node_inventory_complete_ = true;
+  if (kind == 1) EvictFromLostNode(n, now);
+  const bool lost = known && !before.failed &&
+                    (node.failed ||
+                     NodeShrank(before.flavor, before.capacity, node.flavor, node.capacity));
+  if (lost) EnforceCapacity(now, true);
   DefinitionsChanged();
+}
+
+void Engine::EvictFromLostNode(schema::NodeCapacity::Reader node, int64_t now) {
+  // Their pods ran on the node: they go first, whatever their priority, and their quota waits
+  // for the pods to be reported gone, at most kLostNodePodsDeadlineNs.
+  for (auto ref : node.getWorkloads()) {
+    const WorkloadState* found = FindReferenced(ref);
+    if (found == nullptr || !Evictable(found->phase)) continue;
+    EvictForReason(workloads_.at(found->key), "NodeFailure",
+                   "its pods ran on node " + std::string(node.getNode().cStr()) +
+                       ", which failed",
+                   0, now + kLostNodePodsDeadlineNs, now);
+  }
 }
 
 // Evicts what no longer fits after a node failure or a quota decrease: lowest priority first,
 // then the most recently reserved, then uid. Quota held by workloads already draining counts
 // as leaving.
-void Engine::EnforceCapacity(int64_t now) {
+void Engine::EnforceCapacity(int64_t now, bool nodes_lost) {
   // Nothing holds quota (a platform being set up): nothing can be over a limit.
   if (std::all_of(cqs_.begin(), cqs_.end(), [](const auto& cq) { return cq.second.holders.empty(); })) {
     return;
@@ -92,16 +164,18 @@ void Engine::EnforceCapacity(int64_t now) {
     std::set<Fr> node_short;                            // short of node capacity
     std::set<std::pair<std::string, Fr>> quota_short;   // (ClusterQueue, fr) over its limits
     FindOvercommitted(&node_short, &quota_short);
+    // Engine v19: node capacity evicts only when a known node was lost or shrank.
+    if (batch_version_ >= 19 && !nodes_lost) node_short.clear();
     if (node_short.empty() && quota_short.empty()) return;
     std::string reason;
     const WorkloadState* victim = CapacityVictim(node_short, quota_short, &reason);
     if (victim == nullptr) return;  // only draining workloads are left over: they will go
     WorkloadState& v = workloads_.at(victim->key);
+    const bool node = reason == "NodeFailure";
     EvictForReason(v, reason,
-                   reason == "NodeFailure"
-                       ? "a node of its flavor failed and the rest cannot hold every admission"
-                       : "its ClusterQueue's quota was lowered below what is admitted",
-                   0, 0, now);
+                   node ? "a node of its flavor failed and the rest cannot hold every admission"
+                        : "its ClusterQueue's quota was lowered below what is admitted",
+                   0, node && batch_version_ >= 19 ? now + kLostNodePodsDeadlineNs : 0, now);
   }
 }
 
@@ -122,6 +196,11 @@ void Engine::FindOvercommitted(std::set<Fr>* node_short,
     auto f = flavor_ids_.Find(node.flavor);
     if (!f) continue;
     for (const auto& [r, cap] : node.capacity) {
+      if (batch_version_ >= 19) {
+        // The tree holds no draining usage now: the room is what is left.
+        if (NodeRoom(MakeFr(*f, r)) < 0) node_short->insert(MakeFr(*f, r));
+        continue;
+      }
       int64_t left = FlavorCapacityLeft(*f, r);
       for (auto& [cq, wl] : draining) {
         auto u = wl->admission.usage.find(MakeFr(*f, r));

@@ -294,7 +294,7 @@ bool Engine::AdmitFitting(CycleEntry& e, int node, int root, std::set<int>* touc
                now, true);
     return true;
   }
-  if (tree_.Fits(node, e.n.assignment.usage)) {
+  if (FitsNow(node, e.n.assignment.usage)) {
     Reserve(wl, e.n, now);
     touched_roots->insert(root);
     return true;
@@ -324,7 +324,7 @@ bool Engine::PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* t
     // Earlier entries of this cycle changed this cohort tree, so the victims were chosen
     // on a stale view: choose again against the current state rather than retrying the
     // whole cohort in another cycle.
-    if (tree_.Fits(node, e.n.assignment.usage)) {
+    if (FitsNow(node, e.n.assignment.usage)) {
       Reserve(wl, e.n, now);
       return true;
     }
@@ -359,7 +359,7 @@ bool Engine::PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* t
   // it now, before the requeued victims (or anyone else) can be nominated for it again.
   // Kueue leaves this to the next cycle, where a requeued victim may win it back and be
   // preempted again without end; see docs/semantics.md.
-  if (tree_.Fits(node, e.n.assignment.usage)) {
+  if (FitsNow(node, e.n.assignment.usage)) {
     e.cls->inadmissible = false;
     Reserve(wl, e.n, now);
   }

@@ -537,6 +537,16 @@ void Engine::ReleaseQuota(WorkloadState& wl, const std::string& reason, int64_t 
   d.setGeneration(wl.generation);
   d.setReason(Txt(reason));
   reactivate_pending_.insert(wl.cluster_queue);
+  // Engine v19: node capacity is shared by every ClusterQueue using the flavor, whatever its
+  // cohort: what it freed may admit workloads of other cohort trees too.
+  if (batch_version_ >= 19 && std::any_of(wl.admission.usage.begin(), wl.admission.usage.end(),
+                                          [this](const auto& u) {
+                                            return u.second > 0 && NodeCapacity(u.first) != INT64_MAX;
+                                          })) {
+    for (const auto& [name, other] : cqs_) {
+      if (other.pending > 0) reactivate_pending_.insert(name);
+    }
+  }
 }
 
 void Engine::RequeueAfterEviction(WorkloadState& wl, int64_t now) {

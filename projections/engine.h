@@ -54,6 +54,11 @@ inline constexpr int kPodSetsMax = 8;
 inline constexpr int64_t kWorkloadRequestMilliMax = int64_t{1} << 62;
 inline constexpr int64_t kDefaultRetentionNs = 24LL * 3600 * 1'000'000'000;
 inline constexpr int64_t kRetainForever = -1;
+// Engine v19: how long the quota of a workload evicted from a failed node waits for its pods to
+// be reported gone before it is released anyway (a DrainDeadlinePassed alert): Kubernetes'
+// default toleration of a NotReady or unreachable node (300 s), then as long again for the
+// pods to be deleted.
+inline constexpr int64_t kLostNodePodsDeadlineNs = 600LL * 1'000'000'000;
 
 enum class Phase {
   kPending,      // queued (or waiting out a backoff), no quota
@@ -546,7 +551,11 @@ class Engine {
   // Capacity: nodes, maintenance windows, quota reclaims (capacity.cc).
   void NodeChanged(schema::NodeCapacity::Reader node, int kind, int64_t now);
   void DefineMaintenance(schema::MaintenanceWindow::Reader window, int64_t now);
-  void EnforceCapacity(int64_t now);   // node failures and quota reclaims
+  // Node failures and quota reclaims. `nodes_lost`: a known node failed or shrank (engine v19:
+  // only then does node capacity evict; before v19 always).
+  void EnforceCapacity(int64_t now, bool nodes_lost);
+  // Engine v19: evicts the workloads a failed node's report names (their pods ran on it).
+  void EvictFromLostNode(schema::NodeCapacity::Reader node, int64_t now);
   // The flavor-resources short of node capacity and the (ClusterQueue, flavor-resource) pairs
   // over their quota, with draining workloads' usage counted as gone.
   void FindOvercommitted(std::set<Fr>* node_short,
@@ -558,6 +567,14 @@ class Engine {
   std::optional<std::string> MaintenanceConflict(const WorkloadState& wl, int flavor,
                                                  int64_t now) const;
   int64_t FlavorCapacityLeft(int flavor, int resource) const;   // INT64_MAX: unknown
+  // Engine v19: the healthy nodes' capacity of a flavor-resource, INT64_MAX while it bounds
+  // nothing (the inventory is not complete, or no node of the flavor is known).
+  int64_t NodeCapacity(Fr fr) const;
+  // Engine v19: what the nodes of a flavor-resource hold beyond every ClusterQueue's usage in
+  // the quota tree (which a victim search lowers while it simulates); INT64_MAX: unbounded.
+  int64_t NodeRoom(Fr fr) const;
+  // Whether `request` fits the ClusterQueue's quota now and, from engine v19, the node room.
+  bool FitsNow(int cq_node, const FrQuantities& request) const;
 
   // Admission fair sharing (admission_fair_sharing.cc; engine v14).
   bool AfsOn() const { return config_.afs_sampling_ns > 0; }
@@ -732,6 +749,9 @@ class Engine {
     bool failed = false;
   };
   std::map<std::string, NodeState> nodes_;
+  // Engine v19: a node report said the reporter's inventory is complete; node capacity bounds
+  // admissions from then on.
+  bool node_inventory_complete_ = false;
   // Timers, fired in order at EndBatch. At most one per (kind, object, generation, detail) and
   // time; a workload starts a bounded number per reservation (a TTL per check, podsReady,
   // maxexec, requeue, drain, maxwait, retire), and a fired or stale one is dropped.

@@ -247,7 +247,7 @@ void Engine::DefineClusterQueue(schema::ClusterQueueDef::Reader def, uint64_t se
   DefinitionsChanged();
   // Workloads of LocalQueues pointing here may now have a home.
   RequeueOrphans(now);
-  EnforceCapacity(now);  // a lowered quota evicts what no longer fits
+  EnforceCapacity(now, false);  // a lowered quota evicts what no longer fits
   if (cq_specs_.at(name).stop_policy == StopPolicy::kHoldAndDrain) {
     Drain([&](const WorkloadState& wl) { return wl.cluster_queue == name; },
           "ClusterQueueStopped", "The ClusterQueue is stopped", now);

@@ -108,6 +108,14 @@ constexpr const char* kEngineVersionNotes[] = {
     "the workload is finished as Kueue's job reconciler finishes it when starting the "
     "job fails for good (Rejected, reason FailedToStart, the report's message) and, as "
     "no pod ran, its quota is released at once; no ledger before v18 holds the report",
+    // v19
+    "a node model a real inventory cannot trip: node capacity bounds admissions only once "
+    "a node report says the inventory is complete, and preemption frees it as it frees "
+    "quota (a borrower no longer starves its lender); a node that appears is never a "
+    "failure, only a known node lost or shrunk evicts, and a quota decrease evicts by "
+    "quota only; a failed node's report names the workloads whose pods ran on it, which "
+    "are evicted first, and every NodeFailure eviction releases the quota when the pods "
+    "are reported gone or 10 minutes after the failure at the latest",
 };
 static_assert(std::size(kEngineVersionNotes) == kEngineVersion,
               "every engine version has its note");

@@ -351,14 +351,36 @@ FlavorChoice Engine::FlavorSearch::QuotaChoice(const PodSetSpec& ps, const Flavo
       }
       break;
     }
-    // Node capacity of the flavor (when nodes were reported) bounds it too.
-    const int64_t capacity_left = engine.FlavorCapacityLeft(fq.flavor, r);
-    if (val > capacity_left) {
-      choice.mode = kNoFit;
+    // Node capacity of the flavor (when nodes were reported) bounds it too. Engine v19: like
+    // quota, what preemption can free (the victim search counts it), unless the healthy nodes
+    // cannot hold the request at all.
+    bool node_short = false;
+    if (engine.batch_version_ < 19) {
+      const int64_t capacity_left = engine.FlavorCapacityLeft(fq.flavor, r);
+      if (val > capacity_left) {
+        choice.mode = kNoFit;
+        g->reasons.push_back(Cat({"insufficient node capacity for ", resources.Name(r),
+                                  " in flavor ", fname, ", ", Qty(val - capacity_left, r),
+                                  " more needed"}));
+        break;
+      }
+    } else if (const int64_t room = engine.NodeRoom(fr); val > room) {
+      const int64_t nodes = engine.NodeCapacity(fr);
+      if (val > nodes) {
+        choice.mode = kNoFit;
+        g->reasons.push_back(Cat({"insufficient node capacity for ", resources.Name(r),
+                                  " in flavor ", fname, ", request > the healthy nodes' capacity (",
+                                  Qty(val, r), " > ", Qty(nodes, r), ")"}));
+        break;
+      }
+      node_short = true;
       g->reasons.push_back(Cat({"insufficient node capacity for ", resources.Name(r),
-                                " in flavor ", fname, ", ", Qty(val - capacity_left, r),
-                                " more needed"}));
-      break;
+                                " in flavor ", fname, ", ", Qty(val - room, r), " more needed"}));
+      if (n.resource.empty()) {
+        n.resource = resources.Name(r);
+        n.flavor = fname;
+        n.shortfall = val - std::max<int64_t>(0, room);
+      }
     }
     const bool has_parent = tree.node(cq_node).parent != -1;
     const bool borrow = has_parent && tree.Usage(cq_node, fr) + val > tree.Nominal(cq_node, fr);
@@ -369,6 +391,8 @@ FlavorChoice Engine::FlavorSearch::QuotaChoice(const PodSetSpec& ps, const Flavo
     const int64_t available = tree.Available(cq_node, fr);
     if (val <= available) {
       choice.borrow = std::max(choice.borrow, level);
+      // Engine v19: within quota but short of node capacity: preemption may free it.
+      if (node_short) choice.mode = std::min(choice.mode, kPreempt);
       continue;
     }
     g->reasons.push_back(Cat({"insufficient unused quota for ", resources.Name(r), " in flavor ",

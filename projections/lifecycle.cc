@@ -232,6 +232,31 @@ InputVerdict Engine::Validate(schema::Event::Reader event) const {
       }
       return v;
     }
+    case schema::Event::Body::NODE_CAPACITY_CHANGED:
+    case schema::Event::Body::NODE_RECOVERED: {
+      // Engine v19: only a failure names the workloads whose pods ran on the node.
+      const auto node = body.which() == schema::Event::Body::NODE_RECOVERED
+                            ? body.getNodeRecovered()
+                            : body.getNodeCapacityChanged();
+      if (node.getNode().size() == 0) return Refused("node: empty; nothing recorded");
+      if (node.hasWorkloads()) {
+        return Refused("workloads: only nodeFailed names the workloads whose pods ran on node " +
+                       std::string(View(node.getNode())));
+      }
+      return v;
+    }
+    case schema::Event::Body::NODE_FAILED: {
+      auto node = body.getNodeFailed();
+      if (node.getNode().size() == 0) return Refused("node: empty; nothing recorded");
+      // A named workload that has ended since is not an error (the reporter saw its pods).
+      for (auto ref : node.getWorkloads()) {
+        if (ref.getNamespace().size() == 0 || (ref.getName().size() == 0 && ref.getUid().size() == 0)) {
+          return Refused("nodeFailed.workloads: a workload without a namespace, or with neither "
+                         "a name nor a uid");
+        }
+      }
+      return v;
+    }
     case schema::Event::Body::REVOCATION_REQUESTED: {
       const size_t affected = RevocationTargets(body.getRevocationRequested()).size();
       if (affected == 0) return Refused("the revocation affects no reserved or admitted workload");

@@ -23,6 +23,7 @@ bool Engine::WorkloadFits(int cq_node, const FrQuantities& request, bool allow_b
       return false;
     }
     if (amount > tree_.Available(cq_node, fr)) return false;
+    if (amount > NodeRoom(fr)) return false;  // engine v19; unbounded before
   }
   return true;
 }
@@ -197,7 +198,10 @@ void Engine::FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec, 
   const Assignment& assignment = n.assignment;
   VictimSearch search(*this, wl, spec, cq_node, assignment);
   for (const auto& [fr, amount] : assignment.usage) {
-    if (amount > tree_.Available(cq_node, fr)) search.needing.push_back(fr);
+    // Engine v19: short of node capacity needs preemption as short of quota does.
+    if (amount > std::min(tree_.Available(cq_node, fr), NodeRoom(fr))) {
+      search.needing.push_back(fr);
+    }
   }
   if (search.needing.empty()) return;
   search.AddOwnCandidates();
@@ -319,7 +323,8 @@ bool Engine::VictimSearch::CannotCover() const {
       auto u = c.wl->admission.usage.find(fr);
       if (u != c.wl->admission.usage.end()) freeable += u->second;
     }
-    if (assignment.usage.at(fr) > tree.Available(cq_node, fr) + freeable) return true;
+    const int64_t room = std::min(tree.Available(cq_node, fr), engine.NodeRoom(fr));
+    if (assignment.usage.at(fr) > room + freeable) return true;
   }
   return false;
 }

@@ -38,6 +38,11 @@ void QuotaTree::Rebuild(const std::map<std::string, ClusterQueueSpec>& cqs,
   }
   ComputeHeights();
   ComputeClusterQueuesUnder();
+  total_usage_.clear();
+  for (const Node& n : nodes_) {
+    if (!n.is_cluster_queue) continue;
+    for (const auto& [fr, amount] : n.usage) total_usage_[fr] += amount;
+  }
 }
 
 int QuotaTree::CohortNode(const std::string& name) {
@@ -225,6 +230,10 @@ void QuotaTree::AddUsage(int cq, const FrQuantities& delta, int sign) {
   ADM_CHECK(nodes_[static_cast<size_t>(cq)].is_cluster_queue, "node %d is not a ClusterQueue", cq);
   for (const auto& [fr, amount] : delta) {
     int64_t change = sign * amount;
+    if (change != 0) {
+      const int64_t total = (total_usage_[fr] += change);
+      if (total == 0) total_usage_.erase(fr);
+    }
     int id = cq;
     while (change != 0) {
       Node& n = nodes_[static_cast<size_t>(id)];

@@ -56,6 +56,10 @@ class QuotaTree {
   // the change of its usage above guaranteed quota up to the root.
   void AddUsage(int cq, const FrQuantities& delta, int sign);
 
+  // Reserved usage of a flavor-resource by every ClusterQueue of the forest together (what
+  // the nodes of its flavor must hold).
+  int64_t TotalUsage(Fr fr) const { return Get(total_usage_, fr); }
+
   // True when every flavor-resource of `request` fits what the ClusterQueue may use now.
   bool Fits(int cq, const FrQuantities& request) const;
 
@@ -85,6 +89,7 @@ class QuotaTree {
   std::vector<int> heights_;                 // by node id: Kueue's getNodeHeight
   std::map<std::string, int> cq_ids_;
   std::map<std::string, int> cohort_ids_;
+  FrQuantities total_usage_;                 // TotalUsage, kept by Rebuild and AddUsage
 };
 
 }  // namespace admission::projections

@@ -795,6 +795,7 @@ void SnapshotCodec::SaveIndexesAndCounters(const Engine& e, snap::EngineState::B
   out.setCurrentSequence(e.current_sequence_);
   out.setDecisionsMade(e.decisions_made_);
   out.setNowNs(e.now_ns_);
+  out.setNodeInventoryComplete(e.node_inventory_complete_);
 }
 
 void SnapshotCodec::SaveAfsEntries(const Engine& e, snap::EngineState::Builder out) {
@@ -1046,6 +1047,7 @@ void SnapshotCodec::LoadIndexesAndCounters(snap::EngineState::Reader in, Engine*
   e->current_sequence_ = in.getCurrentSequence();
   e->decisions_made_ = in.getDecisionsMade();
   e->now_ns_ = in.getNowNs();
+  e->node_inventory_complete_ = in.getNodeInventoryComplete();
 }
 
 void SnapshotCodec::LoadAfsEntries(snap::EngineState::Reader in, Engine* e) {
@@ -1246,8 +1248,8 @@ Result<LoadedSnapshot> LoadSnapshot(std::string_view bytes) {
       loaded.header.format_version = root.getFormatVersion();
       loaded.header.engine_version = root.getEngineVersion();
       loaded.header.after = root.getAfterSequence();
-      if (root.getFormatVersion() != kSnapshotFormatVersion &&
-          root.getFormatVersion() != kSnapshotFormatVersionOldestRead) {
+      if (root.getFormatVersion() > kSnapshotFormatVersion ||
+          root.getFormatVersion() < kSnapshotFormatVersionOldestRead) {
         Refuse(Code::kInvalidArgument,
                "snapshot format v" + std::to_string(root.getFormatVersion()) +
                    "; this build reads formats v" +

@@ -23,7 +23,9 @@ namespace admission::projections {
 // 3: timers as fields (kind, key, generation, detail), not one text.
 // 5: a check's podSetUpdates (engine v17). A v4 snapshot still loads: it is a v5 state with no
 // podSetUpdates, the only state an engine before v17 can have.
-inline constexpr uint32_t kSnapshotFormatVersion = 5;
+// 6: whether the node inventory is complete (engine v19). A v4 or v5 snapshot loads as a v6
+// state whose inventory is not complete, the only state an engine before v19 can have.
+inline constexpr uint32_t kSnapshotFormatVersion = 6;
 inline constexpr uint32_t kSnapshotFormatVersionOldestRead = 4;
 
 // Encodes the state of `engine` standing after ledger event `after`, whose chain value is

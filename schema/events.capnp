@@ -366,6 +366,12 @@ struct NodeCapacity {
   node @0 :Text;
   flavor @1 :Text;
   capacity @2 :List(ResourceAmount);
+  # Engine v19: the reporter's node inventory is complete with this report (the bridge: its
+  # first full list of nodes is reported). From then on node capacity bounds admissions; sticky.
+  inventoryComplete @3 :Bool;
+  # Engine v19, nodeFailed: the workloads whose pods ran on the node (evicted first, with a
+  # deadline for their pods to be reported gone). Unset (null) when the reporter does not know.
+  workloads @4 :List(WorkloadRef);
 }
 
 struct MaintenanceWindow {

@@ -371,4 +371,6 @@ struct EngineState {
   decisionsMade @22 :UInt64;
   nowNs @23 :Int64;
   afsEntries @24 :List(AfsEntry);
+  # Format 6 (engine v19): a node reporter said its inventory is complete (node capacity bounds).
+  nodeInventoryComplete @25 :Bool;
 }

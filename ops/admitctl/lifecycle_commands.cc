@@ -350,10 +350,16 @@ void AddRevokeCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
 
 struct NodeArgs {
   std::string action, node, flavor, capacity, format = "text";
+  bool inventory_complete = false;
+  std::vector<std::string> workloads;  // fail: NAMESPACE/NAME of the workloads with pods on it
 };
 
 // node's event: capacity, fail or recover, with --capacity's RESOURCE=QUANTITY list.
-Status FillNodeEvent(const NodeArgs& node, schema::Event::Builder event) {
+Status FillNodeEvent(Session& session, const NodeArgs& node, schema::Event::Builder event) {
+  if (!node.workloads.empty() && node.action != "fail") {
+    return Status(Code::kInvalidArgument,
+                  "--workloads: only a failure names the workloads whose pods ran on the node");
+  }
   auto body = event.initBody();
   auto n = node.action == "capacity" ? body.initNodeCapacityChanged()
            : node.action == "fail"   ? body.initNodeFailed()
@@ -385,15 +391,25 @@ Status FillNodeEvent(const NodeArgs& node, schema::Event::Builder event) {
     list[static_cast<unsigned>(i)].setName(capacity[i].first);
     list[static_cast<unsigned>(i)].setMilli(capacity[i].second);
   }
+  if (node.inventory_complete) n.setInventoryComplete(true);
+  if (!node.workloads.empty()) {
+    auto refs = n.initWorkloads(static_cast<unsigned>(node.workloads.size()));
+    for (size_t i = 0; i < node.workloads.size(); ++i) {
+      auto wl = FindWorkload(session, node.workloads[i]);
+      if (!wl.ok()) return wl.status();
+      SetRef(refs[static_cast<unsigned>(i)], *wl);
+    }
+  }
   return Status::Ok();
 }
 
 void AddNodeCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   auto node = std::make_shared<NodeArgs>();
   auto* node_cmd = app.add_subcommand(
-      "node", "node capacity of a flavor: capacity (report), fail, recover. When a flavor's "
-              "healthy nodes hold less than is admitted, the lowest-priority, newest workloads "
-              "are evicted");
+      "node", "node capacity of a flavor: capacity (report), fail, recover. Once the inventory "
+              "is complete, a flavor's healthy nodes bound its admissions; when a known node "
+              "fails or shrinks, the workloads named with --workloads go first, then the "
+              "lowest-priority, newest ones");
   node_cmd->add_option("action", node->action, "capacity, fail or recover")
       ->required()
       ->check(CLI::IsMember({"capacity", "fail", "recover"}));
@@ -401,13 +417,19 @@ void AddNodeCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   node_cmd->add_option("--flavor", node->flavor, "the node's ResourceFlavor");
   node_cmd->add_option("--capacity", node->capacity,
                        "resources, e.g. nvidia.com/gpu=8,cpu=96,memory=1Ti");
+  node_cmd->add_flag("--inventory-complete", node->inventory_complete,
+                     "every node is reported now: from here on node capacity bounds admissions "
+                     "(engine v19; until then node reports bound nothing)");
+  node_cmd->add_option("--workloads", node->workloads,
+                       "fail: the workloads (NAMESPACE/NAME) whose pods ran on the node; they "
+                       "are evicted first")
+      ->delimiter(',');
   node_cmd->add_option("-o,--output", node->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   node_cmd->callback([&global, node, exit_code] {
     *exit_code = RecordOne(
         global, "node " + node->node + " " + node->action, "node-monitor",
         [&](Session& session, schema::Event::Builder event) -> Status {
-          (void)session;
-          return FillNodeEvent(*node, event);
+          return FillNodeEvent(session, *node, event);
         },
         node->format);
   });

@@ -250,6 +250,14 @@ Status Policy::MayRecord(const std::string& principal, schema::Event::Reader inp
         return Denied(principal, "report pods", "", "needs the runtime role (or the bridge role)");
       }
       return Status::Ok();
+    case schema::Event::Body::NODE_CAPACITY_CHANGED:
+    case schema::Event::Body::NODE_FAILED:
+    case schema::Event::Body::NODE_RECOVERED:
+      // A bridge forwards its cluster's Node objects (docs/k8s.md, "Nodes").
+      if (!p->Has(Role::kOperator) && !p->Has(Role::kBridge)) {
+        return Denied(principal, "record", kind, "needs the operator role (or the bridge role)");
+      }
+      return Status::Ok();
     case schema::Event::Body::FLAVOR_DEFINED:
     case schema::Event::Body::COHORT_DEFINED:
     case schema::Event::Body::CLUSTER_QUEUE_DEFINED:

@@ -119,9 +119,11 @@ TEST(Snapshot, TheCheckFailsWhenTheLoadedDeciderDiffers) {
   }
 }
 
-// Format 5 (engine v17) added a check's podSetUpdates: a format-4 snapshot, which has none,
-// still loads; an older format is refused, naming the formats this build reads.
-TEST(Snapshot, LoadsTheFormatBeforePodSetUpdatesAndRefusesOlderOnes) {
+// Format 5 (engine v17) added a check's podSetUpdates, format 6 (engine v19) whether the node
+// inventory is complete: format-4 and format-5 snapshots, which have neither, still load (with
+// the inventory not complete); an older or newer format is refused, naming the formats this
+// build reads.
+TEST(Snapshot, LoadsTheFormatsBeforeNodeInventoryAndRefusesOthers) {
   projections::Engine engine;
   auto bytes = projections::EncodeSnapshot(engine, 0, schema::kGenesisHash, {});
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
@@ -135,13 +137,18 @@ TEST(Snapshot, LoadsTheFormatBeforePodSetUpdatesAndRefusesOlderOnes) {
         capnp::canonicalize(message.getRoot<schema::snap::Snapshot>().asReader());
     return projections::LoadSnapshot(std::string_view(words.asChars().begin(), words.asChars().size()));
   };
-  EXPECT_EQ(projections::kSnapshotFormatVersion, 5u);
+  EXPECT_EQ(projections::kSnapshotFormatVersion, 6u);
   EXPECT_TRUE(with_format(4).ok());
-  auto old = with_format(3);
-  ASSERT_FALSE(old.ok());
-  EXPECT_NE(old.status().message().find("snapshot format v3; this build reads formats v4 to v5"),
-            std::string::npos)
-      << old.status().message();
+  EXPECT_TRUE(with_format(5).ok());
+  EXPECT_TRUE(with_format(6).ok());
+  for (uint32_t format : {3u, 7u}) {
+    auto other = with_format(format);
+    ASSERT_FALSE(other.ok());
+    EXPECT_NE(other.status().message().find("snapshot format v" + std::to_string(format) +
+                                            "; this build reads formats v4 to v6"),
+              std::string::npos)
+        << other.status().message();
+  }
 }
 
 // A text no encoder writes (an embedded NUL: setters write a std::string up to its first NUL)

@@ -37,7 +37,9 @@ const std::initializer_list<const char*> kTolerationKeys = {"key", "operator", "
 const std::initializer_list<const char*> kPodsKeys = {"workload", "report", "token", "message"};
 const std::initializer_list<const char*> kRevokeKeys = {
     "workload", "check", "flavor", "reason", "drain", "drainDeadline", "as"};
-const std::initializer_list<const char*> kNodeKeys = {"action", "node", "flavor", "capacity"};
+const std::initializer_list<const char*> kNodeKeys = {"action",   "node",     "flavor",
+                                                      "capacity", "inventoryComplete",
+                                                      "workloads"};
 const std::initializer_list<const char*> kMaintenanceKeys = {"name", "flavor", "from", "to"};
 const std::initializer_list<const char*> kConfigureKeys = {
     "podsReadyTimeout", "backoffBaseSeconds", "backoffMaxSeconds", "backoffLimitCount",
@@ -466,6 +468,17 @@ class StepRunner::Step {
         list[i].setName(c.first.as<std::string>());
         list[i].setMilli(milli);
         ++i;
+      }
+    }
+    if (n["inventoryComplete"] && n["inventoryComplete"].as<bool>()) node.setInventoryComplete(true);
+    if (n["workloads"]) {
+      // The workloads whose pods ran on the node (a failure's report names them).
+      auto refs = node.initWorkloads(static_cast<unsigned>(n["workloads"].size()));
+      unsigned i = 0;
+      for (const auto& w : n["workloads"]) {
+        const projections::WorkloadState* wl = nullptr;
+        ADM_RETURN_IF_ERROR(FindWorkload(w.as<std::string>(), &wl));
+        SetRef(refs[i++], *wl);
       }
     }
     return Record({schema::EncodeEvent(m)}, "node-monitor");

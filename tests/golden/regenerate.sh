@@ -51,6 +51,10 @@ corpus=(
   "check-pod-set-updates:45-check-pod-set-updates.yaml"
   # engine v18
   "failed-to-start:46-failed-to-start.yaml"
+  # engine v19
+  "node-capacity-reclaim:47-node-capacity-reclaim.yaml"
+  "node-inventory:48-node-inventory.yaml"
+  "node-failure-evicts-its-pods:49-node-failure-evicts-its-pods.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

@@ -440,6 +440,9 @@ class Engine {
   // Effective priority for ordering: priority plus aging for the time waited (bounded).
   int64_t EffectivePriority(const WorkloadState& wl, int64_t now) const;
   uint64_t decisions_made() const { return decisions_made_; }
+  // Engine v19: the healthy nodes' capacity of a flavor-resource while it bounds admissions
+  // (INT64_MAX: it bounds nothing).
+  int64_t node_capacity(Fr fr) const { return NodeCapacity(fr); }
   // Workloads retired from the live state by their retention since this engine was built or
   // loaded (not stored in snapshots: a statistic).
   uint64_t retired() const { return retired_; }

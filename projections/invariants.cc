@@ -89,6 +89,24 @@ Status Engine::CheckInvariants() const {
     return Violated(std::to_string(holders) + " holders, but " + std::to_string(holding) +
                     " workloads hold quota");
   }
+  // The tree's total usage of each flavor-resource (what node capacity must hold) is the sum
+  // over its ClusterQueues.
+  if (!tree_dirty_) {
+    FrQuantities total;
+    for (size_t id = 0; id < tree_.size(); ++id) {
+      const QuotaTree::Node& n = tree_.node(static_cast<int>(id));
+      if (!n.is_cluster_queue) continue;
+      for (const auto& [fr, v] : n.usage) total[fr] += v;
+    }
+    for (const auto& [fr, v] : NonZero(total)) {
+      if (tree_.TotalUsage(fr) != v) {
+        return Violated("the quota tree's total usage of " +
+                        Show(flavor_ids_, resources_, FrQuantities{{fr, tree_.TotalUsage(fr)}}) +
+                        " is not its ClusterQueues' sum " +
+                        Show(flavor_ids_, resources_, FrQuantities{{fr, v}}));
+      }
+    }
+  }
   return Status::Ok();
 }
 

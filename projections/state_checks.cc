@@ -123,6 +123,30 @@ std::optional<Violation> CheckQuotaAfterDecreases(const Engine& engine,
                    "with draining workloads, after a new reservation: ");
 }
 
+std::optional<Violation> CheckNodeCapacity(const Engine& engine, const FrQuantities& usage_before,
+                                           FrQuantities* usage_after) {
+  FrQuantities now;
+  for (const auto& [name, cq] : engine.cluster_queues()) {
+    for (const auto& [fr, v] : cq.usage) now[fr] += v;
+  }
+  std::optional<Violation> found;
+  for (const auto& [fr, used] : now) {
+    const int64_t capacity = engine.node_capacity(fr);
+    if (capacity == INT64_MAX || used <= capacity) continue;
+    auto before = usage_before.find(fr);
+    const int64_t was = before == usage_before.end() ? 0 : before->second;
+    if (used > was && !found) {
+      found = Violation{"node-capacity",
+                        engine.flavor_names().Name(FrFlavor(fr)) + "/" +
+                            engine.resource_names().Name(FrResource(fr)),
+                        "usage " + std::to_string(used) + " (was " + std::to_string(was) +
+                            ") above the healthy nodes' " + std::to_string(capacity)};
+    }
+  }
+  *usage_after = std::move(now);
+  return found;
+}
+
 std::optional<Violation> CheckFlavors(const Engine& engine) {
   for (const auto& [key, wl] : engine.workloads()) {
     if (wl.phase != Phase::kAdmitted) continue;

@@ -34,6 +34,14 @@ std::optional<Violation> CheckQuota(const Engine& engine);
 std::optional<Violation> CheckQuotaAfterDecreases(const Engine& engine,
                                                    const std::set<std::string>& reserved);
 
+// Engine v19: no reservation of this append took a flavor-resource bounded by node capacity
+// beyond it: for each, the usage of every ClusterQueue together is at most the larger of the
+// healthy nodes' capacity and `usage_before` (the usage before the append, which a node lost in
+// it may leave above the capacity until the evicted workloads' pods are gone). Returns the
+// usage now in *usage_after, for the next call.
+std::optional<Violation> CheckNodeCapacity(const Engine& engine, const FrQuantities& usage_before,
+                                           FrQuantities* usage_after);
+
 // The admitted podSets' flavors satisfy their node selectors and tolerate the flavors' taints.
 std::optional<Violation> CheckFlavors(const Engine& engine);
 

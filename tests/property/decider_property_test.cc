@@ -52,7 +52,7 @@ struct Config {
 };
 
 struct Step {
-  int kind = 0;        // 0 submit, 1 finish, 2 delete
+  int kind = 0;        // 0 submit, 1 finish, 2 delete (3..6 lifecycle, 7 node; see below)
   int queue = 0;
   int count = 1, min_count = 0;
   int64_t cpu = 1000, gpu = 0;
@@ -320,6 +320,50 @@ class Runner {
     return Encode(m);
   }
 
+  // Engine v19: a node event (kind 7). Four nodes, node-i of flavor kFlavors[i % 3]; `pods`
+  // picks capacity (0, 1), fail (2, 3) or recover (4); `foreign` marks the inventory complete;
+  // a failure names up to two workloads holding quota in the node's flavor.
+  std::string NodeInput(const Step& step) {
+    const int i = step.target % 4;
+    const std::string flavor = kFlavors[i % 3];
+    capnp::MallocMessageBuilder m;
+    auto body = m.initRoot<schema::Event>().initBody();
+    auto n = step.pods <= 1 ? body.initNodeCapacityChanged()
+             : step.pods <= 3 ? body.initNodeFailed()
+                              : body.initNodeRecovered();
+    n.setNode("node-" + std::to_string(i));
+    if (step.pods <= 1) {
+      n.setFlavor(flavor);
+      auto c = n.initCapacity(2);
+      c[0].setName("cpu");
+      c[0].setMilli(int64_t{2000} * step.count);
+      c[1].setName("nvidia.com/gpu");
+      c[1].setMilli(int64_t{1000} * (step.count + step.priority));
+    }
+    if (step.foreign) n.setInventoryComplete(true);
+    if (step.pods == 2 || step.pods == 3) {
+      std::vector<const projections::WorkloadState*> on_node;
+      const auto f = service_->engine().flavor_names().Find(flavor);
+      for (const auto& [key, wl] : service_->engine().workloads()) {
+        if (on_node.size() == 2 || !f) break;
+        if (wl.holder_index < 0) continue;
+        for (const auto& [fr, v] : wl.admission.usage) {
+          if (v > 0 && projections::FrFlavor(fr) == *f) {
+            on_node.push_back(&wl);
+            break;
+          }
+        }
+      }
+      auto refs = n.initWorkloads(static_cast<unsigned>(on_node.size()));
+      for (size_t k = 0; k < on_node.size(); ++k) {
+        refs[static_cast<unsigned>(k)].setNamespace(on_node[k]->ns);
+        refs[static_cast<unsigned>(k)].setName(on_node[k]->name);
+        refs[static_cast<unsigned>(k)].setUid(on_node[k]->uid);
+      }
+    }
+    return Encode(m);
+  }
+
   std::string StepInput(const Step& step, size_t index) {
     capnp::MallocMessageBuilder m;
     auto event = m.initRoot<schema::Event>();
@@ -421,6 +465,9 @@ std::vector<std::string> RunLifecycle(const Config& config, const std::vector<St
     if (step.kind <= 2) {
       runner.SetActor("test");
       runner.Record({runner.StepInput(step, i)});
+    } else if (step.kind == 7) {
+      runner.SetActor("node-monitor");
+      runner.Record({runner.NodeInput(step)});
     } else if (step.kind == 6) {
       runner.Jump(step.jump_minutes);
       capnp::MallocMessageBuilder m;
@@ -462,6 +509,51 @@ RC_GTEST_PROP(Decider, LifecycleInvariantsHoldUnderDuplicatedStaleAndForeignRepo
     any_released = any_released || body.isQuotaReleased();
   }
   RC_TAG(config.checks, any_admitted, any_released);
+}
+
+// The lifecycle stream with node events (kind 7) among its steps.
+rc::Gen<Step> GenNodeLifecycleStep() {
+  return rc::gen::mapcat(rc::gen::weightedElement<bool>({{3, false}, {1, true}}), [](bool node) {
+    return rc::gen::map(GenLifecycleStep(), [node](Step step) {
+      if (node) step.kind = 7;
+      return step;
+    });
+  });
+}
+
+// Engine v19: once the inventory is complete, no admission takes a flavor's node capacity
+// beyond its healthy nodes (whatever preemption, failures with named workloads, deadlines
+// and recoveries do), and the lifecycle invariants hold throughout.
+RC_GTEST_PROP(Decider, NodeCapacityIsNeverOvercommittedByAnAdmission, ()) {
+  Config config = *GenConfig();
+  const auto steps = *rc::gen::container<std::vector<Step>>(
+      static_cast<size_t>(*rc::gen::inRange(1, 80)), GenNodeLifecycleStep());
+  projections::FrQuantities usage;
+  bool bounded = false;
+  const auto decisions = RunLifecycle(config, steps, [&](const projections::Engine& engine) {
+    AssertHolds(projections::CheckLifecycle(engine));
+    projections::FrQuantities after;
+    AssertHolds(projections::CheckNodeCapacity(engine, usage, &after));
+    for (const auto& [fr, v] : after) {
+      bounded = bounded || engine.node_capacity(fr) != INT64_MAX;
+    }
+    usage = std::move(after);
+  });
+  bool node_failure = false;
+  for (const auto& bytes : decisions) {
+    auto decoded = schema::DecodeEvent(bytes);
+    auto body = decoded->root().getBody();
+    node_failure = node_failure || (body.isEvictionStarted() &&
+                                    body.getEvictionStarted().getReason() == "NodeFailure");
+  }
+  RC_TAG(bounded, node_failure);
+}
+
+RC_GTEST_PROP(Decider, NodeLifecycleDecisionsAreIdenticalAcrossRuns, ()) {
+  Config config = *GenConfig();
+  const auto steps = *rc::gen::container<std::vector<Step>>(
+      static_cast<size_t>(*rc::gen::inRange(1, 60)), GenNodeLifecycleStep());
+  RC_ASSERT(RunLifecycle(config, steps, nullptr) == RunLifecycle(config, steps, nullptr));
 }
 
 RC_GTEST_PROP(Decider, LifecycleDecisionsAreIdenticalAcrossRuns, ()) {

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# A throwaway Kubernetes cluster on loopback, like a local kind cluster: etcd, kube-apiserver
-# and kube-controller-manager, without kubelet or scheduler (pods stay Pending), then admitd
-# and the bridge admit-k8s. Only package registries are reachable from our machines and CI, so
-# the Kubernetes binaries are built from the Go module proxy and etcd comes from Debian's
-# etcd-server package.
+# A throwaway Kubernetes cluster on loopback, like a local kind cluster: etcd, kube-apiserver,
+# kube-controller-manager and kube-scheduler, KWOK simulating the kubelets of the nodes it
+# creates (pods run and finish as their annotations say), then admitd and the bridge admit-k8s.
+# Only package registries are reachable from our machines and CI, so the Kubernetes binaries and
+# KWOK are built from the Go module proxy and etcd comes from Debian's etcd-server package.
 #
-#   ops/k8s/cluster.sh build        build kube-apiserver, kube-controller-manager and kubectl once
+#   ops/k8s/cluster.sh build        build the Kubernetes binaries and KWOK once per machine
 #   ops/k8s/cluster.sh start DIR    start a fresh cluster in DIR; prints DIR/admin.kubeconfig
 #   ops/k8s/cluster.sh start --control-plane-only DIR    without admitd and the bridge
+#   ops/k8s/cluster.sh start --nodes FILE DIR            other nodes than nodes/default.yaml
 #   ops/k8s/cluster.sh stop DIR     stop what start started in DIR
 #
 # stdout carries only what callers capture (the kubeconfig path printed by `start`, the folder
@@ -25,6 +26,16 @@ readonly K8S_GIT_COMMIT=f28b4c9efbca5c5c0af716d9f2d5702667ee8a45
 # the machine nor on its version skew (Debian's kubernetes-client conflicts with the kubectl that
 # our machines come with).
 readonly COMPONENTS=(kube-apiserver kube-controller-manager kubectl)
+# The scheduler, from the same module and pins, has a stamp of its own (it came later): a machine
+# whose cache holds the three above builds only the scheduler.
+readonly SCHEDULER=kube-scheduler
+# KWOK's controller (sigs.k8s.io/kwok, `go install` from the module proxy) plays the kubelets of
+# simulated nodes. Its module's hash is pinned as go.sum records it, and its Stage CRD is copied
+# from the module beside the binary.
+readonly KWOK_MODULE=sigs.k8s.io/kwok
+readonly KWOK_VERSION=v0.7.0
+readonly KWOK_MODULE_SUM="h1:+eGsNOIPapjsSzeZlOEcwbpyEVa2Vqlcafa0qIjaKV4="
+readonly KWOK_STAGE_CRD=kwok.x-k8s.io_stages.yaml
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly script_dir
@@ -35,6 +46,18 @@ readonly pinned_go_mod="$script_dir/kubernetes-go.mod"
 readonly pinned_go_sum="$script_dir/kubernetes-go.sum"
 # Our kueue.x-k8s.io CRDs, installed by start (docs/k8s.md).
 readonly crds_dir="$script_dir/crds"
+# KWOK's Stages (our pods' and nodes' lifecycles) and its RBAC, and the nodes start creates
+# unless told otherwise (docs/k8s.md, "Pods that run").
+readonly kwok_dir="$script_dir/kwok"
+readonly default_nodes_file="$script_dir/nodes/default.yaml"
+# KWOK manages the nodes that carry this annotation, and only those (a Node object made by a
+# test, without it, stays without a kubelet).
+readonly KWOK_NODE_ANNOTATION_KEY=kwok.x-k8s.io/node
+readonly KWOK_NODE_ANNOTATION_VALUE=fake
+# Pod IPs, handed out by KWOK; apart from the Service range.
+readonly KWOK_POD_CIDR=10.244.0.1/16
+# The Lease each simulated node renews in kube-node-lease, as a kubelet's (its default).
+readonly KWOK_NODE_LEASE_SECONDS=40
 # Those of them converted between v1beta1 and v1beta2 by admit-k8s's conversion webhook.
 readonly CONVERTED_CRDS=(clusterqueues.kueue.x-k8s.io cohorts.kueue.x-k8s.io
   localqueues.kueue.x-k8s.io workloads.kueue.x-k8s.io)
@@ -55,13 +78,16 @@ readonly ADMITCTL_PRINCIPAL=admitctl
 readonly bin_root="${ADMISSION_K8S_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/admission-ledger/k8s}"
 readonly version_dir="$bin_root/$K8S_VERSION"
 # Written last by build, listing each binary and its SHA-256: its presence means the build is
-# complete.
+# complete. One for COMPONENTS, one for the scheduler, one for KWOK (named by its version).
 readonly built_stamp="$version_dir/built.txt"
+readonly scheduler_stamp="$version_dir/built-$SCHEDULER.txt"
+readonly kwok_stamp="$version_dir/built-kwok-$KWOK_VERSION.txt"
 readonly go_bin="${GO:-$(command -v go 2>/dev/null || echo /usr/local/go/bin/go)}"
 
 # Bounded waits, in seconds.
 readonly BUILD_LOCK_WAIT_SECONDS=3600  # another process may be building (6 min cold on 2 cores)
-readonly START_TIMEOUT_SECONDS=120     # /readyz after ~3 s on an idle 2-core machine; far more when busy
+# The whole start, nodes Ready included: ~10 s on an idle 2-core machine; far more when busy.
+readonly START_TIMEOUT_SECONDS=180
 readonly STOP_TIMEOUT_SECONDS=30       # each component exits within a second or two of SIGTERM
 readonly KILL_TIMEOUT_SECONDS=10       # after SIGKILL, only the kernel is left to wait for
 readonly POLL_INTERVAL_SECONDS=0.2
@@ -78,9 +104,11 @@ readonly CERT_DAYS=7
 readonly SERVICE_CLUSTER_IP_RANGE=10.0.0.0/24
 readonly KUBERNETES_SERVICE_IP=10.0.0.1
 # Started in this order, stopped in the reverse one. start --control-plane-only starts the
-# first three; DIR/components lists what a start started.
-readonly PROCESSES=(etcd kube-apiserver kube-controller-manager admitd admit-k8s)
-readonly CONTROL_PLANE=(etcd kube-apiserver kube-controller-manager)
+# first five (the cluster: its control plane and KWOK's simulated kubelets); DIR/components
+# lists what a start started.
+readonly PROCESSES=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok admitd
+  admit-k8s)
+readonly CONTROL_PLANE=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
 log() { echo "cluster.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -90,21 +118,33 @@ usage() {
 Usage: ops/k8s/cluster.sh COMMAND [OPTIONS] [DIR]
 
 A throwaway Kubernetes $K8S_VERSION cluster on 127.0.0.1 for tests and trying things out, like
-a local kind cluster: etcd (Debian's etcd-server), kube-apiserver and kube-controller-manager,
-then admitd (the ledger) and admit-k8s (the bridge). There is no kubelet and no scheduler, so
-pods are created (by the Job controller, for instance) but stay Pending.
+a local kind cluster: etcd (Debian's etcd-server), kube-apiserver, kube-controller-manager and
+kube-scheduler, KWOK $KWOK_VERSION simulating the kubelets of the nodes (GPU nodes among them),
+then admitd (the ledger) and admit-k8s (the bridge). Pods are scheduled onto the simulated
+nodes and run: Running and Ready at once, finished after the time their annotation
+admission-ledger.io/simulated-runtime gives (Succeeded, or Failed with
+admission-ledger.io/simulated-exit: failed), else running until deleted (docs/k8s.md).
 
 Commands:
-  build       Build kube-apiserver, kube-controller-manager and kubectl $K8S_VERSION from the Go
-              module proxy into $version_dir. A no-op when they are already there.
-              6 to 17 minutes on 2 cores and a 3 GB Go build cache (deleted afterwards).
-  start [--control-plane-only] [--admitd PATH] [--admit-k8s PATH] DIR
+  build       Build kube-apiserver, kube-controller-manager, kubectl and kube-scheduler
+              $K8S_VERSION and KWOK's controller $KWOK_VERSION from the Go module proxy into
+              $version_dir. Builds only what is missing
+              (each has its stamp there: built.txt, built-$SCHEDULER.txt,
+              built-kwok-$KWOK_VERSION.txt); a no-op when all are there. On 2 cores: 6 to 17
+              minutes for the first three, 4 more for the scheduler, 2 for KWOK, with a Go build
+              cache of up to 3 GB (deleted afterwards).
+  start [--control-plane-only] [--nodes FILE | --no-nodes] [--admitd PATH]
+        [--admit-k8s PATH] DIR
               Start a fresh cluster whose certificates, data, logs and pid files live in DIR:
-              waits for the API server's /readyz, installs our kueue.x-k8s.io CRDs
+              waits for the API server's /readyz, starts the scheduler (its own identity
+              system:kube-scheduler, no leader election), installs our kueue.x-k8s.io CRDs
               (ops/k8s/crds/) and the MutatingWebhookConfiguration of admit-k8s's Job webhook
               (at the address written to DIR/webhook.address, served with DIR/pki/webhook.pem
               and .key), and points the CRDs' conversion webhook (v1beta1 <-> v1beta2) at the
-              same address; then
+              same address; installs KWOK's Stage CRD, our Stages (ops/k8s/kwok/) and KWOK's
+              RBAC, starts KWOK (as kwok-controller, for the nodes annotated
+              $KWOK_NODE_ANNOTATION_KEY=$KWOK_NODE_ANNOTATION_VALUE), creates the nodes and waits
+              until they are Ready; then
               - admitd on a fresh ledger in DIR/ledger, listening on unix:DIR/admitd.sock
                 (admin for this user) and on TLS on 127.0.0.1 (the address is written to
                 DIR/admitd.address), its certificates from the cluster's CA (DIR/pki/admitd.pem),
@@ -118,22 +158,32 @@ Commands:
               already running, just prints the path. Data left in DIR by a stopped cluster
               (etcd's and the ledger) is deleted.
               --control-plane-only  start neither admitd nor the bridge (the bridge's own
-                                    tests start theirs); the webhooks stay installed and,
-                                    with nobody serving them, labelled Jobs are refused and
-                                    so is what needs a conversion (a v1beta1 ClusterQueue,
-                                    Cohort, LocalQueue or Workload)
+                                    tests start theirs); the scheduler, KWOK and the nodes
+                                    are part of the cluster and start all the same. The
+                                    webhooks stay installed and, with nobody serving them,
+                                    labelled Jobs are refused and so is what needs a
+                                    conversion (a v1beta1 ClusterQueue, Cohort, LocalQueue
+                                    or Workload)
+              --nodes FILE          the nodes to create: Node objects in YAML, each with the
+                                    annotation $KWOK_NODE_ANNOTATION_KEY: $KWOK_NODE_ANNOTATION_VALUE
+                                    (default ops/k8s/nodes/default.yaml: 2 CPU nodes, 2 with 8
+                                    H100 and 2 with 8 A100 GPUs; load-20.yaml has 20 GPU
+                                    nodes; ops/k8s/nodes/gen-nodes.sh writes others)
+              --no-nodes            create no node: pods are created but stay Pending
               --admitd PATH         admitd (default \$ADMITD, else $top/build/ops/admitd)
               --admit-k8s PATH      the bridge (default \$ADMIT_K8S, else $top/build/admit-k8s)
               With the cluster up:
+                kubectl --kubeconfig DIR/admin.kubeconfig get nodes,pods -A
                 kubectl --kubeconfig DIR/admin.kubeconfig get workloads -A
                 admitctl --connect unix:DIR/admitd.sock log
                 admitctl --connect \$(cat DIR/admitd.address) --cert DIR/pki/admitctl.pem \\
                          --key DIR/pki/admitctl.key --ca DIR/pki/ca.pem get clusterqueues
-  stop DIR    Stop everything that start started in DIR, the bridge and admitd first (SIGTERM,
-              then SIGKILL after ${STOP_TIMEOUT_SECONDS}s). A no-op when nothing is running. Leaves DIR, the
-              ledger and the logs in place.
+  stop DIR    Stop everything that start started in DIR, the bridge and admitd first, then KWOK,
+              the scheduler, the controller manager, the API server and etcd (SIGTERM, then
+              SIGKILL after ${STOP_TIMEOUT_SECONDS}s). A no-op when nothing is running. Leaves
+              DIR, the ledger and the logs in place.
   bin-dir     Print the folder holding the built binaries, kubectl among them (exit 1 when they
-              are not built).
+              are not all built).
   --help      Show this text.
 
 Environment:
@@ -155,22 +205,136 @@ require_tools() {
   done
 }
 
-# True when every component is listed in the stamp of the last successful build and is there
-# with the hash listed.
-is_built() {
-  [[ -s "$built_stamp" ]] || return 1
-  local component
-  for component in "${COMPONENTS[@]}"; do
-    grep -q "  $component\$" "$built_stamp" || return 1
+# stamp_ok STAMP FILE...: STAMP, written by a successful build, lists every FILE, and each is in
+# version_dir with the hash listed.
+stamp_ok() {
+  local stamp="$1" file
+  shift
+  [[ -s "$stamp" ]] || return 1
+  for file in "$@"; do
+    grep -q "  $file\$" "$stamp" || return 1
   done
-  (cd "$version_dir" && sha256sum --quiet --check "$built_stamp" >/dev/null 2>&1)
+  (cd "$version_dir" && sha256sum --quiet --check "$stamp" >/dev/null 2>&1)
 }
+kubernetes_built() { stamp_ok "$built_stamp" "${COMPONENTS[@]}"; }
+scheduler_built() { stamp_ok "$scheduler_stamp" "$SCHEDULER"; }
+kwok_built() { stamp_ok "$kwok_stamp" kwok "$KWOK_STAGE_CRD"; }
+# True when everything start needs is built.
+is_built() { kubernetes_built && scheduler_built && kwok_built; }
 
 # Prints the go.mod of k8s.io/kubernetes with every `k8s.io/X => ./staging/src/k8s.io/X`
 # replacement pointed at the published module k8s.io/X at STAGING_VERSION.
 edit_go_mod() {
   local go_mod="$1"
   sed -E "s#^([[:space:]]*)(k8s\.io/[A-Za-z0-9._/-]+) => \./staging/src/k8s\.io/[A-Za-z0-9._/-]+\$#\1\2 => \2 $STAGING_VERSION#" "$go_mod"
+}
+
+# build_kubernetes COMPONENT...: builds these commands of k8s.io/kubernetes (./cmd/COMPONENT)
+# into version_dir with the pinned module graph, then writes the stamps of what they complete.
+build_kubernetes() {
+  local started_in=$SECONDS
+  local src="$version_dir/src"
+  local gocache="$version_dir/gocache"
+  # The Go module cache stays the user's (shared and read-only); the build cache is ours, so
+  # that its 3 GB can be deleted once the binaries exist.
+  export GOCACHE="$gocache"
+
+  log "downloading k8s.io/kubernetes@$K8S_VERSION from the Go module proxy"
+  local module_dir
+  module_dir="$(cd /tmp && GOFLAGS=-mod=mod "$go_bin" mod download -json "k8s.io/kubernetes@$K8S_VERSION" \
+    | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  [[ -n "$module_dir" && -f "$module_dir/go.mod" ]] \
+    || die "go mod download k8s.io/kubernetes@$K8S_VERSION gave no module folder"
+
+  rm -rf "$src"
+  cp -r "$module_dir" "$src"
+  chmod -R u+w "$src"
+  # The workspace file names the staging folders, which the module zip does not carry.
+  rm -f "$src/go.work" "$src/go.work.sum"
+  local mod_flag
+  if [[ -s "$pinned_go_mod" && -s "$pinned_go_sum" && "${K8S_UPDATE_PINS:-0}" != 1 ]]; then
+    cp "$pinned_go_mod" "$src/go.mod"
+    cp "$pinned_go_sum" "$src/go.sum"
+    # Exactly the committed module graph: a build that would change go.mod or go.sum fails.
+    mod_flag=-mod=readonly
+  else
+    log "making $pinned_go_mod anew: pointing the staging replacements at $STAGING_VERSION"
+    edit_go_mod "$module_dir/go.mod" > "$src/go.mod"
+    ! grep -q '=> \./staging' "$src/go.mod" || die "a staging replacement was left in go.mod"
+    mod_flag=-mod=mod
+  fi
+
+  local ldflags="-s -w"
+  ldflags+=" -X k8s.io/component-base/version.gitVersion=$K8S_VERSION"
+  ldflags+=" -X k8s.io/component-base/version.gitMajor=$K8S_GIT_MAJOR"
+  ldflags+=" -X k8s.io/component-base/version.gitMinor=$K8S_GIT_MINOR"
+  ldflags+=" -X k8s.io/component-base/version.gitCommit=$K8S_GIT_COMMIT"
+  ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+  local component component_started_in
+  for component in "$@"; do
+    component_started_in=$SECONDS
+    log "building $component $K8S_VERSION ($mod_flag)"
+    (cd "$src" && nice -n 10 "$go_bin" build "$mod_flag" -trimpath -ldflags "$ldflags" \
+      -o "$version_dir/$component.partial" "./cmd/$component") \
+      || die "building $component failed (sources in $src, build cache in $gocache)"
+    mv "$version_dir/$component.partial" "$version_dir/$component"
+    if [[ "$component" != kubectl ]]; then
+      "$version_dir/$component" --version | grep -qx "Kubernetes $K8S_VERSION" \
+        || die "$component reports '$("$version_dir/$component" --version)', not $K8S_VERSION"
+    fi
+    log "built $component in $((SECONDS - component_started_in))s"
+  done
+  if [[ "$mod_flag" == -mod=mod ]]; then
+    cp "$src/go.mod" "$pinned_go_mod"
+    cp "$src/go.sum" "$pinned_go_sum"
+    log "wrote $pinned_go_mod and $pinned_go_sum: commit them so that builds repeat exactly"
+  fi
+  local cache_size
+  cache_size="$(du -sh "$gocache" | cut -f1)"
+  rm -rf "$gocache" "$src"
+  if [[ " $* " == *" ${COMPONENTS[0]} "* ]]; then
+    (cd "$version_dir" && sha256sum "${COMPONENTS[@]}") > "$built_stamp.partial"
+    mv "$built_stamp.partial" "$built_stamp"
+  fi
+  if [[ " $* " == *" $SCHEDULER "* ]]; then
+    (cd "$version_dir" && sha256sum "$SCHEDULER") > "$scheduler_stamp.partial"
+    mv "$scheduler_stamp.partial" "$scheduler_stamp"
+  fi
+  log "built $* in $((SECONDS - started_in))s into $version_dir (build cache $cache_size, deleted)"
+}
+
+# build_kwok: KWOK's controller from the Go module proxy at KWOK_VERSION (its own go.mod and
+# go.sum pin its dependencies; the module's hash is checked against KWOK_MODULE_SUM), and the
+# Stage CRD of that module.
+build_kwok() {
+  local started_in=$SECONDS
+  local gocache="$version_dir/gocache-kwok"
+  local gobin="$version_dir/kwok-build"
+  log "downloading $KWOK_MODULE@$KWOK_VERSION from the Go module proxy"
+  local info module_dir sum
+  info="$(cd /tmp && GOFLAGS=-mod=mod "$go_bin" mod download -json "$KWOK_MODULE@$KWOK_VERSION")" \
+    || die "go mod download $KWOK_MODULE@$KWOK_VERSION failed"
+  module_dir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<< "$info")"
+  sum="$(sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$/\1/p' <<< "$info")"
+  [[ "$sum" == "$KWOK_MODULE_SUM" ]] \
+    || die "$KWOK_MODULE@$KWOK_VERSION has the hash '$sum', not the pinned $KWOK_MODULE_SUM"
+  [[ -f "$module_dir/kustomize/crd/bases/$KWOK_STAGE_CRD" ]] \
+    || die "$KWOK_MODULE@$KWOK_VERSION has no kustomize/crd/bases/$KWOK_STAGE_CRD"
+  log "building kwok $KWOK_VERSION"
+  rm -rf "$gobin"
+  (cd /tmp && GOCACHE="$gocache" GOBIN="$gobin" nice -n 10 "$go_bin" install -trimpath \
+    -ldflags "-s -w" "$KWOK_MODULE/cmd/kwok@$KWOK_VERSION") \
+    || die "building kwok $KWOK_VERSION failed (build cache in $gocache)"
+  "$gobin/kwok" --version | grep -q "^kwok version $KWOK_VERSION " \
+    || die "kwok reports '$("$gobin/kwok" --version)', not $KWOK_VERSION"
+  mv "$gobin/kwok" "$version_dir/kwok"
+  install -m 644 "$module_dir/kustomize/crd/bases/$KWOK_STAGE_CRD" "$version_dir/$KWOK_STAGE_CRD"
+  local cache_size
+  cache_size="$(du -sh "$gocache" | cut -f1)"
+  rm -rf "$gocache" "$gobin"
+  (cd "$version_dir" && sha256sum kwok "$KWOK_STAGE_CRD") > "$kwok_stamp.partial"
+  mv "$kwok_stamp.partial" "$kwok_stamp"
+  log "built kwok $KWOK_VERSION in $((SECONDS - started_in))s into $version_dir (build cache $cache_size, deleted)"
 }
 
 cmd_build() {
@@ -182,68 +346,16 @@ cmd_build() {
   {
     flock -w "$BUILD_LOCK_WAIT_SECONDS" 9 || die "timed out waiting for another build ($bin_root/.lock)"
     if is_built; then
-      log "${COMPONENTS[*]} $K8S_VERSION already built in $version_dir"
+      log "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION and kwok $KWOK_VERSION already built in $version_dir"
       return 0
     fi
-    local started_in=$SECONDS
-    local src="$version_dir/src"
-    local gocache="$version_dir/gocache"
-    # The Go module cache stays the user's (shared and read-only); the build cache is ours, so
-    # that its 3 GB can be deleted once the binaries exist.
-    export GOCACHE="$gocache" GOTOOLCHAIN=local GOFLAGS=-buildvcs=false GOWORK=off CGO_ENABLED=0
-
-    log "downloading k8s.io/kubernetes@$K8S_VERSION from the Go module proxy"
-    local module_dir
-    module_dir="$(cd /tmp && GOFLAGS=-mod=mod "$go_bin" mod download -json "k8s.io/kubernetes@$K8S_VERSION" \
-      | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
-    [[ -n "$module_dir" && -f "$module_dir/go.mod" ]] \
-      || die "go mod download k8s.io/kubernetes@$K8S_VERSION gave no module folder"
-
-    rm -rf "$src"
-    cp -r "$module_dir" "$src"
-    chmod -R u+w "$src"
-    # The workspace file names the staging folders, which the module zip does not carry.
-    rm -f "$src/go.work" "$src/go.work.sum"
-    local mod_flag
-    if [[ -s "$pinned_go_mod" && -s "$pinned_go_sum" && "${K8S_UPDATE_PINS:-0}" != 1 ]]; then
-      cp "$pinned_go_mod" "$src/go.mod"
-      cp "$pinned_go_sum" "$src/go.sum"
-      # Exactly the committed module graph: a build that would change go.mod or go.sum fails.
-      mod_flag=-mod=readonly
-    else
-      log "making $pinned_go_mod anew: pointing the staging replacements at $STAGING_VERSION"
-      edit_go_mod "$module_dir/go.mod" > "$src/go.mod"
-      ! grep -q '=> \./staging' "$src/go.mod" || die "a staging replacement was left in go.mod"
-      mod_flag=-mod=mod
-    fi
-
-    local ldflags="-s -w"
-    ldflags+=" -X k8s.io/component-base/version.gitVersion=$K8S_VERSION"
-    ldflags+=" -X k8s.io/component-base/version.gitMajor=$K8S_GIT_MAJOR"
-    ldflags+=" -X k8s.io/component-base/version.gitMinor=$K8S_GIT_MINOR"
-    ldflags+=" -X k8s.io/component-base/version.gitCommit=$K8S_GIT_COMMIT"
-    ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
-    local component
-    for component in "${COMPONENTS[@]}"; do
-      log "building $component $K8S_VERSION ($mod_flag)"
-      (cd "$src" && nice -n 10 "$go_bin" build "$mod_flag" -trimpath -ldflags "$ldflags" \
-        -o "$version_dir/$component.partial" "./cmd/$component") \
-        || die "building $component failed (sources in $src, build cache in $gocache)"
-      mv "$version_dir/$component.partial" "$version_dir/$component"
-    done
-    if [[ "$mod_flag" == -mod=mod ]]; then
-      cp "$src/go.mod" "$pinned_go_mod"
-      cp "$src/go.sum" "$pinned_go_sum"
-      log "wrote $pinned_go_mod and $pinned_go_sum: commit them so that builds repeat exactly"
-    fi
-    "$version_dir/kube-apiserver" --version | grep -qx "Kubernetes $K8S_VERSION" \
-      || die "kube-apiserver reports '$("$version_dir/kube-apiserver" --version)', not $K8S_VERSION"
-    local cache_size
-    cache_size="$(du -sh "$gocache" | cut -f1)"
-    rm -rf "$gocache" "$src"
-    (cd "$version_dir" && sha256sum "${COMPONENTS[@]}") > "$built_stamp.partial"
-    mv "$built_stamp.partial" "$built_stamp"
-    log "built ${COMPONENTS[*]} in $((SECONDS - started_in))s into $version_dir (build cache $cache_size, deleted)"
+    export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false GOWORK=off CGO_ENABLED=0
+    # Only what is missing: a cache built before the scheduler and KWOK keeps its binaries.
+    local missing=()
+    kubernetes_built || missing+=("${COMPONENTS[@]}")
+    scheduler_built || missing+=("$SCHEDULER")
+    ((${#missing[@]} == 0)) || build_kubernetes "${missing[@]}"
+    kwok_built || build_kwok
   } 9> "$bin_root/.lock"
 }
 
@@ -310,10 +422,12 @@ issue_cert() {
 }
 
 # A fresh PKI in DIR/pki: the cluster's CA, the API server's serving certificate, the serving
-# certificate of admit-k8s's webhook, client certificates for the admin (group system:masters, which RBAC lets do anything) and the
-# controller manager (the user that Kubernetes' bootstrap RBAC policy names), the controller
-# manager's serving certificate, admitd's serving certificate and the client certificates of
-# the bridge and admitctl for it, and the service-account signing key pair.
+# certificate of admit-k8s's webhook, client certificates for the admin (group system:masters,
+# which RBAC lets do anything), the controller manager and the scheduler (the users that
+# Kubernetes' bootstrap RBAC policy names) and KWOK (kwok-controller, bound by
+# ops/k8s/kwok/rbac.yaml), the controller manager's and the scheduler's serving certificates,
+# admitd's serving certificate and the client certificates of the bridge and admitctl for it,
+# and the service-account signing key pair.
 make_pki() {
   local pki="$1/pki"
   rm -rf "$pki"
@@ -328,6 +442,8 @@ make_pki() {
 subjectAltName=IP:127.0.0.1,IP:$KUBERNETES_SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   issue_cert "$pki" kube-controller-manager-serving "/CN=kube-controller-manager" "$server_usage
 subjectAltName=IP:127.0.0.1,DNS:localhost"
+  issue_cert "$pki" kube-scheduler-serving "/CN=kube-scheduler" "$server_usage
+subjectAltName=IP:127.0.0.1,DNS:localhost"
   # admit-k8s's Job webhook (docs/k8s.md, "Jobs"), served on loopback like the rest.
   issue_cert "$pki" webhook "/CN=admit-k8s webhook" "$server_usage
 subjectAltName=IP:127.0.0.1,DNS:localhost"
@@ -340,6 +456,8 @@ subjectAltName=IP:127.0.0.1,DNS:127.0.0.1,DNS:localhost"
   issue_cert "$pki" "$BRIDGE_PRINCIPAL" "/CN=$BRIDGE_PRINCIPAL" "$client_usage"
   issue_cert "$pki" "$ADMITCTL_PRINCIPAL" "/CN=$ADMITCTL_PRINCIPAL" "$client_usage"
   issue_cert "$pki" kube-controller-manager "/CN=system:kube-controller-manager" "$client_usage"
+  issue_cert "$pki" kube-scheduler "/CN=system:kube-scheduler" "$client_usage"
+  issue_cert "$pki" kwok "/CN=kwok-controller" "$client_usage"
   openssl_quiet genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$pki/service-account.key"
   openssl_quiet pkey -in "$pki/service-account.key" -pubout -out "$pki/service-account.pub"
   chmod 600 "$pki"/*.key
@@ -435,19 +553,24 @@ wait_for() {
   start_outcome="failed"
 }
 
-# Starts etcd, the API server and the controller manager in DIR on fresh ports and waits for
-# each. Sets start_outcome like wait_for; stops whatever it started unless all are ready.
+# Starts etcd, the API server, the controller manager, the scheduler and KWOK in DIR on fresh
+# ports, creates the nodes and waits for each; then admitd and the bridge unless
+# --control-plane-only. Sets start_outcome like wait_for; stops whatever it started unless all
+# are ready.
 start_once() {
   local dir="$1" bin="$version_dir" deadline
   deadline=$((SECONDS + START_TIMEOUT_SECONDS))
-  local etcd_port etcd_peer_port apiserver_port kcm_port
+  local etcd_port etcd_peer_port apiserver_port kcm_port scheduler_port kwok_port
   etcd_port="$(pick_free_port)"
   etcd_peer_port="$(pick_free_port "$etcd_port")"
   apiserver_port="$(pick_free_port "$etcd_port" "$etcd_peer_port")"
   kcm_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port")"
+  scheduler_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port" "$kcm_port")"
+  kwok_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port" "$kcm_port" \
+    "$scheduler_port")"
   local process
   for process in $(started_components "$dir"); do : > "$dir/$process.log"; done
-  rm -rf "$dir/etcd-data" "$dir/ledger"
+  rm -rf "$dir/etcd-data" "$dir/ledger" "$dir/nodes"
 
   # Plain HTTP on loopback: only the API server talks to it, and nothing off this machine can.
   launch "$dir" etcd etcd --name admission-ledger-test --data-dir "$dir/etcd-data" \
@@ -498,18 +621,42 @@ start_once() {
   wait_for "$dir" kube-controller-manager "$deadline" endpoint_ok "$dir" "$kcm_port" healthz
   [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
 
+  # The scheduler as the user the bootstrap RBAC policy names, which reads the
+  # extension-apiserver-authentication ConfigMap too (for its own /healthz and /readyz, which
+  # need no credentials). One replica: no leader election.
+  write_kubeconfig "$dir/kube-scheduler.kubeconfig" "$server" kube-scheduler
+  launch "$dir" kube-scheduler "$bin/kube-scheduler" \
+    --kubeconfig="$dir/kube-scheduler.kubeconfig" \
+    --authentication-kubeconfig="$dir/kube-scheduler.kubeconfig" \
+    --authorization-kubeconfig="$dir/kube-scheduler.kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port="$scheduler_port" \
+    --tls-cert-file="$pki/kube-scheduler-serving.pem" \
+    --tls-private-key-file="$pki/kube-scheduler-serving.key" \
+    --leader-elect=false \
+    --profiling=false
+  wait_for "$dir" kube-scheduler "$deadline" endpoint_ok "$dir" "$scheduler_port" readyz
+  [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
+
   write_kubeconfig "$dir/admin.kubeconfig.partial" "$server" admin
   install_crds "$dir" "$dir/admin.kubeconfig.partial" "$deadline"
   [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
   local webhook_port
-  webhook_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port" "$kcm_port")"
+  webhook_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port" "$kcm_port" \
+    "$scheduler_port" "$kwok_port")"
   install_webhook "$dir" "$dir/admin.kubeconfig.partial" "127.0.0.1:$webhook_port"
   [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
+  start_kwok "$dir" "$dir/admin.kubeconfig.partial" "$server" "$kwok_port" "$deadline"
+  [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
+  if [[ -n "$nodes_file" ]]; then
+    create_nodes "$dir" "$dir/admin.kubeconfig.partial" "$nodes_file" "$deadline"
+    [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
+  fi
   if ((start_ledger_side)); then
     start_admitd "$dir" "$deadline"
     [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
     local health_port
-    health_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port" "$kcm_port" "$webhook_port")"
+    health_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port" "$kcm_port" \
+      "$scheduler_port" "$kwok_port" "$webhook_port")"
     start_bridge "$dir" "$dir/admin.kubeconfig.partial" "$server" "127.0.0.1:$webhook_port" \
       "127.0.0.1:$health_port" "$deadline"
     [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
@@ -595,6 +742,106 @@ EOF
     fi
   done
   start_outcome="ready"
+}
+
+# True when KWOK's server on 127.0.0.1:PORT answers /healthz.
+kwok_healthy() {
+  local body
+  body="$(curl -sS --max-time 5 "http://127.0.0.1:$1/healthz" 2>/dev/null)" || return 1
+  [[ "$body" == ok ]]
+}
+
+# start_kwok DIR KUBECONFIG SERVER PORT DEADLINE: installs KWOK's Stage CRD (from its module,
+# copied beside the binary by build), our Stages and KWOK's RBAC (ops/k8s/kwok/), and starts
+# KWOK's controller as kwok-controller for the nodes with our annotation, its server (health,
+# metrics, debugging) on 127.0.0.1:PORT. Sets start_outcome like wait_for.
+start_kwok() {
+  local dir="$1" kubeconfig="$2" server="$3" port="$4" deadline="$5" seconds_left
+  local kubectl_cmd=("$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=30s)
+  seconds_left=$((deadline - SECONDS))
+  ((seconds_left > 0)) || seconds_left=1
+  if ! "${kubectl_cmd[@]}" apply -f "$version_dir/$KWOK_STAGE_CRD" > "$dir/kwok-setup.log" 2>&1 ||
+      ! "${kubectl_cmd[@]}" wait --for condition=established --timeout="${seconds_left}s" \
+        -f "$version_dir/$KWOK_STAGE_CRD" >> "$dir/kwok-setup.log" 2>&1 ||
+      ! "${kubectl_cmd[@]}" apply -f "$kwok_dir" >> "$dir/kwok-setup.log" 2>&1; then
+    log "installing KWOK's Stage CRD, our Stages and KWOK's RBAC ($kwok_dir) failed:"
+    cat "$dir/kwok-setup.log" >&2
+    start_outcome="failed"
+    return 0
+  fi
+  write_kubeconfig "$dir/kwok.kubeconfig" "$server" kwok
+  cat > "$dir/kwok.yaml" <<EOF
+# Written by ops/k8s/cluster.sh start: KWOK is configured by its flags; naming this empty file
+# keeps it from reading ~/.kwok/kwok.yaml.
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options: {}
+EOF
+  # Debian's etcd 3.4 lacks the watch progress requests that streaming lists need: the API
+  # server refuses them, and KWOK's client-go (0.33) then sees new pods only at its periodic
+  # relists, seconds late. Plain list and watch, as the other components do here.
+  launch "$dir" kwok env KUBE_FEATURE_WatchListClient=false "$version_dir/kwok" \
+    --config "$dir/kwok.yaml" --kubeconfig "$dir/kwok.kubeconfig" \
+    --manage-all-nodes=false \
+    --manage-nodes-with-annotation-selector="$KWOK_NODE_ANNOTATION_KEY=$KWOK_NODE_ANNOTATION_VALUE" \
+    --enable-crds=Stage --cidr="$KWOK_POD_CIDR" \
+    --node-lease-duration-seconds="$KWOK_NODE_LEASE_SECONDS" \
+    --server-address="127.0.0.1:$port"
+  wait_for "$dir" kwok "$deadline" kwok_healthy "$port"
+}
+
+# nodes_ready KUBECONFIG NODE...: every NODE is Ready and no longer tainted not-ready (the node
+# lifecycle controller removes the taint the API server put on it at creation), so the
+# scheduler places pods on it.
+nodes_ready() {
+  local kubeconfig="$1" state
+  shift
+  state="$("$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=10s \
+    get nodes "$@" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}/{.spec.taints[*].key}{"\n"}{end}' \
+    2>/dev/null)" || return 1
+  [[ "$(grep -c '^True/' <<< "$state")" == "$#" ]] &&
+    ! grep -q 'node\.kubernetes\.io/not-ready\|node\.kubernetes\.io/unreachable' <<< "$state"
+}
+
+# create_nodes DIR KUBECONFIG FILE DEADLINE: creates the Node objects of FILE (status included:
+# capacity, allocatable, addresses), refuses one that KWOK would not manage, and waits until
+# KWOK has made every one Ready. Writes their names to DIR/nodes. Sets start_outcome like
+# wait_for.
+create_nodes() {
+  local dir="$1" kubeconfig="$2" file="$3" deadline="$4"
+  local kubectl_cmd=("$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=30s)
+  local created object names=() annotations unmanaged
+  if ! created="$("${kubectl_cmd[@]}" create -f "$file" -o name 2> "$dir/nodes.log")"; then
+    log "creating the nodes of $file failed:"
+    cat "$dir/nodes.log" >&2
+    start_outcome="failed"
+    return 0
+  fi
+  for object in $created; do
+    if [[ "$object" != node/* ]]; then
+      log "$file holds $object: a nodes file holds Node objects only"
+      start_outcome="failed"
+      return 0
+    fi
+    names+=("${object#node/}")
+  done
+  if ((${#names[@]} == 0)); then
+    log "$file holds no Node (start --no-nodes starts without nodes)"
+    start_outcome="failed"
+    return 0
+  fi
+  local key_path="${KWOK_NODE_ANNOTATION_KEY//./\\.}"
+  annotations="$("${kubectl_cmd[@]}" get nodes "${names[@]}" \
+    -o jsonpath="{range .items[*]}{.metadata.name}={.metadata.annotations.$key_path}{'\n'}{end}")"
+  unmanaged="$(grep -v "=$KWOK_NODE_ANNOTATION_VALUE\$" <<< "$annotations" | cut -d= -f1 \
+    | tr '\n' ' ')"
+  if [[ -n "$unmanaged" ]]; then
+    log "nodes of $file without the annotation $KWOK_NODE_ANNOTATION_KEY: $KWOK_NODE_ANNOTATION_VALUE, which KWOK would never make Ready: ${unmanaged% }"
+    start_outcome="failed"
+    return 0
+  fi
+  printf '%s\n' "${names[@]}" > "$dir/nodes"
+  wait_for "$dir" kwok "$deadline" nodes_ready "$kubeconfig" "${names[@]}"
 }
 
 # True when admitd has written its ready file with its TLS address (it writes the file once,
@@ -724,14 +971,21 @@ all_running() {
 
 # Set by cmd_start from its options, read by start_once and the functions it calls.
 start_ledger_side=1
+nodes_file="$default_nodes_file"
 admitd_bin="${ADMITD:-$top/build/ops/admitd}"
 bridge_bin="${ADMIT_K8S:-$top/build/admit-k8s}"
 
 cmd_start() {
-  local dir=""
+  local dir="" nodes_given=0 no_nodes=0
   while (($# > 0)); do
     case "$1" in
       --control-plane-only) start_ledger_side=0 ;;
+      --nodes)
+        (($# > 1)) && [[ -n "$2" ]] || die "start: --nodes needs a FILE (see --help)"
+        nodes_file="$2"
+        nodes_given=1
+        shift ;;
+      --no-nodes) no_nodes=1 ;;
       --admitd|--admit-k8s)
         (($# > 1)) && [[ -n "$2" ]] || die "start: $1 needs a PATH (see --help)"
         if [[ "$1" == --admitd ]]; then admitd_bin="$2"; else bridge_bin="$2"; fi
@@ -743,6 +997,13 @@ cmd_start() {
     shift
   done
   [[ -n "$dir" ]] || die "start needs a DIR (see --help)"
+  if ((no_nodes)); then
+    ((nodes_given == 0)) || die "start: --nodes and --no-nodes exclude each other"
+    nodes_file=""
+  else
+    [[ -f "$nodes_file" && -r "$nodes_file" ]] || die "start: no nodes file $nodes_file"
+    nodes_file="$(cd "$(dirname "$nodes_file")" && pwd)/$(basename "$nodes_file")"
+  fi
   local wanted=("${CONTROL_PLANE[@]}")
   if ((start_ledger_side)); then
     # Before anything starts: a missing binary is a clear error, not a half-started cluster.
@@ -765,7 +1026,7 @@ cmd_start() {
     echo "$dir/admin.kubeconfig"
     return 0
   fi
-  is_built || die "${COMPONENTS[*]} $K8S_VERSION are not built in $version_dir: run ops/k8s/cluster.sh build (6 to 17 minutes on 2 cores, once per machine)"
+  is_built || die "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION and kwok $KWOK_VERSION are not all built in $version_dir: run ops/k8s/cluster.sh build (it builds only what is missing; 9 to 22 minutes on 2 cores for all, once per machine)"
   require_tools etcd openssl curl base64
   # Whatever is left of an earlier start: a process that survived, a stale kubeconfig.
   cmd_stop "$dir" 2>/dev/null
@@ -781,7 +1042,9 @@ cmd_start() {
           pid="$(running_pid "$dir" "$process")"
           rss_kb=$((rss_kb + $(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")))
         done
-        log "${wanted[*]} ready after $((SECONDS - started_in))s in $dir (RSS $((rss_kb / 1024)) MiB; logs $dir/*.log)"
+        local node_count=0
+        [[ ! -s "$dir/nodes" ]] || node_count="$(wc -l < "$dir/nodes")"
+        log "${wanted[*]} ready with $node_count nodes after $((SECONDS - started_in))s in $dir (RSS $((rss_kb / 1024)) MiB; logs $dir/*.log)"
         if ((start_ledger_side)); then
           log "admitd: admitctl --connect unix:$dir/admitd.sock (admin), or --connect $(<"$dir/admitd.address") --cert $dir/pki/$ADMITCTL_PRINCIPAL.pem --key $dir/pki/$ADMITCTL_PRINCIPAL.key --ca $dir/pki/ca.pem"
         fi
@@ -838,7 +1101,7 @@ cmd_stop() {
 }
 
 cmd_bin_dir() {
-  is_built || die "${COMPONENTS[*]} $K8S_VERSION are not built (ops/k8s/cluster.sh build)"
+  is_built || die "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION and kwok $KWOK_VERSION are not all built (ops/k8s/cluster.sh build)"
   echo "$version_dir"
 }
 

@@ -24,7 +24,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 step() { echo "--- $*" >&2; }
 
 if ! bin_dir="$("$cluster_sh" bin-dir 2>/dev/null)"; then
-  echo "SKIP: kube-apiserver, kube-controller-manager and kubectl are not built; run ops/k8s/cluster.sh build (6 to 17 minutes on 2 cores, once per machine)"
+  echo "SKIP: the Kubernetes binaries and KWOK are not all built; run ops/k8s/cluster.sh build (once per machine; it builds only what is missing)"
   exit "$SKIP_STATUS"
 fi
 if [[ ! -x "$admit_k8s" ]]; then

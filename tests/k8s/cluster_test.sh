@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The throwaway control plane of ops/k8s/cluster.sh: it starts, answers kubectl as the version it
-# was built as, its Job controller creates a Job's pods (none while the Job is suspended, as the
-# bridge will rely on), its garbage collector deletes them with the Job, and stop stops every
-# process it started.
+# The throwaway control plane of ops/k8s/cluster.sh, started without nodes (--no-nodes; pods
+# that run are tests/k8s/pods_test.sh's): it starts, answers kubectl as the version it was built
+# as, its Job controller creates a Job's pods (none while the Job is suspended, as the bridge
+# will rely on), which stay Pending, its garbage collector deletes them with the Job, and stop
+# stops every process it started.
 #   tests/k8s/cluster_test.sh
 # Exits 77 (ctest's SKIP_RETURN_CODE) when the binaries are not built. K8S_TEST_KEEP_DIR=1 keeps
 # the cluster's folder (logs, certificates, etcd data) for a look.
@@ -23,7 +24,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 step() { echo "--- $*" >&2; }
 
 if ! bin_dir="$("$cluster_sh" bin-dir 2>/dev/null)"; then
-  echo "SKIP: kube-apiserver, kube-controller-manager and kubectl are not built; run ops/k8s/cluster.sh build (6 to 17 minutes on 2 cores, once per machine)"
+  echo "SKIP: the Kubernetes binaries and KWOK are not all built; run ops/k8s/cluster.sh build (once per machine; it builds only what is missing)"
   exit "$SKIP_STATUS"
 fi
 readonly kubectl_bin="$bin_dir/kubectl"
@@ -96,13 +97,13 @@ fi
 
 step "start"
 started_at=$SECONDS
-kubeconfig="$("$cluster_sh" start --control-plane-only "$dir")"
+kubeconfig="$("$cluster_sh" start --control-plane-only --no-nodes "$dir")"
 echo "control plane up in $((SECONDS - started_at))s" >&2
 [[ "$kubeconfig" == "$dir/admin.kubeconfig" ]] || fail "start printed '$kubeconfig', not $dir/admin.kubeconfig"
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
 
 step "a second start finds it running"
-again="$("$cluster_sh" start --control-plane-only "$dir")"
+again="$("$cluster_sh" start --control-plane-only --no-nodes "$dir")"
 [[ "$again" == "$kubeconfig" ]] || fail "a second start printed '$again'"
 
 step "the server is Kubernetes v1.34.0 and kubectl can parse its version"
@@ -123,7 +124,10 @@ has_default_service_account() {
 wait_until "$PODS_TIMEOUT_SECONDS" "no default service account in $NAMESPACE" \
   has_default_service_account
 
-# apply_job NAME SUSPEND: a Job of 2 pods that nothing will ever run (there is no kubelet).
+[[ "$(kubectl get nodes -o name | wc -l)" == 0 ]] || fail "start --no-nodes created nodes"
+
+# apply_job NAME SUSPEND: a Job of 2 pods that nothing will ever run (no node: the scheduler
+# finds none for them).
 apply_job() {
   kubectl apply -f - > /dev/null <<EOF
 apiVersion: batch/v1
@@ -161,6 +165,8 @@ for pod in $(pods_of runs); do
   [[ "$owner" == "Job/runs/true" ]] || fail "pod $pod is owned by '$owner', not Job/runs"
   phase="$(kubectl get pod "$pod" -n "$NAMESPACE" -o jsonpath='{.status.phase}')"
   [[ "$phase" == Pending ]] || fail "pod $pod is '$phase': nothing should run it"
+  node="$(kubectl get pod "$pod" -n "$NAMESPACE" -o jsonpath='{.spec.nodeName}')"
+  [[ -z "$node" ]] || fail "pod $pod was placed on '$node' in a cluster without nodes"
 done
 active="$(kubectl get job runs -n "$NAMESPACE" -o jsonpath='{.status.active}')"
 [[ "$active" == 2 ]] || fail "job 'runs' counts '$active' active pods, not 2"
@@ -188,7 +194,7 @@ wait_until "$PODS_TIMEOUT_SECONDS" "deleted job 'runs' still has pods" pod_count
 
 step "stop stops every process, and a second stop is a no-op"
 pids=()
-for name in etcd kube-apiserver kube-controller-manager; do
+for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
   [[ -s "$dir/$name.pid" ]] || fail "no pid file for $name"
   pids+=("$(<"$dir/$name.pid")")
 done

@@ -224,7 +224,9 @@ wait_until "Job h100 is not Complete: $(pods_of h100 | tr '\n' ';')" job_complet
 [[ "$(job_field h100 '{.status.succeeded}/{.status.failed}')" =~ ^2/0?$ ]] \
   || fail "Job h100 counts $(job_field h100 '{.status.succeeded} succeeded, {.status.failed} failed')"
 for pod in $(awk '{print $1}' <<< "$running"); do
-  read -r phase started finished code < <(kubectl get pod "$pod" -n "$NAMESPACE" -o jsonpath='{.status.phase} {.status.containerStatuses[0].state.terminated.startedAt} {.status.containerStatuses[0].state.terminated.finishedAt} {.status.containerStatuses[0].state.terminated.exitCode}')
+  t=.status.containerStatuses[0].state.terminated
+  read -r phase started finished code <<< "$(kubectl get pod "$pod" -n "$NAMESPACE" \
+    -o jsonpath="{.status.phase} {$t.startedAt} {$t.finishedAt} {$t.exitCode}")"
   [[ "$phase/$code" == Succeeded/0 ]] || fail "pod $pod is $phase with exit code $code"
   ran=$(($(date -d "$finished" +%s) - $(date -d "$started" +%s)))
   # Whole seconds: the runtime counts from startTime, which is stored to the second.

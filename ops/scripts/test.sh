@@ -14,8 +14,9 @@ phase() { echo "phase $1: $((SECONDS - phase_start)) s"; phase_start=$SECONDS; }
 phase setup
 "$top/ops/kafka/kafka.sh" fetch
 phase kafka-fetch
-# kube-apiserver, kube-controller-manager and kubectl for the k8s tests: 6 to 17 minutes on a
-# fresh machine, then reused from outside the clone (docs/k8s.md).
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and KWOK for the k8s tests:
+# up to 25 minutes on a fresh machine (only what is missing on one built before), then reused
+# from outside the clone (docs/k8s.md).
 "$top/ops/k8s/cluster.sh" build
 phase k8s-build
 "$top/ops/scripts/build.sh"

@@ -131,8 +131,8 @@ Commands:
               $version_dir. Builds only what is missing
               (each has its stamp there: built.txt, built-$SCHEDULER.txt,
               built-kwok-$KWOK_VERSION.txt); a no-op when all are there. On 2 cores: 6 to 17
-              minutes for the first three, 4 more for the scheduler, 2 for KWOK, with a Go build
-              cache of up to 3 GB (deleted afterwards).
+              minutes for the first three, up to 5 more for the scheduler, 2 to 3 for KWOK,
+              with a Go build cache of up to 3 GB (deleted afterwards).
   start [--control-plane-only] [--nodes FILE | --no-nodes] [--admitd PATH]
         [--admit-k8s PATH] DIR
               Start a fresh cluster whose certificates, data, logs and pid files live in DIR:
@@ -143,8 +143,8 @@ Commands:
               and .key), and points the CRDs' conversion webhook (v1beta1 <-> v1beta2) at the
               same address; installs KWOK's Stage CRD, our Stages (ops/k8s/kwok/) and KWOK's
               RBAC, starts KWOK (as kwok-controller, for the nodes annotated
-              $KWOK_NODE_ANNOTATION_KEY=$KWOK_NODE_ANNOTATION_VALUE), creates the nodes and waits
-              until they are Ready; then
+              $KWOK_NODE_ANNOTATION_KEY=$KWOK_NODE_ANNOTATION_VALUE), creates the nodes and
+              waits until they are Ready; then
               - admitd on a fresh ledger in DIR/ledger, listening on unix:DIR/admitd.sock
                 (admin for this user) and on TLS on 127.0.0.1 (the address is written to
                 DIR/admitd.address), its certificates from the cluster's CA (DIR/pki/admitd.pem),
@@ -165,7 +165,8 @@ Commands:
                                     conversion (a v1beta1 ClusterQueue, Cohort, LocalQueue
                                     or Workload)
               --nodes FILE          the nodes to create: Node objects in YAML, each with the
-                                    annotation $KWOK_NODE_ANNOTATION_KEY: $KWOK_NODE_ANNOTATION_VALUE
+                                    annotation $KWOK_NODE_ANNOTATION_KEY: \
+$KWOK_NODE_ANNOTATION_VALUE
                                     (default ops/k8s/nodes/default.yaml: 2 CPU nodes, 2 with 8
                                     H100 and 2 with 8 A100 GPUs; load-20.yaml has 20 GPU
                                     nodes; ops/k8s/nodes/gen-nodes.sh writes others)
@@ -241,7 +242,8 @@ build_kubernetes() {
 
   log "downloading k8s.io/kubernetes@$K8S_VERSION from the Go module proxy"
   local module_dir
-  module_dir="$(cd /tmp && GOFLAGS=-mod=mod "$go_bin" mod download -json "k8s.io/kubernetes@$K8S_VERSION" \
+  module_dir="$(cd /tmp \
+    && GOFLAGS=-mod=mod "$go_bin" mod download -json "k8s.io/kubernetes@$K8S_VERSION" \
     | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
   [[ -n "$module_dir" && -f "$module_dir/go.mod" ]] \
     || die "go mod download k8s.io/kubernetes@$K8S_VERSION gave no module folder"
@@ -334,7 +336,8 @@ build_kwok() {
   rm -rf "$gocache" "$gobin"
   (cd "$version_dir" && sha256sum kwok "$KWOK_STAGE_CRD") > "$kwok_stamp.partial"
   mv "$kwok_stamp.partial" "$kwok_stamp"
-  log "built kwok $KWOK_VERSION in $((SECONDS - started_in))s into $version_dir (build cache $cache_size, deleted)"
+  log "built kwok $KWOK_VERSION in $((SECONDS - started_in))s into $version_dir" \
+    "(build cache $cache_size, deleted)"
 }
 
 cmd_build() {
@@ -346,7 +349,8 @@ cmd_build() {
   {
     flock -w "$BUILD_LOCK_WAIT_SECONDS" 9 || die "timed out waiting for another build ($bin_root/.lock)"
     if is_built; then
-      log "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION and kwok $KWOK_VERSION already built in $version_dir"
+      log "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION and kwok $KWOK_VERSION already built" \
+        "in $version_dir"
       return 0
     fi
     export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false GOWORK=off CGO_ENABLED=0
@@ -782,10 +786,10 @@ apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
 options: {}
 EOF
+  local selector="$KWOK_NODE_ANNOTATION_KEY=$KWOK_NODE_ANNOTATION_VALUE"
   launch "$dir" kwok "$version_dir/kwok" \
     --config "$dir/kwok.yaml" --kubeconfig "$dir/kwok.kubeconfig" \
-    --manage-all-nodes=false \
-    --manage-nodes-with-annotation-selector="$KWOK_NODE_ANNOTATION_KEY=$KWOK_NODE_ANNOTATION_VALUE" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector="$selector" \
     --enable-crds=Stage --cidr="$KWOK_POD_CIDR" \
     --node-lease-duration-seconds="$KWOK_NODE_LEASE_SECONDS" \
     --server-address="127.0.0.1:$port"
@@ -842,7 +846,9 @@ create_nodes() {
   unmanaged="$({ grep -v "=$KWOK_NODE_ANNOTATION_VALUE\$" <<< "$annotations" || true; } \
     | cut -d= -f1 | tr '\n' ' ')"
   if [[ -n "$unmanaged" ]]; then
-    log "nodes of $file without the annotation $KWOK_NODE_ANNOTATION_KEY: $KWOK_NODE_ANNOTATION_VALUE, which KWOK would never make Ready: ${unmanaged% }"
+    log "nodes of $file without the annotation" \
+      "$KWOK_NODE_ANNOTATION_KEY: $KWOK_NODE_ANNOTATION_VALUE, which KWOK would never make" \
+      "Ready: ${unmanaged% }"
     start_outcome="failed"
     return 0
   fi
@@ -1032,7 +1038,9 @@ cmd_start() {
     echo "$dir/admin.kubeconfig"
     return 0
   fi
-  is_built || die "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION and kwok $KWOK_VERSION are not all built in $version_dir: run ops/k8s/cluster.sh build (it builds only what is missing; 9 to 22 minutes on 2 cores for all, once per machine)"
+  is_built || die "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION and kwok $KWOK_VERSION are not" \
+    "all built in $version_dir: run ops/k8s/cluster.sh build (it builds only what is missing;" \
+    "up to 25 minutes on 2 cores for all, once per machine)"
   require_tools etcd openssl curl base64
   # Whatever is left of an earlier start: a process that survived, a stale kubeconfig.
   cmd_stop "$dir" 2>/dev/null
@@ -1050,7 +1058,8 @@ cmd_start() {
         done
         local node_count=0
         [[ ! -s "$dir/nodes" ]] || node_count="$(wc -l < "$dir/nodes")"
-        log "${wanted[*]} ready with $node_count nodes after $((SECONDS - started_in))s in $dir (RSS $((rss_kb / 1024)) MiB; logs $dir/*.log)"
+        log "${wanted[*]} ready with $node_count nodes after $((SECONDS - started_in))s in" \
+          "$dir (RSS $((rss_kb / 1024)) MiB; logs $dir/*.log)"
         if ((start_ledger_side)); then
           log "admitd: admitctl --connect unix:$dir/admitd.sock (admin), or --connect $(<"$dir/admitd.address") --cert $dir/pki/$ADMITCTL_PRINCIPAL.pem --key $dir/pki/$ADMITCTL_PRINCIPAL.key --ca $dir/pki/ca.pem"
         fi
@@ -1107,7 +1116,8 @@ cmd_stop() {
 }
 
 cmd_bin_dir() {
-  is_built || die "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION and kwok $KWOK_VERSION are not all built (ops/k8s/cluster.sh build)"
+  is_built || die "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION and kwok $KWOK_VERSION are not" \
+    "all built (ops/k8s/cluster.sh build)"
   echo "$version_dir"
 }
 

@@ -46,7 +46,8 @@ diff <("$nodes_dir/gen-nodes.sh" --cpu 2 --h100 12 --a100 8 --rack-size 4 --rack
   "$nodes_dir/load-20.yaml" >&2 || fail "ops/k8s/nodes/load-20.yaml is not gen-nodes.sh's output"
 
 if ! bin_dir="$("$cluster_sh" bin-dir 2>/dev/null)"; then
-  echo "SKIP: the Kubernetes binaries and KWOK are not all built; run ops/k8s/cluster.sh build (once per machine; it builds only what is missing)"
+  echo "SKIP: the Kubernetes binaries and KWOK are not all built; run ops/k8s/cluster.sh" \
+    "build (once per machine; it builds only what is missing)"
   exit "$SKIP_STATUS"
 fi
 readonly kubectl_bin="$bin_dir/kubectl"
@@ -142,18 +143,30 @@ step "the nodes are Ready, labelled, tainted and sized as ops/k8s/nodes/default.
 nodes="$(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | sort \
   | tr '\n' ' ')"
 [[ "$nodes" == "a100-1 a100-2 cpu-1 cpu-2 h100-1 h100-2 " ]] || fail "the nodes are: $nodes"
-# name ready taints product memory count gpus cpu zone block rack
-node_facts() {
-  kubectl get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} {.spec.taints[*].key}={.spec.taints[*].value}:{.spec.taints[*].effect} {.metadata.labels.nvidia\.com/gpu\.product} {.metadata.labels.nvidia\.com/gpu\.memory} {.metadata.labels.nvidia\.com/gpu\.count} {.status.allocatable.nvidia\.com/gpu} {.status.allocatable.cpu} {.metadata.labels.topology\.kubernetes\.io/zone} {.metadata.labels.topology\.admission-ledger\.io/block} {.metadata.labels.topology\.admission-ledger\.io/rack} {.metadata.labels.kubernetes\.io/hostname}'
-}
+# The facts checked of a node, in this order, separated by spaces: Ready, its taint, the GPU
+# model, memory (MiB) and count, the allocatable GPUs and CPUs, zone, block, rack, hostname.
+node_facts_jsonpath='{.status.conditions[?(@.type=="Ready")].status}'
+node_facts_jsonpath+=' {.spec.taints[*].key}={.spec.taints[*].value}:{.spec.taints[*].effect}'
+for field in product memory count; do
+  node_facts_jsonpath+=" {.metadata.labels.nvidia\\.com/gpu\\.$field}"
+done
+node_facts_jsonpath+=' {.status.allocatable.nvidia\.com/gpu} {.status.allocatable.cpu}'
+node_facts_jsonpath+=' {.metadata.labels.topology\.kubernetes\.io/zone}'
+for field in block rack; do
+  node_facts_jsonpath+=" {.metadata.labels.topology\\.admission-ledger\\.io/$field}"
+done
+node_facts_jsonpath+=' {.metadata.labels.kubernetes\.io/hostname}'
+readonly node_facts_jsonpath
 expect_node() {
   local facts
-  facts="$(node_facts "$1")"
+  facts="$(kubectl get node "$1" -o jsonpath="$node_facts_jsonpath")"
   [[ "$facts" == "$2" ]] || fail "node $1: '$facts', not '$2'"
 }
-expect_node h100-1 "True nvidia.com/gpu=present:NoSchedule $H100 81559 8 8 206 us-central1-a h100-b1 h100-b1-r1 h100-1"
-expect_node h100-2 "True nvidia.com/gpu=present:NoSchedule $H100 81559 8 8 206 us-central1-a h100-b1 h100-b1-r2 h100-2"
-expect_node a100-2 "True nvidia.com/gpu=present:NoSchedule NVIDIA-A100-SXM4-40GB 40960 8 8 94 us-central1-b a100-b1 a100-b1-r2 a100-2"
+readonly GPU_TAINT=nvidia.com/gpu=present:NoSchedule
+expect_node h100-1 "True $GPU_TAINT $H100 81559 8 8 206 us-central1-a h100-b1 h100-b1-r1 h100-1"
+expect_node h100-2 "True $GPU_TAINT $H100 81559 8 8 206 us-central1-a h100-b1 h100-b1-r2 h100-2"
+expect_node a100-2 \
+  "True $GPU_TAINT NVIDIA-A100-SXM4-40GB 40960 8 8 94 us-central1-b a100-b1 a100-b1-r2 a100-2"
 expect_node cpu-1 "True =:     31 us-central1-a cpu-b1 cpu-b1-r1 cpu-1"
 for node in $nodes; do
   holder="$(kubectl get lease "$node" -n kube-node-lease -o jsonpath='{.spec.holderIdentity}')"
@@ -221,8 +234,9 @@ job_complete() {
   [[ "$(job_field h100 '{.status.conditions[?(@.type=="Complete")].status}')" == True ]]
 }
 wait_until "Job h100 is not Complete: $(pods_of h100 | tr '\n' ';')" job_complete
-[[ "$(job_field h100 '{.status.succeeded}/{.status.failed}')" =~ ^2/0?$ ]] \
-  || fail "Job h100 counts $(job_field h100 '{.status.succeeded} succeeded, {.status.failed} failed')"
+counts="$(job_field h100 '{.status.succeeded}/{.status.failed}')"
+[[ "$counts" =~ ^2/0?$ ]] || fail "Job h100 counts $counts succeeded/failed, not 2/0"
+runtimes=""
 for pod in $(awk '{print $1}' <<< "$running"); do
   t=.status.containerStatuses[0].state.terminated
   read -r phase started finished code <<< "$(kubectl get pod "$pod" -n "$NAMESPACE" \
@@ -231,6 +245,7 @@ for pod in $(awk '{print $1}' <<< "$running"); do
   ran=$(($(date -d "$finished" +%s) - $(date -d "$started" +%s)))
   # Whole seconds: the runtime counts from startTime, which is stored to the second.
   ((ran >= 2 && ran <= 10)) || fail "pod $pod ran ${ran}s ($started to $finished), not about 3s"
+  runtimes+="${ran}s "
 done
 echo "Job h100 complete; its pods ran on h100-1 and h100-2" >&2
 
@@ -261,9 +276,10 @@ pod_phase_is() { [[ "$(pod_field "$1" '{.status.phase}')" == "$2" ]]; }
 
 step "a pod with $EXIT_ANNOTATION: failed ends Failed"
 bare_pod fails "$RUNTIME_ANNOTATION=1s" "$EXIT_ANNOTATION=failed"
-wait_until "pod fails is not Failed but $(pod_field fails '{.status.phase}')" pod_phase_is fails Failed
-[[ "$(pod_field fails '{.status.containerStatuses[0].state.terminated.exitCode}')" == 1 ]] \
-  || fail "pod fails ended with exit code $(pod_field fails '{.status.containerStatuses[0].state.terminated.exitCode}')"
+wait_until "pod fails is not Failed but $(pod_field fails '{.status.phase}')" \
+  pod_phase_is fails Failed
+exit_code="$(pod_field fails '{.status.containerStatuses[0].state.terminated.exitCode}')"
+[[ "$exit_code" == 1 ]] || fail "pod fails ended with exit code $exit_code"
 [[ "$(pod_field fails '{.spec.nodeName}')" == cpu-* ]] \
   || fail "pod fails, without toleration, ran on $(pod_field fails '{.spec.nodeName}')"
 
@@ -330,7 +346,8 @@ unschedulable() {
 }
 wait_until "pod intolerant is not marked Unschedulable" unschedulable
 [[ -z "$(pod_field intolerant '{.spec.nodeName}')" ]] || fail "pod intolerant was placed"
-echo "pod intolerant: $(pod_field intolerant '{.status.conditions[?(@.type=="PodScheduled")].message}')" >&2
+echo "pod intolerant: $(pod_field intolerant \
+  '{.status.conditions[?(@.type=="PodScheduled")].message}')" >&2
 
 step "the Job controller's suspend and a Job's deletion take its running pods away"
 kubectl apply -f - > /dev/null <<EOF
@@ -393,4 +410,7 @@ for pid in "${pids[@]}"; do
   fi
 done
 
-echo "PASS: scheduler and KWOK up with 6 Ready nodes in ${start_seconds}s; the H100 Job ran on both H100 nodes and completed; a failing pod Failed; a pod without runtime ran until deleted; no pod without toleration on a GPU node; suspend and deletion took running pods away; an unmanaged node refused"
+echo "PASS: scheduler and KWOK up with 6 Ready nodes in ${start_seconds}s; the H100 Job ran" \
+  "on both H100 nodes (${runtimes% }) and completed; a failing pod Failed; a pod without" \
+  "runtime ran until deleted; no pod without toleration on a GPU node; suspend and deletion" \
+  "took running pods away; an unmanaged node refused"

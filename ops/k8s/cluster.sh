@@ -358,7 +358,11 @@ cmd_build() {
     local missing=()
     kubernetes_built || missing+=("${COMPONENTS[@]}")
     scheduler_built || missing+=("$SCHEDULER")
-    ((${#missing[@]} == 0)) || build_kubernetes "${missing[@]}"
+    if ((${#missing[@]} > 0)); then
+      # New pins must cover every command built with them.
+      [[ "${K8S_UPDATE_PINS:-0}" != 1 ]] || missing=("${COMPONENTS[@]}" "$SCHEDULER")
+      build_kubernetes "${missing[@]}"
+    fi
     kwok_built || build_kwok
   } 9> "$bin_root/.lock"
 }

@@ -86,7 +86,7 @@ readonly go_bin="${GO:-$(command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 
 # Bounded waits, in seconds.
 readonly BUILD_LOCK_WAIT_SECONDS=3600  # another process may be building (6 min cold on 2 cores)
-# The whole start, nodes Ready included: ~10 s on an idle 2-core machine; far more when busy.
+# The whole start, nodes Ready included: 10 to 17 s on a 2-core machine running another build.
 readonly START_TIMEOUT_SECONDS=180
 readonly STOP_TIMEOUT_SECONDS=30       # each component exits within a second or two of SIGTERM
 readonly KILL_TIMEOUT_SECONDS=10       # after SIGKILL, only the kernel is left to wait for

@@ -39,28 +39,7 @@ std::optional<std::string> Engine::MaintenanceConflict(const WorkloadState& wl, 
   return std::nullopt;
 }
 
-int64_t Engine::FlavorCapacityLeft(int flavor, int resource) const {
-  const std::string& name = flavor_ids_.Name(flavor);
-  bool known = false;
-  int64_t capacity = 0;
-  for (const auto& [node, n] : nodes_) {
-    if (n.flavor != name) continue;
-    known = true;
-    if (n.failed) continue;
-    auto c = n.capacity.find(resource);
-    if (c != n.capacity.end()) capacity += c->second;
-  }
-  if (!known) return INT64_MAX;
-  const Fr fr = MakeFr(flavor, resource);
-  for (const auto& [cq_name, cq] : cqs_) {
-    auto u = cq.usage.find(fr);
-    if (u != cq.usage.end()) capacity -= u->second;
-  }
-  return capacity;
-}
-
-int64_t Engine::NodeCapacity(Fr fr) const {
-  if (!node_inventory_complete_) return INT64_MAX;
+int64_t Engine::HealthyNodesCapacity(Fr fr) const {
   const std::string& name = flavor_ids_.Name(FrFlavor(fr));
   bool known = false;
   int64_t capacity = 0;
@@ -72,6 +51,21 @@ int64_t Engine::NodeCapacity(Fr fr) const {
     if (c != n.capacity.end()) capacity += c->second;
   }
   return known ? capacity : INT64_MAX;
+}
+
+int64_t Engine::FlavorCapacityLeft(int flavor, int resource) const {
+  const Fr fr = MakeFr(flavor, resource);
+  int64_t capacity = HealthyNodesCapacity(fr);
+  if (capacity == INT64_MAX) return INT64_MAX;
+  for (const auto& [cq_name, cq] : cqs_) {
+    auto u = cq.usage.find(fr);
+    if (u != cq.usage.end()) capacity -= u->second;
+  }
+  return capacity;
+}
+
+int64_t Engine::NodeCapacity(Fr fr) const {
+  return node_inventory_complete_ ? HealthyNodesCapacity(fr) : INT64_MAX;
 }
 
 int64_t Engine::NodeRoom(Fr fr) const {

@@ -569,6 +569,9 @@ class Engine {
                                       std::string* reason) const;
   std::optional<std::string> MaintenanceConflict(const WorkloadState& wl, int flavor,
                                                  int64_t now) const;
+  // The healthy nodes' capacity of a flavor-resource; INT64_MAX when no node of the flavor is
+  // known.
+  int64_t HealthyNodesCapacity(Fr fr) const;
   int64_t FlavorCapacityLeft(int flavor, int resource) const;   // INT64_MAX: unknown
   // Engine v19: the healthy nodes' capacity of a flavor-resource, INT64_MAX while it bounds
   // nothing (the inventory is not complete, or no node of the flavor is known).

@@ -116,6 +116,10 @@ struct Engine::FlavorSearch {
   FlavorChoice QuotaChoice(const PodSetSpec& ps, const FlavorQuotas& fq,
                            const std::vector<int>& wanted, const std::map<int, int64_t>& requests,
                            int32_t count, GroupOutcome* g, bool* ever);
+  // Node capacity of the flavor (when nodes bound it) for `val` of resource `r`: false when it
+  // never fits (the caller stops: no fit); else *short_of_room is whether preemption must free
+  // node room (engine v19; before v19 any shortfall is no fit).
+  bool NodeCapacityAllows(int flavor, int r, int64_t val, GroupOutcome* g, bool* short_of_room);
 };
 
 // Flavor assignment for the given pod counts (Kueue: FlavorAssigner.assignFlavors).
@@ -351,36 +355,11 @@ FlavorChoice Engine::FlavorSearch::QuotaChoice(const PodSetSpec& ps, const Flavo
       }
       break;
     }
-    // Node capacity of the flavor (when nodes were reported) bounds it too. Engine v19: like
-    // quota, what preemption can free (the victim search counts it), unless the healthy nodes
-    // cannot hold the request at all.
+    // Node capacity of the flavor (when nodes were reported) bounds it too.
     bool node_short = false;
-    if (engine.batch_version_ < 19) {
-      const int64_t capacity_left = engine.FlavorCapacityLeft(fq.flavor, r);
-      if (val > capacity_left) {
-        choice.mode = kNoFit;
-        g->reasons.push_back(Cat({"insufficient node capacity for ", resources.Name(r),
-                                  " in flavor ", fname, ", ", Qty(val - capacity_left, r),
-                                  " more needed"}));
-        break;
-      }
-    } else if (const int64_t room = engine.NodeRoom(fr); val > room) {
-      const int64_t nodes = engine.NodeCapacity(fr);
-      if (val > nodes) {
-        choice.mode = kNoFit;
-        g->reasons.push_back(Cat({"insufficient node capacity for ", resources.Name(r),
-                                  " in flavor ", fname, ", request > the healthy nodes' capacity (",
-                                  Qty(val, r), " > ", Qty(nodes, r), ")"}));
-        break;
-      }
-      node_short = true;
-      g->reasons.push_back(Cat({"insufficient node capacity for ", resources.Name(r),
-                                " in flavor ", fname, ", ", Qty(val - room, r), " more needed"}));
-      if (n.resource.empty()) {
-        n.resource = resources.Name(r);
-        n.flavor = fname;
-        n.shortfall = val - std::max<int64_t>(0, room);
-      }
+    if (!NodeCapacityAllows(fq.flavor, r, val, g, &node_short)) {
+      choice.mode = kNoFit;
+      break;
     }
     const bool has_parent = tree.node(cq_node).parent != -1;
     const bool borrow = has_parent && tree.Usage(cq_node, fr) + val > tree.Nominal(cq_node, fr);
@@ -416,6 +395,41 @@ FlavorChoice Engine::FlavorSearch::QuotaChoice(const PodSetSpec& ps, const Flavo
     }
   }
   return choice;
+}
+
+bool Engine::FlavorSearch::NodeCapacityAllows(int flavor, int r, int64_t val, GroupOutcome* g,
+                                              bool* short_of_room) {
+  const Interner& resources = engine.resources_;
+  const std::string& fname = engine.flavor_ids_.Name(flavor);
+  *short_of_room = false;
+  if (engine.batch_version_ < 19) {
+    const int64_t capacity_left = engine.FlavorCapacityLeft(flavor, r);
+    if (val <= capacity_left) return true;
+    g->reasons.push_back(Cat({"insufficient node capacity for ", resources.Name(r), " in flavor ",
+                              fname, ", ", Qty(val - capacity_left, r), " more needed"}));
+    return false;
+  }
+  // Engine v19: like quota, what preemption can free (the victim search counts it), unless the
+  // healthy nodes cannot hold the request at all.
+  const Fr fr = MakeFr(flavor, r);
+  const int64_t room = engine.NodeRoom(fr);
+  if (val <= room) return true;
+  const int64_t nodes = engine.NodeCapacity(fr);
+  if (val > nodes) {
+    g->reasons.push_back(Cat({"insufficient node capacity for ", resources.Name(r), " in flavor ",
+                              fname, ", request > the healthy nodes' capacity (", Qty(val, r),
+                              " > ", Qty(nodes, r), ")"}));
+    return false;
+  }
+  *short_of_room = true;
+  g->reasons.push_back(Cat({"insufficient node capacity for ", resources.Name(r), " in flavor ",
+                            fname, ", ", Qty(val - room, r), " more needed"}));
+  if (n.resource.empty()) {
+    n.resource = resources.Name(r);
+    n.flavor = fname;
+    n.shortfall = val - std::max<int64_t>(0, room);
+  }
+  return true;
 }
 
 const FlavorResume* Engine::ValidResume(const WorkloadState& wl, int cq_node) const {

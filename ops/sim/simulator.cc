@@ -341,6 +341,9 @@ void World::Setup() {
     capacity[0].setMilli(96'000);
     capacity[1].setName("nvidia.com/gpu");
     capacity[1].setMilli(8000);
+    // The node agent's inventory is complete with the last node (engine v19: from then on
+    // node capacity bounds admissions).
+    if (nodes.size() + 1 == std::size(kNodes)) n.setInventoryComplete(true);
     nodes.push_back(Encode(m));
   }
   if (!Record(nodes, "node-agent")) Fail("setup", "", "the node capacities were refused");

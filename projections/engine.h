@@ -424,8 +424,19 @@ class Engine {
   BatchDecisions EndBatchDecisions(uint64_t batch_last_sequence, int64_t now_ns,
                                    uint32_t version = kEngineVersion);
 
+  // Node capacity: node -> (flavor, capacity by resource id, failed).
+  struct NodeState {
+    std::string flavor;
+    std::map<int, int64_t> capacity;
+    bool failed = false;
+  };
+
   // Read models.
   const std::map<std::string, WorkloadState>& workloads() const { return workloads_; }
+  // The nodes reported (nodeCapacityChanged, nodeFailed, nodeRecovered) by name, and whether a
+  // report said its reporter's inventory is complete (engine v19).
+  const std::map<std::string, NodeState>& nodes() const { return nodes_; }
+  bool node_inventory_complete() const { return node_inventory_complete_; }
   const std::map<std::string, ClusterQueueState>& cluster_queues() const { return cqs_; }
   const std::map<std::string, LocalQueueSpec>& local_queues() const { return lqs_; }
   // Admission fair sharing entries by LocalQueue key (engine v14), as of their last update.
@@ -748,12 +759,6 @@ class Engine {
   std::map<std::string, AdmissionCheckSpec> checks_;
   EngineConfig config_;
   std::map<std::string, MaintenanceWindowSpec> windows_;
-  // Node capacity: node -> (flavor, capacity by resource id, failed).
-  struct NodeState {
-    std::string flavor;
-    std::map<int, int64_t> capacity;
-    bool failed = false;
-  };
   std::map<std::string, NodeState> nodes_;
   // Engine v19: a node report said the reporter's inventory is complete; node capacity bounds
   // admissions from then on.

@@ -582,11 +582,12 @@ void AddInputCommands(CLI::App& app, CoreCommands& c) {
 void AddReadCommands(CLI::App& app, CoreCommands& c) {
   c.get = app.add_subcommand(
       "get", "show the current state as Kueue-shaped objects: workloads, clusterqueues, "
-             "localqueues or cohorts");
-  c.get->add_option("kind", c.get_what, "workloads|clusterqueues|localqueues|cohorts")
+             "localqueues or cohorts; or the nodes reported (admitctl node, the bridge)");
+  c.get->add_option("kind", c.get_what, "workloads|clusterqueues|localqueues|cohorts|nodes")
       ->required()
       ->check(CLI::IsMember({"workloads", "workload", "wl", "clusterqueues", "clusterqueue", "cq",
-                             "localqueues", "localqueue", "lq", "cohorts", "cohort"}));
+                             "localqueues", "localqueue", "lq", "cohorts", "cohort", "nodes",
+                             "node"}));
   c.get->add_option("-o,--output", c.get_format, "table (default), json or yaml")
       ->check(CLI::IsMember({"table", "json", "yaml"}));
   c.get->add_option("--at", c.get_at,

@@ -48,12 +48,21 @@ Result<std::string> RenderGet(const projections::Engine& engine, const std::stri
   } else if (what == "cohorts" || what == "cohort") {
     items = CohortsJson(engine);
     if (format == "table") table = CohortsTable(engine);
+  } else if (what == "nodes" || what == "node") {
+    items = NodesJson(engine);
+    if (format == "table") table = NodesTable(engine);
   } else {
-    return Status(Code::kInvalidArgument,
-                  "kind '" + what + "': expected workloads, clusterqueues, localqueues or cohorts");
+    return Status(Code::kInvalidArgument, "kind '" + what +
+                                              "': expected workloads, clusterqueues, "
+                                              "localqueues, cohorts or nodes");
   }
-  if (format == "json") return ListOf(items).dump(2) + "\n";
-  if (format == "yaml") return ToYaml(ListOf(items));
+  Json list = ListOf(items);
+  // The nodes' list also says whether the node inventory is complete (engine v19).
+  if (what == "nodes" || what == "node") {
+    list["inventoryComplete"] = engine.node_inventory_complete();
+  }
+  if (format == "json") return list.dump(2) + "\n";
+  if (format == "yaml") return ToYaml(list);
   return table;
 }
 

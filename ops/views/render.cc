@@ -256,6 +256,9 @@ Json WorkloadsJson(const Engine& engine, const NamespaceFilter& allow) {
     }
     if (wl.generation > 0) status["admissionGeneration"] = wl.generation;
     if (!wl.fencing_token.empty()) status["fencingToken"] = wl.fencing_token;
+    // The runtime reported the current admission's pods ready (`pods ready`): the bridge shows
+    // it as the Workload's PodsReady condition.
+    if (wl.pods_ready) status["podsReady"] = true;
     if (wl.phase == Phase::kEvicting) {
       status["podsReleased"] = wl.pods_released;
       // The token a report that the evicted admission's pods are gone carries.
@@ -389,6 +392,23 @@ Json CohortsJson(const Engine& engine) {
   return items;
 }
 
+Json NodesJson(const Engine& engine) {
+  Json items = Json::array();
+  for (const auto& [name, node] : engine.nodes()) {
+    Json capacity = Json::object();
+    for (const auto& [r, milli] : node.capacity) {
+      const std::string& rn = engine.resource_names().Name(r);
+      capacity[rn] = schema::FormatQuantityMilli(milli, rn);
+    }
+    items.push_back({{"kind", "Node"},
+                     {"metadata", {{"name", name}}},
+                     {"flavor", node.flavor},
+                     {"capacity", capacity},
+                     {"failed", node.failed}});
+  }
+  return items;
+}
+
 Json ListOf(const Json& items) {
   return Json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", items}};
 }
@@ -466,6 +486,20 @@ std::string CohortsTable(const Engine& engine) {
     rows.push_back({c["metadata"]["name"], c["spec"]["parentName"], members, resources});
   }
   return Table(rows);
+}
+
+std::string NodesTable(const Engine& engine) {
+  std::vector<std::vector<std::string>> rows{{"NAME", "FLAVOR", "STATE", "CAPACITY"}};
+  for (const auto& n : NodesJson(engine)) {
+    std::string capacity;
+    for (const auto& [r, q] : n["capacity"].items()) {
+      capacity += (capacity.empty() ? "" : ",") + r + "=" + q.get<std::string>();
+    }
+    rows.push_back(
+        {n["metadata"]["name"], n["flavor"], n["failed"] ? "Failed" : "Ready", capacity});
+  }
+  return Table(rows) + "inventory complete: " +
+         (engine.node_inventory_complete() ? "yes" : "no") + "\n";
 }
 
 std::string DescribeDecision(schema::Event::Reader event) {

@@ -21,6 +21,9 @@ Json WorkloadsJson(const projections::Engine& engine, const NamespaceFilter& all
 Json ClusterQueuesJson(const projections::Engine& engine);
 Json LocalQueuesJson(const projections::Engine& engine, const NamespaceFilter& allow = nullptr);
 Json CohortsJson(const projections::Engine& engine);
+// The nodes reported to the ledger (docs/semantics.md, "Node capacity"): name, flavor, capacity
+// (canonical quantities) and whether it is failed.
+Json NodesJson(const projections::Engine& engine);
 
 // `kind: List` with the items, as `kubectl get -o json` prints it.
 Json ListOf(const Json& items);
@@ -33,6 +36,8 @@ std::string ClusterQueuesTable(const projections::Engine& engine);
 std::string LocalQueuesTable(const projections::Engine& engine,
                              const NamespaceFilter& allow = nullptr);
 std::string CohortsTable(const projections::Engine& engine);
+// The nodes, then whether the node inventory is complete.
+std::string NodesTable(const projections::Engine& engine);
 
 // "admitted team-a/train-1 in ClusterQueue gpu-a: main[nvidia.com/gpu=h100] x4 (borrowing)".
 std::string DescribeDecision(schema::Event::Reader event);

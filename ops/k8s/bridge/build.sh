@@ -59,7 +59,7 @@ generate() {
 generate admission_rpc ledgerrpc
 generate events ledgerevents
 
-unformatted="$(gofmt -l cmd internal/ledger internal/definitions internal/jobs internal/checks internal/podsetupdates internal/conversion internal/migration)"
+unformatted="$(gofmt -l cmd internal/ledger internal/definitions internal/jobs internal/checks internal/nodes internal/podsetupdates internal/conversion internal/migration)"
 [[ -z "$unformatted" ]] || die "not gofmt-formatted: $unformatted"
 nice -n 10 "$go_bin" vet ./... || die "go vet found problems"
 nice -n 10 "$go_bin" test ./... > "$work/go-test.log" 2>&1 || { cat "$work/go-test.log" >&2; die "go test failed"; }

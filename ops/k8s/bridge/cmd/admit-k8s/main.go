@@ -6,7 +6,9 @@
 // the ledger's decisions into their Workload objects and releases them when the ledger admits
 // them; forwards the admission check states that a check controller writes into a Workload's
 // status when its field manager is the AdmissionCheck's controllerName, and reverts any other;
-// converts our kueue.x-k8s.io CRDs between v1beta1 and v1beta2 (their conversion webhook).
+// converts our kueue.x-k8s.io CRDs between v1beta1 and v1beta2 (their conversion webhook);
+// reports the Nodes' capacity under each ResourceFlavor, their failures and recoveries, and
+// a released Job's pods ready.
 // `admit-k8s migrate-storage` moves their stored objects to the storage version (migrate.go).
 // It refuses to start while Kueue's own controller manager holds its leader lease: one
 // admission authority per cluster.
@@ -39,6 +41,7 @@ import (
 	"admission-ledger/bridge/internal/definitions"
 	"admission-ledger/bridge/internal/jobs"
 	"admission-ledger/bridge/internal/ledger"
+	"admission-ledger/bridge/internal/nodes"
 )
 
 // KueueLeaseName is the leader-election lease of Kueue's controller manager (its default,
@@ -82,8 +85,10 @@ func main() {
 The admission ledger's bridge to Kubernetes: forwards Kueue definitions to admitd as they
 change, and holds back Jobs with a kueue.x-k8s.io/queue-name label until the ledger admits
 them; forwards check states written into Workloads by the field manager that is the
-AdmissionCheck's controllerName, and reverts others; serves the conversion webhook of our
-kueue.x-k8s.io CRDs (v1beta1 <-> v1beta2) beside the Job webhook (docs/k8s.md). The cluster is the one of --kubeconfig, $KUBECONFIG or the pod's service
+AdmissionCheck's controllerName, and reverts others; reports the Nodes' allocatable under the
+ResourceFlavors whose nodeLabels they carry, and their failures and recoveries; serves the
+conversion webhook of our kueue.x-k8s.io CRDs (v1beta1 <-> v1beta2) beside the Job webhook
+(docs/k8s.md). The cluster is the one of --kubeconfig, $KUBECONFIG or the pod's service
 account.
 
 The ledger's decisions reach it through a watch on the ledger (admitd's watch); Jobs and
@@ -189,6 +194,9 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	}
 	if err := checks.SetupWithManager(mgr, ledgerClient); err != nil {
 		return fmt.Errorf("setting up the check forwarder: %w", err)
+	}
+	if err := nodes.SetupWithManager(mgr, ledgerClient); err != nil {
+		return fmt.Errorf("setting up the node inventory: %w", err)
 	}
 	if webhookOpts != nil {
 		// The webhook answers whether or not this replica leads: admission must not wait for

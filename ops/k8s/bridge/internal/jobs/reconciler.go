@@ -416,6 +416,8 @@ func (r *Reconciler) mirror(ctx context.Context, workload *unstructured.Unstruct
 	// check forwarder's to forward or revert (internal/checks), not the mirror's to overwrite.
 	if desired != nil {
 		checks.KeepForeignChecks(workload, desired)
+		// Kueue's job reconciler writes PodsReady; here it shows the ledger's `pods ready`.
+		withPodsReady(desired, current, state, time.Now())
 	}
 	if equality.Semantic.DeepEqual(current, desired) {
 		return nil
@@ -492,7 +494,8 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 	}
 	running := job.Spec.Suspend == nil || !*job.Spec.Suspend
 	if running && job.Annotations[FencingTokenAnnotation] == token {
-		return ctrl.Result{RequeueAfter: PollInterval}, nil // released before
+		// Released before: its pods may be ready now.
+		return r.reportReady(ctx, job, state, token)
 	}
 	if running {
 		// Unsuspended, but not by this admission: stop it before releasing anew.

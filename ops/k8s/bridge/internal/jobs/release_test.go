@@ -92,6 +92,7 @@ func TestReleaseRefusesAConflictWithTheTemplate(t *testing.T) {
 type podsLedger struct {
 	ids     map[string]bool
 	reports []ledgerevents.PodsReported
+	calls   int
 }
 
 func (l *podsLedger) RecordManifest(context.Context, string, string, string) (ledger.Outcome, error) {
@@ -103,6 +104,7 @@ func (l *podsLedger) Get(context.Context, string, string) (string, error) {
 }
 
 func (l *podsLedger) Record(_ context.Context, requestID string, inputs [][]byte) (ledger.Outcome, error) {
+	l.calls++
 	if l.ids[requestID] {
 		return ledger.Outcome{Sequences: []uint64{1}, Retried: true}, nil
 	}

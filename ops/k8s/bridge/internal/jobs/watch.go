@@ -21,6 +21,8 @@ var WatchedKinds = []string{
 	"workloadSubmitted", "workloadDeleted", "workloadFinished", "checkStateReported",
 	"quotaReserved", "admitted", "pendingReasonChanged", "evictionStarted", "quotaReleased",
 	"requeued", "rejected", "deactivated", "preempted", "drainDeadlinePassed",
+	// A pod report changes the workload's status (podsReady: the PodsReady condition).
+	"podsReported",
 }
 
 var watchedKinds = func() map[string]bool {

@@ -1,0 +1,354 @@
+// Package nodes forwards the cluster's Node objects to the ledger as its node model reads them
+// (docs/semantics.md, "Node capacity"; docs/k8s.md, "Nodes"): each node's allocatable under each
+// ResourceFlavor whose nodeLabels it carries (nodeCapacityChanged), a node NotReady, cordoned or
+// deleted (nodeFailed, naming the workloads whose pods are on it), a node back (nodeRecovered),
+// and, once the first full list of nodes is in the ledger, that the inventory is complete.
+//
+// This file holds the pure parts: which flavors a node belongs to, what the ledger should hold
+// for it, how that differs from what the ledger holds, and the events that close the gap.
+package nodes
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"admission-ledger/bridge/internal/ledger"
+	"admission-ledger/bridge/internal/ledgerevents"
+)
+
+// Separator joins a cluster node's name and a flavor's into the name of a node in the ledger,
+// "NODE/FLAVOR". Kubernetes node names never hold it, so a ledger node named with it is the
+// bridge's (admitctl node reports of platforms without Kubernetes use plain names).
+const Separator = "/"
+
+// LedgerName is the ledger's name for a cluster node's capacity under one flavor.
+func LedgerName(node, flavor string) string { return node + Separator + flavor }
+
+// Owned says whether a ledger node is one the bridge reports (LedgerName's form), and returns
+// the cluster node's name.
+func Owned(ledgerName string) (string, bool) {
+	node, _, found := strings.Cut(ledgerName, Separator)
+	return node, found && node != ""
+}
+
+// Flavor is what the bridge reads of a ResourceFlavor: its name and spec.nodeLabels.
+type Flavor struct {
+	Name       string
+	NodeLabels map[string]string
+}
+
+// Matches: the node carries every one of the flavor's nodeLabels, the node selector a Job
+// admitted on the flavor gets (a flavor without nodeLabels matches every node).
+func (f Flavor) Matches(labels map[string]string) bool {
+	for k, v := range f.NodeLabels {
+		if have, ok := labels[k]; !ok || have != v {
+			return false
+		}
+	}
+	return true
+}
+
+// MatchingFlavors are the names, in name order, of the flavors a node with these labels
+// belongs to.
+func MatchingFlavors(labels map[string]string, flavors []Flavor) []string {
+	var names []string
+	for _, f := range flavors {
+		if f.Matches(labels) {
+			names = append(names, f.Name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Amount is one resource of a node's capacity in thousandths, as the ledger counts every
+// quantity (1 cpu is 1000, 1Ki of memory 1024000).
+type Amount struct {
+	Name  string
+	Milli int64
+}
+
+// Capacity is a node's allocatable in resource name order. A quantity too large for the
+// ledger's thousandths in an int64 (beyond 9.2e15 units) is left out, as if the node did not
+// have the resource.
+func Capacity(allocatable corev1.ResourceList) []Amount {
+	out := make([]Amount, 0, len(allocatable))
+	for name, q := range allocatable {
+		if q.Sign() < 0 || q.CmpInt64(math.MaxInt64/1000) > 0 {
+			continue
+		}
+		out = append(out, Amount{Name: string(name), Milli: q.MilliValue()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Healthy says whether pods may run on the node: its Ready condition is True, it is not
+// cordoned (spec.unschedulable) and not being deleted; otherwise why not.
+func Healthy(node *corev1.Node) (bool, string) {
+	if node.DeletionTimestamp != nil {
+		return false, "being deleted"
+	}
+	if node.Spec.Unschedulable {
+		return false, "cordoned"
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue {
+				return true, ""
+			}
+			return false, "Ready is " + string(c.Status)
+		}
+	}
+	return false, "no Ready condition"
+}
+
+// Desired is what the ledger should hold of one node under one flavor.
+type Desired struct {
+	Name     string // in the ledger: LedgerName(Node, Flavor)
+	Node     string // the cluster node
+	Flavor   string
+	Capacity []Amount
+	Failed   bool
+}
+
+// DesiredOf is what the ledger should hold of a node: one entry per matching flavor, in flavor
+// name order; none when it matches no flavor.
+func DesiredOf(node *corev1.Node, flavors []Flavor) []Desired {
+	healthy, _ := Healthy(node)
+	capacity := Capacity(node.Status.Allocatable)
+	var out []Desired
+	for _, flavor := range MatchingFlavors(node.Labels, flavors) {
+		out = append(out, Desired{Name: LedgerName(node.Name, flavor), Node: node.Name,
+			Flavor: flavor, Capacity: capacity, Failed: !healthy})
+	}
+	return out
+}
+
+// Recorded is what the ledger holds of a node (`get nodes -o json`, ops/views/render.cc).
+type Recorded struct {
+	Name     string
+	Flavor   string
+	Capacity []Amount
+	Failed   bool
+}
+
+// ParseRecorded reads the ledger's `get nodes -o json`: its nodes by name, and whether a report
+// said the node inventory is complete.
+func ParseRecorded(text string) (map[string]Recorded, bool, error) {
+	var list struct {
+		InventoryComplete bool `json:"inventoryComplete"`
+		Items             []struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Flavor   string            `json:"flavor"`
+			Capacity map[string]string `json:"capacity"`
+			Failed   bool              `json:"failed"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(text), &list); err != nil {
+		return nil, false, fmt.Errorf("the ledger's nodes are not a JSON List: %w", err)
+	}
+	out := make(map[string]Recorded, len(list.Items))
+	for _, item := range list.Items {
+		r := Recorded{Name: item.Metadata.Name, Flavor: item.Flavor, Failed: item.Failed}
+		for name, text := range item.Capacity {
+			q, err := resource.ParseQuantity(text)
+			if err != nil {
+				return nil, false, fmt.Errorf("the ledger's node %s: %s=%q: %w", r.Name, name, text, err)
+			}
+			r.Capacity = append(r.Capacity, Amount{Name: name, Milli: q.MilliValue()})
+		}
+		sort.Slice(r.Capacity, func(i, j int) bool { return r.Capacity[i].Name < r.Capacity[j].Name })
+		out[r.Name] = r
+	}
+	return out, list.InventoryComplete, nil
+}
+
+// Kind of a node event.
+type Kind int
+
+// The three node events of schema/events.capnp, in the order a plan sends them: nodes coming
+// back and capacity reports first, failures last, so that a node that changes flavors never
+// counts for neither on the way.
+const (
+	Recovered Kind = iota
+	CapacityChanged
+	Failed
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Recovered:
+		return "nodeRecovered"
+	case CapacityChanged:
+		return "nodeCapacityChanged"
+	}
+	return "nodeFailed"
+}
+
+// WorkloadRef names a workload whose pods are on a failed node.
+type WorkloadRef struct {
+	Namespace, Name, UID string
+}
+
+// Change is one node event to record.
+type Change struct {
+	Kind     Kind
+	Name     string // the ledger's node name
+	Node     string // the cluster node
+	Flavor   string
+	Capacity []Amount // empty: the ledger keeps the capacity it holds
+	// Failed only: the workloads whose pods are on the node (nil: none known).
+	Workloads         []WorkloadRef
+	InventoryComplete bool
+}
+
+// Plan lists the events that bring the ledger's nodes to the desired ones: a node it does not
+// hold is reported (failed if it is not healthy: a node that appears never evicts), a healthy
+// node it holds as failed recovers, a changed capacity is reported again, a node no longer
+// healthy fails, and a node of the bridge's (Owned) that is no longer desired (deleted, or its
+// labels or the flavor's nodeLabels changed) fails. The capacity of a node the ledger holds as
+// failed is reported when it recovers. Recovered first, then capacity reports, then failures;
+// each in name order.
+func Plan(desired []Desired, recorded map[string]Recorded) []Change {
+	var changes []Change
+	wanted := make(map[string]bool, len(desired))
+	for _, d := range desired {
+		wanted[d.Name] = true
+		r, known := recorded[d.Name]
+		change := Change{Name: d.Name, Node: d.Node, Flavor: d.Flavor, Capacity: d.Capacity}
+		switch {
+		case !known && d.Failed, known && d.Failed && !r.Failed:
+			change.Kind = Failed
+		case !known:
+			change.Kind = CapacityChanged
+		case d.Failed:
+			continue // failed in both
+		case r.Failed:
+			change.Kind = Recovered
+		case r.Flavor != d.Flavor || (len(d.Capacity) > 0 && !sameAmounts(r.Capacity, d.Capacity)):
+			change.Kind = CapacityChanged
+		default:
+			continue
+		}
+		changes = append(changes, change)
+	}
+	for name, r := range recorded {
+		node, owned := Owned(name)
+		if !owned || wanted[name] || r.Failed {
+			continue
+		}
+		changes = append(changes, Change{Kind: Failed, Name: name, Node: node, Flavor: r.Flavor})
+	}
+	sort.SliceStable(changes, func(i, j int) bool {
+		if changes[i].Kind != changes[j].Kind {
+			return changes[i].Kind < changes[j].Kind
+		}
+		return changes[i].Name < changes[j].Name
+	})
+	return changes
+}
+
+// Reassert is the report of a desired node as the ledger already holds it, which only carries
+// InventoryComplete: the state it says is the one recorded (a failure names no workload).
+func Reassert(d Desired) Change {
+	kind := CapacityChanged
+	if d.Failed {
+		kind = Failed
+	}
+	return Change{Kind: kind, Name: d.Name, Node: d.Node, Flavor: d.Flavor, Capacity: d.Capacity,
+		InventoryComplete: true}
+}
+
+func sameAmounts(a, b []Amount) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Event is the change as the input `admitctl node capacity|fail|recover` records, in the
+// canonical bytes admitd takes.
+func (c Change) Event() ([]byte, error) {
+	return ledger.BuildEvent(func(event ledgerevents.Event) error {
+		var n ledgerevents.NodeCapacity
+		var err error
+		switch c.Kind {
+		case Recovered:
+			n, err = event.Body().NewNodeRecovered()
+		case CapacityChanged:
+			n, err = event.Body().NewNodeCapacityChanged()
+		default:
+			n, err = event.Body().NewNodeFailed()
+		}
+		if err != nil {
+			return err
+		}
+		if err := n.SetNode(c.Name); err != nil {
+			return err
+		}
+		if err := n.SetFlavor(c.Flavor); err != nil {
+			return err
+		}
+		if len(c.Capacity) > 0 {
+			list, err := n.NewCapacity(int32(len(c.Capacity)))
+			if err != nil {
+				return err
+			}
+			for i, a := range c.Capacity {
+				if err := list.At(i).SetName(a.Name); err != nil {
+					return err
+				}
+				list.At(i).SetMilli(a.Milli)
+			}
+		}
+		if c.InventoryComplete {
+			n.SetInventoryComplete(true)
+		}
+		if c.Kind == Failed && len(c.Workloads) > 0 {
+			refs, err := n.NewWorkloads(int32(len(c.Workloads)))
+			if err != nil {
+				return err
+			}
+			for i, w := range c.Workloads {
+				if err := ledger.SetWorkloadRef(refs.At(i), w.Namespace, w.Name, w.UID); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// RequestID names one record call of node events: the events' bytes and the ledger's head when
+// they were planned. A retry of the call sends the same id and is answered from admitd's
+// record; the same report made again later (a node failing a second time, after it recovered)
+// follows a later head and is recorded anew. A restarted bridge plans from what the ledger
+// holds, so it sends nothing already recorded.
+func RequestID(head uint64, events [][]byte) string {
+	h := sha256.New()
+	h.Write([]byte(strconv.FormatUint(head, 10)))
+	for _, e := range events {
+		h.Write([]byte{0})
+		h.Write([]byte(strconv.Itoa(len(e))))
+		h.Write([]byte{0})
+		h.Write(e)
+	}
+	return "admit-k8s/nodes/" + hex.EncodeToString(h.Sum(nil)[:16])
+}

@@ -172,7 +172,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		}
 	}
 	if len(changes) == 0 {
-		logger.V(1).Info("the ledger's nodes are in step with the cluster's", "nodes", len(desired))
+		logger.Info("the ledger's nodes are in step with the cluster's", "nodes", len(desired))
 		return ctrl.Result{RequeueAfter: ResyncInterval}, nil
 	}
 	if err := r.record(ctx, head, changes); err != nil {

@@ -11,12 +11,14 @@
 #   allocatable, cpu-1/cpu, down-1/cpu failed, nothing of other-1, and the inventory complete,
 #   said by exactly one event, the last of that first report;
 # - a Job admitted on gpu-a and released, one of its pods bound to gpu-1 (the binding
-#   subresource, as a scheduler binds): gpu-1 set NotReady -> nodeFailed for both of its flavors,
-#   naming the Job's workload, which the ledger evicts (NodeFailure); Ready again ->
+#   subresource, as a scheduler binds); its pods posted Running and Ready by hand: the bridge
+#   reports `pods ready` with the admission's token, once, and the Workload shows PodsReady True
+#   (Started); gpu-1 set NotReady -> nodeFailed for both of its flavors, naming the Job's
+#   workload, which the ledger evicts (NodeFailure; PodsReady False, WaitForStart); Ready again ->
 #   nodeRecovered; cpu-1 cordoned -> nodeFailed, uncordoned -> nodeRecovered; its allocatable
 #   changed -> nodeCapacityChanged; a flavor's nodeLabels changed -> the nodes that left it
 #   fail, the ones that joined are reported;
-# - the bridge restarted: no node event recorded;
+# - the bridge restarted: no node event recorded (and no second `pods ready`);
 # - gpu-1 deleted -> nodeFailed for both of its flavors; other-1 deleted -> nothing;
 # - `admitctl replay --verify` of the ledger passes.
 #   tests/k8s/bridge_nodes_test.sh ADMITCTL ADMITD ADMIT_K8S
@@ -123,8 +125,10 @@ readonly NODES=(gpu-1 cpu-1 down-1 other-1)
 } | kubectl create -f - > /dev/null
 renew_leases "${NODES[@]}"
 # The heartbeat, in the background while the test runs (a failed renewal is retried next time).
+# The subshell drops the test's traps: its end must not stop the cluster.
 # shellcheck disable=SC2016  # $$ is the test's own pid, also in the subshell
-( while sleep "$LEASE_RENEW_SECONDS" && kill -0 "$$" 2> /dev/null; do
+( trap - EXIT INT TERM
+  while sleep "$LEASE_RENEW_SECONDS" && kill -0 "$$" 2> /dev/null; do
     renew_leases "${NODES[@]}" 2> /dev/null || true
   done ) > /dev/null 2>&1 &
 set_status gpu-1 True
@@ -219,6 +223,34 @@ EOF
 [[ "$(kubectl get pod "$pod" -n "$NAMESPACE" -o jsonpath='{.spec.nodeName}')" == gpu-1 ]] \
   || fail "pod $pod is not bound to gpu-1"
 
+step "its pods Running and Ready (posted by hand: no kubelet): pods ready reported once, the Workload PodsReady"
+for p in $(job_pods | awk '{print $1}'); do
+  kubectl patch pod "$p" -n "$NAMESPACE" --subresource=status --type=merge -p '{"status": {
+    "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}' > /dev/null
+done
+# ready_reports: the ledger's `pods ready` reports of job-on-gpu, one per line: ACTOR TOKEN.
+ready_reports() {
+  ledger log -o json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    e = json.loads(line)
+    if e["type"] != "podsReported":
+        continue
+    b = e["event"]["body"]["podsReported"]
+    if b["workload"]["name"] == "job-on-gpu" and b.get("report") == "ready":
+        print(e["event"].get("actor", ""), b["fencingToken"])'
+}
+reported_ready() { [[ "$(ready_reports | wc -l)" == 1 ]]; }
+wait_until "pods ready of job-on-gpu is not in the ledger" reported_ready
+token="$(kubectl get job on-gpu -n "$NAMESPACE" -o jsonpath='{.metadata.annotations.admission-ledger\.io/fencing-token}')"
+[[ "$(ready_reports)" == "$PRINCIPAL $token" ]] || fail "pods ready: $(ready_reports), not by $PRINCIPAL with $token"
+pods_ready_condition() {
+  kubectl get workload job-on-gpu -n "$NAMESPACE" \
+    -o jsonpath='{.status.conditions[?(@.type=="PodsReady")].status}/{.status.conditions[?(@.type=="PodsReady")].reason}'
+}
+workload_ready() { [[ "$(pods_ready_condition)" == True/Started ]]; }
+wait_until "the Workload job-on-gpu does not show PodsReady True (Started): $(pods_ready_condition)" workload_ready
+
 step "gpu-1 NotReady: both of its flavors fail, naming the Job's workload; the ledger evicts it"
 set_status gpu-1 False
 gpu_failed() { [[ "$(count_events nodeFailed gpu-1/gpu-a)" == 1 && "$(count_events nodeFailed gpu-1/any-gpu)" == 1 ]]; }
@@ -239,6 +271,8 @@ for line in sys.stdin:
 sys.exit(1)'
 }
 wait_until "the ledger did not evict job-on-gpu for the node failure" evicted
+workload_not_ready() { [[ "$(pods_ready_condition)" == False/WaitForStart ]]; }
+wait_until "the evicted Workload job-on-gpu does not show PodsReady False (WaitForStart)" workload_not_ready
 
 step "gpu-1 Ready again: both recover"
 set_status gpu-1 True
@@ -279,6 +313,8 @@ sleep 2
 [[ "$(node_events | wc -l)" == "$before" ]] \
   || fail "the restarted bridge recorded node events: $(node_events | tail -n +$((before + 1)))"
 
+[[ "$(ready_reports | wc -l)" == 1 ]] || fail "pods ready reported more than once: $(ready_reports)"
+
 step "gpu-1 deleted: both of its flavors fail; other-1 deleted: fails too (it joined cpu)"
 kubectl delete node gpu-1 > /dev/null
 gpu_gone() { [[ "$(count_events nodeFailed gpu-1/gpu-a)" == 2 && "$(count_events nodeFailed gpu-1/any-gpu)" == 2 ]]; }
@@ -297,4 +333,4 @@ kill -TERM "$admitd_pid" && wait "$admitd_pid" 2>/dev/null || true
 admitd_pid=""
 "$admitctl" --ledger "$dir/ledger" replay --verify > "$dir/replay.out" 2>&1 \
   || fail "replay --verify failed: $(cat "$dir/replay.out")"
-echo "PASS: nodes of flavors reported with their allocatable, one of none not; the inventory completed once, by the last event of the first list; NotReady, cordoned and deleted nodes failed, naming the workload of the pod bound to one, which was evicted; recovered; allocatable and flavor changes reported; a restarted bridge recorded nothing"
+echo "PASS: nodes of flavors reported with their allocatable, one of none not; the inventory completed once, by the last event of the first list; pods ready reported once, PodsReady shown; NotReady, cordoned and deleted nodes failed, naming the workload of the pod bound to one, which was evicted; recovered; allocatable and flavor changes reported; a restarted bridge recorded nothing"

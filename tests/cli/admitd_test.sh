@@ -287,6 +287,16 @@ expect_rc 1 admin --request-id node-a node capacity n1 --flavor h100 --capacity 
 contains "$err" "Conflict"
 contains "$err" "first differing field"
 
+# ---- The nodes' read model (the bridge plans its node reports from it: docs/k8s.md, "Nodes").
+expect_rc 0 admin get nodes -o json
+contains "$out" '"name": "n1"'
+contains "$out" '"flavor": "h100"'
+contains "$out" '"nvidia.com/gpu": "8"'
+contains "$out" '"failed": false'
+contains "$out" '"inventoryComplete": false'
+expect_rc 0 admin get nodes
+contains "$out" "inventory complete: no"
+
 # ---- 64 clients at once: submits, then check reports and pod reports.
 pids=()
 for i in $(seq 64); do

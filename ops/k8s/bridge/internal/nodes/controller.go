@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -92,8 +93,9 @@ func SetupWithManager(mgr ctrl.Manager, l Ledger) error {
 }
 
 // NodeChanged passes a Node's creation and deletion, and an update of what the ledger models:
-// labels, allocatable, the Ready condition's status, spec.unschedulable or the deletion
-// timestamp. Heartbeats (the conditions' times, images, addresses) pass nothing.
+// labels, taints other than its conditions', allocatable, the Ready condition's status,
+// spec.unschedulable or the deletion timestamp. Heartbeats (the conditions' times, images,
+// addresses) pass nothing.
 var NodeChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		before, ok1 := e.ObjectOld.(*corev1.Node)
@@ -107,6 +109,7 @@ var NodeChanged = predicate.Funcs{
 
 type nodeModel struct {
 	Labels        map[string]string
+	Taints        []corev1.Taint
 	Allocatable   corev1.ResourceList
 	Healthy       bool
 	Why           string
@@ -116,14 +119,14 @@ type nodeModel struct {
 
 func modelled(n *corev1.Node) nodeModel {
 	healthy, why := Healthy(n)
-	return nodeModel{Labels: n.Labels, Allocatable: n.Status.Allocatable, Healthy: healthy, Why: why,
+	return nodeModel{Labels: n.Labels, Taints: SchedulingTaints(n.Spec.Taints), Allocatable: n.Status.Allocatable, Healthy: healthy, Why: why,
 		Unschedulable: n.Spec.Unschedulable, Deleting: n.DeletionTimestamp != nil}
 }
 
 // Reconcile compares every node with the ledger's and records the events that differ. The
 // first one after the bridge starts (leads) lists every node: if the ledger does not hold the
-// inventory complete yet, the last event says it is (or one more event does, the report of a
-// node as the ledger holds it, when nothing differs).
+// inventory complete yet, an event of the last call says it is (Completing), or one more event
+// does, the report of a node as the ledger holds it, when nothing differs.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
 	var nodeList corev1.NodeList
@@ -165,10 +168,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		changes[i].Workloads = refs
 	}
 	if !complete {
-		if len(changes) > 0 {
-			changes[len(changes)-1].InventoryComplete = true
-		} else if len(desired) > 0 {
+		if len(changes) == 0 && len(desired) > 0 {
 			changes = append(changes, Reassert(firstHealthy(desired)))
+		}
+		if len(changes) > 0 {
+			changes[Completing(changes)].InventoryComplete = true
 		}
 	}
 	if len(changes) == 0 {
@@ -185,6 +189,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
 	}
 	return ctrl.Result{RequeueAfter: ResyncInterval}, nil
+}
+
+// Completing is the index of the change that says the inventory is complete: one of the last
+// record call (the ledger admits at the end of a call, so within the call where it stands makes
+// no difference, and before the last call the inventory is not complete yet), its last report
+// of a healthy node, or its last change when it has none.
+func Completing(changes []Change) int {
+	last := len(changes) - 1
+	for i := last; i >= last/EventsPerCall*EventsPerCall; i-- {
+		if changes[i].Kind != Failed {
+			return i
+		}
+	}
+	return last
 }
 
 // firstHealthy is the first healthy node of desired, or its first if none is: a report of a
@@ -228,7 +246,7 @@ func (r *Reconciler) record(ctx context.Context, head uint64, changes []Change) 
 	return nil
 }
 
-// flavors reads the ResourceFlavors' nodeLabels from the cache.
+// flavors reads the ResourceFlavors' nodeLabels and tolerations from the cache.
 func (r *Reconciler) flavors(ctx context.Context) ([]Flavor, error) {
 	var list unstructured.UnstructuredList
 	list.SetGroupVersionKind(flavorGVK.GroupVersion().WithKind("ResourceFlavorList"))
@@ -241,7 +259,20 @@ func (r *Reconciler) flavors(ctx context.Context) ([]Flavor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ResourceFlavor %s: spec.nodeLabels: %w", item.GetName(), err)
 		}
-		out = append(out, Flavor{Name: item.GetName(), NodeLabels: labels})
+		f := Flavor{Name: item.GetName(), NodeLabels: labels}
+		tolerations, _, _ := unstructured.NestedSlice(item.Object, "spec", "tolerations")
+		for _, entry := range tolerations {
+			m, ok := entry.(map[string]any)
+			if !ok {
+				continue
+			}
+			var t corev1.Toleration
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &t); err != nil {
+				return nil, fmt.Errorf("ResourceFlavor %s: a toleration: %w", item.GetName(), err)
+			}
+			f.Tolerations = append(f.Tolerations, t)
+		}
+		out = append(out, f)
 	}
 	return out, nil
 }

@@ -174,7 +174,7 @@ func TestReconcileKeepsTheLedgerInStep(t *testing.T) {
 	)
 	l := newNodeLedger()
 	got := reconcileOnce(t, c, l)
-	want := []string{"nodeCapacityChanged gpu-1/a100", "nodeFailed gpu-2/a100 ml/job-train complete"}
+	want := []string{"nodeCapacityChanged gpu-1/a100 complete", "nodeFailed gpu-2/a100 ml/job-train"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("first reconcile: %q\nwant %q", got, want)
 	}
@@ -198,6 +198,30 @@ func TestReconcileKeepsTheLedgerInStep(t *testing.T) {
 	}
 	if got := reconcileOnce(t, c, l); !reflect.DeepEqual(got, []string{"nodeFailed gpu-1/a100"}) {
 		t.Fatalf("deletion: %q", got)
+	}
+}
+
+// The change that completes the inventory: the last healthy report of the last call, or its
+// last change.
+func TestCompleting(t *testing.T) {
+	of := func(kinds ...Kind) []Change {
+		var out []Change
+		for _, k := range kinds {
+			out = append(out, Change{Kind: k})
+		}
+		return out
+	}
+	if got := Completing(of(CapacityChanged, Recovered, Failed, Failed)); got != 1 {
+		t.Errorf("%d", got)
+	}
+	if got := Completing(of(Failed, Failed)); got != 1 {
+		t.Errorf("%d", got)
+	}
+	// Two calls, the second of failures only: its last change.
+	long := of(make([]Kind, EventsPerCall)...)
+	long = append(long, of(Failed, Failed)...)
+	if got := Completing(long); got != EventsPerCall+1 {
+		t.Errorf("%d", got)
 	}
 }
 

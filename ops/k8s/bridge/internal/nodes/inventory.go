@@ -40,29 +40,70 @@ func Owned(ledgerName string) (string, bool) {
 	return node, found && node != ""
 }
 
-// Flavor is what the bridge reads of a ResourceFlavor: its name and spec.nodeLabels.
+// Flavor is what the bridge reads of a ResourceFlavor: its name, spec.nodeLabels and
+// spec.tolerations.
 type Flavor struct {
-	Name       string
-	NodeLabels map[string]string
+	Name        string
+	NodeLabels  map[string]string
+	Tolerations []corev1.Toleration
 }
 
-// Matches: the node carries every one of the flavor's nodeLabels, the node selector a Job
-// admitted on the flavor gets (a flavor without nodeLabels matches every node).
-func (f Flavor) Matches(labels map[string]string) bool {
+// ConditionTaintPrefix is the prefix of the taints Kubernetes puts on nodes for their
+// conditions (not-ready, unreachable, unschedulable, memory-pressure, out-of-service...): they
+// say a node is unhealthy (Healthy), not which flavors it serves, so matching ignores them.
+const ConditionTaintPrefix = "node.kubernetes.io/"
+
+// Matches: a pod admitted on the flavor can land on the node. The node carries every one of
+// the flavor's nodeLabels (the node selector such a pod gets; a flavor without nodeLabels:
+// every node), and the flavor's tolerations (which such a pod gets too) tolerate each of the
+// node's NoSchedule and NoExecute taints, those of its conditions aside (a GPU node's
+// nvidia.com/gpu taint keeps it out of a CPU flavor without that toleration).
+func (f Flavor) Matches(labels map[string]string, taints []corev1.Taint) bool {
 	for k, v := range f.NodeLabels {
 		if have, ok := labels[k]; !ok || have != v {
+			return false
+		}
+	}
+	for i := range taints {
+		taint := &taints[i]
+		if !Repelling(taint) {
+			continue
+		}
+		tolerated := false
+		for j := range f.Tolerations {
+			tolerated = tolerated || f.Tolerations[j].ToleratesTaint(taint)
+		}
+		if !tolerated {
 			return false
 		}
 	}
 	return true
 }
 
-// MatchingFlavors are the names, in name order, of the flavors a node with these labels
-// belongs to.
-func MatchingFlavors(labels map[string]string, flavors []Flavor) []string {
+// Repelling: a taint that keeps pods without a toleration off the node, other than a
+// condition's.
+func Repelling(t *corev1.Taint) bool {
+	return (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) &&
+		!strings.HasPrefix(t.Key, ConditionTaintPrefix)
+}
+
+// SchedulingTaints are the node's taints that matching reads (Repelling), in their order.
+func SchedulingTaints(taints []corev1.Taint) []corev1.Taint {
+	var out []corev1.Taint
+	for i := range taints {
+		if Repelling(&taints[i]) {
+			out = append(out, taints[i])
+		}
+	}
+	return out
+}
+
+// MatchingFlavors are the names, in name order, of the flavors a node with these labels and
+// taints belongs to.
+func MatchingFlavors(labels map[string]string, taints []corev1.Taint, flavors []Flavor) []string {
 	var names []string
 	for _, f := range flavors {
-		if f.Matches(labels) {
+		if f.Matches(labels, taints) {
 			names = append(names, f.Name)
 		}
 	}
@@ -127,7 +168,7 @@ func DesiredOf(node *corev1.Node, flavors []Flavor) []Desired {
 	healthy, _ := Healthy(node)
 	capacity := Capacity(node.Status.Allocatable)
 	var out []Desired
-	for _, flavor := range MatchingFlavors(node.Labels, flavors) {
+	for _, flavor := range MatchingFlavors(node.Labels, node.Spec.Taints, flavors) {
 		out = append(out, Desired{Name: LedgerName(node.Name, flavor), Node: node.Name,
 			Flavor: flavor, Capacity: capacity, Failed: !healthy})
 	}

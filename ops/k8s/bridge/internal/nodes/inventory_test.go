@@ -31,12 +31,40 @@ func TestMatchingFlavors(t *testing.T) {
 		{map[string]string{"gpu": "h100", "pool": "a", "zone": "z"}, []string{"h100", "on-demand"}},
 		{map[string]string{"gpu": "a100"}, []string{"a100", "on-demand"}},
 	} {
-		if got := MatchingFlavors(c.labels, testFlavors); !reflect.DeepEqual(got, c.want) {
+		if got := MatchingFlavors(c.labels, nil, testFlavors); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("labels %v: %v, want %v", c.labels, got, c.want)
 		}
 	}
-	if got := MatchingFlavors(map[string]string{"gpu": "h100"}, testFlavors[1:]); got != nil {
+	if got := MatchingFlavors(map[string]string{"gpu": "h100"}, nil, testFlavors[1:]); got != nil {
 		t.Errorf("matched %v", got)
+	}
+}
+
+// A node's NoSchedule and NoExecute taints keep it out of the flavors whose tolerations do not
+// tolerate them (their pods cannot land there); PreferNoSchedule and the taints of its
+// conditions (node.kubernetes.io/...) do not.
+func TestMatchingFlavorsTolerateTheNodesTaints(t *testing.T) {
+	flavors := []Flavor{
+		{Name: "cpu"},
+		{Name: "h100", NodeLabels: map[string]string{"gpu": "h100"},
+			Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}},
+	}
+	gpu := map[string]string{"gpu": "h100"}
+	gpuTaint := corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
+	for _, c := range []struct {
+		taints []corev1.Taint
+		want   []string
+	}{
+		{nil, []string{"cpu", "h100"}},
+		{[]corev1.Taint{gpuTaint}, []string{"h100"}},
+		{[]corev1.Taint{gpuTaint, {Key: "reserved", Effect: corev1.TaintEffectNoExecute}}, nil},
+		{[]corev1.Taint{{Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule}}, []string{"cpu", "h100"}},
+		{[]corev1.Taint{{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoExecute},
+			{Key: "node.kubernetes.io/unschedulable", Effect: corev1.TaintEffectNoSchedule}}, []string{"cpu", "h100"}},
+	} {
+		if got := MatchingFlavors(gpu, c.taints, flavors); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("taints %v: %v, want %v", c.taints, got, c.want)
+		}
 	}
 }
 

@@ -4,12 +4,14 @@
 # Node objects are created through the API (there is no kubelet: the test posts their
 # allocatable and Ready condition itself and renews their Leases in kube-node-lease, so that
 # the node lifecycle controller does not take them for lost):
-# - before the bridge starts: flavors gpu-a (pool=gpu-a), any-gpu (accel=nvidia) and cpu
-#   (pool=cpu); nodes gpu-1 (pool=gpu-a, accel=nvidia), cpu-1 (pool=cpu), down-1 (pool=cpu, Ready
-#   False) and other-1 (pool=other);
+# - before the bridge starts: flavors gpu-a (pool=gpu-a), any-gpu (accel=nvidia), both
+#   tolerating nvidia.com/gpu, untolerating (accel=nvidia, no toleration) and cpu (pool=cpu);
+#   nodes gpu-1 (pool=gpu-a, accel=nvidia, tainted nvidia.com/gpu=present:NoSchedule), cpu-1
+#   (pool=cpu), down-1 (pool=cpu, Ready False) and other-1 (pool=other);
 # - the bridge's first list: the ledger holds gpu-1/gpu-a and gpu-1/any-gpu with gpu-1's
-#   allocatable, cpu-1/cpu, down-1/cpu failed, nothing of other-1, and the inventory complete,
-#   said by exactly one event, the last of that first report;
+#   allocatable, cpu-1/cpu, down-1/cpu failed, nothing of other-1 nor of untolerating, and the
+#   inventory complete,
+#   said by exactly one event, the last healthy report of that first list (one call);
 # - a Job admitted on gpu-a and released, one of its pods bound to gpu-1 (the binding
 #   subresource, as a scheduler binds); its pods posted Running and Ready by hand: the bridge
 #   reports `pods ready` with the admission's token, once, and the Workload shows PodsReady True
@@ -51,11 +53,20 @@ kubectl apply -f - > /dev/null <<EOF
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
 metadata: {name: gpu-a}
-spec: {nodeLabels: {pool: gpu-a}}
+spec:
+  nodeLabels: {pool: gpu-a}
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
 metadata: {name: any-gpu}
+spec:
+  nodeLabels: {accel: nvidia}
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: untolerating}
 spec: {nodeLabels: {accel: nvidia}}
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
@@ -81,7 +92,7 @@ kind: LocalQueue
 metadata: {name: gpu-local, namespace: $NAMESPACE}
 spec: {clusterQueue: gpu-queue}
 EOF
-# node_yaml NAME LABELS(k: v, ...): a Node of the test's.
+# node_yaml NAME LABELS(k: v, ...) [TAINTS]: a Node of the test's.
 node_yaml() {
   cat <<EOF
 apiVersion: v1
@@ -89,6 +100,7 @@ kind: Node
 metadata:
   name: $1
   labels: {$2}
+spec: {taints: [${3:-}]}
 EOF
 }
 # set_status NAME READY [CPU]: the node's allocatable (CPU cpus, default 8; 32Gi, 4 GPUs, 110
@@ -118,7 +130,8 @@ EOF
 }
 readonly NODES=(gpu-1 cpu-1 down-1 other-1)
 {
-  node_yaml gpu-1 "pool: gpu-a, accel: nvidia"; echo ---
+  node_yaml gpu-1 "pool: gpu-a, accel: nvidia" "{key: nvidia.com/gpu, value: present, effect: NoSchedule}"
+  echo ---
   node_yaml cpu-1 "pool: cpu"; echo ---
   node_yaml down-1 "pool: cpu"; echo ---
   node_yaml other-1 "pool: other"
@@ -181,13 +194,17 @@ done
   || fail "cpu-1/cpu: $(node_field cpu-1/cpu n)"
 [[ "$(node_field down-1/cpu 'n["failed"]')" == True ]] || fail "down-1/cpu: $(node_field down-1/cpu n)"
 ledger get nodes | grep -q other-1 && fail "other-1 matches no flavor but is in the ledger: $(ledger get nodes)"
+ledger get nodes | grep -q untolerating \
+  && fail "gpu-1's taint is not tolerated by flavor untolerating, yet it is reported: $(ledger get nodes)"
 node_events > "$dir/first.txt"
 echo "  the first report:" >&2
 sed 's/^/    /' "$dir/first.txt" >&2
 [[ "$(wc -l < "$dir/first.txt")" == 4 ]] || fail "the first report is not 4 node events"
 awk '$4 != "admit-k8s" {exit 1}' "$dir/first.txt" || fail "a node event not by the bridge"
 [[ "$(awk '$5 == "True"' "$dir/first.txt" | wc -l)" == 1 ]] || fail "not exactly one event completes the inventory"
-[[ "$(tail -n 1 "$dir/first.txt" | awk '{print $5}')" == True ]] || fail "the inventory is completed before the last report"
+# One call: the last healthy report carries it (docs/k8s.md, "Nodes": Completeness).
+[[ "$(awk '$2 == "nodeCapacityChanged"' "$dir/first.txt" | tail -n 1 | awk '{print $5}')" == True ]] \
+  || fail "the inventory is not completed by the first list's last healthy report"
 grep -q "nodeFailed down-1/cpu" "$dir/first.txt" || fail "down-1 (NotReady) is not reported failed"
 
 step "a Job admitted on gpu-a and released; one of its pods bound to gpu-1"
@@ -333,4 +350,4 @@ kill -TERM "$admitd_pid" && wait "$admitd_pid" 2>/dev/null || true
 admitd_pid=""
 "$admitctl" --ledger "$dir/ledger" replay --verify > "$dir/replay.out" 2>&1 \
   || fail "replay --verify failed: $(cat "$dir/replay.out")"
-echo "PASS: nodes of flavors reported with their allocatable, one of none not; the inventory completed once, by the last event of the first list; pods ready reported once, PodsReady shown; NotReady, cordoned and deleted nodes failed, naming the workload of the pod bound to one, which was evicted; recovered; allocatable and flavor changes reported; a restarted bridge recorded nothing"
+echo "PASS: nodes of flavors reported with their allocatable, one of none not; the inventory completed once, by the first list's last healthy report; a tainted node kept out of the flavor that does not tolerate it; pods ready reported once, PodsReady shown; NotReady, cordoned and deleted nodes failed, naming the workload of the pod bound to one, which was evicted; recovered; allocatable and flavor changes reported; a restarted bridge recorded nothing"

@@ -1,27 +1,28 @@
 #!/usr/bin/env bash
 # admit-k8s reports the cluster's Node objects to the ledger (docs/k8s.md, "Nodes"), on a real
 # API server with admitd on TLS and the bridge's certificate given the `bridge` role alone.
-# Node objects are created through the API (there is no kubelet: the test posts their
-# allocatable and Ready condition itself and renews their Leases in kube-node-lease, so that
-# the node lifecycle controller does not take them for lost):
+# Node objects are created through the API (`start --no-nodes`: no KWOK node, no kubelet; the
+# test posts their allocatable and Ready condition itself and renews their Leases in
+# kube-node-lease, so that the node lifecycle controller does not take them for lost):
 # - before the bridge starts: flavors gpu-a (pool=gpu-a), any-gpu (accel=nvidia), both
 #   tolerating nvidia.com/gpu, untolerating (accel=nvidia, no toleration) and cpu (pool=cpu);
 #   nodes gpu-1 (pool=gpu-a, accel=nvidia, tainted nvidia.com/gpu=present:NoSchedule), cpu-1
 #   (pool=cpu), down-1 (pool=cpu, Ready False) and other-1 (pool=other);
 # - the bridge's first list: the ledger holds gpu-1/gpu-a and gpu-1/any-gpu with gpu-1's
 #   allocatable, cpu-1/cpu, down-1/cpu failed, nothing of other-1 nor of untolerating, and the
-#   inventory complete,
-#   said by exactly one event, the last healthy report of that first list (one call);
-# - a Job admitted on gpu-a and released, one of its pods bound to gpu-1 (the binding
-#   subresource, as a scheduler binds); its pods posted Running and Ready by hand: the bridge
-#   reports `pods ready` with the admission's token, once, and the Workload shows PodsReady True
-#   (Started); gpu-1 set NotReady -> nodeFailed for both of its flavors, naming the Job's
-#   workload, which the ledger evicts (NodeFailure; PodsReady False, WaitForStart); Ready again ->
-#   nodeRecovered; cpu-1 cordoned -> nodeFailed, uncordoned -> nodeRecovered; its allocatable
-#   changed -> nodeCapacityChanged; a flavor's nodeLabels changed -> the nodes that left it
-#   fail, the ones that joined are reported;
+#   inventory complete, said by exactly one event, the last healthy report of that first list
+#   (one call);
+# - a Job admitted on gpu-a and released, one of its pods bound to gpu-1 (by kube-scheduler, or
+#   by the test through the binding subresource); its pods posted Running and Ready by hand:
+#   the bridge reports `pods ready` with the admission's token, once, and the Workload shows
+#   PodsReady True (Started); gpu-1 set NotReady -> nodeFailed for both of its flavors, naming
+#   the Job's workload, which the ledger evicts (NodeFailure; PodsReady False, WaitForStart);
+#   Ready again -> nodeRecovered; cpu-1 cordoned -> nodeFailed, uncordoned -> nodeRecovered; its
+#   allocatable changed -> nodeCapacityChanged; a flavor's nodeLabels changed -> the nodes that
+#   left it fail, the ones that joined are reported;
 # - the bridge restarted: no node event recorded (and no second `pods ready`);
-# - gpu-1 deleted -> nodeFailed for both of its flavors; other-1 deleted -> nothing;
+# - gpu-1 deleted -> nodeFailed for both of its flavors; other-1 (in flavor cpu by then)
+#   deleted -> nodeFailed;
 # - `admitctl replay --verify` of the ledger passes.
 #   tests/k8s/bridge_nodes_test.sh ADMITCTL ADMITD ADMIT_K8S
 # Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
@@ -45,7 +46,8 @@ readonly admitd_tls
 ledger() { "$admitctl" --connect "unix:$dir/admitd.sock" "$@"; }
 
 step "a control plane"
-kubeconfig="$("$cluster_sh" start --control-plane-only "$dir/cluster")"
+# No KWOK nodes: the test's nodes are its own (the scheduler still places pods on them).
+kubeconfig="$("$cluster_sh" start --control-plane-only --no-nodes "$dir/cluster")"
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
 
 step "flavors gpu-a, any-gpu and cpu, a ClusterQueue on gpu-a, and four nodes"
@@ -232,13 +234,15 @@ job_pods() {
 }
 two_pods() { [[ "$(job_pods | wc -l)" == 2 ]]; }
 wait_until "the Job on-gpu was not released (no pods)" two_pods
+# The scheduler places them on gpu-1, the one node of pool gpu-a; one it has not bound yet is
+# bound by the test as a scheduler binds (an answer that it is bound already is fine).
 pod="$(job_pods | head -n 1 | awk '{print $1}')"
-kubectl create --raw "/api/v1/namespaces/$NAMESPACE/pods/$pod/binding" -f - > /dev/null <<EOF
+kubectl create --raw "/api/v1/namespaces/$NAMESPACE/pods/$pod/binding" -f - > /dev/null 2>&1 <<EOF || true
 {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "$pod"},
  "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-1"}}
 EOF
-[[ "$(kubectl get pod "$pod" -n "$NAMESPACE" -o jsonpath='{.spec.nodeName}')" == gpu-1 ]] \
-  || fail "pod $pod is not bound to gpu-1"
+bound() { [[ "$(kubectl get pod "$pod" -n "$NAMESPACE" -o jsonpath='{.spec.nodeName}')" == gpu-1 ]]; }
+wait_until "pod $pod is not bound to gpu-1" bound
 
 step "its pods Running and Ready (posted by hand: no kubelet): pods ready reported once, the Workload PodsReady"
 for p in $(job_pods | awk '{print $1}'); do

@@ -253,7 +253,7 @@ Status Policy::MayRecord(const std::string& principal, schema::Event::Reader inp
     case schema::Event::Body::NODE_CAPACITY_CHANGED:
     case schema::Event::Body::NODE_FAILED:
     case schema::Event::Body::NODE_RECOVERED:
-      // A bridge forwards its cluster's Node objects (docs/k8s.md, "Nodes").
+      // A bridge forwards its cluster's Node objects (docs/k8s.md, "Node inventory").
       if (!p->Has(Role::kOperator) && !p->Has(Role::kBridge)) {
         return Denied(principal, "record", kind, "needs the operator role (or the bridge role)");
       }

@@ -287,7 +287,8 @@ expect_rc 1 admin --request-id node-a node capacity n1 --flavor h100 --capacity 
 contains "$err" "Conflict"
 contains "$err" "first differing field"
 
-# ---- The nodes' read model (the bridge plans its node reports from it: docs/k8s.md, "Nodes").
+# ---- The nodes' read model (the bridge plans its node reports from it: docs/k8s.md, "Node
+# inventory").
 expect_rc 0 admin get nodes -o json
 contains "$out" '"name": "n1"'
 contains "$out" '"flavor": "h100"'

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# admit-k8s reports the cluster's Node objects to the ledger (docs/k8s.md, "Nodes"), on a real
+# admit-k8s reports the cluster's Node objects to the ledger (docs/k8s.md, "Node inventory"), on a real
 # API server with admitd on TLS and the bridge's certificate given the `bridge` role alone.
 # Node objects are created through the API (`start --no-nodes`: no KWOK node, no kubelet; the
 # test posts their allocatable and Ready condition itself and renews their Leases in
@@ -204,7 +204,7 @@ sed 's/^/    /' "$dir/first.txt" >&2
 [[ "$(wc -l < "$dir/first.txt")" == 4 ]] || fail "the first report is not 4 node events"
 awk '$4 != "admit-k8s" {exit 1}' "$dir/first.txt" || fail "a node event not by the bridge"
 [[ "$(awk '$5 == "True"' "$dir/first.txt" | wc -l)" == 1 ]] || fail "not exactly one event completes the inventory"
-# One call: the last healthy report carries it (docs/k8s.md, "Nodes": Completeness).
+# One call: the last healthy report carries it (docs/k8s.md, "Node inventory": Completeness).
 [[ "$(awk '$2 == "nodeCapacityChanged"' "$dir/first.txt" | tail -n 1 | awk '{print $5}')" == True ]] \
   || fail "the inventory is not completed by the first list's last healthy report"
 grep -q "nodeFailed down-1/cpu" "$dir/first.txt" || fail "down-1 (NotReady) is not reported failed"

@@ -1,8 +1,9 @@
 // Package nodes forwards the cluster's Node objects to the ledger as its node model reads them
-// (docs/semantics.md, "Node capacity"; docs/k8s.md, "Nodes"): each node's allocatable under each
-// ResourceFlavor whose nodeLabels it carries (nodeCapacityChanged), a node NotReady, cordoned or
-// deleted (nodeFailed, naming the workloads whose pods are on it), a node back (nodeRecovered),
-// and, once the first full list of nodes is in the ledger, that the inventory is complete.
+// (docs/semantics.md, "Node capacity"; docs/k8s.md, "Node inventory"): each node's allocatable
+// under each ResourceFlavor whose pods can land on it (nodeCapacityChanged), a node NotReady,
+// cordoned or deleted (nodeFailed, naming the workloads whose pods are on it), a node back
+// (nodeRecovered), and, once the first full list of nodes is in the ledger, that the inventory
+// is complete.
 //
 // This file holds the pure parts: which flavors a node belongs to, what the ledger should hold
 // for it, how that differs from what the ledger holds, and the events that close the gap.

@@ -191,10 +191,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	return ctrl.Result{RequeueAfter: ResyncInterval}, nil
 }
 
-// Completing is the index of the change that says the inventory is complete: one of the last
-// record call (the ledger admits at the end of a call, so within the call where it stands makes
-// no difference, and before the last call the inventory is not complete yet), its last report
-// of a healthy node, or its last change when it has none.
+// Completing is the index of the change that says the inventory is complete: in the last
+// record call (before it, capacity of later calls is missing), its last report of a healthy
+// node, so that every capacity precedes it and the failures after it (a known node that failed
+// while no bridge ran) are weighed against the whole inventory; the call's last change when it
+// reports no healthy node.
 func Completing(changes []Change) int {
 	last := len(changes) - 1
 	for i := last; i >= last/EventsPerCall*EventsPerCall; i-- {

@@ -236,7 +236,7 @@ two_pods() { [[ "$(job_pods | wc -l)" == 2 ]]; }
 wait_until "the Job on-gpu was not released (no pods)" two_pods
 # The scheduler places them on gpu-1, the one node of pool gpu-a; one it has not bound yet is
 # bound by the test as a scheduler binds (an answer that it is bound already is fine).
-pod="$(job_pods | head -n 1 | awk '{print $1}')"
+pod="$(job_pods | awk 'NR == 1 {print $1}')"
 kubectl create --raw "/api/v1/namespaces/$NAMESPACE/pods/$pod/binding" -f - > /dev/null 2>&1 <<EOF || true
 {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "$pod"},
  "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-1"}}

@@ -242,14 +242,16 @@ def watch(args):
                 out.flush()
 
 
-# How far billing's used GPU-seconds may exceed the pods' own run time, per pod and GPU: billing
-# counts from the bridge's `released` report (before the Job is unsuspended) to the quota's
-# release, the pods from their containers' start to their end. Between: the Job controller
-# creating the pods, the scheduler placing them (a pod may wait for a whole free node while the
-# quota, which knows no nodes, fits), KWOK starting them; at the end the last pod of the Job,
-# the Job controller's Complete and the bridge's `finished` report. Timestamps are whole
-# seconds, hence also the 1 s below the pods' time.
-BILLING_SLACK_SECONDS_PER_POD = 30
+# How far billing's used GPU-seconds may exceed the pods' own run time, per admitted pod (x its
+# GPUs): billing counts from the bridge's `released` report (before the Job is unsuspended) to
+# the quota's release, the pods from their containers' start to their end. Between: the Job
+# controller creating the pods, the scheduler placing them (a pod may wait for a whole free node
+# while the quota, which knows no nodes, fits), KWOK starting them; at the end the Job's last
+# pod, the Job controller's Complete and the bridge's `finished` report; for an evicted
+# admission, the pods' deletion and the bridge's `terminated` report (an admission evicted after
+# its release whose pods never started bills this time alone). Kubernetes' timestamps are whole
+# seconds, hence also 1 s per pod below the pods' time.
+BILLING_SLACK_SECONDS_PER_POD = 20
 
 
 def parse_time(text):
@@ -259,6 +261,12 @@ def parse_time(text):
     main, _, frac = text.rstrip("Z").partition(".")
     t = datetime.strptime(main, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
     return t + (float("0." + frac) if frac else 0.0)
+
+
+def iso(t):
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%H:%M:%S.%f")[:-3]
 
 
 def percentile(values, q):
@@ -278,16 +286,34 @@ def load_lines(path):
 
 
 class Checks:
+    """Failures by kind (the first words of the message up to ':'), the first few of each
+    printed; ok() prints what a group of checks showed, or that it failed."""
+
+    SHOWN_PER_KIND = 5
+
     def __init__(self):
         self.failures = []
+        self.by_kind = defaultdict(int)
+        self.mark = 0
 
-    def fail(self, what):
-        if len(self.failures) < 50:
-            print("FAIL: " + what, file=sys.stderr)
-        self.failures.append(what)
+    def fail(self, kind, what):
+        self.by_kind[kind] += 1
+        if self.by_kind[kind] <= self.SHOWN_PER_KIND:
+            print("FAIL: %s: %s" % (kind, what), file=sys.stderr)
+        self.failures.append((kind, what))
 
     def ok(self, what):
-        print("  ok: " + what, file=sys.stderr)
+        failed = len(self.failures) - self.mark
+        self.mark = len(self.failures)
+        if failed:
+            print("  NOT ok (%d failures): %s" % (failed, what), file=sys.stderr)
+        else:
+            print("  ok: " + what, file=sys.stderr)
+
+    def summary(self):
+        for kind, n in sorted(self.by_kind.items()):
+            print("%d x %s%s" % (n, kind, " (%d shown)" % self.SHOWN_PER_KIND
+                                 if n > self.SHOWN_PER_KIND else ""), file=sys.stderr)
 
 
 class LedgerFold:
@@ -337,7 +363,7 @@ class LedgerFold:
     def on_quotaReserved(self, d, seq, t):
         w = d["workload"]
         if w["uid"] in self.reserved:
-            self.c.fail("sequence %s: quota reserved for %s/%s, which holds a reservation" % (
+            self.c.fail('double reservation', "sequence %s: quota reserved for %s/%s, which holds a reservation" % (
                 seq, w["namespace"], w["name"]))
         usage = defaultdict(int)
         gpu_flavor = None
@@ -358,14 +384,14 @@ class LedgerFold:
     def on_admitted(self, d, seq, t):
         w, token = d["workload"], d.get("fencingToken", "")
         if not token:
-            self.c.fail("sequence %s: admitted %s/%s without a token" % (seq, w["namespace"], w["name"]))
+            self.c.fail('admission without a token', "sequence %s: admitted %s/%s without a token" % (seq, w["namespace"], w["name"]))
             return
         if token in self.admitted:
-            self.c.fail("sequence %s: token %s admitted twice (first at %s)" % (
+            self.c.fail('token admitted twice', "sequence %s: token %s admitted twice (first at %s)" % (
                 seq, token, self.admitted[token]["seq"]))
         r = self.reserved.get(w["uid"])
         if r is None:
-            self.c.fail("sequence %s: %s/%s admitted without a reservation" % (
+            self.c.fail('admission without a reservation', "sequence %s: %s/%s admitted without a reservation" % (
                 seq, w["namespace"], w["name"]))
             r = {}
         r["token"] = token
@@ -388,11 +414,13 @@ class LedgerFold:
         w = d["workload"]
         r = self.reserved.pop(w["uid"], None)
         if r is None:
-            self.c.fail("sequence %s: quota released for %s/%s, which holds none" % (
+            self.c.fail('release without a reservation', "sequence %s: quota released for %s/%s, which holds none" % (
                 seq, w["namespace"], w["name"]))
             return
         if r["token"]:
             self.admitted[r["token"]]["quota_released_t"] = t
+            self.admitted[r["token"]]["quota_released"] = "sequence %s, %s" % (
+                seq, d.get("reason", ""))
         self.check_quota(seq)
         self.check_nodes(seq)
 
@@ -401,7 +429,7 @@ class LedgerFold:
         self.reports[token][report] += 1
         a = self.admitted.get(token)
         if a is None:
-            self.c.fail("sequence %s: pods %s with token %r, which no admission carries" % (
+            self.c.fail('report with an unknown token', "sequence %s: pods %s with token %r, which no admission carries" % (
                 seq, report, token))
         elif report == "released" and a["released_t"] is None:
             a["released_t"] = t
@@ -448,7 +476,7 @@ class LedgerFold:
             for key, (nominal, borrow, _) in q["quota"].items():
                 used = usage[name].get(key, 0)
                 if borrow is not None and used > nominal + borrow:
-                    self.c.fail("sequence %s: ClusterQueue %s uses %s milli of %s, beyond nominal "
+                    self.c.fail('ClusterQueue over its limit', "sequence %s: ClusterQueue %s uses %s milli of %s, beyond nominal "
                                 "%d + borrowingLimit %d" % (seq, name, used, key, nominal, borrow))
         for cohort, members in cohorts.items():
             keys = set(k for m in members for k in self.queues[m]["quota"])
@@ -464,15 +492,15 @@ class LedgerFold:
                     nominal_sum += nominal
                 self.peak[key] = max(self.peak[key], total)
                 if total > nominal_sum:
-                    self.c.fail("sequence %s: cohort %s uses %d milli of %s, beyond its nominal %d"
+                    self.c.fail('cohort over its nominal quota', "sequence %s: cohort %s uses %d milli of %s, beyond its nominal %d"
                                 % (seq, cohort, total, key, nominal_sum))
                 if from_pool > lent:
-                    self.c.fail("sequence %s: cohort %s takes %d milli of %s from what its "
+                    self.c.fail('cohort over what is lent', "sequence %s: cohort %s takes %d milli of %s from what its "
                                 "members lend, beyond the %d lent" % (seq, cohort, from_pool, key,
                                                                       lent))
         for name in usage:
             if name not in self.queues:
-                self.c.fail("sequence %s: usage in ClusterQueue %s, which is not defined" % (seq, name))
+                self.c.fail('usage in an undefined ClusterQueue', "sequence %s: usage in ClusterQueue %s, which is not defined" % (seq, name))
 
     def check_nodes(self, seq, reservation=False):
         """Once the inventory is complete, each flavor with a known node: the usage of every
@@ -494,7 +522,7 @@ class LedgerFold:
                     capacity[(flavor, res)] += v
         for (flavor, res), used in totals.items():
             if flavor in known and used > capacity[(flavor, res)]:
-                self.c.fail("sequence %s: flavor %s uses %d milli of %s, beyond its healthy nodes' "
+                self.c.fail('flavor over its healthy nodes', "sequence %s: flavor %s uses %d milli of %s, beyond its healthy nodes' "
                             "%d" % (seq, flavor, used, res, capacity[(flavor, res)]))
 
 
@@ -531,7 +559,7 @@ def check_jobs(c, d, plan):
     names = sorted("%s/%s" % (j["namespace"], j["name"]) for j in plan["jobs"])
     seen = sorted("%s/%s" % (j["metadata"]["namespace"], j["metadata"]["name"]) for j in complete)
     if seen != names:
-        c.fail("Jobs not Complete: %s" % sorted(set(names) - set(seen))[:20])
+        c.fail('Job not Complete', "Jobs not Complete: %s" % sorted(set(names) - set(seen))[:20])
     else:
         c.ok("every one of the %d Jobs is Complete" % len(names))
 
@@ -546,7 +574,7 @@ def check_ledger(c, d):
               len(events), fold.reservations, fold.borrowing, len(fold.admitted), fold.evictions,
               fold.preempted, fold.node_events, fold.node_failures), file=sys.stderr)
     if fold.reserved:
-        c.fail("quota still reserved at the end: %s" % sorted(
+        c.fail('quota reserved at the end', "quota still reserved at the end: %s" % sorted(
             r["workload"] for r in fold.reserved.values())[:10])
     peaks = ", ".join("%s %s %g" % (f, r, v / 1000.0) for (f, r), v in sorted(fold.peak.items())
                       if r == GPU)
@@ -558,7 +586,7 @@ def check_ledger(c, d):
               "nodeFailed or nodeRecovered, so node capacity bounded nothing and was not checked "
               "from the ledger", file=sys.stderr)
     elif fold.inventory_complete_at is None:
-        c.fail("%d node reports, but none completes the inventory" % fold.node_events)
+        c.fail('inventory never complete', "%d node reports, but none completes the inventory" % fold.node_events)
     else:
         flavors = defaultdict(lambda: [0, 0])
         for (node, flavor), n in fold.nodes.items():
@@ -569,7 +597,7 @@ def check_ledger(c, d):
                 "%s %d nodes %d GPUs" % (f, v[0], v[1]) for f, v in sorted(flavors.items()))))
         for flavor, gpus in NODE_GPUS.items():
             if flavors[flavor][1] != gpus:
-                c.fail("the ledger's %s nodes hold %d GPUs, the nodes file %d" % (
+                c.fail('node GPUs', "the ledger's %s nodes hold %d GPUs, the nodes file %d" % (
                     flavor, flavors[flavor][1], gpus))
     check_tokens(c, fold)
     return fold
@@ -579,7 +607,7 @@ def check_tokens(c, fold):
     unreleased = 0
     for token, reports in fold.reports.items():
         if reports.get("released", 0) > 1:
-            c.fail("token %s released %d times" % (token, reports["released"]))
+            c.fail('token released more than once', "token %s released %d times" % (token, reports["released"]))
     for token in fold.admitted:
         if fold.reports[token].get("released", 0) == 0:
             unreleased += 1
@@ -595,44 +623,51 @@ def check_pods(c, d, fold):
     final = {p["metadata"]["uid"]: p for p in load_json(os.path.join(d, "pods.json"))["items"]}
     for uid in final:
         if uid not in pods:
-            c.fail("pod %s is not in the watch" % final[uid]["metadata"]["name"])
+            c.fail('pod missing from the watch', "pod %s is not in the watch" % final[uid]["metadata"]["name"])
     product = {"h100": H100, "a100": A100}
     latency, observed = [], []
     ran = defaultdict(float)      # flavor -> pods' GPU-seconds
     gpu_pods = defaultdict(int)   # flavor -> sum over pods of their GPUs
     tokens_with_pods = set()
+    late_tokens, late_succeeded = set(), 0
     for uid, entry in pods.items():
         pod = entry["pod"]
         name = "%s/%s" % (pod["metadata"]["namespace"], pod["metadata"]["name"])
         token = pod["metadata"].get("annotations", {}).get(TOKEN_ANNOTATION)
         a = fold.admitted.get(token)
         if a is None:
-            c.fail("pod %s carries token %r, which no admission has" % (name, token))
+            c.fail('pod without an admitted token', "pod %s carries token %r, which no admission has" % (name, token))
             continue
         tokens_with_pods.add(token)
         job = pod["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name", "")
         if (a["namespace"], a["name"]) != (pod["metadata"]["namespace"], "job-" + job):
-            c.fail("pod %s of Job %s carries the token of %s/%s" % (name, job, a["namespace"],
+            c.fail("pod with another Job's token", "pod %s of Job %s carries the token of %s/%s" % (name, job, a["namespace"],
                                                                      a["name"]))
         created = parse_time(pod["metadata"]["creationTimestamp"])
         start, end = container_times(pod)
         # Kubernetes' times are whole seconds, cut down: compare with the ledger's cut alike.
         if a["released_t"] is None:
-            c.fail("pod %s exists, but its token %s was never released" % (name, token))
+            c.fail('pod of an unreleased token', "pod %s exists, but its token %s was never released" % (name, token))
         elif created < math.floor(a["released_t"]):
-            c.fail("pod %s created at %s, before its token's released report at %.3f" % (
+            c.fail('pod created before its release', "pod %s created at %s, before its token's released report at %.3f" % (
                 name, pod["metadata"]["creationTimestamp"], a["released_t"]))
         if start is not None and start < math.floor(a["t"]):
-            c.fail("pod %s started at %.0f, before its admission at %.3f" % (name, start, a["t"]))
+            c.fail('pod started before its admission', "pod %s started at %.0f, before its admission at %.3f" % (name, start, a["t"]))
         if end is not None and (a["quota_released_t"] is None or end > math.ceil(a["quota_released_t"])):
-            c.fail("pod %s ended at %.0f, after its admission's quota was released (%s)" % (
-                name, end, a["quota_released_t"]))
+            late_tokens.add(token)
+            late_succeeded += not entry["deleted"]
+            c.fail('pod ran after its quota was released', "pod %s (token %s) created %s, ran %s..%s (deleted %s), after its quota "
+                   "was released at %s (%s); released report at %s" % (
+                       name, token, pod["metadata"]["creationTimestamp"], iso(start),
+                       iso(end), pod["metadata"].get("deletionTimestamp"),
+                       iso(a["quota_released_t"]), a.get("quota_released"),
+                       iso(a["released_t"])))
         node = pod.get("spec", {}).get("nodeName")
         if node and nodes.get(node) != product.get(a["gpu_flavor"]):
-            c.fail("pod %s of a %s admission ran on %s (%s)" % (name, a["gpu_flavor"], node,
+            c.fail('pod on a node of another flavor', "pod %s of a %s admission ran on %s (%s)" % (name, a["gpu_flavor"], node,
                                                                  nodes.get(node)))
         if not entry["deleted"] and pod["status"].get("phase") != "Succeeded":
-            c.fail("pod %s is %s at the end" % (name, pod["status"].get("phase")))
+            c.fail('pod not Succeeded', "pod %s is %s at the end" % (name, pod["status"].get("phase")))
         gpus = int(pod["spec"]["containers"][0]["resources"]["requests"].get(GPU, "0"))
         gpu_pods[a["gpu_flavor"]] += gpus
         if start is not None:
@@ -643,8 +678,12 @@ def check_pods(c, d, fold):
             observed.append(entry["first_running_t"] - a["t"])
     for token in tokens_with_pods:
         if fold.reports[token].get("released", 0) != 1:
-            c.fail("token %s has pods and %d released reports" % (
+            c.fail('token with pods not released once', "token %s has pods and %d released reports" % (
                 token, fold.reports[token].get("released", 0)))
+    if late_tokens:
+        print("  %d pods of %d admissions ran after their quota was released (%d of them to the "
+              "end, Succeeded)" % (c.by_kind["pod ran after its quota was released"],
+                                    len(late_tokens), late_succeeded), file=sys.stderr)
     c.ok("%d pods (%d deleted on the way), each with an admitted token of its own Job, created "
          "after its released report, started after its admission, ended before its quota's "
          "release, on a node of the admitted flavor" % (
@@ -662,28 +701,33 @@ def check_billing(c, d, fold, ran, gpu_pods):
     for row in load_json(os.path.join(d, "billing.json"))["rows"]:
         if row.get("resource") == GPU:
             billed[row["flavor"]] += float(row["used"])
-    # The same from the ledger's own intervals: released report to quota released.
+    # The same from the ledger's own intervals, released report to quota released, and the
+    # GPUs of the admissions whose pods were released (the slack's unit).
     intervals = defaultdict(float)
+    released_gpus = defaultdict(float)
     for a in fold.admitted.values():
         if a["released_t"] is not None and a["quota_released_t"] is not None:
-            intervals[a["gpu_flavor"]] += (a["quota_released_t"] - a["released_t"]) * \
-                a["gpus_milli"] / 1000.0
+            gpus = a["gpus_milli"] / 1000.0
+            intervals[a["gpu_flavor"]] += (a["quota_released_t"] - a["released_t"]) * gpus
+            released_gpus[a["gpu_flavor"]] += gpus
     for flavor in sorted(set(billed) | set(ran)):
         b, r, i = billed[flavor], ran[flavor], intervals[flavor]
         low = r - gpu_pods[flavor] * 1.0
-        high = r + gpu_pods[flavor] * BILLING_SLACK_SECONDS_PER_POD
-        print("billing %s: %.1f GPU-seconds used; the ledger's released-to-released intervals "
-              "%.1f; the pods ran %.1f GPU-seconds (billing - pods: %.1f s per pod-GPU, slack "
-              "%d s)" % (flavor, b, i, r, (b - r) / max(1, gpu_pods[flavor]),
-                         BILLING_SLACK_SECONDS_PER_POD), file=sys.stderr)
-        if abs(b - i) > 0.01 * max(1.0, i) + 1:
-            c.fail("billing's %s GPU-seconds %.1f are not the ledger's intervals %.1f" % (
-                flavor, b, i))
+        high = r + released_gpus[flavor] * BILLING_SLACK_SECONDS_PER_POD
+        print("billing %s: %.1f GPU-seconds used (the ledger's released-to-quota-released "
+              "intervals: %.1f); the pods ran %.1f GPU-seconds; billing - pods = %.1f s per "
+              "released pod (allowed: -1..%d s)" % (
+                  flavor, b, i, r, (b - r) / max(1.0, released_gpus[flavor]),
+                  BILLING_SLACK_SECONDS_PER_POD), file=sys.stderr)
+        if abs(b - i) > 0.001 * max(1.0, i) + 1:
+            c.fail("billing against the ledger", "%s: billing's %.1f GPU-seconds are not the "
+                   "ledger's intervals %.1f" % (flavor, b, i))
         if not low <= b <= high:
-            c.fail("billing's %s GPU-seconds %.1f are not the pods' %.1f within [-1, +%d] s "
-                   "per pod-GPU (%.1f..%.1f)" % (flavor, b, r, BILLING_SLACK_SECONDS_PER_POD,
-                                                 low, high))
-    c.ok("billing per flavor checked against the pods' run time")
+            c.fail("billing against the pods", "%s: billing's %.1f GPU-seconds are not the "
+                   "pods' %.1f within -1..+%d s per pod (%.1f..%.1f)" % (
+                       flavor, b, r, BILLING_SLACK_SECONDS_PER_POD, low, high))
+    c.ok("billing's GPU-seconds per flavor: the ledger's intervals, and the pods' run time "
+         "within the slack")
 
 
 def check(d):
@@ -694,6 +738,7 @@ def check(d):
     ran, gpu_pods = check_pods(c, d, fold)
     check_billing(c, d, fold, ran, gpu_pods)
     if c.failures:
+        c.summary()
         print("%d checks failed" % len(c.failures), file=sys.stderr)
         return 1
     return 0

@@ -75,7 +75,13 @@ python3 "$load_py" generate --seed "$SEED" --jobs "$JOBS" --bursts "$BURSTS" --o
   > >(python3 "$load_py" watch "$dir/pods-watch.jsonl") &
 watch_pid=$!
 # The library's cleanup, after stopping the watch (its reader ends with kubectl's output).
-trap 'status=$?; kill "$watch_pid" 2>/dev/null; (exit "$status"); cleanup' EXIT
+# cleanup reads the exit status from $?, which the if's condition sets again for either branch.
+stop_watch_and_clean_up() {
+  local status=$?
+  kill "$watch_pid" 2>/dev/null || true
+  if (exit "$status"); then cleanup; else cleanup; fi
+}
+trap stop_watch_and_clean_up EXIT
 kubectl apply -f "$dir/gen/definitions.yaml" > /dev/null
 # inventory_complete: a node report in the ledger completes the bridge's inventory.
 inventory_complete() {

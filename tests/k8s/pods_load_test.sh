@@ -79,6 +79,7 @@ watch_pid=$!
 stop_watch_and_clean_up() {
   local status=$?
   kill "$watch_pid" 2>/dev/null || true
+  echo "wall time $((SECONDS - test_started)) s: ${phases[*]}" >&2
   if (exit "$status"); then cleanup; else cleanup; fi
 }
 trap stop_watch_and_clean_up EXIT
@@ -184,5 +185,4 @@ step "the checks"
 python3 "$load_py" check "$dir" || fail "the checks failed (above)"
 phase checks
 
-echo "wall time $((SECONDS - test_started)) s: ${phases[*]}" >&2
 echo "PASS" >&2

@@ -41,8 +41,10 @@ readonly BURST_INTERVAL_SECONDS=15
 # How long the bridge may take to report the nodes and complete its inventory after the
 # flavors are defined (a bridge without node reports: the checks say "no node reports").
 readonly INVENTORY_WAIT_SECONDS=30
-# Every Job complete within this long after the first burst (the work is ~100 s on all GPUs).
-readonly RUN_WAIT_SECONDS=300
+# Every Job complete within this long after the first burst: the work is ~100 s on all GPUs,
+# done in ~220 s on a 2-core machine running other builds (docs/benchmarks.md); the rest is
+# room for a CI run that shares the machine with another test's cluster.
+readonly RUN_WAIT_SECONDS=360
 # Then every workload finished in the ledger (its quota released) within this long.
 readonly DRAIN_WAIT_SECONDS=60
 readonly LOAD_LABEL=admission-ledger.io/load-test

@@ -600,7 +600,29 @@ def check_ledger(c, d):
                 c.fail('node GPUs', "the ledger's %s nodes hold %d GPUs, the nodes file %d" % (
                     flavor, flavors[flavor][1], gpus))
     check_tokens(c, fold)
+    check_job_tokens(c, d, fold)
     return fold
+
+
+def check_job_tokens(c, d, fold):
+    """The token the bridge last put on each Job (and its pod template) is an admission of the
+    Job's own workload, released."""
+    jobs = load_json(os.path.join(d, "jobs.json"))["items"]
+    for j in jobs:
+        name = "%s/%s" % (j["metadata"]["namespace"], j["metadata"]["name"])
+        token = j["metadata"].get("annotations", {}).get(TOKEN_ANNOTATION)
+        template = j["spec"]["template"]["metadata"].get("annotations", {}).get(TOKEN_ANNOTATION)
+        a = fold.admitted.get(token)
+        if a is None or (a["namespace"], a["name"]) != (j["metadata"]["namespace"],
+                                                         "job-" + j["metadata"]["name"]):
+            c.fail("Job without an admitted token", "Job %s carries token %r" % (name, token))
+        elif template != token:
+            c.fail("Job's pod template with another token", "Job %s: %r, its template %r" % (
+                name, token, template))
+        elif a["released_t"] is None:
+            c.fail("Job with an unreleased token", "Job %s carries %s" % (name, token))
+    c.ok("each of the %d Jobs and its pod template carry a released token of its own workload" %
+         len(jobs))
 
 
 def check_tokens(c, fold):

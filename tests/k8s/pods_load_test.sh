@@ -14,7 +14,8 @@
 #   uses more than its nominal quota plus borrowing limit, the cohort no more than the lent
 #   quota, and no flavor more than its healthy nodes report (once the inventory is complete);
 # - every admission has a token of its own, one `released` report per token, no report with a
-#   token the ledger did not admit;
+#   token the ledger did not admit; each Job and its pod template carry a released token of
+#   the Job's own workload;
 # - every pod carries an admitted token of its own Job's workload, was created and started no
 #   earlier than that admission and its released report, and ended before its quota was
 #   released;

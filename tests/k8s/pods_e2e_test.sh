@@ -55,9 +55,11 @@ import json, sys
 items = json.load(sys.stdin)["items"]
 print(sum(1 for n in items if n["flavor"] == sys.argv[1] and not n["failed"]))' "$1"
 }
-wait_until "the ledger holds the two CPU nodes" test "$(node_count default-flavor)" = 2
-wait_until "the ledger holds the two H100 nodes" test "$(node_count h100)" = 2
-wait_until "the ledger holds the two A100 nodes" test "$(node_count a100)" = 2
+# has_nodes FLAVOR N: the ledger holds N healthy nodes of FLAVOR (polled: evaluated each time).
+has_nodes() { [[ "$(node_count "$1")" == "$2" ]]; }
+wait_until "the ledger holds the two CPU nodes" has_nodes default-flavor 2
+wait_until "the ledger holds the two H100 nodes" has_nodes h100 2
+wait_until "the ledger holds the two A100 nodes" has_nodes a100 2
 nodes_json | python3 -c '
 import json, sys
 for n in json.load(sys.stdin)["items"]:
@@ -271,8 +273,8 @@ PY
 
 step "the node back Ready: capacity returns"
 kubectl annotate node "$lost" kwok.x-k8s.io/node=fake > /dev/null
-wait_until "the ledger holds the two H100 nodes healthy" test "$(node_count h100)" = 2
-wait_until "and the two A100 nodes" test "$(node_count a100)" = 2
+wait_until "the ledger holds the two H100 nodes healthy ($(node_count h100) now)" has_nodes h100 2
+wait_until "and the two A100 nodes" has_nodes a100 2
 
 step "a node deleted under a running Job"
 gone="$(running_on "$long")"

@@ -287,9 +287,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		at, hasAt := suspendedAt(job)
-		if gone, why := podsGone(job, pods, at, hasAt); !gone {
+		if gone, why := podsGone(job, pods, at, hasAt, time.Now()); !gone {
 			log.FromContext(ctx).V(1).Info("evicted; waiting for the pods to go", "why", why)
-			return ctrl.Result{RequeueAfter: PollInterval}, nil
+			return ctrl.Result{RequeueAfter: WaitForPodsGonePoll}, nil
 		}
 		pauseAt(ctx, "before-terminated", state)
 		return r.reportPods(ctx, job, state, ledgerevents.PodsReport_terminated, state.EvictingToken())

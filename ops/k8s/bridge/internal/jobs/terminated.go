@@ -15,6 +15,13 @@ import (
 // unsuspends it (release), so a value present always belongs to the current suspension.
 const SuspendedAtAnnotation = "admission-ledger.io/suspended-at"
 
+// NeverStartedGrace: how long after its suspension a Job the Job controller never started
+// (podsGone) must show no pod before its pods count as gone.
+const NeverStartedGrace = 10 * time.Second
+
+// WaitForPodsGonePoll: how often an evicted Job is looked at while its pods go.
+const WaitForPodsGonePoll = 2 * time.Second
+
 // JobControllerUIDLabel is the label the Job controller puts on its pods: the Job's uid.
 const JobControllerUIDLabel = "batch.kubernetes.io/controller-uid"
 
@@ -45,8 +52,17 @@ func suspendedAt(job *batchv1.Job) (time.Time, bool) {
 //  2. none of its pods, listed live from the API server, is not terminal: no pod Pending,
 //     Running or Unknown, none being deleted and not yet Succeeded or Failed.
 //
+// One case has no proof to wait for: the bridge released and suspended the Job again before the
+// Job controller synced, so the controller never saw the release, and its Suspended condition
+// stays True from before, never to move. Its status.startTime (reset on every suspension the
+// controller observes, set when it starts the Job) is then unset. After NeverStartedGrace since
+// the bridge's suspension with startTime unset and no pod, the Job is taken as never started: a
+// controller sync that saw the release and creates pods would have shown them by then. This is
+// a bounded wait, not proof; docs/k8s.md says so.
+//
 // Returns a short reason when not gone, for the log.
-func podsGone(job *batchv1.Job, pods []corev1.Pod, suspendedAt time.Time, hasSuspendedAt bool) (bool, string) {
+func podsGone(job *batchv1.Job, pods []corev1.Pod, suspendedAt time.Time, hasSuspendedAt bool,
+	now time.Time) (bool, string) {
 	if job.Spec.Suspend == nil || !*job.Spec.Suspend {
 		return false, "the Job is not suspended"
 	}
@@ -60,7 +76,9 @@ func podsGone(job *batchv1.Job, pods []corev1.Pod, suspendedAt time.Time, hasSus
 		return false, "the Job controller has not observed the suspension yet"
 	}
 	if hasSuspendedAt && suspended.LastTransitionTime.Time.Truncate(time.Second).Before(suspendedAt.Truncate(time.Second)) {
-		return false, "the Job's Suspended condition is from before the bridge's suspension"
+		if job.Status.StartTime != nil || now.Sub(suspendedAt) < NeverStartedGrace {
+			return false, "the Job's Suspended condition is from before the bridge's suspension"
+		}
 	}
 	for i := range pods {
 		p := &pods[i]

@@ -38,6 +38,7 @@ func TestPodsGone(t *testing.T) {
 		at    time.Time
 		hasAt bool
 		gone  bool
+		now   time.Time // zero: one second after at
 	}{
 		// The race of k8s_pods_load: right after an unsuspend the Job reads active=0 and the
 		// controller has not synced the suspension yet (nor created its pods).
@@ -71,9 +72,31 @@ func TestPodsGone(t *testing.T) {
 		{name: "no recorded suspension: a True condition is taken",
 			job: suspendedJob(suspendedCondition(corev1.ConditionTrue, at.Add(-time.Hour))), gone: true},
 		{name: "no recorded suspension, no condition", job: suspendedJob()},
+		// Released and suspended again before the controller synced: its True condition stays
+		// from before; never started (no startTime), no pod, past the grace: gone.
+		{name: "stale True condition, never started, no pod, past the grace",
+			job: suspendedJob(suspendedCondition(corev1.ConditionTrue, at.Add(-3*time.Second))), at: at,
+			hasAt: true, now: at.Add(NeverStartedGrace + time.Second), gone: true},
+		{name: "stale True condition, never started, no pod, within the grace",
+			job: suspendedJob(suspendedCondition(corev1.ConditionTrue, at.Add(-3*time.Second))), at: at,
+			hasAt: true, now: at.Add(NeverStartedGrace - time.Second)},
+		{name: "stale True condition, started (startTime set), past the grace",
+			job: func() *batchv1.Job {
+				j := suspendedJob(suspendedCondition(corev1.ConditionTrue, at.Add(-3*time.Second)))
+				j.Status.StartTime = ptr.To(metav1.NewTime(at.Add(-time.Second)))
+				return j
+			}(), at: at, hasAt: true, now: at.Add(NeverStartedGrace + time.Second)},
+		{name: "stale True condition, never started, a pod Pending, past the grace",
+			job:  suspendedJob(suspendedCondition(corev1.ConditionTrue, at.Add(-3*time.Second))),
+			pods: []corev1.Pod{pod("a", corev1.PodPending, false)}, at: at, hasAt: true,
+			now: at.Add(NeverStartedGrace + time.Second)},
 	}
 	for _, c := range cases {
-		gone, why := podsGone(c.job, c.pods, c.at, c.hasAt)
+		now := c.now
+		if now.IsZero() {
+			now = c.at.Add(time.Second)
+		}
+		gone, why := podsGone(c.job, c.pods, c.at, c.hasAt, now)
 		if gone != c.gone {
 			t.Errorf("%s: podsGone = %v (%s), want %v", c.name, gone, why, c.gone)
 		}

@@ -68,14 +68,18 @@ type Ledger interface {
 // carries on where the last one stopped.
 type Reconciler struct {
 	Client client.Client
-	Ledger Ledger
-	Events record.EventRecorder
+	// APIReader reads straight from the API server, not the cache: the Job and its pods when
+	// deciding whether an evicted Job's pods are gone (terminated.go).
+	APIReader client.Reader
+	Ledger    Ledger
+	Events    record.EventRecorder
 }
 
 // SetupWithManager registers the reconciler for Jobs that carry the queue label, also
 // triggered by the ledger's decisions about their workloads (events; nil: none).
 func SetupWithManager(mgr ctrl.Manager, l Ledger, events *LedgerEvents) error {
-	r := &Reconciler{Client: mgr.GetClient(), Ledger: l, Events: mgr.GetEventRecorderFor("admit-k8s")}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Ledger: l,
+		Events: mgr.GetEventRecorderFor("admit-k8s")}
 	managed := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[QueueNameLabel] != ""
 	})
@@ -264,15 +268,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.release(ctx, job, state)
 	case "Evicting":
 		// The pods must go before the ledger releases the quota: suspend (the Job controller
-		// deletes them), and report terminated only once none is left.
+		// deletes them), and report terminated only with proof that none is left and no more
+		// will come (podsGone). The Job is read from the API server: the cache may not have
+		// the bridge's own unsuspend yet, and show the Job suspended as it was before.
+		live := &batchv1.Job{}
+		if err := r.APIReader.Get(ctx, req.NamespacedName, live); err != nil {
+			return ctrl.Result{}, err
+		}
+		job = live
 		if job.Spec.Suspend == nil || !*job.Spec.Suspend {
 			pauseAt(ctx, "evicted-before-suspend", state)
 		}
 		if err := r.suspend(ctx, job, "evicted by the ledger"); err != nil {
 			return ctrl.Result{}, err
 		}
-		if activePods(job) > 0 {
-			return ctrl.Result{RequeueAfter: PollInterval}, nil
+		pods, err := r.jobPods(ctx, job)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		at, hasAt := suspendedAt(job)
+		if gone, why := podsGone(job, pods, at, hasAt, time.Now()); !gone {
+			log.FromContext(ctx).V(1).Info("evicted; waiting for the pods to go", "why", why)
+			return ctrl.Result{RequeueAfter: WaitForPodsGonePoll}, nil
 		}
 		pauseAt(ctx, "before-terminated", state)
 		return r.reportPods(ctx, job, state, ledgerevents.PodsReport_terminated, state.EvictingToken())
@@ -300,14 +317,6 @@ func jobFinished(job *batchv1.Job) bool {
 		}
 	}
 	return false
-}
-
-func activePods(job *batchv1.Job) int32 {
-	n := job.Status.Active
-	if job.Status.Terminating != nil {
-		n += *job.Status.Terminating
-	}
-	return n
 }
 
 // submit sends the Job to the ledger, parsed there by the ledger's own parser.
@@ -435,8 +444,14 @@ func (r *Reconciler) suspend(ctx context.Context, job *batchv1.Job, why string) 
 		return nil
 	}
 	// A patch of the one field: the Job controller's status writes do not make it conflict.
+	// The time of this suspension goes in the same patch (podsGone compares the Job
+	// controller's Suspended condition with it).
 	before := job.DeepCopy()
 	job.Spec.Suspend = ptr.To(true)
+	if job.Annotations == nil {
+		job.Annotations = map[string]string{}
+	}
+	job.Annotations[SuspendedAtAnnotation] = time.Now().UTC().Format(time.RFC3339)
 	if err := r.Client.Patch(ctx, job, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("suspending Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
@@ -544,8 +559,10 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 	}
 	// (3), a patch of the one field, as suspend's.
 	pauseAt(ctx, "before-unsuspend", state)
+	// The recorded suspension goes with it: a later eviction's proof compares with its own.
 	before := job.DeepCopy()
 	job.Spec.Suspend = ptr.To(false)
+	delete(job.Annotations, SuspendedAtAnnotation)
 	if err := r.Client.Patch(ctx, job, client.MergeFrom(before)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("unsuspending Job %s/%s: %w", job.Namespace, job.Name, err)
 	}

@@ -1,0 +1,113 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// SuspendedAtAnnotation is when the bridge last suspended a Job (RFC3339, the bridge's clock),
+// written in the same merge patch as `spec.suspend: true` and removed in the patch that
+// unsuspends it (release), so a value present always belongs to the current suspension.
+const SuspendedAtAnnotation = "admission-ledger.io/suspended-at"
+
+// NeverStartedGrace: how long after its suspension a Job the Job controller never started
+// (podsGone) must show no pod before its pods count as gone.
+const NeverStartedGrace = 10 * time.Second
+
+// WaitForPodsGonePoll: how often an evicted Job is looked at while its pods go.
+const WaitForPodsGonePoll = 2 * time.Second
+
+// JobControllerUIDLabel is the label the Job controller puts on its pods: the Job's uid.
+const JobControllerUIDLabel = "batch.kubernetes.io/controller-uid"
+
+// suspendedAt is the bridge's recorded suspension of the Job, or false when none is recorded.
+func suspendedAt(job *batchv1.Job) (time.Time, bool) {
+	v, ok := job.Annotations[SuspendedAtAnnotation]
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// podsGone decides whether a suspended Job's pods are gone and no more will come, the proof
+// `pods terminated` needs (the ledger releases the quota on it). status.active and
+// status.terminating are not proof: the Job controller writes them only after it synced, so
+// right after an unsuspend they read 0 while it still creates pods. Proof is:
+//
+//  1. the Job controller has observed the suspension: the condition Suspended is True and it
+//     became True at or after the bridge's suspension (suspendedAt, compared at one second, the
+//     resolution of lastTransitionTime). A True condition from before (a suspension the
+//     controller observed before the last release, not yet turned False) proves nothing. With
+//     no recorded suspension (hasSuspendedAt false: the Job was suspended by someone else, or
+//     never released since it was created suspended) a True condition is taken as it is;
+//  2. none of its pods, listed live from the API server, is not terminal: no pod Pending,
+//     Running or Unknown, none being deleted and not yet Succeeded or Failed.
+//
+// One case has no proof to wait for: the bridge released and suspended the Job again before the
+// Job controller synced, so the controller never saw the release, and its Suspended condition
+// stays True from before, never to move. Its status.startTime (reset on every suspension the
+// controller observes, set when it starts the Job) is then unset. After NeverStartedGrace since
+// the bridge's suspension with startTime unset and no pod, the Job is taken as never started: a
+// controller sync that saw the release and creates pods would have shown them by then. This is
+// a bounded wait, not proof; docs/k8s.md says so.
+//
+// Returns a short reason when not gone, for the log.
+func podsGone(job *batchv1.Job, pods []corev1.Pod, suspendedAt time.Time, hasSuspendedAt bool,
+	now time.Time) (bool, string) {
+	if job.Spec.Suspend == nil || !*job.Spec.Suspend {
+		return false, "the Job is not suspended"
+	}
+	var suspended *batchv1.JobCondition
+	for i := range job.Status.Conditions {
+		if job.Status.Conditions[i].Type == batchv1.JobSuspended {
+			suspended = &job.Status.Conditions[i]
+		}
+	}
+	if suspended == nil || suspended.Status != corev1.ConditionTrue {
+		return false, "the Job controller has not observed the suspension yet"
+	}
+	if hasSuspendedAt && suspended.LastTransitionTime.Time.Truncate(time.Second).Before(suspendedAt.Truncate(time.Second)) {
+		if job.Status.StartTime != nil || now.Sub(suspendedAt) < NeverStartedGrace {
+			return false, "the Job's Suspended condition is from before the bridge's suspension"
+		}
+	}
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		return false, fmt.Sprintf("pod %s is %s", p.Name, podState(p))
+	}
+	return true, ""
+}
+
+func podState(p *corev1.Pod) string {
+	phase := string(p.Status.Phase)
+	if phase == "" {
+		phase = "without a phase"
+	}
+	if p.DeletionTimestamp != nil {
+		return phase + ", being deleted"
+	}
+	return phase
+}
+
+// jobPods lists the Job's pods live from the API server (the bridge keeps no cache of pods; a
+// cache could lag behind the pods the Job controller just created).
+func (r *Reconciler) jobPods(ctx context.Context, job *batchv1.Job) ([]corev1.Pod, error) {
+	var list corev1.PodList
+	if err := r.APIReader.List(ctx, &list, client.InNamespace(job.Namespace),
+		client.MatchingLabels{JobControllerUIDLabel: string(job.UID)}); err != nil {
+		return nil, fmt.Errorf("listing the pods of Job %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	return list.Items, nil
+}

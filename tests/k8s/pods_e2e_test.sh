@@ -43,8 +43,11 @@ kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"
 ledger() { "$admitctl" --connect "unix:$cluster/admitd.sock" "$@"; }
 
 step "definitions: a CPU flavor and two GPU flavors on their nodes"
-kubectl apply -f "$examples_dir/quick-start-setup.yaml" > /dev/null
-kubectl apply -f "$examples_dir/gpu-flavors.yaml" > /dev/null
+# (Retried: right after start, under a loaded machine, the API server or the bridge's webhooks
+# may refuse a first call for a moment.)
+applied() { kubectl apply -f "$1" > "$dir/apply.out" 2>&1 || { cat "$dir/apply.out" >&2; false; }; }
+wait_until "kubectl apply of the quick start's setup" applied "$examples_dir/quick-start-setup.yaml"
+wait_until "kubectl apply of the GPU flavors" applied "$examples_dir/gpu-flavors.yaml"
 
 # nodes_json: the ledger's nodes (admitctl get nodes -o json).
 nodes_json() { ledger get nodes -o json; }

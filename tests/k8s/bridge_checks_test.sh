@@ -216,7 +216,7 @@ assert reports and reports[-1]["check"].get("viaFieldManager") == controller, re
 now = [c for c in x["now"]["checks"] if c["name"] == "scan"]
 assert now and now[0]["viaFieldManager"] == controller and now[0]["reportedBy"] == principal, x["now"]
 EOF
-ledger explain "$NAMESPACE/job-checked" | grep -q "written by field manager $CONTROLLER (the weaker proof)" \
+grep -q "written by field manager $CONTROLLER (the weaker proof)" <<< "$(ledger explain "$NAMESPACE/job-checked")" \
   || fail "explain's text does not name field manager $CONTROLLER: $(ledger explain "$NAMESPACE/job-checked")"
 events_of job-checked CheckForwarded | grep -q "field manager \"$CONTROLLER\"" \
   || fail "no CheckForwarded Event on Workload job-checked: $(kubectl get events -n "$NAMESPACE")"
@@ -370,7 +370,7 @@ wait_until "no Warning Event CheckReverted naming intruder and $CONTROLLER on jo
 wait_until "the check of job-intruded was not reverted to Pending" check_pending job-intruded
 sleep 3  # time for a wrong release to show
 [[ "$(suspended intruded)" == true ]] || fail "Job intruded was released on a foreign field manager's word"
-ledger log -o json | grep -q '"checkStateReported".*job-intruded' \
+grep -q '"checkStateReported".*job-intruded' <<< "$(ledger log -o json)" \
   && fail "a report for job-intruded reached the ledger: $(ledger log)"
 [[ "$(ledger_field job-intruded 'w["status"]["phase"]')" == QuotaReserved ]] \
   || fail "the ledger's job-intruded is not QuotaReserved"
@@ -386,7 +386,7 @@ wait_until "no Warning Event CheckReverted of the intruder's message on job-intr
 message_back() { [[ "$(check_message job-intruded)" == "$held_message" ]]; }
 wait_until "the message of job-intruded's check is '$(check_message job-intruded)', not reverted to the ledger's '$held_message'" message_back
 sleep 2
-ledger log -o json | grep -q '"checkStateReported".*job-intruded' \
+grep -q '"checkStateReported".*job-intruded' <<< "$(ledger log -o json)" \
   && fail "a report for job-intruded reached the ledger: $(ledger log)"
 echo "reverted: $(events_of job-intruded CheckReverted | grep 'trust me' | head -n 1)" >&2
 
@@ -433,7 +433,7 @@ sleep 2
 deleting="$(kubectl get job intruded -n "$NAMESPACE" -o jsonpath='{.metadata.deletionTimestamp}' 2>&1 || true)"
 [[ "$deleting" == 20* ]] \
   || fail "Job intruded is not held by a finalizer while no bridge runs (deletionTimestamp: '$deleting')"
-ledger log -o json | grep -q '"workloadDeleted"' && fail "a deletion reached the ledger with no bridge running"
+grep -q '"workloadDeleted"' <<< "$(ledger log -o json)" && fail "a deletion reached the ledger with no bridge running"
 start_bridge
 job_gone() { ! kubectl get job intruded -n "$NAMESPACE" > /dev/null 2>&1; }
 wait_until "Job intruded was not deleted after the bridge restarted (finalizer not removed?)" job_gone

@@ -195,8 +195,11 @@ done
 [[ "$(node_field cpu-1/cpu 'n["capacity"]["cpu"], n["failed"]')" == "('16', False)" ]] \
   || fail "cpu-1/cpu: $(node_field cpu-1/cpu n)"
 [[ "$(node_field down-1/cpu 'n["failed"]')" == True ]] || fail "down-1/cpu: $(node_field down-1/cpu n)"
-ledger get nodes | grep -q other-1 && fail "other-1 matches no flavor but is in the ledger: $(ledger get nodes)"
-ledger get nodes | grep -q untolerating \
+# (Read whole first: `grep -q` quits at the first match, and under pipefail the writer's broken
+# pipe would make the pipeline false, hiding the match.)
+listed=$(ledger get nodes)
+grep -q other-1 <<< "$listed" && fail "other-1 matches no flavor but is in the ledger: $listed"
+grep -q untolerating <<< "$listed" \
   && fail "gpu-1's taint is not tolerated by flavor untolerating, yet it is reported: $(ledger get nodes)"
 node_events > "$dir/first.txt"
 echo "  the first report:" >&2

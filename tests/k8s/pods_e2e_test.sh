@@ -80,8 +80,10 @@ for line in sys.stdin:
     if e["type"] == sys.argv[1]:
         print(json.dumps(e["event"]["body"][sys.argv[1]]))' "$1"
 }
-events nodeCapacityChanged | grep -q '"inventoryComplete": true' \
-  || fail "no node report completes the inventory"
+# (Read whole, not piped into `grep -q`: under pipefail a writer cut off by grep's early exit
+# makes the pipeline fail.)
+inventory_completed() { [[ "$(events nodeCapacityChanged)" == *'"inventoryComplete": true'* ]]; }
+wait_until "a node report completes the inventory" inventory_completed
 # reports TOKEN: the kinds of the pods reports with TOKEN (released when unset), in order.
 reports() {
   events podsReported | python3 -c '

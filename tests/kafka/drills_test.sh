@@ -253,7 +253,7 @@ drill_zombie() {
   note "the zombie: $(grep -m1 -o "writer stopped: .*" "$work/a.log" | cut -c1-160)"
   wait "$hung" || true
   grep -q "^k-hung " "$work/acked" 2>/dev/null && fail "the zombie's call was answered as written"
-  "$admitctl" --ledger "$ledger" get workloads -o json | grep -q '"job-k-hung"' &&
+  grep -q '"job-k-hung"' <<< "$("$admitctl" --ledger "$ledger" get workloads -o json)" &&
     fail "what the zombie wrote is visible"
   check b
   kill -TERM "$(pid_of b)"

@@ -267,32 +267,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return r.release(ctx, job, state)
 	case "Evicting":
-		// The pods must go before the ledger releases the quota: suspend (the Job controller
-		// deletes them), and report terminated only with proof that none is left and no more
-		// will come (podsGone). The Job is read from the API server: the cache may not have
-		// the bridge's own unsuspend yet, and show the Job suspended as it was before.
-		live := &batchv1.Job{}
-		if err := r.APIReader.Get(ctx, req.NamespacedName, live); err != nil {
-			return ctrl.Result{}, err
-		}
-		job = live
-		if job.Spec.Suspend == nil || !*job.Spec.Suspend {
-			pauseAt(ctx, "evicted-before-suspend", state)
-		}
-		if err := r.suspend(ctx, job, "evicted by the ledger"); err != nil {
-			return ctrl.Result{}, err
-		}
-		pods, err := r.jobPods(ctx, job)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		at, hasAt := suspendedAt(job)
-		if gone, why := podsGone(job, pods, at, hasAt, time.Now()); !gone {
-			log.FromContext(ctx).V(1).Info("evicted; waiting for the pods to go", "why", why)
-			return ctrl.Result{RequeueAfter: WaitForPodsGonePoll}, nil
-		}
-		pauseAt(ctx, "before-terminated", state)
-		return r.reportPods(ctx, job, state, ledgerevents.PodsReport_terminated, state.EvictingToken())
+		return r.evicting(ctx, req, state)
 	case "Finished", "Rejected", "Deleted", "Deactivated":
 		// A Job that completed or failed is left as it is; any other stops.
 		if !jobFinished(job) {
@@ -308,6 +283,35 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{RequeueAfter: PollInterval}, nil
 	}
+}
+
+// evicting suspends a Job the ledger evicts and reports its pods terminated once none is left.
+func (r *Reconciler) evicting(ctx context.Context, req ctrl.Request, state *LedgerWorkload) (ctrl.Result, error) {
+	// The pods must go before the ledger releases the quota: suspend (the Job controller
+	// deletes them), and report terminated only with proof that none is left and no more
+	// will come (podsGone). The Job is read from the API server: the cache may not have
+	// the bridge's own unsuspend yet, and show the Job suspended as it was before.
+	job := &batchv1.Job{}
+	if err := r.APIReader.Get(ctx, req.NamespacedName, job); err != nil {
+		return ctrl.Result{}, err
+	}
+	if job.Spec.Suspend == nil || !*job.Spec.Suspend {
+		pauseAt(ctx, "evicted-before-suspend", state)
+	}
+	if err := r.suspend(ctx, job, "evicted by the ledger"); err != nil {
+		return ctrl.Result{}, err
+	}
+	pods, err := r.jobPods(ctx, job)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	at, hasAt := suspendedAt(job)
+	if gone, why := podsGone(job, pods, at, hasAt, time.Now()); !gone {
+		log.FromContext(ctx).V(1).Info("evicted; waiting for the pods to go", "why", why)
+		return ctrl.Result{RequeueAfter: WaitForPodsGonePoll}, nil
+	}
+	pauseAt(ctx, "before-terminated", state)
+	return r.reportPods(ctx, job, state, ledgerevents.PodsReport_terminated, state.EvictingToken())
 }
 
 func jobFinished(job *batchv1.Job) bool {

@@ -138,7 +138,7 @@ bool Engine::RunCycle(int64_t now) {
     if (e.n.mode == kFit) {
       entry_changed = AdmitFitting(e, node, root, &touched_roots, now);
     } else if (e.n.mode == kPreempt) {
-      entry_changed = PreemptForEntry(e, node, root, &touched_roots, now);
+      entry_changed = PreemptForEntry(e, node, root, &touched_roots, &held, now);
     } else {
       entry_changed = LeavePending(e, node, resumes, &held, now);
     }
@@ -306,7 +306,7 @@ bool Engine::AdmitFitting(CycleEntry& e, int node, int root, std::set<int>* touc
 }
 
 bool Engine::PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* touched_roots,
-                             int64_t now) {
+                             std::vector<std::pair<int, FrQuantities>>* held, int64_t now) {
   WorkloadState& wl = *e.wl;
   ClusterQueueState& cq = *e.cq;
   if (batch_version_ >= 6 && preempted_in_batch_.count(wl.key) != 0) {
@@ -332,9 +332,12 @@ bool Engine::PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* t
     if (e.n.victims.empty()) return false;  // retried next cycle
   }
   touched_roots->insert(root);
-  // The preemptor waits for the victims' quota. Mark it first: a victim whose pods never
-  // started releases at once, and that release must wake the preemptor's class.
-  e.cls->inadmissible = true;
+  // Engine v20: the preemptor keeps its place at the head of its ClusterQueue while its
+  // victims drain, nominated in every cycle (Kueue requeues it at once, with
+  // RequeueReasonPendingPreemption). Before, it slept until a release, marked first: a victim
+  // whose pods never started releases at once, and that release must wake it.
+  const bool keeps_place = batch_version_ >= 20;
+  if (!keeps_place) e.cls->inadmissible = true;
   const std::string message = "Preempted to accommodate a workload (UID: " + wl.uid + ") due to ";
   size_t issued = 0;
   for (WorkloadState* victim : e.n.victims) {
@@ -347,6 +350,7 @@ bool Engine::PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* t
     Evict(v, "Preempted", message + human, reason, &wl, now);
   }
   const size_t draining = e.n.victims.size() - issued;
+  const std::string before = wl.pending_message;
   SetPending(wl, "Pending",
              (issued > 0 ? "Preempting " + std::to_string(issued) + " workload(s)" : std::string()) +
                  (issued > 0 && draining > 0 ? " and w" : draining > 0 ? "W" : "") +
@@ -362,8 +366,15 @@ bool Engine::PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* t
   if (FitsNow(node, e.n.assignment.usage)) {
     e.cls->inadmissible = false;
     Reserve(wl, e.n, now);
+    return true;
   }
-  return true;
+  if (!keeps_place) return true;
+  // Engine v20: what it needs is held for the rest of the cycle, so no entry after it takes
+  // the room its victims free (Kueue's cq.AddUsage before IssuePreemptions). Nominated again
+  // with nothing new to evict, it changes nothing, and the batch's cycles end.
+  tree_.AddUsage(node, e.n.assignment.usage, +1);
+  held->emplace_back(node, e.n.assignment.usage);
+  return issued > 0 || wl.pending_message != before;
 }
 
 std::pair<const char*, const char*> Engine::PreemptionReason(const ClusterQueueSpec& spec,

@@ -679,8 +679,9 @@ class Engine {
   // An entry's outcome in the cycle, by its nomination's mode; each returns whether the state
   // changed. `touched_roots`: the cohort trees changed earlier in the cycle.
   bool AdmitFitting(CycleEntry& e, int node, int root, std::set<int>* touched_roots, int64_t now);
+  // `held`: capacity held for the rest of the cycle (returned at its end).
   bool PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* touched_roots,
-                       int64_t now);
+                       std::vector<std::pair<int, FrQuantities>>* held, int64_t now);
   bool LeavePending(CycleEntry& e, int node, uint32_t resumes,
                     std::vector<std::pair<int, FrQuantities>>* held, int64_t now);
   // A victim's preemption reason and its wording in the eviction message.

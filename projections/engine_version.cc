@@ -116,6 +116,12 @@ constexpr const char* kEngineVersionNotes[] = {
     "quota only; a failed node's report names the workloads whose pods ran on it, which "
     "are evicted first, and every NodeFailure eviction releases the quota when the pods "
     "are reported gone or 10 minutes after the failure at the latest",
+    // v20
+    "a preemptor waiting for its victims to drain keeps its place at the head of its "
+    "ClusterQueue and holds the capacity it needs in every cycle, as Kueue requeues it at "
+    "once (RequeueReasonPendingPreemption) and adds its usage to the cycle's snapshot; "
+    "before, it slept until the next release while lower-priority workloads took the "
+    "room its victims freed, and were preempted by it in turn",
 };
 static_assert(std::size(kEngineVersionNotes) == kEngineVersion,
               "every engine version has its note");

@@ -55,6 +55,8 @@ corpus=(
   "node-capacity-reclaim:47-node-capacity-reclaim.yaml"
   "node-inventory:48-node-inventory.yaml"
   "node-failure-evicts-its-pods:49-node-failure-evicts-its-pods.yaml"
+  # engine v20
+  "preemptor-keeps-its-place:50-preemptor-keeps-its-place.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

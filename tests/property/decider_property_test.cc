@@ -511,6 +511,71 @@ RC_GTEST_PROP(Decider, LifecycleInvariantsHoldUnderDuplicatedStaleAndForeignRepo
   RC_TAG(config.checks, any_admitted, any_released);
 }
 
+// Engine v20: a preemptor waiting for its victims to drain keeps its place at the head of
+// its ClusterQueue, so no workload of lower priority in that ClusterQueue reserves quota in an
+// append that begins and ends with the preemptor waiting (before v20 such workloads took the
+// room the victims freed, and were preempted in turn). One that stops waiting in the append
+// (no victim can free enough any more, Kueue's PreemptionNoCandidates) lets the next head go.
+RC_GTEST_PROP(Decider, NoLowerPriorityWorkloadOfItsQueueOvertakesAWaitingPreemptor, ()) {
+  Config config = *GenConfig();
+  // Preemption within each ClusterQueue, and streams of submissions and pod reports, so that
+  // victims run pods and drain while their preemptors wait.
+  config.checks = false;
+  for (QueueSpec& q : config.queues) q.within = *rc::gen::inRange(1, 3);
+  const auto steps = *rc::gen::container<std::vector<Step>>(
+      static_cast<size_t>(*rc::gen::inRange(1, 80)),
+      rc::gen::apply(
+          [](Step step, int kind, int pods, int queue) {
+            static constexpr int kKinds[] = {0, 0, 0, 4, 4, 4, 4, 1};
+            static constexpr int kPods[] = {0, 0, 0, 2, 2, 1};
+            step.kind = kKinds[kind];
+            step.pods = kPods[pods];
+            step.queue = queue;
+            step.stale_token = false;
+            return step;
+          },
+          GenLifecycleStep(), rc::gen::inRange(0, 8), rc::gen::inRange(0, 6),
+          rc::gen::inRange(0, 2)));
+  std::map<std::string, uint64_t> generations;  // by key, after the previous append
+  std::set<std::string> waiting;                // keys of preemptors waiting for victims
+  bool checked = false, waited = false;
+  RunLifecycle(config, steps, [&](const projections::Engine& engine) {
+    const auto& workloads = engine.workloads();
+    auto reserved_now = [&](const projections::WorkloadState& wl) {
+      auto before = generations.find(wl.key);
+      return wl.generation > (before == generations.end() ? 0 : before->second);
+    };
+    auto is_waiting = [](const projections::WorkloadState& wl) {
+      return wl.phase == projections::Phase::kPending &&
+             wl.pending_message.find("to make room") != std::string::npos;
+    };
+    for (const std::string& key : waiting) {
+      auto p = workloads.find(key);
+      if (p == workloads.end() || reserved_now(p->second) || !is_waiting(p->second)) continue;
+      for (const auto& [w_key, w] : workloads) {
+        if (w.cluster_queue != p->second.cluster_queue || !reserved_now(w)) continue;
+        checked = true;
+        if (w.priority < p->second.priority) {
+          RC_FAIL(w_key + " (priority " + std::to_string(w.priority) + ") reserved in " +
+                  w.cluster_queue + " while " + key + " (priority " +
+                  std::to_string(p->second.priority) + ") waited for its victims: " +
+                  p->second.pending_message);
+        }
+      }
+    }
+    waiting.clear();
+    generations.clear();
+    for (const auto& [key, wl] : workloads) {
+      generations[key] = wl.generation;
+      if (is_waiting(wl)) {
+        waiting.insert(key);
+        waited = true;
+      }
+    }
+  });
+  RC_TAG(waited, checked);
+}
+
 // The lifecycle stream with node events (kind 7) among its steps.
 rc::Gen<Step> GenNodeLifecycleStep() {
   return rc::gen::mapcat(rc::gen::weightedElement<bool>({{3, false}, {1, true}}), [](bool node) {

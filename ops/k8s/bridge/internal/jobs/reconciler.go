@@ -295,6 +295,22 @@ func (r *Reconciler) evicting(ctx context.Context, req ctrl.Request, state *Ledg
 	if err := r.APIReader.Get(ctx, req.NamespacedName, job); err != nil {
 		return ctrl.Result{}, err
 	}
+	if jobFinished(job) {
+		// The Job completed or failed while being evicted: the Job controller creates no more
+		// pods and ignores a suspension (no Suspended condition will come, so podsGone would
+		// wait forever). Once none of its pods runs, the workload is finished, as Kueue
+		// finishes the workload of a finished Job; the report carries the evicted admission's
+		// token.
+		pods, err := r.jobPods(ctx, job)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if running := firstNotTerminal(pods); running != "" {
+			log.FromContext(ctx).V(1).Info("finished while evicted; waiting for the pods to end", "why", running)
+			return ctrl.Result{RequeueAfter: WaitForPodsGonePoll}, nil
+		}
+		return r.reportPods(ctx, job, state, ledgerevents.PodsReport_finished, state.EvictingToken())
+	}
 	if job.Spec.Suspend == nil || !*job.Spec.Suspend {
 		pauseAt(ctx, "evicted-before-suspend", state)
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -201,5 +202,47 @@ func TestReleaseWithoutConflictReportsReleased(t *testing.T) {
 	}
 	if stored.Spec.Suspend == nil || *stored.Spec.Suspend || stored.Spec.Template.Annotations[FencingTokenAnnotation] != "uid/1" {
 		t.Fatalf("not released: suspend %v, template annotations %v", stored.Spec.Suspend, stored.Spec.Template.Annotations)
+	}
+}
+
+// A Job that completed while the ledger evicted it: the Job controller never adds a Suspended
+// condition to a finished Job, so the bridge does not wait for one. While one of its pods still
+// runs, nothing is reported; once all are Succeeded or Failed, `pods finished` with the evicted
+// admission's token (the load test saw such workloads left Evicting for good).
+func TestEvictedJobThatFinishedReportsFinished(t *testing.T) {
+	r, job, state, l, _ := releaseReconciler(t, nil)
+	state.Status["phase"] = "Evicting"
+	state.Status["evictingToken"] = "uid/1"
+	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	if err := r.Client.Status().Update(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	stored := &batchv1.Job{}
+	if err := r.Client.Get(context.Background(), client.ObjectKeyFromObject(job), stored); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "train-0",
+		Labels: map[string]string{JobControllerUIDLabel: string(stored.UID)}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	if err := r.Client.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	r.APIReader = r.Client
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(job)}
+	if _, err := r.evicting(context.Background(), req, state); err != nil {
+		t.Fatal(err)
+	}
+	if got := reportsOf(t, l); len(got) != 0 {
+		t.Fatalf("reported while a pod runs: %q", got)
+	}
+	pod.Status.Phase = corev1.PodSucceeded
+	if err := r.Client.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.evicting(context.Background(), req, state); err != nil {
+		t.Fatal(err)
+	}
+	if got := reportsOf(t, l); len(got) != 1 || got[0] != "finished uid/1 " {
+		t.Fatalf("reports %q, want finished with the evicted token", got)
 	}
 }

@@ -80,14 +80,22 @@ func podsGone(job *batchv1.Job, pods []corev1.Pod, suspendedAt time.Time, hasSus
 			return false, "the Job's Suspended condition is from before the bridge's suspension"
 		}
 	}
+	if running := firstNotTerminal(pods); running != "" {
+		return false, running
+	}
+	return true, ""
+}
+
+// firstNotTerminal names the first pod not Succeeded or Failed ("pod NAME is PHASE"), or "".
+func firstNotTerminal(pods []corev1.Pod) string {
 	for i := range pods {
 		p := &pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		return false, fmt.Sprintf("pod %s is %s", p.Name, podState(p))
+		return fmt.Sprintf("pod %s is %s", p.Name, podState(p))
 	}
-	return true, ""
+	return ""
 }
 
 func podState(p *corev1.Pod) string {

@@ -1,4 +1,4 @@
-// Deletions of definitions (objectDeleted; docs/k8s.md, "Design: definition deletions"): what
+// Deletions of definitions (objectDeleted; docs/k8s.md, "Definition deletions"): what
 // intake refuses, and what the decider does with one. Kueue keeps an in-use ResourceFlavor with
 // its finalizer (resourceflavor_controller.go), and a deleted ClusterQueue terminates: it admits
 // nothing new while its admitted workloads run on (clusterqueue_controller.go, cache's

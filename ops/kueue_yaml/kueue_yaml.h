@@ -34,7 +34,8 @@ inline constexpr size_t kYamlObjectsMax = ledger::kAppendBatchEventsMax;
 struct ParsedObject {
   std::string kind;         // the kind the event carries: ResourceFlavor, Cohort, ClusterQueue,
                             // LocalQueue, AdmissionCheck, WorkloadPriorityClass or Workload
-  std::string source_kind;  // the kind written in the file: `kind`, or "Job" for a batch/v1 Job
+  std::string source_kind;  // the kind written in the file: `kind`, or "Job" / "JobSet" for a
+                            // batch/v1 Job / jobset.x-k8s.io JobSet
   std::string ns;           // empty for cluster-scoped kinds
   std::string name;         // for a generateName object, the generated name
   std::string event;        // canonical schema::Event bytes, only the body set

@@ -83,14 +83,22 @@ bool DocumentParser::ParseSubmitObject(const YAML::Node& obj, const std::string&
     }
     return ParseJob(obj, p);
   }
+  if (kind == "JobSet") {
+    if (api_version != kApiJobSetV1alpha2) {
+      return Fail(Child(obj, "apiVersion"), Join(p, "apiVersion"),
+                  Quote(api_version) +
+                      " is not supported for a JobSet: expected jobset.x-k8s.io/v1alpha2");
+    }
+    return ParseJobSet(obj, p);
+  }
   if (kind == "Workload") {
     if (!IsKueueApi(api_version)) return FailApiVersion(obj, p, api_version);
     return ParseWorkload(obj, p, api_version == kApiV1beta2, /*import=*/false);
   }
   return Fail(Child(obj, "kind"), Join(p, "kind"),
               Quote(kind) +
-                  " cannot be submitted (expected a kueue.x-k8s.io Workload or a "
-                  "batch/v1 Job)" +
+                  " cannot be submitted (expected a kueue.x-k8s.io Workload, a batch/v1 Job "
+                  "or a jobset.x-k8s.io/v1alpha2 JobSet)" +
                   (IsApplyKind(kind) ? "; definitions are applied" : ""));
 }
 
@@ -115,7 +123,7 @@ bool DocumentParser::ParseDeleteObject(const YAML::Node& obj, const std::string&
                 Quote(kind) +
                     " cannot be deleted here (expected ResourceFlavor, Cohort, ClusterQueue, "
                     "LocalQueue, AdmissionCheck or WorkloadPriorityClass)" +
-                    (kind == "Job" || kind == "Workload"
+                    (kind == "Job" || kind == "JobSet" || kind == "Workload"
                          ? "; a workload is deleted with `admitctl delete NAMESPACE/NAME`"
                          : ""));
   }
@@ -151,7 +159,9 @@ bool DocumentParser::ParseApplyObject(const YAML::Node& obj, const std::string& 
                                       const std::string& api_version, const std::string& kind) {
   if (!IsApplyKind(kind)) {
     std::string hint;
-    if (kind == "Job" || kind == "Workload") hint = "; workloads are submitted, not applied";
+    if (kind == "Job" || kind == "JobSet" || kind == "Workload") {
+      hint = "; workloads are submitted, not applied";
+    }
     return Fail(Child(obj, "kind"), Join(p, "kind"),
                 Quote(kind) +
                     " cannot be applied (expected ResourceFlavor, Cohort, "

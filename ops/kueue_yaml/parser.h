@@ -69,6 +69,7 @@ inline constexpr size_t kAnnotationsBytesMax = 256 * 1024;  // Kubernetes' total
 inline constexpr std::string_view kApiV1beta1 = "kueue.x-k8s.io/v1beta1";
 inline constexpr std::string_view kApiV1beta2 = "kueue.x-k8s.io/v1beta2";
 inline constexpr std::string_view kApiBatchV1 = "batch/v1";
+inline constexpr std::string_view kApiJobSetV1alpha2 = "jobset.x-k8s.io/v1alpha2";
 
 // Kueue's labels and annotations.
 inline constexpr std::string_view kQueueNameLabel = "kueue.x-k8s.io/queue-name";
@@ -338,10 +339,26 @@ class DocumentParser {
                              const std::map<std::string, int32_t>& counts,
                              std::set<std::string>* seen,
                              schema::PodSetAssignment::Builder b);
+  bool ParseManagedMeta(const YAML::Node& obj, const std::string& p, std::string_view prefix,
+                        Meta* meta, std::string* queue, std::string* workload_name);
+  bool FillManagedWorkload(const Meta& meta, const std::string& p, const std::string& queue,
+                           const std::string& workload_name, schema::Workload::Builder w,
+                           std::string* uid);
+  bool SetManagedPriority(const Meta& meta, const std::string& p,
+                          const std::string& pod_priority_class, schema::Workload::Builder w);
+  bool ReadJobCounts(const YAML::Node& job_spec, const std::string& sp, int32_t* parallelism,
+                     int32_t* count);
   bool ParseJob(const YAML::Node& obj, const std::string& p);
-  bool ParseJobPodSet(const YAML::Node& spec, const std::string& sp, const Meta& meta,
-                      const std::string& p, int32_t parallelism, int32_t count,
-                      schema::Workload::Builder w);
+  bool ParseJobPodSet(const YAML::Node& spec, const std::string& sp,
+                      const std::map<std::string, std::string>& annotations,
+                      const YAML::Node& min_at, const std::string& min_path,
+                      int32_t parallelism, int32_t count, schema::PodSet::Builder ps,
+                      std::string* pod_priority_class);
+  // JobSets (jobset.cc).
+  bool ParseJobSet(const YAML::Node& obj, const std::string& p);
+  bool ParseReplicatedJob(const YAML::Node& rj, const std::string& rp,
+                          std::set<std::string>* names, schema::PodSet::Builder ps,
+                          std::string* pod_priority_class);
 
   const Mode mode_;
   const SubmitContext* const ctx_;  // null in apply mode

@@ -925,6 +925,105 @@ spec:
                   "exceeds the pod count 2");
 }
 
+// A JobSet is one Workload "jobset-<name>" with a pod set per replicated job: replicas x the
+// Job's pod count (parallelism, fewer if completions is smaller), as Kueue's JobSet
+// integration; the WorkloadPriorityClass label sets its priority; a Job template's
+// job-min-parallelism (replicas 1 only) its pod set's minimum count.
+TEST(KueueYaml, JobSetBecomesAWorkloadWithAPodSetPerReplicatedJob) {
+  auto objects = MustSubmit(R"(
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: train
+  namespace: ml
+  uid: 6a1f0c52-4f7e-4a4b-9e0e-2b4a52a2b9a1
+  labels: {kueue.x-k8s.io/queue-name: gpus, kueue.x-k8s.io/priority-class: high}
+spec:
+  suspend: true
+  replicatedJobs:
+  - name: leader
+    template:
+      spec:
+        template:
+          spec:
+            containers: [{name: c, resources: {requests: {cpu: "2"}}}]
+  - name: workers
+    replicas: 2
+    template:
+      spec:
+        parallelism: 3
+        completions: 2
+        template:
+          spec:
+            containers: [{name: c, resources: {limits: {nvidia.com/gpu: "8"}}}]
+  - name: elastic
+    template:
+      metadata:
+        annotations: {kueue.x-k8s.io/job-min-parallelism: "2"}
+      spec:
+        parallelism: 4
+        template:
+          spec:
+            containers: [{name: c, resources: {requests: {cpu: "1"}}}]
+)");
+  ASSERT_EQ(objects.size(), 1u);
+  EXPECT_EQ(objects[0].kind, "Workload");
+  EXPECT_EQ(objects[0].source_kind, "JobSet");
+  EXPECT_EQ(objects[0].name, "jobset-train");
+  auto decoded = schema::DecodeEvent(objects[0].event);
+  ASSERT_TRUE(decoded.ok());
+  auto w = decoded->root().getBody().getWorkloadSubmitted().getWorkload();
+  EXPECT_EQ(std::string(w.getUid()), "6a1f0c52-4f7e-4a4b-9e0e-2b4a52a2b9a1");
+  EXPECT_EQ(std::string(w.getQueueName()), "gpus");
+  EXPECT_EQ(std::string(w.getPriorityClassName()), "high");
+  ASSERT_EQ(w.getPodSets().size(), 3u);
+  EXPECT_EQ(std::string(w.getPodSets()[0].getName()), "leader");
+  EXPECT_EQ(w.getPodSets()[0].getCount(), 1);
+  EXPECT_EQ(std::string(w.getPodSets()[1].getName()), "workers");
+  EXPECT_EQ(w.getPodSets()[1].getCount(), 4);  // 2 replicas x min(3, 2)
+  EXPECT_EQ(w.getPodSets()[1].getMinCount(), 0);
+  ASSERT_EQ(w.getPodSets()[1].getRequests().size(), 1u);
+  EXPECT_EQ(std::string(w.getPodSets()[1].getRequests()[0].getName()), "nvidia.com/gpu");
+  EXPECT_EQ(w.getPodSets()[1].getRequests()[0].getMilli(), 8000);
+  EXPECT_EQ(w.getPodSets()[2].getCount(), 4);
+  EXPECT_EQ(w.getPodSets()[2].getMinCount(), 2);
+}
+
+TEST(KueueYaml, RefusesJobSetsKueueCannotAdmit) {
+  const std::string head = R"(
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: js
+  labels: {kueue.x-k8s.io/queue-name: lq}
+)";
+  const std::string pod = "      spec: {template: {spec: {containers: [{name: c}]}}}\n";
+  EXPECT_CONTAINS(SubmitError(head + "spec: {}\n"),
+                  "spec.replicatedJobs: required: at least one replicated job");
+  EXPECT_CONTAINS(SubmitError(head + "spec:\n  replicatedJobs:\n  - name: a\n    template:\n" +
+                              pod + "  - name: a\n    template:\n" + pod),
+                  "spec.replicatedJobs[1].name: 'a' is the name of another replicated job");
+  EXPECT_CONTAINS(SubmitError(head + "spec:\n  replicatedJobs:\n  - name: Bad_Name\n"
+                                     "    template:\n" + pod),
+                  "spec.replicatedJobs[0].name: 'Bad_Name' is not valid");
+  EXPECT_CONTAINS(
+      SubmitError(head + "spec:\n  replicatedJobs:\n  - name: w\n    replicas: 2\n"
+                         "    template:\n      metadata:\n        annotations: "
+                         "{kueue.x-k8s.io/job-min-parallelism: \"1\"}\n"
+                         "      spec: {parallelism: 4, template: {spec: {containers: "
+                         "[{name: c}]}}}\n"),
+      "only with replicas: 1");
+  std::string v1 = head;
+  v1.replace(v1.find("v1alpha2"), 8, "v1");
+  EXPECT_CONTAINS(SubmitError(v1 + "spec: {}\n"),
+                  "'jobset.x-k8s.io/v1' is not supported for a JobSet: expected "
+                  "jobset.x-k8s.io/v1alpha2");
+  std::string unmanaged = head;
+  unmanaged.replace(unmanaged.find("  labels"), unmanaged.find("\n", unmanaged.find("  labels")) -
+                                                    unmanaged.find("  labels") + 1, "");
+  EXPECT_CONTAINS(SubmitError(unmanaged + "spec: {}\n"), "not managed by Kueue");
+}
+
 TEST(KueueYaml, RefusesInvalidYamlWithTheLine) {
   const std::string error = ApplyError(std::string(kGoodFlavor) + "---\nkind: [unclosed\n");
   EXPECT_CONTAINS(error, "document 2 (line 7): not valid YAML");

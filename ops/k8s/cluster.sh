@@ -698,9 +698,9 @@ install_crds() {
 }
 
 # install_webhook DIR KUBECONFIG ADDRESS: the MutatingWebhookConfiguration of admit-k8s's Job
-# webhook, which the bridge serves at https://ADDRESS with DIR/pki/webhook.pem (docs/k8s.md,
-# "Jobs"). Only Jobs that carry kueue.x-k8s.io/queue-name are sent to it (objectSelector): every
-# other Job is created without asking the bridge. failurePolicy Fail, as Kueue's: while no
+# and JobSet webhooks, which the bridge serves at https://ADDRESS with DIR/pki/webhook.pem
+# (docs/k8s.md, "Jobs"). Only objects that carry kueue.x-k8s.io/queue-name are sent to it
+# (objectSelector): every other one is created without asking the bridge. failurePolicy Fail, as Kueue's: while no
 # bridge answers, a labelled Job is refused rather than created unsuspended. Then points the
 # conversion webhook of CONVERTED_CRDS at https://ADDRESS/convert (the same server). Writes
 # ADDRESS to DIR/webhook.address for whoever starts the bridge. Sets start_outcome to "ready" or
@@ -726,6 +726,22 @@ webhooks:
     apiVersions: [v1]
     operations: [CREATE]
     resources: [jobs]
+  objectSelector:
+    matchExpressions:
+    - {key: kueue.x-k8s.io/queue-name, operator: Exists}
+  failurePolicy: Fail
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  timeoutSeconds: 10
+- name: mjobset.admission-ledger.io
+  clientConfig:
+    url: https://$address/mutate-jobset-x-k8s-io-v1alpha2-jobset
+    caBundle: $(base64 -w0 < "$dir/pki/ca.pem")
+  rules:
+  - apiGroups: [jobset.x-k8s.io]
+    apiVersions: [v1alpha2]
+    operations: [CREATE]
+    resources: [jobsets]
   objectSelector:
     matchExpressions:
     - {key: kueue.x-k8s.io/queue-name, operator: Exists}

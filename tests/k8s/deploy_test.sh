@@ -116,20 +116,25 @@ def port_of(service, name):
     return next(p for p in service["spec"]["ports"] if p["name"] == name)
 
 hook_cfg = objs[("MutatingWebhookConfiguration", "admit-k8s")]["webhooks"]
-need("one webhook", len(hook_cfg) == 1)
-hook = hook_cfg[0]
-need("failurePolicy Fail", hook.get("failurePolicy") == "Fail")
-need("sideEffects None", hook.get("sideEffects") == "None")
-need("rules: batch/v1 jobs, CREATE only",
-     [(r["apiGroups"], r["apiVersions"], r["operations"], r["resources"]) for r in hook["rules"]]
-     == [(["batch"], ["v1"], ["CREATE"], ["jobs"])])
-need("objectSelector: the label kueue.x-k8s.io/queue-name exists",
-     hook.get("objectSelector") == {"matchExpressions": [
-         {"key": "kueue.x-k8s.io/queue-name", "operator": "Exists"}]})
-need("caBundle set (a placeholder to replace)", bool(hook["clientConfig"].get("caBundle")))
-svc_ref = hook["clientConfig"]["service"]
-need("the webhook calls /mutate-batch-v1-job (the bridge's path)",
-     svc_ref.get("path") == "/mutate-batch-v1-job")
+need("two webhooks: Jobs and JobSets", len(hook_cfg) == 2)
+for hook, rule, path in ((hook_cfg[0], (["batch"], ["v1"], ["CREATE"], ["jobs"]),
+                          "/mutate-batch-v1-job"),
+                         (hook_cfg[1], (["jobset.x-k8s.io"], ["v1alpha2"], ["CREATE"], ["jobsets"]),
+                          "/mutate-jobset-x-k8s-io-v1alpha2-jobset")):
+    need("failurePolicy Fail", hook.get("failurePolicy") == "Fail")
+    need("sideEffects None", hook.get("sideEffects") == "None")
+    need("rules: %s/%s %s, CREATE only" % (rule[0][0], rule[1][0], rule[3][0]),
+         [(r["apiGroups"], r["apiVersions"], r["operations"], r["resources"])
+          for r in hook["rules"]] == [rule])
+    need("objectSelector: the label kueue.x-k8s.io/queue-name exists",
+         hook.get("objectSelector") == {"matchExpressions": [
+             {"key": "kueue.x-k8s.io/queue-name", "operator": "Exists"}]})
+    need("caBundle set (a placeholder to replace)", bool(hook["clientConfig"].get("caBundle")))
+    need("the webhook calls %s (the bridge's path)" % path,
+         hook["clientConfig"]["service"].get("path") == path)
+svc_ref = hook_cfg[0]["clientConfig"]["service"]
+need("both webhooks call the same Service", hook_cfg[1]["clientConfig"]["service"]["name"]
+     == svc_ref["name"])
 hook_svc = objs.get(("Service", svc_ref["name"]))
 need("the webhook's Service %s exists in %s" % (svc_ref["name"], svc_ref["namespace"]),
      hook_svc is not None and hook_svc["metadata"]["namespace"] == svc_ref["namespace"])

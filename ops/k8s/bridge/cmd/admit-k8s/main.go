@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"admission-ledger/bridge/internal/checks"
 	"admission-ledger/bridge/internal/conversion"
@@ -137,6 +138,9 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
 	}
+	if err := jobsetapi.AddToScheme(scheme); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), StartupCheckTimeout)
 	defer cancel()
 	direct, err := client.New(config, client.Options{Scheme: scheme})
@@ -182,8 +186,12 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	}
 	jobEvents := jobs.NewLedgerEvents(mgr.GetClient())
 	jobLedger := jobs.NewCachedLedger(ledgerClient)
-	if err := jobs.SetupWithManager(mgr, jobLedger, jobEvents); err != nil {
-		return fmt.Errorf("setting up the Job controller: %w", err)
+	kinds, err := jobs.SetupWithManager(mgr, jobLedger, jobEvents)
+	if err != nil {
+		return fmt.Errorf("setting up the job controllers: %w", err)
+	}
+	for _, kind := range kinds {
+		ctrl.Log.Info("governing", "kind", kind.GVK().String())
 	}
 	// The ledger's decisions trigger the Jobs' reconciles and the queues' status at once (on
 	// the leader, as they are).
@@ -202,6 +210,7 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 		// The webhook answers whether or not this replica leads: admission must not wait for
 		// an election.
 		mgr.GetWebhookServer().Register(jobs.WebhookPath, jobs.NewWebhook(scheme))
+		mgr.GetWebhookServer().Register(jobs.JobSetWebhookPath, jobs.NewWebhook(scheme))
 		// The CRDs' conversion between v1beta1 and v1beta2, on the same server and certificate.
 		mgr.GetWebhookServer().Register(conversion.WebhookPath, conversion.Webhook{})
 	}

@@ -6,9 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -23,25 +23,26 @@ import (
 // when it starts again.
 const JobFinalizer = "admission-ledger.io/workload"
 
-// DeleteRequestID names the deletion of one Job's workload: one call per Job uid.
-func DeleteRequestID(job *batchv1.Job) string {
-	sum := sha256.Sum256([]byte("deleted\x00" + string(job.UID)))
+// DeleteRequestID names the deletion of one object's workload: one call per uid.
+func DeleteRequestID(obj client.Object) string {
+	sum := sha256.Sum256([]byte("deleted\x00" + string(obj.GetUID())))
 	return "admit-k8s/delete/" + hex.EncodeToString(sum[:16])
 }
 
-// ensureFinalizer adds JobFinalizer to a labelled Job that does not carry it yet.
-func (r *Reconciler) ensureFinalizer(ctx context.Context, job *batchv1.Job) error {
-	return finalizers.Add(ctx, r.Client, job, "Job", JobFinalizer)
+// ensureFinalizer adds JobFinalizer to a labelled object that does not carry it yet.
+func (r *Reconciler) ensureFinalizer(ctx context.Context, job GenericJob) error {
+	return finalizers.Add(ctx, r.Client, job.Object(), r.Kind.Name, JobFinalizer)
 }
 
 // deleted handles a Job being deleted: its workload is deleted in the ledger (WorkloadDeleted,
 // the ledger releases any quota it holds), and only then is the finalizer removed.
-func (r *Reconciler) deleted(ctx context.Context, job *batchv1.Job) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(job, JobFinalizer) {
+func (r *Reconciler) deleted(ctx context.Context, job GenericJob) (ctrl.Result, error) {
+	obj := job.Object()
+	if !controllerutil.ContainsFinalizer(obj, JobFinalizer) {
 		return ctrl.Result{}, nil
 	}
 	logger := log.FromContext(ctx)
-	state, err := r.findLedgerWorkload(ctx, job.Namespace, WorkloadName(job))
+	state, err := r.findLedgerWorkload(ctx, obj.GetNamespace(), r.Kind.WorkloadName(obj.GetName()))
 	if err != nil {
 		logger.Error(err, "reading the ledger's workloads failed; will retry")
 		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
@@ -54,13 +55,13 @@ func (r *Reconciler) deleted(ctx context.Context, job *batchv1.Job) (ctrl.Result
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		outcome, err := r.Ledger.Record(ctx, DeleteRequestID(job), [][]byte{event})
+		outcome, err := r.Ledger.Record(ctx, DeleteRequestID(obj), [][]byte{event})
 		var refused *ledger.Refused
 		switch {
 		case errors.As(err, &refused) && !refused.Retryable():
 			// The ledger will not take it (e.g. it retired the workload meanwhile): say so and
 			// let the Job go; a deletion it refuses cannot be retried into existence.
-			r.Events.Event(job, corev1.EventTypeWarning, "LedgerRefused", "deleting workload: "+refused.Message)
+			r.Events.Event(obj, corev1.EventTypeWarning, "LedgerRefused", "deleting workload: "+refused.Message)
 		case err != nil:
 			logger.Error(err, "reporting the Job's deletion failed; will retry")
 			return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
@@ -68,7 +69,7 @@ func (r *Reconciler) deleted(ctx context.Context, job *batchv1.Job) (ctrl.Result
 			logger.Info("workload deleted in the ledger", "sequence", outcome.Sequences[0])
 		}
 	}
-	return ctrl.Result{}, finalizers.Remove(ctx, r.Client, job, "Job", JobFinalizer)
+	return ctrl.Result{}, finalizers.Remove(ctx, r.Client, obj, r.Kind.Name, JobFinalizer)
 }
 
 // WorkloadDeletedEvent is the input `admitctl delete NAMESPACE/NAME` records.

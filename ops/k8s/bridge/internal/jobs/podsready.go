@@ -38,19 +38,28 @@ func (w *LedgerWorkload) PodsReadyReported() bool {
 	return ready
 }
 
-// reportReady records `pods ready` with the current token, once: when the Job runs under that
-// token, its pods reached the admitted count of Ready or succeeded, and the ledger does not
-// hold it yet (a repeat is answered from the ledger by its request id anyway).
-func (r *Reconciler) reportReady(ctx context.Context, job *batchv1.Job, state *LedgerWorkload,
+// reportReady records `pods ready` with the current token, once: when the object runs under
+// that token, its pods reached the admitted counts of Ready or succeeded (the kind's
+// PodsReady), and the ledger does not hold it yet (a repeat is answered from the ledger by its
+// request id anyway).
+func (r *Reconciler) reportReady(ctx context.Context, job GenericJob, state *LedgerWorkload,
 	token string) (ctrl.Result, error) {
-	_, count, ok := state.Assignment()
-	if !ok || state.PodsReadyReported() || !PodsReady(job, count) {
+	podSets := job.PodSets()
+	admitted := make([]int32, 0, len(podSets))
+	for _, ps := range podSets {
+		_, count, ok := state.Assignment(ps.Name)
+		if !ok {
+			return ctrl.Result{RequeueAfter: PollInterval}, nil
+		}
+		admitted = append(admitted, count)
+	}
+	if state.PodsReadyReported() || !job.PodsReady(admitted) {
 		return ctrl.Result{RequeueAfter: PollInterval}, nil
 	}
 	if err := r.recordPods(ctx, state, ledgerevents.PodsReport_ready, token, ""); err != nil {
 		return r.retryOrDrop(ctx, job, err)
 	}
-	log.FromContext(ctx).Info("pods ready reported", "fencingToken", token, "admitted", count)
+	log.FromContext(ctx).Info("pods ready reported", "fencingToken", token, "admitted", admitted)
 	return ctrl.Result{RequeueAfter: PollInterval}, nil
 }
 

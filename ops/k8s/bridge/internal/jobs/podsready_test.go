@@ -88,14 +88,14 @@ func TestWithPodsReadyKeepsTheLedgersConditions(t *testing.T) {
 // before the pods are ready, and not when the ledger shows it already.
 func TestRunningJobReportsReadyOnce(t *testing.T) {
 	r, job, state, l, _ := releaseReconciler(t, nil)
-	if _, err := r.release(context.Background(), job, state); err != nil {
+	if _, err := r.release(context.Background(), &BatchJob{Job: job}, state); err != nil {
 		t.Fatal(err)
 	}
 	if got := reportsOf(t, l); len(got) != 1 || got[0] != "released uid/1 " {
 		t.Fatalf("reports %q", got)
 	}
 	job.Status.Ready = ptr.To(int32(0))
-	if _, err := r.release(context.Background(), job, state); err != nil {
+	if _, err := r.release(context.Background(), &BatchJob{Job: job}, state); err != nil {
 		t.Fatal(err)
 	}
 	if got := reportsOf(t, l); len(got) != 1 {
@@ -103,7 +103,7 @@ func TestRunningJobReportsReadyOnce(t *testing.T) {
 	}
 	job.Status.Ready = ptr.To(int32(1))
 	for attempt := 1; attempt <= 2; attempt++ {
-		if _, err := r.release(context.Background(), job, state); err != nil {
+		if _, err := r.release(context.Background(), &BatchJob{Job: job}, state); err != nil {
 			t.Fatal(err)
 		}
 		if got := reportsOf(t, l); len(got) != 2 || got[1] != "ready uid/1 " {
@@ -112,7 +112,7 @@ func TestRunningJobReportsReadyOnce(t *testing.T) {
 	}
 	state.Status["podsReady"] = true
 	calls := l.calls
-	if _, err := r.release(context.Background(), job, state); err != nil {
+	if _, err := r.release(context.Background(), &BatchJob{Job: job}, state); err != nil {
 		t.Fatal(err)
 	}
 	if l.calls != calls {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -63,10 +64,11 @@ type Ledger interface {
 	Get(ctx context.Context, kind, format string) (string, error)
 }
 
-// Reconciler drives one Job at a time through submission, mirroring and release. It keeps no
-// state of its own: the Job, its Workload and the ledger are the state, so a restarted bridge
-// carries on where the last one stopped.
+// Reconciler drives one object of its kind at a time through submission, mirroring and release.
+// It keeps no state of its own: the object, its Workload and the ledger are the state, so a
+// restarted bridge carries on where the last one stopped.
 type Reconciler struct {
+	Kind   *Kind
 	Client client.Client
 	// APIReader reads straight from the API server, not the cache: the Job and its pods when
 	// deciding whether an evicted Job's pods are gone (terminated.go).
@@ -75,32 +77,46 @@ type Reconciler struct {
 	Events    record.EventRecorder
 }
 
-// SetupWithManager registers the reconciler for Jobs that carry the queue label, also
-// triggered by the ledger's decisions about their workloads (events; nil: none).
-func SetupWithManager(mgr ctrl.Manager, l Ledger, events *LedgerEvents) error {
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Ledger: l,
-		Events: mgr.GetEventRecorderFor("admit-k8s")}
-	managed := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetLabels()[QueueNameLabel] != ""
-	})
-	b := ctrl.NewControllerManagedBy(mgr).
-		Named("jobs").
-		For(&batchv1.Job{}, builder.WithPredicates(managed))
-	if events != nil {
-		b = b.WatchesRawSource(events.Source())
+// SetupWithManager registers one reconciler per kind of Kinds whose API the cluster serves,
+// for the objects that carry the queue label, also triggered by the ledger's decisions about
+// their workloads (events; nil: none). Returns the kinds it set up.
+func SetupWithManager(mgr ctrl.Manager, l Ledger, events *LedgerEvents) ([]*Kind, error) {
+	var set []*Kind
+	for _, kind := range Kinds {
+		gvk := kind.GVK()
+		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			mgr.GetLogger().Info("not governing a kind the cluster does not serve",
+				"kind", gvk.String(), "reason", err.Error())
+			continue
+		}
+		r := &Reconciler{Kind: kind, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+			Ledger: l, Events: mgr.GetEventRecorderFor("admit-k8s")}
+		managed := predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetLabels()[QueueNameLabel] != ""
+		})
+		b := ctrl.NewControllerManagedBy(mgr).
+			Named(strings.ToLower(kind.Name)+"s").
+			For(kind.New().Object(), builder.WithPredicates(managed))
+		if events != nil {
+			b = b.WatchesRawSource(events.Source(kind))
+		}
+		if err := b.Complete(r); err != nil {
+			return nil, err
+		}
+		set = append(set, kind)
 	}
-	return b.Complete(r)
+	return set, nil
 }
 
-// WorkloadName is the name the ledger gives a Job's Workload (ParseJob: "job-" + the Job's
+// WorkloadName is the name the ledger gives a Job's workload (ParseJob: "job-" + the Job's
 // name); the Workload object the bridge creates has the same name.
-func WorkloadName(job *batchv1.Job) string { return "job-" + job.Name }
+func WorkloadName(job *batchv1.Job) string { return BatchJobKind.WorkloadName(job.Name) }
 
-// SubmitRequestID is derived from the Job's uid and generation: a retry, or a restarted
+// SubmitRequestID is derived from the object's uid and generation: a retry, or a restarted
 // bridge, sends the same id and is answered from admitd's record of the first call.
-func SubmitRequestID(job *batchv1.Job) string {
-	sum := sha256.Sum256([]byte(string(job.UID) + "\x00" + strconv.FormatInt(job.Generation, 10)))
-	return "admit-k8s/job/" + hex.EncodeToString(sum[:16])
+func (k *Kind) SubmitRequestID(obj client.Object) string {
+	sum := sha256.Sum256([]byte(string(obj.GetUID()) + "\x00" + strconv.FormatInt(obj.GetGeneration(), 10)))
+	return "admit-k8s/" + k.Prefix + "/" + hex.EncodeToString(sum[:16])
 }
 
 // podsRequestID names one pod report: the same report on the same token is one call.
@@ -136,12 +152,12 @@ func (w *LedgerWorkload) FencingToken() string { return w.str("fencingToken") }
 // are gone carries ("" when none).
 func (w *LedgerWorkload) EvictingToken() string { return w.str("evictingToken") }
 
-// Assignment returns the flavors (resource -> flavor) and count of the podSet "main".
-func (w *LedgerWorkload) Assignment() (map[string]string, int32, bool) {
+// Assignment returns the flavors (resource -> flavor) and count of pod set podSet.
+func (w *LedgerWorkload) Assignment(podSet string) (map[string]string, int32, bool) {
 	list, _, _ := unstructured.NestedSlice(w.Status, "admission", "podSetAssignments")
 	for _, item := range list {
 		psa, ok := item.(map[string]any)
-		if !ok || psa["name"] != PodSetName {
+		if !ok || psa["name"] != podSet {
 			continue
 		}
 		flavors, _, _ := unstructured.NestedStringMap(psa, "flavors")
@@ -151,10 +167,10 @@ func (w *LedgerWorkload) Assignment() (map[string]string, int32, bool) {
 	return nil, 0, false
 }
 
-// CheckUpdates returns the podSetUpdates of podSet "main" that the ledger's admission checks
+// CheckUpdates returns the podSetUpdates of pod set podSet that the ledger's admission checks
 // hold, checks in the ledger's order (by name), as the decider merged them into the Admitted
 // decision.
-func (w *LedgerWorkload) CheckUpdates() ([]podsetupdates.PodSetUpdate, []string, error) {
+func (w *LedgerWorkload) CheckUpdates(podSet string) ([]podsetupdates.PodSetUpdate, []string, error) {
 	entries, _, _ := unstructured.NestedSlice(w.Status, "admissionChecks")
 	var updates []podsetupdates.PodSetUpdate
 	var checks []string
@@ -166,7 +182,7 @@ func (w *LedgerWorkload) CheckUpdates() ([]podsetupdates.PodSetUpdate, []string,
 			return nil, nil, fmt.Errorf("the ledger's check %s: %w", name, err)
 		}
 		for _, u := range list {
-			if u.Name == PodSetName {
+			if u.Name == podSet {
 				updates = append(updates, u)
 				checks = append(checks, name)
 			}
@@ -200,12 +216,13 @@ func (r *Reconciler) findLedgerWorkload(ctx context.Context, namespace, name str
 	return nil, nil
 }
 
-// Reconcile takes one Job one step further: Workload object, submission, status, release or
-// suspension. Each step is idempotent and decided from the current state alone.
+// Reconcile takes one object one step further: Workload object, submission, status, release
+// or suspension. Each step is idempotent and decided from the current state alone.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
-	job := &batchv1.Job{}
-	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
+	job := r.Kind.New()
+	obj := job.Object()
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			// Its Workload object goes with it (owner reference); the ledger was told before
 			// the finalizer let it go (deletion.go).
@@ -213,10 +230,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
-	if job.DeletionTimestamp != nil {
+	if obj.GetDeletionTimestamp() != nil {
 		return r.deleted(ctx, job)
 	}
-	if job.Labels[QueueNameLabel] == "" {
+	if obj.GetLabels()[QueueNameLabel] == "" {
 		return ctrl.Result{}, nil
 	}
 	if err := r.ensureFinalizer(ctx, job); err != nil {
@@ -226,25 +243,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	name := WorkloadName(job)
-	state, err := r.findLedgerWorkload(ctx, job.Namespace, name)
+	state, err := r.findLedgerWorkload(ctx, obj.GetNamespace(), r.Kind.WorkloadName(obj.GetName()))
 	if err != nil {
 		logger.Error(err, "reading the ledger's workloads failed; will retry")
 		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
 	}
-	if state != nil && state.UID != string(job.UID) && !jobFinished(job) {
-		// The ledger's workload of this name is an earlier Job's (deleted, and this one created
-		// with the same name). Once it ended, the name is free: this Job is a new workload.
-		// (A workload recorded before the ledger took the Job's uid has a derived one: a
-		// finished Job is left alone, an unfinished one whose workload ended is submitted once
-		// more, under its own uid.)
+	if state != nil && state.UID != string(obj.GetUID()) && !job.Finished() {
+		// The ledger's workload of this name is an earlier object's (deleted, and this one
+		// created with the same name). Once it ended, the name is free: this one is a new
+		// workload. (A workload recorded before the ledger took the object's uid has a derived
+		// one: a finished object is left alone, an unfinished one whose workload ended is
+		// submitted once more, under its own uid.)
 		switch state.Phase() {
 		case "Finished", "Rejected", "Deleted", "Deactivated":
-			logger.Info("the ledger's workload of this name is an earlier Job's; submitting this one",
+			logger.Info("the ledger's workload of this name is an earlier object's; submitting this one",
 				"earlierUID", state.UID, "phase", state.Phase())
 			state = nil
 		default:
-			if err := r.suspend(ctx, job, "an earlier Job's workload of this name is still "+state.Phase()); err != nil {
+			if err := r.suspend(ctx, job, "an earlier "+r.Kind.Name+"'s workload of this name is still "+state.Phase()); err != nil {
 				return ctrl.Result{}, err
 			}
 			return ctrl.Result{RequeueAfter: PollInterval}, nil
@@ -260,24 +276,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.mirror(ctx, workload, state); err != nil {
 		return ctrl.Result{}, err
 	}
+	return r.follow(ctx, req, job, state)
+}
+
+// follow does what the ledger's phase of the workload asks of the object.
+func (r *Reconciler) follow(ctx context.Context, req ctrl.Request, job GenericJob,
+	state *LedgerWorkload) (ctrl.Result, error) {
 	switch state.Phase() {
 	case "Admitted":
-		if jobFinished(job) {
+		if job.Finished() {
 			return r.reportPods(ctx, job, state, ledgerevents.PodsReport_finished, state.FencingToken())
 		}
 		return r.release(ctx, job, state)
 	case "Evicting":
 		return r.evicting(ctx, req, state)
 	case "Finished", "Rejected", "Deleted", "Deactivated":
-		// A Job that completed or failed is left as it is; any other stops.
-		if !jobFinished(job) {
+		// An object that completed or failed is left as it is; any other stops.
+		if !job.Finished() {
 			if err := r.suspend(ctx, job, "the ledger's workload is "+state.Phase()); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
 		return ctrl.Result{}, nil
 	default:
-		// Pending or QuotaReserved: no Job runs without an admission.
+		// Pending or QuotaReserved: nothing runs without an admission.
 		if err := r.suspend(ctx, job, "not admitted by the ledger"); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -285,44 +307,44 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 }
 
-// evicting suspends a Job the ledger evicts and reports its pods terminated once none is left.
+// evicting suspends an object the ledger evicts and reports its pods terminated once none is
+// left.
 func (r *Reconciler) evicting(ctx context.Context, req ctrl.Request, state *LedgerWorkload) (ctrl.Result, error) {
-	// The pods must go before the ledger releases the quota: suspend (the Job controller
-	// deletes them), and report terminated only with proof that none is left and no more
-	// will come (podsGone). The Job is read from the API server: the cache may not have
-	// the bridge's own unsuspend yet, and show the Job suspended as it was before.
-	job := &batchv1.Job{}
-	if err := r.APIReader.Get(ctx, req.NamespacedName, job); err != nil {
+	// The pods must go before the ledger releases the quota: suspend (the kind's controllers
+	// delete them), and report terminated only with proof that none is left and no more will
+	// come (PodsGone). The object is read from the API server: the cache may not have the
+	// bridge's own unsuspend yet, and show it suspended as it was before.
+	job := r.Kind.New()
+	if err := r.APIReader.Get(ctx, req.NamespacedName, job.Object()); err != nil {
 		return ctrl.Result{}, err
 	}
-	if jobFinished(job) {
-		// The Job completed or failed while being evicted: the Job controller creates no more
-		// pods and ignores a suspension (no Suspended condition will come, so podsGone would
-		// wait forever). Once none of its pods runs, the workload is finished, as Kueue
-		// finishes the workload of a finished Job; the report carries the evicted admission's
-		// token.
-		pods, err := r.jobPods(ctx, job)
+	if job.Finished() {
+		// It completed or failed while being evicted: its controller creates no more pods and
+		// ignores a suspension (no Suspended condition will come, so PodsGone would wait
+		// forever). Once none of its pods runs, the workload is finished, as Kueue finishes
+		// the workload of a finished job; the report carries the evicted admission's token.
+		running, err := job.RunningPod(ctx, r.APIReader)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if running := firstNotTerminal(pods); running != "" {
+		if running != "" {
 			log.FromContext(ctx).V(1).Info("finished while evicted; waiting for the pods to end", "why", running)
 			return ctrl.Result{RequeueAfter: WaitForPodsGonePoll}, nil
 		}
 		return r.reportPods(ctx, job, state, ledgerevents.PodsReport_finished, state.EvictingToken())
 	}
-	if job.Spec.Suspend == nil || !*job.Spec.Suspend {
+	if !job.IsSuspended() {
 		pauseAt(ctx, "evicted-before-suspend", state)
 	}
 	if err := r.suspend(ctx, job, "evicted by the ledger"); err != nil {
 		return ctrl.Result{}, err
 	}
-	pods, err := r.jobPods(ctx, job)
+	at, hasAt := suspendedAt(job.Object())
+	gone, why, err := job.PodsGone(ctx, r.APIReader, at, hasAt, time.Now())
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	at, hasAt := suspendedAt(job)
-	if gone, why := podsGone(job, pods, at, hasAt, time.Now()); !gone {
+	if !gone {
 		log.FromContext(ctx).V(1).Info("evicted; waiting for the pods to go", "why", why)
 		return ctrl.Result{RequeueAfter: WaitForPodsGonePoll}, nil
 	}
@@ -330,55 +352,48 @@ func (r *Reconciler) evicting(ctx context.Context, req ctrl.Request, state *Ledg
 	return r.reportPods(ctx, job, state, ledgerevents.PodsReport_terminated, state.EvictingToken())
 }
 
-func jobFinished(job *batchv1.Job) bool {
-	for _, c := range job.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
-
-// submit sends the Job to the ledger, parsed there by the ledger's own parser.
-func (r *Reconciler) submit(ctx context.Context, job *batchv1.Job) (ctrl.Result, error) {
+// submit sends the object to the ledger, parsed there by the ledger's own parser.
+func (r *Reconciler) submit(ctx context.Context, job GenericJob) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
-	manifest, err := JobManifest(job)
+	obj := job.Object()
+	manifest, err := r.Kind.Manifest(job)
 	if err != nil {
-		r.Events.Event(job, corev1.EventTypeWarning, "NotSubmitted", err.Error())
+		r.Events.Event(obj, corev1.EventTypeWarning, "NotSubmitted", err.Error())
 		return ctrl.Result{}, nil
 	}
-	outcome, err := r.Ledger.RecordManifest(ctx, SubmitRequestID(job), "submit", manifest)
+	outcome, err := r.Ledger.RecordManifest(ctx, r.Kind.SubmitRequestID(obj), "submit", manifest)
 	var refused *ledger.Refused
 	switch {
 	case errors.As(err, &refused) && !refused.Retryable():
-		logger.Info("the ledger refused the Job", "reason", refused.Message)
-		r.Events.Event(job, corev1.EventTypeWarning, "LedgerRefused", refused.Message)
+		logger.Info("the ledger refused the object", "reason", refused.Message)
+		r.Events.Event(obj, corev1.EventTypeWarning, "LedgerRefused", refused.Message)
 		return ctrl.Result{}, nil
 	case err != nil:
-		logger.Error(err, "submitting the Job failed; will retry")
+		logger.Error(err, "submitting failed; will retry")
 		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
 	}
 	if len(outcome.Sequences) > 0 && !outcome.Retried && !outcome.Unchanged[0] {
 		logger.Info("submitted", "sequence", outcome.Sequences[0])
-		r.Events.Event(job, corev1.EventTypeNormal, "Submitted",
+		r.Events.Event(obj, corev1.EventTypeNormal, "Submitted",
 			"submitted to the admission ledger at sequence "+strconv.FormatUint(outcome.Sequences[0], 10))
 	}
 	return ctrl.Result{RequeueAfter: PollInterval}, nil
 }
 
-// JobManifest is the Job as the ledger's parser takes it: apiVersion, kind, the metadata it
+// Manifest is the object as the ledger's parser takes it: apiVersion, kind, the metadata it
 // reads and the spec.
-func JobManifest(job *batchv1.Job) (string, error) {
-	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&job.Spec)
+func (k *Kind) Manifest(job GenericJob) (string, error) {
+	obj := job.Object()
+	spec, err := job.Spec()
 	if err != nil {
 		return "", err
 	}
-	metadata := map[string]any{"name": job.Name, "namespace": job.Namespace, "uid": string(job.UID)}
-	if len(job.Labels) > 0 {
-		metadata["labels"] = job.Labels
+	metadata := map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace(), "uid": string(obj.GetUID())}
+	if len(obj.GetLabels()) > 0 {
+		metadata["labels"] = obj.GetLabels()
 	}
 	annotations := map[string]string{}
-	for k, v := range job.Annotations {
+	for k, v := range obj.GetAnnotations() {
 		if k != corev1.LastAppliedConfigAnnotation && k != FencingTokenAnnotation && k != OriginalPodSetAnnotation {
 			annotations[k] = v
 		}
@@ -386,12 +401,17 @@ func JobManifest(job *batchv1.Job) (string, error) {
 	if len(annotations) > 0 {
 		metadata["annotations"] = annotations
 	}
-	text, err := json.Marshal(map[string]any{"apiVersion": "batch/v1", "kind": "Job",
+	text, err := json.Marshal(map[string]any{"apiVersion": k.APIVersion, "kind": k.Name,
 		"metadata": metadata, "spec": spec})
 	if err != nil {
-		return "", fmt.Errorf("encoding Job %s/%s: %w", job.Namespace, job.Name, err)
+		return "", fmt.Errorf("encoding %s %s/%s: %w", k.Name, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return string(text), nil
+}
+
+// JobManifest is a Job as the ledger's parser takes it.
+func JobManifest(job *batchv1.Job) (string, error) {
+	return BatchJobKind.Manifest(&BatchJob{Job: job})
 }
 
 func newWorkloadObject() *unstructured.Unstructured {
@@ -400,36 +420,33 @@ func newWorkloadObject() *unstructured.Unstructured {
 	return u
 }
 
-// ensureWorkloadObject returns the Job's Workload object, creating it (owned by the Job, so the
-// garbage collector deletes it with the Job) when missing.
-func (r *Reconciler) ensureWorkloadObject(ctx context.Context, job *batchv1.Job) (*unstructured.Unstructured, error) {
+// ensureWorkloadObject returns the object's Workload object, creating it (owned by the object,
+// so the garbage collector deletes it with the object) when missing.
+func (r *Reconciler) ensureWorkloadObject(ctx context.Context, job GenericJob) (*unstructured.Unstructured, error) {
+	obj := job.Object()
 	workload := newWorkloadObject()
-	key := types.NamespacedName{Namespace: job.Namespace, Name: WorkloadName(job)}
+	key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: r.Kind.WorkloadName(obj.GetName())}
 	err := r.Client.Get(ctx, key, workload)
 	if err == nil || !apierrors.IsNotFound(err) {
 		return workload, err
 	}
-	template, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&job.Spec.Template)
-	if err != nil {
-		return nil, err
-	}
-	unstructured.RemoveNestedField(template, "metadata", "creationTimestamp")
-	count := int64(1)
-	if job.Spec.Parallelism != nil {
-		count = int64(*job.Spec.Parallelism)
-	}
-	if job.Spec.Completions != nil && int64(*job.Spec.Completions) < count {
-		count = int64(*job.Spec.Completions)
+	var podSets []any
+	for _, ps := range job.PodSets() {
+		template, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ps.Template)
+		if err != nil {
+			return nil, err
+		}
+		unstructured.RemoveNestedField(template, "metadata", "creationTimestamp")
+		podSets = append(podSets, map[string]any{"name": ps.Name, "count": int64(ps.Count), "template": template})
 	}
 	workload = newWorkloadObject()
-	workload.SetNamespace(job.Namespace)
+	workload.SetNamespace(obj.GetNamespace())
 	workload.SetName(key.Name)
-	workload.SetLabels(map[string]string{checks.JobUIDLabel: string(job.UID)})
-	workload.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(job,
-		batchv1.SchemeGroupVersion.WithKind("Job"))})
+	workload.SetLabels(map[string]string{checks.JobUIDLabel: string(obj.GetUID())})
+	workload.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(obj, r.Kind.GVK())})
 	workload.Object["spec"] = map[string]any{
-		"queueName": job.Labels[QueueNameLabel],
-		"podSets":   []any{map[string]any{"name": PodSetName, "count": count, "template": template}},
+		"queueName": obj.GetLabels()[QueueNameLabel],
+		"podSets":   podSets,
 	}
 	if err := r.Client.Create(ctx, workload); err != nil {
 		return nil, fmt.Errorf("creating Workload %s: %w", key, err)
@@ -458,31 +475,34 @@ func (r *Reconciler) mirror(ctx context.Context, workload *unstructured.Unstruct
 	return nil
 }
 
-// suspend sets spec.suspend: the Job controller then deletes the Job's pods.
-func (r *Reconciler) suspend(ctx context.Context, job *batchv1.Job, why string) error {
-	if job.Spec.Suspend != nil && *job.Spec.Suspend {
+// suspend sets spec.suspend: the kind's controllers then delete its pods.
+func (r *Reconciler) suspend(ctx context.Context, job GenericJob, why string) error {
+	if job.IsSuspended() {
 		return nil
 	}
-	// A patch of the one field: the Job controller's status writes do not make it conflict.
-	// The time of this suspension goes in the same patch (podsGone compares the Job
-	// controller's Suspended condition with it).
-	before := job.DeepCopy()
-	job.Spec.Suspend = ptr.To(true)
-	if job.Annotations == nil {
-		job.Annotations = map[string]string{}
+	// A patch of the one field: the controllers' status writes do not make it conflict. The
+	// time of this suspension goes in the same patch (PodsGone compares the controllers'
+	// Suspended conditions with it).
+	obj := job.Object()
+	before := job.Copy().Object()
+	job.SetSuspended(true)
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
 	}
-	job.Annotations[SuspendedAtAnnotation] = time.Now().UTC().Format(time.RFC3339)
-	if err := r.Client.Patch(ctx, job, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("suspending Job %s/%s: %w", job.Namespace, job.Name, err)
+	annotations[SuspendedAtAnnotation] = time.Now().UTC().Format(time.RFC3339)
+	obj.SetAnnotations(annotations)
+	if err := r.Client.Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("suspending %s %s/%s: %w", r.Kind.Name, obj.GetNamespace(), obj.GetName(), err)
 	}
 	log.FromContext(ctx).Info("suspended", "why", why)
-	r.Events.Event(job, corev1.EventTypeNormal, "Suspended", why)
+	r.Events.Event(obj, corev1.EventTypeNormal, "Suspended", why)
 	return nil
 }
 
 // reportPods records a pod report for the workload with the given token. A repeat of a report
 // already recorded is answered from the ledger and writes nothing.
-func (r *Reconciler) reportPods(ctx context.Context, job *batchv1.Job, state *LedgerWorkload,
+func (r *Reconciler) reportPods(ctx context.Context, job GenericJob, state *LedgerWorkload,
 	report ledgerevents.PodsReport, token string) (ctrl.Result, error) {
 	if err := r.recordPods(ctx, state, report, token, ""); err != nil {
 		return r.retryOrDrop(ctx, job, err)
@@ -503,32 +523,33 @@ func (r *Reconciler) recordPods(ctx context.Context, state *LedgerWorkload,
 }
 
 // retryOrDrop: a transport failure is retried; a refusal (a stale token: the ledger moved on)
-// is reported on the Job and the Job is looked at again with the ledger's new state.
-func (r *Reconciler) retryOrDrop(ctx context.Context, job *batchv1.Job, err error) (ctrl.Result, error) {
+// is reported on the object and the object is looked at again with the ledger's new state.
+func (r *Reconciler) retryOrDrop(ctx context.Context, job GenericJob, err error) (ctrl.Result, error) {
 	var refused *ledger.Refused
 	if errors.As(err, &refused) && !refused.Retryable() {
 		log.FromContext(ctx).Info("the ledger refused a pod report", "reason", refused.Message)
-		r.Events.Event(job, corev1.EventTypeWarning, "LedgerRefused", refused.Message)
+		r.Events.Event(job.Object(), corev1.EventTypeWarning, "LedgerRefused", refused.Message)
 		return ctrl.Result{RequeueAfter: PollInterval}, nil
 	}
 	log.FromContext(ctx).Error(err, "reporting to the ledger failed; will retry")
 	return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
 }
 
-// release lets an admitted Job run, write-ahead: (0) the admission is applied to a copy of the
-// Job, and when the admission checks' podSetUpdates conflict with its pod template the Job
-// cannot start: `pods failedToStart` is reported instead (failedToStart), (1) `pods released` is
-// in the ledger before anything else, (2) the pod template gets the flavors' node selectors and
-// tolerations, the admitted count (partial admission) and the fencing token, (3) only then is
-// the Job unsuspended. A crash between steps repeats the rest: (0) and (2) are comparisons, (1)
-// is answered from the ledger, (3) happens only after (2) is stored.
-func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *LedgerWorkload) (ctrl.Result, error) {
+// release lets an admitted object run, write-ahead: (0) the admission is applied to a copy of
+// the object, and when the admission checks' podSetUpdates conflict with a pod template it
+// cannot start: `pods failedToStart` is reported instead (failedToStart), (1) `pods released`
+// is in the ledger before anything else, (2) the pod templates get the flavors' node
+// selectors and tolerations, the admitted counts (partial admission) and the fencing token,
+// (3) only then is the object unsuspended. A crash between steps repeats the rest: (0) and (2)
+// are comparisons, (1) is answered from the ledger, (3) happens only after (2) is stored.
+func (r *Reconciler) release(ctx context.Context, job GenericJob, state *LedgerWorkload) (ctrl.Result, error) {
 	token := state.FencingToken()
 	if token == "" {
 		return ctrl.Result{RequeueAfter: PollInterval}, nil
 	}
-	running := job.Spec.Suspend == nil || !*job.Spec.Suspend
-	if running && job.Annotations[FencingTokenAnnotation] == token {
+	obj := job.Object()
+	running := !job.IsSuspended()
+	if running && obj.GetAnnotations()[FencingTokenAnnotation] == token {
 		// Released before: its pods may be ready now.
 		return r.reportReady(ctx, job, state, token)
 	}
@@ -539,10 +560,10 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 		}
 	}
 	pauseAt(ctx, "before-pods-released", state)
-	// (0) Before anything is recorded: an admission the Job cannot take is not released. Also
-	// after a restart that finds `pods released` already recorded: the Job is still suspended
-	// then (it is unsuspended only after (2), which the conflict stops), so no pod ran.
-	if _, err := r.applyAdmission(ctx, job.DeepCopy(), state, token); err != nil {
+	// (0) Before anything is recorded: an admission the object cannot take is not released.
+	// Also after a restart that finds `pods released` already recorded: the object is still
+	// suspended then (it is unsuspended only after (2), which the conflict stops), so no pod ran.
+	if _, err := r.applyAdmission(ctx, job.Copy(), state, token); err != nil {
 		var conflict *podSetUpdateConflict
 		if errors.As(err, &conflict) {
 			return r.failedToStart(ctx, job, state, token, conflict)
@@ -556,10 +577,9 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 	// Kubernetes lets the scheduling directives of a suspended Job change only while it has no
 	// start time, and the Job controller keeps the start of an earlier run (an eviction, a
 	// revocation): clear it, as Kueue does.
-	if job.Status.StartTime != nil {
-		job.Status.StartTime = nil
-		if err := r.Client.Status().Update(ctx, job); err != nil {
-			return ctrl.Result{}, fmt.Errorf("clearing the start time of Job %s/%s: %w", job.Namespace, job.Name, err)
+	if job.ClearStartTime() {
+		if err := r.Client.Status().Update(ctx, obj); err != nil {
+			return ctrl.Result{}, fmt.Errorf("clearing the start time of %s %s/%s: %w", r.Kind.Name, obj.GetNamespace(), obj.GetName(), err)
 		}
 	}
 	// (2)
@@ -573,35 +593,37 @@ func (r *Reconciler) release(ctx context.Context, job *batchv1.Job, state *Ledge
 		return ctrl.Result{}, err
 	}
 	if changed {
-		if err := r.Client.Update(ctx, job); err != nil {
-			return ctrl.Result{}, fmt.Errorf("setting the admission on Job %s/%s: %w", job.Namespace, job.Name, err)
+		if err := r.Client.Update(ctx, obj); err != nil {
+			return ctrl.Result{}, fmt.Errorf("setting the admission on %s %s/%s: %w", r.Kind.Name, obj.GetNamespace(), obj.GetName(), err)
 		}
 	}
 	// (3), a patch of the one field, as suspend's.
 	pauseAt(ctx, "before-unsuspend", state)
 	// The recorded suspension goes with it: a later eviction's proof compares with its own.
-	before := job.DeepCopy()
-	job.Spec.Suspend = ptr.To(false)
-	delete(job.Annotations, SuspendedAtAnnotation)
-	if err := r.Client.Patch(ctx, job, client.MergeFrom(before)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("unsuspending Job %s/%s: %w", job.Namespace, job.Name, err)
+	before := job.Copy().Object()
+	job.SetSuspended(false)
+	annotations := obj.GetAnnotations()
+	delete(annotations, SuspendedAtAnnotation)
+	obj.SetAnnotations(annotations)
+	if err := r.Client.Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("unsuspending %s %s/%s: %w", r.Kind.Name, obj.GetNamespace(), obj.GetName(), err)
 	}
 	log.FromContext(ctx).Info("released", "fencingToken", token)
-	r.Events.Event(job, corev1.EventTypeNormal, "Released", "admitted by the ledger with fencing token "+token)
+	r.Events.Event(obj, corev1.EventTypeNormal, "Released", "admitted by the ledger with fencing token "+token)
 	return ctrl.Result{RequeueAfter: PollInterval}, nil
 }
 
-// failedToStart: the admission checks' podSetUpdates conflict with the Job's pod template. The
-// decider checked what it knows (the checks' updates with each other, the flavors' node labels
-// and the podSet's nodeSelector); the template's own labels and annotations only the bridge
-// sees. As Kueue's job reconciler finishes such a workload (FailedToStart, its quota released),
-// the bridge reports `pods failedToStart` with Kueue's message and the admission's token (one
-// request id per token, as the other pod reports), keeps the Job suspended and says why in a
-// Warning Event. The ledger then finishes the workload; a refusal (the token went stale
-// meanwhile) is shown on the Job and the next reconcile reads the ledger's new state.
-func (r *Reconciler) failedToStart(ctx context.Context, job *batchv1.Job, state *LedgerWorkload,
+// failedToStart: the admission checks' podSetUpdates conflict with a pod template. The decider
+// checked what it knows (the checks' updates with each other, the flavors' node labels and the
+// pod sets' nodeSelectors); the templates' own labels and annotations only the bridge sees. As
+// Kueue's job reconciler finishes such a workload (FailedToStart, its quota released), the
+// bridge reports `pods failedToStart` with Kueue's message and the admission's token (one
+// request id per token, as the other pod reports), keeps the object suspended and says why in
+// a Warning Event. The ledger then finishes the workload; a refusal (the token went stale
+// meanwhile) is shown on the object and the next reconcile reads the ledger's new state.
+func (r *Reconciler) failedToStart(ctx context.Context, job GenericJob, state *LedgerWorkload,
 	token string, conflict *podSetUpdateConflict) (ctrl.Result, error) {
-	r.Events.Event(job, corev1.EventTypeWarning, "FailedToStart", conflict.Error())
+	r.Events.Event(job.Object(), corev1.EventTypeWarning, "FailedToStart", conflict.Error())
 	log.FromContext(ctx).Info("not released: the checks' podSetUpdates conflict with the pod template", "why", conflict.Error())
 	if err := r.recordPods(ctx, state, ledgerevents.PodsReport_failedToStart, token, conflict.Error()); err != nil {
 		return r.retryOrDrop(ctx, job, err)
@@ -609,27 +631,58 @@ func (r *Reconciler) failedToStart(ctx context.Context, job *batchv1.Job, state 
 	return ctrl.Result{RequeueAfter: PollInterval}, nil
 }
 
-// podSetUpdateConflict: an admission check's podSetUpdate conflicts with the pod template.
+// podSetUpdateConflict: an admission check's podSetUpdate conflicts with a pod template.
 type podSetUpdateConflict struct{ err error }
 
 func (c *podSetUpdateConflict) Error() string { return c.err.Error() }
 
-// applyAdmission sets, on the (suspended) Job, starting from the Job's own settings
-// (OriginalPodSetAnnotation), what the admission assigned: the node labels of
+// applyAdmission sets, on the (suspended) object, starting from its own settings
+// (OriginalPodSetAnnotation), what the admission assigned to each pod set: the node labels of
 // the assigned flavors as node selectors, their tolerations, the admission checks'
 // podSetUpdates (labels, annotations, nodeSelector, tolerations; Kueue's merge, a conflict is
-// a *podSetUpdateConflict), the admitted pod count as
-// parallelism when it is smaller (partial admission), and the fencing token on the Job and on
-// its pod template. Reports whether anything changed.
-func (r *Reconciler) applyAdmission(ctx context.Context, job *batchv1.Job, state *LedgerWorkload, token string) (bool, error) {
-	before := job.DeepCopy()
-	flavors, count, ok := state.Assignment()
-	if !ok {
-		return false, fmt.Errorf("the ledger's admission of %s/%s has no podSet %q", state.Namespace, state.Name, PodSetName)
-	}
+// a *podSetUpdateConflict), the admitted count (a partial admission's is smaller), and the
+// fencing token on the object and on every pod template. Reports whether anything changed.
+func (r *Reconciler) applyAdmission(ctx context.Context, job GenericJob, state *LedgerWorkload, token string) (bool, error) {
+	before := job.Copy()
 	if err := startFromOriginal(job); err != nil {
 		return false, err
 	}
+	for i, ps := range job.PodSets() {
+		flavors, count, ok := state.Assignment(ps.Name)
+		if !ok {
+			return false, fmt.Errorf("the ledger's admission of %s/%s has no podSet %q", state.Namespace, state.Name, ps.Name)
+		}
+		if err := r.applyFlavors(ctx, flavors, &ps.Template.Spec); err != nil {
+			return false, err
+		}
+		updates, checks, err := state.CheckUpdates(ps.Name)
+		if err != nil {
+			return false, err
+		}
+		for u := range updates {
+			if err := podsetupdates.Merge(&ps.Template.ObjectMeta, &ps.Template.Spec, updates[u]); err != nil {
+				return false, &podSetUpdateConflict{fmt.Errorf("in admission check %q: %w", checks[u], err)}
+			}
+		}
+		job.Admit(i, count)
+		if ps.Template.Annotations == nil {
+			ps.Template.Annotations = map[string]string{}
+		}
+		ps.Template.Annotations[FencingTokenAnnotation] = token
+	}
+	obj := job.Object()
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[FencingTokenAnnotation] = token
+	obj.SetAnnotations(annotations)
+	return !equality.Semantic.DeepEqual(before.Object(), obj), nil
+}
+
+// applyFlavors adds the node labels of the flavors (resource -> flavor) as node selectors and
+// their tolerations to the pod spec.
+func (r *Reconciler) applyFlavors(ctx context.Context, flavors map[string]string, podSpec *corev1.PodSpec) error {
 	names := make([]string, 0, len(flavors))
 	seen := map[string]bool{}
 	for _, flavor := range flavors {
@@ -639,12 +692,11 @@ func (r *Reconciler) applyAdmission(ctx context.Context, job *batchv1.Job, state
 		}
 	}
 	sort.Strings(names)
-	podSpec := &job.Spec.Template.Spec
 	for _, name := range names {
 		flavor := &unstructured.Unstructured{}
 		flavor.SetGroupVersionKind(schema.GroupVersionKind{Group: KueueGroup, Version: KueueVersion, Kind: "ResourceFlavor"})
 		if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, flavor); err != nil {
-			return false, fmt.Errorf("reading ResourceFlavor %s: %w", name, err)
+			return fmt.Errorf("reading ResourceFlavor %s: %w", name, err)
 		}
 		labels, _, _ := unstructured.NestedStringMap(flavor.Object, "spec", "nodeLabels")
 		for k, v := range labels {
@@ -661,7 +713,7 @@ func (r *Reconciler) applyAdmission(ctx context.Context, job *batchv1.Job, state
 			}
 			var t corev1.Toleration
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &t); err != nil {
-				return false, fmt.Errorf("ResourceFlavor %s: a toleration: %w", name, err)
+				return fmt.Errorf("ResourceFlavor %s: a toleration: %w", name, err)
 			}
 			present := false
 			for _, have := range podSpec.Tolerations {
@@ -674,35 +726,18 @@ func (r *Reconciler) applyAdmission(ctx context.Context, job *batchv1.Job, state
 			}
 		}
 	}
-	updates, checks, err := state.CheckUpdates()
-	if err != nil {
-		return false, err
-	}
-	for i, u := range updates {
-		if err := podsetupdates.Merge(&job.Spec.Template.ObjectMeta, podSpec, u); err != nil {
-			return false, &podSetUpdateConflict{fmt.Errorf("in admission check %q: %w", checks[i], err)}
-		}
-	}
-	if job.Spec.Parallelism == nil || count < *job.Spec.Parallelism {
-		job.Spec.Parallelism = ptr.To(count)
-	}
-	if job.Annotations == nil {
-		job.Annotations = map[string]string{}
-	}
-	job.Annotations[FencingTokenAnnotation] = token
-	if job.Spec.Template.Annotations == nil {
-		job.Spec.Template.Annotations = map[string]string{}
-	}
-	job.Spec.Template.Annotations[FencingTokenAnnotation] = token
-	return !equality.Semantic.DeepEqual(before, job), nil
+	return nil
 }
 
-// OriginalPodSetAnnotation keeps what the Job asked for before its first release (node
-// selector, tolerations, parallelism), so that every admission is applied to that and not on
-// top of an earlier admission's flavors (Kueue restores the same on a stop).
+// OriginalPodSetAnnotation keeps what the object asked for before its first release (per pod
+// set: node selector, tolerations, count setting, the template's labels and annotations), so
+// that every admission is applied to that and not on top of an earlier admission's flavors
+// (Kueue restores the same on a stop).
 const OriginalPodSetAnnotation = "admission-ledger.io/original-pod-set"
 
 type originalPodSet struct {
+	// Name of the pod set; absent in the single object recorded for one pod set.
+	Name         string              `json:"name,omitempty"`
 	NodeSelector map[string]string   `json:"nodeSelector,omitempty"`
 	Tolerations  []corev1.Toleration `json:"tolerations,omitempty"`
 	Parallelism  *int32              `json:"parallelism,omitempty"`
@@ -716,33 +751,69 @@ type originalTemplate struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
-// startFromOriginal records the Job's own pod-set settings the first time, and restores them
-// from the record every later time.
-func startFromOriginal(job *batchv1.Job) error {
-	if text, found := job.Annotations[OriginalPodSetAnnotation]; found {
-		var original originalPodSet
-		if err := json.Unmarshal([]byte(text), &original); err != nil {
-			return fmt.Errorf("Job %s/%s: annotation %s: %w", job.Namespace, job.Name, OriginalPodSetAnnotation, err)
+// readOriginal parses the annotation: a list, one entry per pod set, or a single object for
+// one pod set.
+func readOriginal(text string) ([]originalPodSet, error) {
+	if strings.HasPrefix(strings.TrimSpace(text), "[") {
+		var list []originalPodSet
+		err := json.Unmarshal([]byte(text), &list)
+		return list, err
+	}
+	var one originalPodSet
+	if err := json.Unmarshal([]byte(text), &one); err != nil {
+		return nil, err
+	}
+	return []originalPodSet{one}, nil
+}
+
+// startFromOriginal records the object's own pod-set settings the first time, and restores
+// them from the record every later time.
+func startFromOriginal(job GenericJob) error {
+	obj := job.Object()
+	podSets := job.PodSets()
+	if text, found := obj.GetAnnotations()[OriginalPodSetAnnotation]; found {
+		original, err := readOriginal(text)
+		if err == nil && len(original) != len(podSets) {
+			err = fmt.Errorf("%d pod sets recorded, %d in the object", len(original), len(podSets))
 		}
-		job.Spec.Template.Spec.NodeSelector = original.NodeSelector
-		job.Spec.Template.Spec.Tolerations = original.Tolerations
-		job.Spec.Parallelism = original.Parallelism
-		if original.Template != nil {
-			job.Spec.Template.Labels = original.Template.Labels
-			job.Spec.Template.Annotations = original.Template.Annotations
+		if err != nil {
+			return fmt.Errorf("%s/%s: annotation %s: %w", obj.GetNamespace(), obj.GetName(), OriginalPodSetAnnotation, err)
+		}
+		for i, ps := range podSets {
+			ps.Template.Spec.NodeSelector = original[i].NodeSelector
+			ps.Template.Spec.Tolerations = original[i].Tolerations
+			job.SetCountField(i, original[i].Parallelism)
+			if original[i].Template != nil {
+				ps.Template.Labels = original[i].Template.Labels
+				ps.Template.Annotations = original[i].Template.Annotations
+			}
 		}
 		return nil
 	}
-	text, err := json.Marshal(originalPodSet{NodeSelector: job.Spec.Template.Spec.NodeSelector,
-		Tolerations: job.Spec.Template.Spec.Tolerations, Parallelism: job.Spec.Parallelism,
-		Template: &originalTemplate{Labels: job.Spec.Template.Labels, Annotations: job.Spec.Template.Annotations}})
+	record := make([]originalPodSet, 0, len(podSets))
+	for i, ps := range podSets {
+		record = append(record, originalPodSet{Name: ps.Name, NodeSelector: ps.Template.Spec.NodeSelector,
+			Tolerations: ps.Template.Spec.Tolerations, Parallelism: job.CountField(i),
+			Template: &originalTemplate{Labels: ps.Template.Labels, Annotations: ps.Template.Annotations}})
+	}
+	// One pod set (a Job's) is recorded as the single object; several as a list, by name.
+	var text []byte
+	var err error
+	if len(record) == 1 {
+		record[0].Name = ""
+		text, err = json.Marshal(record[0])
+	} else {
+		text, err = json.Marshal(record)
+	}
 	if err != nil {
 		return err
 	}
-	if job.Annotations == nil {
-		job.Annotations = map[string]string{}
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
 	}
-	job.Annotations[OriginalPodSetAnnotation] = string(text)
+	annotations[OriginalPodSetAnnotation] = string(text)
+	obj.SetAnnotations(annotations)
 	return nil
 }
 

@@ -37,7 +37,7 @@ func releaseFixture(updates []any) (*Reconciler, *batchv1.Job, *LedgerWorkload) 
 		"admission": map[string]any{"clusterQueue": "gpu", "podSetAssignments": []any{map[string]any{
 			"name": "main", "count": int64(1), "flavors": map[string]any{"nvidia.com/gpu": "h100"}}}},
 		"admissionChecks": []any{map[string]any{"name": "provisioning", "state": "Ready", "podSetUpdates": updates}}}}
-	r := &Reconciler{Client: fake.NewClientBuilder().WithObjects(flavor).Build()}
+	r := &Reconciler{Kind: BatchJobKind, Client: fake.NewClientBuilder().WithObjects(flavor).Build()}
 	return r, job, state
 }
 
@@ -49,7 +49,7 @@ func TestReleaseAppliesTheChecksPodSetUpdates(t *testing.T) {
 		"labels": map[string]any{"pool": "a"}, "annotations": map[string]any{"example.com/request": "pr-1"},
 		"nodeSelector": map[string]any{"zone": "z1"},
 		"tolerations":  []any{map[string]any{"key": "reserved", "operator": "Equal", "value": "a", "effect": "NoSchedule"}}}})
-	if _, err := r.applyAdmission(context.Background(), job, state, "uid/1"); err != nil {
+	if _, err := r.applyAdmission(context.Background(), &BatchJob{Job: job}, state, "uid/1"); err != nil {
 		t.Fatal(err)
 	}
 	tmpl := job.Spec.Template
@@ -64,7 +64,7 @@ func TestReleaseAppliesTheChecksPodSetUpdates(t *testing.T) {
 	}
 	// The next admission: the check reports nothing this time.
 	_, _, next := releaseFixture(nil)
-	if _, err := r.applyAdmission(context.Background(), job, next, "uid/2"); err != nil {
+	if _, err := r.applyAdmission(context.Background(), &BatchJob{Job: job}, next, "uid/2"); err != nil {
 		t.Fatal(err)
 	}
 	tmpl = job.Spec.Template
@@ -80,7 +80,7 @@ func TestReleaseAppliesTheChecksPodSetUpdates(t *testing.T) {
 // A check's label with another value than the template's is Kueue's conflict: not applied.
 func TestReleaseRefusesAConflictWithTheTemplate(t *testing.T) {
 	r, job, state := releaseFixture([]any{map[string]any{"name": "main", "labels": map[string]any{"app": "other"}}})
-	_, err := r.applyAdmission(context.Background(), job, state, "uid/1")
+	_, err := r.applyAdmission(context.Background(), &BatchJob{Job: job}, state, "uid/1")
 	var conflict *podSetUpdateConflict
 	if !errors.As(err, &conflict) || !strings.Contains(err.Error(),
 		`in admission check "provisioning": invalid admission check PodSetUpdate: conflict for labels: conflict for key=app, value1=train, value2=other`) {
@@ -156,7 +156,7 @@ func TestReleaseOfAConflictingAdmissionReportsFailedToStart(t *testing.T) {
 		[]any{map[string]any{"name": "main", "labels": map[string]any{"app": "other"}}})
 	const want = `failedToStart uid/1 in admission check "provisioning": invalid admission check PodSetUpdate: conflict for labels: conflict for key=app, value1=train, value2=other`
 	for attempt := 1; attempt <= 2; attempt++ {
-		if _, err := r.release(context.Background(), job, state); err != nil {
+		if _, err := r.release(context.Background(), &BatchJob{Job: job}, state); err != nil {
 			t.Fatalf("attempt %d: %v", attempt, err)
 		}
 		if got := reportsOf(t, l); len(got) != 1 || got[0] != want {
@@ -187,7 +187,7 @@ func TestReleaseOfAConflictingAdmissionReportsFailedToStart(t *testing.T) {
 func TestReleaseWithoutConflictReportsReleased(t *testing.T) {
 	r, job, state, l, _ := releaseReconciler(t,
 		[]any{map[string]any{"name": "main", "labels": map[string]any{"pool": "a"}}})
-	if _, err := r.release(context.Background(), job, state); err != nil {
+	if _, err := r.release(context.Background(), &BatchJob{Job: job}, state); err != nil {
 		t.Fatal(err)
 	}
 	if got := reportsOf(t, l); len(got) != 1 || got[0] != "released uid/1 " {

@@ -25,9 +25,9 @@ const WaitForPodsGonePoll = 2 * time.Second
 // JobControllerUIDLabel is the label the Job controller puts on its pods: the Job's uid.
 const JobControllerUIDLabel = "batch.kubernetes.io/controller-uid"
 
-// suspendedAt is the bridge's recorded suspension of the Job, or false when none is recorded.
-func suspendedAt(job *batchv1.Job) (time.Time, bool) {
-	v, ok := job.Annotations[SuspendedAtAnnotation]
+// suspendedAt is the bridge's recorded suspension of the object, or false when none is recorded.
+func suspendedAt(obj client.Object) (time.Time, bool) {
+	v, ok := obj.GetAnnotations()[SuspendedAtAnnotation]
 	if !ok {
 		return time.Time{}, false
 	}
@@ -109,13 +109,13 @@ func podState(p *corev1.Pod) string {
 	return phase
 }
 
-// jobPods lists the Job's pods live from the API server (the bridge keeps no cache of pods; a
-// cache could lag behind the pods the Job controller just created).
-func (r *Reconciler) jobPods(ctx context.Context, job *batchv1.Job) ([]corev1.Pod, error) {
+// listPods lists the pods of namespace that carry label=value, live from the API server (the
+// bridge keeps no cache of pods; a cache could lag behind the pods a controller just created).
+func listPods(ctx context.Context, reader client.Reader, namespace, label, value string) ([]corev1.Pod, error) {
 	var list corev1.PodList
-	if err := r.APIReader.List(ctx, &list, client.InNamespace(job.Namespace),
-		client.MatchingLabels{JobControllerUIDLabel: string(job.UID)}); err != nil {
-		return nil, fmt.Errorf("listing the pods of Job %s/%s: %w", job.Namespace, job.Name, err)
+	if err := reader.List(ctx, &list, client.InNamespace(namespace),
+		client.MatchingLabels{label: value}); err != nil {
+		return nil, fmt.Errorf("listing the pods with %s=%s in %s: %w", label, value, namespace, err)
 	}
 	return list.Items, nil
 }

@@ -2,10 +2,8 @@ package jobs
 
 import (
 	"context"
-	"strings"
+	"sync"
 
-	batchv1 "k8s.io/api/batch/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -33,54 +31,79 @@ var watchedKinds = func() map[string]bool {
 	return m
 }()
 
-// workloadPrefix: the ledger names a Job's workload "job-" + the Job's name (WorkloadName).
-const workloadPrefix = "job-"
-
-// LedgerEvents turns the ledger watch's events into reconcile requests for the Jobs they are
-// about (source.Channel), so that a decision is acted on at once instead of at the next poll.
+// LedgerEvents turns the ledger watch's events into reconcile requests for the objects they
+// are about (one source.Channel per kind), so that a decision is acted on at once instead of
+// at the next poll.
 type LedgerEvents struct {
 	reader client.Reader
-	ch     chan event.GenericEvent
+	mu     sync.Mutex
+	ch     map[*Kind]chan event.GenericEvent
 }
 
-// NewLedgerEvents: reader lists the Jobs to resync when a watch (re)starts.
+// NewLedgerEvents: reader lists the objects to resync when a watch (re)starts.
 func NewLedgerEvents(reader client.Reader) *LedgerEvents {
-	return &LedgerEvents{reader: reader, ch: make(chan event.GenericEvent, 1024)}
+	return &LedgerEvents{reader: reader, ch: map[*Kind]chan event.GenericEvent{}}
 }
 
-// Source is the controller-runtime source of these requests.
-func (l *LedgerEvents) Source() source.Source {
-	return source.Channel(l.ch, &handler.EnqueueRequestForObject{})
+func (l *LedgerEvents) channel(kind *Kind, create bool) chan event.GenericEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ch, ok := l.ch[kind]
+	if !ok && create {
+		ch = make(chan event.GenericEvent, 1024)
+		l.ch[kind] = ch
+	}
+	return ch
 }
 
-func (l *LedgerEvents) send(ctx context.Context, namespace, name string) {
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+// Source is the controller-runtime source of the requests for the kind's objects.
+func (l *LedgerEvents) Source(kind *Kind) source.Source {
+	return source.Channel(l.channel(kind, true), &handler.EnqueueRequestForObject{})
+}
+
+// send requests a reconcile of the kind's object, when the kind is governed (has a source).
+func (l *LedgerEvents) send(ctx context.Context, kind *Kind, namespace, name string) {
+	ch := l.channel(kind, false)
+	if ch == nil {
+		return
+	}
+	obj := kind.New().Object()
+	obj.SetNamespace(namespace)
+	obj.SetName(name)
 	select {
-	case l.ch <- event.GenericEvent{Object: job}:
+	case ch <- event.GenericEvent{Object: obj}:
 	case <-ctx.Done():
 	}
 }
 
-// Handle sends a request for the Job of each workload the events are about. The workqueue
+// Handle sends a request for the object of each workload the events are about. The workqueue
 // merges repeats.
 func (l *LedgerEvents) Handle(ctx context.Context, events []ledger.WatchedEvent) {
 	for _, e := range events {
-		if e.Name == "" || !strings.HasPrefix(e.Name, workloadPrefix) || !watchedKinds[e.Kind] {
+		if e.Name == "" || !watchedKinds[e.Kind] {
 			continue
 		}
-		l.send(ctx, e.Namespace, strings.TrimPrefix(e.Name, workloadPrefix))
+		if kind, name := KindOfWorkload(e.Name); kind != nil {
+			l.send(ctx, kind, e.Namespace, name)
+		}
 	}
 }
 
-// ResyncAll sends a request for every Job with the queue label: what happened in the ledger
-// before a watch started is read by these reconciles.
+// ResyncAll sends a request for every object of a governed kind with the queue label: what
+// happened in the ledger before a watch started is read by these reconciles.
 func (l *LedgerEvents) ResyncAll(ctx context.Context) {
-	var list batchv1.JobList
-	if err := l.reader.List(ctx, &list, client.HasLabels{QueueNameLabel}); err != nil {
-		log.FromContext(ctx).Error(err, "listing Jobs to resync after the ledger watch started")
-		return
-	}
-	for i := range list.Items {
-		l.send(ctx, list.Items[i].Namespace, list.Items[i].Name)
+	for _, kind := range Kinds {
+		if l.channel(kind, false) == nil {
+			continue
+		}
+		objects, err := kind.List(ctx, l.reader)
+		if err != nil {
+			log.FromContext(ctx).Error(err, "listing objects to resync after the ledger watch started",
+				"kind", kind.Name)
+			continue
+		}
+		for _, obj := range objects {
+			l.send(ctx, kind, obj.GetNamespace(), obj.GetName())
+		}
 	}
 }

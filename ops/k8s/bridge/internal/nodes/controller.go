@@ -7,7 +7,6 @@ import (
 	"sort"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -289,8 +288,22 @@ func (r *Reconciler) workloadsOn(ctx context.Context, node string) ([]WorkloadRe
 	return WorkloadsOf(pods.Items), nil
 }
 
-// WorkloadsOf returns the workloads, in namespace and name order, of the pods that a Job the
-// bridge released created and that have not finished.
+// workloadOfPod: the workload of a pod of a released JobSet (its JobSet's name and uid labels)
+// or of a released Job (its controller).
+func workloadOfPod(pod *corev1.Pod) (WorkloadRef, bool) {
+	if name, uid := pod.Labels[jobs.JobSetNameLabel], pod.Labels[jobs.JobSetUIDLabel]; name != "" && uid != "" {
+		return WorkloadRef{Namespace: pod.Namespace, Name: jobs.JobSetKind.WorkloadName(name), UID: uid}, true
+	}
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil || owner.Kind != "Job" || owner.APIVersion != "batch/v1" {
+		return WorkloadRef{}, false
+	}
+	return WorkloadRef{Namespace: pod.Namespace, Name: jobs.BatchJobKind.WorkloadName(owner.Name),
+		UID: string(owner.UID)}, true
+}
+
+// WorkloadsOf returns the workloads, in namespace and name order, of the pods that a Job or
+// JobSet the bridge released created and that have not finished.
 func WorkloadsOf(pods []corev1.Pod) []WorkloadRef {
 	seen := map[WorkloadRef]bool{}
 	var out []WorkloadRef
@@ -300,12 +313,10 @@ func WorkloadsOf(pods []corev1.Pod) []WorkloadRef {
 			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		owner := metav1.GetControllerOf(pod)
-		if owner == nil || owner.Kind != "Job" || owner.APIVersion != "batch/v1" {
+		ref, ok := workloadOfPod(pod)
+		if !ok {
 			continue
 		}
-		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: owner.Name}}
-		ref := WorkloadRef{Namespace: pod.Namespace, Name: jobs.WorkloadName(job), UID: string(owner.UID)}
 		if !seen[ref] {
 			seen[ref] = true
 			out = append(out, ref)

@@ -36,6 +36,15 @@ readonly KWOK_MODULE=sigs.k8s.io/kwok
 readonly KWOK_VERSION=v0.7.0
 readonly KWOK_MODULE_SUM="h1:+eGsNOIPapjsSzeZlOEcwbpyEVa2Vqlcafa0qIjaKV4="
 readonly KWOK_STAGE_CRD=kwok.x-k8s.io_stages.yaml
+# The JobSet controller (sigs.k8s.io/jobset, the module's main package, from the module proxy)
+# runs JobSets: groups of Jobs, as GPU training platforms run them. Its module's hash is pinned
+# as for KWOK and its JobSet CRD is copied from the module beside the binary. The proxy serves
+# this exact version, but not the module's version list. The commit is the proxy's Origin.Hash.
+readonly JOBSET_MODULE=sigs.k8s.io/jobset
+readonly JOBSET_VERSION=v0.10.1
+readonly JOBSET_MODULE_SUM="h1:u8QKifNsrWVrlRFe6w2ofYTqFT9ma2DRHxfeB2m9xyU="
+readonly JOBSET_GIT_COMMIT=da72d32bb0060354aa04b1a5868f3b363b088446
+readonly JOBSET_CRD=jobset.x-k8s.io_jobsets.yaml
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly script_dir
@@ -78,10 +87,12 @@ readonly ADMITCTL_PRINCIPAL=admitctl
 readonly bin_root="${ADMISSION_K8S_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/admission-ledger/k8s}"
 readonly version_dir="$bin_root/$K8S_VERSION"
 # Written last by build, listing each binary and its SHA-256: its presence means the build is
-# complete. One for COMPONENTS, one for the scheduler, one for KWOK (named by its version).
+# complete. One for COMPONENTS, one for the scheduler, one each for KWOK and the JobSet
+# controller (named by their versions).
 readonly built_stamp="$version_dir/built.txt"
 readonly scheduler_stamp="$version_dir/built-$SCHEDULER.txt"
 readonly kwok_stamp="$version_dir/built-kwok-$KWOK_VERSION.txt"
+readonly jobset_stamp="$version_dir/built-jobset-$JOBSET_VERSION.txt"
 readonly go_bin="${GO:-$(command -v go 2>/dev/null || echo /usr/local/go/bin/go)}"
 
 # Bounded waits, in seconds.
@@ -127,12 +138,14 @@ admission-ledger.io/simulated-exit: failed), else running until deleted (docs/k8
 
 Commands:
   build       Build kube-apiserver, kube-controller-manager, kubectl and kube-scheduler
-              $K8S_VERSION and KWOK's controller $KWOK_VERSION from the Go module proxy into
+              $K8S_VERSION, KWOK's controller $KWOK_VERSION and the JobSet controller
+              $JOBSET_VERSION ($JOBSET_MODULE) from the Go module proxy into
               $version_dir. Builds only what is missing
               (each has its stamp there: built.txt, built-$SCHEDULER.txt,
-              built-kwok-$KWOK_VERSION.txt); a no-op when all are there. On 2 cores: 6 to 17
-              minutes for the first three, up to 5 more for the scheduler, 2 to 3 for KWOK,
-              with a Go build cache of up to 3 GB (deleted afterwards).
+              built-kwok-$KWOK_VERSION.txt, built-jobset-$JOBSET_VERSION.txt); a no-op when all
+              are there. On 2 cores: 6 to 17 minutes for the first three, up to 5 more for the
+              scheduler, 2 to 3 for KWOK, 3 to 4 for JobSet, with a Go build cache of up to
+              3 GB (deleted afterwards).
   start [--control-plane-only] [--nodes FILE | --no-nodes] [--admitd PATH]
         [--admit-k8s PATH] DIR
               Start a fresh cluster whose certificates, data, logs and pid files live in DIR:
@@ -220,8 +233,9 @@ stamp_ok() {
 kubernetes_built() { stamp_ok "$built_stamp" "${COMPONENTS[@]}"; }
 scheduler_built() { stamp_ok "$scheduler_stamp" "$SCHEDULER"; }
 kwok_built() { stamp_ok "$kwok_stamp" kwok "$KWOK_STAGE_CRD"; }
+jobset_built() { stamp_ok "$jobset_stamp" jobset-controller "$JOBSET_CRD"; }
 # True when everything start needs is built.
-is_built() { kubernetes_built && scheduler_built && kwok_built; }
+is_built() { kubernetes_built && scheduler_built && kwok_built && jobset_built; }
 
 # Prints the go.mod of k8s.io/kubernetes with every `k8s.io/X => ./staging/src/k8s.io/X`
 # replacement pointed at the published module k8s.io/X at STAGING_VERSION.
@@ -340,6 +354,55 @@ build_kwok() {
     "(build cache $cache_size, deleted)"
 }
 
+# build_jobset: the JobSet controller from the Go module proxy at JOBSET_VERSION, installed as
+# jobset-controller, and the JobSet CRD of that module. The module's hash is checked against
+# JOBSET_MODULE_SUM and its main package is built in a copy of the module with its own go.mod and
+# go.sum (-mod=readonly): the same module graph as `go install MODULE@VERSION`, which cannot be
+# used here because it asks the proxy for the module's version list (for deprecations), which
+# the proxy refuses for this module.
+build_jobset() {
+  local started_in=$SECONDS
+  local gocache="$version_dir/gocache-jobset"
+  local src="$version_dir/jobset-src"
+  log "downloading $JOBSET_MODULE@$JOBSET_VERSION from the Go module proxy"
+  local info module_dir sum
+  info="$(cd /tmp \
+    && GOFLAGS=-mod=mod "$go_bin" mod download -json "$JOBSET_MODULE@$JOBSET_VERSION")" \
+    || die "go mod download $JOBSET_MODULE@$JOBSET_VERSION failed"
+  module_dir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<< "$info")"
+  sum="$(sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$/\1/p' <<< "$info")"
+  [[ "$sum" == "$JOBSET_MODULE_SUM" ]] \
+    || die "$JOBSET_MODULE@$JOBSET_VERSION has the hash '$sum', not the pinned $JOBSET_MODULE_SUM"
+  [[ -f "$module_dir/config/components/crd/bases/$JOBSET_CRD" && -f "$module_dir/main.go" ]] \
+    || die "$JOBSET_MODULE@$JOBSET_VERSION has no main.go or" \
+      "config/components/crd/bases/$JOBSET_CRD"
+  rm -rf "$src"
+  cp -r "$module_dir" "$src"
+  chmod -R u+w "$src"
+  log "building the JobSet controller $JOBSET_VERSION"
+  # The version its log reports at start ("Initializing", gitVersion), as its release sets it.
+  local ldflags="-s -w"
+  ldflags+=" -X $JOBSET_MODULE/pkg/version.GitVersion=$JOBSET_VERSION"
+  ldflags+=" -X $JOBSET_MODULE/pkg/version.GitCommit=$JOBSET_GIT_COMMIT"
+  (cd "$src" && GOCACHE="$gocache" nice -n 10 "$go_bin" build -mod=readonly -trimpath \
+    -ldflags "$ldflags" -o "$version_dir/jobset-controller.partial" .) \
+    || die "building the JobSet controller $JOBSET_VERSION failed (sources in $src, build" \
+      "cache in $gocache)"
+  # It has no --version flag; the build information Go embeds names its main package.
+  [[ "$("$go_bin" version -m "$version_dir/jobset-controller.partial" \
+    | awk '$1 == "path" {print $2}')" == "$JOBSET_MODULE" ]] \
+    || die "the JobSet controller built is not $JOBSET_MODULE's main package"
+  mv "$version_dir/jobset-controller.partial" "$version_dir/jobset-controller"
+  install -m 644 "$module_dir/config/components/crd/bases/$JOBSET_CRD" "$version_dir/$JOBSET_CRD"
+  local cache_size
+  cache_size="$(du -sh "$gocache" | cut -f1)"
+  rm -rf "$gocache" "$src"
+  (cd "$version_dir" && sha256sum jobset-controller "$JOBSET_CRD") > "$jobset_stamp.partial"
+  mv "$jobset_stamp.partial" "$jobset_stamp"
+  log "built the JobSet controller $JOBSET_VERSION in $((SECONDS - started_in))s into" \
+    "$version_dir (build cache $cache_size, deleted)"
+}
+
 cmd_build() {
   require_tools flock sha256sum
   [[ -x "$go_bin" ]] || die "no go command (set GO=/path/to/go; Go 1.24 or newer)"
@@ -349,12 +412,13 @@ cmd_build() {
   {
     flock -w "$BUILD_LOCK_WAIT_SECONDS" 9 || die "timed out waiting for another build ($bin_root/.lock)"
     if is_built; then
-      log "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION and kwok $KWOK_VERSION already built" \
-        "in $version_dir"
+      log "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION, kwok $KWOK_VERSION and the JobSet" \
+        "controller $JOBSET_VERSION already built in $version_dir"
       return 0
     fi
     export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false GOWORK=off CGO_ENABLED=0
-    # Only what is missing: a cache built before the scheduler and KWOK keeps its binaries.
+    # Only what is missing: a cache built before the scheduler, KWOK or the JobSet controller
+    # keeps its binaries.
     local missing=()
     kubernetes_built || missing+=("${COMPONENTS[@]}")
     scheduler_built || missing+=("$SCHEDULER")
@@ -364,6 +428,7 @@ cmd_build() {
       build_kubernetes "${missing[@]}"
     fi
     kwok_built || build_kwok
+    jobset_built || build_jobset
   } 9> "$bin_root/.lock"
 }
 
@@ -1042,9 +1107,10 @@ cmd_start() {
     echo "$dir/admin.kubeconfig"
     return 0
   fi
-  is_built || die "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION and kwok $KWOK_VERSION are not" \
-    "all built in $version_dir: run ops/k8s/cluster.sh build (it builds only what is missing;" \
-    "up to 25 minutes on 2 cores for all, once per machine)"
+  is_built || die "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION, kwok $KWOK_VERSION and the" \
+    "JobSet controller $JOBSET_VERSION are not all built in $version_dir: run" \
+    "ops/k8s/cluster.sh build (it builds only what is missing; up to 25 minutes on 2 cores" \
+    "for all, once per machine)"
   require_tools etcd openssl curl base64
   # Whatever is left of an earlier start: a process that survived, a stale kubeconfig.
   cmd_stop "$dir" 2>/dev/null
@@ -1120,8 +1186,8 @@ cmd_stop() {
 }
 
 cmd_bin_dir() {
-  is_built || die "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION and kwok $KWOK_VERSION are not" \
-    "all built (ops/k8s/cluster.sh build)"
+  is_built || die "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION, kwok $KWOK_VERSION and the" \
+    "JobSet controller $JOBSET_VERSION are not all built (ops/k8s/cluster.sh build)"
   echo "$version_dir"
 }
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # A throwaway Kubernetes cluster on loopback, like a local kind cluster: etcd, kube-apiserver,
 # kube-controller-manager and kube-scheduler, KWOK simulating the kubelets of the nodes it
-# creates (pods run and finish as their annotations say), then admitd and the bridge admit-k8s.
-# Only package registries are reachable from our machines and CI, so the Kubernetes binaries and
-# KWOK are built from the Go module proxy and etcd comes from Debian's etcd-server package.
+# creates (pods run and finish as their annotations say), the JobSet controller, then admitd and
+# the bridge admit-k8s. Only package registries are reachable from our machines and CI, so the
+# Kubernetes binaries, KWOK and the JobSet controller are built from the Go module proxy and etcd
+# comes from Debian's etcd-server package.
 #
-#   ops/k8s/cluster.sh build        build the Kubernetes binaries and KWOK once per machine
+#   ops/k8s/cluster.sh build        build the Kubernetes binaries, KWOK and JobSet once per machine
 #   ops/k8s/cluster.sh start DIR    start a fresh cluster in DIR; prints DIR/admin.kubeconfig
 #   ops/k8s/cluster.sh start --control-plane-only DIR    without admitd and the bridge
 #   ops/k8s/cluster.sh start --nodes FILE DIR            other nodes than nodes/default.yaml
@@ -36,6 +37,16 @@ readonly KWOK_MODULE=sigs.k8s.io/kwok
 readonly KWOK_VERSION=v0.7.0
 readonly KWOK_MODULE_SUM="h1:+eGsNOIPapjsSzeZlOEcwbpyEVa2Vqlcafa0qIjaKV4="
 readonly KWOK_STAGE_CRD=kwok.x-k8s.io_stages.yaml
+# The JobSet controller (sigs.k8s.io/jobset, the module's main package, from the module proxy)
+# runs JobSets: groups of Jobs, as GPU training platforms run them. Its module's hash is pinned
+# as for KWOK and its JobSet CRD is copied from the module beside the binary. The proxy serves
+# this exact version, but not the module's version list. The commit is the proxy's Origin.Hash.
+readonly JOBSET_MODULE=sigs.k8s.io/jobset
+readonly JOBSET_VERSION=v0.10.1
+readonly JOBSET_MODULE_SUM="h1:u8QKifNsrWVrlRFe6w2ofYTqFT9ma2DRHxfeB2m9xyU="
+readonly JOBSET_GIT_COMMIT=da72d32bb0060354aa04b1a5868f3b363b088446
+readonly JOBSET_CRD=jobset.x-k8s.io_jobsets.yaml
+readonly JOBSET_CRD_NAME=jobsets.jobset.x-k8s.io
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly script_dir
@@ -50,6 +61,11 @@ readonly crds_dir="$script_dir/crds"
 # unless told otherwise (docs/k8s.md, "Pods that run").
 readonly kwok_dir="$script_dir/kwok"
 readonly default_nodes_file="$script_dir/nodes/default.yaml"
+# The JobSet controller's RBAC (it runs as the user jobset-controller).
+readonly jobset_dir="$script_dir/jobset"
+# The names of its webhook configurations in the module's kustomize deployment.
+readonly JOBSET_MUTATING_WEBHOOKS=jobset-mutating-webhook-configuration
+readonly JOBSET_VALIDATING_WEBHOOKS=jobset-validating-webhook-configuration
 # KWOK manages the nodes that carry this annotation, and only those (a Node object made by a
 # test, without it, stays without a kubelet).
 readonly KWOK_NODE_ANNOTATION_KEY=kwok.x-k8s.io/node
@@ -78,10 +94,12 @@ readonly ADMITCTL_PRINCIPAL=admitctl
 readonly bin_root="${ADMISSION_K8S_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/admission-ledger/k8s}"
 readonly version_dir="$bin_root/$K8S_VERSION"
 # Written last by build, listing each binary and its SHA-256: its presence means the build is
-# complete. One for COMPONENTS, one for the scheduler, one for KWOK (named by its version).
+# complete. One for COMPONENTS, one for the scheduler, one each for KWOK and the JobSet
+# controller (named by their versions).
 readonly built_stamp="$version_dir/built.txt"
 readonly scheduler_stamp="$version_dir/built-$SCHEDULER.txt"
 readonly kwok_stamp="$version_dir/built-kwok-$KWOK_VERSION.txt"
+readonly jobset_stamp="$version_dir/built-jobset-$JOBSET_VERSION.txt"
 readonly go_bin="${GO:-$(command -v go 2>/dev/null || echo /usr/local/go/bin/go)}"
 
 # Bounded waits, in seconds.
@@ -104,11 +122,12 @@ readonly CERT_DAYS=7
 readonly SERVICE_CLUSTER_IP_RANGE=10.0.0.0/24
 readonly KUBERNETES_SERVICE_IP=10.0.0.1
 # Started in this order, stopped in the reverse one. start --control-plane-only starts the
-# first five (the cluster: its control plane and KWOK's simulated kubelets); DIR/components
-# lists what a start started.
-readonly PROCESSES=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok admitd
-  admit-k8s)
-readonly CONTROL_PLANE=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+# first six (the cluster: its control plane, KWOK's simulated kubelets and the JobSet
+# controller); DIR/components lists what a start started.
+readonly PROCESSES=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok
+  jobset-controller admitd admit-k8s)
+readonly CONTROL_PLANE=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok
+  jobset-controller)
 
 log() { echo "cluster.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -120,19 +139,22 @@ Usage: ops/k8s/cluster.sh COMMAND [OPTIONS] [DIR]
 A throwaway Kubernetes $K8S_VERSION cluster on 127.0.0.1 for tests and trying things out, like
 a local kind cluster: etcd (Debian's etcd-server), kube-apiserver, kube-controller-manager and
 kube-scheduler, KWOK $KWOK_VERSION simulating the kubelets of the nodes (GPU nodes among them),
-then admitd (the ledger) and admit-k8s (the bridge). Pods are scheduled onto the simulated
+the JobSet controller $JOBSET_VERSION (jobsets.jobset.x-k8s.io), then admitd (the ledger) and
+admit-k8s (the bridge). Pods are scheduled onto the simulated
 nodes and run: Running and Ready at once, finished after the time their annotation
 admission-ledger.io/simulated-runtime gives (Succeeded, or Failed with
 admission-ledger.io/simulated-exit: failed), else running until deleted (docs/k8s.md).
 
 Commands:
   build       Build kube-apiserver, kube-controller-manager, kubectl and kube-scheduler
-              $K8S_VERSION and KWOK's controller $KWOK_VERSION from the Go module proxy into
+              $K8S_VERSION, KWOK's controller $KWOK_VERSION and the JobSet controller
+              $JOBSET_VERSION ($JOBSET_MODULE) from the Go module proxy into
               $version_dir. Builds only what is missing
               (each has its stamp there: built.txt, built-$SCHEDULER.txt,
-              built-kwok-$KWOK_VERSION.txt); a no-op when all are there. On 2 cores: 6 to 17
-              minutes for the first three, up to 5 more for the scheduler, 2 to 3 for KWOK,
-              with a Go build cache of up to 3 GB (deleted afterwards).
+              built-kwok-$KWOK_VERSION.txt, built-jobset-$JOBSET_VERSION.txt); a no-op when all
+              are there. On 2 cores: 6 to 17 minutes for the first three, up to 5 more for the
+              scheduler, 2 to 3 for KWOK, 3 to 4 for JobSet, with a Go build cache of up to
+              3 GB (deleted afterwards).
   start [--control-plane-only] [--nodes FILE | --no-nodes] [--admitd PATH]
         [--admit-k8s PATH] DIR
               Start a fresh cluster whose certificates, data, logs and pid files live in DIR:
@@ -144,7 +166,12 @@ Commands:
               same address; installs KWOK's Stage CRD, our Stages (ops/k8s/kwok/) and KWOK's
               RBAC, starts KWOK (as kwok-controller, for the nodes annotated
               $KWOK_NODE_ANNOTATION_KEY=$KWOK_NODE_ANNOTATION_VALUE), creates the nodes and
-              waits until they are Ready; then
+              waits until they are Ready; installs the JobSet CRD (jobset.x-k8s.io v1alpha2),
+              the JobSet controller's RBAC (ops/k8s/jobset/) and its webhook configurations
+              (JobSets' defaulting and validation, their pods' for exclusive placement; at a
+              free port of 127.0.0.1, served with DIR/pki/jobset-webhook.pem) and starts it
+              (as jobset-controller, no leader election, its internal cert management and
+              metrics off); then
               - admitd on a fresh ledger in DIR/ledger, listening on unix:DIR/admitd.sock
                 (admin for this user) and on TLS on 127.0.0.1 (the address is written to
                 DIR/admitd.address), its certificates from the cluster's CA (DIR/pki/admitd.pem),
@@ -158,8 +185,9 @@ Commands:
               already running, just prints the path. Data left in DIR by a stopped cluster
               (etcd's and the ledger) is deleted.
               --control-plane-only  start neither admitd nor the bridge (the bridge's own
-                                    tests start theirs); the scheduler, KWOK and the nodes
-                                    are part of the cluster and start all the same. The
+                                    tests start theirs); the scheduler, KWOK, the nodes and
+                                    the JobSet controller are part of the cluster and start
+                                    all the same. The
                                     webhooks stay installed and, with nobody serving them,
                                     labelled Jobs are refused and so is what needs a
                                     conversion (a v1beta1 ClusterQueue, Cohort, LocalQueue
@@ -179,10 +207,10 @@ $KWOK_NODE_ANNOTATION_VALUE
                 admitctl --connect unix:DIR/admitd.sock log
                 admitctl --connect \$(cat DIR/admitd.address) --cert DIR/pki/admitctl.pem \\
                          --key DIR/pki/admitctl.key --ca DIR/pki/ca.pem get clusterqueues
-  stop DIR    Stop everything that start started in DIR, the bridge and admitd first, then KWOK,
-              the scheduler, the controller manager, the API server and etcd (SIGTERM, then
-              SIGKILL after ${STOP_TIMEOUT_SECONDS}s). A no-op when nothing is running. Leaves
-              DIR, the ledger and the logs in place.
+  stop DIR    Stop everything that start started in DIR, the bridge and admitd first, then the
+              JobSet controller, KWOK, the scheduler, the controller manager, the API server
+              and etcd (SIGTERM, then SIGKILL after ${STOP_TIMEOUT_SECONDS}s). A no-op when
+              nothing is running. Leaves DIR, the ledger and the logs in place.
   bin-dir     Print the folder holding the built binaries, kubectl among them (exit 1 when they
               are not all built).
   --help      Show this text.
@@ -220,8 +248,9 @@ stamp_ok() {
 kubernetes_built() { stamp_ok "$built_stamp" "${COMPONENTS[@]}"; }
 scheduler_built() { stamp_ok "$scheduler_stamp" "$SCHEDULER"; }
 kwok_built() { stamp_ok "$kwok_stamp" kwok "$KWOK_STAGE_CRD"; }
+jobset_built() { stamp_ok "$jobset_stamp" jobset-controller "$JOBSET_CRD"; }
 # True when everything start needs is built.
-is_built() { kubernetes_built && scheduler_built && kwok_built; }
+is_built() { kubernetes_built && scheduler_built && kwok_built && jobset_built; }
 
 # Prints the go.mod of k8s.io/kubernetes with every `k8s.io/X => ./staging/src/k8s.io/X`
 # replacement pointed at the published module k8s.io/X at STAGING_VERSION.
@@ -340,6 +369,55 @@ build_kwok() {
     "(build cache $cache_size, deleted)"
 }
 
+# build_jobset: the JobSet controller from the Go module proxy at JOBSET_VERSION, installed as
+# jobset-controller, and the JobSet CRD of that module. The module's hash is checked against
+# JOBSET_MODULE_SUM and its main package is built in a copy of the module with its own go.mod and
+# go.sum (-mod=readonly): the same module graph as `go install MODULE@VERSION`, which cannot be
+# used here because it asks the proxy for the module's version list (for deprecations), which
+# the proxy refuses for this module.
+build_jobset() {
+  local started_in=$SECONDS
+  local gocache="$version_dir/gocache-jobset"
+  local src="$version_dir/jobset-src"
+  log "downloading $JOBSET_MODULE@$JOBSET_VERSION from the Go module proxy"
+  local info module_dir sum
+  info="$(cd /tmp \
+    && GOFLAGS=-mod=mod "$go_bin" mod download -json "$JOBSET_MODULE@$JOBSET_VERSION")" \
+    || die "go mod download $JOBSET_MODULE@$JOBSET_VERSION failed"
+  module_dir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<< "$info")"
+  sum="$(sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$/\1/p' <<< "$info")"
+  [[ "$sum" == "$JOBSET_MODULE_SUM" ]] \
+    || die "$JOBSET_MODULE@$JOBSET_VERSION has the hash '$sum', not the pinned $JOBSET_MODULE_SUM"
+  [[ -f "$module_dir/config/components/crd/bases/$JOBSET_CRD" && -f "$module_dir/main.go" ]] \
+    || die "$JOBSET_MODULE@$JOBSET_VERSION has no main.go or" \
+      "config/components/crd/bases/$JOBSET_CRD"
+  rm -rf "$src"
+  cp -r "$module_dir" "$src"
+  chmod -R u+w "$src"
+  log "building the JobSet controller $JOBSET_VERSION"
+  # The version its log reports at start ("Initializing", gitVersion), as its release sets it.
+  local ldflags="-s -w"
+  ldflags+=" -X $JOBSET_MODULE/pkg/version.GitVersion=$JOBSET_VERSION"
+  ldflags+=" -X $JOBSET_MODULE/pkg/version.GitCommit=$JOBSET_GIT_COMMIT"
+  (cd "$src" && GOCACHE="$gocache" nice -n 10 "$go_bin" build -mod=readonly -trimpath \
+    -ldflags "$ldflags" -o "$version_dir/jobset-controller.partial" .) \
+    || die "building the JobSet controller $JOBSET_VERSION failed (sources in $src, build" \
+      "cache in $gocache)"
+  # It has no --version flag; the build information Go embeds names its main package.
+  [[ "$("$go_bin" version -m "$version_dir/jobset-controller.partial" \
+    | awk '$1 == "path" {print $2}')" == "$JOBSET_MODULE" ]] \
+    || die "the JobSet controller built is not $JOBSET_MODULE's main package"
+  mv "$version_dir/jobset-controller.partial" "$version_dir/jobset-controller"
+  install -m 644 "$module_dir/config/components/crd/bases/$JOBSET_CRD" "$version_dir/$JOBSET_CRD"
+  local cache_size
+  cache_size="$(du -sh "$gocache" | cut -f1)"
+  rm -rf "$gocache" "$src"
+  (cd "$version_dir" && sha256sum jobset-controller "$JOBSET_CRD") > "$jobset_stamp.partial"
+  mv "$jobset_stamp.partial" "$jobset_stamp"
+  log "built the JobSet controller $JOBSET_VERSION in $((SECONDS - started_in))s into" \
+    "$version_dir (build cache $cache_size, deleted)"
+}
+
 cmd_build() {
   require_tools flock sha256sum
   [[ -x "$go_bin" ]] || die "no go command (set GO=/path/to/go; Go 1.24 or newer)"
@@ -349,12 +427,13 @@ cmd_build() {
   {
     flock -w "$BUILD_LOCK_WAIT_SECONDS" 9 || die "timed out waiting for another build ($bin_root/.lock)"
     if is_built; then
-      log "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION and kwok $KWOK_VERSION already built" \
-        "in $version_dir"
+      log "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION, kwok $KWOK_VERSION and the JobSet" \
+        "controller $JOBSET_VERSION already built in $version_dir"
       return 0
     fi
     export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false GOWORK=off CGO_ENABLED=0
-    # Only what is missing: a cache built before the scheduler and KWOK keeps its binaries.
+    # Only what is missing: a cache built before the scheduler, KWOK or the JobSet controller
+    # keeps its binaries.
     local missing=()
     kubernetes_built || missing+=("${COMPONENTS[@]}")
     scheduler_built || missing+=("$SCHEDULER")
@@ -364,6 +443,7 @@ cmd_build() {
       build_kubernetes "${missing[@]}"
     fi
     kwok_built || build_kwok
+    jobset_built || build_jobset
   } 9> "$bin_root/.lock"
 }
 
@@ -432,10 +512,11 @@ issue_cert() {
 # A fresh PKI in DIR/pki: the cluster's CA, the API server's serving certificate, the serving
 # certificate of admit-k8s's webhook, client certificates for the admin (group system:masters,
 # which RBAC lets do anything), the controller manager and the scheduler (the users that
-# Kubernetes' bootstrap RBAC policy names) and KWOK (kwok-controller, bound by
-# ops/k8s/kwok/rbac.yaml), the controller manager's and the scheduler's serving certificates,
-# admitd's serving certificate and the client certificates of the bridge and admitctl for it,
-# and the service-account signing key pair.
+# Kubernetes' bootstrap RBAC policy names), KWOK (kwok-controller, bound by
+# ops/k8s/kwok/rbac.yaml) and the JobSet controller (jobset-controller, bound by
+# ops/k8s/jobset/rbac.yaml), the serving certificates of the controller manager, the scheduler
+# and the JobSet controller's webhooks, admitd's serving certificate and the client certificates
+# of the bridge and admitctl for it, and the service-account signing key pair.
 make_pki() {
   local pki="$1/pki"
   rm -rf "$pki"
@@ -455,6 +536,8 @@ subjectAltName=IP:127.0.0.1,DNS:localhost"
   # admit-k8s's Job webhook (docs/k8s.md, "Jobs"), served on loopback like the rest.
   issue_cert "$pki" webhook "/CN=admit-k8s webhook" "$server_usage
 subjectAltName=IP:127.0.0.1,DNS:localhost"
+  issue_cert "$pki" jobset-webhook "/CN=jobset webhook" "$server_usage
+subjectAltName=IP:127.0.0.1,DNS:localhost"
   issue_cert "$pki" admin "/O=system:masters/CN=admission-ledger-admin" "$client_usage"
   # admitd's serving certificate and its clients' (their common names are admitd's principals):
   # admitd trusts the cluster's CA for clients, and the bridge trusts it for admitd.
@@ -466,6 +549,7 @@ subjectAltName=IP:127.0.0.1,DNS:127.0.0.1,DNS:localhost"
   issue_cert "$pki" kube-controller-manager "/CN=system:kube-controller-manager" "$client_usage"
   issue_cert "$pki" kube-scheduler "/CN=system:kube-scheduler" "$client_usage"
   issue_cert "$pki" kwok "/CN=kwok-controller" "$client_usage"
+  issue_cert "$pki" jobset-controller "/CN=jobset-controller" "$client_usage"
   openssl_quiet genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$pki/service-account.key"
   openssl_quiet pkey -in "$pki/service-account.key" -pubout -out "$pki/service-account.pub"
   chmod 600 "$pki"/*.key
@@ -562,9 +646,9 @@ wait_for() {
 }
 
 # Starts etcd, the API server, the controller manager, the scheduler and KWOK in DIR on fresh
-# ports, creates the nodes and waits for each; then admitd and the bridge unless
-# --control-plane-only. Sets start_outcome like wait_for; stops whatever it started unless all
-# are ready.
+# ports, creates the nodes, starts the JobSet controller and waits for each; then admitd and the
+# bridge unless --control-plane-only. Sets start_outcome like wait_for; stops whatever it
+# started unless all are ready.
 start_once() {
   local dir="$1" bin="$version_dir" deadline
   deadline=$((SECONDS + START_TIMEOUT_SECONDS))
@@ -653,9 +737,13 @@ start_once() {
   write_kubeconfig "$dir/admin.kubeconfig.partial" "$server" admin
   install_crds "$dir" "$dir/admin.kubeconfig.partial" "$deadline"
   [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
-  local webhook_port
+  local webhook_port jobset_webhook_port jobset_health_port
   webhook_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port" "$kcm_port" \
     "$scheduler_port" "$kwok_port")"
+  jobset_webhook_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port" \
+    "$kcm_port" "$scheduler_port" "$kwok_port" "$webhook_port")"
+  jobset_health_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port" \
+    "$kcm_port" "$scheduler_port" "$kwok_port" "$webhook_port" "$jobset_webhook_port")"
   install_webhook "$dir" "$dir/admin.kubeconfig.partial" "127.0.0.1:$webhook_port"
   [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
   start_kwok "$dir" "$dir/admin.kubeconfig.partial" "$server" "$kwok_port" "$deadline"
@@ -664,12 +752,16 @@ start_once() {
     create_nodes "$dir" "$dir/admin.kubeconfig.partial" "$nodes_file" "$deadline"
     [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
   fi
+  start_jobset "$dir" "$dir/admin.kubeconfig.partial" "$server" "$jobset_webhook_port" \
+    "$jobset_health_port" "$deadline"
+  [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
   if ((start_ledger_side)); then
     start_admitd "$dir" "$deadline"
     [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
     local health_port
     health_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port" "$kcm_port" \
-      "$scheduler_port" "$kwok_port" "$webhook_port")"
+      "$scheduler_port" "$kwok_port" "$webhook_port" "$jobset_webhook_port" \
+      "$jobset_health_port")"
     start_bridge "$dir" "$dir/admin.kubeconfig.partial" "$server" "127.0.0.1:$webhook_port" \
       "127.0.0.1:$health_port" "$deadline"
     [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
@@ -876,6 +968,179 @@ create_nodes() {
   wait_for "$dir" kwok "$deadline" nodes_ready "$kubeconfig" "${names[@]}"
 }
 
+# crd_established KUBECONFIG CRD DEADLINE: waits until CRD is Established (its API served).
+# Polled rather than `kubectl wait`, which fails outright, instead of waiting, while a CRD
+# created by a server-side apply still has null conditions.
+crd_established() {
+  local kubeconfig="$1" crd="$2" deadline="$3" state
+  while ((SECONDS < deadline)); do
+    state="$("$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=10s get crd \
+      "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" || true
+    [[ "$state" != True ]] || return 0
+    sleep "$POLL_INTERVAL_SECONDS"
+  done
+  echo "CRD $crd was not Established after ${START_TIMEOUT_SECONDS}s" >&2
+  return 1
+}
+
+# install_jobset_webhooks DIR KUBECONFIG ADDRESS: the JobSet controller's webhook
+# configurations as the module's config/components/webhook/ has them (defaulting and validation
+# of JobSets; the mutating and validating webhooks of the pods of JobSets, for exclusive
+# placement), under the names its kustomize deployment gives them, pointed at
+# https://ADDRESS/... with the cluster's CA instead of the Service jobset-webhook-service.
+# failurePolicy Fail, as upstream: while no controller answers, JobSets and their pods are
+# refused. Writes to DIR/jobset-setup.log; returns non-zero on failure.
+install_jobset_webhooks() {
+  local dir="$1" kubeconfig="$2" address="$3" ca_bundle
+  ca_bundle="$(base64 -w0 < "$dir/pki/ca.pem")"
+  "$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=30s apply -f - \
+    >> "$dir/jobset-setup.log" 2>&1 <<EOF
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: $JOBSET_MUTATING_WEBHOOKS
+  labels:
+    app.kubernetes.io/part-of: admission-ledger
+webhooks:
+- name: mjobset.kb.io
+  clientConfig:
+    url: https://$address/mutate-jobset-x-k8s-io-v1alpha2-jobset
+    caBundle: $ca_bundle
+  rules:
+  - apiGroups: [jobset.x-k8s.io]
+    apiVersions: [v1alpha2]
+    operations: [CREATE]
+    resources: [jobsets]
+  failurePolicy: Fail
+  sideEffects: None
+  admissionReviewVersions: [v1]
+- name: mpod.kb.io
+  clientConfig:
+    url: https://$address/mutate--v1-pod
+    caBundle: $ca_bundle
+  rules:
+  - apiGroups: [""]
+    apiVersions: [v1]
+    operations: [CREATE]
+    resources: [pods]
+  objectSelector:
+    matchExpressions:
+    - {key: jobset.sigs.k8s.io/jobset-name, operator: Exists}
+  failurePolicy: Fail
+  sideEffects: None
+  admissionReviewVersions: [v1]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: $JOBSET_VALIDATING_WEBHOOKS
+  labels:
+    app.kubernetes.io/part-of: admission-ledger
+webhooks:
+- name: vjobset.kb.io
+  clientConfig:
+    url: https://$address/validate-jobset-x-k8s-io-v1alpha2-jobset
+    caBundle: $ca_bundle
+  rules:
+  - apiGroups: [jobset.x-k8s.io]
+    apiVersions: [v1alpha2]
+    operations: [CREATE, UPDATE]
+    resources: [jobsets]
+  failurePolicy: Fail
+  sideEffects: None
+  admissionReviewVersions: [v1]
+- name: vpod.kb.io
+  clientConfig:
+    url: https://$address/validate--v1-pod
+    caBundle: $ca_bundle
+  rules:
+  - apiGroups: [""]
+    apiVersions: [v1]
+    operations: [CREATE]
+    resources: [pods]
+  objectSelector:
+    matchExpressions:
+    - {key: jobset.sigs.k8s.io/jobset-name, operator: Exists}
+  failurePolicy: Fail
+  sideEffects: None
+  admissionReviewVersions: [v1]
+EOF
+}
+
+# True when the JobSet controller answers "ok" on http://127.0.0.1:HEALTH_PORT/readyz (its
+# webhook server has started) and its webhook server answers over TLS, checked against the
+# cluster's CA (any HTTP answer).
+jobset_ready() {
+  local dir="$1" webhook_port="$2" health_port="$3" body
+  body="$(curl -sS --max-time 2 "http://127.0.0.1:$health_port/readyz" 2>/dev/null)" \
+    || return 1
+  [[ "$body" == ok ]] || return 1
+  curl -s -o /dev/null --max-time 2 --cacert "$dir/pki/ca.pem" \
+    "https://127.0.0.1:$webhook_port/" 2>/dev/null
+}
+
+# start_jobset DIR KUBECONFIG SERVER WEBHOOK_PORT HEALTH_PORT DEADLINE: installs the JobSet CRD
+# (from its module, copied beside the binary by build), the JobSet controller's RBAC
+# (ops/k8s/jobset/) and its webhook configurations, and starts it as jobset-controller: its
+# webhooks on 127.0.0.1:WEBHOOK_PORT, its health probes on 127.0.0.1:HEALTH_PORT, without
+# leader election. Sets start_outcome like wait_for.
+#
+# Its webhooks: the controller always serves them (it has no flag to turn them off; its
+# defaulting webhook fills in what its reconciler expects, e.g. the success policy and the
+# pods' restart policy, and its validation refuses what it cannot run). It gets a serving
+# certificate from the cluster's CA (DIR/pki/jobset-webhook.pem, as tls.crt and tls.key in
+# DIR/jobset-webhook-certs, the names its webhook server reads) and its internal cert
+# management is off: that rotator would keep a CA and certificate in a Secret of
+# jobset-system and rewrite the webhook configurations' caBundle, for a Service DNS name that
+# nothing routes here; start registers the configurations itself, pointed at 127.0.0.1. Its
+# metrics server is off ("0"): it would need TokenReviews and SubjectAccessReviews for its
+# authentication filter, and nothing here scrapes it.
+start_jobset() {
+  local dir="$1" kubeconfig="$2" server="$3" webhook_port="$4" health_port="$5" deadline="$6"
+  local kubectl_cmd=("$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=30s)
+  # Server-side apply: the CRD (780 kB) does not fit kubectl's last-applied annotation.
+  if ! "${kubectl_cmd[@]}" apply --server-side -f "$version_dir/$JOBSET_CRD" \
+        > "$dir/jobset-setup.log" 2>&1 ||
+      ! crd_established "$kubeconfig" "$JOBSET_CRD_NAME" "$deadline" \
+        >> "$dir/jobset-setup.log" 2>&1 ||
+      ! "${kubectl_cmd[@]}" apply -f "$jobset_dir" >> "$dir/jobset-setup.log" 2>&1 ||
+      ! install_jobset_webhooks "$dir" "$kubeconfig" "127.0.0.1:$webhook_port"; then
+    log "installing the JobSet CRD, the JobSet controller's RBAC ($jobset_dir) or its webhook" \
+      "configurations failed:"
+    cat "$dir/jobset-setup.log" >&2
+    start_outcome="failed"
+    return 0
+  fi
+  local certs="$dir/jobset-webhook-certs"
+  rm -rf "$certs"
+  mkdir -p "$certs"
+  cp "$dir/pki/jobset-webhook.pem" "$certs/tls.crt"
+  cp "$dir/pki/jobset-webhook.key" "$certs/tls.key"
+  chmod 600 "$certs/tls.key"
+  write_kubeconfig "$dir/jobset-controller.kubeconfig" "$server" jobset-controller
+  cat > "$dir/jobset-controller.yaml" <<EOF
+# Written by ops/k8s/cluster.sh start: the JobSet controller's configuration (its --config).
+apiVersion: config.jobset.x-k8s.io/v1alpha1
+kind: Configuration
+webhook:
+  host: 127.0.0.1
+  port: $webhook_port
+  certDir: $certs
+health:
+  healthProbeBindAddress: 127.0.0.1:$health_port
+metrics:
+  bindAddress: "0"
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+EOF
+  launch "$dir" jobset-controller "$version_dir/jobset-controller" \
+    --config "$dir/jobset-controller.yaml" --kubeconfig "$dir/jobset-controller.kubeconfig" \
+    --leader-elect=false --zap-log-level=info
+  wait_for "$dir" jobset-controller "$deadline" jobset_ready "$dir" "$webhook_port" "$health_port"
+}
+
 # True when admitd has written its ready file with its TLS address (it writes the file once,
 # atomically, when it listens).
 admitd_listening() {
@@ -1058,9 +1323,10 @@ cmd_start() {
     echo "$dir/admin.kubeconfig"
     return 0
   fi
-  is_built || die "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION and kwok $KWOK_VERSION are not" \
-    "all built in $version_dir: run ops/k8s/cluster.sh build (it builds only what is missing;" \
-    "up to 25 minutes on 2 cores for all, once per machine)"
+  is_built || die "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION, kwok $KWOK_VERSION and the" \
+    "JobSet controller $JOBSET_VERSION are not all built in $version_dir: run" \
+    "ops/k8s/cluster.sh build (it builds only what is missing; up to 30 minutes on 2 cores" \
+    "for all, once per machine)"
   require_tools etcd openssl curl base64
   # Whatever is left of an earlier start: a process that survived, a stale kubeconfig.
   cmd_stop "$dir" 2>/dev/null
@@ -1136,8 +1402,8 @@ cmd_stop() {
 }
 
 cmd_bin_dir() {
-  is_built || die "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION and kwok $KWOK_VERSION are not" \
-    "all built (ops/k8s/cluster.sh build)"
+  is_built || die "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION, kwok $KWOK_VERSION and the" \
+    "JobSet controller $JOBSET_VERSION are not all built (ops/k8s/cluster.sh build)"
   echo "$version_dir"
 }
 

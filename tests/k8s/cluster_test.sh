@@ -194,7 +194,7 @@ wait_until "$PODS_TIMEOUT_SECONDS" "deleted job 'runs' still has pods" pod_count
 
 step "stop stops every process, and a second stop is a no-op"
 pids=()
-for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
+for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok jobset-controller; do
   [[ -s "$dir/$name.pid" ]] || fail "no pid file for $name"
   pids+=("$(<"$dir/$name.pid")")
 done

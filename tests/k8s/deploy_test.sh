@@ -40,7 +40,8 @@ start_seconds=$((SECONDS - started_at))
 echo "started in ${start_seconds}s" >&2
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
 [[ "$kubeconfig" == "$cluster/admin.kubeconfig" ]] || fail "start printed '$kubeconfig'"
-for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok admitd admit-k8s; do
+for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok jobset-controller \
+    admitd admit-k8s; do
   [[ -s "$cluster/$name.pid" ]] && kill -0 "$(<"$cluster/$name.pid")" \
     || fail "$name does not run after start"
 done
@@ -401,15 +402,18 @@ wait_until "kubectl get workloads does not show job-$job_name Admitted" workload
 ! grep -qi forbidden "$cluster/admit-k8s.log" \
   || fail "RBAC refused the bridge something: $(grep -i forbidden "$cluster/admit-k8s.log" | head -n 3)"
 
-step "stop: the bridge and admitd first, then KWOK and the control plane; no process is left"
+step "stop: the bridge and admitd first, then JobSet, KWOK and the control plane; no process left"
 pids=()
-for name in admit-k8s admitd kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
+for name in admit-k8s admitd jobset-controller kwok kube-scheduler kube-controller-manager \
+    kube-apiserver etcd; do
   pids+=("$(<"$cluster/$name.pid")")
 done
 "$cluster_sh" stop "$cluster" 2> "$dir/stop.err" || fail "stop failed: $(cat "$dir/stop.err")"
 cat "$dir/stop.err" >&2
 order="$(sed -n 's/^cluster.sh: \([a-z0-9-]*\) (pid [0-9]*) stopped$/\1/p' "$dir/stop.err" | tr '\n' ' ')"
-[[ "$order" == "admit-k8s admitd kwok kube-scheduler kube-controller-manager kube-apiserver etcd " ]] \
+expected_order="admit-k8s admitd jobset-controller kwok kube-scheduler kube-controller-manager"
+expected_order+=" kube-apiserver etcd "
+[[ "$order" == "$expected_order" ]] \
   || fail "stop stopped '$order'"
 for pid in "${pids[@]}"; do
   if kill -0 "$pid" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$pid/status"; then

@@ -4,8 +4,8 @@
 #   tests/k8s/pods_test.sh
 # Shows, with `start --control-plane-only` (no admitd, no bridge):
 # - the committed node files are what gen-nodes.sh writes; bad --nodes options are refused;
-# - the scheduler and KWOK listen on 127.0.0.1 only; the 6 nodes are Ready, labelled, tainted and
-#   with the capacity of the file, each renewing its Lease;
+# - the scheduler, KWOK and the JobSet controller listen on 127.0.0.1 only; the 6 nodes are
+#   Ready, labelled, tainted and with the capacity of the file, each renewing its Lease;
 # - a plain batch/v1 Job for H100s (nodeSelector, toleration, 8 GPUs per pod, parallelism 2,
 #   simulated runtime 3s): its pods land on the two H100 nodes, one each, are Running and Ready
 #   (the Job counts them ready), then Succeeded after about 3 s, and the Job is Complete;
@@ -15,7 +15,7 @@
 #   stays Pending, unschedulable);
 # - the Job controller's suspend and a Job's deletion take its running pods away;
 # - a nodes file with a node KWOK would not manage fails the start, leaving nothing running;
-# - stop stops the scheduler and KWOK with the rest.
+# - stop stops the scheduler, KWOK and the JobSet controller with the rest.
 # Exits 77 (ctest's SKIP_RETURN_CODE) when the binaries are not built. K8S_TEST_KEEP_DIR=1 keeps
 # the cluster's folder (logs, certificates, etcd data) for a look.
 set -euo pipefail
@@ -123,12 +123,12 @@ start_seconds=$((SECONDS - started_at))
 echo "cluster up, nodes Ready, in ${start_seconds}s" >&2
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
 [[ "$(tr '\n' ' ' < "$dir/cluster/components")" == \
-  "etcd kube-apiserver kube-controller-manager kube-scheduler kwok " ]] \
+  "etcd kube-apiserver kube-controller-manager kube-scheduler kwok jobset-controller " ]] \
   || fail "start started $(tr '\n' ' ' < "$dir/cluster/components")"
 
-step "the scheduler and KWOK listen on 127.0.0.1 only"
+step "the scheduler, KWOK and the JobSet controller listen on 127.0.0.1 only"
 if command -v ss > /dev/null; then
-  for name in kube-scheduler kwok; do
+  for name in kube-scheduler kwok jobset-controller; do
     pid="$(<"$dir/cluster/$name.pid")"
     listening="$(ss -Hltnp | grep "pid=$pid," | awk '{print $4}')"
     [[ -n "$listening" ]] || fail "$name (pid $pid) listens nowhere"
@@ -394,13 +394,13 @@ if out="$("$cluster_sh" start --control-plane-only --nodes "$dir/unmanaged.yaml"
 fi
 [[ "$out" == *"without the annotation kwok.x-k8s.io/node: fake"*"orphan"* ]] \
   || fail "start with an unmanaged node says: $out"
-for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
+for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok jobset-controller; do
   [[ ! -s "$dir/unmanaged/$name.pid" ]] || fail "the failed start left $name running"
 done
 
 step "stop stops every process"
 pids=()
-for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok; do
+for name in etcd kube-apiserver kube-controller-manager kube-scheduler kwok jobset-controller; do
   pids+=("$(<"$dir/cluster/$name.pid")")
 done
 "$cluster_sh" stop "$dir/cluster"

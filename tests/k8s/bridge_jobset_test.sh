@@ -1,0 +1,300 @@
+#!/usr/bin/env bash
+# JobSets governed by the ledger (issue 34): the whole local cluster of `ops/k8s/cluster.sh
+# start` (control plane, kube-scheduler, the JobSet controller, KWOK nodes of
+# ops/k8s/nodes/default.yaml, admitd, the bridge):
+# - the example JobSet (ops/k8s/examples/gpu-jobset.yaml: a leader of 1 CPU pod, 2 workers of 8
+#   GPUs) is held suspended by the webhook, submitted as one workload jobset-NAME with two pod
+#   sets (leader 1, workers 2), admitted, released with each pod set's flavor on its pod template
+#   and the ledger's token on the JobSet and every pod; its pods run only on nodes of the
+#   admitted flavors, it completes, the ledger records released, ready and finished with that
+#   token, and `billing report` counts the workers' GPU-seconds (both pod sets' pods billed) as
+#   the pods' run time within the scheduling slack;
+# - priority within a ClusterQueue of 16 H100 GPUs (withinClusterQueue LowerPriority): a
+#   low-priority JobSet of 16 GPUs runs; a second one stays suspended with the ledger's pending
+#   reason on its Workload; a high-priority one preempts the first: it is suspended, its pods go,
+#   the ledger records `pods terminated` before the quota's release, and the high-priority
+#   JobSet runs;
+# - partial admission: a JobSet whose workers' Job (replicas 1, parallelism 2, 8 GPUs a pod)
+#   allows 1 (kueue.x-k8s.io/job-min-parallelism) is admitted with 1 worker where only 8 GPUs are
+#   free, and runs 1 worker pod;
+# - `replay --verify` of the ledger passes.
+#   tests/k8s/bridge_jobset_test.sh ADMITCTL ADMITD ADMIT_K8S
+# Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
+# K8S_TEST_KEEP_DIR=1 keeps the test's folder.
+set -euo pipefail
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly script_dir
+# shellcheck source=tests/k8s/bridge_test_lib.sh
+source "$script_dir/bridge_test_lib.sh" k8s-bridge-jobset-test "$@"
+
+readonly NAMESPACE=default
+readonly examples_dir="$top/ops/k8s/examples"
+readonly cluster="$dir/cluster"
+readonly H100=NVIDIA-H100-80GB-HBM3
+readonly JOBSET_UID_LABEL=jobset.sigs.k8s.io/jobset-uid
+readonly TOKEN_ANNOTATION=admission-ledger.io/fencing-token
+# How far billing's used time may exceed the pods' own run time, per pod (as pods_e2e_test.sh).
+readonly BILLING_SLACK_SECONDS_PER_POD=20
+
+step "cluster.sh start: control plane, scheduler, JobSet controller, KWOK nodes, admitd, bridge"
+kubeconfig="$("$cluster_sh" start --admitd "$admitd" --admit-k8s "$admit_k8s" "$cluster")"
+kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
+ledger() { "$admitctl" --connect "unix:$cluster/admitd.sock" "$@"; }
+applied() { kubectl apply -f "$1" > "$dir/apply.out" 2>&1 || { cat "$dir/apply.out" >&2; false; }; }
+wait_until "kubectl apply of the GPU flavors" applied "$examples_dir/gpu-flavors.yaml"
+governs_jobsets() { grep -q '"msg":"governing","kind":"jobset.x-k8s.io/v1alpha2, Kind=JobSet"' \
+  "$cluster/admit-k8s.log"; }
+wait_until "the bridge governs JobSets" governs_jobsets
+
+# create_jobset FILE RUNTIME: creates the JobSet of FILE with that simulated runtime; prints its
+# name.
+create_jobset() {
+  sed "s/simulated-runtime: 60s/simulated-runtime: $2/" "$1" \
+    | kubectl create -f - -o jsonpath='{.metadata.name}'
+}
+# jobset_field NAME JSONPATH
+jobset_field() { kubectl get jobset "$1" -n "$NAMESPACE" -o jsonpath="$2"; }
+completed() {
+  [[ "$(jobset_field "$1" '{.status.conditions[?(@.type=="Completed")].status}')" == True ]]
+}
+suspended() { [[ "$(jobset_field "$1" '{.spec.suspend}')" == true ]]; }
+# pods_of NAME: "POD REPLICATED-JOB NODE PHASE TOKEN STARTED FINISHED" per pod of the JobSet.
+pods_of() {
+  kubectl get pods -n "$NAMESPACE" -l "$JOBSET_UID_LABEL=$(jobset_field "$1" '{.metadata.uid}')" \
+    -o json | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["items"]:
+    t = (p["status"].get("containerStatuses") or [{}])[0].get("state", {}).get("terminated", {})
+    print(p["metadata"]["name"], p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"],
+          p["spec"].get("nodeName", "-"), p["status"]["phase"],
+          p["metadata"].get("annotations", {}).get(sys.argv[1], "-"),
+          t.get("startedAt", "-"), t.get("finishedAt", "-"))' "$TOKEN_ANNOTATION"
+}
+# events TYPE: the bodies of the ledger's events of TYPE, one JSON object per line.
+events() {
+  ledger log -o json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    e = json.loads(line)
+    if e["type"] == sys.argv[1]:
+        print(json.dumps(e["event"]["body"][sys.argv[1]]))' "$1"
+}
+# reports WORKLOAD: the ledger's pod reports of WORKLOAD, "REPORT TOKEN" in order.
+reports() {
+  events podsReported | python3 -c '
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    if r["workload"]["name"] == sys.argv[1]:
+        print(r.get("report", "released"), r.get("fencingToken", ""))' "$1"
+}
+# token_of WORKLOAD: the workload's fencing token in the ledger ("" when not admitted).
+token_of() {
+  ledger get workloads -o json | python3 -c '
+import json, sys
+for w in json.load(sys.stdin)["items"]:
+    if w["metadata"]["name"] == sys.argv[1]:
+        print(w.get("status", {}).get("fencingToken", ""))' "$1"
+}
+phase_of() {
+  ledger get workloads -o json | python3 -c '
+import json, sys
+for w in json.load(sys.stdin)["items"]:
+    if w["metadata"]["name"] == sys.argv[1]:
+        print(w.get("status", {}).get("phase", ""))' "$1"
+}
+has_phase() { [[ "$(phase_of "$1")" == "$2" ]]; }
+
+step "the example JobSet: held, admitted as one workload of two pod sets, released, completed"
+name="$(create_jobset "$examples_dir/gpu-jobset.yaml" 20s)"
+workload="jobset-$name"
+suspended "$name" || fail "JobSet $name was not created suspended"
+wait_until "the ledger admits $workload" has_phase "$workload" Admitted
+podsets="$(kubectl get workload "$workload" -n "$NAMESPACE" \
+  -o jsonpath='{range .spec.podSets[*]}{.name}={.count} {end}')"
+[[ "$podsets" == "leader=1 workers=2 " ]] || fail "Workload $workload has pod sets '$podsets'"
+wait_until "JobSet $name completes" completed "$name"
+token="$(jobset_field "$name" "{.metadata.annotations['admission-ledger\\.io/fencing-token']}")"
+[[ -n "$token" ]] || fail "JobSet $name carries no fencing token"
+pods_of "$name" > "$dir/example-pods.txt"
+cat "$dir/example-pods.txt" >&2
+python3 - "$dir/example-pods.txt" "$token" <<'PY' || fail "the example's pods"
+import sys
+lines = [l.split() for l in open(sys.argv[1])]
+roles = sorted(l[1] for l in lines)
+assert roles == ["leader", "workers", "workers"], roles
+for pod, role, node, phase, token, start, end in lines:
+    assert phase == "Succeeded", (pod, phase)
+    assert token == sys.argv[2], (pod, token)
+    if role == "workers":
+        assert node.startswith("h100-"), (pod, node)
+PY
+wait_until "the ledger records the finished report" has_phase "$workload" Finished
+[[ "$(reports "$workload")" == "released $token"$'\n'"ready $token"$'\n'"finished $token" ]] \
+  || fail "the ledger's reports of $workload: $(reports "$workload")"
+# Both workers' GPU-seconds: billing against the pods' own run time.
+run="$(python3 - "$dir/example-pods.txt" <<'PY'
+import sys
+from datetime import datetime
+f = lambda s: datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ")
+print(int(sum(8 * (f(l.split()[6]) - f(l.split()[5])).total_seconds()
+              for l in open(sys.argv[1]) if l.split()[1] == "workers")))
+PY
+)"
+billed="$(ledger billing report --by namespace --by flavor -o json | python3 -c '
+import json, sys
+print(int(sum(float(r["used"]) for r in json.load(sys.stdin)["rows"]
+              if r.get("flavor") == "h100" and r.get("resource") == "nvidia.com/gpu")))')"
+echo "  workers ran $run GPU-seconds; billing counts $billed" >&2
+(( billed >= run && billed <= run + 2 * 8 * BILLING_SLACK_SECONDS_PER_POD )) \
+  || fail "billing's $billed GPU-seconds against the pods' $run"
+
+step "priority: a low-priority JobSet runs, a second waits, a high-priority one preempts the first"
+kubectl create namespace prio > /dev/null
+cat > "$dir/prio.yaml" <<'YAML'
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: low}
+value: 100
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: prio}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources:
+      - {name: cpu, nominalQuota: 400}
+      - {name: memory, nominalQuota: 3600Gi}
+      - {name: nvidia.com/gpu, nominalQuota: 16}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: prio, name: prio}
+spec: {clusterQueue: prio}
+YAML
+wait_until "kubectl apply of the priority setup" applied "$dir/prio.yaml"
+# in_prio PRIORITY RUNTIME: the example JobSet on stdin, moved to LocalQueue prio of namespace
+# prio with that WorkloadPriorityClass and simulated runtime.
+in_prio() {
+  sed -e "s/simulated-runtime: 60s/simulated-runtime: $2/" \
+      -e "s/namespace: default/namespace: prio/" \
+      -e "s|kueue.x-k8s.io/queue-name: gpu-queue|kueue.x-k8s.io/queue-name: prio\n\
+    kueue.x-k8s.io/priority-class: $1|"
+}
+# prio_jobset PRIORITY RUNTIME: a JobSet in namespace prio of 2 workers of 8 H100 GPUs.
+prio_jobset() {
+  in_prio "$1" "$2" < "$examples_dir/gpu-jobset.yaml" \
+    | kubectl create -f - -o jsonpath='{.metadata.name}'
+}
+pkubectl() { kubectl -n prio "$@"; }
+low="$(prio_jobset low 600s)"
+wait_until "the ledger admits jobset-$low" has_phase "jobset-$low" Admitted
+uid_of() { pkubectl get jobset "$1" -o jsonpath='{.metadata.uid}'; }
+running() {
+  [[ "$(pkubectl get pods -l "$JOBSET_UID_LABEL=$(uid_of "$1")" \
+    --field-selector=status.phase=Running -o name | wc -l)" == "$2" ]]
+}
+wait_until "jobset-$low runs its 3 pods" running "$low" 3
+waiting="$(prio_jobset low 600s)"
+wait_until "jobset-$waiting is pending in the ledger" has_phase "jobset-$waiting" Pending
+pending_reason() { pkubectl get workload "jobset-$waiting" \
+  -o jsonpath='{.status.conditions[?(@.type=="QuotaReserved")].message}' | grep -q "insufficient"; }
+wait_until "Workload jobset-$waiting shows the ledger's pending reason" pending_reason
+[[ "$(pkubectl get jobset "$waiting" -o jsonpath='{.spec.suspend}')" == true ]] \
+  || fail "JobSet $waiting runs without an admission"
+high="$(prio_jobset high 20s)"
+wait_until "jobset-$high is admitted" has_phase "jobset-$high" Admitted
+[[ "$(pkubectl get jobset "$low" -o jsonpath='{.spec.suspend}')" == true ]] \
+  || fail "the preempted JobSet $low is not suspended"
+no_pods() { [[ -z "$(pkubectl get pods -l "$JOBSET_UID_LABEL=$(uid_of "$1")" -o name)" ]]; }
+wait_until "the preempted JobSet's pods are gone" no_pods "$low"
+# The ledger's order: low's `pods terminated` before its quota's release, before high's admission.
+ledger log -o json > "$dir/ledger.json"
+python3 - "$dir/ledger.json" "jobset-$low" "jobset-$high" <<'PY' || fail "the ledger's order"
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+def first(kind, name, report=None):
+    for e in events:
+        body = e["event"]["body"].get(kind)
+        if body is not None and body["workload"]["name"] == name and \
+           (report is None or body.get("report", "released") == report):
+            return e["sequence"]
+    sys.exit("no %s of %s" % (kind, name))
+preempted = first("preempted", sys.argv[2])
+terminated = first("podsReported", sys.argv[2], "terminated")
+released = [e["sequence"] for e in events if "quotaReleased" in e["event"]["body"]
+            and e["event"]["body"]["quotaReleased"]["workload"]["name"] == sys.argv[2]]
+admitted = first("admitted", sys.argv[3])
+assert preempted < terminated < min(r for r in released if r > preempted) <= admitted, \
+    (preempted, terminated, released, admitted)
+PY
+# The two low-priority JobSets go (their workloads deleted in the ledger): what follows needs
+# the queue to itself.
+pkubectl delete jobset "$low" "$waiting" --wait=false > /dev/null
+completed_in_prio() { [[ "$(pkubectl get jobset "$1" \
+  -o jsonpath='{.status.conditions[?(@.type=="Completed")].status}')" == True ]]; }
+wait_until "the high-priority JobSet completes" completed_in_prio "$high"
+
+step "partial admission: the workers' Job allows 1 of 2 pods; 1 is admitted and runs"
+cat > "$dir/partial.yaml" <<'YAML'
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: partial
+  namespace: prio
+  labels: {kueue.x-k8s.io/queue-name: prio, kueue.x-k8s.io/priority-class: high}
+spec:
+  replicatedJobs:
+  - name: workers
+    replicas: 1
+    template:
+      metadata:
+        annotations: {kueue.x-k8s.io/job-min-parallelism: "1"}
+      spec:
+        parallelism: 2
+        completions: 2
+        template:
+          metadata:
+            annotations: {admission-ledger.io/simulated-runtime: 10s}
+          spec:
+            containers:
+            - name: trainer
+              image: registry.k8s.io/pause:3.10
+              resources:
+                requests: {cpu: "16", memory: 64Gi, nvidia.com/gpu: "8"}
+                limits: {nvidia.com/gpu: "8"}
+            restartPolicy: Never
+YAML
+# 8 of the 16 GPUs taken by a high-priority JobSet that runs meanwhile (not preemptible by it).
+holder="$(sed -e "s/replicas: 2/replicas: 1/" "$examples_dir/gpu-jobset.yaml" | in_prio high 600s \
+  | kubectl create -f - -o jsonpath='{.metadata.name}')"
+wait_until "the holder is admitted" has_phase "jobset-$holder" Admitted
+pkubectl create -f "$dir/partial.yaml" > /dev/null
+wait_until "jobset-partial is admitted" has_phase "jobset-partial" Admitted
+count="$(ledger get workloads -o json | python3 -c '
+import json, sys
+for w in json.load(sys.stdin)["items"]:
+    if w["metadata"]["name"] == "jobset-partial":
+        print([a["count"] for a in w["status"]["admission"]["podSetAssignments"]])')"
+[[ "$count" == "[1]" ]] || fail "jobset-partial admitted with counts $count, want [1]"
+parallelism="$(pkubectl get jobset partial \
+  -o jsonpath='{.spec.replicatedJobs[0].template.spec.parallelism}')"
+[[ "$parallelism" == 1 ]] || fail "the partial JobSet's workers run with parallelism $parallelism"
+wait_until "the partial JobSet completes" completed_in_prio partial
+
+step "replay --verify"
+"$cluster_sh" stop "$cluster"
+"$admitctl" --ledger "$cluster/ledger" replay --verify > "$dir/replay.out" 2>&1 \
+  || { cat "$dir/replay.out" >&2; fail "replay --verify"; }
+echo "PASS"

@@ -48,9 +48,11 @@ bool DocumentParser::ParseJobSet(const YAML::Node& obj, const std::string& p) {
 }
 
 // One replicated job: its name (a DNS label, unique in the JobSet), replicas (default 1) and
-// Job template. kueue.x-k8s.io/job-min-parallelism on the Job template's annotations allows a
-// partial admission of that Job's pods, as on a Job; only with replicas 1, where the admitted
-// count is the one Job's parallelism.
+// Job template. No partial admission: a JobSet's replicated jobs cannot change their pod counts
+// once created (the JobSet controller's webhook leaves only the pod templates' labels,
+// annotations, nodeSelector, tolerations and scheduling gates mutable), so a smaller admission
+// could never run; Kueue's JobSet integration has none either. kueue.x-k8s.io/job-min-parallelism
+// on a Job template is refused rather than ignored.
 bool DocumentParser::ParseReplicatedJob(const YAML::Node& rj, const std::string& rp,
                                         std::set<std::string>* names, schema::PodSet::Builder ps,
                                         std::string* pod_priority_class) {
@@ -63,7 +65,8 @@ bool DocumentParser::ParseReplicatedJob(const YAML::Node& rj, const std::string&
     return Fail(name_node, Join(rp, "name"), Quote(name) + " is not valid: " + kLabelRule);
   }
   if (!names->insert(name).second) {
-    return Fail(name_node, Join(rp, "name"), Quote(name) + " is the name of another replicated job");
+    return Fail(name_node, Join(rp, "name"),
+                Quote(name) + " is the name of another replicated job");
   }
   ps.setName(T(name));
   int32_t replicas = 1;
@@ -95,10 +98,11 @@ bool DocumentParser::ParseReplicatedJob(const YAML::Node& rj, const std::string&
   }
   const std::string min_path = MapKey(ap, kJobMinParallelismAnnotation);
   const YAML::Node min_at = Child(annotations_node, kJobMinParallelismAnnotation);
-  if (annotations.count(std::string(kJobMinParallelismAnnotation)) != 0 && replicas != 1) {
+  if (annotations.count(std::string(kJobMinParallelismAnnotation)) != 0) {
     return Fail(min_at, min_path,
-                "only with replicas: 1 (a partial admission sets the one Job's parallelism); "
-                "this replicated job has " + std::to_string(replicas));
+                "a JobSet cannot be admitted partially: its replicated jobs' pod counts cannot "
+                "change once it exists (the JobSet controller's webhook), so fewer pods could "
+                "never run");
   }
   return ParseJobPodSet(job_spec, jsp, annotations, min_at, min_path, parallelism,
                         static_cast<int32_t>(count), ps, pod_priority_class);

@@ -927,8 +927,7 @@ spec:
 
 // A JobSet is one Workload "jobset-<name>" with a pod set per replicated job: replicas x the
 // Job's pod count (parallelism, fewer if completions is smaller), as Kueue's JobSet
-// integration; the WorkloadPriorityClass label sets its priority; a Job template's
-// job-min-parallelism (replicas 1 only) its pod set's minimum count.
+// integration; the WorkloadPriorityClass label sets its priority.
 TEST(KueueYaml, JobSetBecomesAWorkloadWithAPodSetPerReplicatedJob) {
   auto objects = MustSubmit(R"(
 apiVersion: jobset.x-k8s.io/v1alpha2
@@ -958,8 +957,6 @@ spec:
             containers: [{name: c, resources: {limits: {nvidia.com/gpu: "8"}}}]
   - name: elastic
     template:
-      metadata:
-        annotations: {kueue.x-k8s.io/job-min-parallelism: "2"}
       spec:
         parallelism: 4
         template:
@@ -986,7 +983,7 @@ spec:
   EXPECT_EQ(std::string(w.getPodSets()[1].getRequests()[0].getName()), "nvidia.com/gpu");
   EXPECT_EQ(w.getPodSets()[1].getRequests()[0].getMilli(), 8000);
   EXPECT_EQ(w.getPodSets()[2].getCount(), 4);
-  EXPECT_EQ(w.getPodSets()[2].getMinCount(), 2);
+  EXPECT_EQ(w.getPodSets()[2].getMinCount(), 0);
 }
 
 TEST(KueueYaml, RefusesJobSetsKueueCannotAdmit) {
@@ -1006,13 +1003,15 @@ metadata:
   EXPECT_CONTAINS(SubmitError(head + "spec:\n  replicatedJobs:\n  - name: Bad_Name\n"
                                      "    template:\n" + pod),
                   "spec.replicatedJobs[0].name: 'Bad_Name' is not valid");
+  // No partial admission: the JobSet controller keeps its replicated jobs' pod counts.
   EXPECT_CONTAINS(
-      SubmitError(head + "spec:\n  replicatedJobs:\n  - name: w\n    replicas: 2\n"
+      SubmitError(head + "spec:\n  replicatedJobs:\n  - name: w\n"
                          "    template:\n      metadata:\n        annotations: "
                          "{kueue.x-k8s.io/job-min-parallelism: \"1\"}\n"
                          "      spec: {parallelism: 4, template: {spec: {containers: "
                          "[{name: c}]}}}\n"),
-      "only with replicas: 1");
+      "spec.replicatedJobs[0].template.metadata.annotations[\"kueue.x-k8s.io/job-min-parallelism\"]"
+      ": a JobSet cannot be admitted partially");
   std::string v1 = head;
   v1.replace(v1.find("v1alpha2"), 8, "v1");
   EXPECT_CONTAINS(SubmitError(v1 + "spec: {}\n"),

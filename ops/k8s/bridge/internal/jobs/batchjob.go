@@ -56,10 +56,11 @@ func (j *BatchJob) CountField(int) *int32 { return j.Job.Spec.Parallelism }
 func (j *BatchJob) SetCountField(_ int, value *int32) { j.Job.Spec.Parallelism = value }
 
 // Admit: the Job runs the admitted count of pods at once (parallelism, when unset or larger).
-func (j *BatchJob) Admit(_ int, count int32) {
+func (j *BatchJob) Admit(_ int, count int32) error {
 	if j.Job.Spec.Parallelism == nil || count < *j.Job.Spec.Parallelism {
 		j.Job.Spec.Parallelism = ptr.To(count)
 	}
+	return nil
 }
 
 func (j *BatchJob) Finished() bool { return jobFinished(j.Job) }

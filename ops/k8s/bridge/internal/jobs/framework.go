@@ -31,8 +31,8 @@ type GenericJob interface {
 	CountField(i int) *int32
 	SetCountField(i int, value *int32)
 	// Admit sets pod set i's count setting for the admitted count (a partial admission's is
-	// below the pods asked for).
-	Admit(i int, count int32)
+	// below the pods asked for); an error when the kind cannot run that count.
+	Admit(i int, count int32) error
 	// Finished: the object completed or failed.
 	Finished() bool
 	// PodsReady: with admitted[i] pods admitted for pod set i, as many of them are Ready or

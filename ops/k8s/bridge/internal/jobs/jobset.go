@@ -80,13 +80,16 @@ func (j *JobSet) SetCountField(i int, value *int32) {
 	j.JobSet.Spec.ReplicatedJobs[i].Template.Spec.Parallelism = value
 }
 
-// Admit: a partial admission (the ledger allows one only with replicas 1) sets the one Job's
-// parallelism to the admitted count; a whole admission changes nothing.
-func (j *JobSet) Admit(i int, count int32) {
+// Admit: a JobSet runs only whole: its replicated jobs' pod counts are immutable once it exists
+// (the JobSet controller's webhook), so a smaller count cannot start (the ledger's parser
+// refuses the annotation that would allow one; an imported admission could still carry one).
+func (j *JobSet) Admit(i int, count int32) error {
 	rj := &j.JobSet.Spec.ReplicatedJobs[i]
-	if count < rj.Replicas*jobPods(&rj.Template.Spec) {
-		rj.Template.Spec.Parallelism = ptr.To(count / max(rj.Replicas, 1))
+	if whole := rj.Replicas * jobPods(&rj.Template.Spec); count < whole {
+		return fmt.Errorf("pod set %s is admitted with %d of its %d pods, and a JobSet cannot run "+
+			"fewer pods than it asks for", rj.Name, count, whole)
 	}
+	return nil
 }
 
 func (j *JobSet) Finished() bool {

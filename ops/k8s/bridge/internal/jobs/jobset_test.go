@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -43,14 +44,15 @@ func TestJobSetPodSetsFollowKueue(t *testing.T) {
 	if strings.Join(got, " ") != "leader=1 workers=4 elastic=4" {
 		t.Fatalf("pod sets %v", got)
 	}
-	// A partial admission of the elastic Job sets its parallelism; a whole one changes nothing.
-	js.Admit(2, 2)
-	js.Admit(1, 4)
-	if p := js.JobSet.Spec.ReplicatedJobs[2].Template.Spec.Parallelism; p == nil || *p != 2 {
-		t.Fatalf("elastic parallelism %v", p)
+	// A whole admission changes nothing; a partial one cannot run (the counts are immutable).
+	if err := js.Admit(1, 4); err != nil {
+		t.Fatal(err)
 	}
 	if p := js.JobSet.Spec.ReplicatedJobs[1].Template.Spec.Parallelism; *p != 3 {
 		t.Fatalf("workers parallelism changed to %d", *p)
+	}
+	if err := js.Admit(2, 2); err == nil || !strings.Contains(err.Error(), "admitted with 2 of its 4 pods") {
+		t.Fatalf("a partial admission: %v", err)
 	}
 }
 
@@ -75,8 +77,8 @@ func TestJobSetFinishedAndPodsReadyFromItsStatus(t *testing.T) {
 }
 
 // The admission is applied per pod set: each pod set's flavor's node labels, the token on every
-// pod template and on the JobSet, the elastic pod set's admitted count; the original settings
-// are recorded as a list by pod set, and a second admission starts from them.
+// pod template and on the JobSet; the original settings are recorded as a list by pod set, and a
+// second admission starts from them; a partial one cannot start.
 func TestJobSetAdmissionPerPodSet(t *testing.T) {
 	flavor := func(name, label string) *unstructured.Unstructured {
 		f := &unstructured.Unstructured{}
@@ -92,7 +94,7 @@ func TestJobSetAdmissionPerPodSet(t *testing.T) {
 	}
 	state := &LedgerWorkload{Namespace: "ml", Name: "jobset-train", Status: map[string]any{
 		"admission": map[string]any{"podSetAssignments": []any{assignment("leader", "cpu", 1),
-			assignment("workers", "h100", 4), assignment("elastic", "h100", 3)}}}}
+			assignment("workers", "h100", 4), assignment("elastic", "h100", 4)}}}}
 	js := testJobSet()
 	if _, err := r.applyAdmission(context.Background(), js, state, "js-uid/1"); err != nil {
 		t.Fatal(err)
@@ -109,15 +111,12 @@ func TestJobSetAdmissionPerPodSet(t *testing.T) {
 	if js.JobSet.Annotations[FencingTokenAnnotation] != "js-uid/1" {
 		t.Fatal("no token on the JobSet")
 	}
-	if p := js.JobSet.Spec.ReplicatedJobs[2].Template.Spec.Parallelism; *p != 3 {
-		t.Fatalf("elastic parallelism %d, want the admitted 3", *p)
-	}
 	var recorded []originalPodSet
 	if err := json.Unmarshal([]byte(js.JobSet.Annotations[OriginalPodSetAnnotation]), &recorded); err != nil ||
 		len(recorded) != 3 || recorded[1].Name != "workers" || *recorded[2].Parallelism != 4 {
 		t.Fatalf("original pod sets recorded as %s (%v)", js.JobSet.Annotations[OriginalPodSetAnnotation], err)
 	}
-	// Readmitted on a100 in full: the workers leave h100 and the elastic Job gets its 4 back.
+	// Readmitted on a100: the workers leave h100.
 	state.Status["admission"] = map[string]any{"podSetAssignments": []any{assignment("leader", "cpu", 1),
 		assignment("workers", "a100", 4), assignment("elastic", "a100", 4)}}
 	if _, err := r.applyAdmission(context.Background(), js, state, "js-uid/2"); err != nil {
@@ -126,8 +125,13 @@ func TestJobSetAdmissionPerPodSet(t *testing.T) {
 	if sel := js.JobSet.Spec.ReplicatedJobs[1].Template.Spec.Template.Spec.NodeSelector; sel["gpu"] != "a100" {
 		t.Fatalf("workers nodeSelector %v after the second admission", sel)
 	}
-	if p := js.JobSet.Spec.ReplicatedJobs[2].Template.Spec.Parallelism; *p != 4 {
-		t.Fatalf("elastic parallelism %d after a whole admission", *p)
+	// An admission of fewer pods than asked for cannot start: failedToStart, not a release.
+	state.Status["admission"] = map[string]any{"podSetAssignments": []any{assignment("leader", "cpu", 1),
+		assignment("workers", "a100", 2), assignment("elastic", "a100", 4)}}
+	_, err := r.applyAdmission(context.Background(), js, state, "js-uid/3")
+	var cannot *cannotStart
+	if !errors.As(err, &cannot) {
+		t.Fatalf("a partial admission applied: %v", err)
 	}
 }
 

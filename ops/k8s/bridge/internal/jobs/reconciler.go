@@ -564,7 +564,7 @@ func (r *Reconciler) release(ctx context.Context, job GenericJob, state *LedgerW
 	// Also after a restart that finds `pods released` already recorded: the object is still
 	// suspended then (it is unsuspended only after (2), which the conflict stops), so no pod ran.
 	if _, err := r.applyAdmission(ctx, job.Copy(), state, token); err != nil {
-		var conflict *podSetUpdateConflict
+		var conflict *cannotStart
 		if errors.As(err, &conflict) {
 			return r.failedToStart(ctx, job, state, token, conflict)
 		}
@@ -584,7 +584,7 @@ func (r *Reconciler) release(ctx context.Context, job GenericJob, state *LedgerW
 	}
 	// (2)
 	changed, err := r.applyAdmission(ctx, job, state, token)
-	var conflict *podSetUpdateConflict
+	var conflict *cannotStart
 	if errors.As(err, &conflict) {
 		// (0) found none a moment ago: the ledger's workload or a flavor changed in between.
 		return r.failedToStart(ctx, job, state, token, conflict)
@@ -622,7 +622,7 @@ func (r *Reconciler) release(ctx context.Context, job GenericJob, state *LedgerW
 // a Warning Event. The ledger then finishes the workload; a refusal (the token went stale
 // meanwhile) is shown on the object and the next reconcile reads the ledger's new state.
 func (r *Reconciler) failedToStart(ctx context.Context, job GenericJob, state *LedgerWorkload,
-	token string, conflict *podSetUpdateConflict) (ctrl.Result, error) {
+	token string, conflict *cannotStart) (ctrl.Result, error) {
 	r.Events.Event(job.Object(), corev1.EventTypeWarning, "FailedToStart", conflict.Error())
 	log.FromContext(ctx).Info("not released: the checks' podSetUpdates conflict with the pod template", "why", conflict.Error())
 	if err := r.recordPods(ctx, state, ledgerevents.PodsReport_failedToStart, token, conflict.Error()); err != nil {
@@ -631,16 +631,17 @@ func (r *Reconciler) failedToStart(ctx context.Context, job GenericJob, state *L
 	return ctrl.Result{RequeueAfter: PollInterval}, nil
 }
 
-// podSetUpdateConflict: an admission check's podSetUpdate conflicts with a pod template.
-type podSetUpdateConflict struct{ err error }
+// cannotStart: the object cannot run as admitted (an admission check's podSetUpdate conflicts
+// with a pod template, or the kind cannot run the admitted count).
+type cannotStart struct{ err error }
 
-func (c *podSetUpdateConflict) Error() string { return c.err.Error() }
+func (c *cannotStart) Error() string { return c.err.Error() }
 
 // applyAdmission sets, on the (suspended) object, starting from its own settings
 // (OriginalPodSetAnnotation), what the admission assigned to each pod set: the node labels of
 // the assigned flavors as node selectors, their tolerations, the admission checks'
 // podSetUpdates (labels, annotations, nodeSelector, tolerations; Kueue's merge, a conflict is
-// a *podSetUpdateConflict), the admitted count (a partial admission's is smaller), and the
+// a *cannotStart), the admitted count (a partial admission's is smaller), and the
 // fencing token on the object and on every pod template. Reports whether anything changed.
 func (r *Reconciler) applyAdmission(ctx context.Context, job GenericJob, state *LedgerWorkload, token string) (bool, error) {
 	before := job.Copy()
@@ -661,10 +662,12 @@ func (r *Reconciler) applyAdmission(ctx context.Context, job GenericJob, state *
 		}
 		for u := range updates {
 			if err := podsetupdates.Merge(&ps.Template.ObjectMeta, &ps.Template.Spec, updates[u]); err != nil {
-				return false, &podSetUpdateConflict{fmt.Errorf("in admission check %q: %w", checks[u], err)}
+				return false, &cannotStart{fmt.Errorf("in admission check %q: %w", checks[u], err)}
 			}
 		}
-		job.Admit(i, count)
+		if err := job.Admit(i, count); err != nil {
+			return false, &cannotStart{err}
+		}
 		if ps.Template.Annotations == nil {
 			ps.Template.Annotations = map[string]string{}
 		}

@@ -81,7 +81,7 @@ func TestReleaseAppliesTheChecksPodSetUpdates(t *testing.T) {
 func TestReleaseRefusesAConflictWithTheTemplate(t *testing.T) {
 	r, job, state := releaseFixture([]any{map[string]any{"name": "main", "labels": map[string]any{"app": "other"}}})
 	_, err := r.applyAdmission(context.Background(), &BatchJob{Job: job}, state, "uid/1")
-	var conflict *podSetUpdateConflict
+	var conflict *cannotStart
 	if !errors.As(err, &conflict) || !strings.Contains(err.Error(),
 		`in admission check "provisioning": invalid admission check PodSetUpdate: conflict for labels: conflict for key=app, value1=train, value2=other`) {
 		t.Fatalf("err %v", err)

@@ -193,6 +193,9 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	for _, kind := range kinds {
 		ctrl.Log.Info("governing", "kind", kind.GVK().String())
 	}
+	if err := jobs.SetupOwnedWorkloads(mgr, jobLedger, jobEvents); err != nil {
+		return fmt.Errorf("setting up the owned Workload objects' controller: %w", err)
+	}
 	// The ledger's decisions trigger the Jobs' reconciles and the queues' status at once (on
 	// the leader, as they are).
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -38,6 +39,8 @@ type LedgerEvents struct {
 	reader client.Reader
 	mu     sync.Mutex
 	ch     map[*Kind]chan event.GenericEvent
+	// owned: the requests for owned Workload objects (OwnedWorkloads), nil until its source.
+	owned chan event.GenericEvent
 }
 
 // NewLedgerEvents: reader lists the objects to resync when a watch (re)starts.
@@ -59,6 +62,35 @@ func (l *LedgerEvents) channel(kind *Kind, create bool) chan event.GenericEvent 
 // Source is the controller-runtime source of the requests for the kind's objects.
 func (l *LedgerEvents) Source(kind *Kind) source.Source {
 	return source.Channel(l.channel(kind, true), &handler.EnqueueRequestForObject{})
+}
+
+// WorkloadSource is the source of the requests for owned Workload objects: every workload the
+// ledger's events are about (the reconciler passes over those it does not own).
+func (l *LedgerEvents) WorkloadSource() source.Source {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.owned == nil {
+		l.owned = make(chan event.GenericEvent, 1024)
+	}
+	return source.Channel(l.owned, &handler.EnqueueRequestForObject{})
+}
+
+// sendWorkload requests a reconcile of the Workload object namespace/name, when owned Workload
+// objects are governed.
+func (l *LedgerEvents) sendWorkload(ctx context.Context, namespace, name string) {
+	l.mu.Lock()
+	ch := l.owned
+	l.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	obj := newWorkloadObject()
+	obj.SetNamespace(namespace)
+	obj.SetName(name)
+	select {
+	case ch <- event.GenericEvent{Object: obj}:
+	case <-ctx.Done():
+	}
 }
 
 // send requests a reconcile of the kind's object, when the kind is governed (has a source).
@@ -86,6 +118,7 @@ func (l *LedgerEvents) Handle(ctx context.Context, events []ledger.WatchedEvent)
 		if kind, name := KindOfWorkload(e.Name); kind != nil {
 			l.send(ctx, kind, e.Namespace, name)
 		}
+		l.sendWorkload(ctx, e.Namespace, e.Name)
 	}
 }
 
@@ -104,6 +137,23 @@ func (l *LedgerEvents) ResyncAll(ctx context.Context) {
 		}
 		for _, obj := range objects {
 			l.send(ctx, kind, obj.GetNamespace(), obj.GetName())
+		}
+	}
+	l.mu.Lock()
+	owned := l.owned != nil
+	l.mu.Unlock()
+	if !owned {
+		return
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(newWorkloadObject().GroupVersionKind().GroupVersion().WithKind("WorkloadList"))
+	if err := l.reader.List(ctx, list); err != nil {
+		log.FromContext(ctx).Error(err, "listing Workload objects to resync after the ledger watch started")
+		return
+	}
+	for i := range list.Items {
+		if ownedByItsCreator(&list.Items[i]) {
+			l.sendWorkload(ctx, list.Items[i].GetNamespace(), list.Items[i].GetName())
 		}
 	}
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# JobSets governed by the ledger (issue 34): the whole local cluster of `ops/k8s/cluster.sh
-# start` (control plane, kube-scheduler, the JobSet controller, KWOK nodes of
-# ops/k8s/nodes/default.yaml, admitd, the bridge):
+# The kinds the ledger governs beside batch/v1 Jobs (docs/k8s.md, "Jobs"), on the whole local
+# cluster of `ops/k8s/cluster.sh start` (control plane, kube-scheduler, the JobSet controller,
+# KWOK nodes of ops/k8s/nodes/default.yaml, admitd, the bridge):
 # - the example JobSet (ops/k8s/examples/gpu-jobset.yaml: a leader of 1 CPU pod, 2 workers of 8
 #   GPUs) is held suspended by the webhook, submitted as one workload jobset-NAME with two pod
 #   sets (leader 1, workers 2), admitted, released with each pod set's flavor on its pod template
@@ -17,8 +17,14 @@
 # - no partial admission: a JobSet whose Job template carries kueue.x-k8s.io/job-min-parallelism
 #   is refused by the ledger (a LedgerRefused Event on it; the JobSet controller keeps replicated
 #   jobs' pod counts immutable, so fewer pods could never run) and stays suspended;
+# - a Workload object created with `kubectl create -f` (no owner: Kueue's contract for workload
+#   owners, the test playing the owner) is submitted and admitted, its status shows the
+#   admission (after `pods released` is in the ledger); preempted by a higher-priority one, it
+#   shows Evicted, and the ledger releases its quota only after the owner cleared its
+#   reservation (`pods terminated`); the owner's Finished condition finishes the other in the
+#   ledger;
 # - `replay --verify` of the ledger passes.
-#   tests/k8s/bridge_jobset_test.sh ADMITCTL ADMITD ADMIT_K8S
+#   tests/k8s/bridge_kinds_test.sh ADMITCTL ADMITD ADMIT_K8S
 # Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
 # K8S_TEST_KEEP_DIR=1 keeps the test's folder.
 set -euo pipefail
@@ -26,7 +32,7 @@ set -euo pipefail
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly script_dir
 # shellcheck source=tests/k8s/bridge_test_lib.sh
-source "$script_dir/bridge_test_lib.sh" k8s-bridge-jobset-test "$@"
+source "$script_dir/bridge_test_lib.sh" k8s-bridge-kinds-test "$@"
 
 readonly NAMESPACE=default
 readonly examples_dir="$top/ops/k8s/examples"
@@ -284,6 +290,65 @@ wait_until "the ledger's refusal shown on JobSet partial" refused
 [[ "$(pkubectl get jobset partial -o jsonpath='{.spec.suspend}')" == true ]] \
   || fail "the refused JobSet runs"
 [[ -z "$(phase_of jobset-partial)" ]] || fail "the refused JobSet reached the ledger"
+
+step "Workload objects their creator owns: admitted, evicted on the owner's word, finished"
+# owned_workload NAME PRIORITY: a Workload of 8 H100 GPUs in LocalQueue prio, without an owner.
+owned_workload() {
+  cat <<YAML
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: $1, namespace: prio}
+spec:
+  queueName: prio
+  priorityClassRef: {group: kueue.x-k8s.io, kind: WorkloadPriorityClass, name: $2}
+  podSets:
+  - name: main
+    count: 2
+    template:
+      spec:
+        containers:
+        - name: c
+          image: registry.k8s.io/pause:3.10
+          resources: {requests: {cpu: "16", memory: 64Gi, nvidia.com/gpu: "8"}}
+YAML
+}
+# The queue to the owned Workloads alone.
+pkubectl delete jobset --all --wait=false > /dev/null
+# (Their finalizer holds each until its deletion is in the ledger.)
+drained() { [[ -z "$(pkubectl get jobsets -o name)" ]]; }
+wait_until "the JobSets of namespace prio gone" drained
+owned_workload owned-low low | pkubectl create -f - > /dev/null
+wait_until "owned-low is admitted" has_phase owned-low Admitted
+shows_admitted() {
+  [[ "$(pkubectl get workload "$1" \
+    -o jsonpath='{.status.conditions[?(@.type=="Admitted")].status}')" == True ]] &&
+    [[ -n "$(pkubectl get workload "$1" -o jsonpath='{.status.admission}')" ]]
+}
+wait_until "Workload owned-low shows its admission" shows_admitted owned-low
+[[ "$(reports owned-low)" == "released $(token_of owned-low)" ]] \
+  || fail "owned-low's reports before its admission was shown: $(reports owned-low)"
+owned_workload owned-high high | pkubectl create -f - > /dev/null
+shows_evicted() {
+  [[ "$(pkubectl get workload owned-low \
+    -o jsonpath='{.status.conditions[?(@.type=="Evicted")].status}')" == True ]]
+}
+wait_until "Workload owned-low shows Evicted" shows_evicted
+sleep 2
+has_phase owned-low Evicting \
+  || fail "owned-low's quota released before its owner cleared it: $(phase_of owned-low)"
+# The owner stops its pods and clears the reservation, as Kueue's job controllers do.
+pkubectl patch workload owned-low --subresource=status --type=json \
+  -p '[{"op":"remove","path":"/status/admission"}]' > /dev/null
+wait_until "owned-high is admitted once owned-low's reservation is cleared" \
+  has_phase owned-high Admitted
+[[ "$(reports owned-low | tail -n 1)" == "terminated "* ]] \
+  || fail "owned-low's reports: $(reports owned-low)"
+wait_until "Workload owned-high shows its admission" shows_admitted owned-high
+pkubectl patch workload owned-high --subresource=status --type=json -p '[{"op":"add",
+  "path":"/status/conditions/-","value":{"type":"Finished","status":"True","reason":"ByOwner",
+  "message":"the owner finished it","lastTransitionTime":"'"$(date -u +%Y-%m-%dT%H:%M:%SZ)"'"}}]' \
+  > /dev/null
+wait_until "the ledger finishes owned-high" has_phase owned-high Finished
 
 step "replay --verify"
 "$cluster_sh" stop "$cluster"

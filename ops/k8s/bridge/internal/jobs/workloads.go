@@ -1,0 +1,312 @@
+package jobs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"admission-ledger/bridge/internal/finalizers"
+	"admission-ledger/bridge/internal/ledger"
+	"admission-ledger/bridge/internal/ledgerevents"
+)
+
+// OwnedWorkloads governs Kueue Workload objects that their creator owns: created with kubectl
+// or by a controller of a kind the bridge does not govern (Kueue's contract for workload
+// owners, which its own scalability runner follows). The object is the workload: it is
+// submitted as it is, its status follows the ledger's, and its owner's answers go back:
+//   - the owner runs its pods once the status shows an admission, so `pods released` with the
+//     admission's token is recorded before the admission is shown (write-ahead);
+//   - a Finished condition the owner writes is the workload's finish (`workloadFinished`);
+//   - an eviction is complete when the owner clears the quota reservation (status.admission
+//     gone while the Evicted condition the bridge showed is there): `pods terminated` with the
+//     evicted admission's token.
+//
+// Workload objects the bridge makes for its own kinds (owned by a Job or JobSet) are not these.
+type OwnedWorkloads struct {
+	Client client.Client
+	Ledger Ledger
+	Events record.EventRecorder
+	jobs   *Reconciler // the shared steps: finding the ledger's workload, mirroring, pod reports
+}
+
+// ownedByItsCreator: a Workload object that no Job or JobSet controls.
+func ownedByItsCreator(obj client.Object) bool {
+	owner := metav1.GetControllerOfNoCopy(obj)
+	if owner == nil {
+		return true
+	}
+	for _, kind := range Kinds {
+		if owner.Kind == kind.Name && owner.APIVersion == kind.APIVersion {
+			return false
+		}
+	}
+	return true
+}
+
+// SetupOwnedWorkloads registers the reconciler of owned Workload objects, triggered also by the
+// ledger's decisions (events; nil: none).
+func SetupOwnedWorkloads(mgr ctrl.Manager, l Ledger, events *LedgerEvents) error {
+	r := &OwnedWorkloads{Client: mgr.GetClient(), Ledger: l, Events: mgr.GetEventRecorderFor("admit-k8s")}
+	r.jobs = &Reconciler{Client: r.Client, Ledger: l, Events: mgr.GetEventRecorderFor("admit-k8s")}
+	owned := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		queue, _, _ := unstructured.NestedString(o.(*unstructured.Unstructured).Object, "spec", "queueName")
+		return queue != "" && ownedByItsCreator(o)
+	})
+	b := ctrl.NewControllerManagedBy(mgr).Named("workloads").
+		For(newWorkloadObject(), builder.WithPredicates(owned))
+	if events != nil {
+		b = b.WatchesRawSource(events.WorkloadSource())
+	}
+	return b.Complete(r)
+}
+
+// WorkloadSubmitRequestID: one submission per Workload object's uid and generation.
+func WorkloadSubmitRequestID(obj client.Object) string {
+	sum := sha256.Sum256([]byte(string(obj.GetUID()) + "\x00" + strconv.FormatInt(obj.GetGeneration(), 10)))
+	return "admit-k8s/workload/" + hex.EncodeToString(sum[:16])
+}
+
+// finishRequestID: one finish per uid.
+func finishRequestID(obj client.Object) string {
+	sum := sha256.Sum256([]byte("finished\x00" + string(obj.GetUID())))
+	return "admit-k8s/finish/" + hex.EncodeToString(sum[:16])
+}
+
+// Reconcile takes one owned Workload object one step further.
+func (r *OwnedWorkloads) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	wl := newWorkloadObject()
+	if err := r.Client.Get(ctx, req.NamespacedName, wl); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	queue, _, _ := unstructured.NestedString(wl.Object, "spec", "queueName")
+	if queue == "" || !ownedByItsCreator(wl) {
+		return ctrl.Result{}, nil
+	}
+	if wl.GetDeletionTimestamp() != nil {
+		return r.deleted(ctx, wl)
+	}
+	if err := finalizers.Add(ctx, r.Client, wl, "Workload", JobFinalizer); err != nil {
+		return ctrl.Result{}, err
+	}
+	state, err := r.jobs.findLedgerWorkload(ctx, wl.GetNamespace(), wl.GetName())
+	if err != nil {
+		logger.Error(err, "reading the ledger's workloads failed; will retry")
+		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+	}
+	if state != nil && state.UID != string(wl.GetUID()) {
+		// An earlier object's of this name: once it ended, this one is a new workload.
+		switch state.Phase() {
+		case "Finished", "Rejected", "Deleted", "Deactivated":
+			state = nil
+		default:
+			return ctrl.Result{RequeueAfter: PollInterval}, nil
+		}
+	}
+	if state == nil {
+		return r.submit(ctx, wl)
+	}
+	// The owner's answers first: the mirror below writes the ledger's status over them.
+	if result, done, err := r.forwardOwner(ctx, wl, state); done || err != nil {
+		return result, err
+	}
+	if state.Phase() == "Admitted" && state.FencingToken() != "" && !showsAdmission(wl, state.FencingToken()) {
+		// Write-ahead: the owner may start pods as soon as it sees the admission.
+		if err := r.jobs.recordPods(ctx, state, ledgerevents.PodsReport_released, state.FencingToken(), ""); err != nil {
+			return r.retryOrDrop(ctx, wl, err)
+		}
+	}
+	if err := r.jobs.mirror(ctx, wl, state); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: PollInterval}, nil
+}
+
+// forwardOwner records what the owner said and the ledger does not hold yet: a Finished
+// condition, or a cleared reservation under an eviction. done: something was recorded or is to
+// be retried, so the mirror waits for the ledger's answer (its watch triggers the next step).
+func (r *OwnedWorkloads) forwardOwner(ctx context.Context, wl *unstructured.Unstructured,
+	state *LedgerWorkload) (ctrl.Result, bool, error) {
+	var err error
+	switch {
+	case conditionTrue(wl, "Finished") && !ledgerEnded(state.Phase()):
+		var event []byte
+		event, err = WorkloadFinishedEvent(state.Namespace, state.Name, state.UID,
+			conditionMessage(wl, "Finished"))
+		if err != nil {
+			return ctrl.Result{}, true, err
+		}
+		_, err = r.Ledger.Record(ctx, finishRequestID(wl), [][]byte{event})
+		log.FromContext(ctx).Info("the owner finished the workload", "error", err)
+	case state.Phase() == "Evicting" && conditionTrue(wl, "Evicted") && !hasAdmission(wl):
+		err = r.jobs.recordPods(ctx, state, ledgerevents.PodsReport_terminated, state.EvictingToken(), "")
+		log.FromContext(ctx).Info("the owner cleared the evicted workload's reservation", "error", err)
+	default:
+		return ctrl.Result{}, false, nil
+	}
+	if err != nil {
+		result, err := r.retryOrDrop(ctx, wl, err)
+		return result, true, err
+	}
+	return ctrl.Result{RequeueAfter: PollInterval}, true, nil
+}
+
+func ledgerEnded(phase string) bool {
+	return phase == "Finished" || phase == "Rejected" || phase == "Deleted" || phase == "Deactivated"
+}
+
+func (r *OwnedWorkloads) submit(ctx context.Context, wl *unstructured.Unstructured) (ctrl.Result, error) {
+	manifest, err := workloadManifest(wl)
+	if err != nil {
+		r.Events.Event(wl, corev1.EventTypeWarning, "NotSubmitted", err.Error())
+		return ctrl.Result{}, nil
+	}
+	outcome, err := r.Ledger.RecordManifest(ctx, WorkloadSubmitRequestID(wl), "submit", manifest)
+	var refused *ledger.Refused
+	switch {
+	case errors.As(err, &refused) && !refused.Retryable():
+		r.Events.Event(wl, corev1.EventTypeWarning, "LedgerRefused", refused.Message)
+		return ctrl.Result{}, nil
+	case err != nil:
+		log.FromContext(ctx).Error(err, "submitting failed; will retry")
+		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+	}
+	if len(outcome.Sequences) > 0 && !outcome.Retried && !outcome.Unchanged[0] {
+		r.Events.Event(wl, corev1.EventTypeNormal, "Submitted",
+			"submitted to the admission ledger at sequence "+strconv.FormatUint(outcome.Sequences[0], 10))
+	}
+	return ctrl.Result{RequeueAfter: PollInterval}, nil
+}
+
+// workloadManifest: the Workload as the ledger's parser takes it (its apiVersion, metadata and
+// spec; not its status).
+func workloadManifest(wl *unstructured.Unstructured) (string, error) {
+	metadata := map[string]any{"name": wl.GetName(), "namespace": wl.GetNamespace(), "uid": string(wl.GetUID())}
+	if len(wl.GetLabels()) > 0 {
+		metadata["labels"] = wl.GetLabels()
+	}
+	annotations := map[string]string{}
+	for k, v := range wl.GetAnnotations() {
+		if k != corev1.LastAppliedConfigAnnotation {
+			annotations[k] = v
+		}
+	}
+	if len(annotations) > 0 {
+		metadata["annotations"] = annotations
+	}
+	spec, _, _ := unstructured.NestedMap(wl.Object, "spec")
+	text, err := json.Marshal(map[string]any{"apiVersion": wl.GetAPIVersion(), "kind": "Workload",
+		"metadata": metadata, "spec": spec})
+	if err != nil {
+		return "", fmt.Errorf("encoding Workload %s/%s: %w", wl.GetNamespace(), wl.GetName(), err)
+	}
+	return string(text), nil
+}
+
+func (r *OwnedWorkloads) retryOrDrop(ctx context.Context, wl *unstructured.Unstructured, err error) (ctrl.Result, error) {
+	var refused *ledger.Refused
+	if errors.As(err, &refused) && !refused.Retryable() {
+		r.Events.Event(wl, corev1.EventTypeWarning, "LedgerRefused", refused.Message)
+		return ctrl.Result{RequeueAfter: PollInterval}, nil
+	}
+	log.FromContext(ctx).Error(err, "reporting to the ledger failed; will retry")
+	return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+}
+
+// deleted: the workload is deleted in the ledger before the finalizer lets the object go.
+func (r *OwnedWorkloads) deleted(ctx context.Context, wl *unstructured.Unstructured) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(wl, JobFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	state, err := r.jobs.findLedgerWorkload(ctx, wl.GetNamespace(), wl.GetName())
+	if err != nil {
+		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+	}
+	if state != nil && state.UID == string(wl.GetUID()) && state.Phase() != "Deleted" {
+		event, err := WorkloadDeletedEvent(state.Namespace, state.Name, state.UID)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if _, err := r.Ledger.Record(ctx, DeleteRequestID(wl), [][]byte{event}); err != nil {
+			var refused *ledger.Refused
+			if !errors.As(err, &refused) || refused.Retryable() {
+				return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+			}
+			r.Events.Event(wl, corev1.EventTypeWarning, "LedgerRefused", "deleting workload: "+refused.Message)
+		}
+	}
+	err = finalizers.Remove(ctx, r.Client, wl, "Workload", JobFinalizer)
+	if apierrors.IsNotFound(err) {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+// conditionTrue: the object's status has condition type True.
+func conditionTrue(wl *unstructured.Unstructured, condition string) bool {
+	return conditionField(wl, condition, "status") == "True"
+}
+
+func conditionMessage(wl *unstructured.Unstructured, condition string) string {
+	return conditionField(wl, condition, "message")
+}
+
+func conditionField(wl *unstructured.Unstructured, condition, field string) string {
+	list, _, _ := unstructured.NestedSlice(wl.Object, "status", "conditions")
+	for _, c := range list {
+		if m, ok := c.(map[string]any); ok && m["type"] == condition {
+			v, _ := m[field].(string)
+			return v
+		}
+	}
+	return ""
+}
+
+func hasAdmission(wl *unstructured.Unstructured) bool {
+	admission, found, _ := unstructured.NestedMap(wl.Object, "status", "admission")
+	return found && admission != nil
+}
+
+// showsAdmission: the object's status already shows the admission of token.
+func showsAdmission(wl *unstructured.Unstructured, token string) bool {
+	shown, _, _ := unstructured.NestedString(wl.Object, "status", "fencingToken")
+	return hasAdmission(wl) && shown == token
+}
+
+// WorkloadFinishedEvent is the input `admitctl finish NAMESPACE/NAME` records, with the owner's
+// message.
+func WorkloadFinishedEvent(namespace, name, uid, message string) ([]byte, error) {
+	return ledger.BuildEvent(func(event ledgerevents.Event) error {
+		f, err := event.Body().NewWorkloadFinished()
+		if err != nil {
+			return err
+		}
+		ref, err := f.NewWorkload()
+		if err != nil {
+			return err
+		}
+		if err := ledger.SetWorkloadRef(ref, namespace, name, uid); err != nil {
+			return err
+		}
+		if message != "" {
+			return f.SetMessage_(message)
+		}
+		return nil
+	})
+}

@@ -154,11 +154,30 @@ done
 ((cases > 0)) || fail "no cases in $cases_dir"
 
 step "a Workload's topology assignment: each version takes its own spelling and refuses the other's; the bridge converts it"
-# (In the status: a create ignores the status, so the cases above cannot carry one.)
+# (In the status: a create ignores the status, so the cases above cannot carry one. Controlled
+# by a suspended Job without the queue label: the bridge governs the Workload objects their
+# creator owns, and would write the ledger's status over this one's; a Job's Workload is the
+# Job's, and this Job is not governed. Only the API server's conversion is looked at here.)
+owner_uid="$(kubectl create -f - -o jsonpath='{.metadata.uid}' <<EOF
+apiVersion: batch/v1
+kind: Job
+metadata: {namespace: default, name: topology-owner}
+spec:
+  suspend: true
+  template:
+    spec:
+      containers: [{name: main, image: registry.invalid/trainer:1}]
+      restartPolicy: Never
+EOF
+)"
 kubectl apply -f - > /dev/null <<EOF
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: Workload
-metadata: {namespace: default, name: topology}
+metadata:
+  namespace: default
+  name: topology
+  ownerReferences:
+  - {apiVersion: batch/v1, kind: Job, name: topology-owner, uid: $owner_uid, controller: true}
 spec:
   queueName: user-queue
   podSets:

@@ -16,7 +16,8 @@
 # `terminated` may be reported meanwhile); pods gone but `terminated` not yet reported; the
 # preemptor (or the revoked Job, readmitted) admitted but `pods released` not yet reported; that
 # reported but the Job not yet unsuspended. Then it is SIGKILLed $KILLS times at points of Jobs'
-# submission and release. Over the whole test: one submission per workload, one `pods released`
+# submission and release, and $KILLS times at points of JobSets' (the job framework's other
+# kind). Over the whole test: one submission per workload, one `pods released`
 # per admission's token, no Job running without the ledger's admission; and
 # `admitctl replay --verify` of the ledger passes. The test prints the time from `kubectl create`
 # to unsuspended of 5 Jobs and how many read models (`get`) admitd served to the bridge (its
@@ -585,6 +586,81 @@ for i in $(seq 1 "$KILLS"); do
     || fail "Job drill-$i runs with token '$annotation', not the ledger's"
 done
 
+step "the bridge SIGKILLed at $KILLS random points of JobSets' flows converges"
+# The same drill through the job framework's other kind: JobSets (the cluster's JobSet
+# controller runs them) of one replicated job of one pod, in the drill's queue.
+jobset_yaml() {
+  cat <<EOF
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: $1
+  namespace: $NAMESPACE
+  labels: {kueue.x-k8s.io/queue-name: drill}
+spec:
+  replicatedJobs:
+  - name: workers
+    replicas: 1
+    template:
+      spec:
+        parallelism: 1
+        completions: 1
+        template:
+          spec:
+            containers:
+            - name: main
+              image: registry.k8s.io/pause:3.10
+              resources:
+                requests: {cpu: 100m, memory: 100Mi}
+            restartPolicy: Never
+EOF
+}
+js_has_workload() { kubectl get workload "jobset-$1" -n "$NAMESPACE" > /dev/null 2>&1; }
+js_is_submitted() { ledger log | grep -q "key=by/$PRINCIPAL/submit/$NAMESPACE/jobset-$1/"; }
+js_token() {
+  kubectl get jobset "$1" -n "$NAMESPACE" \
+    -o jsonpath='{.metadata.annotations.admission-ledger\.io/fencing-token}'
+}
+js_has_token() { [[ -n "$(js_token "$1")" ]]; }
+js_is_running() {
+  [[ "$(kubectl get jobset "$1" -n "$NAMESPACE" -o jsonpath='{.spec.suspend}')" == false ]]
+}
+for i in $(seq 1 "$KILLS"); do
+  jobset_yaml "jsdrill-$i" | kubectl create -f - > /dev/null
+  case $((i % 5)) in
+    1) ;;
+    2) poll_briefly js_has_workload "jsdrill-$i" ;;
+    3) poll_briefly js_is_submitted "jsdrill-$i" ;;
+    4) poll_briefly js_has_token "jsdrill-$i" ;;
+    0) sleep "$(printf '0.%03d' $((RANDOM % 400)))" ;;
+  esac
+  kill -KILL "$bridge_pid"
+  wait "$bridge_pid" 2>/dev/null || true
+  kills=$((kills + 1))
+  state=""
+  for check in js_has_workload js_is_submitted js_has_token js_is_running; do
+    if "$check" "jsdrill-$i"; then state+=" $check"; fi
+  done
+  echo "JobSet kill $i (point $((i % 5))) found:${state:- nothing done}" >&2
+  start_bridge
+done
+all_jobsets_released() {
+  local i
+  for i in $(seq 1 "$KILLS"); do js_is_running "jsdrill-$i" || return 1; done
+}
+wait_until "not every drill JobSet was released after the restarts" all_jobsets_released
+ledger log -o json > "$dir/ledger.json"
+for i in $(seq 1 "$KILLS"); do
+  for kind in workloadSubmitted admitted; do
+    n="$(count_of "$kind" "jobset-jsdrill-$i")"
+    ((n == 1)) || fail "jobset-jsdrill-$i has $n $kind events, not 1"
+  done
+  n="$(count_of podsReported "jobset-jsdrill-$i" released)"
+  ((n == 1)) || fail "jobset-jsdrill-$i has $n 'pods released' reports, not 1"
+  [[ "$(js_token "jsdrill-$i")" == "$(ledger_token "jobset-jsdrill-$i")" ]] \
+    || fail "JobSet jsdrill-$i runs with token '$(js_token "jsdrill-$i")', not the ledger's"
+done
+
 step "admitd restarted: it ends the bridge's watch, the bridge resumes it, and a revocation after the restart reaches it at once"
 served_before_restart="$(get_calls_served)"
 kill -TERM "$admitd_pid"
@@ -708,4 +784,4 @@ admitd_pid=""
 "$admitctl" --ledger "$dir/ledger" replay --verify > "$dir/replay.out" 2>&1 \
   || fail "replay --verify failed: $(cat "$dir/replay.out")"
 
-echo "PASS: $job_name created suspended, submitted by $PRINCIPAL at $submitted_at, admitted at $admitted_at, 'pods released' at $released_at, then released with token $token and $FLAVOR_LABEL_KEY=$FLAVOR_LABEL_VALUE; its Workload Admitted; an unlabelled Job untouched; a Job beyond quota pending and suspended; low preempted by urgent (evicted $evicted_at, pods terminated $terminated_at, quota released $quota_released_at, urgent admitted $urgent_admitted_at); urgent revoked ($revoked_at) and terminated ($urgent_terminated_at); $kills SIGKILLs of the bridge (9 at named points of the eviction flows, $KILLS in Jobs' submission and release) converged (one submission, one token, one release each, terminated only once the pods were gone); replay --verify passes"
+echo "PASS: $job_name created suspended, submitted by $PRINCIPAL at $submitted_at, admitted at $admitted_at, 'pods released' at $released_at, then released with token $token and $FLAVOR_LABEL_KEY=$FLAVOR_LABEL_VALUE; its Workload Admitted; an unlabelled Job untouched; a Job beyond quota pending and suspended; low preempted by urgent (evicted $evicted_at, pods terminated $terminated_at, quota released $quota_released_at, urgent admitted $urgent_admitted_at); urgent revoked ($revoked_at) and terminated ($urgent_terminated_at); $kills SIGKILLs of the bridge (9 at named points of the eviction flows, $KILLS in Jobs' and $KILLS in JobSets' submission and release) converged (one submission, one token, one release each, terminated only once the pods were gone); replay --verify passes"

@@ -533,26 +533,36 @@ poll_briefly() {
   local deadline=$((SECONDS + 5))
   until "$@"; do ((SECONDS < deadline)) || return 0; done
 }
-for i in $(seq 1 "$KILLS"); do
-  QUEUE=drill job_yaml "drill-$i" labelled 100m 1 | kubectl create -f - > /dev/null
-  case $((i % 5)) in
-    1) ;;  # at once: before the Workload object, most likely
-    2) poll_briefly has_workload "drill-$i" ;;
-    3) poll_briefly is_submitted "drill-$i" ;;
-    4) poll_briefly has_token "drill-$i" ;;
-    0) sleep "$(printf '0.%03d' $((RANDOM % 400)))" ;;
-  esac
-  kill -KILL "$bridge_pid"
-  wait "$bridge_pid" 2>/dev/null || true
-  kills=$((kills + 1))
-  # Where it was, the bridge being dead: Workload object, submission, token annotation, running.
-  state=""
-  for check in has_workload is_submitted has_token job_is_running; do
-    if "$check" "drill-$i"; then state+=" $check"; fi
+# sigkill_drill WHAT CREATE HAS_WORKLOAD IS_SUBMITTED HAS_TOKEN IS_RUNNING: creates $KILLS
+# objects NAME-1.. with CREATE NAME, SIGKILLs the bridge at a point of each one's flow, cycling
+# through the points that the four checks (each given an object's name) tell, prints where each
+# kill found it, and starts the bridge again.
+sigkill_drill() {
+  local what="$1" create="$2" i check state
+  shift 2
+  for i in $(seq 1 "$KILLS"); do
+    "$create" "$what-$i"
+    case $((i % 5)) in
+      1) ;;  # at once: before the Workload object, most likely
+      2) poll_briefly "$1" "$what-$i" ;;
+      3) poll_briefly "$2" "$what-$i" ;;
+      4) poll_briefly "$3" "$what-$i" ;;
+      0) sleep "$(printf '0.%03d' $((RANDOM % 400)))" ;;
+    esac
+    kill -KILL "$bridge_pid"
+    wait "$bridge_pid" 2>/dev/null || true
+    kills=$((kills + 1))
+    # Where it was, the bridge being dead: Workload object, submission, token, running.
+    state=""
+    for check in "$@"; do
+      if "$check" "$what-$i"; then state+=" $check"; fi
+    done
+    echo "$what kill $i (point $((i % 5))) found:${state:- nothing done}" >&2
+    start_bridge
   done
-  echo "kill $i (point $((i % 5))) found:${state:- nothing done}" >&2
-  start_bridge
-done
+}
+create_drill_job() { QUEUE=drill job_yaml "$1" labelled 100m 1 | kubectl create -f - > /dev/null; }
+sigkill_drill drill create_drill_job has_workload is_submitted has_token job_is_running
 all_drills_released() {
   local i
   for i in $(seq 1 "$KILLS"); do job_is_running "drill-$i" || return 1; done
@@ -574,17 +584,25 @@ for line in open(sys.argv[5]):
 print(n)
 ' "$1" "$NAMESPACE" "$2" "${3:-}" "$dir/ledger.json"
 }
-for i in $(seq 1 "$KILLS"); do
-  for kind in workloadSubmitted admitted; do
-    n="$(count_of "$kind" "job-drill-$i")"
-    ((n == 1)) || fail "job-drill-$i has $n $kind events, not 1"
+# drill_converged RESOURCE WHAT PREFIX: each of the $KILLS objects WHAT-N of RESOURCE (workload
+# PREFIX-WHAT-N) has one submission, one admission and one `pods released` in the ledger, and
+# carries the ledger's token.
+drill_converged() {
+  local resource="$1" what="$2" prefix="$3" i kind n annotation
+  for i in $(seq 1 "$KILLS"); do
+    for kind in workloadSubmitted admitted; do
+      n="$(count_of "$kind" "$prefix-$what-$i")"
+      ((n == 1)) || fail "$prefix-$what-$i has $n $kind events, not 1"
+    done
+    n="$(count_of podsReported "$prefix-$what-$i" released)"
+    ((n == 1)) || fail "$prefix-$what-$i has $n 'pods released' reports, not 1"
+    annotation="$(kubectl get "$resource" "$what-$i" -n "$NAMESPACE" \
+      -o jsonpath='{.metadata.annotations.admission-ledger\.io/fencing-token}')"
+    [[ "$annotation" == "$(ledger_token "$prefix-$what-$i")" ]] \
+      || fail "$resource $what-$i runs with token '$annotation', not the ledger's"
   done
-  n="$(count_of podsReported "job-drill-$i" released)"
-  ((n == 1)) || fail "job-drill-$i has $n 'pods released' reports, not 1"
-  annotation="$(kubectl get job "drill-$i" -n "$NAMESPACE" -o jsonpath='{.metadata.annotations.admission-ledger\.io/fencing-token}')"
-  [[ "$annotation" == "$(ledger_token "job-drill-$i")" ]] \
-    || fail "Job drill-$i runs with token '$annotation', not the ledger's"
-done
+}
+drill_converged job drill job
 
 step "the bridge SIGKILLed at $KILLS random points of JobSets' flows converges"
 # The same drill through the job framework's other kind: JobSets (the cluster's JobSet
@@ -625,41 +643,15 @@ js_has_token() { [[ -n "$(js_token "$1")" ]]; }
 js_is_running() {
   [[ "$(kubectl get jobset "$1" -n "$NAMESPACE" -o jsonpath='{.spec.suspend}')" == false ]]
 }
-for i in $(seq 1 "$KILLS"); do
-  jobset_yaml "jsdrill-$i" | kubectl create -f - > /dev/null
-  case $((i % 5)) in
-    1) ;;
-    2) poll_briefly js_has_workload "jsdrill-$i" ;;
-    3) poll_briefly js_is_submitted "jsdrill-$i" ;;
-    4) poll_briefly js_has_token "jsdrill-$i" ;;
-    0) sleep "$(printf '0.%03d' $((RANDOM % 400)))" ;;
-  esac
-  kill -KILL "$bridge_pid"
-  wait "$bridge_pid" 2>/dev/null || true
-  kills=$((kills + 1))
-  state=""
-  for check in js_has_workload js_is_submitted js_has_token js_is_running; do
-    if "$check" "jsdrill-$i"; then state+=" $check"; fi
-  done
-  echo "JobSet kill $i (point $((i % 5))) found:${state:- nothing done}" >&2
-  start_bridge
-done
+create_drill_jobset() { jobset_yaml "$1" | kubectl create -f - > /dev/null; }
+sigkill_drill jsdrill create_drill_jobset js_has_workload js_is_submitted js_has_token js_is_running
 all_jobsets_released() {
   local i
   for i in $(seq 1 "$KILLS"); do js_is_running "jsdrill-$i" || return 1; done
 }
 wait_until "not every drill JobSet was released after the restarts" all_jobsets_released
 ledger log -o json > "$dir/ledger.json"
-for i in $(seq 1 "$KILLS"); do
-  for kind in workloadSubmitted admitted; do
-    n="$(count_of "$kind" "jobset-jsdrill-$i")"
-    ((n == 1)) || fail "jobset-jsdrill-$i has $n $kind events, not 1"
-  done
-  n="$(count_of podsReported "jobset-jsdrill-$i" released)"
-  ((n == 1)) || fail "jobset-jsdrill-$i has $n 'pods released' reports, not 1"
-  [[ "$(js_token "jsdrill-$i")" == "$(ledger_token "jobset-jsdrill-$i")" ]] \
-    || fail "JobSet jsdrill-$i runs with token '$(js_token "jsdrill-$i")', not the ledger's"
-done
+drill_converged jobset jsdrill jobset
 
 step "admitd restarted: it ends the bridge's watch, the bridge resumes it, and a revocation after the restart reaches it at once"
 served_before_restart="$(get_calls_served)"

@@ -19,14 +19,13 @@ var BatchJobKind = &Kind{
 	New:        func() GenericJob { return &BatchJob{Job: &batchv1.Job{}} },
 	List: func(ctx context.Context, reader client.Reader) ([]client.Object, error) {
 		var list batchv1.JobList
-		if err := reader.List(ctx, &list, client.HasLabels{QueueNameLabel}); err != nil {
-			return nil, err
-		}
-		out := make([]client.Object, 0, len(list.Items))
-		for i := range list.Items {
-			out = append(out, &list.Items[i])
-		}
-		return out, nil
+		return listLabelled(ctx, reader, &list, func() []client.Object {
+			out := make([]client.Object, 0, len(list.Items))
+			for i := range list.Items {
+				out = append(out, &list.Items[i])
+			}
+			return out
+		})
 	},
 }
 

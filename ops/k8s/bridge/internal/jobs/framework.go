@@ -72,6 +72,15 @@ type Kind struct {
 	List func(ctx context.Context, reader client.Reader) ([]client.Object, error)
 }
 
+// listLabelled lists into list the objects that carry the queue label; items returns them.
+func listLabelled(ctx context.Context, reader client.Reader, list client.ObjectList,
+	items func() []client.Object) ([]client.Object, error) {
+	if err := reader.List(ctx, list, client.HasLabels{QueueNameLabel}); err != nil {
+		return nil, err
+	}
+	return items(), nil
+}
+
 // GVK is the kind's group, version and kind.
 func (k *Kind) GVK() schema.GroupVersionKind {
 	return schema.FromAPIVersionAndKind(k.APIVersion, k.Name)

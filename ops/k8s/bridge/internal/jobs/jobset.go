@@ -23,14 +23,13 @@ var JobSetKind = &Kind{
 	New:        func() GenericJob { return &JobSet{JobSet: &jobsetapi.JobSet{}} },
 	List: func(ctx context.Context, reader client.Reader) ([]client.Object, error) {
 		var list jobsetapi.JobSetList
-		if err := reader.List(ctx, &list, client.HasLabels{QueueNameLabel}); err != nil {
-			return nil, err
-		}
-		out := make([]client.Object, 0, len(list.Items))
-		for i := range list.Items {
-			out = append(out, &list.Items[i])
-		}
-		return out, nil
+		return listLabelled(ctx, reader, &list, func() []client.Object {
+			out := make([]client.Object, 0, len(list.Items))
+			for i := range list.Items {
+				out = append(out, &list.Items[i])
+			}
+			return out
+		})
 	},
 }
 

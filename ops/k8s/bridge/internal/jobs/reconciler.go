@@ -525,10 +525,16 @@ func (r *Reconciler) recordPods(ctx context.Context, state *LedgerWorkload,
 // retryOrDrop: a transport failure is retried; a refusal (a stale token: the ledger moved on)
 // is reported on the object and the object is looked at again with the ledger's new state.
 func (r *Reconciler) retryOrDrop(ctx context.Context, job GenericJob, err error) (ctrl.Result, error) {
+	return retryOrDrop(ctx, r.Events, job.Object(), err)
+}
+
+// retryOrDrop: a transport failure is retried soon; a refusal is shown on obj as a
+// LedgerRefused Warning Event and obj is looked at again at the next poll.
+func retryOrDrop(ctx context.Context, events record.EventRecorder, obj client.Object, err error) (ctrl.Result, error) {
 	var refused *ledger.Refused
 	if errors.As(err, &refused) && !refused.Retryable() {
-		log.FromContext(ctx).Info("the ledger refused a pod report", "reason", refused.Message)
-		r.Events.Event(job.Object(), corev1.EventTypeWarning, "LedgerRefused", refused.Message)
+		log.FromContext(ctx).Info("the ledger refused a report", "reason", refused.Message)
+		events.Event(obj, corev1.EventTypeWarning, "LedgerRefused", refused.Message)
 		return ctrl.Result{RequeueAfter: PollInterval}, nil
 	}
 	log.FromContext(ctx).Error(err, "reporting to the ledger failed; will retry")

@@ -220,13 +220,7 @@ func workloadManifest(wl *unstructured.Unstructured) (string, error) {
 }
 
 func (r *OwnedWorkloads) retryOrDrop(ctx context.Context, wl *unstructured.Unstructured, err error) (ctrl.Result, error) {
-	var refused *ledger.Refused
-	if errors.As(err, &refused) && !refused.Retryable() {
-		r.Events.Event(wl, corev1.EventTypeWarning, "LedgerRefused", refused.Message)
-		return ctrl.Result{RequeueAfter: PollInterval}, nil
-	}
-	log.FromContext(ctx).Error(err, "reporting to the ledger failed; will retry")
-	return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+	return retryOrDrop(ctx, r.Events, wl, err)
 }
 
 // deleted: the workload is deleted in the ledger before the finalizer lets the object go.

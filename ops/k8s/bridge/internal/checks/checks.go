@@ -497,11 +497,7 @@ func CheckReportedEvent(namespace, name, uid string, generation int64, check, st
 		if err != nil {
 			return err
 		}
-		ref, err := r.NewWorkload()
-		if err != nil {
-			return err
-		}
-		if err := ledger.SetWorkloadRef(ref, namespace, name, uid); err != nil {
+		if err := ledger.SetNewWorkloadRef(r, namespace, name, uid); err != nil {
 			return err
 		}
 		if err := r.SetCheck(check); err != nil {

@@ -79,10 +79,6 @@ func WorkloadDeletedEvent(namespace, name, uid string) ([]byte, error) {
 		if err != nil {
 			return err
 		}
-		ref, err := d.NewWorkload()
-		if err != nil {
-			return err
-		}
-		return ledger.SetWorkloadRef(ref, namespace, name, uid)
+		return ledger.SetNewWorkloadRef(d, namespace, name, uid)
 	})
 }

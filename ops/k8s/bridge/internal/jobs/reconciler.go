@@ -835,11 +835,7 @@ func PodsReportedEvent(namespace, name, uid string, report ledgerevents.PodsRepo
 		if err != nil {
 			return err
 		}
-		ref, err := r.NewWorkload()
-		if err != nil {
-			return err
-		}
-		if err := ledger.SetWorkloadRef(ref, namespace, name, uid); err != nil {
+		if err := ledger.SetNewWorkloadRef(r, namespace, name, uid); err != nil {
 			return err
 		}
 		r.SetReport(report)

@@ -291,11 +291,7 @@ func WorkloadFinishedEvent(namespace, name, uid, message string) ([]byte, error)
 		if err != nil {
 			return err
 		}
-		ref, err := f.NewWorkload()
-		if err != nil {
-			return err
-		}
-		if err := ledger.SetWorkloadRef(ref, namespace, name, uid); err != nil {
+		if err := ledger.SetNewWorkloadRef(f, namespace, name, uid); err != nil {
 			return err
 		}
 		if message != "" {

@@ -383,6 +383,20 @@ func SetWorkloadRef(ref ledgerevents.WorkloadRef, namespace, name, uid string) e
 	return ref.SetUid(uid)
 }
 
+// WorkloadReferrer is an event body that names a workload (WorkloadDeleted, PodsReported, ...).
+type WorkloadReferrer interface {
+	NewWorkload() (ledgerevents.WorkloadRef, error)
+}
+
+// SetNewWorkloadRef gives body a new workload reference to namespace/name with uid.
+func SetNewWorkloadRef(body WorkloadReferrer, namespace, name, uid string) error {
+	ref, err := body.NewWorkload()
+	if err != nil {
+		return err
+	}
+	return SetWorkloadRef(ref, namespace, name, uid)
+}
+
 // ReadEvent reads an Event from its canonical bytes (BuildEvent's, or a stored event's), over
 // a copy of them, so the Event outlives the buffer it came in.
 func ReadEvent(canonical []byte) (ledgerevents.Event, error) {

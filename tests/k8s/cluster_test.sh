@@ -24,10 +24,13 @@ skip_unless_cluster_built
 make_test_dir k8s-cluster-test --cluster .
 
 step "usage errors are refused"
-"$cluster_sh" --help | grep -q "start \[--control-plane-only\]" || fail "--help does not describe start and --control-plane-only"
+"$cluster_sh" --help | grep -q "start \[--control-plane-only\]" \
+  || fail "--help does not describe start and --control-plane-only"
 if "$cluster_sh" start 2>/dev/null; then fail "start without DIR succeeded"; fi
 if "$cluster_sh" frobnicate 2>/dev/null; then fail "an unknown command succeeded"; fi
-if "$cluster_sh" start --frobnicate "$dir" 2>/dev/null; then fail "start with an unknown option succeeded"; fi
+if "$cluster_sh" start --frobnicate "$dir" 2>/dev/null; then
+  fail "start with an unknown option succeeded"
+fi
 # Without --control-plane-only, start runs admitd and the bridge too: a missing one is named,
 # with how to build it, before anything starts.
 if missing="$(ADMITD="$dir/no-such-admitd" "$cluster_sh" start "$dir" 2>&1)"; then
@@ -41,7 +44,8 @@ step "start"
 started_at=$SECONDS
 kubeconfig="$("$cluster_sh" start --control-plane-only --no-nodes "$dir")"
 echo "control plane up in $((SECONDS - started_at))s" >&2
-[[ "$kubeconfig" == "$dir/admin.kubeconfig" ]] || fail "start printed '$kubeconfig', not $dir/admin.kubeconfig"
+[[ "$kubeconfig" == "$dir/admin.kubeconfig" ]] \
+  || fail "start printed '$kubeconfig', not $dir/admin.kubeconfig"
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
 
 step "a second start finds it running"
@@ -49,7 +53,8 @@ again="$("$cluster_sh" start --control-plane-only --no-nodes "$dir")"
 [[ "$again" == "$kubeconfig" ]] || fail "a second start printed '$again'"
 
 step "the server is Kubernetes v1.34.0 and kubectl can parse its version"
-server_version="$(kubectl version -o json | sed -n 's/.*"gitVersion": "\(v[^"]*\)".*/\1/p' | tail -n 1)"
+server_version="$(kubectl version -o json \
+  | sed -n 's/.*"gitVersion": "\(v[^"]*\)".*/\1/p' | tail -n 1)"
 [[ "$server_version" == v1.34.0 ]] || fail "server version '$server_version', not v1.34.0"
 kubectl get --raw /readyz | grep -qx ok || fail "/readyz is not ok"
 # RBAC is on: an unknown user is refused (the admin's group bypasses it).
@@ -101,8 +106,9 @@ step "the Job controller creates a Job's pods"
 apply_job runs false
 wait_until "job 'runs' has not got 2 pods" pod_count_is runs 2
 for pod in $(pods_of runs); do
+  owner_ref='.metadata.ownerReferences[0]'
   owner="$(kubectl get pod "$pod" -n "$NAMESPACE" \
-    -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}/{.metadata.ownerReferences[0].controller}')"
+    -o jsonpath="{$owner_ref.kind}/{$owner_ref.name}/{$owner_ref.controller}")"
   [[ "$owner" == "Job/runs/true" ]] || fail "pod $pod is owned by '$owner', not Job/runs"
   phase="$(kubectl get pod "$pod" -n "$NAMESPACE" -o jsonpath='{.status.phase}')"
   [[ "$phase" == Pending ]] || fail "pod $pod is '$phase': nothing should run it"

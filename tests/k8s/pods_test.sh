@@ -167,6 +167,7 @@ echo "$running" >&2
 # 8 GPUs each: one pod per H100 node.
 [[ "$(awk '{print $2}' <<< "$running" | sort | tr '\n' ' ')" == "h100-1 h100-2 " ]] \
   || fail "Job h100's pods are not one on each H100 node: $running"
+# shellcheck disable=SC2013  # pod names are words
 for pod in $(awk '{print $1}' <<< "$running"); do
   ip="$(kubectl get pod "$pod" -n "$NAMESPACE" -o jsonpath='{.status.podIP}')"
   [[ "$ip" =~ ^10\.244\.[0-9]+\.[0-9]+$ ]] || fail "pod $pod has the IP '$ip'"
@@ -178,8 +179,9 @@ wait_until "Job h100 is not Complete: $(pods_of h100 | tr '\n' ';')" job_complet
 counts="$(job_field h100 '{.status.succeeded}/{.status.failed}')"
 [[ "$counts" =~ ^2/0?$ ]] || fail "Job h100 counts $counts succeeded/failed, not 2/0"
 runtimes=""
+# shellcheck disable=SC2013  # pod names are words
 for pod in $(awk '{print $1}' <<< "$running"); do
-  t=.status.containerStatuses[0].state.terminated
+  t='.status.containerStatuses[0].state.terminated'
   read -r phase started finished code <<< "$(kubectl get pod "$pod" -n "$NAMESPACE" \
     -o jsonpath="{.status.phase} {$t.startedAt} {$t.finishedAt} {$t.exitCode}")"
   [[ "$phase/$code" == Succeeded/0 ]] || fail "pod $pod is $phase with exit code $code"

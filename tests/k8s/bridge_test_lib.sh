@@ -1,91 +1,45 @@
+# shellcheck shell=bash
 # The shared set-up of the bridge's tests (bridge_checks_test.sh, bridge_definitions_test.sh,
-# bridge_jobs_test.sh, deploy_test.sh, storage_migration_test.sh), each of which takes the
-# arguments ADMITCTL ADMITD ADMIT_K8S and sources this first, after `set -euo pipefail` and
-# setting script_dir to its own folder:
+# bridge_jobs_test.sh, bridge_kinds_test.sh, bridge_nodes_test.sh, bridge_pods_test.sh,
+# deploy_test.sh, pods_e2e_test.sh, pods_load_test.sh, storage_migration_test.sh), each of which
+# takes the arguments ADMITCTL ADMITD ADMIT_K8S and sources this first, after `set -euo pipefail`
+# and setting script_dir to its own folder:
 #   source bridge_test_lib.sh NAME "$@"     (NAME: the test folder's prefix in $TMPDIR)
-# Checks the arguments (exit 2 with a usage line) and sets admitctl, admitd, admit_k8s, the
-# constants SKIP_STATUS, WATCHDOG_POLL_SECONDS, WAIT_SECONDS and POLL_INTERVAL_SECONDS, top (the
-# repository, absolute) and cluster_sh. Skips (exit SKIP_STATUS) when the Kubernetes binaries or
-# admit-k8s are not built; sets bin_dir, kubectl_bin and dir; stops admitd ($admitd_pid), the
-# bridge ($bridge_pid) and the control plane on exit, printing the logs on failure, and also if
-# ctest SIGKILLs the test; defines fail, step and wait_until.
+# Checks the arguments (exit 2 with a usage line) and sets admitctl, admitd, admit_k8s, and the
+# constants WAIT_SECONDS and POLL_INTERVAL_SECONDS. Sources cluster_test_lib.sh, the harness it
+# shares with the tests without the bridge, which sets SKIP_STATUS, WATCHDOG_POLL_SECONDS, top
+# (the repository, absolute) and cluster_sh and defines fail, step and wait_until. Skips (exit
+# SKIP_STATUS) when the Kubernetes binaries or admit-k8s are not built; sets bin_dir, kubectl_bin
+# and dir; stops admitd ($admitd_pid), the bridge ($bridge_pid) and the control plane (in
+# $dir/cluster) on exit, printing the logs of admitd and the bridge on failure, and also stops
+# the control plane if ctest SIGKILLs the test.
 (($# == 4)) || { echo "usage: $0 ADMITCTL ADMITD ADMIT_K8S" >&2; exit 2; }
 readonly test_name="$1" admitctl="$2" admitd="$3" admit_k8s="$4"
 
-readonly SKIP_STATUS=77
-readonly WATCHDOG_POLL_SECONDS=1
 readonly WAIT_SECONDS=90
 readonly POLL_INTERVAL_SECONDS=0.5
-top="$(cd "$script_dir/../.." && pwd)"
-readonly top
-readonly cluster_sh="$top/ops/k8s/cluster.sh"
+# shellcheck source=tests/k8s/cluster_test_lib.sh disable=SC2154  # script_dir: the test's
+source "$script_dir/cluster_test_lib.sh"
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-step() { echo "--- $*" >&2; }
-
-if ! bin_dir="$("$cluster_sh" bin-dir 2>/dev/null)"; then
-  echo "SKIP: the Kubernetes binaries and KWOK are not all built; run ops/k8s/cluster.sh build (once per machine; it builds only what is missing)"
-  exit "$SKIP_STATUS"
-fi
+skip_unless_cluster_built
 if [[ ! -x "$admit_k8s" ]]; then
   echo "SKIP: admit-k8s is not built at $admit_k8s; run ops/k8s/bridge/build.sh"
   exit "$SKIP_STATUS"
 fi
 [[ -x "$admitctl" && -x "$admitd" ]] || fail "admitctl or admitd missing: $admitctl $admitd"
-readonly kubectl_bin="$bin_dir/kubectl"
 
-dir="$(mktemp -d "${TMPDIR:-/tmp}/$test_name.XXXXXX")"
-readonly dir
 admitd_pid=""
 bridge_pid=""
-# shellcheck disable=SC2317  # run by the EXIT trap
-cleanup() {
-  local status=$?
-  if [[ -s "$dir/watchdog.pid" ]]; then
-    kill -TERM "$(<"$dir/watchdog.pid")" 2>/dev/null || true
-  fi
+# Run on exit before the control plane stops. If ctest SIGKILLs the test, admitd and the bridge,
+# its children, die with the test's process group.
+# shellcheck disable=SC2317  # run by cleanup
+stop_admitd_and_bridge() {
   [[ -n "$bridge_pid" ]] && kill -TERM "$bridge_pid" 2>/dev/null && wait "$bridge_pid" 2>/dev/null
   [[ -n "$admitd_pid" ]] && kill -TERM "$admitd_pid" 2>/dev/null && wait "$admitd_pid" 2>/dev/null
-  "$cluster_sh" stop "$dir/cluster" || true
-  if ((status != 0)); then
-    # The last two: the admitd and bridge of a full `cluster.sh start` (deploy_test.sh).
-    for log in "$dir"/bridge*.log "$dir/admitd.err" "$dir/cluster/admitd.log" "$dir/cluster/admit-k8s.log"; do
-      [[ -f "$log" ]] || continue
-      echo "--- last lines of $log" >&2
-      tail -n 30 "$log" >&2
-    done
-  fi
-  if [[ "${K8S_TEST_KEEP_DIR:-0}" == 1 ]]; then
-    echo "kept the test's folder $dir" >&2
-  else
-    rm -rf "$dir"
-  fi
-  exit "$status"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-# Stops the control plane if ctest SIGKILLs this script (admitd and the bridge are children
-# and die with the test's process group).
-# shellcheck disable=SC2016  # the watchdog's own arguments, expanded by its shell
-setsid --fork bash -c '
-  echo "$$" > "$4/watchdog.pid"
-  while kill -0 "$1" 2>/dev/null; do sleep "$2"; done
-  "$3" stop "$4/cluster"
-  rm -rf "$4"
-' "$test_name-watchdog" "$$" "$WATCHDOG_POLL_SECONDS" "$cluster_sh" "$dir" \
-  < /dev/null > /dev/null 2>&1
-
-# wait_until DESCRIPTION COMMAND...: polls COMMAND until it succeeds, or fails the test.
-wait_until() {
-  local description="$1" deadline=$((SECONDS + WAIT_SECONDS))
-  shift
-  until "$@"; do
-    ((SECONDS < deadline)) || fail "after ${WAIT_SECONDS}s: $description"
-    sleep "$POLL_INTERVAL_SECONDS"
-  done
-}
-
+# The last two logs: the admitd and bridge of a full `cluster.sh start` (deploy_test.sh, others).
+make_test_dir "$test_name" --before-stop stop_admitd_and_bridge --tail 30 --log 'bridge*.log' \
+  --log admitd.err --log cluster/admitd.log --log cluster/admit-k8s.log
 
 # start_test_admitd ADMITD TOP PRINCIPAL: a test PKI in $dir/pki, a policy giving PRINCIPAL's
 # certificate the bridge role alone, and admitd on a fresh ledger in $dir/ledger, on
@@ -99,6 +53,7 @@ start_test_admitd() {
     --policy "$dir/policy.yaml" --ready-file "$dir/ready" --log-level warn \
     > "$dir/admitd.out" 2> "$dir/admitd.err" &
   admitd_pid=$!
+  # shellcheck disable=SC2317  # run by wait_until
   admitd_ready() { [[ -s "$dir/ready" ]] && grep -q '^tls:' "$dir/ready"; }
   wait_until "admitd did not start" admitd_ready
   admitd_tls="$(grep '^tls:' "$dir/ready")"
@@ -112,6 +67,7 @@ start_test_admitd() {
 # $dir/bridge-$bridge_runs.log. Waits until the webhook answers; sets bridge_pid.
 # REQUIRES: kubeconfig, admitd_tls and PRINCIPAL set.
 bridge_runs=0
+# shellcheck disable=SC2120,SC2153,SC2154  # optional argument; PRINCIPAL, kubeconfig: the test's
 start_bridge() {
   local address
   address="$(<"$dir/cluster/webhook.address")"
@@ -124,8 +80,10 @@ start_bridge() {
     > "$dir/bridge-$bridge_runs.log" 2>&1 &
   bridge_pid=$!
   # Any HTTP answer (404 for /) over TLS checked against the cluster's CA will do.
+  # shellcheck disable=SC2317  # run by wait_until
   webhook_serves() {
-    curl -s -o /dev/null --max-time 2 --cacert "$dir/cluster/pki/ca.pem" "https://$address/" 2>/dev/null
+    curl -s -o /dev/null --max-time 2 --cacert "$dir/cluster/pki/ca.pem" "https://$address/" \
+      2>/dev/null
   }
   wait_until "the bridge's webhook does not answer at $address" webhook_serves
 }

@@ -9,83 +9,28 @@
 # the cluster's folder (logs, certificates, etcd data) for a look.
 set -euo pipefail
 
-readonly SKIP_STATUS=77
 # Bounded waits, in seconds.
-readonly PODS_TIMEOUT_SECONDS=90
+readonly WAIT_SECONDS=90
 readonly SUSPENDED_CHECK_SECONDS=5
 readonly POLL_INTERVAL_SECONDS=0.5
-readonly WATCHDOG_POLL_SECONDS=1
 readonly NAMESPACE=cluster-test
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-readonly cluster_sh="$script_dir/../../ops/k8s/cluster.sh"
+# shellcheck source=tests/k8s/cluster_test_lib.sh
+source "$script_dir/cluster_test_lib.sh"
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-step() { echo "--- $*" >&2; }
-
-if ! bin_dir="$("$cluster_sh" bin-dir 2>/dev/null)"; then
-  echo "SKIP: the Kubernetes binaries and KWOK are not all built; run ops/k8s/cluster.sh build (once per machine; it builds only what is missing)"
-  exit "$SKIP_STATUS"
-fi
-readonly kubectl_bin="$bin_dir/kubectl"
-
-dir="$(mktemp -d "${TMPDIR:-/tmp}/k8s-cluster-test.XXXXXX")"
-readonly dir
-# shellcheck disable=SC2317  # run by the EXIT trap
-cleanup() {
-  local status=$?
-  if [[ -s "$dir/watchdog.pid" ]]; then
-    kill -TERM "$(<"$dir/watchdog.pid")" 2>/dev/null || true
-  fi
-  "$cluster_sh" stop "$dir" || true
-  if ((status != 0)); then
-    local log
-    for log in "$dir"/*.log; do
-      [[ -f "$log" ]] || continue
-      echo "--- last lines of $log" >&2
-      tail -n 20 "$log" >&2
-    done
-  fi
-  if [[ "${K8S_TEST_KEEP_DIR:-0}" == 1 ]]; then
-    echo "kept the cluster's folder $dir" >&2
-  else
-    rm -rf "$dir"
-  fi
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# The control plane is not a child of this script (cluster.sh detaches it), so when ctest kills a
-# timed-out test with SIGKILL, which no trap sees, it would run on. A watchdog in its own session
-# stops it once this script is gone; its output goes to /dev/null, because ctest waits for every
-# holder of the test's stdout to close it.
-# shellcheck disable=SC2016  # the watchdog's own arguments, expanded by its shell
-setsid --fork bash -c '
-  echo "$$" > "$4/watchdog.pid"
-  while kill -0 "$1" 2>/dev/null; do sleep "$2"; done
-  "$3" stop "$4"
-  rm -rf "$4"
-' cluster_test_watchdog "$$" "$WATCHDOG_POLL_SECONDS" "$cluster_sh" "$dir" \
-  < /dev/null > /dev/null 2>&1
-
-# wait_until SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds, or fails the test.
-wait_until() {
-  local seconds="$1" description="$2" deadline
-  shift 2
-  deadline=$((SECONDS + seconds))
-  until "$@"; do
-    ((SECONDS < deadline)) || fail "after ${seconds}s: $description"
-    sleep "$POLL_INTERVAL_SECONDS"
-  done
-}
+skip_unless_cluster_built
+# The test's folder is the cluster's.
+make_test_dir k8s-cluster-test --cluster .
 
 step "usage errors are refused"
-"$cluster_sh" --help | grep -q "start \[--control-plane-only\]" || fail "--help does not describe start and --control-plane-only"
+"$cluster_sh" --help | grep -q "start \[--control-plane-only\]" \
+  || fail "--help does not describe start and --control-plane-only"
 if "$cluster_sh" start 2>/dev/null; then fail "start without DIR succeeded"; fi
 if "$cluster_sh" frobnicate 2>/dev/null; then fail "an unknown command succeeded"; fi
-if "$cluster_sh" start --frobnicate "$dir" 2>/dev/null; then fail "start with an unknown option succeeded"; fi
+if "$cluster_sh" start --frobnicate "$dir" 2>/dev/null; then
+  fail "start with an unknown option succeeded"
+fi
 # Without --control-plane-only, start runs admitd and the bridge too: a missing one is named,
 # with how to build it, before anything starts.
 if missing="$(ADMITD="$dir/no-such-admitd" "$cluster_sh" start "$dir" 2>&1)"; then
@@ -99,7 +44,8 @@ step "start"
 started_at=$SECONDS
 kubeconfig="$("$cluster_sh" start --control-plane-only --no-nodes "$dir")"
 echo "control plane up in $((SECONDS - started_at))s" >&2
-[[ "$kubeconfig" == "$dir/admin.kubeconfig" ]] || fail "start printed '$kubeconfig', not $dir/admin.kubeconfig"
+[[ "$kubeconfig" == "$dir/admin.kubeconfig" ]] \
+  || fail "start printed '$kubeconfig', not $dir/admin.kubeconfig"
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=20s "$@"; }
 
 step "a second start finds it running"
@@ -107,7 +53,8 @@ again="$("$cluster_sh" start --control-plane-only --no-nodes "$dir")"
 [[ "$again" == "$kubeconfig" ]] || fail "a second start printed '$again'"
 
 step "the server is Kubernetes v1.34.0 and kubectl can parse its version"
-server_version="$(kubectl version -o json | sed -n 's/.*"gitVersion": "\(v[^"]*\)".*/\1/p' | tail -n 1)"
+server_version="$(kubectl version -o json \
+  | sed -n 's/.*"gitVersion": "\(v[^"]*\)".*/\1/p' | tail -n 1)"
 [[ "$server_version" == v1.34.0 ]] || fail "server version '$server_version', not v1.34.0"
 kubectl get --raw /readyz | grep -qx ok || fail "/readyz is not ok"
 # RBAC is on: an unknown user is refused (the admin's group bypasses it).
@@ -121,8 +68,7 @@ kubectl create namespace "$NAMESPACE" > /dev/null
 has_default_service_account() {
   kubectl get serviceaccount default -n "$NAMESPACE" -o name > /dev/null 2>&1
 }
-wait_until "$PODS_TIMEOUT_SECONDS" "no default service account in $NAMESPACE" \
-  has_default_service_account
+wait_until "no default service account in $NAMESPACE" has_default_service_account
 
 [[ "$(kubectl get nodes -o name | wc -l)" == 0 ]] || fail "start --no-nodes created nodes"
 
@@ -158,10 +104,11 @@ pod_count_is() { [[ "$(pods_of "$1" | grep -c .)" == "$2" ]]; }
 
 step "the Job controller creates a Job's pods"
 apply_job runs false
-wait_until "$PODS_TIMEOUT_SECONDS" "job 'runs' has not got 2 pods" pod_count_is runs 2
+wait_until "job 'runs' has not got 2 pods" pod_count_is runs 2
 for pod in $(pods_of runs); do
+  owner_ref='.metadata.ownerReferences[0]'
   owner="$(kubectl get pod "$pod" -n "$NAMESPACE" \
-    -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}/{.metadata.ownerReferences[0].controller}')"
+    -o jsonpath="{$owner_ref.kind}/{$owner_ref.name}/{$owner_ref.controller}")"
   [[ "$owner" == "Job/runs/true" ]] || fail "pod $pod is owned by '$owner', not Job/runs"
   phase="$(kubectl get pod "$pod" -n "$NAMESPACE" -o jsonpath='{.status.phase}')"
   [[ "$phase" == Pending ]] || fail "pod $pod is '$phase': nothing should run it"
@@ -178,19 +125,19 @@ job_suspended() {
     -o jsonpath='{.status.conditions[?(@.type=="Suspended")].status}')" == True ]]
 }
 # The Job controller marks it Suspended once it has seen it: from then on, no pods is its decision.
-wait_until "$PODS_TIMEOUT_SECONDS" "job 'held' is not marked Suspended" job_suspended
+wait_until "job 'held' is not marked Suspended" job_suspended
 sleep "$SUSPENDED_CHECK_SECONDS"
 pod_count_is held 0 || fail "suspended job 'held' has pods: $(pods_of held | tr '\n' ' ')"
 kubectl patch job held -n "$NAMESPACE" --type=merge -p '{"spec":{"suspend":false}}' > /dev/null
-wait_until "$PODS_TIMEOUT_SECONDS" "resumed job 'held' has not got 2 pods" pod_count_is held 2
+wait_until "resumed job 'held' has not got 2 pods" pod_count_is held 2
 
 step "suspending a Job again deletes its pods"
 kubectl patch job held -n "$NAMESPACE" --type=merge -p '{"spec":{"suspend":true}}' > /dev/null
-wait_until "$PODS_TIMEOUT_SECONDS" "suspended job 'held' still has pods" pod_count_is held 0
+wait_until "suspended job 'held' still has pods" pod_count_is held 0
 
 step "the garbage collector deletes a deleted Job's pods"
 kubectl delete job runs -n "$NAMESPACE" --cascade=background --wait=false > /dev/null
-wait_until "$PODS_TIMEOUT_SECONDS" "deleted job 'runs' still has pods" pod_count_is runs 0
+wait_until "deleted job 'runs' still has pods" pod_count_is runs 0
 
 step "stop stops every process, and a second stop is a no-op"
 pids=()

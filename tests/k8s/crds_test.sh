@@ -66,7 +66,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-# As in cluster_test.sh: stops the control plane if ctest SIGKILLs this script.
+# As in cluster_test_lib.sh: stops the control plane if ctest SIGKILLs this script.
 # shellcheck disable=SC2016  # the watchdog's own arguments, expanded by its shell
 setsid --fork bash -c '
   echo "$$" > "$4/watchdog.pid"

@@ -21,11 +21,9 @@
 # the cluster's folder (logs, certificates, etcd data) for a look.
 set -euo pipefail
 
-readonly SKIP_STATUS=77
 # Bounded waits, in seconds.
 readonly WAIT_SECONDS=90
 readonly POLL_INTERVAL_SECONDS=0.3
-readonly WATCHDOG_POLL_SECONDS=1
 # How long a suspended JobSet is watched to create no pod.
 readonly SUSPENDED_SECONDS=10
 readonly NAMESPACE=jobset-test
@@ -36,67 +34,11 @@ readonly JOBSET_NAME_LABEL=jobset.sigs.k8s.io/jobset-name
 readonly REPLICATED_JOB_LABEL=jobset.sigs.k8s.io/replicatedjob-name
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-readonly cluster_sh="$script_dir/../../ops/k8s/cluster.sh"
+# shellcheck source=tests/k8s/cluster_test_lib.sh
+source "$script_dir/cluster_test_lib.sh"
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-step() { echo "--- $*" >&2; }
-
-if ! bin_dir="$("$cluster_sh" bin-dir 2>/dev/null)"; then
-  echo "SKIP: the Kubernetes binaries, KWOK and the JobSet controller are not all built; run" \
-    "ops/k8s/cluster.sh build (once per machine; it builds only what is missing)"
-  exit "$SKIP_STATUS"
-fi
-readonly kubectl_bin="$bin_dir/kubectl"
-
-dir="$(mktemp -d "${TMPDIR:-/tmp}/k8s-jobset-test.XXXXXX")"
-readonly dir
-# shellcheck disable=SC2317  # run by the EXIT trap
-cleanup() {
-  local status=$?
-  if [[ -s "$dir/watchdog.pid" ]]; then
-    kill -TERM "$(<"$dir/watchdog.pid")" 2>/dev/null || true
-  fi
-  "$cluster_sh" stop "$dir/cluster" || true
-  if ((status != 0)); then
-    local log
-    for log in "$dir"/cluster/*.log; do
-      [[ -f "$log" ]] || continue
-      echo "--- last lines of $log" >&2
-      tail -n 20 "$log" >&2
-    done
-  fi
-  if [[ "${K8S_TEST_KEEP_DIR:-0}" == 1 ]]; then
-    echo "kept the test's folder $dir" >&2
-  else
-    rm -rf "$dir"
-  fi
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# The cluster is not a child of this script (cluster.sh detaches it): a watchdog in its own
-# session stops it if ctest SIGKILLs this script. Its output goes to /dev/null, because ctest
-# waits for every holder of the test's stdout to close it.
-# shellcheck disable=SC2016  # the watchdog's own arguments, expanded by its shell
-setsid --fork bash -c '
-  echo "$$" > "$4/watchdog.pid"
-  while kill -0 "$1" 2>/dev/null; do sleep "$2"; done
-  "$3" stop "$4/cluster"
-  rm -rf "$4"
-' jobset_test_watchdog "$$" "$WATCHDOG_POLL_SECONDS" "$cluster_sh" "$dir" \
-  < /dev/null > /dev/null 2>&1
-
-# wait_until DESCRIPTION COMMAND...: polls COMMAND until it succeeds, or fails the test.
-wait_until() {
-  local description="$1" deadline=$((SECONDS + WAIT_SECONDS))
-  shift
-  until "$@"; do
-    ((SECONDS < deadline)) || fail "after ${WAIT_SECONDS}s: $description"
-    sleep "$POLL_INTERVAL_SECONDS"
-  done
-}
+skip_unless_cluster_built "the Kubernetes binaries, KWOK and the JobSet controller"
+make_test_dir k8s-jobset-test
 
 test_started_at=$SECONDS
 step "start --control-plane-only: the control plane, KWOK, the nodes and the JobSet controller"

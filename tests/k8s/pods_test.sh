@@ -20,11 +20,9 @@
 # the cluster's folder (logs, certificates, etcd data) for a look.
 set -euo pipefail
 
-readonly SKIP_STATUS=77
 # Bounded waits, in seconds.
 readonly WAIT_SECONDS=60
 readonly POLL_INTERVAL_SECONDS=0.3
-readonly WATCHDOG_POLL_SECONDS=1
 # How long a pod without a runtime is watched to keep running.
 readonly STILL_RUNNING_SECONDS=5
 readonly NAMESPACE=pods-test
@@ -33,11 +31,9 @@ readonly RUNTIME_ANNOTATION=admission-ledger.io/simulated-runtime
 readonly EXIT_ANNOTATION=admission-ledger.io/simulated-exit
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-readonly cluster_sh="$script_dir/../../ops/k8s/cluster.sh"
 readonly nodes_dir="$script_dir/../../ops/k8s/nodes"
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-step() { echo "--- $*" >&2; }
+# shellcheck source=tests/k8s/cluster_test_lib.sh
+source "$script_dir/cluster_test_lib.sh"
 
 step "the committed node files are what gen-nodes.sh writes"
 diff <("$nodes_dir/gen-nodes.sh" --cpu 2 --h100 2 --a100 2 --rack-size 1 --racks-per-block 2) \
@@ -45,64 +41,9 @@ diff <("$nodes_dir/gen-nodes.sh" --cpu 2 --h100 2 --a100 2 --rack-size 1 --racks
 diff <("$nodes_dir/gen-nodes.sh" --cpu 2 --h100 12 --a100 8 --rack-size 4 --racks-per-block 2) \
   "$nodes_dir/load-20.yaml" >&2 || fail "ops/k8s/nodes/load-20.yaml is not gen-nodes.sh's output"
 
-if ! bin_dir="$("$cluster_sh" bin-dir 2>/dev/null)"; then
-  echo "SKIP: the Kubernetes binaries and KWOK are not all built; run ops/k8s/cluster.sh" \
-    "build (once per machine; it builds only what is missing)"
-  exit "$SKIP_STATUS"
-fi
-readonly kubectl_bin="$bin_dir/kubectl"
-
-dir="$(mktemp -d "${TMPDIR:-/tmp}/k8s-pods-test.XXXXXX")"
-readonly dir
-# shellcheck disable=SC2317  # run by the EXIT trap
-cleanup() {
-  local status=$?
-  if [[ -s "$dir/watchdog.pid" ]]; then
-    kill -TERM "$(<"$dir/watchdog.pid")" 2>/dev/null || true
-  fi
-  "$cluster_sh" stop "$dir/cluster" || true
-  "$cluster_sh" stop "$dir/unmanaged" || true
-  if ((status != 0)); then
-    local log
-    for log in "$dir"/cluster/*.log; do
-      [[ -f "$log" ]] || continue
-      echo "--- last lines of $log" >&2
-      tail -n 20 "$log" >&2
-    done
-  fi
-  if [[ "${K8S_TEST_KEEP_DIR:-0}" == 1 ]]; then
-    echo "kept the test's folder $dir" >&2
-  else
-    rm -rf "$dir"
-  fi
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# The cluster is not a child of this script (cluster.sh detaches it): a watchdog in its own
-# session stops it if ctest SIGKILLs this script. Its output goes to /dev/null, because ctest
-# waits for every holder of the test's stdout to close it.
-# shellcheck disable=SC2016  # the watchdog's own arguments, expanded by its shell
-setsid --fork bash -c '
-  echo "$$" > "$4/watchdog.pid"
-  while kill -0 "$1" 2>/dev/null; do sleep "$2"; done
-  "$3" stop "$4/cluster"
-  "$3" stop "$4/unmanaged"
-  rm -rf "$4"
-' pods_test_watchdog "$$" "$WATCHDOG_POLL_SECONDS" "$cluster_sh" "$dir" \
-  < /dev/null > /dev/null 2>&1
-
-# wait_until DESCRIPTION COMMAND...: polls COMMAND until it succeeds, or fails the test.
-wait_until() {
-  local description="$1" deadline=$((SECONDS + WAIT_SECONDS))
-  shift
-  until "$@"; do
-    ((SECONDS < deadline)) || fail "after ${WAIT_SECONDS}s: $description"
-    sleep "$POLL_INTERVAL_SECONDS"
-  done
-}
+skip_unless_cluster_built
+# dir/unmanaged: the start that a node KWOK would not manage fails.
+make_test_dir k8s-pods-test --cluster cluster --cluster unmanaged --log 'cluster/*.log'
 
 step "bad --nodes options are refused before anything starts"
 "$cluster_sh" --help | grep -q -- "--nodes FILE" || fail "--help does not describe --nodes"
@@ -226,6 +167,7 @@ echo "$running" >&2
 # 8 GPUs each: one pod per H100 node.
 [[ "$(awk '{print $2}' <<< "$running" | sort | tr '\n' ' ')" == "h100-1 h100-2 " ]] \
   || fail "Job h100's pods are not one on each H100 node: $running"
+# shellcheck disable=SC2013  # pod names are words
 for pod in $(awk '{print $1}' <<< "$running"); do
   ip="$(kubectl get pod "$pod" -n "$NAMESPACE" -o jsonpath='{.status.podIP}')"
   [[ "$ip" =~ ^10\.244\.[0-9]+\.[0-9]+$ ]] || fail "pod $pod has the IP '$ip'"
@@ -237,8 +179,9 @@ wait_until "Job h100 is not Complete: $(pods_of h100 | tr '\n' ';')" job_complet
 counts="$(job_field h100 '{.status.succeeded}/{.status.failed}')"
 [[ "$counts" =~ ^2/0?$ ]] || fail "Job h100 counts $counts succeeded/failed, not 2/0"
 runtimes=""
+# shellcheck disable=SC2013  # pod names are words
 for pod in $(awk '{print $1}' <<< "$running"); do
-  t=.status.containerStatuses[0].state.terminated
+  t='.status.containerStatuses[0].state.terminated'
   read -r phase started finished code <<< "$(kubectl get pod "$pod" -n "$NAMESPACE" \
     -o jsonpath="{.status.phase} {$t.startedAt} {$t.finishedAt} {$t.exitCode}")"
   [[ "$phase/$code" == Succeeded/0 ]] || fail "pod $pod is $phase with exit code $code"

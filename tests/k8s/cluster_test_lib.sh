@@ -31,19 +31,19 @@ step() { echo "--- $*" >&2; }
 # wait_until DESCRIPTION COMMAND...: polls COMMAND until it succeeds, or fails the test.
 # shellcheck disable=SC2154  # WAIT_SECONDS and POLL_INTERVAL_SECONDS: set by the test
 wait_until() {
-  local description="$1" deadline=$((SECONDS + WAIT_SECONDS))
+  local h_description="$1" h_deadline=$((SECONDS + WAIT_SECONDS))
   shift
   until "$@"; do
-    ((SECONDS < deadline)) || fail "after ${WAIT_SECONDS}s: $description"
+    ((SECONDS < h_deadline)) || fail "after ${WAIT_SECONDS}s: $h_description"
     sleep "$POLL_INTERVAL_SECONDS"
   done
 }
 
 # shellcheck disable=SC2120  # WHAT is optional
 skip_unless_cluster_built() {
-  local what="${1:-the Kubernetes binaries and KWOK}"
+  local h_what="${1:-the Kubernetes binaries and KWOK}"
   if ! bin_dir="$("$cluster_sh" bin-dir 2>/dev/null)"; then
-    echo "SKIP: $what are not all built; run ops/k8s/cluster.sh build (once per machine; it" \
+    echo "SKIP: $h_what are not all built; run ops/k8s/cluster.sh build (once per machine; it" \
       "builds only what is missing)"
     exit "$SKIP_STATUS"
   fi
@@ -61,13 +61,13 @@ harness_before_stop=""
 harness_folder_owner="test's"
 
 make_test_dir() {
-  local name="$1" subdir
-  local subdirs=()
+  local h_name="$1" h_subdir
+  local h_subdirs=()
   shift
   while (($#)); do
     (($# >= 2)) || fail "make_test_dir: $1 takes a value"
     case "$1" in
-      --cluster) subdirs+=("$2") ;;
+      --cluster) h_subdirs+=("$2") ;;
       --log) harness_logs+=("$2") ;;
       --tail) harness_log_lines="$2" ;;
       --before-stop) harness_before_stop="$2" ;;
@@ -75,22 +75,22 @@ make_test_dir() {
     esac
     shift 2
   done
-  ((${#subdirs[@]} > 0)) || subdirs=(cluster)
-  [[ "${subdirs[*]}" != . ]] || harness_folder_owner="cluster's"
-  local default_logs=()
+  ((${#h_subdirs[@]} > 0)) || h_subdirs=(cluster)
+  [[ "${h_subdirs[*]}" != . ]] || harness_folder_owner="cluster's"
+  local h_default_logs=()
 
-  dir="$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX")"
+  dir="$(mktemp -d "${TMPDIR:-/tmp}/$h_name.XXXXXX")"
   readonly dir
-  for subdir in "${subdirs[@]}"; do
-    if [[ "$subdir" == . ]]; then
+  for h_subdir in "${h_subdirs[@]}"; do
+    if [[ "$h_subdir" == . ]]; then
       harness_clusters+=("$dir")
-      default_logs+=('*.log')
+      h_default_logs+=('*.log')
     else
-      harness_clusters+=("$dir/$subdir")
-      default_logs+=("$subdir/*.log")
+      harness_clusters+=("$dir/$h_subdir")
+      h_default_logs+=("$h_subdir/*.log")
     fi
   done
-  ((${#harness_logs[@]} > 0)) || harness_logs=("${default_logs[@]}")
+  ((${#harness_logs[@]} > 0)) || harness_logs=("${h_default_logs[@]}")
   trap cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
@@ -105,31 +105,31 @@ make_test_dir() {
     while kill -0 "$1" 2>/dev/null; do sleep "$2"; done
     for cluster in "${@:5}"; do "$3" stop "$cluster"; done
     rm -rf "$4"
-  ' "$name-watchdog" "$$" "$WATCHDOG_POLL_SECONDS" "$cluster_sh" "$dir" "${harness_clusters[@]}" \
+  ' "$h_name-watchdog" "$$" "$WATCHDOG_POLL_SECONDS" "$cluster_sh" "$dir" "${harness_clusters[@]}" \
     < /dev/null > /dev/null 2>&1
 }
 
 # shellcheck disable=SC2317  # run by the EXIT trap
 cleanup() {
-  local status=$?
+  local h_status=$?
   if [[ -s "$dir/watchdog.pid" ]]; then
     kill -TERM "$(<"$dir/watchdog.pid")" 2>/dev/null || true
   fi
   if [[ -n "$harness_before_stop" ]]; then
     "$harness_before_stop" || true
   fi
-  local cluster
-  for cluster in "${harness_clusters[@]}"; do
-    "$cluster_sh" stop "$cluster" || true
+  local h_cluster
+  for h_cluster in "${harness_clusters[@]}"; do
+    "$cluster_sh" stop "$h_cluster" || true
   done
-  if ((status != 0)); then
-    local glob log
-    for glob in "${harness_logs[@]}"; do
+  if ((h_status != 0)); then
+    local h_glob h_log
+    for h_glob in "${harness_logs[@]}"; do
       # shellcheck disable=SC2231  # the glob expands here, dir is quoted
-      for log in "$dir"/$glob; do
-        [[ -f "$log" ]] || continue
-        echo "--- last lines of $log" >&2
-        tail -n "$harness_log_lines" "$log" >&2
+      for h_log in "$dir"/$h_glob; do
+        [[ -f "$h_log" ]] || continue
+        echo "--- last lines of $h_log" >&2
+        tail -n "$harness_log_lines" "$h_log" >&2
       done
     done
   fi
@@ -138,5 +138,5 @@ cleanup() {
   else
     rm -rf "$dir"
   fi
-  exit "$status"
+  exit "$h_status"
 }

@@ -184,17 +184,9 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	if err != nil {
 		return err
 	}
-	jobEvents := jobs.NewLedgerEvents(mgr.GetClient())
-	jobLedger := jobs.NewCachedLedger(ledgerClient)
-	kinds, err := jobs.SetupWithManager(mgr, jobLedger, jobEvents)
+	jobEvents, jobLedger, err := setupJobs(mgr, ledgerClient)
 	if err != nil {
-		return fmt.Errorf("setting up the job controllers: %w", err)
-	}
-	for _, kind := range kinds {
-		ctrl.Log.Info("governing", "kind", kind.GVK().String())
-	}
-	if err := jobs.SetupOwnedWorkloads(mgr, jobLedger, jobEvents); err != nil {
-		return fmt.Errorf("setting up the owned Workload objects' controller: %w", err)
+		return err
 	}
 	// The ledger's decisions trigger the Jobs' reconciles and the queues' status at once (on
 	// the leader, as they are).
@@ -218,6 +210,25 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 		mgr.GetWebhookServer().Register(conversion.WebhookPath, conversion.Webhook{})
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// setupJobs sets up the job framework's controllers (one per kind the cluster serves) and the
+// owned Workload objects' one, sharing one cached read of the ledger and one source of the
+// ledger's events.
+func setupJobs(mgr manager.Manager, ledgerClient *ledger.Client) (*jobs.LedgerEvents, *jobs.CachedLedger, error) {
+	jobEvents := jobs.NewLedgerEvents(mgr.GetClient())
+	jobLedger := jobs.NewCachedLedger(ledgerClient)
+	kinds, err := jobs.SetupWithManager(mgr, jobLedger, jobEvents)
+	if err != nil {
+		return nil, nil, fmt.Errorf("setting up the job controllers: %w", err)
+	}
+	for _, kind := range kinds {
+		ctrl.Log.Info("governing", "kind", kind.GVK().String())
+	}
+	if err := jobs.SetupOwnedWorkloads(mgr, jobLedger, jobEvents); err != nil {
+		return nil, nil, fmt.Errorf("setting up the owned Workload objects' controller: %w", err)
+	}
+	return jobEvents, jobLedger, nil
 }
 
 // watchLedger watches the ledger from its head on, for as long as ctx lasts: each decision about

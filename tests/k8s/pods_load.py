@@ -58,7 +58,7 @@ PARALLELISM = {1: 25, 2: 25, 3: 25, 4: 25}
 # A Job asks for a GPU model by nodeSelector this often (else the ClusterQueue's order: H100,
 # then A100).
 PIN_WEIGHTS = {None: 75, "h100": 15, "a100": 10}
-RUNTIME_SECONDS = (3, 18)  # uniform, whole seconds
+RUNTIME_SECONDS = (2, 10)  # uniform, whole seconds
 
 
 def pick(rng, weights):

@@ -6,7 +6,7 @@
 # nominal GPU quotas add up to the nodes' GPUs, with a borrowing and a lending limit,
 # preemption withinClusterQueue LowerPriority and reclaimWithinCohort Any, three
 # WorkloadPriorityClasses named by the kueue.x-k8s.io/priority-class label, LocalQueues) and
-# the Jobs (seeded: 1 to 4 pods of 1, 2, 4 or 8 GPUs, simulated runtimes of 3 to 18 s, some
+# the Jobs (seeded: 1 to 4 pods of 1, 2, 4 or 8 GPUs, simulated runtimes of 2 to 10 s, some
 # pinned to a GPU model by nodeSelector), created in bursts. A watch records every pod's states
 # (deleted ones too). Then, from the ledger and the cluster (pods_load.py check):
 # - every Job is Complete;
@@ -38,7 +38,7 @@ readonly SEED="${LOAD_SEED:-33}"
 readonly JOBS="${LOAD_JOBS:-200}"
 readonly BURSTS="${LOAD_BURSTS:-4}"
 # Seconds between the starts of two bursts.
-readonly BURST_INTERVAL_SECONDS=15
+readonly BURST_INTERVAL_SECONDS=10
 # How long the bridge may take to report the nodes and complete its inventory after the
 # flavors are defined (a bridge without node reports: the checks say "no node reports").
 readonly INVENTORY_WAIT_SECONDS=30

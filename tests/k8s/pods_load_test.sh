@@ -42,9 +42,9 @@ readonly BURST_INTERVAL_SECONDS=10
 # How long the bridge may take to report the nodes and complete its inventory after the
 # flavors are defined (a bridge without node reports: the checks say "no node reports").
 readonly INVENTORY_WAIT_SECONDS=30
-# Every Job complete within this long after the first burst: the work is ~100 s on all GPUs,
-# done in ~220 s on a 2-core machine running other builds (docs/benchmarks.md); the rest is
-# room for a CI run that shares the machine with another test's cluster.
+# Every Job complete within this long after the first burst: the work is ~56 s on all GPUs,
+# done in ~145 s on a quiet 2-core machine (docs/benchmarks.md); the rest is room for a CI run
+# that shares the machine with another test's cluster.
 readonly RUN_WAIT_SECONDS=360
 # Then every workload finished in the ledger (its quota released) within this long.
 readonly DRAIN_WAIT_SECONDS=60

@@ -55,6 +55,76 @@ struct WorkloadInfo {
   fencingToken @4 :Text;
 }
 
+# One workload's state as a client acts on it (the Kubernetes bridge): what the decider decided,
+# typed, and Kueue's Workload status the client mirrors. `Ledger.workloadStates`.
+struct WorkloadState {
+  enum Phase {
+    pending @0;
+    quotaReserved @1;
+    admitted @2;
+    evicting @3;
+    finished @4;
+    rejected @5;
+    deactivated @6;
+    deleted @7;
+  }
+  namespace @0 :Text;
+  name @1 :Text;
+  uid @2 :Text;
+  phase @3 :Phase;
+  generation @4 :UInt64;         # the admission's generation (0: never reserved)
+  fencingToken @5 :Text;         # the current admission's token (schema/fencing_token.h); "" none
+  evictingToken @6 :Text;        # the token of the admission being evicted; "" unless evicting
+  clusterQueue @7 :Text;         # of the admission; "" unless the workload holds quota
+  podSets @8 :List(PodSetAssignment);
+  checks @9 :List(AdmissionCheckState);
+  pendingReason @10 :Text;       # when pending: Kueue's reason and message
+  pendingMessage @11 :Text;
+  podsReady @12 :Bool;           # the runtime reported the current admission's pods ready
+  podsReleased @13 :Bool;        # evicting: the evicted admission's pods had been released
+  status @14 :Text;              # Kueue's Workload .status as JSON (`get workloads -o json`)
+}
+
+struct PodSetAssignment {
+  name @0 :Text;
+  count @1 :Int32;
+  flavors @2 :List(ResourceFlavor);  # by resource name
+}
+
+struct ResourceFlavor {
+  resource @0 :Text;
+  flavor @1 :Text;
+}
+
+struct AdmissionCheckState {
+  name @0 :Text;
+  state @1 :Text;                # Kueue's: Pending, Ready, Retry, Rejected
+  message @2 :Text;
+  reportSequence @3 :UInt64;     # the report this state came from (0: none yet)
+  retryCount @4 :UInt32;
+  podSetUpdates @5 :List(PodSetUpdate);
+}
+
+struct PodSetUpdate {
+  podSet @0 :Text;
+  labels @1 :List(KeyValue);
+  annotations @2 :List(KeyValue);
+  nodeSelector @3 :List(KeyValue);
+  tolerations @4 :List(Toleration);
+}
+
+struct KeyValue {
+  key @0 :Text;
+  value @1 :Text;
+}
+
+struct Toleration {
+  key @0 :Text;
+  operator @1 :Text;
+  value @2 :Text;
+  effect @3 :Text;
+}
+
 # What a watcher wants to see; an empty list matches everything.
 struct WatchFilter {
   kinds @0 :List(Text);          # event kinds as `admitctl log` prints them (quotaReserved, ...)
@@ -121,4 +191,9 @@ interface Ledger {
   # would record those events, with the same checks, policy and answer. A manifest the parser
   # refuses is an InvalidArgument naming document, line, field path and reason.
   recordManifest @12 (request :ManifestRequest) -> (outcome :Outcome, error :Error);
+
+  # The states of the named workloads ("NAMESPACE/NAME") at the head, in the order asked; a name
+  # the ledger does not hold is in `missing`. `head` is the sequence they were read at.
+  workloadStates @13 (names :List(Text))
+      -> (states :List(WorkloadState), missing :List(Text), head :UInt64, error :Error);
 }

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ops/rpc/daemon_internal.h"
+#include "ops/rpc/workload_state.h"
 #include "ops/service/api.h"
 #include "ops/kueue_yaml/kueue_yaml.h"
 #include "schema/event_codec.h"
@@ -421,6 +422,45 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     }
     Count(s, "workload");
     ToError(s, context.getResults().initError());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> workloadStates(WorkloadStatesContext context) override {
+    auto timer = kj::heap<CallTimer>(d_.stats_, "workloadStates");
+    auto names = context.getParams().getNames();
+    Status s = Admit();
+    if (s.ok() && names.size() > kWorkloadStatesNamesMax) {
+      s = Status(Code::kInvalidArgument,
+                 "workloadStates: " + std::to_string(names.size()) + " names; at most " +
+                     std::to_string(kWorkloadStatesNamesMax) + " in one call");
+    }
+    for (unsigned i = 0; s.ok() && i < names.size(); ++i) {
+      const std::string name = names[i];
+      s = d_.policy_.MaySee(principal_, "look up", name.substr(0, name.find('/')));
+    }
+    if (s.ok()) s = Current();
+    if (!s.ok()) {
+      Count(s, "workloadStates");
+      ToError(s, context.getResults().initError());
+      return kj::READY_NOW;
+    }
+    const auto& engine = d_.service_.engine();
+    std::vector<const projections::WorkloadState*> found;
+    std::vector<std::string> missing;
+    for (auto name : names) {
+      auto it = engine.workloads().find(name.cStr());
+      if (it == engine.workloads().end()) {
+        missing.emplace_back(name.cStr());
+      } else {
+        found.push_back(&it->second);
+      }
+    }
+    auto results = context.getResults();
+    auto states = results.initStates(static_cast<unsigned>(found.size()));
+    for (unsigned i = 0; i < found.size(); ++i) FillWorkloadState(states[i], engine, *found[i]);
+    auto out = results.initMissing(static_cast<unsigned>(missing.size()));
+    for (unsigned i = 0; i < missing.size(); ++i) out.set(i, missing[i]);
+    results.setHead(d_.log_.GetHead().sequence);
     return kj::READY_NOW;
   }
 

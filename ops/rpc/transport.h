@@ -72,6 +72,8 @@ inline constexpr uint32_t kWatchPushEventsMax = 512;  // events in one push
 inline constexpr size_t kReadPageBytesMax = size_t{8} << 20;  // 8 MiB
 // Events in one `read` reply, however small they are: the work of one call on the event loop.
 inline constexpr uint32_t kReadPageEventsMax = 4096;
+// Workloads in one `workloadStates` call (a client's batch of lookups, not a listing).
+inline constexpr uint32_t kWorkloadStatesNamesMax = 1024;
 // A full page (the byte budget, one more event that starts it, and each event's list entry) is
 // well under what a peer reads in one message (the daemon sends nothing larger than it reads).
 static_assert(kReadPageBytesMax + schema::kEventBytesMax + kReadPageEventsMax * 64 <

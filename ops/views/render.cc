@@ -184,97 +184,112 @@ Json PodSetUpdatesJson(const std::vector<projections::PodSetUpdate>& updates) {
   return out;
 }
 
+// A workload's metadata and spec, as Kueue's Workload has them.
+Json WorkloadSpecJson(const Engine& engine, const projections::WorkloadState& wl) {
+  Json w;
+  w["apiVersion"] = "kueue.x-k8s.io/v1beta2";
+  w["kind"] = "Workload";
+  w["metadata"] = {{"name", wl.name},
+                   {"namespace", wl.ns},
+                   {"uid", wl.uid},
+                   {"creationTimestamp", FormatRfc3339(wl.creation_ns)}};
+  Json pod_sets = Json::array();
+  for (const auto& ps : wl.pod_sets) {
+    Json p{{"name", ps.name}, {"count", ps.count}};
+    if (ps.min_count > 0) p["minCount"] = ps.min_count;
+    Json requests = Json::object();
+    for (const auto& [r, v] : ps.requests) {
+      const std::string& rn = engine.resource_names().Name(r);
+      requests[rn] = schema::FormatQuantityMilli(v, rn);
+    }
+    p["requests"] = requests;
+    pod_sets.push_back(p);
+  }
+  w["spec"] = {{"queueName", wl.queue_name}, {"priority", wl.priority}, {"podSets", pod_sets}};
+  if (!wl.priority_class.empty()) w["spec"]["priorityClassName"] = wl.priority_class;
+  return w;
+}
+
 }  // namespace
+
+// Kueue's Workload status as the ledger holds it.
+Json WorkloadStatusJson(const Engine& engine, const projections::WorkloadState& wl) {
+  Json status;
+  Json conditions = Json::array();
+  for (const char* type : kConditionOrder) {
+    const projections::Condition* c = wl.conditions.Find(type);
+    if (c != nullptr && !c->reason.empty()) {
+      conditions.push_back(Condition(*c));
+    }
+  }
+  status["conditions"] = conditions;
+  if (!wl.checks.empty()) {
+    Json checks = Json::array();
+    for (const auto& [name, cs] : wl.checks) {
+      checks.push_back({{"name", name},
+                        {"state", projections::CheckStateName(cs.state)},
+                        {"lastTransitionTime", FormatRfc3339(cs.last_transition_ns)},
+                        {"message", cs.message},
+                        {"retryCount", wl.check_retries},
+                        {"reportSequence", cs.report_sequence}});
+      if (!cs.pod_set_updates.empty()) {
+        checks.back()["podSetUpdates"] = PodSetUpdatesJson(cs.pod_set_updates);
+      }
+    }
+    status["admissionChecks"] = checks;
+  }
+  if (projections::HoldsQuota(wl.phase)) {
+    Json psas = Json::array();
+    for (const auto& psa : wl.admission.pod_sets) {
+      Json flavors = Json::object(), usage = Json::object();
+      for (const auto& [r, f] : psa.flavors) {
+        flavors[engine.resource_names().Name(r)] = engine.flavor_names().Name(f);
+      }
+      for (const auto& [r, v] : psa.usage) {
+        const std::string& rn = engine.resource_names().Name(r);
+        usage[rn] = schema::FormatQuantityMilli(v, rn);
+      }
+      psas.push_back({{"name", psa.name},
+                      {"flavors", flavors},
+                      {"resourceUsage", usage},
+                      {"count", psa.count}});
+    }
+    status["admission"] = {{"clusterQueue", wl.cluster_queue}, {"podSetAssignments", psas}};
+    status["quotaVersion"] = wl.quota_version;
+  }
+  if (wl.generation > 0) status["admissionGeneration"] = wl.generation;
+  if (!wl.fencing_token.empty()) status["fencingToken"] = wl.fencing_token;
+  // The runtime reported the current admission's pods ready (`pods ready`): the bridge shows
+  // it as the Workload's PodsReady condition.
+  if (wl.pods_ready) status["podsReady"] = true;
+  if (wl.phase == Phase::kEvicting) {
+    status["podsReleased"] = wl.pods_released;
+    // The token a report that the evicted admission's pods are gone carries.
+    if (wl.generation > 0) {
+      status["evictingToken"] = schema::FencingToken(wl.uid, wl.generation);
+    }
+    if (wl.drain_deadline_ns > 0) status["drainDeadline"] = FormatRfc3339(wl.drain_deadline_ns);
+  }
+  if (wl.requeue_at_ns > 0) status["requeueAt"] = FormatRfc3339(wl.requeue_at_ns);
+  status["phase"] = projections::PhaseName(wl.phase);
+  if (wl.phase == Phase::kPending && !wl.pending_reason.empty()) {
+    status["pendingReason"] = {{"reason", wl.pending_reason}, {"message", wl.pending_message}};
+  }
+  if (wl.requeue_count > 0) status["requeueState"] = {{"count", wl.requeue_count}};
+  return status;
+}
+
+Json WorkloadJson(const Engine& engine, const projections::WorkloadState& wl) {
+  Json w = WorkloadSpecJson(engine, wl);
+  w["status"] = WorkloadStatusJson(engine, wl);
+  return w;
+}
 
 Json WorkloadsJson(const Engine& engine, const NamespaceFilter& allow) {
   Json items = Json::array();
   for (const auto& [key, wl] : engine.workloads()) {
     if (allow && !allow(wl.ns)) continue;
-    Json w;
-    w["apiVersion"] = "kueue.x-k8s.io/v1beta2";
-    w["kind"] = "Workload";
-    w["metadata"] = {{"name", wl.name},
-                     {"namespace", wl.ns},
-                     {"uid", wl.uid},
-                     {"creationTimestamp", FormatRfc3339(wl.creation_ns)}};
-    Json pod_sets = Json::array();
-    for (const auto& ps : wl.pod_sets) {
-      Json p{{"name", ps.name}, {"count", ps.count}};
-      if (ps.min_count > 0) p["minCount"] = ps.min_count;
-      Json requests = Json::object();
-      for (const auto& [r, v] : ps.requests) {
-        const std::string& rn = engine.resource_names().Name(r);
-        requests[rn] = schema::FormatQuantityMilli(v, rn);
-      }
-      p["requests"] = requests;
-      pod_sets.push_back(p);
-    }
-    w["spec"] = {{"queueName", wl.queue_name}, {"priority", wl.priority}, {"podSets", pod_sets}};
-    if (!wl.priority_class.empty()) w["spec"]["priorityClassName"] = wl.priority_class;
-    Json status;
-    Json conditions = Json::array();
-    for (const char* type : kConditionOrder) {
-      const projections::Condition* c = wl.conditions.Find(type);
-      if (c != nullptr && !c->reason.empty()) {
-        conditions.push_back(Condition(*c));
-      }
-    }
-    status["conditions"] = conditions;
-    if (!wl.checks.empty()) {
-      Json checks = Json::array();
-      for (const auto& [name, cs] : wl.checks) {
-        checks.push_back({{"name", name},
-                          {"state", projections::CheckStateName(cs.state)},
-                          {"lastTransitionTime", FormatRfc3339(cs.last_transition_ns)},
-                          {"message", cs.message},
-                          {"retryCount", wl.check_retries},
-                          {"reportSequence", cs.report_sequence}});
-        if (!cs.pod_set_updates.empty()) {
-          checks.back()["podSetUpdates"] = PodSetUpdatesJson(cs.pod_set_updates);
-        }
-      }
-      status["admissionChecks"] = checks;
-    }
-    if (projections::HoldsQuota(wl.phase)) {
-      Json psas = Json::array();
-      for (const auto& psa : wl.admission.pod_sets) {
-        Json flavors = Json::object(), usage = Json::object();
-        for (const auto& [r, f] : psa.flavors) {
-          flavors[engine.resource_names().Name(r)] = engine.flavor_names().Name(f);
-        }
-        for (const auto& [r, v] : psa.usage) {
-          const std::string& rn = engine.resource_names().Name(r);
-          usage[rn] = schema::FormatQuantityMilli(v, rn);
-        }
-        psas.push_back({{"name", psa.name},
-                        {"flavors", flavors},
-                        {"resourceUsage", usage},
-                        {"count", psa.count}});
-      }
-      status["admission"] = {{"clusterQueue", wl.cluster_queue}, {"podSetAssignments", psas}};
-      status["quotaVersion"] = wl.quota_version;
-    }
-    if (wl.generation > 0) status["admissionGeneration"] = wl.generation;
-    if (!wl.fencing_token.empty()) status["fencingToken"] = wl.fencing_token;
-    // The runtime reported the current admission's pods ready (`pods ready`): the bridge shows
-    // it as the Workload's PodsReady condition.
-    if (wl.pods_ready) status["podsReady"] = true;
-    if (wl.phase == Phase::kEvicting) {
-      status["podsReleased"] = wl.pods_released;
-      // The token a report that the evicted admission's pods are gone carries.
-      if (wl.generation > 0) {
-        status["evictingToken"] = schema::FencingToken(wl.uid, wl.generation);
-      }
-      if (wl.drain_deadline_ns > 0) status["drainDeadline"] = FormatRfc3339(wl.drain_deadline_ns);
-    }
-    if (wl.requeue_at_ns > 0) status["requeueAt"] = FormatRfc3339(wl.requeue_at_ns);
-    status["phase"] = projections::PhaseName(wl.phase);
-    if (wl.phase == Phase::kPending && !wl.pending_reason.empty()) {
-      status["pendingReason"] = {{"reason", wl.pending_reason}, {"message", wl.pending_message}};
-    }
-    if (wl.requeue_count > 0) status["requeueState"] = {{"count", wl.requeue_count}};
-    w["status"] = status;
-    items.push_back(w);
+    items.push_back(WorkloadJson(engine, wl));
   }
   return items;
 }

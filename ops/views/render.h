@@ -17,6 +17,9 @@ using Json = nlohmann::ordered_json;
 // A namespace filter for a caller that may see only some namespaces; null: every one.
 using NamespaceFilter = std::function<bool(const std::string& ns)>;
 
+// One workload as `get workloads -o json` shows it, and its status alone.
+Json WorkloadJson(const projections::Engine& engine, const projections::WorkloadState& wl);
+Json WorkloadStatusJson(const projections::Engine& engine, const projections::WorkloadState& wl);
 Json WorkloadsJson(const projections::Engine& engine, const NamespaceFilter& allow = nullptr);
 Json ClusterQueuesJson(const projections::Engine& engine);
 Json LocalQueuesJson(const projections::Engine& engine, const NamespaceFilter& allow = nullptr);

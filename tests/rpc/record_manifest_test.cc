@@ -3,6 +3,7 @@
 
 #include <capnp/message.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <memory>
 #include <string>
@@ -11,7 +12,9 @@
 #include "ops/kueue_yaml/kueue_yaml.h"
 #include "ops/rpc/client.h"
 #include "ops/rpc/server.h"
+#include "ops/service/api.h"
 #include "schema/event_codec.h"
+#include "schema/fencing_token.h"
 #include "tests/rpc/in_process_daemon.h"
 #include "tests/unit/temp_dir.h"
 
@@ -344,6 +347,79 @@ TEST_F(RecordManifestTest, ARecordCallOfTheMostInputsIsRead) {
   ASSERT_EQ(code, 0) << message;
   EXPECT_EQ(recorded, kInputs);
   EXPECT_EQ(served_.log->GetHead().sequence, kInputs);
+}
+
+// What one workloadStates call answered.
+struct States {
+  Status transport;
+  uint8_t error_code = 0;
+  std::string error_message;
+  std::vector<std::string> missing;
+  uint64_t head = 0;
+  std::unique_ptr<capnp::MallocMessageBuilder> copy =
+      std::make_unique<capnp::MallocMessageBuilder>();
+  capnp::List<::admission::rpc::WorkloadState>::Reader states() {
+    return copy->getRoot<ops::rpc::Ledger::WorkloadStatesResults>().getStates();
+  }
+};
+
+States CallStates(ops::rpc::RpcClient& client, const std::vector<std::string>& names) {
+  States out;
+  out.transport = client.Run([&](ops::rpc::Ledger::Client& ledger) {
+    auto call = ledger.workloadStatesRequest();
+    auto list = call.initNames(static_cast<unsigned>(names.size()));
+    for (unsigned i = 0; i < names.size(); ++i) list.set(i, names[i]);
+    return call.send().then([&](capnp::Response<ops::rpc::Ledger::WorkloadStatesResults> r) {
+      if (r.hasError()) {
+        out.error_code = r.getError().getCode();
+        out.error_message = r.getError().getMessage().cStr();
+      }
+      for (auto m : r.getMissing()) out.missing.emplace_back(m.cStr());
+      out.head = r.getHead();
+      out.copy->setRoot(ops::rpc::Ledger::WorkloadStatesResults::Reader(r));
+      return Status::Ok();
+    });
+  });
+  return out;
+}
+
+// The bridge's read (docs/k8s.md): one workload's state, typed, without the read model of all.
+TEST_F(RecordManifestTest, WorkloadStatesAreTypedAndAgreeWithTheReadModel) {
+  ASSERT_EQ(Call("setup", "apply", kDefinitions).error_code, 0);
+  ASSERT_EQ(Call("bridge/job/uid-1/1", "submit", kJob).error_code, 0);
+  States st = CallStates(*client_, {"default/nope", "default/job-sample-job"});
+  ASSERT_TRUE(st.transport.ok()) << st.transport.ToString();
+  ASSERT_EQ(st.error_code, 0) << st.error_message;
+  EXPECT_EQ(st.missing, std::vector<std::string>({"default/nope"}));
+  EXPECT_EQ(st.head, served_.log->GetHead().sequence);
+  ASSERT_EQ(st.states().size(), 1u);
+  auto w = st.states()[0];
+  EXPECT_EQ(std::string(w.getName().cStr()), "job-sample-job");
+  EXPECT_EQ(w.getPhase(), ::admission::rpc::WorkloadState::Phase::ADMITTED);
+  EXPECT_EQ(w.getGeneration(), 1u);
+  EXPECT_EQ(std::string(w.getFencingToken().cStr()), schema::FencingToken(w.getUid().cStr(), 1));
+  EXPECT_EQ(std::string(w.getClusterQueue().cStr()), "cluster-queue");
+  ASSERT_EQ(w.getPodSets().size(), 1u);
+  EXPECT_EQ(std::string(w.getPodSets()[0].getName().cStr()), "main");
+  EXPECT_EQ(w.getPodSets()[0].getCount(), 1);
+  ASSERT_EQ(w.getPodSets()[0].getFlavors().size(), 1u);
+  EXPECT_EQ(std::string(w.getPodSets()[0].getFlavors()[0].getResource().cStr()), "cpu");
+  EXPECT_EQ(std::string(w.getPodSets()[0].getFlavors()[0].getFlavor().cStr()), "default-flavor");
+  // The status to mirror is the read model's, byte for byte.
+  auto listed = ops::RenderGet(served_.service->engine(), "workloads", "json");
+  ASSERT_TRUE(listed.ok());
+  auto items = nlohmann::ordered_json::parse(*listed)["items"];
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(nlohmann::ordered_json::parse(w.getStatus().cStr()), items[0]["status"]);
+}
+
+TEST_F(RecordManifestTest, WorkloadStatesRefusesMoreNamesThanItsLimit) {
+  std::vector<std::string> names(ops::rpc::kWorkloadStatesNamesMax + 1, "default/x");
+  States st = CallStates(*client_, names);
+  ASSERT_TRUE(st.transport.ok()) << st.transport.ToString();
+  EXPECT_EQ(st.error_code, static_cast<uint8_t>(Code::kInvalidArgument));
+  EXPECT_NE(st.error_message.find("at most 1024"), std::string::npos) << st.error_message;
+  EXPECT_EQ(CallStates(*client_, {}).error_code, 0);
 }
 
 // recordManifest authorizes before it parses (docs/admitd.md, "Limits"): a principal whose

@@ -213,7 +213,7 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 }
 
 // setupJobs sets up the job framework's controllers (one per kind the cluster serves) and the
-// owned Workload objects' one, sharing one cached read of the ledger and one source of the
+// owned Workload objects' one, sharing one cache of workload states and one source of the
 // ledger's events.
 func setupJobs(mgr manager.Manager, ledgerClient *ledger.Client) (*jobs.LedgerEvents, *jobs.CachedLedger, error) {
 	jobEvents := jobs.NewLedgerEvents(mgr.GetClient())
@@ -233,7 +233,7 @@ func setupJobs(mgr manager.Manager, ledgerClient *ledger.Client) (*jobs.LedgerEv
 
 // watchLedger watches the ledger from its head on, for as long as ctx lasts: each decision about
 // a Job's workload triggers a reconcile of that Job, each change of a queue's counts a copy of
-// the queues' status, and every event drops the Jobs' cached read of the ledger's workloads.
+// the queues' status, and every event drops what the cache holds of the workload it is about.
 // When a watch starts, every Job is reconciled once (what happened before it is read then).
 // Fails only when admitd refuses the watch for good.
 func watchLedger(ctx context.Context, l *ledger.Client, status *definitions.StatusWriter,
@@ -243,7 +243,7 @@ func watchLedger(ctx context.Context, l *ledger.Client, status *definitions.Stat
 		statusKinds[k] = true
 	}
 	logger := ctrl.Log.WithName("ledger-watch")
-	// Every kind: any event may change the workloads' read model the Jobs' cache holds.
+	// Every kind: any event about a workload may change its state the cache holds.
 	err := l.Watch(ctx, ledger.WatchFilter{},
 		func(from uint64) {
 			logger.Info("watching the ledger", "from", from)
@@ -253,7 +253,7 @@ func watchLedger(ctx context.Context, l *ledger.Client, status *definitions.Stat
 		},
 		func() { cache.SetLive(false) },
 		func(batch []ledger.WatchedEvent) {
-			cache.Invalidate()
+			cache.Changed(batch)
 			for _, e := range batch {
 				if statusKinds[e.Kind] {
 					status.Notify()

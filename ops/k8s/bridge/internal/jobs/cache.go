@@ -8,32 +8,77 @@ import (
 	"admission-ledger/bridge/internal/ledger"
 )
 
-// CachedLedger is the Ledger the reconciler is given when the ledger is watched: the reconciles
-// that run while the ledger has not changed share one read of its workloads (`get workloads -o
-// json`, the whole read model) instead of one read each. A read is reused only while the watch
-// runs and no event was pushed, and no write of the bridge's own answered, since it was made
-// (Invalidate; each write invalidates it too). Everything else goes to the ledger as it is.
-type CachedLedger struct {
-	Ledger
-
-	mu         sync.Mutex
-	generation uint64 // bumped by each invalidation
-	live       bool   // the watch runs: invalidations are seen
-	text       string
-	valid      bool
-
-	reads, served atomic.Uint64 // workloads reads made, and answered from the cache
+// StateReader reads workloads' states from the ledger (*ledger.Client).
+type StateReader interface {
+	WorkloadStates(ctx context.Context, names []string) (map[string]*ledger.WorkloadState, uint64, error)
 }
 
-// NewCachedLedger wraps l; the cache is off until SetLive(true).
-func NewCachedLedger(l Ledger) *CachedLedger { return &CachedLedger{Ledger: l} }
+// cacheEntriesMax bounds the cache: past it, every entry is dropped (and read again on demand).
+const cacheEntriesMax = 200000
 
-// Invalidate drops the cached read (the ledger changed).
+// CachedLedger is the Ledger the reconcilers are given when the ledger is watched. It keeps
+// each workload's state as last read (Ledger.workloadStates, one workload per read, never the
+// read model of all) and reads it again only when it may have changed: after the watch pushed
+// an event about that workload, after a write of the bridge's own answered (it may have caused
+// decisions about any workload: every entry is dropped), and whenever the watch is not running
+// (every read goes to the ledger). A reconcile costs one map lookup, or one read of one
+// workload, however many workloads the ledger holds.
+type CachedLedger struct {
+	Ledger
+	states StateReader
+
+	mu         sync.Mutex
+	live       bool                   // the watch runs: every change is seen
+	generation uint64                 // bumped when every entry is dropped
+	entries    map[string]cachedState // by ledger.Key
+	inflight   map[string]int         // reads under way, by key
+	changed    map[string]uint64      // the latest event about a key read under way
+	reads      atomic.Uint64          // reads the reconcilers asked for
+	served     atomic.Uint64          // of them, answered from the cache
+}
+
+type cachedState struct {
+	state *ledger.WorkloadState // nil: the ledger held no workload of that name
+	head  uint64                // the ledger's head it was read at
+}
+
+// NewCachedLedger wraps l, which reads the states; the cache is off until SetLive(true).
+func NewCachedLedger(l interface {
+	Ledger
+	StateReader
+}) *CachedLedger {
+	return &CachedLedger{Ledger: l, states: l, entries: map[string]cachedState{},
+		inflight: map[string]int{}, changed: map[string]uint64{}}
+}
+
+// Invalidate drops every entry.
 func (c *CachedLedger) Invalidate() {
 	c.mu.Lock()
-	c.generation++
-	c.valid = false
+	c.dropAllLocked()
 	c.mu.Unlock()
+}
+
+func (c *CachedLedger) dropAllLocked() {
+	c.generation++
+	c.entries = map[string]cachedState{}
+}
+
+// Changed drops what the cache holds of the workloads the watch's events are about.
+func (c *CachedLedger) Changed(events []ledger.WatchedEvent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range events {
+		if e.Name == "" {
+			continue
+		}
+		key := ledger.Key(e.Namespace, e.Name)
+		if entry, ok := c.entries[key]; ok && entry.head < e.Sequence {
+			delete(c.entries, key)
+		}
+		if c.inflight[key] > 0 && c.changed[key] < e.Sequence {
+			c.changed[key] = e.Sequence
+		}
+	}
 }
 
 // SetLive: true while the watch runs (from its start on, every change is pushed), false when it
@@ -41,49 +86,55 @@ func (c *CachedLedger) Invalidate() {
 func (c *CachedLedger) SetLive(live bool) {
 	c.mu.Lock()
 	c.live = live
-	c.generation++
-	c.valid = false
+	c.dropAllLocked()
 	c.mu.Unlock()
 }
 
-// Reads returns how many reads of the workloads the reconciles asked for, and how many of them
+// Reads returns how many reads of a workload the reconciles asked for, and how many of them
 // the cache answered.
 func (c *CachedLedger) Reads() (uint64, uint64) { return c.reads.Load(), c.served.Load() }
 
-// Get answers `get workloads -o json` from the cache when it may.
-func (c *CachedLedger) Get(ctx context.Context, kind, format string) (string, error) {
-	if kind != "workloads" || format != "json" {
-		return c.Ledger.Get(ctx, kind, format)
-	}
+// WorkloadState answers from the cache when it may, else reads the one workload.
+func (c *CachedLedger) WorkloadState(ctx context.Context, namespace, name string) (*ledger.WorkloadState, error) {
+	key := ledger.Key(namespace, name)
 	c.reads.Add(1)
 	c.mu.Lock()
-	if c.live && c.valid {
-		text := c.text
+	if entry, ok := c.entries[key]; ok && c.live {
 		c.mu.Unlock()
 		c.served.Add(1)
-		return text, nil
+		return entry.state, nil
 	}
 	generation := c.generation
+	c.inflight[key]++
 	c.mu.Unlock()
-	text, err := c.Ledger.Get(ctx, kind, format)
-	if err != nil {
-		return "", err
-	}
+	states, head, err := c.states.WorkloadStates(ctx, []string{key})
 	c.mu.Lock()
-	if c.live && c.generation == generation {
-		c.text, c.valid = text, true
+	defer c.mu.Unlock()
+	// A change pushed while the read was under way may be newer than what it read.
+	fresh := c.live && c.generation == generation && c.changed[key] <= head
+	if c.inflight[key]--; c.inflight[key] == 0 {
+		delete(c.inflight, key)
+		delete(c.changed, key)
 	}
-	c.mu.Unlock()
-	return text, nil
+	if err != nil {
+		return nil, err
+	}
+	if fresh {
+		if len(c.entries) >= cacheEntriesMax {
+			c.dropAllLocked()
+		}
+		c.entries[key] = cachedState{state: states[key], head: head}
+	}
+	return states[key], nil
 }
 
-// RecordManifest writes, then invalidates the cache.
+// RecordManifest writes, then drops every entry.
 func (c *CachedLedger) RecordManifest(ctx context.Context, requestID, mode, manifest string) (ledger.Outcome, error) {
 	defer c.Invalidate()
 	return c.Ledger.RecordManifest(ctx, requestID, mode, manifest)
 }
 
-// Record writes, then invalidates the cache.
+// Record writes, then drops every entry.
 func (c *CachedLedger) Record(ctx context.Context, requestID string, inputs [][]byte) (ledger.Outcome, error) {
 	defer c.Invalidate()
 	return c.Ledger.Record(ctx, requestID, inputs)

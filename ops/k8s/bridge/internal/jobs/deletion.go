@@ -50,7 +50,7 @@ func (r *Reconciler) deleted(ctx context.Context, job GenericJob) (ctrl.Result, 
 	// Nothing to tell when the ledger never had it or already deleted it. The ledger's workload
 	// of this name is this Job's (the finalizer keeps the name taken until it is recorded), or
 	// an earlier Job's that ended: its deletion changes nothing, and is recorded as before.
-	if state != nil && state.Phase() != "Deleted" {
+	if state != nil && state.Phase != ledger.PhaseDeleted {
 		event, err := WorkloadDeletedEvent(state.Namespace, state.Name, state.UID)
 		if err != nil {
 			return ctrl.Result{}, err

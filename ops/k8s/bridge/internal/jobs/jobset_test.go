@@ -16,6 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"admission-ledger/bridge/internal/ledger"
 )
 
 // A JobSet of a leader (1 pod) and workers (2 replicas of a 3-pod Job, completions 2) and an
@@ -89,12 +91,11 @@ func TestJobSetAdmissionPerPodSet(t *testing.T) {
 	}
 	r := &Reconciler{Kind: JobSetKind, Client: fake.NewClientBuilder().
 		WithObjects(flavor("cpu", "none"), flavor("h100", "h100"), flavor("a100", "a100")).Build()}
-	assignment := func(ps, f string, count int64) map[string]any {
-		return map[string]any{"name": ps, "count": count, "flavors": map[string]any{"cpu": f}}
+	assignment := func(ps, f string, count int32) ledger.PodSetAssignment {
+		return ledger.PodSetAssignment{Name: ps, Count: count, Flavors: map[string]string{"cpu": f}}
 	}
-	state := &LedgerWorkload{Namespace: "ml", Name: "jobset-train", Status: map[string]any{
-		"admission": map[string]any{"podSetAssignments": []any{assignment("leader", "cpu", 1),
-			assignment("workers", "h100", 4), assignment("elastic", "h100", 4)}}}}
+	state := &LedgerWorkload{Namespace: "ml", Name: "jobset-train", PodSets: []ledger.PodSetAssignment{
+		assignment("leader", "cpu", 1), assignment("workers", "h100", 4), assignment("elastic", "h100", 4)}}
 	js := testJobSet()
 	if _, err := r.applyAdmission(context.Background(), js, state, "js-uid/1"); err != nil {
 		t.Fatal(err)
@@ -117,8 +118,8 @@ func TestJobSetAdmissionPerPodSet(t *testing.T) {
 		t.Fatalf("original pod sets recorded as %s (%v)", js.JobSet.Annotations[OriginalPodSetAnnotation], err)
 	}
 	// Readmitted on a100: the workers leave h100.
-	state.Status["admission"] = map[string]any{"podSetAssignments": []any{assignment("leader", "cpu", 1),
-		assignment("workers", "a100", 4), assignment("elastic", "a100", 4)}}
+	state.PodSets = []ledger.PodSetAssignment{assignment("leader", "cpu", 1),
+		assignment("workers", "a100", 4), assignment("elastic", "a100", 4)}
 	if _, err := r.applyAdmission(context.Background(), js, state, "js-uid/2"); err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +127,8 @@ func TestJobSetAdmissionPerPodSet(t *testing.T) {
 		t.Fatalf("workers nodeSelector %v after the second admission", sel)
 	}
 	// An admission of fewer pods than asked for cannot start: failedToStart, not a release.
-	state.Status["admission"] = map[string]any{"podSetAssignments": []any{assignment("leader", "cpu", 1),
-		assignment("workers", "a100", 2), assignment("elastic", "a100", 4)}}
+	state.PodSets = []ledger.PodSetAssignment{assignment("leader", "cpu", 1),
+		assignment("workers", "a100", 2), assignment("elastic", "a100", 4)}
 	_, err := r.applyAdmission(context.Background(), js, state, "js-uid/3")
 	var cannot *cannotStart
 	if !errors.As(err, &cannot) {

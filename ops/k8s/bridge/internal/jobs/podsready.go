@@ -5,11 +5,11 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"admission-ledger/bridge/internal/ledger"
 	"admission-ledger/bridge/internal/ledgerevents"
 )
 
@@ -31,13 +31,6 @@ func PodsReady(job *batchv1.Job, admitted int32) bool {
 	return ptr.Deref(job.Status.Ready, 0)+job.Status.Succeeded >= admitted
 }
 
-// PodsReadyReported says whether the ledger holds `pods ready` for the current admission
-// (status.podsReady of its read model).
-func (w *LedgerWorkload) PodsReadyReported() bool {
-	ready, _, _ := unstructured.NestedBool(w.Status, "podsReady")
-	return ready
-}
-
 // reportReady records `pods ready` with the current token, once: when the object runs under
 // that token, its pods reached the admitted counts of Ready or succeeded (the kind's
 // PodsReady), and the ledger does not hold it yet (a repeat is answered from the ledger by its
@@ -53,7 +46,7 @@ func (r *Reconciler) reportReady(ctx context.Context, job GenericJob, state *Led
 		}
 		admitted = append(admitted, count)
 	}
-	if state.PodsReadyReported() || !job.PodsReady(admitted) {
+	if state.PodsReady || !job.PodsReady(admitted) {
 		return ctrl.Result{RequeueAfter: PollInterval}, nil
 	}
 	if err := r.recordPods(ctx, state, ledgerevents.PodsReport_ready, token, ""); err != nil {
@@ -73,12 +66,12 @@ func (r *Reconciler) reportReady(ctx context.Context, job GenericJob, state *Led
 func PodsReadyConditionFor(state *LedgerWorkload, current map[string]any, now time.Time) map[string]any {
 	status, reason, message := "False", podsReadyReasonWaitForStart, podsReadyMessageNotReady
 	switch {
-	case state.Phase() == "Admitted" && state.PodsReadyReported():
+	case state.Phase == ledger.PhaseAdmitted && state.PodsReady:
 		status, reason, message = "True", podsReadyReasonStarted, podsReadyMessageReady
-	case state.Phase() == "Admitted":
+	case state.Phase == ledger.PhaseAdmitted:
 	case current == nil:
 		return nil
-	case state.Phase() == "Finished":
+	case state.Phase == ledger.PhaseFinished:
 		return current
 	}
 	since := now.UTC().Format(time.RFC3339)

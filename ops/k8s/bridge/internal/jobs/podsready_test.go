@@ -7,6 +7,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/utils/ptr"
+
+	"admission-ledger/bridge/internal/ledger"
 )
 
 // Kueue's batch Job PodsReady: Ready pods and succeeded pods together reach the count.
@@ -30,12 +32,8 @@ func TestPodsReadyCountsReadyAndSucceededPods(t *testing.T) {
 	}
 }
 
-func workloadIn(phase string, podsReady bool) *LedgerWorkload {
-	status := map[string]any{"phase": phase}
-	if podsReady {
-		status["podsReady"] = true
-	}
-	return &LedgerWorkload{Namespace: "ml", Name: "job-train", Status: status}
+func workloadIn(phase ledger.Phase, podsReady bool) *LedgerWorkload {
+	return &LedgerWorkload{Namespace: "ml", Name: "job-train", Phase: phase, PodsReady: podsReady}
 }
 
 // The PodsReady condition: Kueue's reasons and messages, False while the ledger has no
@@ -44,27 +42,27 @@ func workloadIn(phase string, podsReady bool) *LedgerWorkload {
 func TestPodsReadyConditionFollowsTheLedger(t *testing.T) {
 	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	t1 := t0.Add(time.Minute)
-	if c := PodsReadyConditionFor(workloadIn("Pending", false), nil, t0); c != nil {
+	if c := PodsReadyConditionFor(workloadIn(ledger.PhasePending, false), nil, t0); c != nil {
 		t.Fatalf("a pending workload got %v", c)
 	}
-	waiting := PodsReadyConditionFor(workloadIn("Admitted", false), nil, t0)
+	waiting := PodsReadyConditionFor(workloadIn(ledger.PhaseAdmitted, false), nil, t0)
 	if waiting["status"] != "False" || waiting["reason"] != "WaitForStart" ||
 		waiting["message"] != "Not all pods are ready or succeeded" || waiting["lastTransitionTime"] != "2025-01-02T03:04:05Z" {
 		t.Fatalf("admitted, not ready: %v", waiting)
 	}
-	if again := PodsReadyConditionFor(workloadIn("Admitted", false), waiting, t1); again["lastTransitionTime"] != "2025-01-02T03:04:05Z" {
+	if again := PodsReadyConditionFor(workloadIn(ledger.PhaseAdmitted, false), waiting, t1); again["lastTransitionTime"] != "2025-01-02T03:04:05Z" {
 		t.Fatalf("the transition time moved without a transition: %v", again)
 	}
-	ready := PodsReadyConditionFor(workloadIn("Admitted", true), waiting, t1)
+	ready := PodsReadyConditionFor(workloadIn(ledger.PhaseAdmitted, true), waiting, t1)
 	if ready["status"] != "True" || ready["reason"] != "Started" ||
 		ready["message"] != "All pods reached readiness and the workload is running" || ready["lastTransitionTime"] != "2025-01-02T03:05:05Z" {
 		t.Fatalf("ready: %v", ready)
 	}
-	if finished := PodsReadyConditionFor(workloadIn("Finished", false), ready, t1.Add(time.Hour)); finished["status"] != "True" ||
+	if finished := PodsReadyConditionFor(workloadIn(ledger.PhaseFinished, false), ready, t1.Add(time.Hour)); finished["status"] != "True" ||
 		finished["lastTransitionTime"] != "2025-01-02T03:05:05Z" {
 		t.Fatalf("a finished workload's condition changed: %v", finished)
 	}
-	evicted := PodsReadyConditionFor(workloadIn("Evicting", false), ready, t1.Add(time.Hour))
+	evicted := PodsReadyConditionFor(workloadIn(ledger.PhaseEvicting, false), ready, t1.Add(time.Hour))
 	if evicted["status"] != "False" || evicted["reason"] != "WaitForStart" || evicted["lastTransitionTime"] != "2025-01-02T04:05:05Z" {
 		t.Fatalf("evicted: %v", evicted)
 	}
@@ -76,7 +74,7 @@ func TestWithPodsReadyKeepsTheLedgersConditions(t *testing.T) {
 	desired := map[string]any{"conditions": []any{admitted}}
 	current := map[string]any{"conditions": []any{admitted, map[string]any{"type": "PodsReady", "status": "True",
 		"reason": "Started", "lastTransitionTime": "2025-01-02T03:04:05Z"}}}
-	withPodsReady(desired, current, workloadIn("Admitted", true), time.Now())
+	withPodsReady(desired, current, workloadIn(ledger.PhaseAdmitted, true), time.Now())
 	list := desired["conditions"].([]any)
 	if len(list) != 2 || list[0].(map[string]any)["type"] != "Admitted" ||
 		list[1].(map[string]any)["lastTransitionTime"] != "2025-01-02T03:04:05Z" {
@@ -110,7 +108,7 @@ func TestRunningJobReportsReadyOnce(t *testing.T) {
 			t.Fatalf("attempt %d: reports %q", attempt, got)
 		}
 	}
-	state.Status["podsReady"] = true
+	state.PodsReady = true
 	calls := l.calls
 	if _, err := r.release(context.Background(), &BatchJob{Job: job}, state); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -61,7 +60,8 @@ const RetryAfterTransportError = 5 * time.Second
 type Ledger interface {
 	RecordManifest(ctx context.Context, requestID, mode, manifest string) (ledger.Outcome, error)
 	Record(ctx context.Context, requestID string, inputs [][]byte) (ledger.Outcome, error)
-	Get(ctx context.Context, kind, format string) (string, error)
+	// WorkloadState reads one workload of the ledger (nil: the ledger holds none of that name).
+	WorkloadState(ctx context.Context, namespace, name string) (*ledger.WorkloadState, error)
 }
 
 // Reconciler drives one object of its kind at a time through submission, mirroring and release.
@@ -125,95 +125,29 @@ func podsRequestID(report, namespace, name, token string) string {
 	return "admit-k8s/pods/" + hex.EncodeToString(sum[:16])
 }
 
-// LedgerWorkload is what the bridge reads of the ledger's workload read model
-// (`admitctl get workloads -o json`, ops/views/render.cc).
-type LedgerWorkload struct {
-	Name      string
-	Namespace string
-	// UID is the workload's uid in the ledger: its Job's uid (the ledger's parser takes a Job's
-	// metadata.uid), so an earlier Job of the same name has another.
-	UID string
-	// Status as the ledger renders it, Kueue's field names; copied into the Workload object.
-	Status map[string]any
-}
+// LedgerWorkload is what the bridge reads of a workload in the ledger (Ledger.workloadStates).
+type LedgerWorkload = ledger.WorkloadState
 
-func (w *LedgerWorkload) str(field string) string {
-	s, _, _ := unstructured.NestedString(w.Status, field)
-	return s
-}
-
-// Phase is the ledger's phase: Pending, QuotaReserved, Admitted, Evicting, Finished, ...
-func (w *LedgerWorkload) Phase() string { return w.str("phase") }
-
-// FencingToken is the token of the current admission ("" when none).
-func (w *LedgerWorkload) FencingToken() string { return w.str("fencingToken") }
-
-// EvictingToken is the token of the admission being evicted, which the report that its pods
-// are gone carries ("" when none).
-func (w *LedgerWorkload) EvictingToken() string { return w.str("evictingToken") }
-
-// Assignment returns the flavors (resource -> flavor) and count of pod set podSet.
-func (w *LedgerWorkload) Assignment(podSet string) (map[string]string, int32, bool) {
-	list, _, _ := unstructured.NestedSlice(w.Status, "admission", "podSetAssignments")
-	for _, item := range list {
-		psa, ok := item.(map[string]any)
-		if !ok || psa["name"] != podSet {
-			continue
-		}
-		flavors, _, _ := unstructured.NestedStringMap(psa, "flavors")
-		count, _, _ := unstructured.NestedInt64(psa, "count")
-		return flavors, int32(count), true
-	}
-	return nil, 0, false
-}
-
-// CheckUpdates returns the podSetUpdates of pod set podSet that the ledger's admission checks
+// checkUpdates returns the podSetUpdates of pod set podSet that the ledger's admission checks
 // hold, checks in the ledger's order (by name), as the decider merged them into the Admitted
 // decision.
-func (w *LedgerWorkload) CheckUpdates(podSet string) ([]podsetupdates.PodSetUpdate, []string, error) {
-	entries, _, _ := unstructured.NestedSlice(w.Status, "admissionChecks")
+func checkUpdates(w *LedgerWorkload, podSet string) ([]podsetupdates.PodSetUpdate, []string) {
 	var updates []podsetupdates.PodSetUpdate
 	var checks []string
-	for _, e := range entries {
-		m, _ := e.(map[string]any)
-		name, _ := m["name"].(string)
-		list, err := podsetupdates.FromEntry(m)
-		if err != nil {
-			return nil, nil, fmt.Errorf("the ledger's check %s: %w", name, err)
-		}
-		for _, u := range list {
+	for _, c := range w.Checks {
+		for _, u := range c.PodSetUpdates {
 			if u.Name == podSet {
 				updates = append(updates, u)
-				checks = append(checks, name)
+				checks = append(checks, c.Name)
 			}
 		}
 	}
-	return updates, checks, nil
+	return updates, checks
 }
 
-// findLedgerWorkload reads the ledger's workloads and returns namespace/name, or nil.
+// findLedgerWorkload reads the workload namespace/name of the ledger, or nil.
 func (r *Reconciler) findLedgerWorkload(ctx context.Context, namespace, name string) (*LedgerWorkload, error) {
-	text, err := r.Ledger.Get(ctx, "workloads", "json")
-	if err != nil {
-		return nil, err
-	}
-	// A kind: List. utiljson keeps integers as int64, as the API server's objects have them, so
-	// that a status copied from the ledger compares equal to the one read back.
-	var list struct {
-		Items []map[string]any `json:"items"`
-	}
-	if err := utiljson.Unmarshal([]byte(text), &list); err != nil {
-		return nil, fmt.Errorf("the ledger's workloads are not a JSON List: %w", err)
-	}
-	for _, item := range list.Items {
-		u := unstructured.Unstructured{Object: item}
-		if u.GetNamespace() != namespace || u.GetName() != name {
-			continue
-		}
-		status, _, _ := unstructured.NestedMap(item, "status")
-		return &LedgerWorkload{Name: name, Namespace: namespace, UID: string(u.GetUID()), Status: status}, nil
-	}
-	return nil, nil
+	return r.Ledger.WorkloadState(ctx, namespace, name)
 }
 
 // Reconcile takes one object one step further: Workload object, submission, status, release
@@ -254,13 +188,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// workload. (A workload recorded before the ledger took the object's uid has a derived
 		// one: a finished object is left alone, an unfinished one whose workload ended is
 		// submitted once more, under its own uid.)
-		switch state.Phase() {
-		case "Finished", "Rejected", "Deleted", "Deactivated":
+		switch state.Phase {
+		case ledger.PhaseFinished, ledger.PhaseRejected, ledger.PhaseDeleted, ledger.PhaseDeactivated:
 			logger.Info("the ledger's workload of this name is an earlier object's; submitting this one",
-				"earlierUID", state.UID, "phase", state.Phase())
+				"earlierUID", state.UID, "phase", state.Phase.String())
 			state = nil
 		default:
-			if err := r.suspend(ctx, job, "an earlier "+r.Kind.Name+"'s workload of this name is still "+state.Phase()); err != nil {
+			if err := r.suspend(ctx, job, "an earlier "+r.Kind.Name+"'s workload of this name is still "+state.Phase.String()); err != nil {
 				return ctrl.Result{}, err
 			}
 			return ctrl.Result{RequeueAfter: PollInterval}, nil
@@ -282,18 +216,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // follow does what the ledger's phase of the workload asks of the object.
 func (r *Reconciler) follow(ctx context.Context, req ctrl.Request, job GenericJob,
 	state *LedgerWorkload) (ctrl.Result, error) {
-	switch state.Phase() {
-	case "Admitted":
+	switch state.Phase {
+	case ledger.PhaseAdmitted:
 		if job.Finished() {
-			return r.reportPods(ctx, job, state, ledgerevents.PodsReport_finished, state.FencingToken())
+			return r.reportPods(ctx, job, state, ledgerevents.PodsReport_finished, state.FencingToken)
 		}
 		return r.release(ctx, job, state)
-	case "Evicting":
+	case ledger.PhaseEvicting:
 		return r.evicting(ctx, req, state)
-	case "Finished", "Rejected", "Deleted", "Deactivated":
+	case ledger.PhaseFinished, ledger.PhaseRejected, ledger.PhaseDeleted, ledger.PhaseDeactivated:
 		// An object that completed or failed is left as it is; any other stops.
 		if !job.Finished() {
-			if err := r.suspend(ctx, job, "the ledger's workload is "+state.Phase()); err != nil {
+			if err := r.suspend(ctx, job, "the ledger's workload is "+state.Phase.String()); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -331,7 +265,7 @@ func (r *Reconciler) evicting(ctx context.Context, req ctrl.Request, state *Ledg
 			log.FromContext(ctx).V(1).Info("finished while evicted; waiting for the pods to end", "why", running)
 			return ctrl.Result{RequeueAfter: WaitForPodsGonePoll}, nil
 		}
-		return r.reportPods(ctx, job, state, ledgerevents.PodsReport_finished, state.EvictingToken())
+		return r.reportPods(ctx, job, state, ledgerevents.PodsReport_finished, state.EvictingToken)
 	}
 	if !job.IsSuspended() {
 		pauseAt(ctx, "evicted-before-suspend", state)
@@ -349,7 +283,7 @@ func (r *Reconciler) evicting(ctx context.Context, req ctrl.Request, state *Ledg
 		return ctrl.Result{RequeueAfter: WaitForPodsGonePoll}, nil
 	}
 	pauseAt(ctx, "before-terminated", state)
-	return r.reportPods(ctx, job, state, ledgerevents.PodsReport_terminated, state.EvictingToken())
+	return r.reportPods(ctx, job, state, ledgerevents.PodsReport_terminated, state.EvictingToken)
 }
 
 // submit sends the object to the ledger, parsed there by the ledger's own parser.
@@ -549,7 +483,7 @@ func retryOrDrop(ctx context.Context, events record.EventRecorder, obj client.Ob
 // (3) only then is the object unsuspended. A crash between steps repeats the rest: (0) and (2)
 // are comparisons, (1) is answered from the ledger, (3) happens only after (2) is stored.
 func (r *Reconciler) release(ctx context.Context, job GenericJob, state *LedgerWorkload) (ctrl.Result, error) {
-	token := state.FencingToken()
+	token := state.FencingToken
 	if token == "" {
 		return ctrl.Result{RequeueAfter: PollInterval}, nil
 	}
@@ -662,10 +596,7 @@ func (r *Reconciler) applyAdmission(ctx context.Context, job GenericJob, state *
 		if err := r.applyFlavors(ctx, flavors, &ps.Template.Spec); err != nil {
 			return false, err
 		}
-		updates, checks, err := state.CheckUpdates(ps.Name)
-		if err != nil {
-			return false, err
-		}
+		updates, checks := checkUpdates(state, ps.Name)
 		for u := range updates {
 			if err := podsetupdates.Merge(&ps.Template.ObjectMeta, &ps.Template.Spec, updates[u]); err != nil {
 				return false, &cannotStart{fmt.Errorf("in admission check %q: %w", checks[u], err)}

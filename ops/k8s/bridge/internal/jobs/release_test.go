@@ -19,6 +19,7 @@ import (
 
 	"admission-ledger/bridge/internal/ledger"
 	"admission-ledger/bridge/internal/ledgerevents"
+	"admission-ledger/bridge/internal/podsetupdates"
 )
 
 // A released Job: the ledger's admission on flavor h100 (nodeLabels gpu=h100, a toleration),
@@ -33,10 +34,13 @@ func releaseFixture(updates []any) (*Reconciler, *batchv1.Job, *LedgerWorkload) 
 		Spec: batchv1.JobSpec{Parallelism: ptr.To(int32(1)), Suspend: ptr.To(true),
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "train"}},
 				Spec: corev1.PodSpec{NodeSelector: map[string]string{"tier": "gold"}}}}}
-	state := &LedgerWorkload{Namespace: "ml", Name: "job-train", Status: map[string]any{
-		"admission": map[string]any{"clusterQueue": "gpu", "podSetAssignments": []any{map[string]any{
-			"name": "main", "count": int64(1), "flavors": map[string]any{"nvidia.com/gpu": "h100"}}}},
-		"admissionChecks": []any{map[string]any{"name": "provisioning", "state": "Ready", "podSetUpdates": updates}}}}
+	parsed, err := podsetupdates.FromEntry(map[string]any{"podSetUpdates": updates})
+	if err != nil {
+		panic(err)
+	}
+	state := &LedgerWorkload{Namespace: "ml", Name: "job-train", ClusterQueue: "gpu", Status: map[string]any{},
+		PodSets: []ledger.PodSetAssignment{{Name: "main", Count: 1, Flavors: map[string]string{"nvidia.com/gpu": "h100"}}},
+		Checks:  []ledger.CheckState{{Name: "provisioning", State: "Ready", PodSetUpdates: parsed}}}
 	r := &Reconciler{Kind: BatchJobKind, Client: fake.NewClientBuilder().WithObjects(flavor).Build()}
 	return r, job, state
 }
@@ -100,8 +104,8 @@ func (l *podsLedger) RecordManifest(context.Context, string, string, string) (le
 	return ledger.Outcome{}, errors.New("not expected")
 }
 
-func (l *podsLedger) Get(context.Context, string, string) (string, error) {
-	return "", errors.New("not expected")
+func (l *podsLedger) WorkloadState(context.Context, string, string) (*ledger.WorkloadState, error) {
+	return nil, errors.New("not expected")
 }
 
 func (l *podsLedger) Record(_ context.Context, requestID string, inputs [][]byte) (ledger.Outcome, error) {
@@ -127,8 +131,8 @@ func (l *podsLedger) Record(_ context.Context, requestID string, inputs [][]byte
 func releaseReconciler(t *testing.T, updates []any) (*Reconciler, *batchv1.Job, *LedgerWorkload, *podsLedger, *record.FakeRecorder) {
 	r, job, state := releaseFixture(updates)
 	state.UID = "uid"
-	state.Status["phase"] = "Admitted"
-	state.Status["fencingToken"] = "uid/1"
+	state.Phase = ledger.PhaseAdmitted
+	state.FencingToken = "uid/1"
 	if err := r.Client.Create(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
@@ -211,8 +215,8 @@ func TestReleaseWithoutConflictReportsReleased(t *testing.T) {
 // admission's token (the load test saw such workloads left Evicting for good).
 func TestEvictedJobThatFinishedReportsFinished(t *testing.T) {
 	r, job, state, l, _ := releaseReconciler(t, nil)
-	state.Status["phase"] = "Evicting"
-	state.Status["evictingToken"] = "uid/1"
+	state.Phase = ledger.PhaseEvicting
+	state.EvictingToken = "uid/1"
 	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
 	if err := r.Client.Status().Update(context.Background(), job); err != nil {
 		t.Fatal(err)

@@ -112,8 +112,8 @@ func (r *OwnedWorkloads) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	if state != nil && state.UID != string(wl.GetUID()) {
 		// An earlier object's of this name: once it ended, this one is a new workload.
-		switch state.Phase() {
-		case "Finished", "Rejected", "Deleted", "Deactivated":
+		switch state.Phase {
+		case ledger.PhaseFinished, ledger.PhaseRejected, ledger.PhaseDeleted, ledger.PhaseDeactivated:
 			state = nil
 		default:
 			return ctrl.Result{RequeueAfter: PollInterval}, nil
@@ -126,9 +126,9 @@ func (r *OwnedWorkloads) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if result, done, err := r.forwardOwner(ctx, wl, state); done || err != nil {
 		return result, err
 	}
-	if state.Phase() == "Admitted" && state.FencingToken() != "" && !showsAdmission(wl, state.FencingToken()) {
+	if state.Phase == ledger.PhaseAdmitted && state.FencingToken != "" && !showsAdmission(wl, state.FencingToken) {
 		// Write-ahead: the owner may start pods as soon as it sees the admission.
-		if err := r.jobs.recordPods(ctx, state, ledgerevents.PodsReport_released, state.FencingToken(), ""); err != nil {
+		if err := r.jobs.recordPods(ctx, state, ledgerevents.PodsReport_released, state.FencingToken, ""); err != nil {
 			return r.retryOrDrop(ctx, wl, err)
 		}
 	}
@@ -145,7 +145,7 @@ func (r *OwnedWorkloads) forwardOwner(ctx context.Context, wl *unstructured.Unst
 	state *LedgerWorkload) (ctrl.Result, bool, error) {
 	var err error
 	switch {
-	case conditionTrue(wl, "Finished") && !ledgerEnded(state.Phase()):
+	case conditionTrue(wl, "Finished") && !state.Phase.Ended():
 		var event []byte
 		event, err = WorkloadFinishedEvent(state.Namespace, state.Name, state.UID,
 			conditionMessage(wl, "Finished"))
@@ -154,8 +154,8 @@ func (r *OwnedWorkloads) forwardOwner(ctx context.Context, wl *unstructured.Unst
 		}
 		_, err = r.Ledger.Record(ctx, finishRequestID(wl), [][]byte{event})
 		log.FromContext(ctx).Info("the owner finished the workload", "error", err)
-	case state.Phase() == "Evicting" && conditionTrue(wl, "Evicted") && !hasAdmission(wl):
-		err = r.jobs.recordPods(ctx, state, ledgerevents.PodsReport_terminated, state.EvictingToken(), "")
+	case state.Phase == ledger.PhaseEvicting && conditionTrue(wl, "Evicted") && !hasAdmission(wl):
+		err = r.jobs.recordPods(ctx, state, ledgerevents.PodsReport_terminated, state.EvictingToken, "")
 		log.FromContext(ctx).Info("the owner cleared the evicted workload's reservation", "error", err)
 	default:
 		return ctrl.Result{}, false, nil
@@ -165,10 +165,6 @@ func (r *OwnedWorkloads) forwardOwner(ctx context.Context, wl *unstructured.Unst
 		return result, true, err
 	}
 	return ctrl.Result{RequeueAfter: PollInterval}, true, nil
-}
-
-func ledgerEnded(phase string) bool {
-	return phase == "Finished" || phase == "Rejected" || phase == "Deleted" || phase == "Deactivated"
 }
 
 func (r *OwnedWorkloads) submit(ctx context.Context, wl *unstructured.Unstructured) (ctrl.Result, error) {
@@ -232,7 +228,7 @@ func (r *OwnedWorkloads) deleted(ctx context.Context, wl *unstructured.Unstructu
 	if err != nil {
 		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
 	}
-	if state != nil && state.UID == string(wl.GetUID()) && state.Phase() != "Deleted" {
+	if state != nil && state.UID == string(wl.GetUID()) && state.Phase != ledger.PhaseDeleted {
 		event, err := WorkloadDeletedEvent(state.Namespace, state.Name, state.UID)
 		if err != nil {
 			return ctrl.Result{}, err

@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -19,14 +18,13 @@ import (
 
 // workloadsLedger: a ledger whose workload read model the test sets, recording what is sent.
 type workloadsLedger struct {
-	items     []map[string]any
+	state     *ledger.WorkloadState
 	manifests []string
 	inputs    []string // "kind name token" per Record
 }
 
-func (l *workloadsLedger) Get(context.Context, string, string) (string, error) {
-	text, err := json.Marshal(map[string]any{"kind": "List", "items": l.items})
-	return string(text), err
+func (l *workloadsLedger) WorkloadState(context.Context, string, string) (*ledger.WorkloadState, error) {
+	return l.state, nil
 }
 
 func (l *workloadsLedger) RecordManifest(_ context.Context, _, _, manifest string) (ledger.Outcome, error) {
@@ -55,10 +53,14 @@ func (l *workloadsLedger) Record(_ context.Context, _ string, inputs [][]byte) (
 	return ledger.Outcome{Sequences: []uint64{uint64(len(l.inputs))}}, nil
 }
 
-func (l *workloadsLedger) setPhase(phase string, status map[string]any) {
-	status["phase"] = phase
-	l.items = []map[string]any{{"metadata": map[string]any{"namespace": "ml", "name": "train", "uid": "wl-uid"},
-		"status": status}}
+// setPhase: the workload ml/train in the ledger, its status (Kueue's, to mirror) as given with
+// the phase, and its tokens from the status's.
+func (l *workloadsLedger) setPhase(phase ledger.Phase, status map[string]any) {
+	status["phase"] = phase.String()
+	fencing, _ := status["fencingToken"].(string)
+	evicting, _ := status["evictingToken"].(string)
+	l.state = &ledger.WorkloadState{Namespace: "ml", Name: "train", UID: "wl-uid", Phase: phase,
+		FencingToken: fencing, EvictingToken: evicting, Status: status}
 }
 
 // A Workload created with kubectl: submitted as it is; once admitted, `pods released` is
@@ -99,14 +101,14 @@ func TestOwnedWorkloadFollowsKueuesContractForOwners(t *testing.T) {
 
 	admission := map[string]any{"clusterQueue": "cq", "podSetAssignments": []any{
 		map[string]any{"name": "main", "count": int64(1), "flavors": map[string]any{"cpu": "default"}}}}
-	l.setPhase("Admitted", map[string]any{"fencingToken": "wl-uid/1", "admission": admission})
+	l.setPhase(ledger.PhaseAdmitted, map[string]any{"fencingToken": "wl-uid/1", "admission": admission})
 	reconcile()
 	if strings.Join(l.inputs, ";") != "pods released wl-uid/1" || !showsAdmission(stored(), "wl-uid/1") {
 		t.Fatalf("inputs %q; admission shown %v", l.inputs, showsAdmission(stored(), "wl-uid/1"))
 	}
 
 	// Evicted: the owner clears the reservation; then, and only then, `pods terminated`.
-	l.setPhase("Evicting", map[string]any{"evictingToken": "wl-uid/1", "admission": admission,
+	l.setPhase(ledger.PhaseEvicting, map[string]any{"evictingToken": "wl-uid/1", "admission": admission,
 		"conditions": []any{map[string]any{"type": "Evicted", "status": "True", "reason": "Preempted"}}})
 	reconcile()
 	if strings.HasPrefix(l.inputs[len(l.inputs)-1], "pods terminated") {
@@ -124,7 +126,7 @@ func TestOwnedWorkloadFollowsKueuesContractForOwners(t *testing.T) {
 
 	// Admitted again, released again; the owner finishes it: forwarded, and the status is not
 	// written over the owner's condition before the ledger holds the finish.
-	l.setPhase("Admitted", map[string]any{"fencingToken": "wl-uid/2", "admission": admission})
+	l.setPhase(ledger.PhaseAdmitted, map[string]any{"fencingToken": "wl-uid/2", "admission": admission})
 	reconcile()
 	if l.inputs[len(l.inputs)-1] != "pods released wl-uid/2" {
 		t.Fatalf("inputs %q", l.inputs)
@@ -140,7 +142,7 @@ func TestOwnedWorkloadFollowsKueuesContractForOwners(t *testing.T) {
 	if l.inputs[len(l.inputs)-1] != "finished done by the owner" || !conditionTrue(stored(), "Finished") {
 		t.Fatalf("inputs %q", l.inputs)
 	}
-	l.setPhase("Finished", map[string]any{})
+	l.setPhase(ledger.PhaseFinished, map[string]any{})
 	calls := len(l.inputs)
 	reconcile()
 	if len(l.inputs) != calls {

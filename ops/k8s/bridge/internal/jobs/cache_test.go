@@ -1,0 +1,122 @@
+package jobs
+
+import (
+	"context"
+	"testing"
+
+	"admission-ledger/bridge/internal/ledger"
+)
+
+// statesLedger: a ledger of workload states at a head the test moves, counting the reads of
+// states; during calls (duringRead) runs inside the next read, as a watch push would arrive.
+type statesLedger struct {
+	workloadsLedger
+	states     map[string]*ledger.WorkloadState
+	head       uint64
+	reads      int
+	duringRead func()
+}
+
+func (l *statesLedger) WorkloadStates(_ context.Context, names []string) (map[string]*ledger.WorkloadState, uint64, error) {
+	l.reads++
+	if f := l.duringRead; f != nil {
+		l.duringRead = nil
+		f()
+	}
+	out := map[string]*ledger.WorkloadState{}
+	for _, n := range names {
+		if s, ok := l.states[n]; ok {
+			out[n] = s
+		}
+	}
+	return out, l.head, nil
+}
+
+func (l *statesLedger) set(name string, phase ledger.Phase, head uint64) {
+	l.states["ml/"+name] = &ledger.WorkloadState{Namespace: "ml", Name: name, Phase: phase}
+	l.head = head
+}
+
+// The cache answers a workload's repeated reads once the watch runs, reads it again after an
+// event about it (and only it), after a write of the bridge's own, and when the watch is lost;
+// a change pushed while a read is under way keeps that read out of the cache.
+func TestCachedLedgerReadsAWorkloadAgainOnlyWhenItMayHaveChanged(t *testing.T) {
+	ctx := context.Background()
+	l := &statesLedger{states: map[string]*ledger.WorkloadState{}}
+	c := NewCachedLedger(l)
+	phase := func(name string) ledger.Phase {
+		t.Helper()
+		s, err := c.WorkloadState(ctx, "ml", name)
+		if err != nil || s == nil {
+			t.Fatalf("%s: %v %v", name, s, err)
+		}
+		return s.Phase
+	}
+	l.set("a", ledger.PhasePending, 10)
+	l.set("b", ledger.PhasePending, 11)
+	phase("a")
+	phase("a")
+	if l.reads != 2 {
+		t.Fatalf("not live: %d reads, want 2 (every read goes to the ledger)", l.reads)
+	}
+	c.SetLive(true)
+	phase("a")
+	phase("b")
+	phase("a")
+	phase("b")
+	if l.reads != 4 {
+		t.Fatalf("live: %d reads, want 4", l.reads)
+	}
+	// An event about a, older than what was read: nothing to read again.
+	c.Changed([]ledger.WatchedEvent{{Sequence: 10, Namespace: "ml", Name: "a"}})
+	phase("a")
+	l.set("a", ledger.PhaseAdmitted, 12)
+	c.Changed([]ledger.WatchedEvent{{Sequence: 12, Namespace: "ml", Name: "a"}, {Sequence: 12}})
+	if got := phase("a"); got != ledger.PhaseAdmitted || l.reads != 5 {
+		t.Fatalf("after a's event: %v, %d reads", got, l.reads)
+	}
+	phase("b")
+	if l.reads != 5 {
+		t.Fatalf("b was read again after an event about a: %d reads", l.reads)
+	}
+	// A workload the ledger does not hold is cached as none until an event names it.
+	if s, _ := c.WorkloadState(ctx, "ml", "c"); s != nil {
+		t.Fatalf("c: %v", s)
+	}
+	c.WorkloadState(ctx, "ml", "c")
+	if l.reads != 6 {
+		t.Fatalf("absent c: %d reads, want 6", l.reads)
+	}
+	l.set("c", ledger.PhasePending, 13)
+	c.Changed([]ledger.WatchedEvent{{Sequence: 13, Namespace: "ml", Name: "c"}})
+	phase("c")
+	// A write of our own drops every entry.
+	if _, err := c.RecordManifest(ctx, "id", "submit", "x"); err != nil {
+		t.Fatal(err)
+	}
+	phase("a")
+	phase("b")
+	if l.reads != 9 {
+		t.Fatalf("after our write: %d reads, want 9", l.reads)
+	}
+	// b changes at 14 while it is being read at head 13: that read is not kept.
+	c.Changed([]ledger.WatchedEvent{{Sequence: 14, Namespace: "ml", Name: "b"}})
+	l.duringRead = func() {
+		c.Changed([]ledger.WatchedEvent{{Sequence: 14, Namespace: "ml", Name: "b"}})
+	}
+	phase("b")
+	phase("b")
+	if l.reads != 11 {
+		t.Fatalf("a read raced by a change was kept: %d reads, want 11", l.reads)
+	}
+	// The watch is lost: every read goes to the ledger.
+	c.SetLive(false)
+	phase("a")
+	phase("a")
+	if l.reads != 13 {
+		t.Fatalf("watch lost: %d reads, want 13", l.reads)
+	}
+	if reads, served := c.Reads(); reads != 18 || served != 5 {
+		t.Fatalf("Reads() = %d, %d", reads, served)
+	}
+}

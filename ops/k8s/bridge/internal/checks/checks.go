@@ -28,7 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -59,7 +58,8 @@ var (
 // Ledger is what the check forwarder needs of admitd.
 type Ledger interface {
 	Record(ctx context.Context, requestID string, inputs [][]byte) (ledger.Outcome, error)
-	Get(ctx context.Context, kind, format string) (string, error)
+	// WorkloadState reads one workload of the ledger (nil: none of that name).
+	WorkloadState(ctx context.Context, namespace, name string) (*ledger.WorkloadState, error)
 }
 
 // Reconciler looks at one Workload at a time: every admissionChecks entry whose state differs
@@ -101,44 +101,28 @@ type ledgerWorkload struct {
 	Checks     map[string]ledgerCheck
 }
 
-// findLedgerWorkload reads the ledger's workload read model (`get workloads -o json`).
+// findLedgerWorkload reads the workload's checks of the ledger (nil: no such workload).
 func (r *Reconciler) findLedgerWorkload(ctx context.Context, namespace, name string) (*ledgerWorkload, error) {
-	text, err := r.Ledger.Get(ctx, "workloads", "json")
-	if err != nil {
+	state, err := r.Ledger.WorkloadState(ctx, namespace, name)
+	if err != nil || state == nil {
 		return nil, err
 	}
-	var list struct {
-		Items []map[string]any `json:"items"`
-	}
-	if err := utiljson.Unmarshal([]byte(text), &list); err != nil {
-		return nil, fmt.Errorf("the ledger's workloads are not a JSON List: %w", err)
-	}
-	for _, item := range list.Items {
-		u := unstructured.Unstructured{Object: item}
-		if u.GetNamespace() != namespace || u.GetName() != name {
-			continue
-		}
-		w := &ledgerWorkload{UID: string(u.GetUID()), Checks: map[string]ledgerCheck{}}
-		w.Generation, _, _ = unstructured.NestedInt64(item, "status", "admissionGeneration")
-		entries, _, _ := unstructured.NestedSlice(item, "status", "admissionChecks")
-		for _, e := range entries {
-			m, _ := e.(map[string]any)
+	w := &ledgerWorkload{UID: state.UID, Generation: state.Generation, Checks: map[string]ledgerCheck{}}
+	// The podSetUpdates as the ledger's status has them, for a revert to write back as they are.
+	raw := map[string][]any{}
+	entries, _, _ := unstructured.NestedSlice(state.Status, "admissionChecks")
+	for _, e := range entries {
+		if m, ok := e.(map[string]any); ok {
 			name, _ := m["name"].(string)
-			state, _ := m["state"].(string)
-			message, _ := m["message"].(string)
-			sequence, _, _ := unstructured.NestedInt64(m, "reportSequence")
-			retries, _, _ := unstructured.NestedInt64(m, "retryCount")
-			updates, err := podsetupdates.FromEntry(m)
-			if err != nil {
-				return nil, fmt.Errorf("the ledger's check %s: %w", name, err)
-			}
-			raw, _, _ := unstructured.NestedSlice(m, "podSetUpdates")
-			w.Checks[name] = ledgerCheck{State: state, Message: message, ReportSequence: sequence,
-				RetryCount: retries, PodSetUpdates: podsetupdates.Key(updates), RawPodSetUpdates: raw}
+			raw[name], _, _ = unstructured.NestedSlice(m, "podSetUpdates")
 		}
-		return w, nil
 	}
-	return nil, nil
+	for _, c := range state.Checks {
+		w.Checks[c.Name] = ledgerCheck{State: c.State, Message: c.Message,
+			ReportSequence: int64(c.ReportSequence), RetryCount: int64(c.RetryCount),
+			PodSetUpdates: podsetupdates.Key(c.PodSetUpdates), RawPodSetUpdates: raw[c.Name]}
+	}
+	return w, nil
 }
 
 // ReportedFields are the fields of an admissionChecks entry that make a check controller's

@@ -18,6 +18,7 @@ import (
 
 	"admission-ledger/bridge/internal/ledger"
 	"admission-ledger/bridge/internal/ledgerevents"
+	"admission-ledger/bridge/internal/podsetupdates"
 )
 
 const (
@@ -190,12 +191,18 @@ func (l *fakeLedger) entry() map[string]any {
 	return e
 }
 
-func (l *fakeLedger) Get(_ context.Context, kind, format string) (string, error) {
-	text, err := json.Marshal(map[string]any{"items": []any{map[string]any{
-		"metadata": map[string]any{"namespace": testNamespace, "name": testWorkload, "uid": "uid"},
-		"status": map[string]any{"admissionGeneration": 2, "admissionChecks": []any{
-			l.entry()}}}}})
-	return string(text), err
+func (l *fakeLedger) WorkloadState(_ context.Context, namespace, name string) (*ledger.WorkloadState, error) {
+	if namespace != testNamespace || name != testWorkload {
+		return nil, nil
+	}
+	updates, err := podsetupdates.FromEntry(l.entry())
+	if err != nil {
+		return nil, err
+	}
+	return &ledger.WorkloadState{Namespace: namespace, Name: name, UID: "uid", Generation: 2,
+		Checks: []ledger.CheckState{{Name: "scan", State: l.check.State, Message: l.check.Message,
+			ReportSequence: uint64(l.check.ReportSequence), PodSetUpdates: updates}},
+		Status: map[string]any{"admissionGeneration": int64(2), "admissionChecks": []any{l.entry()}}}, nil
 }
 
 // harness: a Reconciler over a fake API server holding the Workload and the AdmissionCheck,

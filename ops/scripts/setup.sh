@@ -16,7 +16,7 @@ packages=(
   librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev libcli11-dev libssl-dev nlohmann-json3-dev
   openjdk-17-jre-headless maven
-  curl ca-certificates openssl python3 python3-venv
+  curl ca-certificates openssl python3 python3-venv python3-yaml
   prometheus chromium nodejs npm
   iptables util-linux
   etcd-server

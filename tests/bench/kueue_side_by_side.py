@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Helpers of tests/bench/kueue_side_by_side.sh.
+
+  divide GENERATOR N      Kueue's generator file with each workload set's count divided by N
+                          (at least 1), on stdout.
+  our-crds                (stdin: `kubectl get crd -o json`) the kueue.x-k8s.io CRDs as
+                          installed, without server fields, as a List to apply again.
+  stats FILE --wall S --cpu S --rss MIB --apiserver-cpu S
+                          writes one side's process figures to FILE (JSON).
+  report DIR ROUNDS       the side-by-side table of every round's summaries and figures, and
+                          `name: value` lines; exits 1 when a side left a workload unfinished.
+"""
+
+import argparse
+import json
+import sys
+
+import yaml
+
+SIDES = ("kueue", "ledger")
+
+
+def divide(path, n):
+    with open(path) as f:
+        config = yaml.safe_load(f)
+    for cohort in config.get("cohorts", []):
+        for qset in cohort.get("queuesSets", []):
+            for wset in qset.get("workloadsSets", []):
+                wset["count"] = max(1, wset["count"] // n)
+    yaml.safe_dump(config, sys.stdout, sort_keys=False)
+
+
+def our_crds():
+    items = []
+    for crd in json.load(sys.stdin)["items"]:
+        if not crd["metadata"]["name"].endswith("kueue.x-k8s.io"):
+            continue
+        meta = crd["metadata"]
+        crd["metadata"] = {k: meta[k] for k in ("name", "labels", "annotations") if k in meta}
+        crd["metadata"].get("annotations", {}).pop(
+            "kubectl.kubernetes.io/last-applied-configuration", None)
+        crd.pop("status", None)
+        items.append(crd)
+    json.dump({"apiVersion": "v1", "kind": "List", "items": items}, sys.stdout)
+
+
+def stats(args):
+    with open(args.file, "w") as f:
+        json.dump({"wall_s": args.wall, "cpu_s": args.cpu, "rss_mib": args.rss,
+                   "apiserver_cpu_s": args.apiserver_cpu}, f)
+
+
+def load(directory, rnd, side):
+    base = f"{directory}/round{rnd}-{side}"
+    with open(f"{base}/summary.yaml") as f:
+        summary = yaml.safe_load(f)
+    with open(f"{base}/stack.json") as f:
+        figures = json.load(f)
+    return summary, figures
+
+
+def usage_pct(cq):
+    """The runner's average usage of a ClusterQueue class, in % of its nominal quota."""
+    quota = cq.get("nominalQuota") or 0
+    return 100.0 * cq.get("cpuAverageUsage", 0) / quota if quota else 0.0
+
+
+def report(directory, rounds):
+    failed = False
+    rows = []
+    for rnd in range(1, rounds + 1):
+        per_side = {side: load(directory, rnd, side) for side in SIDES}
+        classes = sorted(per_side["kueue"][0].get("workloadClasses", {}))
+        for side in SIDES:
+            summary, figures = per_side[side]
+            wl = summary.get("workloadClasses", {})
+            admitted = sum(c.get("count", 0) for c in wl.values())
+            prefix = f"round{rnd}.{side}"
+            for name in classes:
+                c = wl.get(name, {})
+                print(f"{prefix}.{name}.count: {c.get('count', 0)}")
+                print(f"{prefix}.{name}.avg_time_to_admission_ms: "
+                      f"{c.get('averageTimeToAdmissionMs', 0)}")
+                print(f"{prefix}.{name}.avg_time_to_finish_ms: {c.get('averageTimeToFinishMs', 0)}")
+                print(f"{prefix}.{name}.evictions: {c.get('totalEvictions', 0)}")
+            for name, cq in sorted(summary.get("clusterQueueClasses", {}).items()):
+                print(f"{prefix}.cq_{name}.avg_usage_pct: {usage_pct(cq):.1f}")
+            cpu_per = figures["cpu_s"] / admitted * 1000 if admitted else 0.0
+            print(f"{prefix}.wall_s: {figures['wall_s']}")
+            print(f"{prefix}.stack_cpu_s: {figures['cpu_s']}")
+            print(f"{prefix}.stack_cpu_ms_per_workload: {cpu_per:.2f}")
+            print(f"{prefix}.stack_peak_rss_mib: {figures['rss_mib']}")
+            print(f"{prefix}.apiserver_cpu_s: {figures['apiserver_cpu_s']}")
+            print(f"{prefix}.dropped_workload_events: {summary.get('droppedWorkloadEvents', 0)}")
+            rows.append((rnd, side, summary, figures, admitted))
+        failed |= goals(rnd, per_side, classes)
+    table(rows)
+    return 1 if failed else 0
+
+
+def goals(rnd, per_side, classes):
+    """Prints the issue's goals for one round; True when a side left work unfinished."""
+    (ks, kf), (ls, lf) = per_side["kueue"], per_side["ledger"]
+    kwl, lwl = ks.get("workloadClasses", {}), ls.get("workloadClasses", {})
+    unfinished = False
+    for name in classes:
+        want = kwl.get(name, {}).get("count", 0)
+        got = lwl.get(name, {}).get("count", 0)
+        if got != want:
+            print(f"round{rnd}: class {name}: the ledger's run recorded {got} workloads, "
+                  f"Kueue's {want}", file=sys.stderr)
+            unfinished = True
+    faster = all(lwl.get(n, {}).get("averageTimeToAdmissionMs", 0) <=
+                 kwl.get(n, {}).get("averageTimeToAdmissionMs", 0) for n in classes)
+    kcq, lcq = ks.get("clusterQueueClasses", {}), ls.get("clusterQueueClasses", {})
+    fuller = all(usage_pct(lcq.get(n, {})) >= usage_pct(c) for n, c in kcq.items())
+    kn = sum(c.get("count", 0) for c in kwl.values()) or 1
+    ln = sum(c.get("count", 0) for c in lwl.values()) or 1
+    cpu_ratio = (lf["cpu_s"] / ln) / (kf["cpu_s"] / kn) if kf["cpu_s"] else 0.0
+    print(f"round{rnd}.goal.time_to_admission_le_kueue: {'yes' if faster else 'no'}")
+    print(f"round{rnd}.goal.usage_ge_kueue: {'yes' if fuller else 'no'}")
+    print(f"round{rnd}.goal.stack_cpu_per_workload_ratio (goal <= 0.5): {cpu_ratio:.2f}")
+    print(f"round{rnd}.goal.peak_rss_ratio (goal <= 1.0): "
+          f"{lf['rss_mib'] / kf['rss_mib'] if kf['rss_mib'] else 0:.2f}")
+    return unfinished
+
+
+def table(rows):
+    print("", file=sys.stderr)
+    header = f"{'round':<6}{'side':<8}{'class':<10}{'count':>7}{'admit s':>10}{'finish s':>10}" \
+             f"{'evict':>7}"
+    print(header, file=sys.stderr)
+    for rnd, side, summary, figures, admitted in rows:
+        for name, c in sorted(summary.get("workloadClasses", {}).items()):
+            print(f"{rnd:<6}{side:<8}{name:<10}{c.get('count', 0):>7}"
+                  f"{c.get('averageTimeToAdmissionMs', 0) / 1000:>10.1f}"
+                  f"{c.get('averageTimeToFinishMs', 0) / 1000:>10.1f}"
+                  f"{c.get('totalEvictions', 0):>7}", file=sys.stderr)
+        usage = ", ".join(f"{n} {usage_pct(c):.1f} %"
+                          for n, c in sorted(summary.get("clusterQueueClasses", {}).items()))
+        print(f"{rnd:<6}{side:<8}wall {figures['wall_s']} s, usage {usage}, stack CPU "
+              f"{figures['cpu_s']} s ({figures['cpu_s'] / max(admitted, 1) * 1000:.1f} ms a "
+              f"workload), peak RSS {figures['rss_mib']} MiB, API server CPU "
+              f"{figures['apiserver_cpu_s']} s", file=sys.stderr)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("divide")
+    d.add_argument("generator")
+    d.add_argument("n", type=int)
+    sub.add_parser("our-crds")
+    s = sub.add_parser("stats")
+    s.add_argument("file")
+    for flag in ("--wall", "--cpu", "--rss", "--apiserver-cpu"):
+        s.add_argument(flag, type=float, required=True)
+    r = sub.add_parser("report")
+    r.add_argument("directory")
+    r.add_argument("rounds", type=int)
+    args = parser.parse_args()
+    if args.command == "divide":
+        divide(args.generator, args.n)
+    elif args.command == "our-crds":
+        our_crds()
+    elif args.command == "stats":
+        stats(args)
+    else:
+        sys.exit(report(args.directory, args.rounds))
+
+
+if __name__ == "__main__":
+    main()

@@ -47,6 +47,11 @@ readonly JOBSET_MODULE_SUM="h1:u8QKifNsrWVrlRFe6w2ofYTqFT9ma2DRHxfeB2m9xyU="
 readonly JOBSET_GIT_COMMIT=da72d32bb0060354aa04b1a5868f3b363b088446
 readonly JOBSET_CRD=jobset.x-k8s.io_jobsets.yaml
 readonly JOBSET_CRD_NAME=jobsets.jobset.x-k8s.io
+# Kueue's scalability harness (tests/bench/kueue_side_by_side.sh): its runner and minimalkueue
+# from sigs.k8s.io/kueue, built like the JobSet controller, with Kueue's CRDs and profiles.
+readonly KUEUE_MODULE=sigs.k8s.io/kueue
+readonly KUEUE_VERSION=v0.17.0
+readonly KUEUE_MODULE_SUM="h1:7hzb38M4eKGzYW+CFv2s1L+swzzacUCHOCXxZmAV90I="
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly script_dir
@@ -100,6 +105,7 @@ readonly built_stamp="$version_dir/built.txt"
 readonly scheduler_stamp="$version_dir/built-$SCHEDULER.txt"
 readonly kwok_stamp="$version_dir/built-kwok-$KWOK_VERSION.txt"
 readonly jobset_stamp="$version_dir/built-jobset-$JOBSET_VERSION.txt"
+readonly kueue_perf_stamp="$version_dir/built-kueue-perf-$KUEUE_VERSION.txt"
 readonly go_bin="${GO:-$(command -v go 2>/dev/null || echo /usr/local/go/bin/go)}"
 
 # Bounded waits, in seconds.
@@ -147,14 +153,16 @@ admission-ledger.io/simulated-exit: failed), else running until deleted (docs/k8
 
 Commands:
   build       Build kube-apiserver, kube-controller-manager, kubectl and kube-scheduler
-              $K8S_VERSION, KWOK's controller $KWOK_VERSION and the JobSet controller
-              $JOBSET_VERSION ($JOBSET_MODULE) from the Go module proxy into
-              $version_dir. Builds only what is missing
+              $K8S_VERSION, KWOK's controller $KWOK_VERSION, the JobSet controller
+              $JOBSET_VERSION ($JOBSET_MODULE) and Kueue $KUEUE_VERSION's scalability runner
+              and minimalkueue (kueue-perf/, for tests/bench/kueue_side_by_side.sh) from the Go
+              module proxy into $version_dir. Builds only what is missing
               (each has its stamp there: built.txt, built-$SCHEDULER.txt,
-              built-kwok-$KWOK_VERSION.txt, built-jobset-$JOBSET_VERSION.txt); a no-op when all
+              built-kwok-$KWOK_VERSION.txt, built-jobset-$JOBSET_VERSION.txt,
+              built-kueue-perf-$KUEUE_VERSION.txt); a no-op when all
               are there. On 2 cores: 6 to 17 minutes for the first three, up to 5 more for the
-              scheduler, 2 to 3 for KWOK, 3 to 4 for JobSet, with a Go build cache of up to
-              3 GB (deleted afterwards).
+              scheduler, 2 to 3 for KWOK, 3 to 4 for JobSet, 4 to 6 for Kueue's runner, with a
+              Go build cache of up to 3 GB (deleted afterwards).
   start [--control-plane-only] [--nodes FILE | --no-nodes] [--admitd PATH]
         [--admit-k8s PATH] DIR
               Start a fresh cluster whose certificates, data, logs and pid files live in DIR:
@@ -249,6 +257,7 @@ kubernetes_built() { stamp_ok "$built_stamp" "${COMPONENTS[@]}"; }
 scheduler_built() { stamp_ok "$scheduler_stamp" "$SCHEDULER"; }
 kwok_built() { stamp_ok "$kwok_stamp" kwok "$KWOK_STAGE_CRD"; }
 jobset_built() { stamp_ok "$jobset_stamp" jobset-controller "$JOBSET_CRD"; }
+kueue_perf_built() { stamp_ok "$kueue_perf_stamp" kueue-perf/runner kueue-perf/minimalkueue; }
 # True when everything start needs is built.
 is_built() { kubernetes_built && scheduler_built && kwok_built && jobset_built; }
 
@@ -418,6 +427,47 @@ build_jobset() {
     "$version_dir (build cache $cache_size, deleted)"
 }
 
+# build_kueue_perf: Kueue's scalability runner and minimalkueue (test/performance/scheduler of
+# KUEUE_MODULE at KUEUE_VERSION, its hash checked against KUEUE_MODULE_SUM) in
+# $version_dir/kueue-perf/, with the module's CRDs (crds/) and profiles (configs/).
+build_kueue_perf() {
+  local started_in=$SECONDS
+  local gocache="$version_dir/gocache-kueue" src="$version_dir/kueue-src"
+  local out="$version_dir/kueue-perf"
+  log "downloading $KUEUE_MODULE@$KUEUE_VERSION from the Go module proxy"
+  local info module_dir sum
+  info="$(cd /tmp \
+    && GOFLAGS=-mod=mod "$go_bin" mod download -json "$KUEUE_MODULE@$KUEUE_VERSION")" \
+    || die "go mod download $KUEUE_MODULE@$KUEUE_VERSION failed"
+  module_dir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<< "$info")"
+  sum="$(sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$/\1/p' <<< "$info")"
+  [[ "$sum" == "$KUEUE_MODULE_SUM" ]] \
+    || die "$KUEUE_MODULE@$KUEUE_VERSION has the hash '$sum', not the pinned $KUEUE_MODULE_SUM"
+  rm -rf "$src" "$out.partial"
+  cp -r "$module_dir" "$src"
+  chmod -R u+w "$src"
+  mkdir -p "$out.partial"
+  log "building Kueue $KUEUE_VERSION's scalability runner and minimalkueue"
+  local cmd
+  for cmd in runner minimalkueue; do
+    (cd "$src" && GOCACHE="$gocache" nice -n 10 "$go_bin" build -mod=readonly -trimpath \
+      -ldflags "-s -w" -o "$out.partial/$cmd" "./test/performance/scheduler/$cmd") \
+      || die "building Kueue's $cmd failed (sources in $src, build cache in $gocache)"
+  done
+  cp -r "$src/config/components/crd/bases" "$out.partial/crds"
+  cp -r "$src/test/performance/scheduler/configs" "$out.partial/configs"
+  rm -rf "$out"
+  mv "$out.partial" "$out"
+  local cache_size
+  cache_size="$(du -sh "$gocache" | cut -f1)"
+  rm -rf "$gocache" "$src"
+  (cd "$version_dir" && sha256sum kueue-perf/runner kueue-perf/minimalkueue) \
+    > "$kueue_perf_stamp.partial"
+  mv "$kueue_perf_stamp.partial" "$kueue_perf_stamp"
+  log "built Kueue's runner and minimalkueue $KUEUE_VERSION in $((SECONDS - started_in))s" \
+    "into $out (build cache $cache_size, deleted)"
+}
+
 cmd_build() {
   require_tools flock sha256sum
   [[ -x "$go_bin" ]] || die "no go command (set GO=/path/to/go; Go 1.24 or newer)"
@@ -426,9 +476,10 @@ cmd_build() {
   # binaries instead of building over them.
   {
     flock -w "$BUILD_LOCK_WAIT_SECONDS" 9 || die "timed out waiting for another build ($bin_root/.lock)"
-    if is_built; then
-      log "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION, kwok $KWOK_VERSION and the JobSet" \
-        "controller $JOBSET_VERSION already built in $version_dir"
+    if is_built && kueue_perf_built; then
+      log "${COMPONENTS[*]} $SCHEDULER $K8S_VERSION, kwok $KWOK_VERSION, the JobSet" \
+        "controller $JOBSET_VERSION and Kueue's runner $KUEUE_VERSION already built in" \
+        "$version_dir"
       return 0
     fi
     export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false GOWORK=off CGO_ENABLED=0
@@ -444,6 +495,7 @@ cmd_build() {
     fi
     kwok_built || build_kwok
     jobset_built || build_jobset
+    kueue_perf_built || build_kueue_perf
   } 9> "$bin_root/.lock"
 }
 

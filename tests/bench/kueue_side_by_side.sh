@@ -19,10 +19,10 @@
 # KUEUE_PROFILE: baseline (default: the module's configs/baseline/generator.yaml, 15,000
 # workloads), or a generator file of Kueue's schema (the large-scale profile, for one);
 # KUEUE_DIVIDE=N divides each workload set's count by N (the CI smoke run: 50); KUEUE_ROUNDS
-# (default 1); KUEUE_TIMEOUT (the runner's -timeout, default 40m). Builds the runner and
-# minimalkueue from the Go module proxy once per machine, next to the Kubernetes binaries
-# (KUEUE_VERSION, built-kueue-v0.17.0.txt). Exits 77 when the Kubernetes binaries or admit-k8s
-# are not built. K8S_TEST_KEEP_DIR=1 keeps its folder (summaries, logs, the ledger).
+# (default 1); KUEUE_TIMEOUT (the runner's -timeout, default 40m). The runner and minimalkueue
+# are built once per machine by `ops/k8s/cluster.sh build`, next to the Kubernetes binaries
+# (kueue-perf/). Exits 77 when they, the Kubernetes binaries or admit-k8s are not built.
+# K8S_TEST_KEEP_DIR=1 keeps its folder (summaries, logs, the ledger).
 set -euo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/../k8s" && pwd)"
@@ -36,35 +36,15 @@ readonly DIVIDE="${KUEUE_DIVIDE:-1}"
 readonly ROUNDS="${KUEUE_ROUNDS:-1}"
 readonly RUNNER_TIMEOUT="${KUEUE_TIMEOUT:-40m}"
 readonly PRINCIPAL=admit-k8s
-readonly kueue_dir="$bin_dir/kueue-$KUEUE_VERSION"
+readonly kueue_dir="$bin_dir/kueue-perf"
 readonly bench_py="$top/tests/bench/kueue_side_by_side.py"
 readonly cluster="$dir/cluster"
 
-# build_kueue: the runner, minimalkueue, Kueue's CRDs and its profiles in $kueue_dir, once.
-build_kueue() {
-  local stamp="$bin_dir/built-kueue-$KUEUE_VERSION.txt" module started=$SECONDS
-  [[ -s "$stamp" && -x "$kueue_dir/runner" && -x "$kueue_dir/minimalkueue" ]] && return 0
-  step "building Kueue $KUEUE_VERSION's scalability runner and minimalkueue (once per machine)"
-  module="$(GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')" ||
-    fail "go mod download sigs.k8s.io/kueue@$KUEUE_VERSION failed"
-  rm -rf "$kueue_dir.partial"
-  mkdir -p "$kueue_dir.partial"
-  (cd "$module" &&
-    GOFLAGS=-mod=mod nice -n 10 go build -o "$kueue_dir.partial/runner" \
-      ./test/performance/scheduler/runner &&
-    GOFLAGS=-mod=mod nice -n 10 go build -o "$kueue_dir.partial/minimalkueue" \
-      ./test/performance/scheduler/minimalkueue) || fail "building Kueue's runner failed"
-  cp -r "$module/config/components/crd/bases" "$kueue_dir.partial/crds"
-  cp -r "$module/test/performance/scheduler/configs" "$kueue_dir.partial/configs"
-  chmod -R u+w "$kueue_dir.partial"
-  rm -rf "$kueue_dir"
-  mv "$kueue_dir.partial" "$kueue_dir"
-  echo "sigs.k8s.io/kueue $KUEUE_VERSION runner and minimalkueue, built in" \
-    "$((SECONDS - started)) s on $(date -u +%FT%TZ)" > "$stamp"
-}
-command -v go > /dev/null || { echo "SKIP: no Go toolchain to build Kueue's runner"; exit "$SKIP_STATUS"; }
-build_kueue
+if [[ ! -x "$kueue_dir/runner" || ! -x "$kueue_dir/minimalkueue" ]]; then
+  echo "SKIP: Kueue $KUEUE_VERSION's runner is not built in $kueue_dir;" \
+    "run ops/k8s/cluster.sh build"
+  exit "$SKIP_STATUS"
+fi
 
 case "$PROFILE" in
   baseline) generator_src="$kueue_dir/configs/baseline/generator.yaml" ;;
@@ -89,6 +69,8 @@ proc_cpu() {
   done
   awk -v t="$total" -v h="$hz" 'BEGIN { printf "%.2f", t / h }'
 }
+# since A B: B - A.
+since() { awk -v a="$1" -v b="$2" 'BEGIN { print b - a }'; }
 proc_rss() {
   local pid total=0
   for pid in "$@"; do
@@ -98,7 +80,10 @@ proc_rss() {
 }
 
 # kueue_crds: the names of the kueue.x-k8s.io CRDs installed.
-kueue_crds() { kubectl get crd -o name | sed -n 's|^customresourcedefinition.apiextensions.k8s.io/\(.*kueue\.x-k8s\.io\)$|\1|p'; }
+kueue_crds() {
+  kubectl get crd -o name |
+    sed -n 's|^customresourcedefinition.apiextensions.k8s.io/\(.*kueue\.x-k8s\.io\)$|\1|p'
+}
 
 # swap_crds kueue|ours: deletes the kueue.x-k8s.io CRDs (and every object of them) and installs
 # the other side's.
@@ -149,7 +134,7 @@ round_kueue() {
   wait_cleaned
   python3 "$bench_py" stats "$out/stack.json" --wall "$wall" \
     --cpu "$(proc_cpu "$mk_pid")" --rss "$(proc_rss "$mk_pid")" \
-    --apiserver-cpu "$(awk -v a="$api0" -v b="$(proc_cpu "$apiserver_pid")" 'BEGIN { print b - a }')"
+    --apiserver-cpu "$(since "$api0" "$(proc_cpu "$apiserver_pid")")"
   kill -INT "$mk_pid"
   wait "$mk_pid" || true
 }
@@ -167,8 +152,9 @@ round_ledger() {
   wall=$((SECONDS - started))
   wait_cleaned
   python3 "$bench_py" stats "$out/stack.json" --wall "$wall" \
-    --cpu "$(proc_cpu "$admitd_pid" "$bridge_pid")" --rss "$(proc_rss "$admitd_pid" "$bridge_pid")" \
-    --apiserver-cpu "$(awk -v a="$api0" -v b="$(proc_cpu "$apiserver_pid")" 'BEGIN { print b - a }')"
+    --cpu "$(proc_cpu "$admitd_pid" "$bridge_pid")" \
+    --rss "$(proc_rss "$admitd_pid" "$bridge_pid")" \
+    --apiserver-cpu "$(since "$api0" "$(proc_cpu "$apiserver_pid")")"
   stop_admitd_and_bridge
   admitd_pid="" bridge_pid=""
   "$admitctl" --ledger "$dir/ledger" replay --verify > "$out/replay.txt" 2>&1 ||

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -52,6 +53,10 @@ const (
 // again without a reason: a safety resync. The ledger's decisions reach the bridge through its
 // watch on the ledger (LedgerEvents, watch.go), which triggers a reconcile of the Job at once.
 const PollInterval = 45 * time.Second
+
+// Concurrency is how many objects of one kind are reconciled at once (never one object twice
+// at once), Kueue's default groupKindConcurrency for Jobs and Workloads.
+const Concurrency = 5
 
 // RetryAfterTransportError is the wait after admitd could not be reached or asked to retry.
 const RetryAfterTransportError = 5 * time.Second
@@ -96,7 +101,8 @@ func SetupWithManager(mgr ctrl.Manager, l Ledger, events *LedgerEvents) ([]*Kind
 		})
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(strings.ToLower(kind.Name)+"s").
-			For(kind.New().Object(), builder.WithPredicates(managed))
+			For(kind.New().Object(), builder.WithPredicates(managed)).
+			WithOptions(controller.Options{MaxConcurrentReconciles: Concurrency})
 		if events != nil {
 			b = b.WatchesRawSource(events.Source(kind))
 		}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -69,7 +70,8 @@ func SetupOwnedWorkloads(mgr ctrl.Manager, l Ledger, events *LedgerEvents) error
 		return queue != "" && ownedByItsCreator(o)
 	})
 	b := ctrl.NewControllerManagedBy(mgr).Named("workloads").
-		For(newWorkloadObject(), builder.WithPredicates(owned))
+		For(newWorkloadObject(), builder.WithPredicates(owned)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: Concurrency})
 	if events != nil {
 		b = b.WatchesRawSource(events.WorkloadSource())
 	}

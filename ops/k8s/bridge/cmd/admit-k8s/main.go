@@ -52,6 +52,14 @@ const KueueLeaseName = "c1f6bfd2.kueue.x-k8s.io"
 // StartupCheckTimeout bounds the checks made before the manager starts.
 const StartupCheckTimeout = 30 * time.Second
 
+// The API client's rate limits (--kube-api-qps, --kube-api-burst): Kueue's defaults
+// (clientConnection qps 50, burst 100), not client-go's 5 and 10 or controller-runtime's 20 and
+// 30, which throttle a burst of Jobs to a few a second (each takes several writes).
+var (
+	kubeAPIQPS   float64
+	kubeAPIBurst int
+)
+
 func main() {
 	if status, ok := runSubcommand(); ok {
 		os.Exit(status)
@@ -77,6 +85,8 @@ func main() {
 	flag.StringVar(&webhookAddr, "webhook-bind-address", "", "HOST:PORT of the HTTPS server of the Job webhook and the CRDs' conversion webhook (empty: neither)")
 	flag.StringVar(&webhookCert, "webhook-cert", "", "the webhook's serving certificate (PEM)")
 	flag.StringVar(&webhookKey, "webhook-key", "", "the key of --webhook-cert")
+	flag.Float64Var(&kubeAPIQPS, "kube-api-qps", 50, "requests a second to the API server, sustained (Kueue's default)")
+	flag.IntVar(&kubeAPIBurst, "kube-api-burst", 100, "requests to the API server in a burst (Kueue's default)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
@@ -134,6 +144,7 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	// The API server names the field manager of our writes after the user agent; the check
 	// forwarder tells the bridge's own writes from a check controller's by it.
 	config.UserAgent = checks.BridgeFieldManager
+	config.QPS, config.Burst = float32(kubeAPIQPS), kubeAPIBurst
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err

@@ -5,10 +5,14 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"admission-ledger/bridge/internal/ledger"
@@ -59,9 +63,28 @@ func (l *LedgerEvents) channel(kind *Kind, create bool) chan event.GenericEvent 
 	return ch
 }
 
+// DecisionPriority is the priority of a reconcile the ledger's events ask for, in the work
+// queue shared with the informers' requests (priority 0, and handler.LowPriority for objects
+// unchanged or listed at start): the ledger's decisions are acted on before new objects are
+// submitted, so a burst of new Workloads does not hold admissions back.
+const DecisionPriority = 10
+
+// decisions enqueues each event's object at DecisionPriority (in a plain queue: as it comes).
+var decisions = handler.TypedFuncs[client.Object, reconcile.Request]{
+	GenericFunc: func(_ context.Context, e event.TypedGenericEvent[client.Object],
+		q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)}
+		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+			pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(DecisionPriority)}, req)
+			return
+		}
+		q.Add(req)
+	},
+}
+
 // Source is the controller-runtime source of the requests for the kind's objects.
 func (l *LedgerEvents) Source(kind *Kind) source.Source {
-	return source.Channel(l.channel(kind, true), &handler.EnqueueRequestForObject{})
+	return source.Channel(l.channel(kind, true), decisions)
 }
 
 // WorkloadSource is the source of the requests for owned Workload objects: every workload the
@@ -72,7 +95,7 @@ func (l *LedgerEvents) WorkloadSource() source.Source {
 	if l.owned == nil {
 		l.owned = make(chan event.GenericEvent, 1024)
 	}
-	return source.Channel(l.owned, &handler.EnqueueRequestForObject{})
+	return source.Channel(l.owned, decisions)
 }
 
 // sendWorkload requests a reconcile of the Workload object namespace/name, when owned Workload

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,7 +72,8 @@ func SetupOwnedWorkloads(mgr ctrl.Manager, l Ledger, events *LedgerEvents) error
 	})
 	b := ctrl.NewControllerManagedBy(mgr).Named("workloads").
 		For(newWorkloadObject(), builder.WithPredicates(owned)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: Concurrency})
+		WithOptions(controller.Options{MaxConcurrentReconciles: Concurrency,
+			UsePriorityQueue: ptr.To(true)})
 	if events != nil {
 		b = b.WatchesRawSource(events.WorkloadSource())
 	}

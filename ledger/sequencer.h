@@ -32,8 +32,6 @@ using KeyLookup = std::function<Result<std::optional<RecordedKey>>(std::string_v
 struct PreparedAppend {
   std::vector<StoredEvent> events;                            // new events, in order
   std::vector<std::pair<std::string, Sequence>> index_entries;  // key -> sequence
-  // History index entries (schema::HistoryKeysOf) of the new events: key -> sequence.
-  std::vector<std::pair<std::string, Sequence>> history_entries;
   Head head;                                                  // the head after this request
 };
 
@@ -57,7 +55,6 @@ struct CheckedEvent {
   // Not ok when the event cannot be stored (MakeStoredEventTemplate failed): refused only if it
   // turns out to be new, since a duplicate of a recorded event is never stored again.
   Status unstorable;
-  std::vector<std::string> history_keys;  // schema::HistoryKeysOf the event (if storable)
 };
 
 // An append after its check (CheckBatch), which stops at the first event that fails it; whether

@@ -1007,8 +1007,7 @@ void RocksDbLog::Gather(std::unique_lock<std::mutex>& lock) {
 }
 
 struct RocksDbLog::PrefetchedIndex {
-  std::vector<std::string> keys;
-  std::vector<rocksdb::Slice> slices;
+  std::vector<rocksdb::Slice> slices;  // views of the group's own keys (IndexKey is the key)
   std::vector<rocksdb::PinnableSlice> values;
   std::vector<rocksdb::Status> statuses;
   std::unordered_map<std::string_view, size_t> positions;  // key -> position in the MultiGet
@@ -1026,12 +1025,10 @@ KeyLookup RocksDbLog::PrefetchIndex(const std::vector<Request*>& group, Prefetch
   index->values = std::vector<rocksdb::PinnableSlice>(keys.size());
   index->statuses.resize(keys.size());
   if (!keys.empty()) {
-    index->keys.reserve(keys.size());
     index->slices.reserve(keys.size());
     index->positions.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
-      index->keys.push_back(IndexKey(keys[i]));
-      index->slices.emplace_back(index->keys.back());
+      index->slices.emplace_back(keys[i].data(), keys[i].size());
       index->positions.emplace(keys[i], i);
     }
     db_->MultiGet(rocksdb::ReadOptions(), index_family_.get(), keys.size(),
@@ -1042,6 +1039,7 @@ KeyLookup RocksDbLog::PrefetchIndex(const std::vector<Request*>& group, Prefetch
     rocksdb::Status s;
     if (auto it = index->positions.find(key); it != index->positions.end()) {
       s = index->statuses[it->second];
+      if (s.IsNotFound()) return std::optional<RecordedKey>();  // a new key: the common case
       if (s.ok()) value = index->values[it->second].ToString();
     } else {
       s = db_->Get(rocksdb::ReadOptions(), index_family_.get(), IndexKey(key), &value);

@@ -123,6 +123,7 @@ Status SequenceBatch(std::span<const std::string> batch, CheckedBatch& checked,
   // Reserved, so the views that own_keys and group_keys keep of the stored bytes stay valid.
   prepared.events.reserve(checked.events.size());
   GroupKeys own_keys;  // keys of this request, merged into group_keys only on success
+  own_keys.reserve(checked.events.size());
 
   for (size_t i = 0; i < batch.size(); ++i) {
     if (i == checked.events.size()) return checked.failure;

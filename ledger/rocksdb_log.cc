@@ -154,6 +154,10 @@ rocksdb::DBOptions LedgerDbOptions(bool create_if_missing) {
   db_options.keep_log_file_num = 4;
   // The hash memtable of the index family needs it; only the group's leader writes anyway.
   db_options.allow_concurrent_memtable_write = false;
+  // The history writer's unsynced writes beside the leader's synced ones: pipelined, a write's
+  // WAL step goes on while the one before it still inserts into the memtables, so a leader
+  // does not wait for a history write to finish before it starts its own.
+  db_options.enable_pipelined_write = true;
   return db_options;
 }
 

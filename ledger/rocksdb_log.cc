@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <limits>
 #include <thread>
@@ -22,6 +23,7 @@
 #include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice_transform.h>
+#include <rocksdb/snapshot.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
@@ -56,6 +58,18 @@ std::string EncodeHead(const Head& head) {
   out.append(reinterpret_cast<const char*>(head.hash.data()), head.hash.size());
   PutBigEndian64(&out, static_cast<uint64_t>(head.recorded_at_ns));
   return out;
+}
+
+Status DecodeHead(std::string_view value, Head* head) {
+  if (value.size() != kHeadRecordBytes) {
+    return Status(Code::kCorruption,
+                  "head record has " + std::to_string(value.size()) + " bytes, not " +
+                      std::to_string(kHeadRecordBytes));
+  }
+  head->sequence = GetBigEndian64(value.data());
+  std::memcpy(head->hash.data(), value.data() + 8, head->hash.size());
+  head->recorded_at_ns = static_cast<int64_t>(GetBigEndian64(value.data() + 40));
+  return Status::Ok();
 }
 
 Status FromRocks(const rocksdb::Status& s, const std::string& what) {
@@ -140,6 +154,10 @@ rocksdb::DBOptions LedgerDbOptions(bool create_if_missing) {
   db_options.keep_log_file_num = 4;
   // The hash memtable of the index family needs it; only the group's leader writes anyway.
   db_options.allow_concurrent_memtable_write = false;
+  // The history writer's unsynced writes beside the leader's synced ones: pipelined, a write's
+  // WAL step goes on while the one before it still inserts into the memtables, so a leader
+  // does not wait for a history write to finish before it starts its own.
+  db_options.enable_pipelined_write = true;
   return db_options;
 }
 
@@ -342,6 +360,12 @@ RocksDbLog::RocksDbLog(std::unique_ptr<rocksdb::DB> db,
 
 RocksDbLog::~RocksDbLog() {
   {
+    std::lock_guard<std::mutex> lock(history_mu_);
+    history_stop_ = true;
+  }
+  history_work_cv_.notify_one();
+  if (history_writer_.joinable()) history_writer_.join();
+  {
     std::lock_guard<std::mutex> lock(mu_);
     ADM_CHECK(queue_.empty() && !leading_, "ledger closed with %zu appends in flight%s",
               queue_.size(), leading_ ? " and a group commit running" : "");
@@ -511,18 +535,47 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
                                                  dir, options));
   log->min_free_bytes_ = *min_free_bytes;
   ADM_RETURN_IF_ERROR(log->LoadHead());
-  {
-    std::string state;
-    rocksdb::Status hs = log->db_->Get(rocksdb::ReadOptions(), kHistoryStateKey, &state);
-    if (!hs.ok() && !hs.IsNotFound()) return FromRocks(hs, "reading the history index's state");
-    log->history_complete_ = log->history_family_ != nullptr && hs.ok() && state == kHistoryComplete;
-  }
-
   // Check the tail before anyone appends to it.
   ADM_RETURN_IF_ERROR(CheckTail(*log, dir));
-  // After the tail check: an older ledger gets its history index once its tail is trusted.
-  if (!read_only && !log->history_complete_) ADM_RETURN_IF_ERROR(log->BuildHistory());
+  // After the tail check: the history index is completed once the tail is trusted.
+  ADM_RETURN_IF_ERROR(log->OpenHistory());
   return log;
+}
+
+namespace {
+
+// kHistoryThroughKey's value: 8 bytes, big-endian.
+Result<std::optional<Sequence>> ReadHistoryThrough(rocksdb::DB& db,
+                                                   const rocksdb::ReadOptions& read) {
+  std::string value;
+  rocksdb::Status s = db.Get(read, RocksDbLog::kHistoryThroughKey, &value);
+  if (s.IsNotFound()) return std::optional<Sequence>();
+  ADM_RETURN_IF_ERROR(FromRocks(s, "reading how far the history index goes"));
+  if (value.size() != 8) {
+    return Status(Code::kCorruption, "the history index's last sequence has " +
+                                         std::to_string(value.size()) + " bytes, not 8");
+  }
+  return std::optional<Sequence>(GetBigEndian64(value.data()));
+}
+
+}  // namespace
+
+Status RocksDbLog::OpenHistory() {
+  std::string state;
+  rocksdb::Status hs = db_->Get(rocksdb::ReadOptions(), kHistoryStateKey, &state);
+  if (!hs.ok() && !hs.IsNotFound()) return FromRocks(hs, "reading the history index's state");
+  history_complete_ = history_family_ != nullptr && hs.ok() && state == kHistoryComplete;
+  if (options_.read_only) return Status::Ok();
+  Result<std::optional<Sequence>> through = ReadHistoryThrough(*db_, rocksdb::ReadOptions());
+  if (!through.ok()) return through.status();
+  const Sequence head = GetHead().sequence;
+  // Not complete: from the first event (an interrupted build starts again). Complete without a
+  // last sequence: written with the events, by an older version.
+  const Sequence from =
+      !history_complete_ ? 1 : through->has_value() ? **through + 1 : head + 1;
+  if (!history_complete_ || from <= head) ADM_RETURN_IF_ERROR(BuildHistory(from));
+  history_writer_ = std::thread([this] { WriteHistoryBehind(); });
+  return Status::Ok();
 }
 
 std::string RocksDbLog::HistoryKey(std::string_view history_key, Sequence sequence) {
@@ -534,12 +587,14 @@ std::string RocksDbLog::HistoryKey(std::string_view history_key, Sequence sequen
   return key;
 }
 
-Status RocksDbLog::BuildHistory() {
+Status RocksDbLog::BuildHistory(Sequence from) {
   const Sequence head = GetHead().sequence;
-  // Bounded batches: an interrupted build writes again what it wrote (the same entries).
+  // Bounded batches, each with how far it went (an interrupted completion goes on from there;
+  // an interrupted build of an older ledger's index starts again).
   constexpr size_t kEventsPerBatch = 8192;
   std::vector<std::string> keys;
-  Sequence next = 1;
+  std::string through;
+  Sequence next = std::max<Sequence>(from, 1);
   while (next <= head) {
     rocksdb::WriteBatch batch;
     Status failed;
@@ -552,43 +607,173 @@ Status RocksDbLog::BuildHistory() {
         return false;
       }
       schema::HistoryKeysOf(decoded->root(), &keys);
-      for (const std::string& k : keys) batch.Put(history_family_.get(), HistoryKey(k, sequence), "");
+      for (const std::string& k : keys) {
+        batch.Put(history_family_.get(), HistoryKey(k, sequence), "");
+      }
       next = sequence + 1;
       return true;
     });
     if (!shown.ok()) return shown.status();
     ADM_RETURN_IF_ERROR(failed);
     if (*shown == 0) break;
+    through.clear();
+    PutBigEndian64(&through, next - 1);
+    batch.Put(kHistoryThroughKey, through);
     ADM_RETURN_IF_ERROR(FromRocks(db_->Write(rocksdb::WriteOptions(), &batch),
                                   "writing the history index of " + dir_));
     if (options_.history_progress) options_.history_progress(next - 1, head);
   }
   rocksdb::WriteOptions synced;
   synced.sync = options_.sync;
-  ADM_RETURN_IF_ERROR(FromRocks(db_->Put(synced, kHistoryStateKey, kHistoryComplete),
+  rocksdb::WriteBatch complete;
+  through.clear();
+  PutBigEndian64(&through, head);
+  complete.Put(kHistoryThroughKey, through);
+  complete.Put(kHistoryStateKey, kHistoryComplete);
+  ADM_RETURN_IF_ERROR(FromRocks(db_->Write(synced, &complete),
                                 "marking the history index of " + dir_ + " complete"));
   history_complete_ = true;
   return Status::Ok();
 }
 
+void RocksDbLog::QueueHistory(std::vector<PreparedAppend>& prepared) {
+  std::unique_lock<std::mutex> lock(history_mu_);
+  history_room_cv_.wait(lock, [this] {
+    return history_pending_.size() < kHistoryPendingEventsMax || history_failed_;
+  });
+  // After a failed history write the index stays where it is; the next open goes on from there.
+  if (history_failed_) return;
+  for (PreparedAppend& p : prepared) {
+    for (StoredEvent& e : p.events) history_pending_.push_back(std::move(e));
+  }
+  lock.unlock();
+  history_work_cv_.notify_one();
+}
+
+void RocksDbLog::WriteHistoryBehind() {
+  std::vector<StoredEvent> events;
+  std::unique_lock<std::mutex> lock(history_mu_);
+  for (;;) {
+    history_work_cv_.wait(lock, [this] { return history_stop_ || !history_pending_.empty(); });
+    if (history_pending_.empty()) return;  // closing, and every queued event is indexed
+    events.clear();
+    while (!history_pending_.empty() && events.size() < kHistoryWriteEventsMax) {
+      events.push_back(std::move(history_pending_.front()));
+      history_pending_.pop_front();
+    }
+    lock.unlock();
+    history_room_cv_.notify_all();
+    const Status written = WriteHistoryEntries(events, false);
+    lock.lock();
+    if (!written.ok()) {
+      spdlog::warn("the history index of {} stops at the event before {} until the ledger is "
+                   "opened again: {}", dir_, events.front().sequence, written.ToString());
+      history_failed_ = true;
+      history_pending_.clear();
+      history_room_cv_.notify_all();
+    }
+  }
+}
+
+Status RocksDbLog::WriteHistoryEntries(std::span<const StoredEvent> events, bool sync) {
+  ADM_CHECK(!events.empty(), "a history write of no events");
+  // About two entries of about 60 bytes per event.
+  rocksdb::WriteBatch batch(64 + events.size() * 128);
+  std::vector<std::string> keys;
+  Sequence expected = events.front().sequence;
+  for (const StoredEvent& e : events) {
+    ADM_CHECK(e.sequence == expected, "history of event %lu after %lu",
+              static_cast<unsigned long>(e.sequence), static_cast<unsigned long>(expected - 1));
+    ++expected;
+    // The bytes this log sequenced itself: canonical, checked before they were stored.
+    schema::HistoryKeysOfCanonical(e.bytes, &keys);
+    for (const std::string& k : keys) {
+      batch.Put(history_family_.get(), HistoryKey(k, e.sequence), rocksdb::Slice());
+    }
+  }
+  std::string through;
+  PutBigEndian64(&through, events.back().sequence);
+  batch.Put(kHistoryThroughKey, through);
+  // Unsynced: the events are durable, and entries a crash loses are written again by Open.
+  rocksdb::WriteOptions write_options;
+  write_options.sync = sync && options_.sync;
+  return FromRocks(db_->Write(write_options, &batch), "writing the history index of " + dir_);
+}
+
 Result<std::optional<std::vector<Sequence>>> RocksDbLog::History(std::string_view history_key,
                                                                     Sequence at_most) {
-  if (!history_complete_) return std::optional<std::vector<Sequence>>();
+  using Found = std::optional<std::vector<Sequence>>;
+  if (!history_complete_) return Found();
+  // One view of the head, the index and the events: the index's entries up to the last event
+  // it holds, then the events after that one, read here (the history writer's lag, or what a
+  // crash left for the next writable open). A read-only database does not change.
+  std::unique_ptr<const rocksdb::Snapshot, std::function<void(const rocksdb::Snapshot*)>> view(
+      options_.read_only ? nullptr : db_->GetSnapshot(),
+      [this](const rocksdb::Snapshot* s) { if (s != nullptr) db_->ReleaseSnapshot(s); });
+  rocksdb::ReadOptions read;
+  read.snapshot = view.get();
+  std::string head_value;
+  Head head;
+  rocksdb::Status s = db_->Get(read, kHeadKey, &head_value);
+  if (!s.IsNotFound()) {
+    ADM_RETURN_IF_ERROR(FromRocks(s, "reading the head"));
+    ADM_RETURN_IF_ERROR(DecodeHead(head_value, &head));
+  }
+  Result<std::optional<Sequence>> through = ReadHistoryThrough(*db_, read);
+  if (!through.ok()) return through.status();
+  const Sequence indexed = std::min(through->value_or(head.sequence), head.sequence);
+  const Sequence last = at_most == 0 ? head.sequence : std::min(at_most, head.sequence);
+  if (last > indexed && last - indexed > kHistoryTailEventsMax) return Found();
+
   std::string prefix(history_key);
   prefix.push_back('\0');
   std::vector<Sequence> out;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), history_family_.get()));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, history_family_.get()));
   // The first key of the prefix, so that the family's prefix extractor (which drops a key's
   // last 8 bytes) finds the prefix in its bloom filters.
   for (it->Seek(HistoryKey(history_key, 0)); it->Valid(); it->Next()) {
     rocksdb::Slice key = it->key();
     if (key.size() != prefix.size() + 8 || !key.starts_with(prefix)) break;
     const Sequence sequence = GetBigEndian64(key.data() + prefix.size());
-    if (at_most != 0 && sequence > at_most) break;
+    if (sequence > std::min(indexed, last)) break;
     out.push_back(sequence);
   }
   ADM_RETURN_IF_ERROR(FromRocks(it->status(), "reading the history index"));
-  return std::optional<std::vector<Sequence>>(std::move(out));
+  if (last > indexed) {
+    ADM_RETURN_IF_ERROR(HistoryOfEvents(view.get(), history_key, indexed, last, &out));
+  }
+  return Found(std::move(out));
+}
+
+Status RocksDbLog::HistoryOfEvents(const rocksdb::Snapshot* snapshot,
+                                   std::string_view history_key, Sequence from, Sequence to,
+                                   std::vector<Sequence>* out) {
+  rocksdb::ReadOptions read;
+  read.snapshot = snapshot;
+  read.verify_checksums = true;
+  std::vector<std::string> keys;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, events_family_.get()));
+  Sequence expected = from + 1;
+  for (it->Seek(EventKey(expected)); it->Valid() && expected <= to; it->Next(), ++expected) {
+    rocksdb::Slice key = it->key();
+    if (key.size() != 9 || key[0] != 'e' || GetBigEndian64(key.data() + 1) != expected) break;
+    // Read from disk: decoded with its checks, not trusted as the writer's own bytes are.
+    Result<schema::DecodedEvent> decoded =
+        schema::DecodeEvent(std::string_view(it->value().data(), it->value().size()));
+    if (!decoded.ok()) {
+      return Status(Code::kCorruption, "event " + std::to_string(expected) + ": " +
+                                           decoded.status().message());
+    }
+    schema::HistoryKeysOf(decoded->root(), &keys);
+    if (std::find(keys.begin(), keys.end(), history_key) != keys.end()) {
+      out->push_back(expected);
+    }
+  }
+  ADM_RETURN_IF_ERROR(FromRocks(it->status(), "reading the ledger"));
+  if (expected <= to) {
+    return Status(Code::kCorruption, "event " + std::to_string(expected) + " is missing");
+  }
+  return Status::Ok();
 }
 
 std::string RocksDbLog::NoSpaceMessage(uint64_t free) const {
@@ -674,16 +859,8 @@ Status RocksDbLog::LoadHead() {
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kHeadKey, &value);
   if (s.IsNotFound()) return Status::Ok();
   ADM_RETURN_IF_ERROR(FromRocks(s, "reading the head"));
-  if (value.size() != kHeadRecordBytes) {
-    return Status(Code::kCorruption,
-                  "head record has " + std::to_string(value.size()) + " bytes, not " +
-                      std::to_string(kHeadRecordBytes));
-  }
   std::lock_guard<std::mutex> lock(mu_);
-  head_.sequence = GetBigEndian64(value.data());
-  std::memcpy(head_.hash.data(), value.data() + 8, head_.hash.size());
-  head_.recorded_at_ns = static_cast<int64_t>(GetBigEndian64(value.data() + 40));
-  return Status::Ok();
+  return DecodeHead(value, &head_);
 }
 
 Result<AppendAck> RocksDbLog::Append(std::span<const std::string> batch) {
@@ -834,8 +1011,7 @@ void RocksDbLog::Gather(std::unique_lock<std::mutex>& lock) {
 }
 
 struct RocksDbLog::PrefetchedIndex {
-  std::vector<std::string> keys;
-  std::vector<rocksdb::Slice> slices;
+  std::vector<rocksdb::Slice> slices;  // views of the group's own keys (IndexKey is the key)
   std::vector<rocksdb::PinnableSlice> values;
   std::vector<rocksdb::Status> statuses;
   std::unordered_map<std::string_view, size_t> positions;  // key -> position in the MultiGet
@@ -853,12 +1029,10 @@ KeyLookup RocksDbLog::PrefetchIndex(const std::vector<Request*>& group, Prefetch
   index->values = std::vector<rocksdb::PinnableSlice>(keys.size());
   index->statuses.resize(keys.size());
   if (!keys.empty()) {
-    index->keys.reserve(keys.size());
     index->slices.reserve(keys.size());
     index->positions.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
-      index->keys.push_back(IndexKey(keys[i]));
-      index->slices.emplace_back(index->keys.back());
+      index->slices.emplace_back(keys[i].data(), keys[i].size());
       index->positions.emplace(keys[i], i);
     }
     db_->MultiGet(rocksdb::ReadOptions(), index_family_.get(), keys.size(),
@@ -869,6 +1043,7 @@ KeyLookup RocksDbLog::PrefetchIndex(const std::vector<Request*>& group, Prefetch
     rocksdb::Status s;
     if (auto it = index->positions.find(key); it != index->positions.end()) {
       s = index->statuses[it->second];
+      if (s.IsNotFound()) return std::optional<RecordedKey>();  // a new key: the common case
       if (s.ok()) value = index->values[it->second].ToString();
     } else {
       s = db_->Get(rocksdb::ReadOptions(), index_family_.get(), IndexKey(key), &value);
@@ -940,11 +1115,6 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
   }
 
   PutIndexEntries(*index_family_, &index_puts, &write_batch);
-  for (const PreparedAppend& p : prepared) {
-    for (const auto& [key, sequence] : p.history_entries) {
-      write_batch.Put(history_family_.get(), HistoryKey(key, sequence), rocksdb::Slice());
-    }
-  }
 
   const Status write_status = written > 0 ? WriteGroup(head, &write_batch) : Status::Ok();
   if (!write_status.ok()) {
@@ -956,6 +1126,8 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
     return Head{};  // unused: nothing written
   }
   *events_written = written;
+  // The history entries follow, written by the history writer.
+  if (written > 0) QueueHistory(prepared);
   return head;
 }
 
@@ -1053,6 +1225,9 @@ Status RocksDbLog::Ingest(std::span<const Ingested> events, const Head& head_aft
               static_cast<unsigned long>(head_after.sequence),
               static_cast<unsigned long>(expected - 1));
     write_batch.Put(kHeadKey, EncodeHead(head_after));
+    std::string through;
+    PutBigEndian64(&through, head_after.sequence);
+    write_batch.Put(kHistoryThroughKey, through);
   }
   rocksdb::WriteOptions write_options;
   write_options.sync = options_.sync;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ledger/event_log.h"
@@ -20,6 +21,7 @@ namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
 class Env;
+class Snapshot;
 class Status;
 class WriteBatch;
 }
@@ -74,6 +76,18 @@ inline constexpr int64_t kReadOnlyOpenRetryMs = 10;
 // appender never waits: the previous group was its own request.
 inline constexpr int64_t kGatherIdleMaxUs = 100;
 inline constexpr int64_t kGatherWaitMaxUs = 1000;
+
+// The history index is written behind the appends (docs/ledger.md, "The history index"), by
+// a thread of the log's own: an append's events are durable when it returns, their history
+// entries follow, and a reader looks at the events not yet indexed itself. A leader waits while
+// more than kHistoryPendingEventsMax events wait for their entries; the writer writes at most
+// kHistoryWriteEventsMax events' entries per WriteBatch.
+inline constexpr size_t kHistoryPendingEventsMax = 16384;
+inline constexpr size_t kHistoryWriteEventsMax = 4096;
+// History reads the events past the index itself, at most this many; further behind (a history
+// write failed, and the next writable open indexes them) it reports no index, as for a ledger
+// without one, and the reader folds the ledger instead.
+inline constexpr Sequence kHistoryTailEventsMax = 262144;
 
 struct RocksDbLogStats {
   uint64_t writes = 0;          // WriteBatches written (each one fsync when sync is on)
@@ -140,6 +154,11 @@ class RocksDbLog final : public EventLog {
   // (an open that stopped half-way starts again), kHistoryComplete once it covers every event.
   static constexpr const char* kHistoryStateKey = "H";
   static constexpr const char* kHistoryComplete = "complete";
+  // In the default family: the last sequence the history family holds the entries of (8 bytes,
+  // big-endian), written with them; the entries of the events after it are still to be
+  // written. Absent beside kHistoryComplete (a ledger of the version that wrote the entries
+  // with the events): every event's.
+  static constexpr const char* kHistoryThroughKey = "I";
   // The index family's memtable hashes the first kIndexHashBytes bytes of a key (keys that
   // share them share a bucket, kept sorted) into kIndexHashBuckets buckets.
   static constexpr size_t kIndexHashBytes = 128;
@@ -156,8 +175,24 @@ class RocksDbLog final : public EventLog {
              std::unique_ptr<rocksdb::ColumnFamilyHandle> index_family,
              std::unique_ptr<rocksdb::ColumnFamilyHandle> history_family,
              const std::string& dir, const RocksDbLogOptions& options);
-  // Indexes every event of an older ledger (first writable open), then marks the index complete.
-  Status BuildHistory();
+  // Writes the history entries of events [from, head] (an older ledger's first writable open,
+  // or the events a crash left without them), then marks the index complete.
+  Status BuildHistory(Sequence from);
+  // Open's part for the history index: whether it is complete, the entries a crash (or an older
+  // version) left unwritten written, and the history writer started (writable only).
+  Status OpenHistory();
+  // The history writer's thread: writes the entries of the events queued by QueueHistory, in
+  // order, until the log closes. After a failed write it drops what is queued (the events are
+  // durable: the next writable open indexes them).
+  void WriteHistoryBehind();
+  // Writes the history entries of `events` (consecutive sequences) and kHistoryThroughKey.
+  Status WriteHistoryEntries(std::span<const StoredEvent> events, bool sync);
+  // Hands a written group's events to the history writer, waiting while it is
+  // kHistoryPendingEventsMax events behind. REQUIRES: the caller leads.
+  void QueueHistory(std::vector<PreparedAppend>& prepared);
+  // The sequences of the events with this history key among (from, to], read from the events.
+  Status HistoryOfEvents(const rocksdb::Snapshot* snapshot, std::string_view history_key,
+                         Sequence from, Sequence to, std::vector<Sequence>* out);
   // Before a write: refuses it (kNoSpace) below the floor or while RocksDB holds a no-space
   // error, which it clears (DB::Resume) once space is back.
   Status CheckRoom();
@@ -232,6 +267,15 @@ class RocksDbLog final : public EventLog {
   std::vector<std::unique_ptr<Waiter>> waiters_;  // GUARDED_BY(mu_)
   Waiter* free_waiters_ = nullptr;                // GUARDED_BY(mu_); list through Waiter::next
   std::atomic<Waiter*> returned_waiters_{nullptr};  // pushed without a lock, taken whole
+
+  // The history writer (writable logs only): events whose history entries are to be written.
+  std::mutex history_mu_;
+  std::condition_variable history_work_cv_;  // events queued, or the log closes
+  std::condition_variable history_room_cv_;  // the writer took events from the queue
+  std::deque<StoredEvent> history_pending_;  // GUARDED_BY(history_mu_)
+  bool history_stop_ = false;                // GUARDED_BY(history_mu_)
+  bool history_failed_ = false;  // GUARDED_BY(history_mu_); later events wait for a reopen
+  std::thread history_writer_;
 };
 
 }  // namespace admission::ledger

@@ -1,6 +1,5 @@
 #include "ledger/sequencer.h"
 
-#include "schema/workload_refs.h"
 
 namespace admission::ledger {
 
@@ -39,6 +38,24 @@ Status CompareWithRecorded(std::string_view key, Sequence recorded_sequence,
   return Status::Ok();
 }
 
+// The event recorded with `key` before: in this request, in an earlier request of the group,
+// or in the log's index (then *durable owns the bytes *recorded views).
+Status FindRecorded(const std::string& key, const GroupKeys& own_keys,
+                    const GroupKeys& group_keys, const KeyLookup& lookup,
+                    std::optional<GroupKey>* recorded, std::optional<RecordedKey>* durable) {
+  if (auto it = own_keys.find(key); it != own_keys.end()) {
+    *recorded = it->second;
+  } else if (auto it2 = group_keys.find(key); it2 != group_keys.end()) {
+    *recorded = it2->second;
+  } else {
+    Result<std::optional<RecordedKey>> found = lookup(key);
+    if (!found.ok()) return found.status();
+    *durable = std::move(*found);
+    if (*durable) *recorded = GroupKey{(*durable)->sequence, (*durable)->bytes};
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 CheckedBatch CheckBatch(std::span<const std::string> batch) {
@@ -57,9 +74,8 @@ CheckedBatch CheckBatch(std::span<const std::string> batch) {
           checked.failure = KeyTooLong(i, batch.size());
           break;
         }
-        CheckedEvent& e = checked.events.emplace_back(CheckedEvent{
-            std::move(stored), std::string(key), recorded_at_ns, Status::Ok(), {}});
-        schema::HistoryKeysOfCanonical(e.stored.bytes, &e.history_keys);
+        checked.events.push_back(
+            CheckedEvent{std::move(stored), std::string(key), recorded_at_ns, Status::Ok()});
         continue;
       }
     }
@@ -78,8 +94,8 @@ CheckedBatch CheckBatch(std::span<const std::string> batch) {
     CheckedEvent& e = checked.events.emplace_back();
     e.key = std::string(key);
     e.recorded_at_ns = event.getRecordedAtNs();
-    schema::HistoryKeysOf(event, &e.history_keys);
-    Result<schema::StoredEventTemplate> stored = schema::MakeStoredEventTemplate(batch[i], *decoded);
+    Result<schema::StoredEventTemplate> stored =
+        schema::MakeStoredEventTemplate(batch[i], *decoded);
     if (stored.ok()) {
       e.stored = std::move(*stored);
     } else {
@@ -107,6 +123,7 @@ Status SequenceBatch(std::span<const std::string> batch, CheckedBatch& checked,
   // Reserved, so the views that own_keys and group_keys keep of the stored bytes stay valid.
   prepared.events.reserve(checked.events.size());
   GroupKeys own_keys;  // keys of this request, merged into group_keys only on success
+  own_keys.reserve(checked.events.size());
 
   for (size_t i = 0; i < batch.size(); ++i) {
     if (i == checked.events.size()) return checked.failure;
@@ -114,16 +131,7 @@ Status SequenceBatch(std::span<const std::string> batch, CheckedBatch& checked,
     if (!e.key.empty()) {
       std::optional<GroupKey> recorded;
       std::optional<RecordedKey> durable;  // owns the bytes `recorded` views, if from the index
-      if (auto it = own_keys.find(e.key); it != own_keys.end()) {
-        recorded = it->second;
-      } else if (auto it2 = group_keys.find(e.key); it2 != group_keys.end()) {
-        recorded = it2->second;
-      } else {
-        Result<std::optional<RecordedKey>> found = lookup(e.key);
-        if (!found.ok()) return found.status();
-        durable = std::move(*found);
-        if (durable) recorded = GroupKey{durable->sequence, durable->bytes};
-      }
+      ADM_RETURN_IF_ERROR(FindRecorded(e.key, own_keys, group_keys, lookup, &recorded, &durable));
       if (recorded) {
         ADM_RETURN_IF_ERROR(CompareWithRecorded(e.key, recorded->sequence, recorded->bytes,
                                                 batch[i], i, batch.size()));
@@ -157,7 +165,6 @@ Status SequenceBatch(std::span<const std::string> batch, CheckedBatch& checked,
       own_keys.emplace(e.key, GroupKey{sequence, prepared.events.back().bytes});
       prepared.index_entries.emplace_back(e.key, sequence);
     }
-    for (std::string& key : e.history_keys) prepared.history_entries.emplace_back(std::move(key), sequence);
     result.sequences.push_back(sequence);
     result.duplicate.push_back(false);
     ++result.written;

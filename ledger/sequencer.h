@@ -9,7 +9,7 @@
 // sequence, prevHash, SHA-256) depends on the head and runs in order, one request at a time.
 
 #include <functional>
-#include <map>
+#include <unordered_map>
 #include <optional>
 #include <span>
 #include <string>
@@ -32,8 +32,6 @@ using KeyLookup = std::function<Result<std::optional<RecordedKey>>(std::string_v
 struct PreparedAppend {
   std::vector<StoredEvent> events;                            // new events, in order
   std::vector<std::pair<std::string, Sequence>> index_entries;  // key -> sequence
-  // History index entries (schema::HistoryKeysOf) of the new events: key -> sequence.
-  std::vector<std::pair<std::string, Sequence>> history_entries;
   Head head;                                                  // the head after this request
 };
 
@@ -44,10 +42,17 @@ struct GroupKey {
   std::string_view bytes;
 };
 
-// Keys written by earlier requests of the same group commit.
+// Hashes a key given as a string or a view (GroupKeys looks keys up without a copy).
+struct KeyHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view key) const { return std::hash<std::string_view>()(key); }
+};
+
+// Keys written by earlier requests of the same group commit. Hashed: keys arrive in no order
+// and are only looked up, never listed.
 // Lifetime: the views are valid while the PreparedAppends they were recorded from are alive and
 // unchanged; a GroupKeys lives for one group commit.
-using GroupKeys = std::map<std::string, GroupKey, std::less<>>;
+using GroupKeys = std::unordered_map<std::string, GroupKey, KeyHash, std::equal_to<>>;
 
 // One event of an append after its check: laid out for storage, with what sequencing needs.
 struct CheckedEvent {
@@ -57,7 +62,6 @@ struct CheckedEvent {
   // Not ok when the event cannot be stored (MakeStoredEventTemplate failed): refused only if it
   // turns out to be new, since a duplicate of a recorded event is never stored again.
   Status unstorable;
-  std::vector<std::string> history_keys;  // schema::HistoryKeysOf the event (if storable)
 };
 
 // An append after its check (CheckBatch), which stops at the first event that fails it; whether

@@ -44,6 +44,7 @@
 #include "ledger/sequencer.h"
 #include "ledger/verify.h"
 #include "schema/event_codec.h"
+#include "schema/workload_refs.h"
 #include "tests/bench/bench_util.h"
 
 namespace admission::bench {
@@ -716,6 +717,7 @@ struct BreakdownFigures {
   double prepare_s = 0, prepare_keyed_s = 0, batch_build_s = 0;     // whole PrepareAppends
   double nosync_s = 0, sync_s = 0;                                  // raw batch writes
   double get_s = 0, find_s = 0;                                     // index misses
+  double history_keys_s = 0;  // the history writer's keys of the stored events
   uint64_t raw_events = 0;    // in the raw DB that get_s read
   size_t write_rounds = 0;    // the batches nosync_s and sync_s each wrote
 };
@@ -823,6 +825,25 @@ double TimePrepare(const std::vector<std::string>& batch, size_t rounds, double*
   return prepare_s;
 }
 
+// The history writer's own step before its write, off the append's path: the history keys of
+// each stored event (schema::HistoryKeysOfCanonical), `rounds` times.
+double TimeHistoryKeys(const std::vector<std::string>& batch, size_t rounds, size_t* sink) {
+  ledger::GroupKeys group_keys;
+  ledger::AppendAck ack;
+  ledger::PreparedAppend prepared;
+  Status s = ledger::PrepareAppend(batch, ledger::Head{}, group_keys, NoKeys(), &ack, &prepared);
+  ADM_CHECK(s.ok(), "%s", s.ToString().c_str());
+  std::vector<std::string> keys;
+  auto t0 = Clock::now();
+  for (size_t r = 0; r < rounds; ++r) {
+    for (const ledger::StoredEvent& e : prepared.events) {
+      schema::HistoryKeysOfCanonical(e.bytes, &keys);
+      *sink += keys.size();
+    }
+  }
+  return Seconds(t0, Clock::now());
+}
+
 // The durable write of one ready batch, an index lookup that misses in a raw DB, and the same
 // miss through the ledger's own index family.
 void TimeWritesAndMisses(const Params& p, const std::string& work, const EventFactory& plain,
@@ -894,6 +915,8 @@ void PrintBreakdown(const BreakdownFigures& f, size_t n, size_t batch_size, size
            " keyed events in the ledger: the index family's bloom filters)");
   Line("breakdown.write_batch_build_us", Fixed(f.batch_build_s * per_event_us, 3),
        "us/event (WriteBatch::Put of stored events)");
+  Line("breakdown.history_keys_us", Fixed(f.history_keys_s * per_event_us, 3),
+       "us/event (schema::HistoryKeysOfCanonical: the history writer's, off the append's path)");
   Line("breakdown.prepare_append_per_batch_ms",
        Fixed(f.prepare_s * 1e3 / static_cast<double>(rounds), 3),
        "ms per " + Int(batch_size) + "-event batch");
@@ -920,6 +943,7 @@ void PhaseBreakdown(const Params& p, const std::string& work) {
   // The whole PrepareAppend of a batch, without and with keys.
   f->prepare_s = TimePrepare(events, rounds, &f->batch_build_s, &sink);
   f->prepare_keyed_s = TimePrepare(MakeEvents(keyed, 0, batch_size), rounds, nullptr, &sink);
+  f->history_keys_s = TimeHistoryKeys(events, rounds, &sink);
   ADM_CHECK(sink > 0, "nothing measured");
   TimeWritesAndMisses(p, work, plain, keyed, n, f);
   PrintBreakdown(figures, n, batch_size, rounds, plain.stored_bytes());

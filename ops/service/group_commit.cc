@@ -2,6 +2,8 @@
 // other and written with as few appends as the batch limit allows, each append durable before
 // any call is answered. One call's refusal does not affect the others.
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "ops/service/staging.h"
@@ -158,9 +160,16 @@ void Service::AppendRun(Run& run) {
 }
 
 void Service::SettleRun(Run& run) {
-  // The decisions as stored (sequence and prevHash filled in), read back once per run.
-  auto stored = log_.Read(run.first, run.events.size());
-  if (stored.ok() && stored->size() == run.events.size()) {
+  // The decisions as stored (sequence and prevHash filled in), read back once per run, and only
+  // when the run holds any (a run of inputs that decided nothing, such as node reports, reads
+  // nothing back).
+  const bool decided = std::any_of(run.calls.begin(), run.calls.end(), [&](size_t index) {
+    return run.staged[index]->event_count > run.staged[index]->inputs_written;
+  });
+  auto stored = decided ? log_.Read(run.first, run.events.size())
+                        : Result<std::vector<ledger::StoredEvent>>(
+                              std::vector<ledger::StoredEvent>());
+  if (decided && stored.ok() && stored->size() == run.events.size()) {
     for (size_t index : run.calls) {
       Staged& s = *run.staged[index];
       if (s.event_count == 0) continue;

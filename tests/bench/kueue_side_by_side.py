@@ -7,6 +7,7 @@
                           installed, without server fields, as a List to apply again.
   stats FILE --wall S --cpu S --rss MIB --apiserver-cpu S
                           writes one side's process figures to FILE (JSON).
+  finished                (stdin: `admitctl log -o json`) how many workloads the ledger finished.
   report DIR ROUNDS       the side-by-side table of every round's summaries and figures, and
                           `name: value` lines; exits 1 when a side left a workload unfinished.
 """
@@ -48,6 +49,16 @@ def stats(args):
     with open(args.file, "w") as f:
         json.dump({"wall_s": args.wall, "cpu_s": args.cpu, "rss_mib": args.rss,
                    "apiserver_cpu_s": args.apiserver_cpu}, f)
+
+
+def finished():
+    names = set()
+    for line in sys.stdin:
+        e = json.loads(line)
+        if e["type"] == "workloadFinished":
+            w = e["event"]["body"]["workloadFinished"]["workload"]
+            names.add((w["namespace"], w["name"], w["uid"]))
+    print(len(names))
 
 
 def load(directory, rnd, side):
@@ -93,16 +104,23 @@ def report(directory, rounds):
             print(f"{prefix}.apiserver_cpu_s: {figures['apiserver_cpu_s']}")
             print(f"{prefix}.dropped_workload_events: {summary.get('droppedWorkloadEvents', 0)}")
             rows.append((rnd, side, summary, figures, admitted))
-        failed |= goals(rnd, per_side, classes)
+        failed |= goals(directory, rnd, per_side, classes)
     table(rows)
     return 1 if failed else 0
 
 
-def goals(rnd, per_side, classes):
+def goals(directory, rnd, per_side, classes):
     """Prints the issue's goals for one round; True when a side left work unfinished."""
     (ks, kf), (ls, lf) = per_side["kueue"], per_side["ledger"]
     kwl, lwl = ks.get("workloadClasses", {}), ls.get("workloadClasses", {})
     unfinished = False
+    with open(f"{directory}/round{rnd}-ledger/finished") as f:
+        ledger_finished = int(f.read())
+    total = sum(c.get("count", 0) for c in kwl.values())
+    if ledger_finished < total:
+        print(f"round{rnd}: the ledger finished {ledger_finished} workloads of {total}: the runner "
+              f"stopped early (its queues' counts said nothing was left)", file=sys.stderr)
+        unfinished = True
     for name in classes:
         want = kwl.get(name, {}).get("count", 0)
         got = lwl.get(name, {}).get("count", 0)
@@ -152,6 +170,7 @@ def main():
     d.add_argument("generator")
     d.add_argument("n", type=int)
     sub.add_parser("our-crds")
+    sub.add_parser("finished")
     s = sub.add_parser("stats")
     s.add_argument("file")
     for flag in ("--wall", "--cpu", "--rss", "--apiserver-cpu"):
@@ -164,6 +183,8 @@ def main():
         divide(args.generator, args.n)
     elif args.command == "our-crds":
         our_crds()
+    elif args.command == "finished":
+        finished()
     elif args.command == "stats":
         stats(args)
     else:

@@ -101,7 +101,7 @@ func SetupWithManager(mgr ctrl.Manager, l Ledger, events *LedgerEvents) ([]*Kind
 		})
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(strings.ToLower(kind.Name)+"s").
-			For(kind.New().Object(), builder.WithPredicates(managed)).
+			Watches(kind.New().Object(), objects, builder.WithPredicates(managed)).
 			WithOptions(controller.Options{MaxConcurrentReconciles: Concurrency,
 				UsePriorityQueue: ptr.To(true)})
 		if events != nil {

@@ -63,22 +63,49 @@ func (l *LedgerEvents) channel(kind *Kind, create bool) chan event.GenericEvent 
 	return ch
 }
 
-// DecisionPriority is the priority of a reconcile the ledger's events ask for, in the work
-// queue shared with the informers' requests (priority 0, and handler.LowPriority for objects
-// unchanged or listed at start): the ledger's decisions are acted on before new objects are
-// submitted, so a burst of new Workloads does not hold admissions back.
+// DecisionPriority is the priority of a reconcile the ledger's events ask for, and of a new
+// object's, in the work queue shared with the informers' other requests (priority 0): the
+// ledger's decisions and new submissions go ahead of the changes of objects (most of them the
+// bridge's own writes), so a burst does not hold admissions back.
 const DecisionPriority = 10
 
-// decisions enqueues each event's object at DecisionPriority (in a plain queue: as it comes).
+// addAt enqueues obj's request at priority (in a plain queue: as it comes).
+func addAt(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object, priority int) {
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priority)}, req)
+		return
+	}
+	q.Add(req)
+}
+
+// decisions enqueues each event's object at DecisionPriority.
 var decisions = handler.TypedFuncs[client.Object, reconcile.Request]{
 	GenericFunc: func(_ context.Context, e event.TypedGenericEvent[client.Object],
 		q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)}
-		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
-			pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(DecisionPriority)}, req)
-			return
+		addAt(q, e.Object, DecisionPriority)
+	},
+}
+
+// objects enqueues the informers' requests for the governed objects: a new one at
+// DecisionPriority too (until it is submitted the ledger's queue counts leave it out), one of the
+// initial list and every change at 0.
+var objects = handler.TypedFuncs[client.Object, reconcile.Request]{
+	CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object],
+		q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		priority := DecisionPriority
+		if e.IsInInitialList {
+			priority = 0
 		}
-		q.Add(req)
+		addAt(q, e.Object, priority)
+	},
+	UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object],
+		q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		addAt(q, e.ObjectNew, 0)
+	},
+	DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object],
+		q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		addAt(q, e.Object, 0)
 	},
 }
 

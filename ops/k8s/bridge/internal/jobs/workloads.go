@@ -71,7 +71,7 @@ func SetupOwnedWorkloads(mgr ctrl.Manager, l Ledger, events *LedgerEvents) error
 		return queue != "" && ownedByItsCreator(o)
 	})
 	b := ctrl.NewControllerManagedBy(mgr).Named("workloads").
-		For(newWorkloadObject(), builder.WithPredicates(owned)).
+		Watches(newWorkloadObject(), objects, builder.WithPredicates(owned)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: Concurrency,
 			UsePriorityQueue: ptr.To(true)})
 	if events != nil {

@@ -378,6 +378,18 @@ build_kwok() {
     "(build cache $cache_size, deleted)"
 }
 
+# download_module MODULE VERSION SUM: downloads MODULE@VERSION from the Go module proxy into the
+# module cache, dies unless its hash is SUM, and sets module_dir (the caller's local) to it.
+download_module() {
+  local module="$1" version="$2" want="$3" info sum
+  log "downloading $module@$version from the Go module proxy"
+  info="$(cd /tmp && GOFLAGS=-mod=mod "$go_bin" mod download -json "$module@$version")" \
+    || die "go mod download $module@$version failed"
+  module_dir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<< "$info")"
+  sum="$(sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$/\1/p' <<< "$info")"
+  [[ "$sum" == "$want" ]] || die "$module@$version has the hash '$sum', not the pinned $want"
+}
+
 # build_jobset: the JobSet controller from the Go module proxy at JOBSET_VERSION, installed as
 # jobset-controller, and the JobSet CRD of that module. The module's hash is checked against
 # JOBSET_MODULE_SUM and its main package is built in a copy of the module with its own go.mod and
@@ -388,15 +400,8 @@ build_jobset() {
   local started_in=$SECONDS
   local gocache="$version_dir/gocache-jobset"
   local src="$version_dir/jobset-src"
-  log "downloading $JOBSET_MODULE@$JOBSET_VERSION from the Go module proxy"
-  local info module_dir sum
-  info="$(cd /tmp \
-    && GOFLAGS=-mod=mod "$go_bin" mod download -json "$JOBSET_MODULE@$JOBSET_VERSION")" \
-    || die "go mod download $JOBSET_MODULE@$JOBSET_VERSION failed"
-  module_dir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<< "$info")"
-  sum="$(sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$/\1/p' <<< "$info")"
-  [[ "$sum" == "$JOBSET_MODULE_SUM" ]] \
-    || die "$JOBSET_MODULE@$JOBSET_VERSION has the hash '$sum', not the pinned $JOBSET_MODULE_SUM"
+  local module_dir
+  download_module "$JOBSET_MODULE" "$JOBSET_VERSION" "$JOBSET_MODULE_SUM"
   [[ -f "$module_dir/config/components/crd/bases/$JOBSET_CRD" && -f "$module_dir/main.go" ]] \
     || die "$JOBSET_MODULE@$JOBSET_VERSION has no main.go or" \
       "config/components/crd/bases/$JOBSET_CRD"
@@ -434,15 +439,8 @@ build_kueue_perf() {
   local started_in=$SECONDS
   local gocache="$version_dir/gocache-kueue" src="$version_dir/kueue-src"
   local out="$version_dir/kueue-perf"
-  log "downloading $KUEUE_MODULE@$KUEUE_VERSION from the Go module proxy"
-  local info module_dir sum
-  info="$(cd /tmp \
-    && GOFLAGS=-mod=mod "$go_bin" mod download -json "$KUEUE_MODULE@$KUEUE_VERSION")" \
-    || die "go mod download $KUEUE_MODULE@$KUEUE_VERSION failed"
-  module_dir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<< "$info")"
-  sum="$(sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$/\1/p' <<< "$info")"
-  [[ "$sum" == "$KUEUE_MODULE_SUM" ]] \
-    || die "$KUEUE_MODULE@$KUEUE_VERSION has the hash '$sum', not the pinned $KUEUE_MODULE_SUM"
+  local module_dir
+  download_module "$KUEUE_MODULE" "$KUEUE_VERSION" "$KUEUE_MODULE_SUM"
   rm -rf "$src" "$out.partial"
   cp -r "$module_dir" "$src"
   chmod -R u+w "$src"

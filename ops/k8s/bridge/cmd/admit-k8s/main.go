@@ -58,6 +58,8 @@ const StartupCheckTimeout = 30 * time.Second
 var (
 	kubeAPIQPS   float64
 	kubeAPIBurst int
+	// pprofAddr: where Go's profiler is served (Kueue's pprofBindAddress; "": not at all).
+	pprofAddr string
 )
 
 func main() {
@@ -87,6 +89,7 @@ func main() {
 	flag.StringVar(&webhookKey, "webhook-key", "", "the key of --webhook-cert")
 	flag.Float64Var(&kubeAPIQPS, "kube-api-qps", 50, "requests a second to the API server, sustained (Kueue's default)")
 	flag.IntVar(&kubeAPIBurst, "kube-api-burst", 100, "requests to the API server in a burst (Kueue's default)")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "where Go's profiler (/debug/pprof/) is served, HOST:PORT (empty: not at all)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
@@ -174,6 +177,7 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 		LeaderElectionNamespace: leaderElectionNamespace,
 		HealthProbeBindAddress:  healthAddr,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		PprofBindAddress:        pprofAddr,
 	}
 	if webhookOpts != nil {
 		options.WebhookServer = webhook.NewServer(*webhookOpts)

@@ -8,7 +8,7 @@
 #    temporary folder;
 # 2. gofmt -l, go vet ./... and go test ./... (the Go unit tests, e.g. of the CRDs' conversion);
 # 3. go build ./cmd/admit-k8s.
-# Needs the capnp compiler (Debian's capnproto) and Go 1.24 or newer; modules come from the Go
+# Needs the capnp compiler (Debian's capnproto) and Go 1.25 or newer; modules come from the Go
 # module proxy into the user's module cache.
 set -euo pipefail
 
@@ -25,7 +25,7 @@ die() { log "error: $*"; exit 1; }
 case "${1:-}" in
   -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
-[[ -x "$go_bin" ]] || die "no go command (set GO=/path/to/go; Go 1.24 or newer)"
+[[ -x "$go_bin" ]] || die "no go command (set GO=/path/to/go; Go 1.25 or newer)"
 command -v capnp > /dev/null || die "the capnp compiler is not installed (ops/scripts/setup.sh installs capnproto)"
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=readonly GOWORK=off

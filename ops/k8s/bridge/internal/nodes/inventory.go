@@ -21,6 +21,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
 
 	"admission-ledger/bridge/internal/ledger"
 	"admission-ledger/bridge/internal/ledgerevents"
@@ -72,7 +73,8 @@ func (f Flavor) Matches(labels map[string]string, taints []corev1.Taint) bool {
 		}
 		tolerated := false
 		for j := range f.Tolerations {
-			tolerated = tolerated || f.Tolerations[j].ToleratesTaint(taint)
+			// Without the comparison operators (Gt, Lt: alpha in Kubernetes 1.35, off here).
+			tolerated = tolerated || f.Tolerations[j].ToleratesTaint(klog.Background(), taint, false)
 		}
 		if !tolerated {
 			return false

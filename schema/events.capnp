@@ -201,7 +201,7 @@ struct AdmissionCheckDef {
   controllerName @1 :Text;           # the owner identity: the only reporter allowed
   pendingTtlNs @2 :Int64;            # 0: no TTL
   onTimeout @3 :OnTimeout;
-  retryLimit @4 :UInt32;
+  retryLimit @4 :UInt32;             # Retry reports before deactivation; 4294967295: no limit
   backoffBaseNs @5 :Int64;
   backoffMaxNs @6 :Int64;
 }

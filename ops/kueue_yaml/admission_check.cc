@@ -51,6 +51,8 @@ bool DocumentParser::ParseAdmissionCheck(const YAML::Node& obj, const std::strin
     def.setOnTimeout(it->second == "Reject" ? schema::OnTimeout::REJECT
                                             : schema::OnTimeout::RETRY);
   }
+  // Kueue retries a check as often as its controller asks: no limit unless ours is set.
+  def.setRetryLimit(kNoRetryLimit);
   if (auto it = meta.annotations.find(std::string(kRetryLimitAnnotation));
       it != meta.annotations.end()) {
     Result<int64_t> limit = ParseDecimal(it->second, 0, std::numeric_limits<uint32_t>::max());

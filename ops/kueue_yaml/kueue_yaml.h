@@ -28,6 +28,8 @@ namespace admission::ops {
 
 // Limits on one file. A file must fit one atomic intake append.
 inline constexpr size_t kYamlBytesMax = 16 << 20;
+// An AdmissionCheck's retryLimit without our retry-limit annotation: none, as in Kueue.
+inline constexpr uint32_t kNoRetryLimit = 0xFFFFFFFFu;
 inline constexpr size_t kYamlObjectsMax = ledger::kAppendBatchEventsMax;
 
 // One object of the file, as the event that defines or submits it.

@@ -436,6 +436,22 @@ spec:
   EXPECT_EQ(def.getFairSharingWeightMilli(), 3000);
 }
 
+// Kueue's plain AdmissionCheck: retried as often as its controller asks (no limit).
+TEST(KueueYaml, AnAdmissionCheckWithoutOurAnnotationsHasNoRetryLimit) {
+  auto objects = MustApply(R"(
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata: {name: scan}
+spec: {controllerName: scan.example.com/images}
+)");
+  ASSERT_EQ(objects.size(), 1u);
+  auto check = schema::DecodeEvent(objects[0].event);
+  ASSERT_TRUE(check.ok());
+  auto ac = check->root().getBody().getAdmissionCheckDefined();
+  EXPECT_EQ(ac.getRetryLimit(), kNoRetryLimit);
+  EXPECT_EQ(ac.getBackoffBaseNs(), 0);
+}
+
 TEST(KueueYaml, DeleteReadsOnlyWhatNamesTheObject) {
   auto objects = ParseDeleteYaml(R"(
 apiVersion: v1

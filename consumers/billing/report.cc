@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -82,6 +83,33 @@ std::string ExactDecimal(__int128 value, int decimals) {
 // milli-units x milliseconds = 1e-6 resource-seconds.
 std::string ResourceSeconds(__int128 milli_ms) { return ExactDecimal(milli_ms, 6); }
 
+namespace {
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+bool InGiB(const std::string& resource) {
+  return EndsWith(resource, "memory") || EndsWith(resource, "storage");
+}
+}  // namespace
+
+std::string HourUnit(const std::string& resource) {
+  if (resource == "cpu") return "core-hours";
+  if (resource == "pods") return "pod-hours";
+  if (resource == "gpu" || EndsWith(resource, "/gpu")) return "GPU-hours";
+  if (InGiB(resource)) return "GiB-hours";
+  return "unit-hours";
+}
+
+std::string Hours(const std::string& resource, __int128 milli_ms) {
+  // milli-units x milliseconds in one unit-hour (of GiB: 2^30 bytes).
+  __int128 per_hour = static_cast<__int128>(1000) * 3'600'000;
+  if (InGiB(resource)) per_hour <<= 30;
+  const bool negative = milli_ms < 0;
+  const __int128 v = negative ? -milli_ms : milli_ms;
+  const __int128 thousandths = (v * 1000 + per_hour / 2) / per_hour;
+  return ExactDecimal(negative ? -thousandths : thousandths, 3);
+}
+
 Report BuildReport(const UsageFold& fold, const ReportOptions& options) {
   ADM_CHECK(options.from_ms < options.to_ms, "report period [%lld, %lld)",
             static_cast<long long>(options.from_ms), static_cast<long long>(options.to_ms));
@@ -117,6 +145,7 @@ Report BuildReport(const UsageFold& fold, const ReportOptions& options) {
           row.cost += amount * price->second;
         } else {
           unpriced.insert({in.to.flavor, in.to.resource});
+          row.unpriced = true;
         }
       }
       start = piece_end;
@@ -214,12 +243,27 @@ std::string ReportJson(const Report& report) {
   return out.dump() + "\n";
 }
 
+namespace {
+// The amounts of the table and the CSV: unit-hours, or exact resource-seconds on request.
+std::string UnitOf(const Report& report, const std::string& resource) {
+  return report.options.exact_seconds ? "resource-seconds" : HourUnit(resource);
+}
+std::string Amount(const Report& report, const std::string& resource, __int128 milli_ms) {
+  return report.options.exact_seconds ? ResourceSeconds(milli_ms) : Hours(resource, milli_ms);
+}
+// A row's cost cell: "unpriced" when none of it had a price, "+unpriced" appended when part.
+std::string CostCell(const ReportRow& r) {
+  if (r.unpriced && r.cost == 0) return "unpriced";
+  return Money(CostMicro(r)) + (r.unpriced ? " +unpriced" : "");
+}
+}  // namespace
+
 std::string ReportCsv(const Report& report) {
   std::ostringstream out;
   for (GroupKey k : report.options.by) out << JsonName(k) << ",";
   if (report.options.bucket_ms > 0) out << "bucket,";
   const bool priced = !report.options.price_micro_per_hour.empty();
-  out << "resource,used,idle" << (priced ? ",cost" : "") << "\n";
+  out << "resource,unit,used,idle" << (priced ? ",cost" : "") << "\n";
   auto field = [](const std::string& v) {
     if (v.find_first_of(",\"\n") == std::string::npos) return v;
     std::string q = "\"";
@@ -229,8 +273,9 @@ std::string ReportCsv(const Report& report) {
   for (const ReportRow& r : report.rows) {
     for (const std::string& k : r.keys) out << field(k) << ",";
     if (report.options.bucket_ms > 0) out << Rfc3339Ms(r.bucket_start_ms) << ",";
-    out << field(r.resource) << "," << ResourceSeconds(r.used) << "," << ResourceSeconds(r.idle);
-    if (priced) out << "," << Money(CostMicro(r));
+    out << field(r.resource) << "," << UnitOf(report, r.resource) << ","
+        << Amount(report, r.resource, r.used) << "," << Amount(report, r.resource, r.idle);
+    if (priced) out << "," << CostCell(r);
     out << "\n";
   }
   return out.str();
@@ -241,8 +286,9 @@ std::string ReportTable(const Report& report) {
   for (GroupKey k : report.options.by) header.push_back(JsonName(k));
   if (report.options.bucket_ms > 0) header.push_back("bucket");
   header.push_back("resource");
-  header.push_back("used (resource-s)");
-  header.push_back("idle (resource-s)");
+  header.push_back("unit");
+  header.push_back("used");
+  header.push_back("idle");
   const bool priced = !report.options.price_micro_per_hour.empty();
   if (priced) header.push_back("cost (" + report.options.currency + ")");
   __int128 total_cost = 0;
@@ -255,10 +301,11 @@ std::string ReportTable(const Report& report) {
     }
     if (report.options.bucket_ms > 0) line.push_back(Rfc3339Ms(r.bucket_start_ms));
     line.push_back(r.resource);
-    line.push_back(ResourceSeconds(r.used));
-    line.push_back(ResourceSeconds(r.idle));
+    line.push_back(UnitOf(report, r.resource));
+    line.push_back(Amount(report, r.resource, r.used));
+    line.push_back(Amount(report, r.resource, r.idle));
     if (priced) {
-      line.push_back(Money(CostMicro(r)));
+      line.push_back(CostCell(r));
       total_cost += CostMicro(r);
     }
     lines.push_back(std::move(line));
@@ -271,7 +318,9 @@ std::string ReportTable(const Report& report) {
     for (size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], line[i].size());
   }
   std::ostringstream out;
-  out << "Usage from " << Rfc3339Ms(report.options.from_ms) << " to "
+  out << "Usage from "
+      << (report.options.from_ms == 0 ? "the ledger's start" : Rfc3339Ms(report.options.from_ms))
+      << " to "
       << Rfc3339Ms(report.options.to_ms) << " (ledger sequences " << report.first_sequence
       << "-" << report.last_sequence << ", ledger time up to "
       << Rfc3339Ms(report.ledger_end_ms) << ")\n";
@@ -285,18 +334,21 @@ std::string ReportTable(const Report& report) {
   for (const auto& line : lines) print(line);
   out << "Totals\n";
   for (const auto& [resource, t] : totals) {
-    out << "  " << resource << ": used " << ResourceSeconds(t.first) << " resource-s, idle "
-        << ResourceSeconds(t.second) << " resource-s\n";
+    const std::string unit = " " + UnitOf(report, resource);
+    out << "  " << resource << ": used " << Amount(report, resource, t.first) << unit
+        << ", idle " << Amount(report, resource, t.second) << unit << "\n";
   }
   if (totals.empty()) out << "  (no usage in this period)\n";
   if (!report.quota.empty()) {
-    out << "Nominal quota (resource-s): ClusterQueue flavor resource"
+    out << "Nominal quota (" << (report.options.exact_seconds ? "resource-seconds" : "unit-hours")
+        << "): ClusterQueue flavor resource"
         << (report.options.bucket_ms > 0 ? " bucket" : "") << ": nominal, reserved, unused\n";
     for (const QuotaRow& q : report.quota) {
       out << "  " << q.cluster_queue << " " << q.flavor << " " << q.resource;
       if (report.options.bucket_ms > 0) out << " " << Rfc3339Ms(q.bucket_start_ms);
-      out << ": " << ResourceSeconds(q.nominal) << ", " << ResourceSeconds(q.reserved) << ", "
-          << ResourceSeconds(q.unused()) << "\n";
+      out << ": " << Amount(report, q.resource, q.nominal) << ", "
+          << Amount(report, q.resource, q.reserved) << ", " << Amount(report, q.resource, q.unused())
+          << " " << UnitOf(report, q.resource) << "\n";
     }
   }
   if (priced) {

@@ -32,6 +32,9 @@ struct ReportOptions {
   // a flavor and resource without a price cost nothing and are listed in `unpriced`.
   std::map<std::pair<std::string, std::string>, int64_t> price_micro_per_hour;  // (flavor, resource)
   std::string currency;
+  // The table and CSV in exact resource-seconds; else in unit-hours for people (GPU-hours,
+  // core-hours, GiB-hours), rounded to 3 decimals. JSON is always exact resource-seconds.
+  bool exact_seconds = false;
 };
 
 struct ReportRow {
@@ -41,6 +44,7 @@ struct ReportRow {
   __int128 used = 0;  // milli-units x milliseconds
   __int128 idle = 0;
   __int128 cost = 0;  // (milli-units x milliseconds) x micro-units per hour; see CostMicro
+  bool unpriced = false;  // with a price book: some of it had no price (costs nothing)
 };
 
 // A row's cost in micro-units of the currency, rounded down.
@@ -74,6 +78,13 @@ Report BuildReport(const UsageFold& fold, const ReportOptions& options);
 std::string ExactDecimal(__int128 value, int decimals);
 // Resource-seconds (milli-units x milliseconds) as an exact decimal ("12.5", "0.000001").
 std::string ResourceSeconds(__int128 milli_ms);
+// The unit a resource's amounts read in for people: "GPU-hours" (nvidia.com/gpu and any */gpu),
+// "core-hours" (cpu), "GiB-hours" (memory, *memory, *storage), "pod-hours" (pods), else
+// "unit-hours".
+std::string HourUnit(const std::string& resource);
+// Resource-seconds of `resource` in HourUnit(resource), rounded half up to 3 decimals
+// ("4.8", "0.001").
+std::string Hours(const std::string& resource, __int128 milli_ms);
 
 std::string ReportJson(const Report& report);
 std::string ReportCsv(const Report& report);

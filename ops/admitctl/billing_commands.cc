@@ -75,7 +75,7 @@ Status LoadPriceBook(const std::string& path, consumers::billing::ReportOptions*
 }
 
 struct BillingArgs {
-  std::string from, to, bucket, format = "table", prices;
+  std::string from, to, bucket, format = "table", prices, units = "hours";
   std::vector<std::string> by;
   bool closed_only = false;
 };
@@ -266,6 +266,7 @@ int RunBillingReport(const GlobalOptions& global, const BillingArgs& args) {
   // Defaults: the whole ledger, up to and including its last event's millisecond.
   options.from_ms = 0;
   options.to_ms = fold->last_time_ms() + 1;
+  options.exact_seconds = args.units == "seconds";
   if (!args.from.empty()) {
     auto v = time("from", args.from);
     if (!v.ok()) return Fail(v.status());
@@ -312,6 +313,11 @@ void AddBillingCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
       ->check(CLI::IsMember({"hour", "day"}));
   report->add_option("-o,--output", args->format, "table (default), csv or json")
       ->check(CLI::IsMember({"table", "csv", "json"}));
+  report->add_option("--units", args->units,
+                     "the table's and CSV's amounts: hours (default: GPU-hours, core-hours, "
+                     "GiB-hours, rounded to 3 decimals) or seconds (exact resource-seconds, "
+                     "as -o json always has them)")
+      ->check(CLI::IsMember({"hours", "seconds"}));
   report->add_option("--prices", args->prices,
                      "a price book (YAML: currency, and prices of {flavor, resource, "
                      "perHourMicro}): adds a cost column, what was held at those prices");

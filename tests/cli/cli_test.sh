@@ -273,7 +273,7 @@ gen=$($admitctl --ledger "$L2" get workloads -o json | python3 -c 'import json,s
 expect_rc 1 $admitctl --ledger "$L2" --at 2026-11-29T10:02:00Z --as mallory report-check ml/job-train scan Ready --generation 1
 contains "$err" "does not own check scan"
 expect_rc 1 $admitctl --ledger "$L2" --at 2026-11-29T10:02:00Z --as scanner report-check ml/job-train scan Ready --generation 9
-contains "$err" "stale report"
+contains "$err" "generation 9, which was never issued"
 expect_rc 0 $admitctl --ledger "$L2" --at 2026-11-29T10:02:00Z --as scanner report-check ml/job-train scan Ready --generation 1 --message clean
 contains "$out" "admitted ml/job-train"
 expect_rc 0 $admitctl --ledger "$L2" --at 2026-11-29T10:03:00Z --as scanner report-check ml/job-train scan Ready --generation 1 --message clean
@@ -281,7 +281,11 @@ contains "$out" "unchanged"
 contains "$out" "no-op: check scan is already Ready"
 token=$($admitctl --ledger "$L2" get workloads -o json | python3 -c 'import json,sys; print([w for w in json.load(sys.stdin)["items"] if w["metadata"]["name"]=="job-train"][0]["status"]["fencingToken"])')
 expect_rc 1 $admitctl --ledger "$L2" --at 2026-11-29T10:04:00Z pods released ml/job-train --token bogus/1
-contains "$err" "stale fencing token"
+contains "$err" "names another workload than ml/job-train"
+expect_rc 1 $admitctl --ledger "$L2" --at 2026-11-29T10:04:00Z pods released ml/job-train --token bogus
+contains "$err" "malformed fencing token 'bogus'"
+expect_rc 1 $admitctl --ledger "$L2" --at 2026-11-29T10:04:00Z pods released ml/job-train --token "${token%/*}/5"
+contains "$err" "names generation 5 of ml/job-train, which was never issued"
 expect_rc 0 $admitctl --ledger "$L2" --at 2026-11-29T10:04:00Z pods released ml/job-train --token "$token"
 expect_rc 0 $admitctl --ledger "$L2" --at 2026-11-29T10:05:00Z --as security revoke ml/job-train --reason "policy" --drain --drain-deadline 30m
 contains "$out" "evicting ml/job-train: Revoked"
@@ -317,11 +321,11 @@ assert q == [{"clusterQueue": "gpu", "flavor": "h100", "resource": "nvidia.com/g
               "nominal": str(8 * 40 * 60), "reserved": str(8 * 39 * 60),
               "unused": str(8 * 60)}], q
 ' || fail "billing report: $out"
-expect_rc 0 $admitctl --ledger "$L2" billing report --from 2026-11-29T10:30:00Z --to 2026-11-29T11:00:00Z --bucket hour -o csv
-contains "$out" "bucket,resource,used,idle"
-contains "$out" "2026-11-29T10:00:00Z,nvidia.com/gpu,4800,0"
-expect_rc 0 $admitctl --ledger "$L2" billing report
-contains "$out" "nvidia.com/gpu: used 17280 resource-s, idle 1440 resource-s"
+expect_rc 0 $admitctl --ledger "$L2" billing report --from 2026-11-29T10:30:00Z --to 2026-11-29T11:00:00Z --bucket hour -o csv --units seconds
+contains "$out" "bucket,resource,unit,used,idle"
+contains "$out" "2026-11-29T10:00:00Z,nvidia.com/gpu,resource-seconds,4800,0"
+expect_rc 0 $admitctl --ledger "$L2" billing report --units seconds
+contains "$out" "nvidia.com/gpu: used 17280 resource-seconds, idle 1440 resource-seconds"
 # A price book: 1.00 per GPU-hour of h100; 8 GPUs held 39 minutes cost 5.2.
 printf 'currency: EUR\nprices:\n- {flavor: h100, resource: nvidia.com/gpu, perHourMicro: 1000000}\n' > "$work/prices.yaml"
 expect_rc 0 $admitctl --ledger "$L2" billing report --by flavor --prices "$work/prices.yaml" -o json
@@ -350,7 +354,7 @@ contains "$err" "pods failedToStart for ml/job-train: message: empty"
 expect_rc 1 $admitctl --ledger "$F" --at 2026-11-29T10:03:00Z pods released ml/job-train --token "$token" --message "why"
 contains "$err" "only a failedToStart report carries a message"
 expect_rc 1 $admitctl --ledger "$F" --at 2026-11-29T10:03:00Z pods failedToStart ml/job-train --token bogus/1 --message "label conflict"
-contains "$err" "stale fencing token 'bogus/1'"
+contains "$err" "fencing token 'bogus/1' names another workload"
 expect_rc 0 $admitctl --ledger "$F" --at 2026-11-29T10:03:00Z pods failedToStart ml/job-train --token "$token" --message "label conflict"
 contains "$out" "quota released by ml/job-train (FailedToStart)"
 contains "$out" "rejected ml/job-train: FailedToStart: label conflict"

@@ -2,6 +2,7 @@
 
 #include <kj/compat/http.h>
 
+#include <cctype>
 #include <chrono>
 
 #include <nlohmann/json.hpp>
@@ -41,7 +42,8 @@ std::string QueryParam(const std::string& url, const std::string& name) {
     if (pair.rfind(name + "=", 0) == 0) {
       std::string v = pair.substr(name.size() + 1), out;
       for (size_t i = 0; i < v.size(); ++i) {
-        if (v[i] == '%' && i + 2 < v.size()) {
+        if (v[i] == '%' && i + 2 < v.size() && std::isxdigit(static_cast<unsigned char>(v[i + 1])) &&
+            std::isxdigit(static_cast<unsigned char>(v[i + 2]))) {
           out += static_cast<char>(std::stoi(v.substr(i + 1, 2), nullptr, 16));
           i += 2;
         } else {
@@ -335,7 +337,7 @@ class HttpListener::Impl final : public kj::HttpService, public kj::TaskSet::Err
     if (path == "/api/audit/verify" || path == "/api/audit/replay") {
       return ApiAuditRun(path == "/api/audit/verify", who->name, response);
     }
-    if (path == "/api/audit") return ApiAuditState(response);
+    if (path == "/api/audit") return ApiAuditState(who->name, response);
     if (path == "/api/explain") return ApiExplain(url, who->name, response);
     if (path == "/api/stream") {
       kj::HttpHeaders h(*table_);
@@ -390,7 +392,7 @@ class HttpListener::Impl final : public kj::HttpService, public kj::TaskSet::Err
   }
 
   // /api/audit: the head, the snapshots, and the last verify and replay.
-  kj::Promise<void> ApiAuditState(Response& response) {
+  kj::Promise<void> ApiAuditState(const std::string& who, Response& response) {
     const ledger::Head head = log_.GetHead();
     Json snaps = Json::array();
     auto listed = snapshots_.List();
@@ -401,13 +403,17 @@ class HttpListener::Impl final : public kj::HttpService, public kj::TaskSet::Err
     return SendJson(response, Json{{"head", head_json},
                                    {"snapshots", snaps},
                                    {"lastVerify", last_verify_},
-                                   {"lastReplay", last_replay_}});
+                                   {"lastReplay", last_replay_},
+                                   // Whether this principal may run them (the page's buttons).
+                                   {"mayRun", daemon_.policy().MayRead(who, "verify").ok()}});
   }
 
-  // /api/explain?workload=NAMESPACE/NAME, for a principal that may see that namespace.
+  // /api/explain?workload=NAMESPACE/NAME[&format=html], for a principal that may see that
+  // namespace: admitctl explain's text, or its HTML page.
   kj::Promise<void> ApiExplain(const std::string& url, const std::string& who,
                                Response& response) {
     const std::string name = QueryParam(url, "workload");
+    const bool html = QueryParam(url, "format") == "html";
     const std::string ns = name.substr(0, name.find('/'));
     Status see = daemon_.policy().MaySee(who, "explain", ns);
     if (name.find('/') == std::string::npos) {
@@ -415,13 +421,14 @@ class HttpListener::Impl final : public kj::HttpService, public kj::TaskSet::Err
     }
     if (!see.ok()) return Send(response, see.code() == Code::kPermissionDenied ? 403 : 400,
                                "Refused", "text/plain", see.message() + "\n");
-    return daemon_.Explain(name, 0, "text").then(
-        [this, &response](kj::Own<Result<std::string>> text) {
+    return daemon_.Explain(name, 0, html ? "html" : "text").then(
+        [this, &response, html](kj::Own<Result<std::string>> text) {
           if (!text->ok()) {
             return Send(response, text->status().code() == Code::kNotFound ? 404 : 500,
                         "Refused", "text/plain", text->status().ToString() + "\n");
           }
-          return Send(response, 200, "OK", "text/plain; charset=utf-8", **text);
+          return Send(response, 200, "OK",
+                      html ? "text/html; charset=utf-8" : "text/plain; charset=utf-8", **text);
         });
   }
 

@@ -43,7 +43,7 @@ const pages = {
         <td>${i ? "" : esc(q.name)}${q.stopped && !i ? " (stopped)" : ""}</td><td>${i ? "" : esc(q.cohort)}</td>
         <td>${i ? "" : q.pending.active + " / " + q.pending.inadmissible}</td><td>${i ? "" : q.reserving}</td><td>${i ? "" : q.admitted}</td>
         <td>${esc(r.flavor)}</td><td>${esc(r.resource)}</td>
-        <td>${r.resource ? bar(r.reserved, r.nominal) + ` ${r.reserved} / ${r.nominal}` : ""}</td><td>${r.borrowed || ""}</td></tr>`)));
+        <td>${r.resource ? bar(r.reserved, r.nominal) + ` ${esc(r.quantities.reserved)} / ${esc(r.quantities.nominal)}` : ""}</td><td>${r.borrowed ? esc(r.quantities.borrowed) : ""}</td></tr>`)));
     html += "<h2>Pending workloads by reason</h2>" + table(["reason", "workloads"], pending.map(([r, n]) => `<tr><td>${esc(r)}</td><td>${n}</td></tr>`));
     html += "<h2>Admission checks</h2>" + checksTable(o.checks);
     html += "<h2>Recent evictions, preemptions and rejections</h2>" + table(["sequence", "time", "kind", "what"],
@@ -61,7 +61,7 @@ const pages = {
         shown.map((i) => `<tr data-workload="${esc(i.namespace + "/" + i.name)}"><td>${esc(i.namespace)}</td>
           <td><a href="#explain/${encodeURIComponent(i.namespace + "/" + i.name)}">${esc(i.name)}</a></td>
           <td>${esc(i.localQueue)}</td><td>${esc(i.clusterQueue)}</td><td>${esc(i.state)}</td><td>${esc(i.reason)}</td>
-          <td>${i.priority}</td><td>${i.positionInClusterQueue ?? ""}</td><td>${i.positionInLocalQueue ?? ""}</td>
+          <td>${i.priority}</td><td>${i.positionInClusterQueue === undefined ? "" : i.positionInClusterQueue + 1}</td><td>${i.positionInLocalQueue === undefined ? "" : i.positionInLocalQueue + 1}</td>
           <td>${esc((i.admission || []).join(", "))}</td></tr>`)) + `<p>${shown.length} of ${w.items.length} workloads</p>`;
   },
   async cohorts() {
@@ -88,7 +88,8 @@ const pages = {
       `<tr><td>snapshots</td><td>${esc(a.snapshots.join(", ") || "none")}</td></tr>`,
       `<tr><td>last verify (the hash chain and the idempotency index)</td><td id="last-verify">${esc(a.lastVerify || "not run since the daemon started")}</td></tr>`,
       `<tr><td>last replay (every decision made again and compared)</td><td id="last-replay">${esc(a.lastReplay || "not run since the daemon started")}</td></tr>`]) +
-      `<p><button data-audit="verify">Verify now</button> <button data-audit="replay">Replay now</button> <span id="audit-running"></span></p>`;
+      (a.mayRun ? `<p><button data-audit="verify">Verify now</button> <button data-audit="replay">Replay now</button> <span id="audit-running"></span></p>`
+              : "<p>Verify and replay of the whole ledger: an operator's or an auditor's.</p>");
   },
 };
 
@@ -104,14 +105,19 @@ let renders = 0;
 async function show() {
   const mine = ++renders;
   const put = (html) => { if (mine === renders) el("page").innerHTML = html; };
-  const [page, arg] = (location.hash.slice(1) || "overview").split("/");
+  // #explain/NS/NAME (or NS%2FNAME): the page, then the rest of the path as its argument.
+  const [page, ...rest] = (location.hash.slice(1) || "overview").split("/");
+  const arg = decodeURIComponent(rest.join("/"));
   document.querySelectorAll("nav a").forEach((a) => a.classList.toggle("active", a.dataset.page === page));
   if (!state.token) { showLogin("sign in"); return; }
   el("login").hidden = true;
   try {
     if (page === "explain") {
-      const r = await fetch("/api/explain?workload=" + arg, { headers: { Authorization: "Bearer " + state.token } });
-      put(r.ok ? `<h2>Timeline of ${esc(decodeURIComponent(arg))}</h2><pre>${esc(await r.text())}</pre>` : `<p class="error">${esc(await r.text())}</p>`);
+      // admitctl explain -o html's page (timeline to scale, history), in a sandboxed frame.
+      const r = await fetch("/api/explain?format=html&workload=" + encodeURIComponent(arg),
+                            { headers: { Authorization: "Bearer " + state.token } });
+      put(r.ok ? `<h2>Timeline of ${esc(arg)}</h2><iframe id="explain" sandbox title="explain ${esc(arg)}" srcdoc="${esc(await r.text())}"></iframe>`
+               : `<p class="error">${esc(await r.text())}</p>`);
       return;
     }
     put(await (pages[page] || pages.overview)());

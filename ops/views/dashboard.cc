@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ops/views/render.h"
 #include "schema/event_codec.h"
 #include "schema/quantity.h"
 #include "schema/time_format.h"
@@ -30,12 +31,20 @@ Json QueueResources(const projections::Engine& engine, const projections::Cluste
           auto u = h.wl->admission.usage.find(fr);
           if (u != h.wl->admission.usage.end()) admitted += u->second;
         }
+        const std::string& name = engine.resource_names().Name(resource);
+        const int64_t borrowed = std::max<int64_t>(0, reserved - quota.nominal);
+        // Numbers for the bars; "quantities" in Kubernetes form for people ("64Gi").
         out.push_back({{"flavor", engine.flavor_names().Name(fq.flavor)},
-                       {"resource", engine.resource_names().Name(resource)},
+                       {"resource", name},
                        {"nominal", Units(quota.nominal)},
                        {"reserved", Units(reserved)},
                        {"admitted", Units(admitted)},
-                       {"borrowed", Units(std::max<int64_t>(0, reserved - quota.nominal))}});
+                       {"borrowed", Units(borrowed)},
+                       {"quantities",
+                        {{"nominal", schema::FormatQuantityMilli(quota.nominal, name)},
+                         {"reserved", schema::FormatQuantityMilli(reserved, name)},
+                         {"admitted", schema::FormatQuantityMilli(admitted, name)},
+                         {"borrowed", schema::FormatQuantityMilli(borrowed, name)}}}});
       }
     }
   }
@@ -148,7 +157,7 @@ Json DashboardWorkloads(const projections::Engine& engine, const NamespaceFilter
               {"localQueue", wl.queue_name},
               {"clusterQueue", wl.cluster_queue},
               {"state", projections::PhaseName(wl.phase)},
-              {"reason", wl.phase == Phase::kPending ? wl.pending_reason : ""},
+              {"reason", StateReason(wl)},
               {"priority", wl.priority},
               {"priorityClass", wl.priority_class}};
     auto pos = positions.find(key);

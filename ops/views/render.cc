@@ -25,7 +25,7 @@ Json Condition(const projections::Condition& c) {
   j["status"] = c.status ? "True" : "False";
   j["reason"] = c.reason;
   j["message"] = c.message;
-  j["lastTransitionTime"] = FormatRfc3339(c.last_transition_ns);
+  j["lastTransitionTime"] = FormatRfc3339Seconds(c.last_transition_ns);
   return j;
 }
 
@@ -154,7 +154,8 @@ std::string FlavorSummary(const Engine& engine, const WorkloadState& wl) {
     flavors.erase(std::unique(flavors.begin(), flavors.end()), flavors.end());
     std::string joined;
     for (const auto& f : flavors) joined += (joined.empty() ? "" : ",") + f;
-    out += (out.empty() ? "" : " ") + psa.name + "=" + joined + "x" + std::to_string(psa.count);
+    // "main:3@h100": pod set, admitted count, flavors.
+    out += (out.empty() ? "" : " ") + psa.name + ":" + std::to_string(psa.count) + "@" + joined;
   }
   return out;
 }
@@ -192,7 +193,7 @@ Json WorkloadSpecJson(const Engine& engine, const projections::WorkloadState& wl
   w["metadata"] = {{"name", wl.name},
                    {"namespace", wl.ns},
                    {"uid", wl.uid},
-                   {"creationTimestamp", FormatRfc3339(wl.creation_ns)}};
+                   {"creationTimestamp", FormatRfc3339Seconds(wl.creation_ns)}};
   Json pod_sets = Json::array();
   for (const auto& ps : wl.pod_sets) {
     Json p{{"name", ps.name}, {"count", ps.count}};
@@ -212,6 +213,44 @@ Json WorkloadSpecJson(const Engine& engine, const projections::WorkloadState& wl
 
 }  // namespace
 
+// The REASON column: Kueue's reason for the workload's state (never a message). Pending: its
+// pending reason (WaitingForQuota, ...), else the QuotaReserved condition's (Pending until the
+// decider has looked at it); Reserved: waiting for its checks; Evicting: the Evicted condition's
+// (Preempted, Revoked, ...); Rejected: why it can never fit (ExceedsMaxQuota, NoMatchingFlavor)
+// or its condition's; Deactivated, Admitted and Finished: their condition's.
+std::string StateReason(const WorkloadState& wl) {
+  using projections::ConditionType;
+  auto reason_of = [&](ConditionType type) -> std::string {
+    const projections::Condition* c = wl.conditions.Find(type);
+    return c != nullptr ? c->reason : "";
+  };
+  switch (wl.phase) {
+    case Phase::kPending: {
+      if (!wl.pending_reason.empty()) return wl.pending_reason;
+      std::string r = reason_of(ConditionType::kRequeued);
+      return r.empty() ? "Pending" : r;
+    }
+    case Phase::kReserved:
+      return "WaitingForAdmissionChecks";
+    case Phase::kAdmitted:
+      return reason_of(ConditionType::kAdmitted);
+    case Phase::kEvicting:
+      return reason_of(ConditionType::kEvicted);
+    case Phase::kRejected: {
+      if (!wl.pending_reason.empty()) return wl.pending_reason;  // ExceedsMaxQuota, ...
+      std::string r = reason_of(ConditionType::kFinished);
+      return r.empty() ? reason_of(ConditionType::kQuotaReserved) : r;
+    }
+    case Phase::kDeactivated:
+      return reason_of(ConditionType::kDeactivated);
+    case Phase::kFinished:
+      return reason_of(ConditionType::kFinished);
+    case Phase::kDeleted:
+      return "";
+  }
+  return "";
+}
+
 // Kueue's Workload status as the ledger holds it.
 Json WorkloadStatusJson(const Engine& engine, const projections::WorkloadState& wl) {
   Json status;
@@ -228,7 +267,7 @@ Json WorkloadStatusJson(const Engine& engine, const projections::WorkloadState& 
     for (const auto& [name, cs] : wl.checks) {
       checks.push_back({{"name", name},
                         {"state", projections::CheckStateName(cs.state)},
-                        {"lastTransitionTime", FormatRfc3339(cs.last_transition_ns)},
+                        {"lastTransitionTime", FormatRfc3339Seconds(cs.last_transition_ns)},
                         {"message", cs.message},
                         {"retryCount", wl.check_retries},
                         {"reportSequence", cs.report_sequence}});
@@ -268,9 +307,11 @@ Json WorkloadStatusJson(const Engine& engine, const projections::WorkloadState& 
     if (wl.generation > 0) {
       status["evictingToken"] = schema::FencingToken(wl.uid, wl.generation);
     }
-    if (wl.drain_deadline_ns > 0) status["drainDeadline"] = FormatRfc3339(wl.drain_deadline_ns);
+    if (wl.drain_deadline_ns > 0) {
+      status["drainDeadline"] = FormatRfc3339Seconds(wl.drain_deadline_ns);
+    }
   }
-  if (wl.requeue_at_ns > 0) status["requeueAt"] = FormatRfc3339(wl.requeue_at_ns);
+  if (wl.requeue_at_ns > 0) status["requeueAt"] = FormatRfc3339Seconds(wl.requeue_at_ns);
   status["phase"] = projections::PhaseName(wl.phase);
   if (wl.phase == Phase::kPending && !wl.pending_reason.empty()) {
     status["pendingReason"] = {{"reason", wl.pending_reason}, {"message", wl.pending_message}};
@@ -371,7 +412,7 @@ Json LocalQueuesJson(const Engine& engine, const NamespaceFilter& allow) {
       l["status"]["fairSharing"] = {
           {"admissionFairSharingStatus",
            {{"consumedResources", consumed},
-            {"lastUpdate", FormatRfc3339(afs->second.last_update_ns)}}}};
+            {"lastUpdate", FormatRfc3339Seconds(afs->second.last_update_ns)}}}};
     }
     items.push_back(l);
   }
@@ -439,15 +480,9 @@ std::string WorkloadsTable(const Engine& engine, const NamespaceFilter& allow) {
       {"NAMESPACE", "NAME", "QUEUE", "PRIORITY", "STATE", "CLUSTERQUEUE", "ADMISSION", "REASON"}};
   for (const auto& [key, wl] : engine.workloads()) {
     if (allow && !allow(wl.ns)) continue;
-    std::string reason = wl.phase == Phase::kPending ? wl.pending_reason : "";
-    if (wl.phase == Phase::kRejected) {
-      const projections::Condition* c =
-          wl.conditions.Find(projections::ConditionType::kQuotaReserved);
-      if (c != nullptr) reason = c->message;
-    }
     rows.push_back({wl.ns, wl.name, wl.queue_name, std::to_string(wl.priority),
                     projections::PhaseName(wl.phase), wl.cluster_queue,
-                    FlavorSummary(engine, wl), reason});
+                    FlavorSummary(engine, wl), StateReason(wl)});
   }
   return Table(rows);
 }
@@ -489,7 +524,7 @@ std::string LocalQueuesTable(const Engine& engine, const NamespaceFilter& allow)
 }
 
 std::string CohortsTable(const Engine& engine) {
-  std::vector<std::vector<std::string>> rows{{"NAME", "PARENT", "MEMBERS", "QUOTA / USAGE"}};
+  std::vector<std::vector<std::string>> rows{{"NAME", "PARENT", "MEMBERS", "USAGE / QUOTA"}};
   for (const auto& c : CohortsJson(engine)) {
     std::string members, resources;
     for (const auto& m : c["status"]["members"]) members += (members.empty() ? "" : ",") + m.get<std::string>();

@@ -33,6 +33,9 @@ Json ListOf(const Json& items);
 std::string ToYaml(const Json& value);
 
 // Fixed-width tables for people.
+// Kueue's reason for a workload's state, as the REASON column shows it (never a message):
+// WaitingForQuota, WaitingForAdmissionChecks, Preempted, ExceedsMaxQuota, ...
+std::string StateReason(const projections::WorkloadState& wl);
 std::string WorkloadsTable(const projections::Engine& engine,
                            const NamespaceFilter& allow = nullptr);
 std::string ClusterQueuesTable(const projections::Engine& engine);

@@ -68,16 +68,33 @@ try {
 if (op.navigations() !== before) fail("the page reloaded to show the new workload");
 await op.page.screenshot({ path: `${SHOTS}/workloads-live.png`, fullPage: true });
 
-// A workload's timeline.
-await op.page.click(`tr[data-workload="${live}"] a`);
-try {
-  await op.page.waitForSelector("pre", { timeout: 10000 });
-  const text = await op.page.textContent("#page");
-  if (!text.includes("Timeline of " + live)) fail("the timeline page: " + text.slice(0, 200));
-} catch (e) {
-  fail("the timeline did not open");
+// A workload's timeline: explain -o html's page, from the workloads page's link and from the
+// address docs/dashboard.md gives (/#explain/NS/NAME, the slash not encoded).
+async function timeline(open, how) {
+  await open();
+  try {
+    await op.page.waitForSelector("iframe#explain", { timeout: 10000 });
+    const text = await op.page.textContent("#page");
+    if (!text.includes("Timeline of " + live)) fail(`the timeline page (${how}): ` + text.slice(0, 200));
+    const frame = await (await op.page.$("iframe#explain")).contentFrame();
+    const body = await frame.textContent("body");
+    if (!body.includes(live.split("/")[1])) fail(`the timeline (${how}) does not name ${live}: ` + body.slice(0, 200));
+  } catch (e) {
+    fail(`the timeline did not open (${how}): ${e.message}`);
+  }
 }
+await timeline(() => op.page.click(`tr[data-workload="${live}"] a`), "link");
 await op.page.screenshot({ path: `${SHOTS}/timeline.png`, fullPage: true });
+await op.page.goto(URL + "/#overview");
+await op.page.waitForSelector("#pending-total");
+await timeline(() => op.page.goto(URL + "/#explain/" + live), "address");
+
+// Quantities for people: memory in Kubernetes form (64Gi), never a count of bytes.
+await op.page.goto(URL + "/#overview");
+await op.page.waitForSelector("#pending-total");
+const overview = await op.page.textContent("#page");
+if (/\d{10,}/.test(overview)) fail("the overview shows a raw count: " + overview.match(/.{0,40}\d{10,}.{0,20}/)[0]);
+if (!/\d+[GT]i\b/.test(overview)) fail("the overview shows no memory in Gi or Ti");
 
 // Audit: a verify and a replay of the whole ledger run in the daemon and show their results.
 await op.page.goto(URL + "/#audit");
@@ -117,7 +134,10 @@ if (namespaces.length !== 1 || namespaces[0] !== TENANT_NS) {
   fail(`the tenant's workloads page shows namespaces ${JSON.stringify(namespaces)}, want only ${TENANT_NS}`);
 }
 await tenant.page.screenshot({ path: `${SHOTS}/tenant-workloads.png`, fullPage: true });
-// A tenant may not run the audit's whole-ledger reads.
+// A tenant may not run the audit's whole-ledger reads, and is not offered the buttons.
+await tenant.page.goto(URL + "/#audit");
+await tenant.page.waitForSelector("#audit-head");
+if (await tenant.page.$("button[data-audit]")) fail("the tenant is shown Verify and Replay buttons");
 const refused = (await fetch(URL + "/api/audit/verify",
                              { method: "POST", headers: { Authorization: "Bearer " + TENANT_TOKEN } })).status;
 if (refused !== 403) fail(`a tenant's verify: HTTP ${refused}, want 403`);

@@ -402,6 +402,9 @@ bool Engine::LeavePending(CycleEntry& e, int node, uint32_t resumes,
   if (e.n.never_fits) {
     Dequeue(wl);
     wl.phase = Phase::kRejected;
+    // Kept for the views' REASON (ExceedsMaxQuota, NoMatchingFlavor); decides nothing.
+    wl.pending_reason = e.n.reason;
+    wl.pending_message = e.n.message;
     SetCondition(wl, ConditionType::kQuotaReserved, false, "Rejected", e.n.message, now);
     Ended(wl, now);
     auto r = NewDecision(current_sequence_).initBody().initRejected();

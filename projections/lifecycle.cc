@@ -96,6 +96,30 @@ int64_t Engine::EffectivePriority(const WorkloadState& wl, int64_t now) const {
 
 namespace {
 
+// Why a pods report's token is refused: not a token at all, another workload's, a generation
+// never issued, or a stale one (revoked or replaced).
+std::string TokenRefusal(const WorkloadState& wl, const std::string& token, const std::string& key) {
+  const std::string state = std::string(" (") + PhaseName(wl.phase) +
+                            (wl.fencing_token.empty() ? std::string(", no valid token")
+                                                      : ", current token " + wl.fencing_token) +
+                            ")";
+  auto parts = schema::ParseFencingToken(token);
+  if (!parts) {
+    return "malformed fencing token '" + token + "' for " + key +
+           ": want UID/GENERATION, as the ledger issued it" + state;
+  }
+  if (parts->uid != wl.uid) {
+    return "fencing token '" + token + "' names another workload than " + key + " (uid " +
+           wl.uid + ")" + state;
+  }
+  if (parts->generation > wl.generation) {
+    return "fencing token '" + token + "' names generation " + std::to_string(parts->generation) +
+           " of " + key + ", which was never issued" + state;
+  }
+  return "stale fencing token '" + token + "' for " + key + state +
+         ": the admission it named was revoked or replaced";
+}
+
 // A verdict refusing the input: nothing is recorded.
 InputVerdict Refused(const std::string& why) {
   InputVerdict v;
@@ -293,6 +317,11 @@ InputVerdict Engine::ValidateCheckReport(schema::CheckStateReported::Reader r,
                    PhaseName(wl->phase) + "); a report for generation " +
                    std::to_string(r.getGeneration()) + " is stale");
   }
+  if (r.getGeneration() > wl->generation) {
+    return Refused("report for generation " + std::to_string(r.getGeneration()) +
+                   ", which was never issued: the current reservation of " +
+                   KeyOf(r.getWorkload()) + " is generation " + std::to_string(wl->generation));
+  }
   if (r.getGeneration() != wl->generation) {
     return Refused("stale report: generation " + std::to_string(r.getGeneration()) +
                    ", but the current reservation of " + KeyOf(r.getWorkload()) +
@@ -356,13 +385,7 @@ InputVerdict Engine::ValidatePodsReport(schema::PodsReported::Reader r) const {
   const bool valid = wl->phase == Phase::kAdmitted ? token == wl->fencing_token
                      : gone_report && wl->phase == Phase::kEvicting ? token == TokenOf(*wl)
                                                                     : false;
-  if (!valid) {
-    return Refused("stale fencing token '" + token + "' for " + KeyOf(r.getWorkload()) +
-                   " (" + PhaseName(wl->phase) +
-                   (wl->fencing_token.empty() ? std::string(", no valid token")
-                                              : ", current token " + wl->fencing_token) +
-                   "): the admission it named was revoked or replaced");
-  }
+  if (!valid) return Refused(TokenRefusal(*wl, token, KeyOf(r.getWorkload())));
   if (failed_to_start && wl->pods_ready) {
     return Refused("pods failedToStart for " + KeyOf(r.getWorkload()) +
                    ": its pods were reported ready under token " + token +

@@ -882,8 +882,9 @@ h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.6em 0 .5em}
 .now.Pending{border-left-color:#e0a100}.now.QuotaReserved{border-left-color:#3b82f6}
 .now.Admitted{border-left-color:#16a34a}.now.Evicting{border-left-color:#dc2626}
 .now .phase{font-weight:700;font-size:1.15em}
-.bar{display:flex;height:34px;border-radius:6px;overflow:hidden;border:1px solid #d5dae3;margin:.4em 0}
-.seg{display:flex;align-items:center;justify-content:center;color:#fff;font-size:12px;white-space:nowrap;overflow:hidden;min-width:6px;border-right:1px solid #fff}
+.bar{position:relative;height:34px;border-radius:6px;overflow:hidden;border:1px solid #d5dae3;margin:.4em 0;background:#f8f9fb}
+.seg{position:absolute;top:0;bottom:0;display:flex;align-items:center;justify-content:center;color:#fff;font-size:12px;white-space:nowrap;overflow:hidden;box-shadow:inset -1px 0 #fff}
+.seg.mark{width:2px;margin-left:-1px;box-shadow:none}
 .axis{display:flex;justify-content:space-between;color:#5a6372;font-size:12px}
 .queued{background:#e0a100}.pending{background:#f59e0b}.reserved{background:#3b82f6}.check{background:#8b5cf6}
 .admitted{background:#16a34a}.running{background:#0f766e}.evicting{background:#dc2626}.released{background:#64748b}
@@ -932,17 +933,31 @@ void HtmlNow(const WorkloadNow& n, std::ostringstream& out) {
 void HtmlTimeline(const Explanation& x, std::ostringstream& out) {
   const std::vector<Segment> segments = Segments(x);
   if (!segments.empty()) {
+    // To scale: the axis runs from the submission to the end (a finish, rejection, ...) or, for
+    // a workload still live, to the time explained; each phase is placed at its start and as
+    // wide as it lasted. An instant (the end, an eviction released at once) is a 2px mark.
     const int64_t begin = segments.front().start_ns;
-    const int64_t end = std::max(x.at_time_ns, segments.back().end_ns);
+    const int64_t end = segments.back().css == "final"
+                            ? segments.back().end_ns
+                            : std::max(x.at_time_ns, segments.back().end_ns);
     const int64_t span = std::max<int64_t>(end - begin, 1);
+    // A fraction of the span as a CSS percentage with 3 decimals ("12.345%").
+    auto percent = [span](int64_t ns) {
+      const int64_t thousandths = static_cast<int64_t>(
+          (static_cast<__int128>(ns) * 100'000 + span / 2) / span);
+      return std::to_string(thousandths / 1000) + "." +
+             std::to_string(1000 + thousandths % 1000).substr(1) + "%";
+    };
     out << "<h2>Timeline</h2>\n<div class=\"bar\">";
     for (const Segment& s : segments) {
-      // Widths in per-mille of the span, at least 3% so a short phase stays visible.
-      const int64_t width = std::max<int64_t>((s.end_ns - s.start_ns) * 1000 / span, 30);
-      out << "<div class=\"seg " << s.css << "\" style=\"flex:" << width << "\" title=\""
+      const bool instant = s.end_ns <= s.start_ns;
+      out << "<div class=\"seg " << s.css << (instant ? " mark" : "") << "\" style=\"left:"
+          << percent(s.start_ns - begin);
+      if (!instant) out << ";width:" << percent(s.end_ns - s.start_ns);
+      out << "\" title=\""
           << Html(s.label + ": " + FormatTimeNs(s.start_ns) + " .. " + FormatTimeNs(s.end_ns) +
                   " (" + Duration(s.end_ns - s.start_ns) + ")")
-          << "\">" << Html(s.label) << "</div>";
+          << "\">" << (instant ? "" : Html(s.label)) << "</div>";
     }
     out << "</div>\n<div class=\"axis\"><span>" << Html(FormatTimeNs(begin)) << "</span><span>"
         << Html(Duration(end - begin)) << "</span><span>" << Html(FormatTimeNs(end))

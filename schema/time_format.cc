@@ -103,6 +103,12 @@ Result<int64_t> ParseRfc3339(std::string_view text) {
   return seconds * 1'000'000'000 + fraction_ns;
 }
 
+std::string FormatRfc3339Seconds(int64_t ns) {
+  int64_t fraction = ns % 1'000'000'000;
+  if (fraction < 0) fraction += 1'000'000'000;
+  return FormatRfc3339(ns - fraction);
+}
+
 std::string FormatRfc3339(int64_t ns) {
   int64_t seconds = ns / 1'000'000'000;
   int64_t fraction = ns % 1'000'000'000;

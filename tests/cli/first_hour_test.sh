@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# What a Kueue user meets in the first hour with admitctl (embedded ledger): each defect found by
+# trying it as a new user would is a check here that failed before its fix.
+#   tests/cli/first_hour_test.sh ADMITCTL
+admitctl=$1
+# shellcheck source=tests/cli/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+# ---- Kueue's plain AdmissionCheck: Retry requeues, as often as asked (no limit by default).
+L="$work/checks"
+cat > "$work/checks.yaml" <<'YAML'
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata: {name: scan}
+spec: {controllerName: scanner}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: h100}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: org}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: gpu}
+spec:
+  namespaceSelector: {}
+  cohortName: org
+  admissionChecks: [scan]
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: ml}
+spec: {clusterQueue: gpu}
+YAML
+cat > "$work/job.yaml" <<'YAML'
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: train, namespace: ml}
+spec:
+  queueName: lq
+  podSets:
+  - name: main
+    count: 2
+    template:
+      spec:
+        containers:
+        - name: c
+          resources: {requests: {nvidia.com/gpu: "2"}}
+YAML
+expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:00:00Z apply -f "$work/checks.yaml"
+expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:01:00Z submit -f "$work/job.yaml"
+contains "$out" "quota reserved for ml/train"
+for attempt in 1 2 3; do
+  expect_rc 0 $admitctl --ledger "$L" --at "2026-11-29T10:0$((attempt + 1)):00Z" --as scanner \
+    report-check ml/train scan Retry --generation "$attempt" --requeue-after 30s
+  contains "$out" "requeued ml/train (attempt $attempt"
+  lacks "$out" "deactivated"
+  expect_rc 0 $admitctl --ledger "$L" tick --to "2026-11-29T10:0$((attempt + 1)):30Z"
+  contains "$out" "quota reserved for ml/train"
+done
+
+# ---- get workloads: REASON is Kueue's reason for every state (never a message), ADMISSION
+# reads pod set:count@flavor.
+cat > "$work/more.yaml" <<'YAML'
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: huge, namespace: ml}
+spec:
+  queueName: lq
+  podSets:
+  - name: main
+    count: 1
+    template:
+      spec:
+        containers:
+        - name: c
+          resources: {requests: {nvidia.com/gpu: "64"}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: waits, namespace: ml}
+spec:
+  queueName: lq
+  podSets:
+  - name: main
+    count: 1
+    template:
+      spec:
+        containers:
+        - name: c
+          resources: {requests: {nvidia.com/gpu: "8"}}
+YAML
+expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:05:00Z submit -f "$work/more.yaml"
+expect_rc 0 $admitctl --ledger "$L" get workloads
+row() { grep -E "^ml +$1 " <<< "$out"; }
+contains "$(row train)" "main:2@h100"
+contains "$(row train)" "WaitingForAdmissionChecks"
+contains "$(row huge)" "ExceedsMaxQuota"
+lacks "$(row huge)" "exceeds"
+contains "$(row waits)" "WaitingForQuota"
+expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:06:00Z --as scanner \
+  report-check ml/train scan Ready --generation 4
+token=$($admitctl --ledger "$L" get workloads -o json | python3 -c 'import json,sys; print([w for w in json.load(sys.stdin)["items"] if w["metadata"]["name"]=="train"][0]["status"]["fencingToken"])')
+expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:06:30Z pods released ml/train --token "$token"
+expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:07:00Z --as security \
+  revoke ml/train --reason policy --drain --drain-deadline 30m
+expect_rc 0 $admitctl --ledger "$L" get workloads
+contains "$(row train)" "Evicting"
+contains "$(row train)" "Revoked"
+
+# ---- explain -o html: the timeline to scale (each phase placed at its start, as wide as it
+# lasted; the axis ends at the time explained), no minimum widths.
+expect_rc 0 $admitctl --ledger "$L" explain ml/train -o html --out -
+python3 - "$out" <<'PY' || fail "explain -o html's timeline is not to scale"
+import re, sys
+page = sys.argv[1]
+bar = page[page.index('<div class="bar">'):]
+bar = bar[:bar.index("</div>\n")]
+segs = [(float(l), float(w)) for l, w in re.findall(r'left:([0-9.]+)%;width:([0-9.]+)%', bar)]
+assert segs and "flex:" not in page, bar
+assert abs(segs[0][0]) < 0.001, segs
+for (l1, w1), (l2, _) in zip(segs, segs[1:]):
+    assert abs(l1 + w1 - l2) < 0.002, ("not contiguous", segs)
+assert abs(segs[-1][0] + segs[-1][1] - 100) < 0.002, ("does not end at the axis' end", segs)
+PY
+
+# ---- get cohorts: the header names what the values are (usage / quota).
+expect_rc 0 $admitctl --ledger "$L" get cohorts
+contains "$out" "USAGE / QUOTA"
+contains "$out" "h100/nvidia.com/gpu=4/8"
+
+# ---- Billing for people: GPU-hours by default, exact seconds on request and in JSON; the
+# default period starts at the ledger's start (not 1970); a resource without a price is
+# unpriced, not free.
+expect_rc 0 $admitctl --ledger "$L" billing report --to 2026-11-29T11:00:00Z
+contains "$out" "Usage from the ledger's start"
+lacks "$out" "1970"
+contains "$out" "GPU-hours"
+lacks "$out" "resource-s"
+expect_rc 0 $admitctl --ledger "$L" billing report --to 2026-11-29T11:00:00Z --units seconds
+contains "$out" "resource-seconds"
+printf 'currency: EUR\nprices:\n- {flavor: a100, resource: nvidia.com/gpu, perHourMicro: 1}\n' \
+  > "$work/prices.yaml"
+expect_rc 0 $admitctl --ledger "$L" billing report --to 2026-11-29T11:00:00Z --by flavor \
+  --prices "$work/prices.yaml"
+contains "$out" "unpriced"
+
+# ---- Timestamps as Kubernetes writes them: whole seconds (intake stamps the wall clock in
+# nanoseconds).
+W="$work/wallclock"
+expect_rc 0 $admitctl --ledger "$W" apply -f "$work/checks.yaml"
+expect_rc 0 $admitctl --ledger "$W" submit -f "$work/job.yaml"
+expect_rc 0 $admitctl --ledger "$W" get workloads -o json
+python3 - "$out" <<'PY' || fail "timestamps with a fraction of a second: $out"
+import json, re, sys
+w = json.loads(sys.argv[1])["items"][0]
+times = [w["metadata"]["creationTimestamp"]] + [c["lastTransitionTime"] for c in w["status"]["conditions"]]
+assert times and all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", t) for t in times), times
+PY
+
+# ---- An unknown command is named.
+expect_rc 2 $admitctl --ledger "$L" bogus
+contains "$err" "bogus"
+
+
+finish first_hour

@@ -16,7 +16,9 @@ script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly script_dir
 top="$(cd "$script_dir/../../.." && pwd)"
 readonly top
-readonly output="${1:-$top/build/admit-k8s}"
+# Relative to where it was called from, not to this folder (it cds into it).
+output="$(realpath -m -- "${1:-$top/build/admit-k8s}")"
+readonly output
 readonly go_bin="${GO:-$(command -v go 2>/dev/null || echo /usr/local/go/bin/go)}"
 
 log() { echo "bridge/build.sh: $*" >&2; }

@@ -90,6 +90,13 @@ func (c *CachedLedger) SetLive(live bool) {
 	c.mu.Unlock()
 }
 
+// Live: the watch runs, so every change of the ledger reaches the reconcilers as an event.
+func (c *CachedLedger) Live() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.live
+}
+
 // Reads returns how many reads of a workload the reconciles asked for, and how many of them
 // the cache answered.
 func (c *CachedLedger) Reads() (uint64, uint64) { return c.reads.Load(), c.served.Load() }

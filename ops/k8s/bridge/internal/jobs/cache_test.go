@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"admission-ledger/bridge/internal/ledger"
 )
 
@@ -118,5 +120,25 @@ func TestCachedLedgerReadsAWorkloadAgainOnlyWhenItMayHaveChanged(t *testing.T) {
 	}
 	if reads, served := c.Reads(); reads != 18 || served != 5 {
 		t.Fatalf("Reads() = %d, %d", reads, served)
+	}
+}
+
+// A reconcile that waits for a change is not repeated on a timer while the watch runs (every
+// change comes as an event); without the watch it is, every PollInterval.
+func TestAWaitingReconcileIsPolledOnlyWithoutTheWatch(t *testing.T) {
+	c := NewCachedLedger(&statesLedger{states: map[string]*ledger.WorkloadState{}})
+	if got := pollAfter(c); got.RequeueAfter != PollInterval {
+		t.Fatalf("watch not running: %+v, want a requeue after %v", got, PollInterval)
+	}
+	c.SetLive(true)
+	if got := pollAfter(c); got != (ctrl.Result{}) {
+		t.Fatalf("watch running: %+v, want no requeue", got)
+	}
+	c.SetLive(false)
+	if got := pollAfter(c); got.RequeueAfter != PollInterval {
+		t.Fatalf("watch lost: %+v, want a requeue after %v", got, PollInterval)
+	}
+	if got := pollAfter(&statesLedger{}); got.RequeueAfter != PollInterval {
+		t.Fatalf("an uncached ledger: %+v, want a requeue after %v", got, PollInterval)
 	}
 }

@@ -42,18 +42,18 @@ func (r *Reconciler) reportReady(ctx context.Context, job GenericJob, state *Led
 	for _, ps := range podSets {
 		_, count, ok := state.Assignment(ps.Name)
 		if !ok {
-			return ctrl.Result{RequeueAfter: PollInterval}, nil
+			return pollAfter(r.Ledger), nil
 		}
 		admitted = append(admitted, count)
 	}
 	if state.PodsReady || !job.PodsReady(admitted) {
-		return ctrl.Result{RequeueAfter: PollInterval}, nil
+		return pollAfter(r.Ledger), nil
 	}
 	if err := r.recordPods(ctx, state, ledgerevents.PodsReport_ready, token, ""); err != nil {
 		return r.retryOrDrop(ctx, job, err)
 	}
 	log.FromContext(ctx).Info("pods ready reported", "fencingToken", token, "admitted", admitted)
-	return ctrl.Result{RequeueAfter: PollInterval}, nil
+	return pollAfter(r.Ledger), nil
 }
 
 // PodsReadyConditionFor is the PodsReady condition the Workload object shows for the ledger's

@@ -50,8 +50,9 @@ const (
 )
 
 // PollInterval is how often a Job whose Workload the ledger has not finished with is looked at
-// again without a reason: a safety resync. The ledger's decisions reach the bridge through its
-// watch on the ledger (LedgerEvents, watch.go), which triggers a reconcile of the Job at once.
+// again without a reason while the ledger's watch is not running (pollAfter). While it runs,
+// the ledger's decisions reach the bridge through it (LedgerEvents, watch.go) and trigger a
+// reconcile of the Job at once.
 const PollInterval = 45 * time.Second
 
 // Concurrency is how many objects of one kind are reconciled at once (never one object twice
@@ -204,7 +205,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			if err := r.suspend(ctx, job, "an earlier "+r.Kind.Name+"'s workload of this name is still "+state.Phase.String()); err != nil {
 				return ctrl.Result{}, err
 			}
-			return ctrl.Result{RequeueAfter: PollInterval}, nil
+			return pollAfter(r.Ledger), nil
 		}
 	}
 	if state == nil {
@@ -218,6 +219,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	return r.follow(ctx, req, job, state)
+}
+
+// pollAfter is the result of a reconcile that waits for a change: none while the ledger's watch
+// runs (every change then comes as an event: the ledger's decisions through the watch, the
+// object's through its informer; Kueue polls neither), else another look after PollInterval. A
+// periodic look at every object would cost each one reconciles in proportion to how long it
+// waits (in a burst of N objects, O(N) each: tests/bench/k8s_burst.sh).
+func pollAfter(l Ledger) ctrl.Result {
+	if watched, ok := l.(interface{ Live() bool }); ok && watched.Live() {
+		return ctrl.Result{}
+	}
+	return ctrl.Result{RequeueAfter: PollInterval}
 }
 
 // follow does what the ledger's phase of the workload asks of the object.
@@ -244,7 +257,7 @@ func (r *Reconciler) follow(ctx context.Context, req ctrl.Request, job GenericJo
 		if err := r.suspend(ctx, job, "not admitted by the ledger"); err != nil {
 			return ctrl.Result{}, err
 		}
-		return ctrl.Result{RequeueAfter: PollInterval}, nil
+		return pollAfter(r.Ledger), nil
 	}
 }
 
@@ -318,7 +331,7 @@ func (r *Reconciler) submit(ctx context.Context, job GenericJob) (ctrl.Result, e
 		r.Events.Event(obj, corev1.EventTypeNormal, "Submitted",
 			"submitted to the admission ledger at sequence "+strconv.FormatUint(outcome.Sequences[0], 10))
 	}
-	return ctrl.Result{RequeueAfter: PollInterval}, nil
+	return pollAfter(r.Ledger), nil
 }
 
 // Manifest is the object as the ledger's parser takes it: apiVersion, kind, the metadata it
@@ -448,7 +461,7 @@ func (r *Reconciler) reportPods(ctx context.Context, job GenericJob, state *Ledg
 	if err := r.recordPods(ctx, state, report, token, ""); err != nil {
 		return r.retryOrDrop(ctx, job, err)
 	}
-	return ctrl.Result{RequeueAfter: PollInterval}, nil
+	return pollAfter(r.Ledger), nil
 }
 
 // recordPods records a pod report; message only with failedToStart (why), "" otherwise. The
@@ -476,7 +489,7 @@ func retryOrDrop(ctx context.Context, events record.EventRecorder, obj client.Ob
 	if errors.As(err, &refused) && !refused.Retryable() {
 		log.FromContext(ctx).Info("the ledger refused a report", "reason", refused.Message)
 		events.Event(obj, corev1.EventTypeWarning, "LedgerRefused", refused.Message)
-		return ctrl.Result{RequeueAfter: PollInterval}, nil
+		return pollAfter(r.Ledger), nil
 	}
 	log.FromContext(ctx).Error(err, "reporting to the ledger failed; will retry")
 	return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
@@ -492,7 +505,7 @@ func retryOrDrop(ctx context.Context, events record.EventRecorder, obj client.Ob
 func (r *Reconciler) release(ctx context.Context, job GenericJob, state *LedgerWorkload) (ctrl.Result, error) {
 	token := state.FencingToken
 	if token == "" {
-		return ctrl.Result{RequeueAfter: PollInterval}, nil
+		return pollAfter(r.Ledger), nil
 	}
 	obj := job.Object()
 	running := !job.IsSuspended()
@@ -557,7 +570,7 @@ func (r *Reconciler) release(ctx context.Context, job GenericJob, state *LedgerW
 	}
 	log.FromContext(ctx).Info("released", "fencingToken", token)
 	r.Events.Event(obj, corev1.EventTypeNormal, "Released", "admitted by the ledger with fencing token "+token)
-	return ctrl.Result{RequeueAfter: PollInterval}, nil
+	return pollAfter(r.Ledger), nil
 }
 
 // failedToStart: the admission checks' podSetUpdates conflict with a pod template. The decider
@@ -575,7 +588,7 @@ func (r *Reconciler) failedToStart(ctx context.Context, job GenericJob, state *L
 	if err := r.recordPods(ctx, state, ledgerevents.PodsReport_failedToStart, token, conflict.Error()); err != nil {
 		return r.retryOrDrop(ctx, job, err)
 	}
-	return ctrl.Result{RequeueAfter: PollInterval}, nil
+	return pollAfter(r.Ledger), nil
 }
 
 // cannotStart: the object cannot run as admitted (an admission check's podSetUpdate conflicts

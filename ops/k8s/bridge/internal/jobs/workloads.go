@@ -120,7 +120,7 @@ func (r *OwnedWorkloads) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		case ledger.PhaseFinished, ledger.PhaseRejected, ledger.PhaseDeleted, ledger.PhaseDeactivated:
 			state = nil
 		default:
-			return ctrl.Result{RequeueAfter: PollInterval}, nil
+			return pollAfter(r.Ledger), nil
 		}
 	}
 	if state == nil {
@@ -139,7 +139,7 @@ func (r *OwnedWorkloads) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err := r.jobs.mirror(ctx, wl, state); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: PollInterval}, nil
+	return pollAfter(r.Ledger), nil
 }
 
 // forwardOwner records what the owner said and the ledger does not hold yet: a Finished
@@ -168,7 +168,7 @@ func (r *OwnedWorkloads) forwardOwner(ctx context.Context, wl *unstructured.Unst
 		result, err := r.retryOrDrop(ctx, wl, err)
 		return result, true, err
 	}
-	return ctrl.Result{RequeueAfter: PollInterval}, true, nil
+	return pollAfter(r.Ledger), true, nil
 }
 
 func (r *OwnedWorkloads) submit(ctx context.Context, wl *unstructured.Unstructured) (ctrl.Result, error) {
@@ -191,7 +191,7 @@ func (r *OwnedWorkloads) submit(ctx context.Context, wl *unstructured.Unstructur
 		r.Events.Event(wl, corev1.EventTypeNormal, "Submitted",
 			"submitted to the admission ledger at sequence "+strconv.FormatUint(outcome.Sequences[0], 10))
 	}
-	return ctrl.Result{RequeueAfter: PollInterval}, nil
+	return pollAfter(r.Ledger), nil
 }
 
 // workloadManifest: the Workload as the ledger's parser takes it (its apiVersion, metadata and

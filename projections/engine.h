@@ -437,6 +437,8 @@ class Engine {
   // report said its reporter's inventory is complete (engine v19).
   const std::map<std::string, NodeState>& nodes() const { return nodes_; }
   bool node_inventory_complete() const { return node_inventory_complete_; }
+  // The ledger's time: the last event's stamp (what views measure ages against).
+  int64_t now_ns() const { return now_ns_; }
   const std::map<std::string, ClusterQueueState>& cluster_queues() const { return cqs_; }
   const std::map<std::string, LocalQueueSpec>& local_queues() const { return lqs_; }
   // Admission fair sharing entries by LocalQueue key (engine v14), as of their last update.

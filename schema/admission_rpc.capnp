@@ -169,7 +169,9 @@ interface Ledger {
   workload @4 (name :Text) -> (workload :WorkloadInfo, error :Error);
 
   # A read model at the head, rendered as `admitctl get KIND -o FORMAT` prints it.
-  get @5 (kind :Text, format :Text) -> (text :Text, error :Error);
+  get @5 (kind :Text, format :Text, name :Text, namespace :Text, selector :Text)
+      -> (text :Text, error :Error);
+  # name, namespace, selector: as admitctl get's NAME, -n and -l (ops/views/query.h); empty: all.
 
   # `admitctl explain NAME [--at N] -o FORMAT`, rendered by the daemon.
   explain @6 (name :Text, at :UInt64, format :Text) -> (text :Text, error :Error);

@@ -30,6 +30,7 @@
 #include "ops/service/clock.h"
 #include "ops/sim/demo.h"
 #include "ops/kueue_yaml/kueue_yaml.h"
+#include "ops/views/jsonpath.h"
 #include "ops/views/render.h"
 #include "ops/rpc/client.h"
 #include "ops/service/service.h"
@@ -329,7 +330,7 @@ int RunDevAppend(const GlobalOptions& global, const std::vector<std::string>& js
 enum class FileKind { kApply, kSubmit, kImport, kDelete };
 
 int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
-            const std::string& format) {
+            const std::string& format, const std::string& validate = "strict") {
   auto text = ReadAll(path);
   if (!text.ok()) return Fail(text.status());
   auto session = OpenSession(global, true);
@@ -341,11 +342,18 @@ int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
   // A retry (the same --request-id) is the same workload; another submission of the file a new
   // one. Embedded without a request id, the head stands in for it.
   ctx.uid_seed = global.request_id.empty() ? "at/" + ctx.name_seed : global.request_id;
+  std::vector<std::string> warnings;
+  ParseOptions parse;
+  parse.field_validation = validate == "warn"                          ? FieldValidation::kWarn
+                           : validate == "ignore" || validate == "false" ? FieldValidation::kIgnore
+                                                                         : FieldValidation::kStrict;
+  parse.warnings = &warnings;
   Result<std::vector<ParsedObject>> objects =
-      kind == FileKind::kApply    ? ParseApplyYaml(*text)
+      kind == FileKind::kApply    ? ParseApplyYaml(*text, parse)
       : kind == FileKind::kDelete ? ParseDeleteYaml(*text)
-      : kind == FileKind::kSubmit ? ParseSubmitYaml(*text, ctx)
-                                  : ParseImportYaml(*text, ctx);
+      : kind == FileKind::kSubmit ? ParseSubmitYaml(*text, ctx, parse)
+                                  : ParseImportYaml(*text, ctx, parse);
+  for (const std::string& w : warnings) std::cerr << "Warning: " << w << "\n";
   if (!objects.ok()) return Fail(objects.status());
   if (objects->empty()) return Fail(Status(Code::kInvalidArgument, path + " holds no objects"));
   std::vector<std::string> labels;
@@ -402,17 +410,69 @@ int RunWorkloadInput(const GlobalOptions& global, const std::string& ns_name, bo
   return 0;
 }
 
-int RunGet(const GlobalOptions& global, const std::string& what, const std::string& format,
-           uint64_t at_sequence) {
+struct GetArgs {
+  std::string what, format = "table", ns;
+  std::string name;
+  bool all_namespaces = false, watch = false;
+  std::string selector;
+  uint64_t at = 0;
+};
+
+// -o jsonpath=TEMPLATE is rendered here from the JSON; everything else by RenderGet.
+Result<std::string> RenderGetOnce(AdmissionApi& api, const GetArgs& args, const GetQuery& query) {
+  const bool jsonpath = args.format.rfind("jsonpath=", 0) == 0;
+  auto text = api.Get(args.what, jsonpath ? "json" : args.format, query);
+  if (!text.ok() || !jsonpath) return text;
+  return JsonPath(args.format.substr(9), Json::parse(*text));
+}
+
+// -w: the table, then each row again whenever it changes (a new row, a new state), as the
+// ledger's head moves; until interrupted.
+int WatchGet(AdmissionApi& api, const GetArgs& args, const GetQuery& query) {
+  std::map<std::string, std::string> shown;  // the row's first two columns -> its text
+  uint64_t head = UINT64_MAX;
+  for (bool first = true;; first = false) {
+    auto now = api.GetHead();
+    if (!now.ok()) return Fail(now.status());
+    if (now->sequence != head) {
+      head = now->sequence;
+      auto text = RenderGetOnce(api, args, query);
+      if (!text.ok() && text.status().code() != Code::kNotFound) return Fail(text.status());
+      std::istringstream lines(text.ok() ? *text : "");
+      std::string line;
+      for (bool header = true; std::getline(lines, line); header = false) {
+        std::istringstream words(line);
+        std::string a, b;
+        words >> a >> b;
+        const std::string key = header ? "" : a + " " + b;
+        if ((header && first) || (!header && shown[key] != line)) std::cout << line << "\n";
+        if (!header) shown[key] = line;
+      }
+      std::cout.flush();
+    }
+    usleep(500 * 1000);
+  }
+}
+
+int RunGet(const GlobalOptions& global, const GetArgs& args) {
+  GetQuery query{args.name, args.all_namespaces ? "" : args.ns, args.selector};
+  if (args.format != "table" && args.format != "wide" && args.format != "json" &&
+      args.format != "yaml" && args.format != "name" && args.format.rfind("jsonpath=", 0) != 0) {
+    return Fail(Status(Code::kInvalidArgument,
+                       "-o " + args.format + ": expected table, wide, json, yaml, name or "
+                       "jsonpath=TEMPLATE"));
+  }
   // With --at N: the read models as they were after sequence N (the end of its append).
-  if (at_sequence == 0) {
+  if (args.at == 0) {
     auto session = OpenSession(global, false, /*read_only=*/true);
     if (!session.ok()) return Fail(session.status());
-    auto text = (*session)->api->Get(what, format);
+    if (args.watch) return WatchGet(*(*session)->api, args, query);
+    auto text = RenderGetOnce(*(*session)->api, args, query);
     if (!text.ok()) return Fail(text.status());
     std::cout << *text;
     return 0;
   }
+  const uint64_t at_sequence = args.at;
   std::unique_ptr<ledger::EventLog> at_log;
   replay::StateAt at_state;
   {
@@ -437,7 +497,9 @@ int RunGet(const GlobalOptions& global, const std::string& what, const std::stri
                 << at_sequence << "\n";
     }
   }
-  auto text = RenderGet(*at_state.engine, what, format);
+  const bool jsonpath = args.format.rfind("jsonpath=", 0) == 0;
+  auto text = RenderGet(*at_state.engine, args.what, jsonpath ? "json" : args.format, {}, query);
+  if (text.ok() && jsonpath) text = JsonPath(args.format.substr(9), Json::parse(*text));
   if (!text.ok()) return Fail(text.status());
   std::cout << *text;
   return 0;
@@ -457,10 +519,10 @@ struct CoreCommands {
   CLI::App *apply = nullptr, *submit = nullptr, *import = nullptr, *finish = nullptr,
            *delete_ = nullptr;
   std::string file_path, out_format = "text", workload_name, finish_message, delete_file;
+  std::string validate = "strict";
   CLI::Option* delete_file_option = nullptr;
   CLI::App* get = nullptr;
-  std::string get_what, get_format = "table";
-  uint64_t get_at = 0;
+  GetArgs get_args;
   CLI::App* watch = nullptr;
   WatchArgs watch_args;
   CLI::App* demo = nullptr;
@@ -560,6 +622,11 @@ void AddInputCommands(CLI::App& app, CoreCommands& c) {
     cmd->add_option("-f,--filename", c.file_path, "YAML file ('-': stdin)")->required();
     cmd->add_option("-o,--output", c.out_format, "text or json")
         ->check(CLI::IsMember({"text", "json"}));
+    cmd->add_option("--validate", c.validate,
+                    "unknown fields, as kubectl's --validate: strict or true (default: refuse "
+                    "the file, naming the field), warn (record, print a warning), ignore or "
+                    "false (record silently)")
+        ->check(CLI::IsMember({"strict", "true", "warn", "ignore", "false"}));
   }
   c.finish = app.add_subcommand("finish", "record that a workload finished; frees its quota");
   c.finish->add_option("workload", c.workload_name, "NAMESPACE/NAME")->required();
@@ -583,14 +650,23 @@ void AddReadCommands(CLI::App& app, CoreCommands& c) {
   c.get = app.add_subcommand(
       "get", "show the current state as Kueue-shaped objects: workloads, clusterqueues, "
              "localqueues or cohorts; or the nodes reported (admitctl node, the bridge)");
-  c.get->add_option("kind", c.get_what, "workloads|clusterqueues|localqueues|cohorts|nodes")
+  c.get->add_option("kind", c.get_args.what, "workloads|clusterqueues|localqueues|cohorts|nodes")
       ->required()
       ->check(CLI::IsMember({"workloads", "workload", "wl", "clusterqueues", "clusterqueue", "cq",
                              "localqueues", "localqueue", "lq", "cohorts", "cohort", "nodes",
                              "node"}));
-  c.get->add_option("-o,--output", c.get_format, "table (default), json or yaml")
-      ->check(CLI::IsMember({"table", "json", "yaml"}));
-  c.get->add_option("--at", c.get_at,
+  c.get->add_option("name", c.get_args.name, "only the object of this name (kubectl get KIND NAME)");
+  c.get->add_option("-n,--namespace", c.get_args.ns,
+                    "only this namespace (default: every namespace you may see, as -A)");
+  c.get->add_flag("-A,--all-namespaces", c.get_args.all_namespaces, "every namespace (the default)");
+  c.get->add_option("-l,--selector", c.get_args.selector,
+                    "label selector, as kubectl's: k=v, k!=v, k, !k, 'k in (a,b)', "
+                    "comma-separated");
+  c.get->add_option("-o,--output", c.get_args.format,
+                    "table (default), wide, json, yaml, name or jsonpath=TEMPLATE (kubectl's)");
+  c.get->add_flag("-w,--watch", c.get_args.watch,
+                  "after the table, print each row again when it changes, until interrupted");
+  c.get->add_option("--at", c.get_args.at,
                     "the state after this ledger sequence (rounded up to the end of its "
                     "append); default: the head");
 
@@ -671,9 +747,9 @@ int RunCoreCommand(const GlobalOptions& global, CoreCommands& c) {
   if (*c.watch) return RunWatch(global, c.watch_args);
   if (*c.verify) return RunVerify(global, c.verify_format);
   if (*c.dev_append) return RunDevAppend(global, c.json_args, c.json_file);
-  if (*c.apply) return RunFile(global, FileKind::kApply, c.file_path, c.out_format);
-  if (*c.submit) return RunFile(global, FileKind::kSubmit, c.file_path, c.out_format);
-  if (*c.import) return RunFile(global, FileKind::kImport, c.file_path, c.out_format);
+  if (*c.apply) return RunFile(global, FileKind::kApply, c.file_path, c.out_format, c.validate);
+  if (*c.submit) return RunFile(global, FileKind::kSubmit, c.file_path, c.out_format, c.validate);
+  if (*c.import) return RunFile(global, FileKind::kImport, c.file_path, c.out_format, c.validate);
   if (*c.finish) {
     return RunWorkloadInput(global, c.workload_name, true, c.finish_message, c.out_format);
   }
@@ -685,7 +761,7 @@ int RunCoreCommand(const GlobalOptions& global, CoreCommands& c) {
                        "delete: name a workload (NAMESPACE/NAME) or a file of definitions (-f)"));
   }
   if (*c.delete_) return RunWorkloadInput(global, c.workload_name, false, "", c.out_format);
-  if (*c.get) return RunGet(global, c.get_what, c.get_format, c.get_at);
+  if (*c.get) return RunGet(global, c.get_args);
   if (*c.demo) return RunDemoCommand(global, c);
   return -1;
 }

@@ -10,6 +10,7 @@ bool DocumentParser::ParseAdmissionCheck(const YAML::Node& obj, const std::strin
   Meta meta(obj);
   if (!ReadMeta(obj, p, Scope::kCluster, false, &meta)) return false;
   const YAML::Node spec = Child(obj, "spec");
+  AcceptFields(spec, {"parameters", "retryDelayMinutes"});  // Kueue's, not modelled
   if (!CheckSpec(spec, p)) return false;
   const std::string sp = Join(p, "spec");
   capnp::MallocMessageBuilder message;

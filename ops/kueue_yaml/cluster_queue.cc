@@ -11,6 +11,8 @@ bool DocumentParser::ParseClusterQueue(const YAML::Node& obj, const std::string&
   Meta meta(obj);
   if (!ReadMeta(obj, p, Scope::kCluster, false, &meta)) return false;
   const YAML::Node spec = Child(obj, "spec");
+  // Kueue's, not modelled.
+  AcceptFields(spec, {"concurrentAdmissionPolicy", "defaultLocalQueue"});
   if (!CheckSpec(spec, p)) return false;
   const std::string sp = Join(p, "spec");
   capnp::MallocMessageBuilder message;

@@ -148,6 +148,7 @@ bool DocumentParser::ParseJobPodSet(const YAML::Node& spec, const std::string& s
                                     const YAML::Node& min_at, const std::string& min_path,
                                     int32_t parallelism, int32_t count, schema::PodSet::Builder ps,
                                     std::string* pod_priority_class) {
+  AcceptJobSpecFields(spec);
   ps.setCount(count);
   if (const auto it = annotations.find(std::string(kJobMinParallelismAnnotation));
       it != annotations.end()) {
@@ -169,6 +170,7 @@ bool DocumentParser::ParseJobPodSet(const YAML::Node& spec, const std::string& s
   const std::string tp = Join(sp, "template");
   if (Absent(tmpl)) return Fail(spec, tp, "required: the pod template");
   if (!ExpectMap(tmpl, tp)) return false;
+  AcceptFields(tmpl, {"metadata"});
   const YAML::Node pod_spec = Child(tmpl, "spec");
   if (Absent(pod_spec)) return Fail(tmpl, Join(tp, "spec"), "required: the pod spec");
   return ParsePodSpec(pod_spec, Join(tp, "spec"), count, ps, pod_priority_class);

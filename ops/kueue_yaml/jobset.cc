@@ -22,6 +22,7 @@ bool DocumentParser::ParseJobSet(const YAML::Node& obj, const std::string& p) {
   const YAML::Node spec = Child(obj, "spec");
   if (Absent(spec)) return Fail(obj, sp, "required: a JobSet has replicated jobs");
   if (!ExpectMap(spec, sp)) return false;
+  AcceptJobSetSpecFields(spec);
   const std::string rp = Join(sp, "replicatedJobs");
   const YAML::Node replicated = Child(spec, "replicatedJobs");
   if (Absent(replicated)) return Fail(spec, rp, "required: at least one replicated job");
@@ -57,6 +58,7 @@ bool DocumentParser::ParseReplicatedJob(const YAML::Node& rj, const std::string&
                                         std::set<std::string>* names, schema::PodSet::Builder ps,
                                         std::string* pod_priority_class) {
   if (!ExpectMap(rj, rp)) return false;
+  AcceptFields(rj, {"dependsOn", "groupName"});  // not modelled
   std::string name;
   const YAML::Node name_node = Child(rj, "name");
   if (Absent(name_node)) return Fail(rj, Join(rp, "name"), "required: the replicated job's name");
@@ -78,6 +80,7 @@ bool DocumentParser::ParseReplicatedJob(const YAML::Node& rj, const std::string&
   const YAML::Node tmpl = Child(rj, "template");
   if (Absent(tmpl)) return Fail(rj, tp, "required: the Job template");
   if (!ExpectMap(tmpl, tp)) return false;
+  AcceptObjectMetaFields(Child(tmpl, "metadata"));
   std::map<std::string, std::string> annotations;
   const std::string ap = Join(tp, "metadata.annotations");
   const YAML::Node annotations_node = Child(Child(tmpl, "metadata"), "annotations");

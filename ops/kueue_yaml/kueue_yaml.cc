@@ -117,7 +117,8 @@ int StuckParserLine(const std::string& text) {
 }
 
 Result<std::vector<ParsedObject>> ParseYaml(std::string_view text, Mode mode,
-                                            const SubmitContext* ctx) {
+                                            const SubmitContext* ctx,
+                                            const ParseOptions& options = {}) {
   if (text.size() > kYamlBytesMax) {
     return Status(Code::kInvalidArgument, "the file is " + std::to_string(text.size()) +
                                               " bytes; at most " + std::to_string(kYamlBytesMax) +
@@ -130,14 +131,14 @@ Result<std::vector<ParsedObject>> ParseYaml(std::string_view text, Mode mode,
     try {
       const std::string raw_text(raw.text);
       if (const int stuck = StuckParserLine(raw_text); stuck >= 0) {
-        DocumentParser parser(mode, ctx, document_number + 1, raw, &out);
+        DocumentParser parser(mode, ctx, document_number + 1, raw, &out, &options);
         parser.FailAtLine(static_cast<size_t>(stuck),
                           "not valid YAML: the parser cannot get past this line");
         return Status(Code::kInvalidArgument, parser.error().ToString());
       }
       nodes = YAML::LoadAll(raw_text);
     } catch (const YAML::Exception& e) {
-      DocumentParser parser(mode, ctx, document_number + 1, raw, &out);
+      DocumentParser parser(mode, ctx, document_number + 1, raw, &out, &options);
       parser.FailAtLine(e.mark.is_null() ? 0 : static_cast<size_t>(e.mark.line),
                         "not valid YAML: " + e.msg);
       return Status(Code::kInvalidArgument, parser.error().ToString());
@@ -145,7 +146,7 @@ Result<std::vector<ParsedObject>> ParseYaml(std::string_view text, Mode mode,
     for (const YAML::Node& node : nodes) {
       if (node.IsNull()) continue;  // an empty document, e.g. after a trailing `---`
       ++document_number;
-      DocumentParser parser(mode, ctx, document_number, raw, &out);
+      DocumentParser parser(mode, ctx, document_number, raw, &out, &options);
       bool ok = false;
       try {
         ok = parser.ParseObject(node, "", true);
@@ -172,16 +173,19 @@ std::string YamlError::ToString() const {
   return where + ": " + (field_path.empty() ? "" : field_path + ": ") + reason;
 }
 
-Result<std::vector<ParsedObject>> ParseApplyYaml(std::string_view text) {
-  return ParseYaml(text, Mode::kApply, nullptr);
+Result<std::vector<ParsedObject>> ParseApplyYaml(std::string_view text,
+                                                  const ParseOptions& options) {
+  return ParseYaml(text, Mode::kApply, nullptr, options);
 }
 
-Result<std::vector<ParsedObject>> ParseSubmitYaml(std::string_view text, const SubmitContext& ctx) {
-  return ParseYaml(text, Mode::kSubmit, &ctx);
+Result<std::vector<ParsedObject>> ParseSubmitYaml(std::string_view text, const SubmitContext& ctx,
+                                                   const ParseOptions& options) {
+  return ParseYaml(text, Mode::kSubmit, &ctx, options);
 }
 
-Result<std::vector<ParsedObject>> ParseImportYaml(std::string_view text, const SubmitContext& ctx) {
-  return ParseYaml(text, Mode::kImport, &ctx);
+Result<std::vector<ParsedObject>> ParseImportYaml(std::string_view text, const SubmitContext& ctx,
+                                                   const ParseOptions& options) {
+  return ParseYaml(text, Mode::kImport, &ctx, options);
 }
 
 Result<std::vector<ParsedObject>> ParseDeleteYaml(std::string_view text) {

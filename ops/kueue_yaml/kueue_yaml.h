@@ -68,6 +68,17 @@ struct SubmitContext {
   std::string uid_seed;
 };
 
+// A field the parser does not know (a misspelling, a field of another version), as kubectl's
+// --validate: kStrict refuses the file with the field's path and the nearest known name (kubectl
+// apply's default, server-side strict field validation), kWarn accepts it with a warning in
+// `warnings` ("unknown field ..."), kIgnore accepts it silently (the bridge: the API server
+// validated the object already).
+enum class FieldValidation { kStrict, kWarn, kIgnore };
+struct ParseOptions {
+  FieldValidation field_validation = FieldValidation::kStrict;
+  std::vector<std::string>* warnings = nullptr;  // kWarn's, when not null
+};
+
 // The idempotency key of a submitted or imported workload: "VERB/NS/NAME/UID". The uid makes it
 // the key of this object, not of its name: a new object of a name used before (deleted, or
 // finished) is a new workload, and a retry of the same object is known by it.
@@ -82,17 +93,20 @@ std::vector<std::string> KeyedWorkloadEvents(std::string_view verb,
 // Definitions: kueue.x-k8s.io/v1beta1 or v1beta2 ResourceFlavor, Cohort, ClusterQueue,
 // LocalQueue, AdmissionCheck and WorkloadPriorityClass, also inside a `kind: List`.
 // Refusals are kInvalidArgument with YamlError::ToString().
-Result<std::vector<ParsedObject>> ParseApplyYaml(std::string_view text);
+Result<std::vector<ParsedObject>> ParseApplyYaml(std::string_view text,
+                                                  const ParseOptions& options = {});
 
 // Submissions: kueue.x-k8s.io Workloads and batch/v1 Jobs labelled kueue.x-k8s.io/queue-name
 // (body workloadSubmitted), also inside a `kind: List`. A Job becomes the Workload Kueue would
 // create for it, named "job-<job name>". A Workload carrying status.admission is refused (import
 // it); metadata.creationTimestamp is ignored, as Kubernetes does on create.
-Result<std::vector<ParsedObject>> ParseSubmitYaml(std::string_view text, const SubmitContext& ctx);
+Result<std::vector<ParsedObject>> ParseSubmitYaml(std::string_view text, const SubmitContext& ctx,
+                                                   const ParseOptions& options = {});
 
 // Imports of admitted workloads: kueue.x-k8s.io Workloads carrying status.admission (body
 // workloadImported), e.g. `kubectl get workloads -o yaml`, a `kind: List` or `WorkloadList`.
-Result<std::vector<ParsedObject>> ParseImportYaml(std::string_view text, const SubmitContext& ctx);
+Result<std::vector<ParsedObject>> ParseImportYaml(std::string_view text, const SubmitContext& ctx,
+                                                   const ParseOptions& options = {});
 
 // Deletions of definitions (body objectDeleted {kind, namespace, name}): the kinds of
 // ParseApplyYaml, also inside a `kind: List`, read as `kubectl delete -f` reads them: apiVersion,

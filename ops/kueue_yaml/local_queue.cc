@@ -9,6 +9,7 @@ bool DocumentParser::ParseLocalQueue(const YAML::Node& obj, const std::string& p
   Meta meta(obj);
   if (!ReadMeta(obj, p, Scope::kNamespaced, false, &meta)) return false;
   const YAML::Node spec = Child(obj, "spec");
+  AcceptFields(spec, {"wallTimePolicy"});  // Kueue's, not modelled
   if (!CheckSpec(spec, p)) return false;
   const std::string sp = Join(p, "spec");
   capnp::MallocMessageBuilder message;

@@ -135,6 +135,7 @@ const char* DescribeNode(const YAML::Node& n) {
 
 YAML::Node Child(const YAML::Node& parent, std::string_view key) {
   if (parent.IsDefined() && parent.IsMap()) {
+    if (FieldTracker* fields = CurrentFieldTracker(); fields != nullptr) fields->Looked(parent, key);
     const YAML::Node value = parent[std::string(key)];
     if (value.IsDefined()) return value;
   }

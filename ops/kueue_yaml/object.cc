@@ -36,17 +36,47 @@ bool DocumentParser::ParseObject(const YAML::Node& obj, const std::string& p, bo
                 "more than " + std::to_string(kYamlObjectsMax) +
                     " objects in one file (the most one atomic append takes)");
   }
-  switch (mode_) {
-    case Mode::kApply:
-      return ParseApplyObject(obj, p, api_version, kind);
-    case Mode::kSubmit:
-      return ParseSubmitObject(obj, p, api_version, kind);
-    case Mode::kImport:
-      return ParseImportObject(obj, p, api_version, kind);
-    case Mode::kDelete:
-      return ParseDeleteObject(obj, p, api_version, kind);
+  return ParseOneObject(obj, p, api_version, kind);
+}
+
+bool DocumentParser::ParseOneObject(const YAML::Node& obj, const std::string& p,
+                                    const std::string& api_version, const std::string& kind) {
+  FieldTracker fields;
+  bool ok = false;
+  {
+    TrackFields tracking(&fields);
+    switch (mode_) {
+      case Mode::kApply:
+        ok = ParseApplyObject(obj, p, api_version, kind);
+        break;
+      case Mode::kSubmit:
+        ok = ParseSubmitObject(obj, p, api_version, kind);
+        break;
+      case Mode::kImport:
+        ok = ParseImportObject(obj, p, api_version, kind);
+        break;
+      case Mode::kDelete:
+        return ParseDeleteObject(obj, p, api_version, kind);  // kubectl delete reads names only
+    }
   }
-  return false;
+  const FieldValidation validation =
+      options_ != nullptr ? options_->field_validation : FieldValidation::kStrict;
+  if (!ok || validation == FieldValidation::kIgnore) return ok;
+  std::optional<FieldTracker::Unknown> unknown = fields.FindUnknown(obj, p);
+  if (!unknown) return true;
+  const std::string hint = unknown->suggestion.empty()
+                               ? ""
+                               : "; did you mean " + Quote(unknown->suggestion) + "?";
+  if (validation == FieldValidation::kWarn) {
+    if (options_->warnings != nullptr) {
+      options_->warnings->push_back(kind + " " + name_ + ": unknown field " +
+                                    Quote(unknown->path) + hint + " (ignored)");
+    }
+    return true;
+  }
+  return Fail(unknown->key, unknown->path,
+              "unknown field " + Quote(unknown->name) + hint +
+                  " (refused as kubectl apply refuses it; --validate=false accepts it)");
 }
 
 // A `kind: List` (any definitions or submissions) or a WorkloadList (its items' kind implied).

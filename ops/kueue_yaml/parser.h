@@ -13,6 +13,8 @@
 //   priority_class.cc      the definitions, one file per kind
 //   workload.cc, pod_spec.cc, job.cc   submissions and imports
 //
+//   fields.cc              unknown fields (kubectl's strict field validation)
+//
 // Kueue fields accepted but not modelled (ignored), so that manifests written for Kueue load:
 //   ClusterQueue  spec.concurrentAdmissionPolicy, spec.defaultLocalQueue
 //   ResourceFlavor spec.resourceWeights
@@ -20,9 +22,13 @@
 //   AdmissionCheck spec.parameters, spec.retryDelayMinutes
 //   Workload      spec.podSets[].topologyRequest, template.metadata, nodeSelectorTerms matchFields,
 //                 preferred node affinity, pod (anti-)affinity, status other than admission
-//   Job           spec.suspend, completionMode, backoffLimit and every other batch field
-// Any other unknown field is ignored too (Kueue evolves); a known field of the wrong type or
-// with an invalid value is refused.
+//   Workload      spec.preemptionGates
+//   Job, JobSet   every field of their specs but the pod counts and templates (fields.cc)
+//   Pod template  every field of PodSpec and Container but those that ask for resources or
+//                 place pods (fields.cc)
+// Any other field is unknown: refused by default (ParseOptions::field_validation, kubectl's
+// --validate), naming its path and the nearest known field; a known field of the wrong type or
+// with an invalid value is refused always.
 
 #include <array>
 #include <cstddef>
@@ -38,6 +44,7 @@
 #include <capnp/message.h>
 #include <yaml-cpp/yaml.h>
 
+#include "ops/kueue_yaml/fields.h"
 #include "ops/kueue_yaml/kueue_yaml.h"
 #include "schema/event_codec.h"
 #include "schema/k8s_names.h"
@@ -172,8 +179,9 @@ struct RawDocument {
 class DocumentParser {
  public:
   DocumentParser(Mode mode, const SubmitContext* ctx, size_t document_number,
-                 const RawDocument& raw, std::vector<ParsedObject>* out)
-      : mode_(mode), ctx_(ctx), raw_(raw), out_(out) {
+                 const RawDocument& raw, std::vector<ParsedObject>* out,
+                 const ParseOptions* options)
+      : mode_(mode), ctx_(ctx), options_(options), raw_(raw), out_(out) {
     error_.document_number = document_number;
   }
 
@@ -188,6 +196,9 @@ class DocumentParser {
   // Parses one object (or, at the top level, a List of objects) and appends its events.
   bool ParseObject(const YAML::Node& obj, const std::string& p, bool top_level,
                    std::string_view default_api_version = {}, std::string_view default_kind = {});
+  // One object (not a List) in mode_, then its unknown fields as options_ says.
+  bool ParseOneObject(const YAML::Node& obj, const std::string& p, const std::string& api_version,
+                      const std::string& kind);
 
  private:
   struct Meta {
@@ -362,6 +373,7 @@ class DocumentParser {
 
   const Mode mode_;
   const SubmitContext* const ctx_;  // null in apply mode
+  const ParseOptions* const options_;
   const RawDocument raw_;
   std::vector<ParsedObject>* const out_;
   std::string kind_;  // of the object being parsed, for error messages

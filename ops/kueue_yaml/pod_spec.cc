@@ -57,6 +57,7 @@ void DocumentParser::MaxInto(std::map<std::string, int64_t>* total,
 bool DocumentParser::ParsePodSpec(const YAML::Node& spec, const std::string& sp, int64_t count,
                                   schema::PodSet::Builder ps, std::string* priority_class_name) {
   if (!ExpectMap(spec, sp)) return false;
+  AcceptPodSpecFields(spec);
   if (!PodRequests(spec, sp, count, ps)) return false;
 
   std::map<std::string, std::string> node_selector;
@@ -91,6 +92,7 @@ bool DocumentParser::PodRequests(const YAML::Node& spec, const std::string& sp, 
   std::map<std::string, int64_t> total;
   for (size_t i = 0; i < containers.size(); ++i) {
     std::map<std::string, int64_t> requests;
+    AcceptContainerFields(containers[i]);
     if (!ContainerRequests(containers[i], Index(cp, i), &requests)) return false;
     if (!AddInto(&total, requests, containers[i], Index(cp, i))) return false;
   }
@@ -104,6 +106,7 @@ bool DocumentParser::PodRequests(const YAML::Node& spec, const std::string& sp, 
       const YAML::Node c = init_containers[i];
       const std::string cpi = Index(ip, i);
       std::map<std::string, int64_t> requests;
+      AcceptContainerFields(c);
       if (!ContainerRequests(c, cpi, &requests)) return false;
       std::string restart_policy;
       if (!OptString(c, "restartPolicy", cpi, &restart_policy)) return false;
@@ -144,9 +147,11 @@ bool DocumentParser::ParseNodeAffinity(const YAML::Node& spec, const std::string
   if (Absent(affinity)) return true;
   const std::string ap = Join(sp, "affinity");
   if (!ExpectMap(affinity, ap)) return false;
+  AcceptFields(affinity, {"podAffinity", "podAntiAffinity"});  // not modelled
   const YAML::Node node_affinity = Child(affinity, "nodeAffinity");
   const std::string np = Join(ap, "nodeAffinity");
   if (!Absent(node_affinity) && !ExpectMap(node_affinity, np)) return false;
+  AcceptFields(node_affinity, {"preferredDuringSchedulingIgnoredDuringExecution"});
   const YAML::Node required =
       Child(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution");
   const std::string rp = Join(np, "requiredDuringSchedulingIgnoredDuringExecution");
@@ -167,6 +172,7 @@ bool DocumentParser::ParseNodeAffinity(const YAML::Node& spec, const std::string
       if (terms.size() == 1) {
         const YAML::Node term = terms[0];
         if (!ExpectMap(term, Index(tp, 0))) return false;
+        AcceptFields(term, {"matchFields"});  // not modelled
         const YAML::Node exprs = Child(term, "matchExpressions");
         if (!Absent(exprs)) {
           auto init = [&ps](unsigned n) { return ps.initRequiredAffinity(n); };

@@ -188,6 +188,7 @@ bool DocumentParser::ReadStringList(const YAML::Node& n, const std::string& path
 bool DocumentParser::ReadStringMap(const YAML::Node& n, const std::string& path, size_t max_entries,
                                    KeyRule rule, std::map<std::string, std::string>* out) {
   if (!ExpectMap(n, path)) return false;
+  AcceptAllFields(n);
   if (n.size() > max_entries) {
     return Fail(n, path,
                 "has " + std::to_string(n.size()) + " entries; at most " +
@@ -231,6 +232,7 @@ bool DocumentParser::ReadStringMap(const YAML::Node& n, const std::string& path,
 bool DocumentParser::ReadResourceMap(const YAML::Node& n, const std::string& path,
                                      std::map<std::string, int64_t>* out) {
   if (!ExpectMap(n, path)) return false;
+  AcceptAllFields(n);
   if (n.size() > kMapEntriesMax) {
     return Fail(n, path,
                 "has " + std::to_string(n.size()) + " entries; at most " +

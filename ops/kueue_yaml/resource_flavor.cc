@@ -8,6 +8,7 @@ bool DocumentParser::ParseResourceFlavor(const YAML::Node& obj, const std::strin
   Meta meta(obj);
   if (!ReadMeta(obj, p, Scope::kCluster, false, &meta)) return false;
   const YAML::Node spec = Child(obj, "spec");
+  AcceptFields(spec, {"resourceWeights"});  // Kueue's, not modelled
   if (!CheckSpec(spec, p)) return false;
   const std::string sp = Join(p, "spec");
   capnp::MallocMessageBuilder message;

@@ -61,6 +61,7 @@ bool DocumentParser::ParseWorkload(const YAML::Node& obj, const std::string& p, 
   SetLabels(w.initLabels(static_cast<unsigned>(meta.labels.size())), meta.labels);
   SetLabels(w.initAnnotations(static_cast<unsigned>(meta.annotations.size())), meta.annotations);
 
+  AcceptFields(spec, {"preemptionGates"});  // not modelled
   if (!ParseWorkloadSpec(meta, spec, p, v1beta2, w)) return false;
   std::map<std::string, int32_t> counts;  // podSet name -> count, for the admission
   if (!ParsePodSets(spec, sp, w, &counts)) return false;
@@ -127,6 +128,7 @@ bool DocumentParser::ParsePodSets(const YAML::Node& spec, const std::string& sp,
     const YAML::Node ps = pod_sets[i];
     const std::string psp = Index(pp, i);
     if (!ExpectMap(ps, psp)) return false;
+    AcceptFields(ps, {"topologyRequest"});  // not modelled
     std::string name = "main";  // Kueue's default podSet name
     if (!OptString(ps, "name", psp, &name)) return false;
     if (!IsDnsLabel(name)) {
@@ -163,6 +165,7 @@ bool DocumentParser::ParsePodSets(const YAML::Node& spec, const std::string& sp,
     const std::string tp = Join(psp, "template");
     if (Absent(tmpl)) return Fail(ps, tp, "required: the pod template");
     if (!ExpectMap(tmpl, tp)) return false;
+    AcceptFields(tmpl, {"metadata"});
     const YAML::Node pod_spec = Child(tmpl, "spec");
     if (Absent(pod_spec)) return Fail(tmpl, Join(tp, "spec"), "required: the pod spec");
     std::string ignored_priority_class;  // a Workload names its class in spec

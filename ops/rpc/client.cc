@@ -547,12 +547,16 @@ kj::Promise<Status> TextOf(capnp::RemotePromise<Results>&& promise, std::string*
 }
 }  // namespace
 
-Result<std::string> RemoteApi::Get(const std::string& kind, const std::string& format) {
+Result<std::string> RemoteApi::Get(const std::string& kind, const std::string& format,
+                                   const GetQuery& query) {
   std::string text;
   Status s = client_.Run([&](Ledger::Client& ledger) {
     auto call = ledger.getRequest();
     call.setKind(kind);
     call.setFormat(format);
+    call.setName(query.name);
+    call.setNamespace(query.ns);
+    call.setSelector(query.selector);
     return TextOf(call.send(), &text);
   });
   if (!s.ok()) return s;

@@ -119,7 +119,8 @@ class RemoteApi final : public AdmissionApi {
                                const std::string& request_id) override;
   Result<WorkloadInfo> Workload(const std::string& ns_name) override;
   Result<ledger::Head> GetHead() override;
-  Result<std::string> Get(const std::string& kind, const std::string& format) override;
+  Result<std::string> Get(const std::string& kind, const std::string& format,
+                          const GetQuery& query) override;
   Result<std::string> Explain(const std::string& ns_name, uint64_t at,
                               const std::string& format) override;
   Result<std::string> Snapshot(const std::string& format) override;

@@ -144,9 +144,13 @@ Result<ParsedManifest> ParseManifest(std::string_view mode, std::string_view tex
   ctx.name_seed = name_seed;
   // A retry (the same request id) is the same workload, another request a new one.
   ctx.uid_seed = request_id;
-  Result<std::vector<ParsedObject>> objects = mode == "apply"    ? ParseApplyYaml(text)
+  // The bridge sends objects as the API server stored them: validated against their CRDs and
+  // kinds already (which may carry fields of Kueue's this parser does not know).
+  ParseOptions parse;
+  parse.field_validation = FieldValidation::kIgnore;
+  Result<std::vector<ParsedObject>> objects = mode == "apply"    ? ParseApplyYaml(text, parse)
                                               : mode == "delete" ? ParseDeleteYaml(text)
-                                                                 : ParseSubmitYaml(text, ctx);
+                                                                 : ParseSubmitYaml(text, ctx, parse);
   if (!objects.ok()) return objects.status();
   if (objects->empty()) {
     return Status(Code::kInvalidArgument, "recordManifest: the manifest holds no objects");
@@ -472,8 +476,11 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     if (s.ok()) {
       NamespaceScope scope{d_.policy_.ScopeOf(principal_)};
       if (principal_ == kAdminPrincipal) scope.namespaces.clear();
-      auto text = RenderGet(d_.service_.engine(), context.getParams().getKind(),
-                            context.getParams().getFormat(), scope);
+      auto params = context.getParams();
+      GetQuery query{params.getName().cStr(), params.getNamespace().cStr(),
+                     params.getSelector().cStr()};
+      auto text = RenderGet(d_.service_.engine(), params.getKind(), params.getFormat(), scope,
+                            query);
       if (text.ok()) {
         context.getResults().setText(*text);
         return kj::READY_NOW;

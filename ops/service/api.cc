@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ops/views/query.h"
 #include "ops/views/render.h"
 #include "projections/engine_version.h"
 #include "replay/explain.h"
@@ -25,45 +26,64 @@ WorkloadInfo InfoOf(const projections::WorkloadState& wl) {
 }
 
 Result<std::string> RenderGet(const projections::Engine& engine, const std::string& what,
-                              const std::string& format, const NamespaceScope& scope) {
-  if (format != "table" && format != "json" && format != "yaml") {
+                              const std::string& format, const NamespaceScope& scope,
+                              const GetQuery& query) {
+  if (format != "table" && format != "wide" && format != "json" && format != "yaml" &&
+      format != "name") {
     return Status(Code::kInvalidArgument, "output format '" + format +
-                                              "': expected table, json or yaml");
+                                              "': expected table, wide, json, yaml or name");
   }
   NamespaceFilter allow;
   if (!scope.namespaces.empty()) {
     allow = [&scope](const std::string& ns) { return scope.Allows(ns); };
   }
   Json items;
-  std::string table;
+  TableRows rows;
+  std::string kind;  // the Kubernetes kind and group, for -o name
   if (what == "workloads" || what == "workload" || what == "wl") {
     items = WorkloadsJson(engine, allow);
-    if (format == "table") table = WorkloadsTable(engine, allow);
+    rows = WorkloadsTable(engine, allow, format == "wide");
+    kind = "workload.kueue.x-k8s.io";
   } else if (what == "clusterqueues" || what == "clusterqueue" || what == "cq") {
     items = ClusterQueuesJson(engine);
-    if (format == "table") table = ClusterQueuesTable(engine);
+    rows = ClusterQueuesTable(engine);
+    kind = "clusterqueue.kueue.x-k8s.io";
   } else if (what == "localqueues" || what == "localqueue" || what == "lq") {
     items = LocalQueuesJson(engine, allow);
-    if (format == "table") table = LocalQueuesTable(engine, allow);
+    rows = LocalQueuesTable(engine, allow);
+    kind = "localqueue.kueue.x-k8s.io";
   } else if (what == "cohorts" || what == "cohort") {
     items = CohortsJson(engine);
-    if (format == "table") table = CohortsTable(engine);
+    rows = CohortsTable(engine);
+    kind = "cohort.kueue.x-k8s.io";
   } else if (what == "nodes" || what == "node") {
     items = NodesJson(engine);
-    if (format == "table") table = NodesTable(engine);
+    rows = NodesTable(engine);
+    kind = "node";
   } else {
     return Status(Code::kInvalidArgument, "kind '" + what +
                                               "': expected workloads, clusterqueues, "
                                               "localqueues, cohorts or nodes");
   }
-  Json list = ListOf(items);
-  // The nodes' list also says whether the node inventory is complete (engine v19).
-  if (what == "nodes" || what == "node") {
-    list["inventoryComplete"] = engine.node_inventory_complete();
+  auto selected = SelectItems(items, kind, query);
+  if (!selected.ok()) return selected.status();
+  if (format == "name") {
+    std::string out;
+    for (const Json& item : *selected) {
+      out += kind + "/" + item["metadata"]["name"].get<std::string>() + "\n";
+    }
+    return out;
   }
+  Json list = ListOf(*selected);
+  const bool nodes = what == "nodes" || what == "node";
+  // The nodes' list also says whether the node inventory is complete (engine v19).
+  if (nodes) list["inventoryComplete"] = engine.node_inventory_complete();
   if (format == "json") return list.dump(2) + "\n";
   if (format == "yaml") return ToYaml(list);
-  return table;
+  std::string text = RenderTable(SelectRows(rows, *selected));
+  if (nodes) text += std::string("inventory complete: ") +
+                     (engine.node_inventory_complete() ? "yes" : "no") + "\n";
+  return text;
 }
 
 Result<std::string> RenderExplain(ledger::EventLog& log, const std::string& ns_name, uint64_t at,
@@ -136,8 +156,9 @@ Result<WorkloadInfo> LocalApi::Workload(const std::string& ns_name) {
   return InfoOf(it->second);
 }
 
-Result<std::string> LocalApi::Get(const std::string& kind, const std::string& format) {
-  return RenderGet(service_.engine(), kind, format);
+Result<std::string> LocalApi::Get(const std::string& kind, const std::string& format,
+                                  const GetQuery& query) {
+  return RenderGet(service_.engine(), kind, format, {}, query);
 }
 
 Result<std::string> LocalApi::Explain(const std::string& ns_name, uint64_t at,

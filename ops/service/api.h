@@ -12,6 +12,7 @@
 
 #include "ledger/event_log.h"
 #include "ops/service/service.h"
+#include "ops/views/query.h"
 #include "schema/result.h"
 
 namespace admission::ops {
@@ -44,7 +45,8 @@ class AdmissionApi {
   virtual Result<WorkloadInfo> Workload(const std::string& ns_name) = 0;
   virtual Result<ledger::Head> GetHead() = 0;
   // `admitctl get KIND -o FORMAT` at the head, rendered.
-  virtual Result<std::string> Get(const std::string& kind, const std::string& format) = 0;
+  virtual Result<std::string> Get(const std::string& kind, const std::string& format,
+                                  const GetQuery& query) = 0;
   // `admitctl explain NS/NAME --at N -o FORMAT`, rendered.
   virtual Result<std::string> Explain(const std::string& ns_name, uint64_t at,
                                       const std::string& format) = 0;
@@ -54,8 +56,11 @@ class AdmissionApi {
 
 // The read models rendered as `admitctl get` prints them, limited to `scope`.
 // Errors: kInvalidArgument (unknown kind or format).
+// `query` selects by name, namespace and labels (ops/views/query.h); formats: table, wide, json,
+// yaml, name. kNotFound when a name was asked for and is not there.
 Result<std::string> RenderGet(const projections::Engine& engine, const std::string& kind,
-                              const std::string& format, const NamespaceScope& scope = {});
+                              const std::string& format, const NamespaceScope& scope = {},
+                              const GetQuery& query = {});
 
 // replay::Explain over `log` (and `snapshots`, if any), rendered (text, json or html).
 Result<std::string> RenderExplain(ledger::EventLog& log, const std::string& ns_name, uint64_t at,
@@ -82,7 +87,8 @@ class LocalApi final : public AdmissionApi {
                                const std::string& request_id) override;
   Result<WorkloadInfo> Workload(const std::string& ns_name) override;
   Result<ledger::Head> GetHead() override { return log_.GetHead(); }
-  Result<std::string> Get(const std::string& kind, const std::string& format) override;
+  Result<std::string> Get(const std::string& kind, const std::string& format,
+                          const GetQuery& query) override;
   Result<std::string> Explain(const std::string& ns_name, uint64_t at,
                               const std::string& format) override;
   Result<std::string> Snapshot(const std::string& format) override;

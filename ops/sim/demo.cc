@@ -381,7 +381,7 @@ Status PrintDemoTables(AdmissionApi& api, std::ostream& out) {
        std::vector<std::pair<std::string, std::string>>{{"workloads", "Workloads"},
                                                         {"clusterqueues", "ClusterQueues"},
                                                         {"cohorts", "Cohorts"}}) {
-    auto table = api.Get(kind, "table");
+    auto table = api.Get(kind, "table", {});
     if (!table.ok()) return table.status();
     out << "\n== " << title << " now (admitctl get " << kind << ")\n" << *table;
   }

@@ -475,19 +475,38 @@ std::string ToYaml(const Json& value) {
   return std::string(out.c_str()) + "\n";
 }
 
-std::string WorkloadsTable(const Engine& engine, const NamespaceFilter& allow) {
-  std::vector<std::vector<std::string>> rows{
-      {"NAMESPACE", "NAME", "QUEUE", "PRIORITY", "STATE", "CLUSTERQUEUE", "ADMISSION", "REASON"}};
+std::string RenderTable(const TableRows& rows) { return Table(rows); }
+
+std::string ShortDuration(int64_t ns) {
+  const int64_t s = std::max<int64_t>(ns, 0) / 1'000'000'000;
+  if (s < 120) return std::to_string(s) + "s";
+  if (s < 2 * 3600) return std::to_string(s / 60) + "m";
+  if (s < 2 * 86400) return std::to_string(s / 3600) + "h";
+  return std::to_string(s / 86400) + "d";
+}
+
+TableRows WorkloadsTable(const Engine& engine, const NamespaceFilter& allow, bool wide) {
+  TableRows rows{{"NAMESPACE", "NAME", "QUEUE", "PRIORITY", "STATE", "CLUSTERQUEUE", "ADMISSION",
+                  "REASON", "AGE"}};
+  if (wide) rows[0].insert(rows[0].end(), {"GENERATION", "TOKEN", "MESSAGE"});
   for (const auto& [key, wl] : engine.workloads()) {
     if (allow && !allow(wl.ns)) continue;
     rows.push_back({wl.ns, wl.name, wl.queue_name, std::to_string(wl.priority),
                     projections::PhaseName(wl.phase), wl.cluster_queue,
-                    FlavorSummary(engine, wl), StateReason(wl)});
+                    FlavorSummary(engine, wl), StateReason(wl),
+                    ShortDuration(engine.now_ns() - wl.creation_ns)});
+    if (!wide) continue;
+    const projections::Condition* c =
+        wl.conditions.Find(projections::ConditionType::kQuotaReserved);
+    std::string message = wl.phase == Phase::kPending ? wl.pending_message : "";
+    if (message.empty() && c != nullptr && !c->status) message = c->message;
+    rows.back().insert(rows.back().end(),
+                       {std::to_string(wl.generation), wl.fencing_token, message});
   }
-  return Table(rows);
+  return rows;
 }
 
-std::string ClusterQueuesTable(const Engine& engine) {
+TableRows ClusterQueuesTable(const Engine& engine) {
   std::vector<std::vector<std::string>> rows{
       {"NAME", "COHORT", "STRATEGY", "PENDING", "RESERVING", "USAGE", "ACTIVE"}};
   for (const auto& [name, cq] : engine.cluster_queues()) {
@@ -509,10 +528,10 @@ std::string ClusterQueuesTable(const Engine& engine) {
                     std::to_string(cq.pending), std::to_string(cq.holders.size()), usage,
                     cq.inactive_reason.empty() ? "True" : "False"});
   }
-  return Table(rows);
+  return rows;
 }
 
-std::string LocalQueuesTable(const Engine& engine, const NamespaceFilter& allow) {
+TableRows LocalQueuesTable(const Engine& engine, const NamespaceFilter& allow) {
   std::vector<std::vector<std::string>> rows{{"NAMESPACE", "NAME", "CLUSTERQUEUE", "PENDING", "ADMITTED"}};
   Json items = LocalQueuesJson(engine, allow);
   for (const auto& l : items) {
@@ -520,10 +539,10 @@ std::string LocalQueuesTable(const Engine& engine, const NamespaceFilter& allow)
                     std::to_string(l["status"]["pendingWorkloads"].get<size_t>()),
                     std::to_string(l["status"]["admittedWorkloads"].get<size_t>())});
   }
-  return Table(rows);
+  return rows;
 }
 
-std::string CohortsTable(const Engine& engine) {
+TableRows CohortsTable(const Engine& engine) {
   std::vector<std::vector<std::string>> rows{{"NAME", "PARENT", "MEMBERS", "USAGE / QUOTA"}};
   for (const auto& c : CohortsJson(engine)) {
     std::string members, resources;
@@ -535,10 +554,10 @@ std::string CohortsTable(const Engine& engine) {
     }
     rows.push_back({c["metadata"]["name"], c["spec"]["parentName"], members, resources});
   }
-  return Table(rows);
+  return rows;
 }
 
-std::string NodesTable(const Engine& engine) {
+TableRows NodesTable(const Engine& engine) {
   std::vector<std::vector<std::string>> rows{{"NAME", "FLAVOR", "STATE", "CAPACITY"}};
   for (const auto& n : NodesJson(engine)) {
     std::string capacity;
@@ -548,8 +567,7 @@ std::string NodesTable(const Engine& engine) {
     rows.push_back(
         {n["metadata"]["name"], n["flavor"], n["failed"] ? "Failed" : "Ready", capacity});
   }
-  return Table(rows) + "inventory complete: " +
-         (engine.node_inventory_complete() ? "yes" : "no") + "\n";
+  return rows;
 }
 
 std::string DescribeDecision(schema::Event::Reader event) {

@@ -2,8 +2,10 @@
 // Read models rendered as Kueue-shaped objects (JSON, YAML, tables), and decisions described
 // in one line for people.
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -32,18 +34,24 @@ Json NodesJson(const projections::Engine& engine);
 Json ListOf(const Json& items);
 std::string ToYaml(const Json& value);
 
-// Fixed-width tables for people.
+// Fixed-width tables for people: rows (the header first) and their text.
+using TableRows = std::vector<std::vector<std::string>>;
+std::string RenderTable(const TableRows& rows);
 // Kueue's reason for a workload's state, as the REASON column shows it (never a message):
 // WaitingForQuota, WaitingForAdmissionChecks, Preempted, ExceedsMaxQuota, ...
 std::string StateReason(const projections::WorkloadState& wl);
-std::string WorkloadsTable(const projections::Engine& engine,
+// The workloads; AGE is against the ledger's time (its last event), not the wall clock. `wide`
+// (-o wide) adds the admission generation, the fencing token and the reason's message.
+TableRows WorkloadsTable(const projections::Engine& engine, const NamespaceFilter& allow = nullptr,
+                         bool wide = false);
+TableRows ClusterQueuesTable(const projections::Engine& engine);
+TableRows LocalQueuesTable(const projections::Engine& engine,
                            const NamespaceFilter& allow = nullptr);
-std::string ClusterQueuesTable(const projections::Engine& engine);
-std::string LocalQueuesTable(const projections::Engine& engine,
-                             const NamespaceFilter& allow = nullptr);
-std::string CohortsTable(const projections::Engine& engine);
-// The nodes, then whether the node inventory is complete.
-std::string NodesTable(const projections::Engine& engine);
+TableRows CohortsTable(const projections::Engine& engine);
+// The nodes (RenderGet adds whether the node inventory is complete).
+TableRows NodesTable(const projections::Engine& engine);
+// A duration as kubectl's AGE column shows it: 45s, 12m, 3h, 5d.
+std::string ShortDuration(int64_t ns);
 
 // "admitted team-a/train-1 in ClusterQueue gpu-a: main[nvidia.com/gpu=h100] x4 (borrowing)".
 std::string DescribeDecision(schema::Event::Reader event);

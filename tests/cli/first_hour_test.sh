@@ -67,12 +67,39 @@ for attempt in 1 2 3; do
   contains "$out" "quota reserved for ml/train"
 done
 
+# ---- A misspelt field is refused, naming its path and the nearest known field, nothing
+# written (kubectl's strict field validation); --validate=warn and =false accept it.
+cat > "$work/misspelt.yaml" <<'YAML'
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq-bad3}
+spec:
+  namespaceSelector: {}
+  resourceGroup:
+  - coveredResources: [cpu]
+    flavors:
+    - name: h100
+      resources: [{name: cpu, nominalQuota: 4}]
+YAML
+head_before=$($admitctl --ledger "$L" verify -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["head"])')
+expect_rc 1 $admitctl --ledger "$L" --at 2026-11-29T10:04:40Z apply -f "$work/misspelt.yaml"
+contains "$err" 'line 6'
+contains "$err" 'spec.resourceGroup: unknown field "resourceGroup"; did you mean "resourceGroups"?'
+head_after=$($admitctl --ledger "$L" verify -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["head"])')
+[ "$head_before" = "$head_after" ] || fail "a refused file wrote: head $head_before -> $head_after"
+expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:04:41Z apply -f "$work/misspelt.yaml" \
+  --validate=warn
+contains "$err" 'Warning: ClusterQueue cq-bad3: unknown field "spec.resourceGroup"'
+expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:04:43Z apply -f "$work/misspelt.yaml" \
+  --validate=false
+lacks "$err" "unknown field"
+
 # ---- get workloads: REASON is Kueue's reason for every state (never a message), ADMISSION
 # reads pod set:count@flavor.
 cat > "$work/more.yaml" <<'YAML'
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: Workload
-metadata: {name: huge, namespace: ml}
+metadata: {name: huge, namespace: ml, labels: {team: vision}}
 spec:
   queueName: lq
   podSets:
@@ -131,6 +158,27 @@ for (l1, w1), (l2, _) in zip(segs, segs[1:]):
     assert abs(l1 + w1 - l2) < 0.002, ("not contiguous", segs)
 assert abs(segs[-1][0] + segs[-1][1] - 100) < 0.002, ("does not end at the axis' end", segs)
 PY
+
+# ---- get as kubectl get: a name, -n, -l, AGE, -o wide, name and jsonpath, -w.
+expect_rc 0 $admitctl --ledger "$L" get workloads train -n ml
+[ "$(wc -l <<< "$out")" = 2 ] || fail "get workloads train: $out"
+contains "$out" "AGE"
+expect_rc 1 $admitctl --ledger "$L" get workloads nosuch
+contains "$err" 'workload.kueue.x-k8s.io "nosuch" not found'
+expect_rc 0 $admitctl --ledger "$L" get workloads -n other
+[ "$(wc -l <<< "$out")" = 1 ] || fail "get workloads -n other: $out"
+expect_rc 0 $admitctl --ledger "$L" get wl -l team=vision -o name
+[ "$out" = "workload.kueue.x-k8s.io/huge" ] || fail "get -l team=vision -o name: $out"
+expect_rc 0 $admitctl --ledger "$L" get wl -l '!team' -o name
+lacks "$out" "huge"
+contains "$out" "workload.kueue.x-k8s.io/train"
+expect_rc 1 $admitctl --ledger "$L" get wl -l 'team in vision'
+contains "$err" "label selector requirement 'team in vision'"
+expect_rc 0 $admitctl --ledger "$L" get wl -o 'jsonpath={range .items[*]}{.metadata.name}={.status.phase}{"\n"}{end}'
+contains "$out" "huge=Rejected"
+expect_rc 0 $admitctl --ledger "$L" get wl -o wide
+contains "$out" "TOKEN"
+contains "$out" "MESSAGE"
 
 # ---- get cohorts: the header names what the values are (usage / quota).
 expect_rc 0 $admitctl --ledger "$L" get cohorts

@@ -452,6 +452,144 @@ spec: {controllerName: scan.example.com/images}
   EXPECT_EQ(ac.getBackoffBaseNs(), 0);
 }
 
+// ---- Unknown fields (kubectl's strict field validation).
+
+constexpr const char* kMisspeltQueue = R"(apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq-bad3}
+spec:
+  namespaceSelector: {}
+  resourceGroup:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources: [{name: cpu, nominalQuota: 4}]
+)";
+
+TEST(KueueYaml, AnUnknownFieldIsRefusedWithItsPathAndTheNearestKnownName) {
+  const std::string error = ApplyError(kMisspeltQueue);
+  EXPECT_CONTAINS(error, "ClusterQueue cq-bad3, line 6");
+  EXPECT_CONTAINS(error, "spec.resourceGroup: unknown field \"resourceGroup\"; did you mean "
+                         "\"resourceGroups\"?");
+  // Nested, in a list, and at the top.
+  EXPECT_CONTAINS(ApplyError(R"(apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources: [{name: cpu, nominalQuota: 4, borowingLimit: 2}]
+)"),
+                  "spec.resourceGroups[0].flavors[0].resources[0].borowingLimit: unknown field "
+                  "\"borowingLimit\"; did you mean \"borrowingLimit\"?");
+  EXPECT_CONTAINS(ApplyError("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\n"
+                             "metadata: {name: f}\nsepc: {}\n"),
+                  "sepc: unknown field \"sepc\"; did you mean \"spec\"?");
+  EXPECT_CONTAINS(ApplyError("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\n"
+                             "metadata: {name: f, lables: {a: b}}\n"),
+                  "metadata.lables: unknown field \"lables\"; did you mean \"labels\"?");
+}
+
+TEST(KueueYaml, UnknownFieldsCanBeWarnedAboutOrIgnoredAsKubectlValidateSays) {
+  std::vector<std::string> warnings;
+  ParseOptions warn{FieldValidation::kWarn, &warnings};
+  Result<std::vector<ParsedObject>> r = ParseApplyYaml(kMisspeltQueue, warn);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_CONTAINS(warnings[0], "ClusterQueue cq-bad3: unknown field \"spec.resourceGroup\"");
+  warnings.clear();
+  ParseOptions ignore{FieldValidation::kIgnore, &warnings};
+  EXPECT_TRUE(ParseApplyYaml(kMisspeltQueue, ignore).ok());
+  EXPECT_TRUE(warnings.empty());
+}
+
+// What Kubernetes, Kueue and kubectl write is known: a Job with the usual pod fields, and a
+// Workload as `kubectl get -o yaml` prints it (managedFields, status).
+TEST(KueueYaml, KubernetesOwnFieldsAreKnown) {
+  MustSubmit(R"(apiVersion: batch/v1
+kind: Job
+metadata:
+  name: sample
+  namespace: ml
+  labels: {kueue.x-k8s.io/queue-name: lq}
+  annotations: {kubectl.kubernetes.io/last-applied-configuration: "{}"}
+spec:
+  parallelism: 2
+  completions: 4
+  backoffLimit: 3
+  completionMode: Indexed
+  suspend: true
+  ttlSecondsAfterFinished: 60
+  template:
+    metadata: {labels: {app: sample}}
+    spec:
+      restartPolicy: Never
+      serviceAccountName: trainer
+      affinity:
+        podAntiAffinity: {}
+        nodeAffinity:
+          preferredDuringSchedulingIgnoredDuringExecution: []
+      volumes: [{name: data, emptyDir: {}}]
+      containers:
+      - name: main
+        image: registry.example/trainer:1
+        command: [python, train.py]
+        env: [{name: EPOCHS, value: "3"}]
+        volumeMounts: [{name: data, mountPath: /data}]
+        resources:
+          requests: {cpu: "1", memory: 2Gi}
+          limits: {nvidia.com/gpu: "1"}
+)");
+  Result<std::vector<ParsedObject>> r = ParseImportYaml(R"(apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata:
+  name: w
+  namespace: ml
+  uid: 0b6a1a54-6f1d-4cb5-9a8e-3c5b0e2f7d11
+  resourceVersion: "12345"
+  generation: 1
+  creationTimestamp: "2026-11-29T10:00:00Z"
+  managedFields: [{manager: kueue, operation: Update}]
+  ownerReferences: [{apiVersion: batch/v1, kind: Job, name: sample, uid: x}]
+spec:
+  queueName: lq
+  active: true
+  podSets:
+  - name: main
+    count: 1
+    template:
+      metadata: {}
+      spec:
+        containers: [{name: c, image: i, resources: {requests: {cpu: "1"}}}]
+status:
+  conditions: [{type: Admitted, status: "True"}]
+  admission:
+    clusterQueue: cq
+    podSetAssignments:
+    - name: main
+      count: 1
+      flavors: {cpu: default}
+      resourceUsage: {cpu: "1"}
+)",
+                                                        kSeedA);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_CONTAINS(SubmitError(R"(apiVersion: batch/v1
+kind: Job
+metadata: {name: j, namespace: ml, labels: {kueue.x-k8s.io/queue-name: lq}}
+spec:
+  template:
+    spec:
+      containers:
+      - name: main
+        image: i
+        resource: {requests: {cpu: "1"}}
+)"),
+                  "spec.template.spec.containers[0].resource: unknown field \"resource\"; did "
+                  "you mean \"resources\"?");
+}
+
 TEST(KueueYaml, DeleteReadsOnlyWhatNamesTheObject) {
   auto objects = ParseDeleteYaml(R"(
 apiVersion: v1

@@ -139,6 +139,7 @@ struct WorkloadState {
   int64_t queued_at_ns = 0;        // FIFO timestamp: creation, or the last eviction
   std::vector<PodSetSpec> pod_sets;
   Labels namespace_labels;
+  Labels labels;                   // metadata.labels: for the views (get -l), decide nothing
   Phase phase = Phase::kPending;
   std::string cluster_queue;       // where it is queued or admitted
   std::string class_key;           // its equivalence class while queued

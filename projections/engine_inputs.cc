@@ -379,6 +379,7 @@ void Engine::InitWorkload(schema::Workload::Reader wl, uint64_t seq, int64_t now
   out->queued_at_ns = out->creation_ns;
   ReadPodSets(wl.getPodSets(), &out->pod_sets);
   out->namespace_labels = ToLabels(wl.getNamespaceLabels());
+  out->labels = ToLabels(wl.getLabels());
   out->namespace_labels["kubernetes.io/metadata.name"] = out->ns;
   out->submitted_sequence = seq;
   out->expected_runtime_ns = wl.getExpectedRuntimeNs();

@@ -457,6 +457,7 @@ void SnapshotCodec::SaveWorkload(const std::string& key, const WorkloadState& w,
   b.setQueuedAtNs(w.queued_at_ns);
   SavePodSets(w, b);
   PutPairs(b.initNamespaceLabels(Count(w.namespace_labels.size(), "labels")), w.namespace_labels);
+  PutPairs(b.initLabels(Count(w.labels.size(), "labels")), w.labels);
   b.setPhase(static_cast<uint8_t>(w.phase));
   b.setClusterQueue(w.cluster_queue);
   b.setClassKey(w.class_key);
@@ -502,6 +503,7 @@ WorkloadState SnapshotCodec::LoadWorkload(const Engine& e, snap::WorkloadState::
   w.queued_at_ns = r.getQueuedAtNs();
   LoadPodSets(e, r, w);
   w.namespace_labels = GetPairs(r.getNamespaceLabels());
+  w.labels = GetPairs(r.getLabels());
   w.phase = EnumFrom<Phase>(r.getPhase(), static_cast<uint8_t>(Phase::kDeleted), "phase");
   w.cluster_queue = Str(r.getClusterQueue());
   w.class_key = Str(r.getClassKey());

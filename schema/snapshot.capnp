@@ -340,6 +340,7 @@ struct WorkloadState {
   pendingMessage @39 :Text;
   conditions @40 :List(Condition);
   submittedSequence @41 :UInt64;
+  labels @42 :List(TextPair);        # metadata.labels, for the views (get -l); decide nothing
 }
 
 # Every member of projections::Engine that is not derivable (see Engine::RestoreDerivedState).

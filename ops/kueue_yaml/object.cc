@@ -42,6 +42,7 @@ bool DocumentParser::ParseObject(const YAML::Node& obj, const std::string& p, bo
 bool DocumentParser::ParseOneObject(const YAML::Node& obj, const std::string& p,
                                     const std::string& api_version, const std::string& kind) {
   FieldTracker fields;
+  fields.Accept(obj, {"apiVersion", "kind"});  // read by ParseObject
   bool ok = false;
   {
     TrackFields tracking(&fields);

@@ -194,6 +194,7 @@ Json WorkloadSpecJson(const Engine& engine, const projections::WorkloadState& wl
                    {"namespace", wl.ns},
                    {"uid", wl.uid},
                    {"creationTimestamp", FormatRfc3339Seconds(wl.creation_ns)}};
+  if (!wl.labels.empty()) w["metadata"]["labels"] = wl.labels;
   Json pod_sets = Json::array();
   for (const auto& ps : wl.pod_sets) {
     Json p{{"name", ps.name}, {"count", ps.count}};

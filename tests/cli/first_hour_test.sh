@@ -84,12 +84,12 @@ YAML
 head_before=$($admitctl --ledger "$L" verify -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["head"])')
 expect_rc 1 $admitctl --ledger "$L" --at 2026-11-29T10:04:40Z apply -f "$work/misspelt.yaml"
 contains "$err" 'line 6'
-contains "$err" 'spec.resourceGroup: unknown field "resourceGroup"; did you mean "resourceGroups"?'
+contains "$err" "spec.resourceGroup: unknown field 'resourceGroup'; did you mean 'resourceGroups'?"
 head_after=$($admitctl --ledger "$L" verify -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["head"])')
 [ "$head_before" = "$head_after" ] || fail "a refused file wrote: head $head_before -> $head_after"
 expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:04:41Z apply -f "$work/misspelt.yaml" \
   --validate=warn
-contains "$err" 'Warning: ClusterQueue cq-bad3: unknown field "spec.resourceGroup"'
+contains "$err" "Warning: ClusterQueue cq-bad3: unknown field 'spec.resourceGroup'"
 expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:04:43Z apply -f "$work/misspelt.yaml" \
   --validate=false
 lacks "$err" "unknown field"

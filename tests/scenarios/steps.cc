@@ -159,7 +159,8 @@ class StepRunner::Step {
     ADM_RETURN_IF_ERROR(CheckAllKeys());
     refused_ = Text(step_, "refused", "");
     ADM_RETURN_IF_ERROR(AdvanceClock());
-    ADM_RETURN_IF_ERROR(Definitions("apply", ops::ParseApplyYaml));
+    ADM_RETURN_IF_ERROR(Definitions(
+        "apply", [](std::string_view text) { return ops::ParseApplyYaml(text); }));
     ADM_RETURN_IF_ERROR(Definitions("remove", ops::ParseDeleteYaml));
     for (const char* verb : {"submit", "import", "workloads"}) ADM_RETURN_IF_ERROR(Submit(verb));
     for (const char* verb : {"finish", "delete", "finish_by_uid"}) {

@@ -469,8 +469,8 @@ spec:
 TEST(KueueYaml, AnUnknownFieldIsRefusedWithItsPathAndTheNearestKnownName) {
   const std::string error = ApplyError(kMisspeltQueue);
   EXPECT_CONTAINS(error, "ClusterQueue cq-bad3, line 6");
-  EXPECT_CONTAINS(error, "spec.resourceGroup: unknown field \"resourceGroup\"; did you mean "
-                         "\"resourceGroups\"?");
+  EXPECT_CONTAINS(error, "spec.resourceGroup: unknown field 'resourceGroup'; did you mean "
+                         "'resourceGroups'?");
   // Nested, in a list, and at the top.
   EXPECT_CONTAINS(ApplyError(R"(apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
@@ -483,13 +483,13 @@ spec:
       resources: [{name: cpu, nominalQuota: 4, borowingLimit: 2}]
 )"),
                   "spec.resourceGroups[0].flavors[0].resources[0].borowingLimit: unknown field "
-                  "\"borowingLimit\"; did you mean \"borrowingLimit\"?");
+                  "'borowingLimit'; did you mean 'borrowingLimit'?");
   EXPECT_CONTAINS(ApplyError("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\n"
                              "metadata: {name: f}\nsepc: {}\n"),
-                  "sepc: unknown field \"sepc\"; did you mean \"spec\"?");
+                  "sepc: unknown field 'sepc'; did you mean 'spec'?");
   EXPECT_CONTAINS(ApplyError("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\n"
                              "metadata: {name: f, lables: {a: b}}\n"),
-                  "metadata.lables: unknown field \"lables\"; did you mean \"labels\"?");
+                  "metadata.lables: unknown field 'lables'; did you mean 'labels'?");
 }
 
 TEST(KueueYaml, UnknownFieldsCanBeWarnedAboutOrIgnoredAsKubectlValidateSays) {
@@ -498,7 +498,7 @@ TEST(KueueYaml, UnknownFieldsCanBeWarnedAboutOrIgnoredAsKubectlValidateSays) {
   Result<std::vector<ParsedObject>> r = ParseApplyYaml(kMisspeltQueue, warn);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_CONTAINS(warnings[0], "ClusterQueue cq-bad3: unknown field \"spec.resourceGroup\"");
+  EXPECT_CONTAINS(warnings[0], "ClusterQueue cq-bad3: unknown field 'spec.resourceGroup'");
   warnings.clear();
   ParseOptions ignore{FieldValidation::kIgnore, &warnings};
   EXPECT_TRUE(ParseApplyYaml(kMisspeltQueue, ignore).ok());
@@ -586,8 +586,8 @@ spec:
         image: i
         resource: {requests: {cpu: "1"}}
 )"),
-                  "spec.template.spec.containers[0].resource: unknown field \"resource\"; did "
-                  "you mean \"resources\"?");
+                  "spec.template.spec.containers[0].resource: unknown field 'resource'; did "
+                  "you mean 'resources'?");
 }
 
 TEST(KueueYaml, DeleteReadsOnlyWhatNamesTheObject) {

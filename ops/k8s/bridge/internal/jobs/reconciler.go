@@ -489,7 +489,7 @@ func retryOrDrop(ctx context.Context, events record.EventRecorder, obj client.Ob
 	if errors.As(err, &refused) && !refused.Retryable() {
 		log.FromContext(ctx).Info("the ledger refused a report", "reason", refused.Message)
 		events.Event(obj, corev1.EventTypeWarning, "LedgerRefused", refused.Message)
-		return pollAfter(r.Ledger), nil
+		return ctrl.Result{RequeueAfter: PollInterval}, nil
 	}
 	log.FromContext(ctx).Error(err, "reporting to the ledger failed; will retry")
 	return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil

@@ -457,7 +457,7 @@ void SnapshotCodec::SaveWorkload(const std::string& key, const WorkloadState& w,
   b.setQueuedAtNs(w.queued_at_ns);
   SavePodSets(w, b);
   PutPairs(b.initNamespaceLabels(Count(w.namespace_labels.size(), "labels")), w.namespace_labels);
-  PutPairs(b.initLabels(Count(w.labels.size(), "labels")), w.labels);
+  if (!w.labels.empty()) PutPairs(b.initLabels(Count(w.labels.size(), "labels")), w.labels);
   b.setPhase(static_cast<uint8_t>(w.phase));
   b.setClusterQueue(w.cluster_queue);
   b.setClassKey(w.class_key);

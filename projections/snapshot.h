@@ -25,7 +25,9 @@ namespace admission::projections {
 // podSetUpdates, the only state an engine before v17 can have.
 // 6: whether the node inventory is complete (engine v19). A v4 or v5 snapshot loads as a v6
 // state whose inventory is not complete, the only state an engine before v19 can have.
-inline constexpr uint32_t kSnapshotFormatVersion = 6;
+// 7: a workload's labels (for the views' get -l; they decide nothing). A v4 to v6 snapshot
+// loads with no workload labels.
+inline constexpr uint32_t kSnapshotFormatVersion = 7;
 inline constexpr uint32_t kSnapshotFormatVersionOldestRead = 4;
 
 // Encodes the state of `engine` standing after ledger event `after`, whose chain value is

@@ -169,9 +169,11 @@ interface Ledger {
   workload @4 (name :Text) -> (workload :WorkloadInfo, error :Error);
 
   # A read model at the head, rendered as `admitctl get KIND -o FORMAT` prints it.
-  get @5 (kind :Text, format :Text, name :Text, namespace :Text, selector :Text)
+  get @5 (kind :Text, format :Text, name :Text, namespace :Text, selector :Text,
+          clusterQueue :Text, localQueue :Text, limit :UInt64, offset :UInt64)
       -> (text :Text, error :Error);
-  # name, namespace, selector: as admitctl get's NAME, -n and -l (ops/views/query.h); empty: all.
+  # name, namespace, selector: as admitctl get's NAME, -n and -l; clusterQueue, localQueue,
+  # limit (0: 1000), offset: pendingworkloads' (ops/views/query.h); empty: all.
 
   # `admitctl explain NAME [--at N] -o FORMAT`, rendered by the daemon.
   explain @6 (name :Text, at :UInt64, format :Text) -> (text :Text, error :Error);

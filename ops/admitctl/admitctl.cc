@@ -412,7 +412,8 @@ int RunWorkloadInput(const GlobalOptions& global, const std::string& ns_name, bo
 
 struct GetArgs {
   std::string what, format = "table", ns;
-  std::string name;
+  std::string name, cluster_queue, local_queue;
+  uint64_t limit = 1000, offset = 0;
   bool all_namespaces = false, watch = false;
   std::string selector;
   uint64_t at = 0;
@@ -455,12 +456,24 @@ int WatchGet(AdmissionApi& api, const GetArgs& args, const GetQuery& query) {
 }
 
 int RunGet(const GlobalOptions& global, const GetArgs& args) {
-  GetQuery query{args.name, args.all_namespaces ? "" : args.ns, args.selector};
+  GetQuery query;
+  query.name = args.name;
+  query.ns = args.all_namespaces ? "" : args.ns;
+  query.selector = args.selector;
+  query.cluster_queue = args.cluster_queue;
+  query.local_queue = args.local_queue;
+  query.limit = args.limit;
+  query.offset = args.offset;
   if (args.format != "table" && args.format != "wide" && args.format != "json" &&
       args.format != "yaml" && args.format != "name" && args.format.rfind("jsonpath=", 0) != 0) {
     return Fail(Status(Code::kInvalidArgument,
                        "-o " + args.format + ": expected table, wide, json, yaml, name or "
                        "jsonpath=TEMPLATE"));
+  }
+  if (args.watch && (!global.connected() || args.at != 0)) {
+    return Fail(Status(Code::kInvalidArgument,
+                       "-w follows a ledger that changes: through admitd (--connect ADDR), "
+                       "without --at; an embedded ledger is read once per command"));
   }
   // With --at N: the read models as they were after sequence N (the end of its append).
   if (args.at == 0) {
@@ -650,11 +663,19 @@ void AddReadCommands(CLI::App& app, CoreCommands& c) {
   c.get = app.add_subcommand(
       "get", "show the current state as Kueue-shaped objects: workloads, clusterqueues, "
              "localqueues or cohorts; or the nodes reported (admitctl node, the bridge)");
-  c.get->add_option("kind", c.get_args.what, "workloads|clusterqueues|localqueues|cohorts|nodes")
+  c.get->add_option("kind", c.get_args.what,
+                    "workloads|clusterqueues|localqueues|cohorts|nodes|pendingworkloads")
       ->required()
       ->check(CLI::IsMember({"workloads", "workload", "wl", "clusterqueues", "clusterqueue", "cq",
                              "localqueues", "localqueue", "lq", "cohorts", "cohort", "nodes",
-                             "node"}));
+                             "node", "pendingworkloads", "pendingworkload"}));
+  c.get->add_option("--cluster-queue", c.get_args.cluster_queue,
+                    "pendingworkloads of this ClusterQueue (Kueue's visibility API)");
+  c.get->add_option("--local-queue", c.get_args.local_queue,
+                    "pendingworkloads of this LocalQueue, NAMESPACE/NAME");
+  c.get->add_option("--limit", c.get_args.limit, "pendingworkloads: at most this many (1000)")
+      ->check(CLI::PositiveNumber);
+  c.get->add_option("--offset", c.get_args.offset, "pendingworkloads: from this position on (0)");
   c.get->add_option("name", c.get_args.name, "only the object of this name (kubectl get KIND NAME)");
   c.get->add_option("-n,--namespace", c.get_args.ns,
                     "only this namespace (default: every namespace you may see, as -A)");

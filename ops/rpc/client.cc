@@ -557,6 +557,10 @@ Result<std::string> RemoteApi::Get(const std::string& kind, const std::string& f
     call.setName(query.name);
     call.setNamespace(query.ns);
     call.setSelector(query.selector);
+    call.setClusterQueue(query.cluster_queue);
+    call.setLocalQueue(query.local_queue);
+    call.setLimit(query.limit);
+    call.setOffset(query.offset);
     return TextOf(call.send(), &text);
   });
   if (!s.ok()) return s;

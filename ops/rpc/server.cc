@@ -477,8 +477,14 @@ class Daemon::LedgerImpl final : public Ledger::Server {
       NamespaceScope scope{d_.policy_.ScopeOf(principal_)};
       if (principal_ == kAdminPrincipal) scope.namespaces.clear();
       auto params = context.getParams();
-      GetQuery query{params.getName().cStr(), params.getNamespace().cStr(),
-                     params.getSelector().cStr()};
+      GetQuery query;
+      query.name = params.getName().cStr();
+      query.ns = params.getNamespace().cStr();
+      query.selector = params.getSelector().cStr();
+      query.cluster_queue = params.getClusterQueue().cStr();
+      query.local_queue = params.getLocalQueue().cStr();
+      if (params.getLimit() > 0) query.limit = params.getLimit();
+      query.offset = params.getOffset();
       auto text = RenderGet(d_.service_.engine(), params.getKind(), params.getFormat(), scope,
                             query);
       if (text.ok()) {

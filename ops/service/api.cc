@@ -37,6 +37,20 @@ Result<std::string> RenderGet(const projections::Engine& engine, const std::stri
   if (!scope.namespaces.empty()) {
     allow = [&scope](const std::string& ns) { return scope.Allows(ns); };
   }
+  if (what == "pendingworkloads" || what == "pendingworkload") {
+    auto summary = PendingWorkloadsJson(engine, query, allow);
+    if (!summary.ok()) return summary.status();
+    if (format == "json") return summary->dump(2) + "\n";
+    if (format == "yaml") return ToYaml(*summary);
+    std::string text;
+    if (format == "name") {
+      for (const Json& i : (*summary)["items"]) {
+        text += "workload.kueue.x-k8s.io/" + i["metadata"]["name"].get<std::string>() + "\n";
+      }
+      return text;
+    }
+    return RenderTable(PendingWorkloadsTable(*summary, engine));
+  }
   Json items;
   TableRows rows;
   std::string kind;  // the Kubernetes kind and group, for -o name
@@ -63,7 +77,8 @@ Result<std::string> RenderGet(const projections::Engine& engine, const std::stri
   } else {
     return Status(Code::kInvalidArgument, "kind '" + what +
                                               "': expected workloads, clusterqueues, "
-                                              "localqueues, cohorts or nodes");
+                                              "localqueues, cohorts, nodes or "
+                                              "pendingworkloads");
   }
   auto selected = SelectItems(items, kind, query);
   if (!selected.ok()) return selected.status();

@@ -1,8 +1,11 @@
 #include "ops/views/query.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <utility>
+
+#include "schema/time_format.h"
 
 namespace admission::ops {
 
@@ -156,6 +159,70 @@ TableRows SelectRows(const TableRows& rows, const Json& selected) {
     if (keep.contains(key)) out.push_back(rows[i]);
   }
   return out;
+}
+
+Result<Json> PendingWorkloadsJson(const projections::Engine& engine, const GetQuery& query,
+                                  const NamespaceFilter& allow) {
+  if (query.cluster_queue.empty() == query.local_queue.empty()) {
+    return Status(Code::kInvalidArgument,
+                  "pendingworkloads: name one queue, --cluster-queue CQ or --local-queue NS/LQ");
+  }
+  std::string cq = query.cluster_queue, lq_key;
+  if (!query.local_queue.empty()) {
+    const size_t slash = query.local_queue.find('/');
+    if (slash == std::string::npos) {
+      return Status(Code::kInvalidArgument,
+                    "--local-queue " + query.local_queue + ": expected NAMESPACE/NAME");
+    }
+    auto lq = engine.local_queues().find(query.local_queue);
+    if (lq == engine.local_queues().end() || (allow && !allow(lq->second.ns))) {
+      return Status(Code::kNotFound, "localqueue \"" + query.local_queue + "\" not found");
+    }
+    lq_key = query.local_queue;
+    cq = lq->second.cluster_queue;
+  } else if (engine.cluster_queues().count(cq) == 0) {
+    return Status(Code::kNotFound, "clusterqueue \"" + cq + "\" not found");
+  }
+  Json items = Json::array();
+  std::map<std::string, uint64_t> per_lq;
+  uint64_t in_cq = 0, listed = 0;
+  for (const std::string& key : engine.PendingInOrder(cq)) {
+    auto it = engine.workloads().find(key);
+    if (it == engine.workloads().end()) continue;
+    const projections::WorkloadState& wl = it->second;
+    const uint64_t cq_position = in_cq++;
+    const uint64_t lq_position = per_lq[wl.local_queue_key]++;
+    if (!lq_key.empty() && wl.local_queue_key != lq_key) continue;
+    if (allow && !allow(wl.ns)) continue;
+    if (listed++ < query.offset || items.size() >= query.limit) continue;
+    items.push_back({{"metadata",
+                      {{"name", wl.name},
+                       {"namespace", wl.ns},
+                       {"creationTimestamp", FormatRfc3339Seconds(wl.creation_ns)}}},
+                     {"priority", wl.priority},
+                     {"localQueueName", wl.queue_name},
+                     {"positionInClusterQueue", cq_position},
+                     {"positionInLocalQueue", lq_position}});
+  }
+  return Json{{"apiVersion", "visibility.kueue.x-k8s.io/v1beta2"},
+              {"kind", "PendingWorkloadsSummary"},
+              {"metadata", Json::object()},
+              {"items", items}};
+}
+
+TableRows PendingWorkloadsTable(const Json& summary, const projections::Engine& engine) {
+  TableRows rows{{"NAMESPACE", "NAME", "LOCALQUEUE", "PRIORITY", "POSITION IN CQ",
+                  "POSITION IN LQ", "AGE"}};
+  for (const Json& i : summary["items"]) {
+    const Json& meta = i["metadata"];
+    auto created = ParseRfc3339(meta["creationTimestamp"].get<std::string>());
+    rows.push_back({meta["namespace"], meta["name"], i["localQueueName"],
+                    std::to_string(i["priority"].get<int64_t>()),
+                    std::to_string(i["positionInClusterQueue"].get<uint64_t>()),
+                    std::to_string(i["positionInLocalQueue"].get<uint64_t>()),
+                    created.ok() ? ShortDuration(engine.now_ns() - *created) : ""});
+  }
+  return rows;
 }
 
 }  // namespace admission::ops

@@ -180,6 +180,35 @@ expect_rc 0 $admitctl --ledger "$L" get wl -o wide
 contains "$out" "TOKEN"
 contains "$out" "MESSAGE"
 
+# ---- Pending workloads with their positions, as Kueue's visibility API.
+cat > "$work/later.yaml" <<'YAML'
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: later, namespace: ml}
+spec:
+  queueName: lq
+  podSets:
+  - name: main
+    count: 1
+    template: {spec: {containers: [{name: c, resources: {requests: {nvidia.com/gpu: "8"}}}]}}
+YAML
+expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:08:00Z submit -f "$work/later.yaml"
+expect_rc 0 $admitctl --ledger "$L" get pendingworkloads --cluster-queue gpu -o json
+python3 - "$out" <<'PY' || fail "pendingworkloads of gpu: $out"
+import json, sys
+s = json.loads(sys.argv[1])
+assert s["kind"] == "PendingWorkloadsSummary" and s["apiVersion"] == "visibility.kueue.x-k8s.io/v1beta2", s
+got = [(i["metadata"]["name"], i["positionInClusterQueue"], i["positionInLocalQueue"], i["localQueueName"]) for i in s["items"]]
+assert got == [("waits", 0, 0, "lq"), ("later", 1, 1, "lq")], got
+PY
+expect_rc 0 $admitctl --ledger "$L" get pendingworkloads --local-queue ml/lq --offset 1 --limit 1
+contains "$out" "later"
+lacks "$out" "waits"
+expect_rc 1 $admitctl --ledger "$L" get pendingworkloads --cluster-queue nosuch
+contains "$err" 'clusterqueue "nosuch" not found'
+expect_rc 1 $admitctl --ledger "$L" get pendingworkloads
+contains "$err" "name one queue"
+
 # ---- get cohorts: the header names what the values are (usage / quota).
 expect_rc 0 $admitctl --ledger "$L" get cohorts
 contains "$out" "USAGE / QUOTA"

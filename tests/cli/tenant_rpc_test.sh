@@ -149,5 +149,23 @@ expect_rc 1 raw platform-ops --request-id empty "$work/empty.json"
 contains "$out" "ResourceFlavor metadata.name: empty"
 [ "$(head_now)" = "$before" ] || fail "refused inputs wrote events"
 
+# get as kubectl get, through admitd: a tenant's -A and -n stay in its namespaces, and -w
+# prints the row of a workload submitted while it watches.
+expect_rc 0 as vision-team get workloads -A -o name
+lacks "$out" "ml/"
+expect_rc 0 as vision-team get workloads -n ml
+[ "$(wc -l <<< "$out")" = 1 ] || fail "vision-team's get -n ml shows rows: $out"
+as vision-team get workloads -w > "$work/watch.txt" 2>&1 &
+watch_pid=$!
+sleep 1
+job vision watched-01 > "$work/watched.yaml"
+expect_rc 0 as vision-team submit -f "$work/watched.yaml"
+for _ in $(seq 100); do grep -q "job-watched-01" "$work/watch.txt" && break; sleep 0.1; done
+kill "$watch_pid" 2>/dev/null; wait "$watch_pid" 2>/dev/null
+grep -q "job-watched-01" "$work/watch.txt" || fail "get -w did not print the new row: $(cat "$work/watch.txt")"
+[ "$(grep -c '^NAMESPACE' "$work/watch.txt")" = 1 ] || fail "get -w repeated its header"
+expect_rc 1 "$admitctl" --ledger "$work/embedded" get workloads -w
+contains "$err" "--connect"
+
 expect_rc 0 "$admitctl" --connect "unix:$S" replay --verify
 finish tenant_rpc

@@ -137,15 +137,16 @@ TEST(Snapshot, LoadsTheFormatsBeforeNodeInventoryAndRefusesOthers) {
         capnp::canonicalize(message.getRoot<schema::snap::Snapshot>().asReader());
     return projections::LoadSnapshot(std::string_view(words.asChars().begin(), words.asChars().size()));
   };
-  EXPECT_EQ(projections::kSnapshotFormatVersion, 6u);
+  EXPECT_EQ(projections::kSnapshotFormatVersion, 7u);
   EXPECT_TRUE(with_format(4).ok());
   EXPECT_TRUE(with_format(5).ok());
   EXPECT_TRUE(with_format(6).ok());
-  for (uint32_t format : {3u, 7u}) {
+  EXPECT_TRUE(with_format(7).ok());
+  for (uint32_t format : {3u, 8u}) {
     auto other = with_format(format);
     ASSERT_FALSE(other.ok());
     EXPECT_NE(other.status().message().find("snapshot format v" + std::to_string(format) +
-                                            "; this build reads formats v4 to v6"),
+                                            "; this build reads formats v4 to v7"),
               std::string::npos)
         << other.status().message();
   }

@@ -34,6 +34,7 @@ struct Outcome {
   decisions @3 :List(Data);      # stored bytes of the decisions the inputs caused
   firstDecisionSequence @4 :UInt64;
   retried @5 :Bool;              # the request id was answered before: this is that answer
+  configured @6 :List(Bool);     # per input: a definition that replaced another
 }
 
 struct StoredEvent {

@@ -356,10 +356,19 @@ int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
   for (const std::string& w : warnings) std::cerr << "Warning: " << w << "\n";
   if (!objects.ok()) return Fail(objects.status());
   if (objects->empty()) return Fail(Status(Code::kInvalidArgument, path + " holds no objects"));
+  // kubectl's names: clusterqueue.kueue.x-k8s.io/gpu, job.batch/train, jobset.jobset.x-k8s.io/x.
   std::vector<std::string> labels;
   for (const ParsedObject& o : *objects) {
-    labels.push_back((kind == FileKind::kDelete ? "delete " : "") + o.kind + " " +
-                     (o.ns.empty() ? "" : o.ns + "/") + o.name);
+    std::string kind_name = o.source_kind.empty() ? o.kind : o.source_kind;
+    std::string name = o.name;  // a Job's or JobSet's own name, not its Workload's
+    const std::string prefix = kind_name == "Job" ? "job-" : kind_name == "JobSet" ? "jobset-" : "";
+    if (!prefix.empty() && name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
+    const std::string group = kind_name == "Job"      ? "batch"
+                              : kind_name == "JobSet" ? "jobset.x-k8s.io"
+                                                      : "kueue.x-k8s.io";
+    std::transform(kind_name.begin(), kind_name.end(), kind_name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    labels.push_back(kind_name + "." + group + "/" + name);
   }
   const bool definitions = kind == FileKind::kApply || kind == FileKind::kDelete;
   // A workload is submitted (or imported) once: WorkloadKey names the object (its uid).
@@ -373,7 +382,7 @@ int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
   if (!options.ok()) return Fail(options.status());
   auto outcome = (*session)->api->Record(inputs, *options, global.request_id);
   if (!outcome.ok()) return Fail(outcome.status());
-  PrintOutcome(labels, *outcome, format);
+  PrintOutcome(labels, *outcome, format, kind == FileKind::kDelete ? "deleted" : "created");
   return 0;
 }
 

@@ -227,7 +227,7 @@ Result<std::unique_ptr<Session>> OpenSession(const GlobalOptions& global, bool c
 }
 
 void PrintOutcome(const std::vector<std::string>& labels, const RecordOutcome& outcome,
-                  const std::string& format) {
+                  const std::string& format, const char* kubectl_verb) {
   if (format == "json") {
     Json out;
     Json objects = Json::array();
@@ -235,6 +235,9 @@ void PrintOutcome(const std::vector<std::string>& labels, const RecordOutcome& o
       objects.push_back({{"object", labels[i]},
                          {"sequence", outcome.sequences[i]},
                          {"unchanged", static_cast<bool>(outcome.unchanged[i])}});
+      if (i < outcome.configured.size() && outcome.configured[i]) {
+        objects.back()["configured"] = true;
+      }
     }
     out["inputs"] = objects;
     out["notes"] = outcome.notes;
@@ -253,6 +256,13 @@ void PrintOutcome(const std::vector<std::string>& labels, const RecordOutcome& o
     return;
   }
   for (size_t i = 0; i < labels.size(); ++i) {
+    if (kubectl_verb != nullptr) {
+      const bool configured = i < outcome.configured.size() && outcome.configured[i];
+      std::cout << labels[i] << " "
+                << (outcome.unchanged[i] ? "unchanged" : configured ? "configured" : kubectl_verb)
+                << "\n";
+      continue;
+    }
     std::cout << labels[i] << (outcome.unchanged[i] ? " unchanged" : " recorded");
     if (outcome.sequences[i] != 0) std::cout << " (sequence " << outcome.sequences[i] << ")";
     std::cout << "\n";

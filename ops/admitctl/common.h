@@ -123,9 +123,12 @@ std::string NewRequestId();
 // Intake options from --at and --as (default actor when --as is absent).
 Result<IntakeOptions> IntakeFrom(const GlobalOptions& global, const std::string& default_actor);
 
-// Prints what a Record did: each input (recorded / unchanged) and each decision.
+// Prints what a Record did: each input (recorded / unchanged) and each decision. With
+// `kubectl_verb` (the files' commands), each input reads as kubectl's `KIND.GROUP/NAME VERB`:
+// unchanged, configured (a definition replaced), else the verb given (created, deleted); the
+// sequences are in -o json.
 void PrintOutcome(const std::vector<std::string>& labels, const RecordOutcome& outcome,
-                  const std::string& format);
+                  const std::string& format, const char* kubectl_verb = nullptr);
 
 // "ns/name" -> (ns, name), refusing anything else.
 Result<std::pair<std::string, std::string>> SplitName(const std::string& ns_name);

@@ -496,6 +496,7 @@ Result<RecordOutcome> RemoteApi::Record(std::vector<std::string> inputs,
       auto o = r.getOutcome();
       for (uint64_t seq : o.getSequences()) outcome.sequences.push_back(seq);
       for (bool u : o.getUnchanged()) outcome.unchanged.push_back(u);
+      for (bool c : o.getConfigured()) outcome.configured.push_back(c);
       for (auto note : o.getNotes()) outcome.notes.emplace_back(note.cStr());
       for (auto d : o.getDecisions()) {
         outcome.decisions.emplace_back(reinterpret_cast<const char*>(d.begin()), d.size());

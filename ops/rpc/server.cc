@@ -352,6 +352,8 @@ class Daemon::LedgerImpl final : public Ledger::Server {
       for (unsigned i = 0; i < o.sequences.size(); ++i) seqs.set(i, o.sequences[i]);
       auto unchanged = out.initUnchanged(static_cast<unsigned>(o.unchanged.size()));
       for (unsigned i = 0; i < o.unchanged.size(); ++i) unchanged.set(i, o.unchanged[i]);
+      auto configured = out.initConfigured(static_cast<unsigned>(o.configured.size()));
+      for (unsigned i = 0; i < o.configured.size(); ++i) configured.set(i, o.configured[i]);
       auto notes = out.initNotes(static_cast<unsigned>(o.notes.size()));
       for (unsigned i = 0; i < o.notes.size(); ++i) notes.set(i, o.notes[i]);
       auto decisions = out.initDecisions(static_cast<unsigned>(o.decisions.size()));

@@ -234,6 +234,7 @@ Result<Service::Staged> Service::Stage(const RecordCall& call, GroupState& group
   Staged staged;
   staged.outcome.sequences.assign(inputs, 0);
   staged.outcome.unchanged.assign(inputs, false);
+  staged.outcome.configured.assign(inputs, false);
   staged.first_sequence = group.next_sequence;
   CallState state;
   state.next_sequence = group.next_sequence;
@@ -277,7 +278,8 @@ Status Service::StageInput(const RecordCall& call, size_t i, int64_t at, const G
       LayOut(call.inputs[i], state.next_sequence, at, call.options, *key);
   const schema::Event::Reader root = message->getRoot<schema::Event>().asReader();
   std::string def_key;
-  if (UnchangedDefinition(root, group, staged, &def_key)) {
+  bool existed = false;
+  if (UnchangedDefinition(root, group, staged, &existed, &def_key)) {
     outcome.unchanged[i] = true;
     return Status::Ok();
   }
@@ -307,6 +309,7 @@ Status Service::StageInput(const RecordCall& call, size_t i, int64_t at, const G
     return Status::Ok();
   }
   outcome.sequences[i] = state.next_sequence++;
+  outcome.configured[i] = existed;
   if (!key->empty()) state.fresh_keys.push_back(*key);
   if (!submitted.empty()) {
     state.workloads.insert(submitted);
@@ -317,7 +320,7 @@ Status Service::StageInput(const RecordCall& call, size_t i, int64_t at, const G
 }
 
 bool Service::UnchangedDefinition(schema::Event::Reader event, const GroupState& group,
-                                  Staged& staged, std::string* def_key) {
+                                  Staged& staged, bool* existed, std::string* def_key) {
   *def_key = projections::DefinitionKey(event);
   if (def_key->empty()) return false;
   std::string body = projections::DefinitionBody(event);
@@ -329,6 +332,7 @@ bool Service::UnchangedDefinition(schema::Event::Reader event, const GroupState&
   } else if (auto d = definitions_.find(*def_key); d != definitions_.end()) {
     current = &d->second;
   }
+  *existed = current != nullptr;
   if (current != nullptr && *current == body) return true;
   staged.definitions[*def_key] = std::move(body);
   return false;

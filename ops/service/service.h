@@ -46,6 +46,8 @@ Result<int64_t> StampTime(const IntakeOptions& options, int64_t head_time_ns,
 struct RecordOutcome {
   std::vector<uint64_t> sequences;   // per input: its sequence (the original one if a no-op)
   std::vector<bool> unchanged;       // per input: already recorded (same key or definition)
+  std::vector<bool> configured;      // per input: a definition that replaced another (kubectl's
+                                     // "configured"; "created" when new)
   std::vector<std::string> notes;    // why inputs were no-ops, for people
   std::vector<std::string> decisions;  // stored bytes of the decisions appended
   uint64_t first_decision_sequence = 0;
@@ -164,6 +166,7 @@ class Service {
                     Staged& staged, CallState& state);
   // Whether input i's definition is the current one (a no-op); else remembers it as staged.
   bool UnchangedDefinition(schema::Event::Reader event, const GroupState& group, Staged& staged,
+                           bool* existed,
                            std::string* def_key);
   // Stage's last step: the decider folds the laid-out inputs and decides; the events are
   // encoded once for the append.

@@ -152,7 +152,7 @@ allowed() {  # allowed WHO admitctl-args...
 refused ml-team "'ml-team'" apply -f "$work/defs.yaml"
 refused compliance "needs the operator role" apply -f "$work/defs.yaml"
 allowed platform-ops apply -f "$work/defs.yaml"
-contains "$out" "ClusterQueue gpu recorded"
+contains "$out" "clusterqueue.kueue.x-k8s.io/gpu created"
 expect_rc 0 admin log
 contains "$out" "actor=platform-ops"
 

@@ -125,9 +125,9 @@ spec:
       restartPolicy: Never
 YAML
 expect_rc 0 $admitctl --ledger "$D" --at 2026-11-29T10:00:00Z apply -f "$work/setup.yaml"
-contains "$out" "ClusterQueue gpu recorded"
+contains "$out" "clusterqueue.kueue.x-k8s.io/gpu created"
 expect_rc 0 $admitctl --ledger "$D" --at 2026-11-29T10:00:01Z apply -f "$work/setup.yaml"
-contains "$out" "ClusterQueue gpu unchanged"
+contains "$out" "clusterqueue.kueue.x-k8s.io/gpu unchanged"
 expect_rc 0 $admitctl --ledger "$D" --at 2026-11-29T10:01:00Z submit -f "$work/jobs.yaml"
 contains "$out" "admitted ml/job-train"
 contains "$out" "pending ml/job-waits: WaitingForQuota"
@@ -155,7 +155,7 @@ YAML
 expect_rc 0 $admitctl --ledger "$D" --at 2026-11-29T10:02:00Z --request-id r-retry submit -f "$work/retry.yaml"
 lacks "$out" "unchanged"
 expect_rc 0 $admitctl --ledger "$D" --at 2026-11-29T10:02:00Z --request-id r-retry submit -f "$work/retry.yaml"
-contains "$out" "Workload ml/job-retried unchanged"
+contains "$out" "job.batch/retried unchanged"
 expect_rc 0 $admitctl --ledger "$D" get workloads -o json
 echo "$out" | python3 -c '
 import json, sys
@@ -391,7 +391,7 @@ expect_rc 0 $admitctl --ledger "$X" --at 2026-11-29T10:02:00Z delete -f "$work/d
 echo "$out" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
-assert "delete ClusterQueue gpu" in json.dumps(r), r
+assert "clusterqueue.kueue.x-k8s.io/gpu" in json.dumps(r), r
 ' || fail "delete -f -o json: $out"
 expect_rc 0 $admitctl --ledger "$X" get cq
 contains "$out" "Terminating"
@@ -403,7 +403,7 @@ expect_rc 0 $admitctl --ledger "$X" --at 2026-11-29T10:03:00Z finish ml/job-trai
 expect_rc 0 $admitctl --ledger "$X" get cq
 lacks "$out" "gpu"
 expect_rc 0 $admitctl --ledger "$X" --at 2026-11-29T10:04:00Z delete -f "$work/del-flavor.yaml"
-contains "$out" "delete ResourceFlavor h100"
+contains "$out" "resourceflavor.kueue.x-k8s.io/h100 deleted"
 expect_rc 0 $admitctl --ledger "$X" replay --verify
 for cmd in apply submit import finish delete get demo report-check tick pods revoke node maintenance configure billing "billing report"; do
   expect_rc 0 $admitctl $cmd --help

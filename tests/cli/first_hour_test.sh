@@ -90,9 +90,16 @@ head_after=$($admitctl --ledger "$L" verify -o json | python3 -c 'import json,sy
 expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:04:41Z apply -f "$work/misspelt.yaml" \
   --validate=warn
 contains "$err" "Warning: ClusterQueue cq-bad3: unknown field 'spec.resourceGroup'"
+contains "$out" "clusterqueue.kueue.x-k8s.io/cq-bad3 created"  # kubectl's confirmations
 expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:04:43Z apply -f "$work/misspelt.yaml" \
   --validate=false
 lacks "$err" "unknown field"
+contains "$out" "clusterqueue.kueue.x-k8s.io/cq-bad3 unchanged"
+sed 's/  namespaceSelector: {}/  namespaceSelector: {}\n  queueingStrategy: StrictFIFO/' "$work/misspelt.yaml" \
+  > "$work/changed.yaml"
+expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:04:44Z apply -f "$work/changed.yaml" \
+  --validate=ignore
+contains "$out" "clusterqueue.kueue.x-k8s.io/cq-bad3 configured"
 
 # ---- get workloads: REASON is Kueue's reason for every state (never a message), ADMISSION
 # reads pod set:count@flavor.

@@ -201,4 +201,9 @@ interface Ledger {
   # the ledger does not hold is in `missing`. `head` is the sequence they were read at.
   workloadStates @13 (names :List(Text))
       -> (states :List(WorkloadState), missing :List(Text), head :UInt64, error :Error);
+
+  # The current body of a definition (projections/definitions.h: "KIND/NAMESPACE/NAME", the event
+  # with its envelope cleared), for a client that changes one field of it (admitctl stop and
+  # resume). NotFound when the ledger does not define it.
+  definition @14 (key :Text) -> (body :Data, error :Error);
 }

@@ -602,7 +602,68 @@ void AddConfigureCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
 
 }  // namespace
 
+// A ClusterQueue's or LocalQueue's current definition with another stopPolicy, recorded by the
+// operator (kueuectl stop|resume clusterqueue|localqueue).
+Status SetStopPolicy(Session& session, const std::string& kind, const std::string& name,
+                     schema::StopPolicy policy, schema::Event::Builder event) {
+  std::string key = "ClusterQueue//" + name;
+  if (kind == "localqueue") {
+    auto ns_name = SplitName(name);
+    if (!ns_name.ok()) return ns_name.status();
+    key = "LocalQueue/" + ns_name->first + "/" + ns_name->second;
+  }
+  auto body = session.api->Definition(key);
+  if (!body.ok()) return body.status();
+  auto current = schema::DecodeEvent(*body);
+  if (!current.ok()) return current.status();
+  auto b = event.initBody();
+  if (kind == "localqueue") {
+    b.setLocalQueueDefined(current->root().getBody().getLocalQueueDefined());
+    b.getLocalQueueDefined().setStopPolicy(policy);
+  } else {
+    b.setClusterQueueDefined(current->root().getBody().getClusterQueueDefined());
+    b.getClusterQueueDefined().setStopPolicy(policy);
+  }
+  return Status::Ok();
+}
+
+// stop and resume: kueuectl's verbs for a queue's spec.stopPolicy.
+void AddStopResumeCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
+  for (const bool stop : {true, false}) {
+    auto kind = std::make_shared<std::string>();
+    auto name = std::make_shared<std::string>();
+    auto keep = std::make_shared<bool>(false);
+    auto* cmd = app.add_subcommand(
+        stop ? "stop" : "resume",
+        stop ? "stop a ClusterQueue or LocalQueue as kueuectl does: stopPolicy HoldAndDrain (no "
+               "new admissions, admitted workloads evicted), Hold with --keep-already-running"
+             : "resume a stopped ClusterQueue or LocalQueue (stopPolicy None)");
+    cmd->add_option("kind", *kind, "clusterqueue (cq) or localqueue (lq)")
+        ->required()
+        ->check(CLI::IsMember({"clusterqueue", "cq", "localqueue", "lq"}));
+    cmd->add_option("name", *name, "NAME (a LocalQueue: NAMESPACE/NAME)")->required();
+    if (stop) {
+      cmd->add_flag("--keep-already-running", *keep,
+                    "admit nothing new but leave admitted workloads running (stopPolicy Hold)");
+    }
+    cmd->callback([&global, kind, name, keep, stop, exit_code] {
+      const std::string k = *kind == "lq" || *kind == "localqueue" ? "localqueue" : "clusterqueue";
+      const schema::StopPolicy policy = !stop ? schema::StopPolicy::NONE
+                                        : *keep ? schema::StopPolicy::HOLD
+                                                : schema::StopPolicy::HOLD_AND_DRAIN;
+      const std::string shown = k + ".kueue.x-k8s.io/" + name->substr(name->find('/') + 1);
+      *exit_code = RecordOne(
+          global, shown, "operator",
+          [&](Session& session, schema::Event::Builder event) {
+            return SetStopPolicy(session, k, *name, policy, event);
+          },
+          "text");
+    });
+  }
+}
+
 void AddLifecycleCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
+  AddStopResumeCommands(app, global, exit_code);
   AddReportCheckCommand(app, global, exit_code);
   AddTickCommand(app, global, exit_code);
   AddPodsCommand(app, global, exit_code);

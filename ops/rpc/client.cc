@@ -568,6 +568,23 @@ Result<std::string> RemoteApi::Get(const std::string& kind, const std::string& f
   return text;
 }
 
+Result<std::string> RemoteApi::Definition(const std::string& key) {
+  std::string body;
+  Status s = client_.Run([&](Ledger::Client& ledger) {
+    auto call = ledger.definitionRequest();
+    call.setKey(key);
+    return call.send().then([&body](capnp::Response<Ledger::DefinitionResults> r) -> Status {
+      Status status = FromError(r.getError());
+      if (!status.ok()) return status;
+      auto data = r.getBody();
+      body.assign(reinterpret_cast<const char*>(data.begin()), data.size());
+      return Status::Ok();
+    });
+  });
+  if (!s.ok()) return s;
+  return body;
+}
+
 Result<std::string> RemoteApi::Explain(const std::string& ns_name, uint64_t at,
                                        const std::string& format) {
   std::string text;

@@ -121,6 +121,7 @@ class RemoteApi final : public AdmissionApi {
   Result<ledger::Head> GetHead() override;
   Result<std::string> Get(const std::string& kind, const std::string& format,
                           const GetQuery& query) override;
+  Result<std::string> Definition(const std::string& key) override;
   Result<std::string> Explain(const std::string& ns_name, uint64_t at,
                               const std::string& format) override;
   Result<std::string> Snapshot(const std::string& format) override;

@@ -500,6 +500,30 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     return kj::READY_NOW;
   }
 
+  kj::Promise<void> definition(DefinitionContext context) override {
+    auto timer = kj::heap<CallTimer>(d_.stats_, "definition");
+    const std::string key = context.getParams().getKey();
+    const size_t a = key.find('/'), b = key.find('/', a == std::string::npos ? a : a + 1);
+    Status s = Admit();
+    if (s.ok() && (a == std::string::npos || b == std::string::npos)) {
+      s = Status(Code::kInvalidArgument, "definition key '" + key + "': expected KIND/NAMESPACE/NAME");
+    }
+    if (s.ok()) s = d_.policy_.MaySee(principal_, "definition", key.substr(a + 1, b - a - 1));
+    if (s.ok()) s = Current();
+    if (s.ok()) {
+      auto body = DefinitionOf(d_.service_, key);
+      if (body.ok()) {
+        context.getResults().setBody(
+            capnp::Data::Reader(reinterpret_cast<const kj::byte*>(body->data()), body->size()));
+        return kj::READY_NOW;
+      }
+      s = body.status();
+    }
+    Count(s, "definition");
+    ToError(s, context.getResults().initError());
+    return kj::READY_NOW;
+  }
+
   kj::Promise<void> explain(ExplainContext context) override {
     auto timer = kj::heap<CallTimer>(d_.stats_, "explain");
     auto params = context.getParams();

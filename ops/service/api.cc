@@ -176,6 +176,21 @@ Result<std::string> LocalApi::Get(const std::string& kind, const std::string& fo
   return RenderGet(service_.engine(), kind, format, {}, query);
 }
 
+Result<std::string> DefinitionOf(const Service& service, const std::string& key) {
+  auto it = service.definitions().find(key);
+  if (it == service.definitions().end()) {
+    const size_t a = key.find('/'), b = key.find('/', a + 1);
+    const std::string ns = key.substr(a + 1, b - a - 1);
+    return Status(Code::kNotFound, key.substr(0, a) + " " + (ns.empty() ? "" : ns + "/") +
+                                       key.substr(b + 1) + " is not defined in the ledger");
+  }
+  return it->second;
+}
+
+Result<std::string> LocalApi::Definition(const std::string& key) {
+  return DefinitionOf(service_, key);
+}
+
 Result<std::string> LocalApi::Explain(const std::string& ns_name, uint64_t at,
                                       const std::string& format) {
   return RenderExplain(log_, ns_name, at, format, nullptr);

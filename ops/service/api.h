@@ -52,6 +52,8 @@ class AdmissionApi {
                                       const std::string& format) = 0;
   // `admitctl snapshot -o FORMAT`: takes one at the head, rendered.
   virtual Result<std::string> Snapshot(const std::string& format) = 0;
+  // The current body of the definition `key` ("KIND/NAMESPACE/NAME"); kNotFound if none.
+  virtual Result<std::string> Definition(const std::string& key) = 0;
 };
 
 // The read models rendered as `admitctl get` prints them, limited to `scope`.
@@ -61,6 +63,9 @@ class AdmissionApi {
 Result<std::string> RenderGet(const projections::Engine& engine, const std::string& kind,
                               const std::string& format, const NamespaceScope& scope = {},
                               const GetQuery& query = {});
+
+// The current body of the definition `key` in `service`; kNotFound naming it when there is none.
+Result<std::string> DefinitionOf(const Service& service, const std::string& key);
 
 // replay::Explain over `log` (and `snapshots`, if any), rendered (text, json or html).
 Result<std::string> RenderExplain(ledger::EventLog& log, const std::string& ns_name, uint64_t at,
@@ -92,6 +97,7 @@ class LocalApi final : public AdmissionApi {
   Result<std::string> Explain(const std::string& ns_name, uint64_t at,
                               const std::string& format) override;
   Result<std::string> Snapshot(const std::string& format) override;
+  Result<std::string> Definition(const std::string& key) override;
 
  private:
   Service& service_;

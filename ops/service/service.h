@@ -203,6 +203,9 @@ class Service {
   const ServiceOptions options_;
   std::unique_ptr<projections::Engine> engine_;
   projections::DefinitionBodies definitions_;  // current body bytes by DefinitionKey
+
+ public:
+  const projections::DefinitionBodies& definitions() const { return definitions_; }
   bool broken_ = false;
   // The append that broke the service failed for lack of disk space, so nothing of it was
   // written: the next call folds the ledger again (Load) instead of refusing for ever.

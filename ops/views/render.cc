@@ -366,14 +366,21 @@ Json ClusterQueuesJson(const Engine& engine) {
     status["reservingWorkloads"] = cq.holders.size();
     status["admittedWorkloads"] = admitted;
     if (!terminating) status["quotaVersion"] = cq.spec->version;
-    // Kueue's reasons: Ready, Terminating (being deleted), else why it is inactive.
-    const char* reason = terminating ? "Terminating" : cq.inactive_reason.empty() ? "Ready" : "Inactive";
+    // Kueue's reasons: Ready, Terminating (being deleted), Stopped (stopPolicy), else why it is
+    // inactive.
+    const bool stopped = !terminating && cq.spec->stop_policy != projections::StopPolicy::kNone;
+    const bool active = cq.inactive_reason.empty() && !stopped;
+    const char* reason = terminating ? "Terminating"
+                         : stopped   ? "Stopped"
+                         : active    ? "Ready"
+                                     : "Inactive";
     const std::string message =
         terminating ? "Can't admit new workloads; clusterQueue is terminating"
-        : cq.inactive_reason.empty() ? "Can admit new workloads"
-                                     : cq.inactive_reason;
+        : stopped   ? "Can't admit new workloads; clusterQueue is stopped"
+        : active    ? "Can admit new workloads"
+                    : cq.inactive_reason;
     status["conditions"] = Json::array({{{"type", "Active"},
-                                         {"status", cq.inactive_reason.empty() ? "True" : "False"},
+                                         {"status", active ? "True" : "False"},
                                          {"reason", reason},
                                          {"message", message}}});
     c["status"] = status;
@@ -527,7 +534,9 @@ TableRows ClusterQueuesTable(const Engine& engine) {
                     cq.spec->queueing == projections::QueueingStrategy::kStrictFifo ? "StrictFIFO"
                                                                                     : "BestEffortFIFO",
                     std::to_string(cq.pending), std::to_string(cq.holders.size()), usage,
-                    cq.inactive_reason.empty() ? "True" : "False"});
+                    cq.spec->stop_policy != projections::StopPolicy::kNone ? "Stopped"
+                    : cq.inactive_reason.empty()                           ? "True"
+                                                                           : "False"});
   }
   return rows;
 }

@@ -216,6 +216,23 @@ contains "$err" 'clusterqueue "nosuch" not found'
 expect_rc 1 $admitctl --ledger "$L" get pendingworkloads
 contains "$err" "name one queue"
 
+# ---- stop and resume, kueuectl's verbs: a stopped ClusterQueue admits nothing new (Hold keeps
+# what runs), resumed it admits again; a LocalQueue likewise; an unknown queue is named.
+S="$work/stop"
+expect_rc 0 $admitctl --ledger "$S" --at 2026-11-29T10:00:00Z apply -f "$work/checks.yaml"
+expect_rc 0 $admitctl --ledger "$S" --at 2026-11-29T10:00:01Z stop clusterqueue gpu \
+  --keep-already-running
+expect_rc 0 $admitctl --ledger "$S" get clusterqueues gpu -o json
+contains "$out" '"status": "False"'
+expect_rc 0 $admitctl --ledger "$S" --at 2026-11-29T10:01:00Z submit -f "$work/job.yaml"
+lacks "$out" "quota reserved"
+expect_rc 0 $admitctl --ledger "$S" --at 2026-11-29T10:02:00Z resume clusterqueue gpu
+contains "$out" "quota reserved for ml/train"
+expect_rc 0 $admitctl --ledger "$S" --at 2026-11-29T10:03:00Z stop localqueue ml/lq
+expect_rc 0 $admitctl --ledger "$S" --at 2026-11-29T10:04:00Z resume lq ml/lq
+expect_rc 1 $admitctl --ledger "$S" stop clusterqueue nosuch
+contains "$err" "ClusterQueue nosuch is not defined in the ledger"
+
 # ---- get cohorts: the header names what the values are (usage / quota).
 expect_rc 0 $admitctl --ledger "$L" get cohorts
 contains "$out" "USAGE / QUOTA"

@@ -167,5 +167,16 @@ grep -q "job-watched-01" "$work/watch.txt" || fail "get -w did not print the new
 expect_rc 1 "$admitctl" --ledger "$work/embedded" get workloads -w
 contains "$err" "--connect"
 
+# stop and resume through admitd: the operator's; a tenant is refused, nothing written.
+before=$(head_now)
+expect_rc 1 as ml-team stop clusterqueue shared
+[ "$(head_now)" = "$before" ] || fail "a tenant's stop wrote events"
+expect_rc 0 as platform-ops stop clusterqueue shared --keep-already-running
+expect_rc 0 as platform-ops get clusterqueues shared
+contains "$out" "Stopped"
+expect_rc 0 as platform-ops resume clusterqueue shared
+expect_rc 0 as platform-ops get clusterqueues shared
+lacks "$out" "Stopped"
+
 expect_rc 0 "$admitctl" --connect "unix:$S" replay --verify
 finish tenant_rpc

@@ -199,7 +199,7 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	if err != nil {
 		return err
 	}
-	jobEvents, jobLedger, err := setupJobs(mgr, ledgerClient)
+	jobEvents, jobLedger, err := setupJobs(mgr, ledgerClient, statusWriter.Notify)
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 // setupJobs sets up the job framework's controllers (one per kind the cluster serves) and the
 // owned Workload objects' one, sharing one cache of workload states and one source of the
 // ledger's events.
-func setupJobs(mgr manager.Manager, ledgerClient *ledger.Client) (*jobs.LedgerEvents, *jobs.CachedLedger, error) {
+func setupJobs(mgr manager.Manager, ledgerClient *ledger.Client, onUnsubmitted func()) (*jobs.LedgerEvents, *jobs.CachedLedger, error) {
 	jobEvents := jobs.NewLedgerEvents(mgr.GetClient())
 	jobLedger := jobs.NewCachedLedger(ledgerClient)
 	kinds, err := jobs.SetupWithManager(mgr, jobLedger, jobEvents)
@@ -240,7 +240,7 @@ func setupJobs(mgr manager.Manager, ledgerClient *ledger.Client) (*jobs.LedgerEv
 	for _, kind := range kinds {
 		ctrl.Log.Info("governing", "kind", kind.GVK().String())
 	}
-	if err := jobs.SetupOwnedWorkloads(mgr, jobLedger, jobEvents); err != nil {
+	if err := jobs.SetupOwnedWorkloads(mgr, jobLedger, jobEvents, onUnsubmitted); err != nil {
 		return nil, nil, fmt.Errorf("setting up the owned Workload objects' controller: %w", err)
 	}
 	return jobEvents, jobLedger, nil

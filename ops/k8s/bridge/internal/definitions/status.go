@@ -109,6 +109,41 @@ func (w *StatusWriter) Start(ctx context.Context) error {
 	}
 }
 
+// unsubmitted counts the Workload objects the ledger has not seen yet (no condition mirrored
+// from it), per LocalQueue ("NAMESPACE/NAME") or, for kind ClusterQueue, per ClusterQueue (by
+// the LocalQueue objects' spec.clusterQueue).
+func (w *StatusWriter) unsubmitted(ctx context.Context, kind string) (map[string]int64, error) {
+	workloads := &unstructured.UnstructuredList{}
+	workloads.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: "WorkloadList"})
+	if err := w.Client.List(ctx, workloads); err != nil {
+		return nil, fmt.Errorf("listing Workload objects: %w", err)
+	}
+	perQueue := map[string]int64{}
+	for i := range workloads.Items {
+		wl := &workloads.Items[i]
+		conditions, _, _ := unstructured.NestedSlice(wl.Object, "status", "conditions")
+		queue, _, _ := unstructured.NestedString(wl.Object, "spec", "queueName")
+		if len(conditions) == 0 && queue != "" && wl.GetDeletionTimestamp() == nil {
+			perQueue[wl.GetNamespace()+"/"+queue]++
+		}
+	}
+	if kind == "LocalQueue" || len(perQueue) == 0 {
+		return perQueue, nil
+	}
+	queues := &unstructured.UnstructuredList{}
+	queues.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: "LocalQueueList"})
+	if err := w.Client.List(ctx, queues); err != nil {
+		return nil, fmt.Errorf("listing LocalQueue objects: %w", err)
+	}
+	perCQ := map[string]int64{}
+	for i := range queues.Items {
+		lq := &queues.Items[i]
+		cq, _, _ := unstructured.NestedString(lq.Object, "spec", "clusterQueue")
+		perCQ[cq] += perQueue[lq.GetNamespace()+"/"+lq.GetName()]
+	}
+	return perCQ, nil
+}
+
 // copyStatus copies the ledger's status of every object of kind that exists in the cluster.
 func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 	plural := map[string]string{"ClusterQueue": "clusterqueues", "LocalQueue": "localqueues"}[kind]
@@ -123,11 +158,25 @@ func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 	if err := utiljson.Unmarshal([]byte(text), &list); err != nil {
 		return fmt.Errorf("the ledger's %s are not a JSON List: %w", plural, err)
 	}
+	unsubmitted, err := w.unsubmitted(ctx, kind)
+	if err != nil {
+		return err
+	}
 	for _, item := range list.Items {
 		from := unstructured.Unstructured{Object: item}
 		status, found, _ := unstructured.NestedMap(item, "status")
 		if !found {
 			continue
+		}
+		// A Workload object is pending in Kueue from its creation; the ledger counts it from
+		// its submission: until then the bridge counts it (Kueue's runner stops when no queue
+		// says it has work).
+		queueKey := from.GetName()
+		if kind == "LocalQueue" {
+			queueKey = from.GetNamespace() + "/" + from.GetName()
+		}
+		if pending, _, _ := unstructured.NestedInt64(status, "pendingWorkloads"); pending < unsubmitted[queueKey] {
+			status["pendingWorkloads"] = unsubmitted[queueKey]
 		}
 		obj := &unstructured.Unstructured{}
 		obj.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: kind})

@@ -45,6 +45,9 @@ type OwnedWorkloads struct {
 	Ledger Ledger
 	Events record.EventRecorder
 	jobs   *Reconciler // the shared steps: finding the ledger's workload, mirroring, pod reports
+	// OnUnsubmitted (may be nil) is called when a Workload object the ledger does not hold yet is
+	// seen: the queue status writer copies the counts again (definitions.StatusWriter.Notify).
+	OnUnsubmitted func()
 }
 
 // ownedByItsCreator: a Workload object that no Job or JobSet controls.
@@ -63,8 +66,9 @@ func ownedByItsCreator(obj client.Object) bool {
 
 // SetupOwnedWorkloads registers the reconciler of owned Workload objects, triggered also by the
 // ledger's decisions (events; nil: none).
-func SetupOwnedWorkloads(mgr ctrl.Manager, l Ledger, events *LedgerEvents) error {
-	r := &OwnedWorkloads{Client: mgr.GetClient(), Ledger: l, Events: mgr.GetEventRecorderFor("admit-k8s")}
+func SetupOwnedWorkloads(mgr ctrl.Manager, l Ledger, events *LedgerEvents, onUnsubmitted func()) error {
+	r := &OwnedWorkloads{Client: mgr.GetClient(), Ledger: l, Events: mgr.GetEventRecorderFor("admit-k8s"),
+		OnUnsubmitted: onUnsubmitted}
 	r.jobs = &Reconciler{Client: r.Client, Ledger: l, Events: mgr.GetEventRecorderFor("admit-k8s")}
 	owned := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		queue, _, _ := unstructured.NestedString(o.(*unstructured.Unstructured).Object, "spec", "queueName")
@@ -124,6 +128,9 @@ func (r *OwnedWorkloads) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 	}
 	if state == nil {
+		if r.OnUnsubmitted != nil {
+			r.OnUnsubmitted() // its queue's status counts it pending from now, as Kueue's
+		}
 		return r.submit(ctx, wl)
 	}
 	// The owner's answers first: the mirror below writes the ledger's status over them.

@@ -40,21 +40,19 @@ kind: LocalQueue
 metadata: {name: lq, namespace: ml}
 spec: {clusterQueue: gpu}
 YAML
-cat > "$work/job.yaml" <<'YAML'
+# workload NAME COUNT GPUS [LABELS]: a Workload in LocalQueue ml/lq, COUNT pods of GPUS each.
+workload() {
+  cat <<YAML
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: Workload
-metadata: {name: train, namespace: ml}
+metadata: {name: $1, namespace: ml, labels: {${4:-}}}
 spec:
   queueName: lq
   podSets:
-  - name: main
-    count: 2
-    template:
-      spec:
-        containers:
-        - name: c
-          resources: {requests: {nvidia.com/gpu: "2"}}
+  - {name: main, count: $2, template: {spec: {containers: [{name: c, resources: {requests: {nvidia.com/gpu: "$3"}}}]}}}
 YAML
+}
+workload train 2 2 > "$work/job.yaml"
 expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:00:00Z apply -f "$work/checks.yaml"
 expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:01:00Z submit -f "$work/job.yaml"
 contains "$out" "quota reserved for ml/train"
@@ -103,35 +101,7 @@ contains "$out" "clusterqueue.kueue.x-k8s.io/cq-bad3 configured"
 
 # ---- get workloads: REASON is Kueue's reason for every state (never a message), ADMISSION
 # reads pod set:count@flavor.
-cat > "$work/more.yaml" <<'YAML'
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: Workload
-metadata: {name: huge, namespace: ml, labels: {team: vision}}
-spec:
-  queueName: lq
-  podSets:
-  - name: main
-    count: 1
-    template:
-      spec:
-        containers:
-        - name: c
-          resources: {requests: {nvidia.com/gpu: "64"}}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: Workload
-metadata: {name: waits, namespace: ml}
-spec:
-  queueName: lq
-  podSets:
-  - name: main
-    count: 1
-    template:
-      spec:
-        containers:
-        - name: c
-          resources: {requests: {nvidia.com/gpu: "8"}}
-YAML
+{ workload huge 1 64 "team: vision"; echo ---; workload waits 1 8; } > "$work/more.yaml"
 expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:05:00Z submit -f "$work/more.yaml"
 expect_rc 0 $admitctl --ledger "$L" get workloads
 row() { grep -E "^ml +$1 " <<< "$out"; }
@@ -188,17 +158,7 @@ contains "$out" "TOKEN"
 contains "$out" "MESSAGE"
 
 # ---- Pending workloads with their positions, as Kueue's visibility API.
-cat > "$work/later.yaml" <<'YAML'
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: Workload
-metadata: {name: later, namespace: ml}
-spec:
-  queueName: lq
-  podSets:
-  - name: main
-    count: 1
-    template: {spec: {containers: [{name: c, resources: {requests: {nvidia.com/gpu: "8"}}}]}}
-YAML
+workload later 1 8 > "$work/later.yaml"
 expect_rc 0 $admitctl --ledger "$L" --at 2026-11-29T10:08:00Z submit -f "$work/later.yaml"
 expect_rc 0 $admitctl --ledger "$L" get pendingworkloads --cluster-queue gpu -o json
 python3 - "$out" <<'PY' || fail "pendingworkloads of gpu: $out"

@@ -89,6 +89,11 @@ readonly BRIDGE_NAMESPACE=admission-ledger
 readonly BRIDGE_SERVICE_ACCOUNT=admit-k8s
 # The Lease of the bridge's leader election (ops/k8s/bridge/cmd/admit-k8s).
 readonly BRIDGE_LEASE=admit-k8s.admission-ledger.io
+# Kueue's visibility API as the bridge serves it (docs/k8s.md, "Visibility"): the APIService
+# (Kueue's name) and the Service it names, and the front proxy's name.
+readonly VISIBILITY_APISERVICE=v1beta2.visibility.kueue.x-k8s.io
+readonly VISIBILITY_SERVICE=admit-k8s-visibility
+readonly FRONT_PROXY_CLIENT=front-proxy-client
 # Common names of the client certificates admitd's policy names: the bridge's, and one for
 # admitctl (operator and auditor).
 readonly BRIDGE_PRINCIPAL=admit-k8s
@@ -547,14 +552,14 @@ openssl_quiet() {
   out="$(openssl "$@" 2>&1)" || { echo "$out" >&2; die "openssl $1 failed"; }
 }
 
-# issue_cert PKI NAME SUBJECT EXTENSIONS: a P-256 key NAME.key and a certificate NAME.pem signed
-# by PKI/ca, with the x509v3 EXTENSIONS given (one per line).
+# issue_cert PKI NAME SUBJECT EXTENSIONS [CA]: a P-256 key NAME.key and a certificate NAME.pem
+# signed by PKI/CA (default ca), with the x509v3 EXTENSIONS given (one per line).
 issue_cert() {
-  local pki="$1" name="$2" subject="$3" extensions="$4"
+  local pki="$1" name="$2" subject="$3" extensions="$4" ca="${5:-ca}"
   openssl_quiet req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
     -keyout "$pki/$name.key" -out "$pki/$name.csr" -subj "$subject"
   printf '%s\n' "$extensions" > "$pki/$name.ext"
-  openssl_quiet x509 -req -in "$pki/$name.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" \
+  openssl_quiet x509 -req -in "$pki/$name.csr" -CA "$pki/$ca.pem" -CAkey "$pki/$ca.key" \
     -CAcreateserial -days "$CERT_DAYS" -sha256 -extfile "$pki/$name.ext" -out "$pki/$name.pem"
   rm -f "$pki/$name.csr" "$pki/$name.ext"
 }
@@ -600,6 +605,17 @@ subjectAltName=IP:127.0.0.1,DNS:127.0.0.1,DNS:localhost"
   issue_cert "$pki" kube-scheduler "/CN=system:kube-scheduler" "$client_usage"
   issue_cert "$pki" kwok "/CN=kwok-controller" "$client_usage"
   issue_cert "$pki" jobset-controller "/CN=jobset-controller" "$client_usage"
+  # The API server's front proxy (its aggregation layer) has a CA of its own, as kubeadm sets it
+  # up: an aggregated API (the bridge's visibility API) trusts a user named in a request's
+  # headers only from a certificate of this CA, which signs no user's certificate.
+  openssl_quiet req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$pki/front-proxy-ca.key" -out "$pki/front-proxy-ca.pem" -days "$CERT_DAYS" \
+    -subj "/CN=admission-ledger test front-proxy CA" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+  issue_cert "$pki" front-proxy-client "/CN=$FRONT_PROXY_CLIENT" "$client_usage" front-proxy-ca
+  # The bridge's visibility API, for the name the API server checks: its Service's.
+  issue_cert "$pki" visibility "/CN=admit-k8s visibility" "$server_usage
+subjectAltName=DNS:$VISIBILITY_SERVICE.$BRIDGE_NAMESPACE.svc,IP:127.0.0.1,DNS:localhost"
   openssl_quiet genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$pki/service-account.key"
   openssl_quiet pkey -in "$pki/service-account.key" -pubout -out "$pki/service-account.pub"
   chmod 600 "$pki"/*.key
@@ -744,6 +760,12 @@ start_once() {
     --service-account-signing-key-file="$pki/service-account.key" \
     --service-cluster-ip-range="$SERVICE_CLUSTER_IP_RANGE" \
     --authorization-mode=RBAC \
+    --requestheader-client-ca-file="$pki/front-proxy-ca.pem" \
+    --requestheader-allowed-names="$FRONT_PROXY_CLIENT" \
+    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$pki/front-proxy-client.pem" \
+    --proxy-client-key-file="$pki/front-proxy-client.key" \
     --feature-gates=WatchList=false \
     --profiling=false
   wait_for "$dir" kube-apiserver "$deadline" endpoint_ok "$dir" "$apiserver_port" readyz
@@ -808,12 +830,15 @@ start_once() {
   if ((start_ledger_side)); then
     start_admitd "$dir" "$deadline"
     [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
-    local health_port
+    local health_port visibility_port
     health_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port" "$kcm_port" \
       "$scheduler_port" "$kwok_port" "$webhook_port" "$jobset_webhook_port" \
       "$jobset_health_port")"
+    visibility_port="$(pick_free_port "$etcd_port" "$etcd_peer_port" "$apiserver_port" \
+      "$kcm_port" "$scheduler_port" "$kwok_port" "$webhook_port" "$jobset_webhook_port" \
+      "$jobset_health_port" "$health_port")"
     start_bridge "$dir" "$dir/admin.kubeconfig.partial" "$server" "127.0.0.1:$webhook_port" \
-      "127.0.0.1:$health_port" "$deadline"
+      "127.0.0.1:$health_port" "$visibility_port" "$deadline"
     [[ "$start_outcome" == ready ]] || { cmd_stop "$dir" 2>/dev/null; return 0; }
   fi
 
@@ -1256,7 +1281,8 @@ EOF
 }
 
 # bridge_ready DIR KUBECONFIG WEBHOOK_ADDRESS HEALTH_ADDRESS: the bridge answers its webhook over
-# TLS (any HTTP answer, checked against the cluster's CA) and its /readyz, and holds its Lease.
+# TLS (any HTTP answer, checked against the cluster's CA) and its /readyz, holds its Lease, and
+# the API server finds its visibility API available.
 bridge_ready() {
   local dir="$1" kubeconfig="$2" webhook_address="$3" health_address="$4" body holder
   curl -s -o /dev/null --max-time 2 --cacert "$dir/pki/ca.pem" "https://$webhook_address/" \
@@ -1266,22 +1292,66 @@ bridge_ready() {
   holder="$("$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=5s get lease \
     "$BRIDGE_LEASE" -n "$BRIDGE_NAMESPACE" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null)" \
     || return 1
-  [[ -n "$holder" ]]
+  [[ -n "$holder" ]] || return 1
+  [[ "$("$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=5s get apiservice \
+    "$VISIBILITY_APISERVICE" -o jsonpath='{.status.conditions[?(@.type=="Available")].status}' \
+    2>/dev/null)" == True ]]
 }
 
-# start_bridge DIR KUBECONFIG SERVER WEBHOOK_ADDRESS HEALTH_ADDRESS DEADLINE: applies
-# ops/deploy/'s namespace and the bridge's RBAC, and starts admit-k8s as that service account
-# (so the bridge here has exactly what the manifests grant), connected to admitd with its
-# client certificate, with leader election, serving the Job webhook. Sets start_outcome like
-# wait_for.
+# install_visibility DIR KUBECONFIG PORT: the APIService of Kueue's visibility API, answered by
+# the bridge on 127.0.0.1:PORT. Its Service is an ExternalName one (localhost): the API server
+# resolves it to localhost:PORT (the APIService's port) and checks the bridge's certificate
+# against the cluster's CA for the Service's name. Kueue's own manifests name a Service of its
+# pods instead (ops/deploy/visibility.yaml does for the bridge's).
+install_visibility() {
+  local dir="$1" kubeconfig="$2" port="$3"
+  "$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=30s apply -f - \
+      >> "$dir/rbac.log" 2>&1 <<EOF
+apiVersion: v1
+kind: Service
+metadata:
+  name: $VISIBILITY_SERVICE
+  namespace: $BRIDGE_NAMESPACE
+  labels:
+    app.kubernetes.io/part-of: admission-ledger
+spec:
+  type: ExternalName
+  externalName: localhost
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: $VISIBILITY_APISERVICE
+  labels:
+    app.kubernetes.io/part-of: admission-ledger
+spec:
+  group: visibility.kueue.x-k8s.io
+  version: v1beta2
+  groupPriorityMinimum: 100
+  versionPriority: 100
+  service:
+    name: $VISIBILITY_SERVICE
+    namespace: $BRIDGE_NAMESPACE
+    port: $port
+  caBundle: $(base64 -w0 < "$dir/pki/ca.pem")
+EOF
+}
+
+# start_bridge DIR KUBECONFIG SERVER WEBHOOK_ADDRESS HEALTH_ADDRESS VISIBILITY_PORT DEADLINE:
+# applies ops/deploy/'s namespace and the bridge's RBAC, and starts admit-k8s as that service
+# account (so the bridge here has exactly what the manifests grant), connected to admitd with
+# its client certificate, with leader election, serving the Job webhook and (on
+# 127.0.0.1:VISIBILITY_PORT) the visibility API. Sets start_outcome like wait_for.
 start_bridge() {
-  local dir="$1" kubeconfig="$2" server="$3" webhook_address="$4" health_address="$5" deadline="$6"
+  local dir="$1" kubeconfig="$2" server="$3" webhook_address="$4" health_address="$5"
+  local visibility_port="$6" deadline="$7"
   local kubectl_cmd=("$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=30s) token
   if ! "${kubectl_cmd[@]}" apply -f "$deploy_dir/namespace.yaml" \
       -f "$deploy_dir/admit-k8s-rbac.yaml" > "$dir/rbac.log" 2>&1 ||
+      ! install_visibility "$dir" "$kubeconfig" "$visibility_port" ||
       ! token="$("${kubectl_cmd[@]}" create token "$BRIDGE_SERVICE_ACCOUNT" \
         -n "$BRIDGE_NAMESPACE" --duration="$((CERT_DAYS * 24))h" 2>> "$dir/rbac.log")"; then
-    log "applying the bridge's RBAC ($deploy_dir) or making its token failed:"
+    log "applying the bridge's RBAC ($deploy_dir), its visibility APIService or making its token failed:"
     cat "$dir/rbac.log" >&2
     start_outcome="failed"
     return 0
@@ -1293,7 +1363,9 @@ start_bridge() {
     --leader-election-namespace "$BRIDGE_NAMESPACE" \
     --webhook-bind-address "$webhook_address" \
     --webhook-cert "$dir/pki/webhook.pem" --webhook-key "$dir/pki/webhook.key" \
-    --health-probe-bind-address "$health_address"
+    --health-probe-bind-address "$health_address" \
+    --visibility-bind-address "127.0.0.1:$visibility_port" \
+    --visibility-cert "$dir/pki/visibility.pem" --visibility-key "$dir/pki/visibility.key"
   wait_for "$dir" admit-k8s "$deadline" bridge_ready "$dir" "$kubeconfig" "$webhook_address" \
     "$health_address"
 }

@@ -15,6 +15,9 @@
 #   created suspended, then unsuspended with the ledger's token; admitctl over TLS with the
 #   cluster's admitctl certificate shows the submission by admit-k8s; the bridge was never
 #   refused by RBAC;
+# - Kueue's visibility API through the API server (kubectl get --raw): pending workloads of a
+#   ClusterQueue and a LocalQueue as the ledger orders them, in Kueue's shape, paged; NotFound and
+#   Forbidden as the API server words them, and a Role that grants one LocalQueue's;
 # - stop stops every process (bridge and admitd first) and the ledger left verifies.
 #   tests/k8s/deploy_test.sh ADMITCTL ADMITD ADMIT_K8S
 # Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
@@ -77,12 +80,16 @@ readonly expected_objects=(
   clusterrolebinding.rbac.authorization.k8s.io/admit-k8s
   role.rbac.authorization.k8s.io/admit-k8s-leader-election
   rolebinding.rbac.authorization.k8s.io/admit-k8s-leader-election
+  clusterrolebinding.rbac.authorization.k8s.io/admit-k8s-auth-delegator
+  rolebinding.rbac.authorization.k8s.io/admit-k8s-authentication-reader
   configmap/admitd-policy
   service/admitd
   service/admit-k8s-webhook
+  service/admit-k8s-visibility
   statefulset.apps/admitd
   deployment.apps/admit-k8s
   mutatingwebhookconfiguration.admissionregistration.k8s.io/admit-k8s
+  apiservice.apiregistration.k8s.io/v1beta2.visibility.kueue.x-k8s.io
 )
 documents="$(kubectl kustomize "$deploy_dir" | grep -c '^kind:')"
 ((documents == ${#expected_objects[@]})) \
@@ -154,6 +161,21 @@ webhook_port = int(bargs["webhook-bind-address"].rsplit(":", 1)[1])
 bports = {p["name"]: p["containerPort"] for p in bpod["containers"][0]["ports"]}
 need("the bridge serves the webhook on the port the Service targets",
      bports.get(port_of(hook_svc, "webhook")["targetPort"]) == webhook_port)
+
+api = objs[("APIService", "v1beta2.visibility.kueue.x-k8s.io")]["spec"]
+need("the APIService is Kueue's group and version",
+     (api["group"], api["version"]) == ("visibility.kueue.x-k8s.io", "v1beta2"))
+need("the APIService's caBundle is set (a placeholder to replace)", bool(api.get("caBundle")))
+vis_svc = objs.get(("Service", api["service"]["name"]))
+need("the APIService's Service %s exists in %s" % (api["service"]["name"], api["service"]["namespace"]),
+     vis_svc is not None and vis_svc["metadata"]["namespace"] == api["service"]["namespace"])
+need("the visibility Service selects the bridge's pods",
+     all(bridge["spec"]["template"]["metadata"]["labels"].get(k) == v
+         for k, v in vis_svc["spec"]["selector"].items()))
+need("the APIService's port is the Service's", api["service"].get("port", 443) == port_of(vis_svc, "https")["port"])
+need("the bridge serves the visibility API on the port the Service targets",
+     bports.get(port_of(vis_svc, "https")["targetPort"])
+     == int(bargs["visibility-bind-address"].rsplit(":", 1)[1]))
 
 admitd = objs[("StatefulSet", "admitd")]
 need("admitd has 1 replica (the one writer)", admitd["spec"]["replicas"] == 1)
@@ -310,6 +332,8 @@ allowed=(
   "create leases.coordination.k8s.io -n $BRIDGE_NAMESPACE"
   "list leases.coordination.k8s.io -A"
   "watch nodes" "list nodes" "list pods -A"
+  "create subjectaccessreviews.authorization.k8s.io"
+  "get configmaps/extension-apiserver-authentication -n kube-system"
 )
 denied=(
   "get secrets -n $BRIDGE_NAMESPACE" "delete secrets -n $NAMESPACE" "list secrets -A"
@@ -326,6 +350,7 @@ denied=(
   "update mutatingwebhookconfigurations.admissionregistration.k8s.io"
   "create clusterrolebindings.rbac.authorization.k8s.io"
   "create serviceaccounts --subresource=token -n $BRIDGE_NAMESPACE"
+  "get configmaps/kube-root-ca.crt -n kube-system" "list configmaps -n kube-system"
 )
 for question in "${allowed[@]}"; do
   # shellcheck disable=SC2086  # each question is words
@@ -401,6 +426,158 @@ workload_admitted() {
 wait_until "kubectl get workloads does not show job-$job_name Admitted" workload_admitted
 ! grep -qi forbidden "$cluster/admit-k8s.log" \
   || fail "RBAC refused the bridge something: $(grep -i forbidden "$cluster/admit-k8s.log" | head -n 3)"
+
+step "Kueue's visibility API, served by the bridge behind the API server (kubectl get --raw)"
+# A queue of one cpu: the first Job runs, the next three wait, in two LocalQueues. The API
+# server forwards the request to the bridge, which asks the API server whether the user may
+# read it and the ledger what waits; the answer is Kueue's PendingWorkloadsSummary.
+readonly VIS=/apis/visibility.kueue.x-k8s.io/v1beta2
+kubectl apply -f - > /dev/null <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-b}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: visible}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default-flavor
+      resources:
+      - {name: cpu, nominalQuota: 1}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: team-a, name: lq}
+spec: {clusterQueue: visible}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: team-b, name: lq-b}
+spec: {clusterQueue: visible}
+EOF
+queues_forwarded() { ledger get localqueues -A 2>/dev/null | grep -q "lq-b"; }
+wait_until "the LocalQueues of ClusterQueue visible are not in the ledger" queues_forwarded
+for job in team-a/first team-a/a1 team-b/b1 team-a/a2; do
+  kubectl create -f - > /dev/null <<EOF
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: ${job#*/}
+  namespace: ${job%/*}
+  labels: {kueue.x-k8s.io/queue-name: $([[ $job == team-b/* ]] && echo lq-b || echo lq)}
+spec:
+  template:
+    spec:
+      containers:
+      - {name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 1}}}
+      restartPolicy: Never
+EOF
+  sleep 1.1  # distinct creation seconds: the queue's order is the Workloads' creation
+done
+three_pending() {
+  [[ "$(ledger get pendingworkloads --cluster-queue visible -o json 2>/dev/null |
+    python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')" == 3 ]]
+}
+wait_until "the ledger does not hold three pending workloads in ClusterQueue visible" three_pending
+ledger get pendingworkloads --cluster-queue visible -o json > "$dir/vis-ledger.json"
+kubectl get --raw "$VIS/clusterqueues/visible/pendingworkloads" > "$dir/vis-cq.json" \
+  || fail "kubectl get --raw of the ClusterQueue's pending workloads failed"
+kubectl get --raw "$VIS/clusterqueues/visible/pendingworkloads?limit=1&offset=1" > "$dir/vis-page.json"
+kubectl get --raw "$VIS/namespaces/team-a/localqueues/lq/pendingworkloads" > "$dir/vis-lq.json"
+kubectl get workloads -A -o json > "$dir/vis-workloads.json"
+kubectl get jobs -A -o json > "$dir/vis-jobs.json"
+python3 - "$dir" > "$dir/vis-check.out" <<'EOF' || fail "$(cat "$dir/vis-check.out")"
+import json, sys
+d = sys.argv[1]
+load = lambda name: json.load(open("%s/%s.json" % (d, name)))
+ledger, cq, page, lq = load("vis-ledger"), load("vis-cq"), load("vis-page"), load("vis-lq")
+objects = {(w["metadata"]["namespace"], w["metadata"]["name"]): w for w in load("vis-workloads")["items"]}
+jobs = {(j["metadata"]["namespace"], j["metadata"]["name"]): j for j in load("vis-jobs")["items"]}
+def need(fact, ok):
+    if not ok:
+        print("visibility: " + fact + "\n  cq=" + json.dumps(cq) + "\n  ledger=" + json.dumps(ledger))
+        sys.exit(1)
+for s in (cq, page, lq):
+    need("kind and apiVersion are Kueue's", (s["kind"], s["apiVersion"])
+         == ("PendingWorkloadsSummary", "visibility.kueue.x-k8s.io/v1beta2"))
+key = lambda i: (i["metadata"]["namespace"], i["metadata"]["name"])
+need("the ClusterQueue's answer lists the ledger's pending workloads in its order",
+     [key(i) for i in cq["items"]] == [key(i) for i in ledger["items"]]
+     == [("team-a", "job-a1"), ("team-b", "job-b1"), ("team-a", "job-a2")])
+for item, want in zip(cq["items"], ledger["items"]):
+    # Kueue's PendingWorkload, field by field (apis/visibility/v1beta2/types.go).
+    need("an item has Kueue's fields", set(item) == {"metadata", "priority", "localQueueName",
+         "positionInClusterQueue", "positionInLocalQueue"})
+    need("metadata has Kueue's fields", set(item["metadata"])
+         == {"name", "namespace", "creationTimestamp", "ownerReferences"})
+    for field in ("priority", "localQueueName", "positionInClusterQueue", "positionInLocalQueue"):
+        need("%s of %s is the ledger's" % (field, key(item)), item[field] == want[field])
+    obj = objects[key(item)]
+    need("creationTimestamp is the Workload object's", item["metadata"]["creationTimestamp"]
+         == obj["metadata"]["creationTimestamp"])
+    job = jobs[(item["metadata"]["namespace"], item["metadata"]["name"][len("job-"):])]
+    need("the owner of %s is its Job (apiVersion, kind, name, uid as Kueue lists it)" % (key(item),),
+         item["metadata"]["ownerReferences"] == [{"apiVersion": "batch/v1", "kind": "Job",
+         "name": job["metadata"]["name"], "uid": job["metadata"]["uid"]}])
+need("positions from 0, in the ClusterQueue and in each LocalQueue",
+     [(i["positionInClusterQueue"], i["positionInLocalQueue"], i["localQueueName"]) for i in cq["items"]]
+     == [(0, 0, "lq"), (1, 0, "lq-b"), (2, 1, "lq")])
+need("limit=1&offset=1 is the second workload alone", [key(i) for i in page["items"]] == [("team-b", "job-b1")]
+     and page["items"][0]["positionInClusterQueue"] == 1)
+need("the LocalQueue's answer is its own workloads, its positions",
+     [(key(i), i["positionInLocalQueue"], i["positionInClusterQueue"]) for i in lq["items"]]
+     == [(("team-a", "job-a1"), 0, 0), (("team-a", "job-a2"), 1, 2)])
+print("ok")
+EOF
+echo "  $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["items"]))' "$dir/vis-cq.json") pending in ClusterQueue visible, field by field as the ledger and Kueue's types" >&2
+# Refusals, as the API server words them: an unknown queue; a user RBAC does not let read it.
+if kubectl get --raw "$VIS/clusterqueues/nope/pendingworkloads" > "$dir/vis-404.out" 2>&1; then
+  fail "an unknown ClusterQueue was answered: $(cat "$dir/vis-404.out")"
+fi
+grep -q 'clusterqueue.visibility.kueue.x-k8s.io "nope" not found' "$dir/vis-404.out" \
+  || fail "an unknown ClusterQueue: $(cat "$dir/vis-404.out")"
+if kubectl get --raw "$VIS/namespaces/team-b/localqueues/lq-b/pendingworkloads" --as=alice \
+    > "$dir/vis-403.out" 2>&1; then
+  fail "alice, whom RBAC grants nothing, read team-b's queue: $(cat "$dir/vis-403.out")"
+fi
+grep -q 'User "alice" cannot get resource "localqueues/pendingworkloads"' "$dir/vis-403.out" \
+  || fail "alice's refusal: $(cat "$dir/vis-403.out")"
+kubectl apply -f - > /dev/null <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {namespace: team-b, name: lq-reader}
+rules:
+- apiGroups: [visibility.kueue.x-k8s.io]
+  resources: [localqueues/pendingworkloads]
+  resourceNames: [lq-b]
+  verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {namespace: team-b, name: alice-lq-reader}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: lq-reader}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}
+EOF
+alice_reads() {
+  kubectl get --raw "$VIS/namespaces/team-b/localqueues/lq-b/pendingworkloads" --as=alice \
+    > "$dir/vis-alice.json" 2> /dev/null
+}
+wait_until "alice, granted get of team-b's localqueues/pendingworkloads, cannot read them" alice_reads
+grep -q '"name":"job-b1"' "$dir/vis-alice.json" || fail "alice's answer: $(cat "$dir/vis-alice.json")"
+! kubectl get --raw "$VIS/clusterqueues/visible/pendingworkloads" --as=alice > /dev/null 2>&1 \
+  || fail "alice read the whole ClusterQueue with a Role for one LocalQueue"
+kubectl get --raw "$VIS" | grep -q '"name":"clusterqueues/pendingworkloads"' \
+  || fail "the API's discovery does not list clusterqueues/pendingworkloads"
+echo "  refusals: NotFound, Forbidden; alice reads team-b's queue once a Role grants it" >&2
 
 step "stop: the bridge and admitd first, then JobSet, KWOK and the control plane; no process left"
 pids=()

@@ -8,7 +8,7 @@
 // status when its field manager is the AdmissionCheck's controllerName, and reverts any other;
 // converts our kueue.x-k8s.io CRDs between v1beta1 and v1beta2 (their conversion webhook);
 // reports the Nodes' capacity under each ResourceFlavor, their failures and recoveries, and
-// a released Job's pods ready.
+// a released Job's pods ready; serves Kueue's visibility API (visibility.go).
 // `admit-k8s migrate-storage` moves their stored objects to the storage version (migrate.go).
 // It refuses to start while Kueue's own controller manager holds its leader lease: one
 // admission authority per cluster.
@@ -101,8 +101,9 @@ change, and holds back Jobs with a kueue.x-k8s.io/queue-name label until the led
 them; forwards check states written into Workloads by the field manager that is the
 AdmissionCheck's controllerName, and reverts others; reports the Nodes' allocatable under the
 ResourceFlavors whose nodeLabels they carry, and their failures and recoveries; serves the
-conversion webhook of our kueue.x-k8s.io CRDs (v1beta1 <-> v1beta2) beside the Job webhook
-(docs/k8s.md). The cluster is the one of --kubeconfig, $KUBECONFIG or the pod's service
+conversion webhook of our kueue.x-k8s.io CRDs (v1beta1 <-> v1beta2) beside the Job webhook,
+and with --visibility-bind-address Kueue's visibility API of pending workloads
+(visibility.kueue.x-k8s.io/v1beta2, behind an APIService) (docs/k8s.md). The cluster is the one of --kubeconfig, $KUBECONFIG or the pod's service
 account.
 
 The ledger's decisions reach it through a watch on the ledger (admitd's watch); Jobs and
@@ -215,6 +216,9 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	}
 	if err := nodes.SetupWithManager(mgr, ledgerClient); err != nil {
 		return fmt.Errorf("setting up the node inventory: %w", err)
+	}
+	if err := addVisibility(ctx, mgr, direct, ledgerClient); err != nil {
+		return fmt.Errorf("setting up the visibility API: %w", err)
 	}
 	if webhookOpts != nil {
 		// The webhook answers whether or not this replica leads: admission must not wait for

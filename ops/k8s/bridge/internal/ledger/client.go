@@ -28,6 +28,7 @@ const DialTimeout = 10 * time.Second
 // Codes of admitd's Error (schema/result.h's admission::Code) that the bridge reacts to.
 const (
 	CodeInvalidArgument  = 1
+	CodeNotFound         = 2
 	CodeConflict         = 3
 	CodeIoError          = 6
 	CodeBusy             = 7
@@ -290,19 +291,43 @@ func (c *Client) Record(ctx context.Context, requestID string, inputs [][]byte) 
 	return outcomeOf("record", results.HasError, results.Error, results.Outcome)
 }
 
+// Query narrows a read as admitctl get's arguments do; its zero value reads everything.
+// ClusterQueue, LocalQueue (NAMESPACE/NAME), Limit (0: 1000) and Offset are those of
+// pendingworkloads.
+type Query struct {
+	Name, Namespace, Selector string
+	ClusterQueue, LocalQueue  string
+	Limit, Offset             uint64
+}
+
 // Get returns a read model at the head as `admitctl get KIND -o FORMAT` prints it.
 // Errors: *Refused (not allowed, unknown kind), or the transport's.
 func (c *Client) Get(ctx context.Context, kind, format string) (string, error) {
+	return c.GetWith(ctx, kind, format, Query{})
+}
+
+// GetWith is Get narrowed by q. Errors: as Get's, and *Refused with CodeNotFound for a named
+// object the ledger does not know.
+func (c *Client) GetWith(ctx context.Context, kind, format string, q Query) (string, error) {
 	ledger, err := c.connected(ctx)
 	if err != nil {
 		return "", err
 	}
 	defer ledger.Release()
 	future, release := ledger.Get(ctx, func(p ledgerrpc.Ledger_get_Params) error {
-		if err := p.SetKind(kind); err != nil {
-			return err
+		for _, field := range []struct {
+			set   func(string) error
+			value string
+		}{{p.SetKind, kind}, {p.SetFormat, format}, {p.SetName, q.Name},
+			{p.SetNamespace, q.Namespace}, {p.SetSelector, q.Selector},
+			{p.SetClusterQueue, q.ClusterQueue}, {p.SetLocalQueue, q.LocalQueue}} {
+			if err := field.set(field.value); err != nil {
+				return err
+			}
 		}
-		return p.SetFormat(format)
+		p.SetLimit(q.Limit)
+		p.SetOffset(q.Offset)
+		return nil
 	})
 	defer release()
 	results, err := future.Struct()

@@ -282,6 +282,14 @@ std::vector<Engine::CycleEntry*> Engine::OrderEntries(std::vector<CycleEntry>& e
 bool Engine::AdmitFitting(CycleEntry& e, int node, int root, std::set<int>* touched_roots,
                           int64_t now) {
   WorkloadState& wl = *e.wl;
+  if (batch_version_ >= 21 && revoked_in_batch_.count(wl.key) != 0) {
+    // Engine v21: revoked at this instant, it waits for the next batch, as a preempted one.
+    e.cls->inadmissible = true;
+    held_until_next_batch_.emplace_back(wl.cluster_queue, wl.class_key);
+    SetPending(wl, "Pending", "Revoked at this instant; it may be admitted again from the next cycle",
+               "", "", 0, now, true);
+    return true;
+  }
   if (batch_version_ >= 15 && preempted_in_batch_.count(wl.key) != 0) {
     // Engine v15: preempted earlier at this instant, it is not admitted again before the next
     // batch either (Kueue requeues it only once its eviction was observed). Otherwise a victim
@@ -309,6 +317,14 @@ bool Engine::PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* t
                              std::vector<std::pair<int, FrQuantities>>* held, int64_t now) {
   WorkloadState& wl = *e.wl;
   ClusterQueueState& cq = *e.cq;
+  if (batch_version_ >= 21 && revoked_in_batch_.count(wl.key) != 0) {
+    e.cls->inadmissible = true;
+    held_until_next_batch_.emplace_back(wl.cluster_queue, wl.class_key);
+    SetPending(wl, "Pending",
+               "Revoked at this instant; it may preempt from the next cycle: " + e.n.message,
+               e.n.resource, e.n.flavor, e.n.shortfall, now, true);
+    return true;
+  }
   if (batch_version_ >= 6 && preempted_in_batch_.count(wl.key) != 0) {
     // Engine v6: preempted earlier at this instant, it preempts nobody before the next
     // batch (Kueue nominates it again only once its eviction was observed).

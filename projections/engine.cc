@@ -156,6 +156,7 @@ Engine::BatchDecisions Engine::EndBatchDecisions(uint64_t batch_last_sequence, i
   }
   held_until_next_batch_.clear();
   preempted_in_batch_.clear();
+  revoked_in_batch_.clear();
   // Engine v12: a resumed flavor search lives within its batch (the cycles above ran until no
   // workload had flavors left to try, or its resumes ran out).
   for (const std::string& key : resuming_) {

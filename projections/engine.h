@@ -180,6 +180,12 @@ struct WorkloadState {
   EquivalenceClass* queued_class = nullptr;
 };
 
+// Kueue's spec.active: false once deactivated, or evicted to be deactivated.
+inline bool IsActive(const WorkloadState& wl) {
+  return wl.phase != Phase::kDeactivated &&
+         !(wl.phase == Phase::kEvicting && wl.after_eviction == AfterEviction::kDeactivate);
+}
+
 // A quota holder of a ClusterQueue as the preemption search reads it: what it filters and
 // orders on, copied, so the search does not touch every workload of a cohort. Priority,
 // reservation time and usage do not change while quota is held.
@@ -514,6 +520,9 @@ class Engine {
   // a name that workload's; kNotFound when it names no workload the ledger holds. `input` names
   // the input in messages.
   InputVerdict ValidateRef(schema::WorkloadRef::Reader ref, const char* input) const;
+  // workloadActivationSet: the workload exists and has not ended; the same activity it has is
+  // a no-op (admitctl's "unchanged").
+  InputVerdict ValidateActivation(schema::WorkloadActivation::Reader activation) const;
   // A definition's names (and a ClusterQueue's flavor names) are not empty.
   InputVerdict ValidateDefinitionNames(schema::Event::Reader event) const;
 
@@ -538,6 +547,9 @@ class Engine {
   // After a reservation (lifecycle.cc): release and retry, deactivation, eviction, revocation.
   void DefineEngineConfig(schema::EngineConfigDef::Reader def);
   void Revoke(schema::RevocationRequested::Reader revocation, int64_t now);
+  // Engine v21: Kueue's spec.active (docs/semantics.md, "Deactivation").
+  void SetActive(schema::WorkloadActivation::Reader activation, int64_t now);
+  void Reactivate(WorkloadState& wl, const std::string& message, int64_t now);
   // The workloads a revocation evicts, in key order: reserved or admitted, and the one it
   // names (looked up, not searched for), or every one that holds the check or uses the flavor
   // it names. Intake's validation counts them; the fold evicts them.
@@ -556,7 +568,7 @@ class Engine {
   void Ended(const WorkloadState& wl, int64_t now);
   // A retention timer fired: the workload leaves the live state with its indexes, if it is
   // still the one that ended (same uid, still terminal).
-  void Retire(const std::string& key, const std::string& uid);
+  void Retire(const std::string& key, const std::string& uid, int64_t now);
   void AddTimer(int64_t at_ns, TimerKind kind, const std::string& key, uint64_t generation,
                 const std::string& detail = "");
   // Fires every timer due at `now`; returns true if any changed the state.
@@ -820,6 +832,9 @@ class Engine {
   // observed and it was requeued, a later cycle. Without this, preemptions whose victims
   // release at once can rotate inside one batch without end (docs/semantics.md).
   std::set<std::string> preempted_in_batch_;
+  // Engine v21: the workloads revoked in this batch, not admitted again before the next one
+  // (Kueue readmits an evicted workload only in a later cycle, once its eviction is observed).
+  std::set<std::string> revoked_in_batch_;
   std::vector<std::pair<std::string, std::string>> held_until_next_batch_;
   std::vector<std::string> resuming_;  // keys of workloads with a FlavorResume in this batch
   // One message per batch holds every decision of the batch (one allocation instead of one

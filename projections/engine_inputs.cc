@@ -146,6 +146,9 @@ void Engine::ApplyInput(schema::Event::Reader event) {
     case schema::Event::Body::REVOCATION_REQUESTED:
       Revoke(body.getRevocationRequested(), now);
       break;
+    case schema::Event::Body::WORKLOAD_ACTIVATION_SET:
+      SetActive(body.getWorkloadActivationSet(), now);
+      break;
     case schema::Event::Body::NODE_CAPACITY_CHANGED:
       NodeChanged(body.getNodeCapacityChanged(), 0, now);
       break;
@@ -410,7 +413,11 @@ void Engine::Submit(schema::Workload::Reader wl, uint64_t seq, int64_t now) {
   ADM_CHECK(workloads_.size() == before + 1, "workload %s inserted twice", key.c_str());
   WorkloadState& state = it->second;
   InitWorkload(wl, seq, now, &state);
-  if (!wl.getActive()) {
+  if (!wl.getActive() && batch_version_ >= 21) {
+    // Engine v21: submitted inactive (Kueue's spec.active false), it waits deactivated until
+    // reactivated; before, it was rejected for good.
+    Deactivate(state, "Deactivated", "The workload is deactivated", now);
+  } else if (!wl.getActive()) {
     state.phase = Phase::kRejected;
     Ended(state, now);
   }

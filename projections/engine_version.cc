@@ -122,6 +122,15 @@ constexpr const char* kEngineVersionNotes[] = {
     "once (RequeueReasonPendingPreemption) and adds its usage to the cycle's snapshot; "
     "before, it slept until the next release while lower-priority workloads took the "
     "room its victims freed, and were preempted by it in turn",
+    // v21
+    "Kueue's spec.active: an input sets a workload's activation; false deactivates it (a "
+    "pending one leaves its queue, a reserved or admitted one is evicted with reason "
+    "Deactivated and deactivated once its pods are gone) and true reactivates a "
+    "deactivated one (Requeued, reason Reactivated, its retries forgotten, queued by its "
+    "creation time); a workload submitted inactive waits deactivated instead of being "
+    "rejected; and a revoked workload is not admitted again in the batch that revoked it, "
+    "as a preempted one is not (Kueue readmits an evicted workload in a later cycle); no "
+    "ledger before v21 holds the input",
 };
 static_assert(std::size(kEngineVersionNotes) == kEngineVersion,
               "every engine version has its note");

@@ -227,6 +227,8 @@ InputVerdict Engine::Validate(schema::Event::Reader event) const {
       return ValidateRef(body.getWorkloadFinished().getWorkload(), "workloadFinished");
     case schema::Event::Body::WORKLOAD_DELETED:
       return ValidateRef(body.getWorkloadDeleted().getWorkload(), "workloadDeleted");
+    case schema::Event::Body::WORKLOAD_ACTIVATION_SET:
+      return ValidateActivation(body.getWorkloadActivationSet());
     case schema::Event::Body::FLAVOR_DEFINED:
     case schema::Event::Body::COHORT_DEFINED:
     case schema::Event::Body::CLUSTER_QUEUE_DEFINED:
@@ -596,10 +598,97 @@ void Engine::Revoke(schema::RevocationRequested::Reader r, int64_t now) {
   const int action = r.getPodSetAction() == schema::PodSetAction::DRAIN ? 1 : 0;
   for (const WorkloadState* target : RevocationTargets(r)) {
     WorkloadState& wl = workloads_.at(target->key);  // the engine's own, found read-only
+    if (batch_version_ >= 21) revoked_in_batch_.insert(wl.key);
     EvictForReason(wl, "Revoked", std::string("revoked by ") + current_actor_ + ": " +
                                       r.getReason().cStr(),
                    action, r.getDrainDeadlineNs(), now);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activation (Kueue's spec.active), engine v21.
+
+InputVerdict Engine::ValidateActivation(schema::WorkloadActivation::Reader a) const {
+  InputVerdict v = ValidateRef(a.getWorkload(), "workloadActivationSet");
+  if (!v.status.ok()) return v;
+  const WorkloadState* wl = FindReferenced(a.getWorkload());
+  if (wl == nullptr) wl = &workloads_.at(KeyOf(a.getWorkload()));
+  if (wl->phase != Phase::kDeactivated && Terminal(wl->phase)) {
+    v.status = Status(Code::kFailedPrecondition,
+                      "workload " + wl->key + " has ended (" + PhaseName(wl->phase) + "): " +
+                          (a.getActive() ? "only a deactivated workload can be reactivated"
+                                         : "there is nothing to deactivate") +
+                          "; nothing recorded");
+    return v;
+  }
+  if (a.getActive() == IsActive(*wl)) {
+    v.noop = true;
+    v.note = "workload " + wl->key +
+             (a.getActive() ? " is active"
+              : wl->phase == Phase::kDeactivated ? " is already deactivated"
+                                                  : " is already being deactivated");
+  }
+  return v;
+}
+
+void Engine::SetActive(schema::WorkloadActivation::Reader a, int64_t now) {
+  auto it = workloads_.find(KeyOf(a.getWorkload()));
+  if (it == workloads_.end() ||
+      (Terminal(it->second.phase) && it->second.phase != Phase::kDeactivated)) {
+    return;  // intake refuses these; a ledger written by hand may still hold one
+  }
+  WorkloadState& wl = it->second;
+  std::string message = a.getActive() ? "The workload was reactivated" : "The workload is deactivated";
+  if (a.getMessage().size() > 0) message += ": " + std::string(View(a.getMessage()));
+  if (a.getActive()) {
+    if (wl.phase == Phase::kDeactivated) {
+      Reactivate(wl, message, now);
+    } else if (!IsActive(wl)) {
+      // Active again while its pods go: requeued once they are gone, as any evicted workload.
+      wl.after_eviction = AfterEviction::kRequeue;
+      wl.deactivate_reason.clear();
+      wl.deactivate_message.clear();
+    }
+    return;
+  }
+  if (!IsActive(wl)) return;
+  // Kueue's workload controller: an inactive workload is evicted (reason Deactivated) if it
+  // holds quota, and leaves its queue; it stays inactive until spec.active is true again.
+  if (Evictable(wl.phase)) {
+    wl.after_eviction = AfterEviction::kDeactivate;
+    wl.deactivate_reason = "Deactivated";
+    wl.deactivate_message = message;
+    EvictForReason(wl, "Deactivated", message, 0, 0, now);
+  } else if (wl.phase == Phase::kEvicting) {
+    wl.after_eviction = AfterEviction::kDeactivate;
+    wl.deactivate_reason = "Deactivated";
+    wl.deactivate_message = message;
+  } else {
+    Deactivate(wl, "Deactivated", message, now);
+  }
+}
+
+void Engine::Reactivate(WorkloadState& wl, const std::string& message, int64_t now) {
+  // Kueue: Requeued True (Reactivated), the requeue state cleared, queued by its creation time.
+  wl.phase = Phase::kPending;
+  wl.admission = Assignment{};
+  wl.checks.clear();
+  wl.fencing_token.clear();
+  wl.check_retries = 0;
+  wl.pods_ready_requeues = 0;
+  wl.requeue_at_ns = 0;
+  wl.queued_at_ns = wl.creation_ns;
+  wl.after_eviction = AfterEviction::kRequeue;
+  wl.deactivate_reason.clear();
+  wl.deactivate_message.clear();
+  SetCondition(wl, ConditionType::kDeactivated, false, "Reactivated", message, now);
+  SetCondition(wl, ConditionType::kRequeued, true, "Reactivated", message, now);
+  auto d = NewDecision(current_sequence_).initBody().initRequeued();
+  Ref(d.initWorkload(), wl);
+  d.setRequeueAtNs(now);
+  d.setAttempt(0);
+  d.setReason(Txt("Reactivated: " + message));
+  Enqueue(wl, now);
 }
 
 }  // namespace admission::projections

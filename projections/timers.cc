@@ -123,11 +123,17 @@ void Engine::Ended(const WorkloadState& wl, int64_t now) {
   AddTimer(at, TimerKind::kRetire, wl.key, wl.generation, wl.uid);
 }
 
-void Engine::Retire(const std::string& key, const std::string& uid) {
+void Engine::Retire(const std::string& key, const std::string& uid, int64_t now) {
   auto it = workloads_.find(key);
   // Replaced by a new submission of the same name, or not ended (a hand-written ledger).
   if (it == workloads_.end() || it->second.uid != uid || !Terminal(it->second.phase)) return;
   const WorkloadState& wl = it->second;
+  if (wl.phase == Phase::kDeactivated) {
+    // Reactivated (engine v21) and deactivated again since this timer was set: the timer of
+    // its latest deactivation retires it.
+    const Condition* c = wl.conditions.Find(ConditionType::kDeactivated);
+    if (c != nullptr && now - c->last_transition_ns < config_.retain_deactivated_ns) return;
+  }
   ADM_CHECK(!wl.queued && wl.holder_index < 0, "retiring %s, which is queued or holds quota",
             key.c_str());
   UidIndex();  // folds the pending entries, so none names it after this
@@ -152,7 +158,7 @@ bool Engine::FireTimers(int64_t now) {
       continue;
     }
     if (timer.kind == TimerKind::kRetire) {  // changes nothing a decision reads
-      Retire(timer.key, timer.detail);
+      Retire(timer.key, timer.detail, now);
       continue;
     }
     auto it = workloads_.find(timer.key);

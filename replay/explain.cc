@@ -236,6 +236,14 @@ class HistoryCollector {
         e->reason = b.getRevocationRequested().getReason().cStr();
         e->summary = "revocation requested: " + e->reason;
         break;
+      case W::WORKLOAD_ACTIVATION_SET: {
+        auto a = b.getWorkloadActivationSet();
+        e->message = a.getMessage().cStr();
+        e->summary = std::string(a.getActive() ? "resumed (spec.active true)"
+                                               : "stopped (spec.active false)") +
+                     (e->message.empty() ? "" : ": " + e->message);
+        break;
+      }
       default:
         return false;
     }
@@ -493,7 +501,7 @@ const char* EntryClass(const HistoryEntry& e) {
   if (t == "admitted" || t == "workloadImported") return "admitted";
   if (t == "podsReported") return "running";
   if (t == "evictionStarted" || t == "preempted" || t == "revocationRequested" ||
-      t == "drainDeadlinePassed") {
+      t == "drainDeadlinePassed" || t == "workloadActivationSet") {
     return "evicting";
   }
   if (t == "quotaReleased") return "released";
@@ -520,6 +528,7 @@ std::string StepLabel(const HistoryEntry& e) {
   if (t == "rejected") return "rejected: " + e.reason;
   if (t == "deactivated") return "deactivated: " + e.reason;
   if (t == "revocationRequested") return "revocation requested";
+  if (t == "workloadActivationSet") return e.summary.substr(0, e.summary.find(" ("));
   if (t == "drainDeadlinePassed") return "drain deadline passed";
   if (t == "starvationAlert") return "starvation alert";
   return t;

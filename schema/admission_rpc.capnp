@@ -84,6 +84,7 @@ struct WorkloadState {
   podsReady @12 :Bool;           # the runtime reported the current admission's pods ready
   podsReleased @13 :Bool;        # evicting: the evicted admission's pods had been released
   status @14 :Text;              # Kueue's Workload .status as JSON (`get workloads -o json`)
+  active @15 :Bool = true;       # Kueue's spec.active: false once deactivated or being so
 }
 
 struct PodSetAssignment {

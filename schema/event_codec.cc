@@ -1074,7 +1074,10 @@ std::string BodyName(Event::Reader event) {
 }
 
 bool IsDecision(Event::Body::Which which) {
-  return static_cast<int>(which) >= static_cast<int>(Event::Body::QUOTA_RESERVED);
+  // The decisions are the union's members from quotaReserved to drainDeadlinePassed; inputs
+  // added since (workloadActivationSet) come after them.
+  return static_cast<int>(which) >= static_cast<int>(Event::Body::QUOTA_RESERVED) &&
+         static_cast<int>(which) <= static_cast<int>(Event::Body::DRAIN_DEADLINE_PASSED);
 }
 
 namespace {

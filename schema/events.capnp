@@ -335,6 +335,17 @@ struct WorkloadFinished {
   message @1 :Text;
 }
 
+# Kueue's Workload spec.active, set on a workload the ledger holds (admitctl stop|resume
+# workload, or the bridge forwarding a Workload object's spec.active). false deactivates it: a
+# pending one leaves its queue, a reserved or admitted one is evicted (reason Deactivated) and
+# deactivated once its pods are gone. true reactivates a deactivated one: requeued (reason
+# Reactivated) with its retries forgotten. Engine v21 on.
+struct WorkloadActivation {
+  workload @0 :WorkloadRef;
+  active @1 :Bool;
+  message @2 :Text;                  # why, as the requester says it; empty: none
+}
+
 struct CheckStateReported {
   workload @0 :WorkloadRef;
   check @1 :Text;
@@ -538,6 +549,8 @@ struct Event {
     preempted @35 :Preempted;
     starvationAlert @36 :StarvationAlert;
     drainDeadlinePassed @37 :DrainDeadlinePassed;
+    # An input added after the decisions (engine v21): schema/event_codec.h IsDecision.
+    workloadActivationSet @39 :WorkloadActivation;
   }
 
   endsBatch @38 :Bool;

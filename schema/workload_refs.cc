@@ -21,6 +21,7 @@ std::optional<WorkloadRef::Reader> SubjectOf(Event::Reader event) {
     case W::WORKLOAD_FINISHED: return b.getWorkloadFinished().getWorkload();
     case W::CHECK_STATE_REPORTED: return b.getCheckStateReported().getWorkload();
     case W::PODS_REPORTED: return b.getPodsReported().getWorkload();
+    case W::WORKLOAD_ACTIVATION_SET: return b.getWorkloadActivationSet().getWorkload();
     case W::REVOCATION_REQUESTED:
       if (b.getRevocationRequested().getTarget().isWorkload()) {
         return b.getRevocationRequested().getTarget().getWorkload();

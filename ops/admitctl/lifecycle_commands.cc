@@ -627,26 +627,62 @@ Status SetStopPolicy(Session& session, const std::string& kind, const std::strin
   return Status::Ok();
 }
 
-// stop and resume: kueuectl's verbs for a queue's spec.stopPolicy.
+// A workload's spec.active as kueuectl stop|resume workload sets it (engine v21).
+Status SetActivation(Session& session, const std::string& name, bool active,
+                     const std::string& message, schema::Event::Builder event) {
+  auto wl = FindWorkload(session, name);
+  if (!wl.ok()) return wl.status();
+  auto a = event.initBody().initWorkloadActivationSet();
+  SetRef(a.initWorkload(), *wl);
+  a.setActive(active);
+  a.setMessage(message);
+  return Status::Ok();
+}
+
+// stop and resume: kueuectl's verbs for a queue's spec.stopPolicy and a workload's spec.active.
 void AddStopResumeCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
   for (const bool stop : {true, false}) {
     auto kind = std::make_shared<std::string>();
     auto name = std::make_shared<std::string>();
     auto keep = std::make_shared<bool>(false);
+    auto reason = std::make_shared<std::string>();
     auto* cmd = app.add_subcommand(
         stop ? "stop" : "resume",
         stop ? "stop a ClusterQueue or LocalQueue as kueuectl does: stopPolicy HoldAndDrain (no "
-               "new admissions, admitted workloads evicted), Hold with --keep-already-running"
-             : "resume a stopped ClusterQueue or LocalQueue (stopPolicy None)");
-    cmd->add_option("kind", *kind, "clusterqueue (cq) or localqueue (lq)")
+               "new admissions, admitted workloads evicted), Hold with --keep-already-running; "
+               "stop a workload: spec.active false (deactivated; evicted if admitted)"
+             : "resume a stopped ClusterQueue or LocalQueue (stopPolicy None), or reactivate a "
+               "deactivated workload (spec.active true: queued again)");
+    cmd->add_option("kind", *kind, "clusterqueue (cq), localqueue (lq) or workload (wl)")
         ->required()
-        ->check(CLI::IsMember({"clusterqueue", "cq", "localqueue", "lq"}));
-    cmd->add_option("name", *name, "NAME (a LocalQueue: NAMESPACE/NAME)")->required();
+        ->check(CLI::IsMember({"clusterqueue", "cq", "localqueue", "lq", "workload", "wl"}));
+    cmd->add_option("name", *name, "NAME (a LocalQueue or workload: NAMESPACE/NAME)")->required();
     if (stop) {
       cmd->add_flag("--keep-already-running", *keep,
                     "admit nothing new but leave admitted workloads running (stopPolicy Hold)");
     }
-    cmd->callback([&global, kind, name, keep, stop, exit_code] {
+    cmd->add_option("--reason", *reason, "a workload's: why (recorded in its condition)");
+    cmd->callback([&global, kind, name, keep, stop, reason, exit_code] {
+      if (*kind == "workload" || *kind == "wl") {
+        if (*keep) {
+          *exit_code = Fail(Status(Code::kInvalidArgument,
+                                   "--keep-already-running is a queue's; a stopped workload is "
+                                   "evicted if admitted"));
+          return;
+        }
+        const std::string shown = "workload.kueue.x-k8s.io/" + name->substr(name->find('/') + 1);
+        *exit_code = RecordOne(
+            global, shown, "operator",
+            [&](Session& session, schema::Event::Builder event) {
+              return SetActivation(session, *name, !stop, *reason, event);
+            },
+            "text");
+        return;
+      }
+      if (!reason->empty()) {
+        *exit_code = Fail(Status(Code::kInvalidArgument, "--reason is a workload's"));
+        return;
+      }
       const std::string k = *kind == "lq" || *kind == "localqueue" ? "localqueue" : "clusterqueue";
       const schema::StopPolicy policy = !stop ? schema::StopPolicy::NONE
                                         : *keep ? schema::StopPolicy::HOLD

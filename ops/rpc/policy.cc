@@ -38,9 +38,24 @@ std::string NamespaceOf(schema::Event::Reader e) {
       return body.getWorkloadDeleted().getWorkload().getNamespace();
     case schema::Event::Body::WORKLOAD_FINISHED:
       return body.getWorkloadFinished().getWorkload().getNamespace();
+    case schema::Event::Body::WORKLOAD_ACTIVATION_SET:
+      return body.getWorkloadActivationSet().getWorkload().getNamespace();
     default:
       return "";
   }
+}
+
+// Kueue's spec.active: whoever may update the Workload (its namespace's tenant), an operator
+// (kueuectl stop workload), or the bridge forwarding the Workload object.
+Status MayActivate(const std::string& principal, const PrincipalPolicy& p, const std::string& kind,
+                   const std::string& ns) {
+  if (p.Has(Role::kOperator) || p.Has(Role::kBridge)) return Status::Ok();
+  if (p.Has(Role::kTenant) &&
+      std::find(p.namespaces.begin(), p.namespaces.end(), ns) != p.namespaces.end()) {
+    return Status::Ok();
+  }
+  return Denied(principal, "record", kind + " in namespace " + ns,
+                "needs the operator role, or the tenant role in that namespace");
 }
 
 }  // namespace
@@ -208,6 +223,8 @@ Status Policy::MayRecord(const std::string& principal, schema::Event::Reader inp
       }
       return Status::Ok();
     }
+    case schema::Event::Body::WORKLOAD_ACTIVATION_SET:
+      return MayActivate(principal, *p, kind, NamespaceOf(input));
     case schema::Event::Body::CHECK_STATE_REPORTED: {
       auto report = body.getCheckStateReported();
       const std::string check = report.getCheck();

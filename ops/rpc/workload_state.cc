@@ -108,6 +108,7 @@ void FillWorkloadState(WorkloadState::Builder out, const projections::Engine& en
   }
   out.setPodsReady(wl.pods_ready);
   out.setPodsReleased(wl.phase == Phase::kEvicting && wl.pods_released);
+  out.setActive(projections::IsActive(wl));
   out.setStatus(WorkloadStatusJson(engine, wl).dump());
 }
 

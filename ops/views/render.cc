@@ -209,6 +209,7 @@ Json WorkloadSpecJson(const Engine& engine, const projections::WorkloadState& wl
   }
   w["spec"] = {{"queueName", wl.queue_name}, {"priority", wl.priority}, {"podSets", pod_sets}};
   if (!wl.priority_class.empty()) w["spec"]["priorityClassName"] = wl.priority_class;
+  w["spec"]["active"] = projections::IsActive(wl);
   return w;
 }
 

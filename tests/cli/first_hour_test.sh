@@ -192,6 +192,25 @@ expect_rc 0 $admitctl --ledger "$S" --at 2026-11-29T10:03:00Z stop localqueue ml
 expect_rc 0 $admitctl --ledger "$S" --at 2026-11-29T10:04:00Z resume lq ml/lq
 expect_rc 1 $admitctl --ledger "$S" stop clusterqueue nosuch
 contains "$err" "ClusterQueue nosuch is not defined in the ledger"
+# A workload: stopped (spec.active false) it is evicted and deactivated; again, unchanged;
+# resumed, it is queued and admitted again; explain shows both.
+expect_rc 0 $admitctl --ledger "$S" --at 2026-11-29T10:05:00Z stop workload ml/train \
+  --reason "paused for the weekend"
+contains "$out" "workload.kueue.x-k8s.io/train"
+contains "$out" "deactivated ml/train: Deactivated: The workload is deactivated: paused for the weekend"
+expect_rc 0 $admitctl --ledger "$S" get workloads -n ml -o json
+contains "$out" '"active": false'
+expect_rc 0 $admitctl --ledger "$S" stop wl ml/train
+contains "$out" "unchanged"
+expect_rc 0 $admitctl --ledger "$S" --at 2026-11-29T10:06:00Z resume workload ml/train
+contains "$out" "requeued ml/train (attempt 0"
+contains "$out" "quota reserved for ml/train"
+expect_rc 0 $admitctl --ledger "$S" explain ml/train
+contains "$out" "stopped (spec.active false): paused for the weekend"
+contains "$out" "resumed (spec.active true)"
+expect_rc 1 $admitctl --ledger "$S" stop workload ml/train --keep-already-running
+contains "$err" "--keep-already-running is a queue's"
+expect_rc 1 $admitctl --ledger "$S" stop workload ml/nosuch
 
 # ---- get cohorts: the header names what the values are (usage / quota).
 expect_rc 0 $admitctl --ledger "$L" get cohorts

@@ -369,7 +369,7 @@ TEST(ScenarioSteps, AnUnknownStepKeyIsRefusedNamingKeyStepAndFile) {
   EXPECT_EQ(second.status().message(),
             "unknown-step-key.yaml step 2 (misspelt tick): unknown key 'tikc' in the step "
             "(known: name, at, refused, apply, remove, submit, import, workloads, finish, delete, "
-            "finish_by_uid, report, pods, revoke, tick, node, maintenance, configure, expect, "
+            "finish_by_uid, report, pods, revoke, activate, tick, node, maintenance, configure, expect, "
             "noop)");
   EXPECT_EQ(log.GetHead().sequence, head) << "the refused step recorded inputs";
 }

@@ -26,7 +26,7 @@ const std::initializer_list<const char*> kFileKeys = {"description", "kueue", "s
 const std::initializer_list<const char*> kPortKeys = {"test", "case", "differs", "gap"};
 const std::initializer_list<const char*> kStepKeys = {
     "name", "at", "refused", "apply", "remove", "submit", "import", "workloads", "finish", "delete",
-    "finish_by_uid", "report", "pods", "revoke", "tick", "node", "maintenance", "configure",
+    "finish_by_uid", "report", "pods", "revoke", "activate", "tick", "node", "maintenance", "configure",
     "expect", "noop"};
 const std::initializer_list<const char*> kReportKeys = {
     "workload", "check", "state", "generation", "message", "requeueAfter", "as", "podSetUpdates"};
@@ -35,6 +35,8 @@ const std::initializer_list<const char*> kPodSetUpdateKeys = {
     "name", "labels", "annotations", "nodeSelector", "tolerations"};
 const std::initializer_list<const char*> kTolerationKeys = {"key", "operator", "value", "effect"};
 const std::initializer_list<const char*> kPodsKeys = {"workload", "report", "token", "message"};
+// Kueue's spec.active of a workload (engine v21).
+const std::initializer_list<const char*> kActivateKeys = {"workload", "active", "message", "as"};
 const std::initializer_list<const char*> kRevokeKeys = {
     "workload", "check", "flavor", "reason", "drain", "drainDeadline", "as"};
 const std::initializer_list<const char*> kNodeKeys = {"action",   "node",     "flavor",
@@ -169,6 +171,7 @@ class StepRunner::Step {
     ADM_RETURN_IF_ERROR(Report());
     ADM_RETURN_IF_ERROR(Pods());
     ADM_RETURN_IF_ERROR(Revoke());
+    ADM_RETURN_IF_ERROR(Activate());
     ADM_RETURN_IF_ERROR(Tick());
     ADM_RETURN_IF_ERROR(Node());
     ADM_RETURN_IF_ERROR(Maintenance());
@@ -182,7 +185,7 @@ class StepRunner::Step {
     ADM_RETURN_IF_ERROR(CheckKeys(step_, kStepKeys, where_, "the step"));
     const std::pair<const char*, std::initializer_list<const char*>> maps[] = {
         {"report", kReportKeys}, {"pods", kPodsKeys},
-        {"revoke", kRevokeKeys}, {"node", kNodeKeys},
+        {"revoke", kRevokeKeys}, {"activate", kActivateKeys}, {"node", kNodeKeys},
         {"maintenance", kMaintenanceKeys}, {"configure", kConfigureKeys}};
     for (const auto& [key, known] : maps) {
       if (step_[key]) ADM_RETURN_IF_ERROR(CheckKeys(step_[key], known, where_, key));
@@ -439,6 +442,19 @@ class StepRunner::Step {
       rev.setDrainDeadlineNs(r_.clock_.now_ns + deadline_ns);
     }
     return Record({schema::EncodeEvent(m)}, Text(r, "as", "security"));
+  }
+
+  Status Activate() {
+    const YAML::Node a = step_["activate"];
+    if (!a) return Status::Ok();
+    capnp::MallocMessageBuilder m;
+    auto act = m.initRoot<schema::Event>().initBody().initWorkloadActivationSet();
+    const projections::WorkloadState* wl = nullptr;
+    ADM_RETURN_IF_ERROR(FindWorkload(Text(a, "workload", ""), &wl));
+    SetRef(act.initWorkload(), *wl);
+    act.setActive(a["active"] && a["active"].as<bool>());
+    act.setMessage(Text(a, "message", ""));
+    return Record({schema::EncodeEvent(m)}, Text(a, "as", "operator"));
   }
 
   Status Tick() {

@@ -17,7 +17,8 @@
 #   refused by RBAC;
 # - Kueue's visibility API through the API server (kubectl get --raw): pending workloads of a
 #   ClusterQueue and a LocalQueue as the ledger orders them, in Kueue's shape, paged; NotFound and
-#   Forbidden as the API server words them, and a Role that grants one LocalQueue's;
+#   Forbidden as the API server words them, and a Role that grants one LocalQueue's; spec.active
+#   patched by kubectl deactivates a workload in the ledger, and admitctl resume shows in it;
 # - stop stops every process (bridge and admitd first) and the ledger left verifies.
 #   tests/k8s/deploy_test.sh ADMITCTL ADMITD ADMIT_K8S
 # Exits 77 (ctest's SKIP_RETURN_CODE) when the Kubernetes binaries or admit-k8s are not built.
@@ -578,6 +579,23 @@ grep -q '"name":"job-b1"' "$dir/vis-alice.json" || fail "alice's answer: $(cat "
 kubectl get --raw "$VIS" | grep -q '"name":"clusterqueues/pendingworkloads"' \
   || fail "the API's discovery does not list clusterqueues/pendingworkloads"
 echo "  refusals: NotFound, Forbidden; alice reads team-b's queue once a Role grants it" >&2
+# spec.active both ways: kubectl patch (kueuectl stop workload) deactivates it in the ledger and
+# it leaves the pending list; admitctl resume reactivates it and the bridge writes spec.active.
+pending_names() {
+  kubectl get --raw "$VIS/clusterqueues/visible/pendingworkloads" |
+    python3 -c 'import json,sys; print(" ".join(i["metadata"]["name"] for i in json.load(sys.stdin)["items"]))'
+}
+kubectl patch workload job-a1 -n team-a --type merge -p '{"spec":{"active":false}}' > /dev/null
+a1_deactivated() { ledger get workloads -n team-a 2>/dev/null | grep -q "job-a1 .*Deactivated"; }
+wait_until "kubectl patch spec.active false did not deactivate job-a1 in the ledger" a1_deactivated
+[[ "$(pending_names)" == "job-b1 job-a2" ]] || fail "pending after job-a1 stopped: $(pending_names)"
+ledger resume workload team-a/job-a1 > /dev/null
+a1_active_again() {
+  [[ "$(kubectl get workload job-a1 -n team-a -o jsonpath='{.spec.active}')" == true ]]
+}
+wait_until "admitctl resume did not show as spec.active true on job-a1" a1_active_again
+[[ "$(pending_names)" == "job-a1 job-b1 job-a2" ]] || fail "pending after job-a1 resumed: $(pending_names)"
+echo "  spec.active: kubectl patch stops job-a1 in the ledger, admitctl resume shows in the object" >&2
 
 step "stop: the bridge and admitd first, then JobSet, KWOK and the control plane; no process left"
 pids=()

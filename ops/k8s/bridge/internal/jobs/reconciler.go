@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -103,6 +104,11 @@ func SetupWithManager(mgr ctrl.Manager, l Ledger, events *LedgerEvents) ([]*Kind
 		b := ctrl.NewControllerManagedBy(mgr).
 			Named(strings.ToLower(kind.Name)+"s").
 			Watches(kind.New().Object(), objects, builder.WithPredicates(managed)).
+			// A change of its Workload object's spec (spec.active: activation.go); the
+			// bridge's own status writes do not bump the generation.
+			Watches(newWorkloadObject(), handler.EnqueueRequestForOwner(mgr.GetScheme(),
+				mgr.GetRESTMapper(), kind.New().Object(), handler.OnlyControllerOwner()),
+				builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 			WithOptions(controller.Options{MaxConcurrentReconciles: Concurrency,
 				UsePriorityQueue: ptr.To(true)})
 		if events != nil {
@@ -214,6 +220,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		return r.submit(ctx, job)
+	}
+	if done, err := r.syncActivation(ctx, workload, state); err != nil {
+		return r.retryOrDrop(ctx, job, err)
+	} else if done {
+		return pollAfter(r.Ledger), nil
 	}
 	if err := r.mirror(ctx, workload, state); err != nil {
 		return ctrl.Result{}, err

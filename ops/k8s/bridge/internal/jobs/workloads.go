@@ -133,6 +133,11 @@ func (r *OwnedWorkloads) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 		return r.submit(ctx, wl)
 	}
+	if done, err := r.jobs.syncActivation(ctx, wl, state); err != nil {
+		return r.retryOrDrop(ctx, wl, err)
+	} else if done {
+		return pollAfter(r.Ledger), nil
+	}
 	// The owner's answers first: the mirror below writes the ledger's status over them.
 	if result, done, err := r.forwardOwner(ctx, wl, state); done || err != nil {
 		return result, err

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -43,6 +44,9 @@ func (l *workloadsLedger) Record(_ context.Context, _ string, inputs [][]byte) (
 		r, _ := body.PodsReported()
 		token, _ := r.FencingToken()
 		l.inputs = append(l.inputs, "pods "+r.Report().String()+" "+token)
+	case body.HasWorkloadActivationSet():
+		a, _ := body.WorkloadActivationSet()
+		l.inputs = append(l.inputs, fmt.Sprintf("activate %t", a.Active()))
 	case body.HasWorkloadFinished():
 		f, _ := body.WorkloadFinished()
 		message, _ := f.Message_()
@@ -60,7 +64,7 @@ func (l *workloadsLedger) setPhase(phase ledger.Phase, status map[string]any) {
 	fencing, _ := status["fencingToken"].(string)
 	evicting, _ := status["evictingToken"].(string)
 	l.state = &ledger.WorkloadState{Namespace: "ml", Name: "train", UID: "wl-uid", Phase: phase,
-		FencingToken: fencing, EvictingToken: evicting, Status: status}
+		FencingToken: fencing, EvictingToken: evicting, Status: status, Active: phase != ledger.PhaseDeactivated}
 }
 
 // A Workload created with kubectl: submitted as it is; once admitted, `pods released` is

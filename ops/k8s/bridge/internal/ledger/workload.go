@@ -65,6 +65,9 @@ type WorkloadState struct {
 	PendingMessage string
 	PodsReady      bool // the runtime reported the current admission's pods ready
 	PodsReleased   bool // evicting: the evicted admission's pods had been released
+	// Active is Kueue's spec.active as the ledger holds it: false once deactivated, or while
+	// evicted to be deactivated.
+	Active bool
 	// Status is Kueue's Workload .status as the ledger renders it (`get workloads -o json`),
 	// integers as int64 as the API server's objects have them.
 	Status map[string]any
@@ -175,7 +178,7 @@ func workloadStateOf(s ledgerrpc.WorkloadState) (*WorkloadState, error) {
 	}
 	w.Phase = Phase(s.Phase())
 	w.Generation = int64(s.Generation())
-	w.PodsReady, w.PodsReleased = s.PodsReady(), s.PodsReleased()
+	w.PodsReady, w.PodsReleased, w.Active = s.PodsReady(), s.PodsReleased(), s.Active()
 	if err := readPodSets(s, &w); err != nil {
 		return nil, err
 	}

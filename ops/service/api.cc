@@ -71,8 +71,8 @@ Result<std::string> RenderGet(const projections::Engine& engine, const std::stri
     rows = CohortsTable(engine);
     kind = "cohort.kueue.x-k8s.io";
   } else if (what == "nodes" || what == "node") {
-    items = NodesJson(engine);
-    rows = NodesTable(engine);
+    items = NodesJson(engine, allow);
+    rows = NodesTable(engine, format == "wide", allow);
     kind = "node";
   } else {
     return Status(Code::kInvalidArgument, "kind '" + what +
@@ -88,6 +88,11 @@ Result<std::string> RenderGet(const projections::Engine& engine, const std::stri
       out += kind + "/" + item["metadata"]["name"].get<std::string>() + "\n";
     }
     return out;
+  }
+  // One object named: the object itself, as kubectl get NAME -o json|yaml|jsonpath gives it.
+  if (!query.name.empty() && selected->size() == 1 && (format == "json" || format == "yaml")) {
+    const Json& item = (*selected)[0];
+    return format == "json" ? item.dump(2) + "\n" : ToYaml(item);
   }
   Json list = ListOf(*selected);
   const bool nodes = what == "nodes" || what == "node";

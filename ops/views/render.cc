@@ -457,19 +457,64 @@ Json CohortsJson(const Engine& engine) {
   return items;
 }
 
-Json NodesJson(const Engine& engine) {
-  Json items = Json::array();
+namespace {
+
+// What holds each flavor's room (the ledger bounds admissions by a flavor's healthy nodes
+// together, not node by node): its healthy capacity, the usage of the workloads holding quota
+// in it, and those workloads (namespace/name, in name order).
+struct FlavorRoom {
+  std::map<int, int64_t> capacity, usage;
+  std::vector<std::string> holders;
+};
+
+std::map<std::string, FlavorRoom> FlavorRooms(const Engine& engine, const NamespaceFilter& allow) {
+  std::map<std::string, FlavorRoom> rooms;
   for (const auto& [name, node] : engine.nodes()) {
-    Json capacity = Json::object();
-    for (const auto& [r, milli] : node.capacity) {
-      const std::string& rn = engine.resource_names().Name(r);
-      capacity[rn] = schema::FormatQuantityMilli(milli, rn);
+    FlavorRoom& room = rooms[node.flavor];
+    if (node.failed) continue;
+    for (const auto& [r, milli] : node.capacity) room.capacity[r] += milli;
+  }
+  for (const auto& [key, wl] : engine.workloads()) {
+    if (!projections::HoldsQuota(wl.phase)) continue;
+    std::set<std::string> held;
+    for (const auto& [fr, amount] : wl.admission.usage) {
+      const std::string& flavor = engine.flavor_names().Name(projections::FrFlavor(fr));
+      auto room = rooms.find(flavor);
+      if (room == rooms.end()) continue;
+      room->second.usage[projections::FrResource(fr)] += amount;
+      if (held.insert(flavor).second && (!allow || allow(wl.ns))) {
+        room->second.holders.push_back(key);
+      }
     }
+  }
+  return rooms;
+}
+
+Json Quantities(const Engine& engine, const std::map<int, int64_t>& amounts) {
+  Json out = Json::object();
+  for (const auto& [r, milli] : amounts) {
+    const std::string& rn = engine.resource_names().Name(r);
+    out[rn] = schema::FormatQuantityMilli(milli, rn);
+  }
+  return out;
+}
+
+}  // namespace
+
+Json NodesJson(const Engine& engine, const NamespaceFilter& allow) {
+  Json items = Json::array();
+  const std::map<std::string, FlavorRoom> rooms = FlavorRooms(engine, allow);
+  for (const auto& [name, node] : engine.nodes()) {
+    const FlavorRoom& room = rooms.at(node.flavor);
     items.push_back({{"kind", "Node"},
                      {"metadata", {{"name", name}}},
                      {"flavor", node.flavor},
-                     {"capacity", capacity},
-                     {"failed", node.failed}});
+                     {"capacity", Quantities(engine, node.capacity)},
+                     {"failed", node.failed},
+                     {"flavorRoom",
+                      {{"capacity", Quantities(engine, room.capacity)},
+                       {"usage", Quantities(engine, room.usage)},
+                       {"heldBy", room.holders}}}});
   }
   return items;
 }
@@ -568,15 +613,28 @@ TableRows CohortsTable(const Engine& engine) {
   return rows;
 }
 
-TableRows NodesTable(const Engine& engine) {
-  std::vector<std::vector<std::string>> rows{{"NAME", "FLAVOR", "STATE", "CAPACITY"}};
-  for (const auto& n : NodesJson(engine)) {
-    std::string capacity;
+TableRows NodesTable(const Engine& engine, bool wide, const NamespaceFilter& allow) {
+  std::vector<std::vector<std::string>> rows{
+      {"NAME", "FLAVOR", "STATE", "CAPACITY", "FLAVOR USAGE / CAPACITY", "HELD BY"}};
+  for (const auto& n : NodesJson(engine, allow)) {
+    std::string capacity, room;
     for (const auto& [r, q] : n["capacity"].items()) {
       capacity += (capacity.empty() ? "" : ",") + r + "=" + q.get<std::string>();
     }
-    rows.push_back(
-        {n["metadata"]["name"], n["flavor"], n["failed"] ? "Failed" : "Ready", capacity});
+    const Json& usage = n["flavorRoom"]["usage"];
+    for (const auto& [r, q] : n["flavorRoom"]["capacity"].items()) {
+      room += (room.empty() ? "" : ",") + r + "=" +
+              (usage.contains(r) ? usage[r].get<std::string>() : "0") + "/" + q.get<std::string>();
+    }
+    const Json& holders = n["flavorRoom"]["heldBy"];
+    std::string held;
+    const size_t shown = wide ? holders.size() : std::min<size_t>(holders.size(), 3);
+    for (size_t i = 0; i < shown; ++i) {
+      held += (held.empty() ? "" : ",") + holders[i].get<std::string>();
+    }
+    if (shown < holders.size()) held += " +" + std::to_string(holders.size() - shown) + " more";
+    rows.push_back({n["metadata"]["name"], n["flavor"], n["failed"] ? "Failed" : "Ready", capacity,
+                    room, held.empty() ? "<none>" : held});
   }
   return rows;
 }

@@ -28,7 +28,7 @@ Json LocalQueuesJson(const projections::Engine& engine, const NamespaceFilter& a
 Json CohortsJson(const projections::Engine& engine);
 // The nodes reported to the ledger (docs/semantics.md, "Node capacity"): name, flavor, capacity
 // (canonical quantities) and whether it is failed.
-Json NodesJson(const projections::Engine& engine);
+Json NodesJson(const projections::Engine& engine, const NamespaceFilter& allow = nullptr);
 
 // `kind: List` with the items, as `kubectl get -o json` prints it.
 Json ListOf(const Json& items);
@@ -48,8 +48,11 @@ TableRows ClusterQueuesTable(const projections::Engine& engine);
 TableRows LocalQueuesTable(const projections::Engine& engine,
                            const NamespaceFilter& allow = nullptr);
 TableRows CohortsTable(const projections::Engine& engine);
-// The nodes (RenderGet adds whether the node inventory is complete).
-TableRows NodesTable(const projections::Engine& engine);
+// The nodes (RenderGet adds whether the node inventory is complete), with what holds the room
+// of each node's flavor: the ledger bounds admissions by a flavor's healthy nodes together, so
+// its usage and the workloads holding it (those `allow` passes; wide: all of them, else three).
+TableRows NodesTable(const projections::Engine& engine, bool wide,
+                     const NamespaceFilter& allow = nullptr);
 // A duration as kubectl's AGE column shows it: 45s, 12m, 3h, 5d.
 std::string ShortDuration(int64_t ns);
 

@@ -212,6 +212,20 @@ expect_rc 1 $admitctl --ledger "$S" stop workload ml/train --keep-already-runnin
 contains "$err" "--keep-already-running is a queue's"
 expect_rc 1 $admitctl --ledger "$S" stop workload ml/nosuch
 
+# ---- get nodes: each node's capacity and state, and what holds its flavor's room (the ledger
+# bounds admissions by a flavor's healthy nodes together): usage over capacity, and who holds it.
+expect_rc 0 $admitctl --ledger "$S" node capacity n1 --flavor h100 --capacity nvidia.com/gpu=8,memory=64Gi
+expect_rc 0 $admitctl --ledger "$S" node capacity n2 --flavor h100 --capacity nvidia.com/gpu=8,memory=64Gi
+expect_rc 0 $admitctl --ledger "$S" node fail n2
+expect_rc 0 $admitctl --ledger "$S" get nodes
+contains "$out" "FLAVOR USAGE / CAPACITY"
+contains "$out" "HELD BY"
+contains "$out" "nvidia.com/gpu=4/8,memory=0/64Gi"
+contains "$out" "ml/train"
+contains "$out" "Failed"
+expect_rc 0 $admitctl --ledger "$S" get nodes n1 -o jsonpath='{.flavorRoom.heldBy[0]}'
+[[ "$out" == "ml/train" ]] || fail "jsonpath heldBy: $out"
+
 # ---- get cohorts: the header names what the values are (usage / quota).
 expect_rc 0 $admitctl --ledger "$L" get cohorts
 contains "$out" "USAGE / QUOTA"

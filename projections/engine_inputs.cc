@@ -3,6 +3,7 @@
 // cohort, resourceflavor and workload controllers) that feed its cache and queues.
 
 #include <algorithm>
+#include <limits>
 
 #include "projections/engine.h"
 #include "projections/engine_internal.h"
@@ -460,14 +461,22 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
   w.phase = Phase::kAdmitted;
   w.generation = 1;
   w.fencing_token = w.uid + "/1";
-  w.admitted_at_ns = now;
   w.quota_version = cq.spec ? cq.spec->version : 0;
-  w.reserved_at_ns = now;
+  // Engine v22: Kueue's record of the admission, its times bounded by the import's own (a
+  // later one is another clock's skew) and the admission not before the reservation.
+  const bool record = batch_version_ >= 22;
+  const auto at = [&](int64_t t, int64_t floor) {
+    return record && t > 0 ? std::clamp(t, std::min(floor, now), now) : now;
+  };
+  w.reserved_at_ns = at(imported.getReservedAtNs(), std::numeric_limits<int64_t>::min());
+  w.admitted_at_ns = at(imported.getAdmittedAtNs(), w.reserved_at_ns);
   AddHolder(cq, w);
   AddUsage(cq, w.cluster_queue, w.admission.usage, +1);
   SetCondition(w, ConditionType::kQuotaReserved, true, "QuotaReserved",
-               "Imported with its admission in ClusterQueue " + w.cluster_queue, now);
-  SetCondition(w, ConditionType::kAdmitted, true, "Admitted", "Imported as admitted", now);
+               "Imported with its admission in ClusterQueue " + w.cluster_queue, w.reserved_at_ns);
+  SetCondition(w, ConditionType::kAdmitted, true, "Admitted", "Imported as admitted",
+               w.admitted_at_ns);
+  if (record) ImportRecord(imported, w, now);
   if (cq.spec && AfsOrders(*cq.spec)) AfsSettle(w, now);
   auto d = NewDecision(seq).initBody().initAdmitted();
   Ref(d.initWorkload(), w);
@@ -537,6 +546,19 @@ void Engine::PodsReport(schema::PodsReported::Reader report, int64_t now) {
       break;
     default:
       break;
+  }
+}
+
+void Engine::ImportRecord(schema::WorkloadImported::Reader imported, WorkloadState& wl,
+                          int64_t now) {
+  wl.pods_ready = imported.getPodsReady();
+  wl.requeue_count = imported.getRequeueCount();
+  for (auto c : imported.getChecks()) {
+    CheckStatus& cs = wl.checks[c.getName().cStr()];
+    cs.state = CheckState::kReady;
+    cs.message = c.getMessage().cStr();
+    cs.last_transition_ns = c.getLastTransitionNs() > 0 ? std::min(c.getLastTransitionNs(), now) : now;
+    cs.report_sequence = current_sequence_;
   }
 }
 

@@ -131,6 +131,12 @@ constexpr const char* kEngineVersionNotes[] = {
     "rejected; and a revoked workload is not admitted again in the batch that revoked it, "
     "as a preempted one is not (Kueue readmits an evicted workload in a later cycle); no "
     "ledger before v21 holds the input",
+    // v22
+    "an imported workload keeps Kueue's record of its admission: the QuotaReserved and "
+    "Admitted times of its status (bounded by the import's own time), PodsReady, its "
+    "admission checks (Ready, with their messages and times) and its requeue count, so "
+    "preemption orders it by when Kueue reserved it (newest first) and its read model "
+    "shows Kueue's times; before, every import was reserved and admitted at the import",
 };
 static_assert(std::size(kEngineVersionNotes) == kEngineVersion,
               "every engine version has its note");

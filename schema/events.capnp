@@ -324,6 +324,20 @@ struct WorkloadSubmitted {
 struct WorkloadImported {
   workload @0 :Workload;
   admission @1 :Admission;
+  # Kueue's record of the admission, from the Workload's status (engine v22; 0, false or empty:
+  # not known, the import's own time and nothing more, as before v22).
+  reservedAtNs @2 :Int64;            # the QuotaReserved condition's lastTransitionTime
+  admittedAtNs @3 :Int64;            # the Admitted condition's lastTransitionTime
+  podsReady @4 :Bool;                # the PodsReady condition is True
+  podsReadyAtNs @5 :Int64;           # its lastTransitionTime
+  checks @6 :List(ImportedCheck);    # status.admissionChecks (every one Ready)
+  requeueCount @7 :UInt32;           # status.requeueState.count
+}
+
+struct ImportedCheck {
+  name @0 :Text;
+  message @1 :Text;
+  lastTransitionNs @2 :Int64;
 }
 
 struct WorkloadDeleted {

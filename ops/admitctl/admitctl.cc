@@ -330,7 +330,8 @@ int RunDevAppend(const GlobalOptions& global, const std::vector<std::string>& js
 enum class FileKind { kApply, kSubmit, kImport, kDelete };
 
 int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
-            const std::string& format, const std::string& validate = "strict") {
+            const std::string& format, const std::string& validate = "strict",
+            bool lenient = false) {
   auto text = ReadAll(path);
   if (!text.ok()) return Fail(text.status());
   auto session = OpenSession(global, true);
@@ -348,6 +349,7 @@ int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
                            : validate == "ignore" || validate == "false" ? FieldValidation::kIgnore
                                                                          : FieldValidation::kStrict;
   parse.warnings = &warnings;
+  parse.lenient = lenient;
   Result<std::vector<ParsedObject>> objects =
       kind == FileKind::kApply    ? ParseApplyYaml(*text, parse)
       : kind == FileKind::kDelete ? ParseDeleteYaml(*text)
@@ -542,6 +544,7 @@ struct CoreCommands {
            *delete_ = nullptr;
   std::string file_path, out_format = "text", workload_name, finish_message, delete_file;
   std::string validate = "strict";
+  bool lenient = false;  // import: drop what cannot be honoured, listed
   CLI::Option* delete_file_option = nullptr;
   CLI::App* get = nullptr;
   GetArgs get_args;
@@ -650,6 +653,10 @@ void AddInputCommands(CLI::App& app, CoreCommands& c) {
                     "false (record silently)")
         ->check(CLI::IsMember({"strict", "true", "warn", "ignore", "false"}));
   }
+  c.import->add_flag("--lenient", c.lenient,
+                     "import what the ledger cannot honour of Kueue's status (an eviction in "
+                     "progress, checks not Ready, a reservation not admitted) without it, each "
+                     "dropped field listed (default: refuse the file, naming it)");
   c.finish = app.add_subcommand("finish", "record that a workload finished; frees its quota");
   c.finish->add_option("workload", c.workload_name, "NAMESPACE/NAME")->required();
   c.finish->add_option("--message", c.finish_message, "why or how it finished");
@@ -779,7 +786,9 @@ int RunCoreCommand(const GlobalOptions& global, CoreCommands& c) {
   if (*c.dev_append) return RunDevAppend(global, c.json_args, c.json_file);
   if (*c.apply) return RunFile(global, FileKind::kApply, c.file_path, c.out_format, c.validate);
   if (*c.submit) return RunFile(global, FileKind::kSubmit, c.file_path, c.out_format, c.validate);
-  if (*c.import) return RunFile(global, FileKind::kImport, c.file_path, c.out_format, c.validate);
+  if (*c.import) {
+    return RunFile(global, FileKind::kImport, c.file_path, c.out_format, c.validate, c.lenient);
+  }
   if (*c.finish) {
     return RunWorkloadInput(global, c.workload_name, true, c.finish_message, c.out_format);
   }

@@ -76,7 +76,10 @@ struct SubmitContext {
 enum class FieldValidation { kStrict, kWarn, kIgnore };
 struct ParseOptions {
   FieldValidation field_validation = FieldValidation::kStrict;
-  std::vector<std::string>* warnings = nullptr;  // kWarn's, when not null
+  std::vector<std::string>* warnings = nullptr;  // kWarn's and lenient's, when not null
+  // import: Kueue's status fields the ledger cannot honour (an eviction in progress, checks not
+  // Ready, a reservation not admitted) are dropped and listed as warnings instead of refused.
+  bool lenient = false;
 };
 
 // The idempotency key of a submitted or imported workload: "VERB/NS/NAME/UID". The uid makes it

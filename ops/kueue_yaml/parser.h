@@ -241,6 +241,8 @@ class DocumentParser {
 
   // Errors and typed reads (reads.cc).
   bool Fail(const YAML::Node& at, const std::string& path, std::string reason);
+  // What an import cannot honour: refused, or with ParseOptions::lenient dropped and listed.
+  bool Unhonoured(const YAML::Node& at, const std::string& path, const std::string& reason);
   bool ExpectMap(const YAML::Node& n, const std::string& path);
   bool ExpectSequence(const YAML::Node& n, const std::string& path, size_t max_items);
   bool ReadString(const YAML::Node& n, const std::string& path, std::string* out);
@@ -346,6 +348,12 @@ class DocumentParser {
                                   schema::Workload::Builder w);
   bool ParseAdmission(const YAML::Node& obj, const std::string& p,
                       const std::map<std::string, int32_t>& counts, schema::Admission::Builder a);
+  // Kueue's record of an imported admission (import_status.cc): its conditions' times,
+  // PodsReady, the admission checks and the requeue count.
+  bool ParseImportedStatus(const YAML::Node& obj, const std::string& p,
+                           schema::WorkloadImported::Builder imported);
+  bool ReadTime(const YAML::Node& parent, std::string_view key, const std::string& p,
+                int64_t* out_ns);
   bool ParsePodSetAssignment(const YAML::Node& as, const std::string& asp,
                              const std::map<std::string, int32_t>& counts,
                              std::set<std::string>* seen,

@@ -11,6 +11,17 @@
 
 namespace admission::ops::kueue_yaml_internal {
 
+bool DocumentParser::Unhonoured(const YAML::Node& at, const std::string& path,
+                                const std::string& reason) {
+  if (options_ == nullptr || !options_->lenient) {
+    return Fail(at, path, reason + "; nothing imported (--lenient imports without it)");
+  }
+  if (options_->warnings != nullptr) {
+    options_->warnings->push_back(kind_ + " " + name_ + ": " + path + ": dropped: " + reason);
+  }
+  return true;
+}
+
 bool DocumentParser::Fail(const YAML::Node& at, const std::string& path, std::string reason) {
   if (error_.reason.empty()) {
     error_.kind = kind_;

@@ -68,6 +68,7 @@ bool DocumentParser::ParseWorkload(const YAML::Node& obj, const std::string& p, 
 
   if (import) {
     if (!ParseAdmission(obj, p, counts, body.getWorkloadImported().initAdmission())) return false;
+    if (!ParseImportedStatus(obj, p, body.getWorkloadImported())) return false;
   } else if (!Absent(Child(Child(obj, "status"), "admission"))) {
     // Submitting an admitted workload would queue it a second time while it runs.
     return Fail(Child(Child(obj, "status"), "admission"), Join(p, "status.admission"),

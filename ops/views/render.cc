@@ -185,6 +185,46 @@ Json PodSetUpdatesJson(const std::vector<projections::PodSetUpdate>& updates) {
   return out;
 }
 
+// A podSet as Kueue's Workload has it: what the ledger keeps of its pod template (one container
+// with the per-pod requests, the node selector, tolerations and required node affinity), so
+// `get workloads -o yaml` imports again as it is.
+Json PodSetJson(const Engine& engine, const projections::PodSetSpec& ps) {
+  Json p{{"name", ps.name}, {"count", ps.count}};
+  if (ps.min_count > 0) p["minCount"] = ps.min_count;
+  Json requests = Json::object();
+  for (const auto& [r, v] : ps.requests) {
+    const std::string& rn = engine.resource_names().Name(r);
+    requests[rn] = schema::FormatQuantityMilli(v, rn);
+  }
+  Json spec{{"containers", Json::array({{{"name", "main"}, {"resources", {{"requests", requests}}}}})}};
+  if (!ps.node_selector.empty()) spec["nodeSelector"] = ps.node_selector;
+  if (!ps.tolerations.empty()) {
+    Json ts = Json::array();
+    for (const auto& t : ps.tolerations) {
+      Json tj = Json::object();
+      if (!t.key.empty()) tj["key"] = t.key;
+      if (!t.op.empty()) tj["operator"] = t.op;
+      if (!t.value.empty()) tj["value"] = t.value;
+      if (!t.effect.empty()) tj["effect"] = t.effect;
+      ts.push_back(tj);
+    }
+    spec["tolerations"] = ts;
+  }
+  if (!ps.affinity.empty()) {
+    Json exprs = Json::array();
+    for (const auto& r : ps.affinity) {
+      Json e{{"key", r.key}, {"operator", r.op}};
+      if (!r.values.empty()) e["values"] = r.values;
+      exprs.push_back(e);
+    }
+    spec["affinity"] = {{"nodeAffinity",
+                         {{"requiredDuringSchedulingIgnoredDuringExecution",
+                           {{"nodeSelectorTerms", Json::array({{{"matchExpressions", exprs}}})}}}}}};
+  }
+  p["template"] = {{"spec", spec}};
+  return p;
+}
+
 // A workload's metadata and spec, as Kueue's Workload has them.
 Json WorkloadSpecJson(const Engine& engine, const projections::WorkloadState& wl) {
   Json w;
@@ -196,17 +236,7 @@ Json WorkloadSpecJson(const Engine& engine, const projections::WorkloadState& wl
                    {"creationTimestamp", FormatRfc3339Seconds(wl.creation_ns)}};
   if (!wl.labels.empty()) w["metadata"]["labels"] = wl.labels;
   Json pod_sets = Json::array();
-  for (const auto& ps : wl.pod_sets) {
-    Json p{{"name", ps.name}, {"count", ps.count}};
-    if (ps.min_count > 0) p["minCount"] = ps.min_count;
-    Json requests = Json::object();
-    for (const auto& [r, v] : ps.requests) {
-      const std::string& rn = engine.resource_names().Name(r);
-      requests[rn] = schema::FormatQuantityMilli(v, rn);
-    }
-    p["requests"] = requests;
-    pod_sets.push_back(p);
-  }
+  for (const auto& ps : wl.pod_sets) pod_sets.push_back(PodSetJson(engine, ps));
   w["spec"] = {{"queueName", wl.queue_name}, {"priority", wl.priority}, {"podSets", pod_sets}};
   if (!wl.priority_class.empty()) w["spec"]["priorityClassName"] = wl.priority_class;
   w["spec"]["active"] = projections::IsActive(wl);

@@ -552,6 +552,7 @@ class Engine {
   void Reactivate(WorkloadState& wl, const std::string& message, int64_t now);
   // Engine v22: an import's PodsReady, admission checks and requeue count (Kueue's record).
   void ImportRecord(schema::WorkloadImported::Reader imported, WorkloadState& wl, int64_t now);
+  void ImportPending(schema::WorkloadImported::Reader imported, uint64_t seq, int64_t now);
   // The workloads a revocation evicts, in key order: reserved or admitted, and the one it
   // names (looked up, not searched for), or every one that holds the check or uses the flavor
   // it names. Intake's validation counts them; the fold evicts them.

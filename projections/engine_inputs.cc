@@ -433,6 +433,10 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
     NewDecision(seq).initBody().initRejected().setReason("AlreadyExists");
     return;
   }
+  if (imported.getAdmission().getClusterQueue().size() == 0) {
+    ImportPending(imported, seq, now);
+    return;
+  }
   WorkloadState state;
   InitWorkload(wl, seq, now, &state);
   state.imported = true;
@@ -560,6 +564,25 @@ void Engine::ImportRecord(schema::WorkloadImported::Reader imported, WorkloadSta
     cs.last_transition_ns = c.getLastTransitionNs() > 0 ? std::min(c.getLastTransitionNs(), now) : now;
     cs.report_sequence = current_sequence_;
   }
+}
+
+// Engine v22: a pending workload imported from Kueue: queued by its creation time (Kueue's queue
+// order), its requeue count kept, and a backoff Kueue set waited out until its requeueAt.
+void Engine::ImportPending(schema::WorkloadImported::Reader imported, uint64_t seq, int64_t now) {
+  auto [it, inserted] = workloads_.try_emplace(
+      Cat({View(imported.getWorkload().getNamespace()), "/", View(imported.getWorkload().getName())}));
+  WorkloadState& w = it->second;
+  InitWorkload(imported.getWorkload(), seq, now, &w);
+  uid_pending_.push_back(&w);
+  w.requeue_count = imported.getRequeueCount();
+  if (imported.getRequeueAtNs() > now) {
+    w.requeue_at_ns = imported.getRequeueAtNs();
+    SetCondition(w, ConditionType::kRequeued, false, "Backoff",
+                 "Imported while waiting out Kueue's requeue backoff", now);
+    AddTimer(w.requeue_at_ns, TimerKind::kRequeue, w.key, w.generation);
+    return;
+  }
+  Enqueue(w, now);
 }
 
 }  // namespace admission::projections

@@ -222,6 +222,11 @@ InputVerdict Engine::Validate(schema::Event::Reader event) const {
     case schema::Event::Body::WORKLOAD_SUBMITTED:
       return ValidateWorkload(body.getWorkloadSubmitted().getWorkload());
     case schema::Event::Body::WORKLOAD_IMPORTED:
+      if (body.getWorkloadImported().getAdmission().getClusterQueue().size() == 0 &&
+          batch_version_ < 22) {
+        return Refused("workloadImported.admission: empty (a pending workload is imported from "
+                       "engine v22 on)");
+      }
       return ValidateWorkload(body.getWorkloadImported().getWorkload());
     case schema::Event::Body::WORKLOAD_FINISHED:
       return ValidateRef(body.getWorkloadFinished().getWorkload(), "workloadFinished");

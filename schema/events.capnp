@@ -332,6 +332,9 @@ struct WorkloadImported {
   podsReadyAtNs @5 :Int64;           # its lastTransitionTime
   checks @6 :List(ImportedCheck);    # status.admissionChecks (every one Ready)
   requeueCount @7 :UInt32;           # status.requeueState.count
+  requeueAtNs @8 :Int64;             # status.requeueState.requeueAt: waiting out a backoff
+  # An import without an admission (admission.clusterQueue empty, engine v22) is a pending
+  # workload: queued by its creation time, after its backoff.
 }
 
 struct ImportedCheck {

@@ -641,8 +641,8 @@ void AddInputCommands(CLI::App& app, CoreCommands& c) {
       "submit", "submit Workloads and batch/v1 Jobs (label kueue.x-k8s.io/queue-name) as one "
                 "atomic batch; prints the decisions they caused");
   c.import = app.add_subcommand(
-      "import", "adopt Workloads that carry status.admission (kubectl get workloads -o yaml) as "
-                "admitted");
+      "import", "adopt Kueue's Workloads (kubectl get workloads -o yaml) with Kueue's record: "
+                "those with status.admission as admitted, the others pending in Kueue's order");
   for (auto* cmd : {c.apply, c.submit, c.import}) {
     cmd->add_option("-f,--filename", c.file_path, "YAML file ('-': stdin)")->required();
     cmd->add_option("-o,--output", c.out_format, "text or json")

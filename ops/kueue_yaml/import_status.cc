@@ -35,6 +35,7 @@ bool DocumentParser::ReadTime(const YAML::Node& parent, std::string_view key,
 }
 
 bool DocumentParser::ParseImportedStatus(const YAML::Node& obj, const std::string& p,
+                                         bool admitted,
                                          schema::WorkloadImported::Builder imported) {
   const YAML::Node status = Child(obj, "status");
   const std::string stp = Join(p, "status");
@@ -70,6 +71,10 @@ bool DocumentParser::ParseImportedStatus(const YAML::Node& obj, const std::strin
       return false;
     }
   }
+  if (!admitted && is_true("QuotaReserved")) {
+    return Fail(seen["QuotaReserved"].node, seen["QuotaReserved"].path,
+                "QuotaReserved is True but there is no status.admission");
+  }
   if (is_true("QuotaReserved")) imported.setReservedAtNs(seen["QuotaReserved"].transition_ns);
   if (is_true("Admitted")) {
     imported.setAdmittedAtNs(seen["Admitted"].transition_ns);
@@ -90,8 +95,9 @@ bool DocumentParser::ParseImportedStatus(const YAML::Node& obj, const std::strin
     if (!ReadBool(ready, Join(stp, "podsReady"), &pods_ready)) return false;
     if (pods_ready) imported.setPodsReady(true);
   }
+  // A pending workload's checks start again at its next reservation (Kueue resets them).
   const YAML::Node checks = Child(status, "admissionChecks");
-  if (!Absent(checks)) {
+  if (admitted && !Absent(checks)) {
     const std::string cp = Join(stp, "admissionChecks");
     if (!ExpectSequence(checks, cp, 64)) return false;
     std::vector<std::array<std::string, 2>> ready;  // name, message
@@ -123,12 +129,16 @@ bool DocumentParser::ParseImportedStatus(const YAML::Node& obj, const std::strin
       list[static_cast<unsigned>(i)].setLastTransitionNs(times[i]);
     }
   }
-  const YAML::Node requeue = Child(Child(status, "requeueState"), "count");
+  const YAML::Node requeue_state = Child(status, "requeueState");
+  const YAML::Node requeue = Child(requeue_state, "count");
   if (!Absent(requeue)) {
     int32_t count = 0;
     if (!ReadInt32(requeue, Join(stp, "requeueState.count"), 0, &count)) return false;
     imported.setRequeueCount(static_cast<uint32_t>(count));
   }
+  int64_t requeue_at = 0;
+  if (!ReadTime(requeue_state, "requeueAt", Join(stp, "requeueState"), &requeue_at)) return false;
+  if (!admitted) imported.setRequeueAtNs(requeue_at);
   return true;
 }
 

@@ -350,7 +350,7 @@ class DocumentParser {
                       const std::map<std::string, int32_t>& counts, schema::Admission::Builder a);
   // Kueue's record of an imported admission (import_status.cc): its conditions' times,
   // PodsReady, the admission checks and the requeue count.
-  bool ParseImportedStatus(const YAML::Node& obj, const std::string& p,
+  bool ParseImportedStatus(const YAML::Node& obj, const std::string& p, bool admitted,
                            schema::WorkloadImported::Builder imported);
   bool ReadTime(const YAML::Node& parent, std::string_view key, const std::string& p,
                 int64_t* out_ns);

@@ -67,8 +67,13 @@ bool DocumentParser::ParseWorkload(const YAML::Node& obj, const std::string& p, 
   if (!ParsePodSets(spec, sp, w, &counts)) return false;
 
   if (import) {
-    if (!ParseAdmission(obj, p, counts, body.getWorkloadImported().initAdmission())) return false;
-    if (!ParseImportedStatus(obj, p, body.getWorkloadImported())) return false;
+    // Without status.admission: a pending workload, its creation time and backoff kept.
+    const bool admitted = !Absent(Child(Child(obj, "status"), "admission"));
+    if (admitted &&
+        !ParseAdmission(obj, p, counts, body.getWorkloadImported().initAdmission())) {
+      return false;
+    }
+    if (!ParseImportedStatus(obj, p, admitted, body.getWorkloadImported())) return false;
   } else if (!Absent(Child(Child(obj, "status"), "admission"))) {
     // Submitting an admitted workload would queue it a second time while it runs.
     return Fail(Child(Child(obj, "status"), "admission"), Join(p, "status.admission"),

@@ -343,12 +343,15 @@ Json WorkloadStatusJson(const Engine& engine, const projections::WorkloadState& 
       status["drainDeadline"] = FormatRfc3339Seconds(wl.drain_deadline_ns);
     }
   }
-  if (wl.requeue_at_ns > 0) status["requeueAt"] = FormatRfc3339Seconds(wl.requeue_at_ns);
   status["phase"] = projections::PhaseName(wl.phase);
   if (wl.phase == Phase::kPending && !wl.pending_reason.empty()) {
     status["pendingReason"] = {{"reason", wl.pending_reason}, {"message", wl.pending_message}};
   }
-  if (wl.requeue_count > 0) status["requeueState"] = {{"count", wl.requeue_count}};
+  // Kueue's requeueState: the requeue count and the end of a backoff being waited out.
+  if (wl.requeue_count > 0) status["requeueState"]["count"] = wl.requeue_count;
+  if (wl.requeue_at_ns > 0) {
+    status["requeueState"]["requeueAt"] = FormatRfc3339Seconds(wl.requeue_at_ns);
+  }
   return status;
 }
 

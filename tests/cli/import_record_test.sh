@@ -3,7 +3,8 @@
 # times, PodsReady, the admission checks and the requeue count come from each Workload's status;
 # `get workloads -o yaml` of the ledger imported into a fresh ledger gives the same read models,
 # times included; what the ledger cannot honour (an eviction in progress) is refused, naming
-# it, or dropped and listed with --lenient.
+# it, or dropped and listed with --lenient. Pending workloads keep their creation time (queue
+# order) and requeue backoff.
 #   tests/cli/import_record_test.sh ADMITCTL
 admitctl=$1
 # shellcheck source=tests/cli/lib.sh
@@ -92,6 +93,55 @@ expect_rc 0 $admitctl --ledger "$A" get workloads -n ml -o json
 before="$out"
 expect_rc 0 $admitctl --ledger "$B" get workloads -n ml -o json
 [[ "$out" == "$before" ]] || fail "the round trip changed the read models: $(diff <(echo "$before") <(echo "$out"))"
+
+# Pending workloads import too: queued by Kueue's creation time, a requeue backoff waited out.
+# pending NAME CREATED [REQUEUE_AT]: a pending Workload of 8 GPUs as Kueue leaves it.
+pending() {
+  cat <<YAML
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: $1, namespace: ml, uid: uid-$1, creationTimestamp: "$2"}
+spec:
+  queueName: lq
+  podSets:
+  - {name: main, count: 1, template: {spec: {containers: [{name: c, resources: {requests: {nvidia.com/gpu: "8"}}}]}}}
+status:
+  conditions:
+  - {type: QuotaReserved, status: "False", reason: Pending, message: x, lastTransitionTime: "$2"}
+  requeueState: {count: 3${3:+, requeueAt: "$3"}}
+YAML
+}
+{ pending p-late 2026-12-06T11:10:00Z; pending p-early 2026-12-06T11:05:00Z
+  pending p-backoff 2026-12-06T11:00:00Z 2026-12-06T13:00:00Z; } > "$work/pending.yaml"
+P="$work/p"
+expect_rc 0 $admitctl --ledger "$P" --at 2026-12-06T11:00:00Z apply -f "$work/defs.yaml"
+expect_rc 0 $admitctl --ledger "$P" --at 2026-12-06T12:00:00Z import -f "$work/kueue.yaml"
+expect_rc 0 $admitctl --ledger "$P" --at 2026-12-06T12:01:00Z import -f "$work/pending.yaml"
+expect_rc 0 $admitctl --ledger "$P" get workloads -n ml -o json
+python3 - "$out" > "$work/check.out" <<'PY' || fail "$(cat "$work/check.out")"
+import json, sys
+items = {w["metadata"]["name"]: w for w in json.loads(sys.argv[1])["items"]}
+assert items["p-early"]["metadata"]["creationTimestamp"] == "2026-12-06T11:05:00Z", items["p-early"]["metadata"]
+assert items["p-backoff"]["status"]["requeueState"]["requeueAt"] == "2026-12-06T13:00:00Z", items["p-backoff"]["status"]
+print("ok")
+PY
+expect_rc 0 $admitctl --ledger "$P" get pendingworkloads --cluster-queue gpu -o json
+python3 - "$out" > "$work/check.out" <<'PY' || fail "pending order: $(cat "$work/check.out")"
+import json, sys
+names = [i["metadata"]["name"] for i in json.loads(sys.argv[1])["items"]]
+assert names == ["p-early", "p-late"], names  # p-backoff waits out its backoff, outside the queue
+print("ok")
+PY
+# The admitted ones finish: the earliest created takes the room, not the first imported.
+expect_rc 0 $admitctl --ledger "$P" --at 2026-12-06T12:30:00Z finish ml/a
+expect_rc 0 $admitctl --ledger "$P" --at 2026-12-06T12:30:01Z finish ml/b
+expect_rc 0 $admitctl --ledger "$P" --at 2026-12-06T12:30:02Z finish ml/c
+contains "$out" "quota reserved for ml/p-early"
+lacks "$out" "p-backoff"
+expect_rc 0 $admitctl --ledger "$P" --at 2026-12-06T13:00:01Z tick
+expect_rc 0 $admitctl --ledger "$P" get pendingworkloads --cluster-queue gpu
+contains "$out" "p-backoff"
 
 # What cannot be honoured: an eviction in progress is refused, naming it; --lenient drops it.
 admitted d 2026-12-06T11:50:02Z \

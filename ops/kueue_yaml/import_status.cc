@@ -4,8 +4,10 @@
 // reservation still waiting for its checks, a check not Ready) is refused, or with
 // ParseOptions::lenient dropped and listed.
 
+#include <array>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "ops/kueue_yaml/parser.h"
 #include "schema/time_format.h"
@@ -31,6 +33,44 @@ bool DocumentParser::ReadTime(const YAML::Node& parent, std::string_view key,
   Result<int64_t> ns = ParseRfc3339(text);
   if (!ns.ok()) return Fail(n, Join(p, key), ns.status().message());
   *out_ns = *ns;
+  return true;
+}
+
+// status.admissionChecks of an admitted workload: every one Ready, with its message and time.
+bool DocumentParser::ParseImportedChecks(const YAML::Node& checks, const std::string& stp,
+                                         schema::WorkloadImported::Builder imported) {
+  if (!Absent(checks)) {
+    const std::string cp = Join(stp, "admissionChecks");
+    if (!ExpectSequence(checks, cp, 64)) return false;
+    std::vector<std::array<std::string, 2>> ready;  // name, message
+    std::vector<int64_t> times;
+    for (size_t i = 0; i < checks.size(); ++i) {
+      const std::string ip = Index(cp, i);
+      std::string name, state, message;
+      int64_t at = 0;
+      if (!ExpectMap(checks[i], ip) || !ReqString(checks[i], "name", ip, &name, "the check") ||
+          !OptString(checks[i], "state", ip, &state) ||
+          !OptString(checks[i], "message", ip, &message) ||
+          !ReadTime(checks[i], "lastTransitionTime", ip, &at)) {
+        return false;
+      }
+      if (state != "Ready") {
+        if (!Unhonoured(checks[i], ip, "check " + Quote(name) + " is " + Quote(state) +
+                                           ", not Ready (Kueue admits a workload once all are)")) {
+          return false;
+        }
+        continue;
+      }
+      ready.push_back({name, message});
+      times.push_back(at);
+    }
+    auto list = imported.initChecks(static_cast<unsigned>(ready.size()));
+    for (size_t i = 0; i < ready.size(); ++i) {
+      list[static_cast<unsigned>(i)].setName(T(ready[i][0]));
+      list[static_cast<unsigned>(i)].setMessage(T(ready[i][1]));
+      list[static_cast<unsigned>(i)].setLastTransitionNs(times[i]);
+    }
+  }
   return true;
 }
 
@@ -96,38 +136,8 @@ bool DocumentParser::ParseImportedStatus(const YAML::Node& obj, const std::strin
     if (pods_ready) imported.setPodsReady(true);
   }
   // A pending workload's checks start again at its next reservation (Kueue resets them).
-  const YAML::Node checks = Child(status, "admissionChecks");
-  if (admitted && !Absent(checks)) {
-    const std::string cp = Join(stp, "admissionChecks");
-    if (!ExpectSequence(checks, cp, 64)) return false;
-    std::vector<std::array<std::string, 2>> ready;  // name, message
-    std::vector<int64_t> times;
-    for (size_t i = 0; i < checks.size(); ++i) {
-      const std::string ip = Index(cp, i);
-      std::string name, state, message;
-      int64_t at = 0;
-      if (!ExpectMap(checks[i], ip) || !ReqString(checks[i], "name", ip, &name, "the check") ||
-          !OptString(checks[i], "state", ip, &state) ||
-          !OptString(checks[i], "message", ip, &message) ||
-          !ReadTime(checks[i], "lastTransitionTime", ip, &at)) {
-        return false;
-      }
-      if (state != "Ready") {
-        if (!Unhonoured(checks[i], ip, "check " + Quote(name) + " is " + Quote(state) +
-                                           ", not Ready: an admitted workload's checks are")) {
-          return false;
-        }
-        continue;
-      }
-      ready.push_back({name, message});
-      times.push_back(at);
-    }
-    auto list = imported.initChecks(static_cast<unsigned>(ready.size()));
-    for (size_t i = 0; i < ready.size(); ++i) {
-      list[static_cast<unsigned>(i)].setName(T(ready[i][0]));
-      list[static_cast<unsigned>(i)].setMessage(T(ready[i][1]));
-      list[static_cast<unsigned>(i)].setLastTransitionNs(times[i]);
-    }
+  if (admitted && !ParseImportedChecks(Child(status, "admissionChecks"), stp, imported)) {
+    return false;
   }
   const YAML::Node requeue_state = Child(status, "requeueState");
   const YAML::Node requeue = Child(requeue_state, "count");

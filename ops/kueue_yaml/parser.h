@@ -352,6 +352,8 @@ class DocumentParser {
   // PodsReady, the admission checks and the requeue count.
   bool ParseImportedStatus(const YAML::Node& obj, const std::string& p, bool admitted,
                            schema::WorkloadImported::Builder imported);
+  bool ParseImportedChecks(const YAML::Node& checks, const std::string& stp,
+                           schema::WorkloadImported::Builder imported);
   bool ReadTime(const YAML::Node& parent, std::string_view key, const std::string& p,
                 int64_t* out_ns);
   bool ParsePodSetAssignment(const YAML::Node& as, const std::string& asp,

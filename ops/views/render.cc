@@ -160,6 +160,20 @@ std::string FlavorSummary(const Engine& engine, const WorkloadState& wl) {
   return out;
 }
 
+// Tolerations as a pod spec has them (empty fields left out).
+Json TolerationsJson(const std::vector<projections::Toleration>& tolerations) {
+  Json ts = Json::array();
+  for (const auto& t : tolerations) {
+    Json tj = Json::object();
+    if (!t.key.empty()) tj["key"] = t.key;
+    if (!t.op.empty()) tj["operator"] = t.op;
+    if (!t.value.empty()) tj["value"] = t.value;
+    if (!t.effect.empty()) tj["effect"] = t.effect;
+    ts.push_back(tj);
+  }
+  return ts;
+}
+
 // Kueue's AdmissionCheckState.podSetUpdates, as its JSON has them.
 Json PodSetUpdatesJson(const std::vector<projections::PodSetUpdate>& updates) {
   Json out = Json::array();
@@ -168,18 +182,7 @@ Json PodSetUpdatesJson(const std::vector<projections::PodSetUpdate>& updates) {
     if (!u.labels.empty()) j["labels"] = u.labels;
     if (!u.annotations.empty()) j["annotations"] = u.annotations;
     if (!u.node_selector.empty()) j["nodeSelector"] = u.node_selector;
-    if (!u.tolerations.empty()) {
-      Json ts = Json::array();
-      for (const auto& t : u.tolerations) {
-        Json tj = Json::object();
-        if (!t.key.empty()) tj["key"] = t.key;
-        if (!t.op.empty()) tj["operator"] = t.op;
-        if (!t.value.empty()) tj["value"] = t.value;
-        if (!t.effect.empty()) tj["effect"] = t.effect;
-        ts.push_back(tj);
-      }
-      j["tolerations"] = ts;
-    }
+    if (!u.tolerations.empty()) j["tolerations"] = TolerationsJson(u.tolerations);
     out.push_back(j);
   }
   return out;
@@ -198,18 +201,7 @@ Json PodSetJson(const Engine& engine, const projections::PodSetSpec& ps) {
   }
   Json spec{{"containers", Json::array({{{"name", "main"}, {"resources", {{"requests", requests}}}}})}};
   if (!ps.node_selector.empty()) spec["nodeSelector"] = ps.node_selector;
-  if (!ps.tolerations.empty()) {
-    Json ts = Json::array();
-    for (const auto& t : ps.tolerations) {
-      Json tj = Json::object();
-      if (!t.key.empty()) tj["key"] = t.key;
-      if (!t.op.empty()) tj["operator"] = t.op;
-      if (!t.value.empty()) tj["value"] = t.value;
-      if (!t.effect.empty()) tj["effect"] = t.effect;
-      ts.push_back(tj);
-    }
-    spec["tolerations"] = ts;
-  }
+  if (!ps.tolerations.empty()) spec["tolerations"] = TolerationsJson(ps.tolerations);
   if (!ps.affinity.empty()) {
     Json exprs = Json::array();
     for (const auto& r : ps.affinity) {

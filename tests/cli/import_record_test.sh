@@ -10,33 +10,7 @@ admitctl=$1
 # shellcheck source=tests/cli/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-cat > "$work/defs.yaml" <<'YAML'
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: AdmissionCheck
-metadata: {name: scan}
-spec: {controllerName: scanner}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: h100}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: gpu}
-spec:
-  namespaceSelector: {}
-  admissionChecks: [scan]
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: lq, namespace: ml}
-spec: {clusterQueue: gpu}
-YAML
+gpu_setup "$work/defs.yaml" ml lq
 # admitted NAME RESERVED [EXTRA_CONDITION]: a Workload as Kueue leaves it admitted at RESERVED.
 admitted() {
   cat <<YAML

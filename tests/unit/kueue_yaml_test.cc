@@ -817,10 +817,53 @@ items:
   EXPECT_CONTAINS(SubmitError(as_document),
                   "status.admission: the workload is already admitted: import it instead");
 
+  // Without status.admission it is a pending workload (engine v22): no admission, its creation
+  // time kept for its place in the queue.
   std::string without = list.substr(0, list.find("  status:"));
-  const std::string error = ImportError(without);
-  EXPECT_CONTAINS(error, "document 1 (Workload job-sample-job-x7k2p");
-  EXPECT_CONTAINS(error, "items[0].status.admission: nothing to import: no status.admission");
+  Result<std::vector<ParsedObject>> pending = ParseImportYaml(without, kSeedA);
+  ASSERT_TRUE(pending.ok()) << pending.status().ToString();
+  auto pending_event = schema::DecodeEvent((*pending)[0].event);
+  ASSERT_TRUE(pending_event.ok());
+  auto pending_import = pending_event->root().getBody().getWorkloadImported();
+  EXPECT_EQ(pending_import.getAdmission().getClusterQueue().size(), 0u);
+  EXPECT_EQ(pending_import.getWorkload().getCreationTimestampNs(), 1795946400LL * 1'000'000'000);
+}
+
+// What an import cannot honour of Kueue's record is refused, naming the field, or with
+// ParseOptions::lenient dropped and listed.
+TEST(KueueYaml, AnImportRefusesWhatItCannotHonourOrDropsItWhenLenient) {
+  const std::string evicting = R"(apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: w, namespace: ml, uid: u-1}
+spec:
+  queueName: lq
+  podSets:
+  - {name: main, count: 1, template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}}
+status:
+  conditions:
+  - {type: Evicted, status: "True", reason: Preempted, lastTransitionTime: "2026-12-06T11:59:00Z"}
+  admissionChecks:
+  - {name: scan, state: Retry, lastTransitionTime: "2026-12-06T11:59:00Z"}
+  admission:
+    clusterQueue: cq
+    podSetAssignments:
+    - {name: main, count: 1, flavors: {cpu: f}, resourceUsage: {cpu: "1"}}
+)";
+  EXPECT_CONTAINS(ImportError(evicting),
+                  "status.conditions[0]: an eviction in progress (reason Preempted) cannot be "
+                  "imported");
+  std::vector<std::string> warnings;
+  ParseOptions lenient;
+  lenient.lenient = true;
+  lenient.warnings = &warnings;
+  Result<std::vector<ParsedObject>> r = ParseImportYaml(evicting, kSeedA, lenient);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_CONTAINS(warnings[0], "status.conditions[0]: dropped: an eviction in progress");
+  EXPECT_CONTAINS(warnings[1], "status.admissionChecks[0]: dropped: check 'scan' is 'Retry', not Ready");
+  auto decoded = schema::DecodeEvent((*r)[0].event);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->root().getBody().getWorkloadImported().getChecks().size(), 0u);
 }
 
 // ---------------------------------------------------------------------------------------------

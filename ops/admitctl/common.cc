@@ -227,7 +227,7 @@ Result<std::unique_ptr<Session>> OpenSession(const GlobalOptions& global, bool c
 }
 
 void PrintOutcome(const std::vector<std::string>& labels, const RecordOutcome& outcome,
-                  const std::string& format, const char* kubectl_verb) {
+                  const std::string& format, const char* kubectl_verb, bool action) {
   if (format == "json") {
     Json out;
     Json objects = Json::array();
@@ -257,7 +257,8 @@ void PrintOutcome(const std::vector<std::string>& labels, const RecordOutcome& o
   }
   for (size_t i = 0; i < labels.size(); ++i) {
     if (kubectl_verb != nullptr) {
-      const bool configured = i < outcome.configured.size() && outcome.configured[i];
+      const bool configured =
+          !action && i < outcome.configured.size() && outcome.configured[i];
       std::cout << labels[i] << " "
                 << (outcome.unchanged[i] ? "unchanged" : configured ? "configured" : kubectl_verb)
                 << "\n";

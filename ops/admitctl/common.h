@@ -126,9 +126,11 @@ Result<IntakeOptions> IntakeFrom(const GlobalOptions& global, const std::string&
 // Prints what a Record did: each input (recorded / unchanged) and each decision. With
 // `kubectl_verb` (the files' commands), each input reads as kubectl's `KIND.GROUP/NAME VERB`:
 // unchanged, configured (a definition replaced), else the verb given (created, deleted); the
-// sequences are in -o json.
+// sequences are in -o json. `action`: kueuectl's verb for an action on an object (stopped,
+// resumed), said whenever the input was recorded (unchanged otherwise).
 void PrintOutcome(const std::vector<std::string>& labels, const RecordOutcome& outcome,
-                  const std::string& format, const char* kubectl_verb = nullptr);
+                  const std::string& format, const char* kubectl_verb = nullptr,
+                  bool action = false);
 
 // "ns/name" -> (ns, name), refusing anything else.
 Result<std::pair<std::string, std::string>> SplitName(const std::string& ns_name);

@@ -21,7 +21,8 @@ namespace {
 // Records one input built by `fill` (which gets the open session, to look workloads up).
 int RecordOne(const GlobalOptions& global, const std::string& label, const std::string& actor,
               const std::function<Status(Session&, schema::Event::Builder)>& fill,
-              const std::string& format, std::optional<int64_t> at = std::nullopt) {
+              const std::string& format, std::optional<int64_t> at = std::nullopt,
+              const char* action = nullptr) {
   auto session = OpenSession(global, false);
   if (!session.ok()) return Fail(session.status());
   capnp::MallocMessageBuilder message;
@@ -33,7 +34,7 @@ int RecordOne(const GlobalOptions& global, const std::string& label, const std::
   auto outcome =
       (*session)->api->Record({schema::EncodeEvent(message)}, *options, global.request_id);
   if (!outcome.ok()) return Fail(outcome.status());
-  PrintOutcome({label}, *outcome, format);
+  PrintOutcome({label}, *outcome, format, action, action != nullptr);
   return 0;
 }
 
@@ -676,7 +677,7 @@ void AddStopResumeCommands(CLI::App& app, GlobalOptions& global, int* exit_code)
             [&](Session& session, schema::Event::Builder event) {
               return SetActivation(session, *name, !stop, *reason, event);
             },
-            "text");
+            "text", std::nullopt, stop ? "stopped" : "resumed");
         return;
       }
       if (!reason->empty()) {
@@ -693,7 +694,7 @@ void AddStopResumeCommands(CLI::App& app, GlobalOptions& global, int* exit_code)
           [&](Session& session, schema::Event::Builder event) {
             return SetStopPolicy(session, k, *name, policy, event);
           },
-          "text");
+          "text", std::nullopt, stop ? "stopped" : "resumed");
     });
   }
 }

@@ -187,6 +187,7 @@ contains "$out" '"status": "False"'
 expect_rc 0 $admitctl --ledger "$S" --at 2026-11-29T10:01:00Z submit -f "$work/job.yaml"
 lacks "$out" "quota reserved"
 expect_rc 0 $admitctl --ledger "$S" --at 2026-11-29T10:02:00Z resume clusterqueue gpu
+contains "$out" "clusterqueue.kueue.x-k8s.io/gpu resumed"
 contains "$out" "quota reserved for ml/train"
 expect_rc 0 $admitctl --ledger "$S" --at 2026-11-29T10:03:00Z stop localqueue ml/lq
 expect_rc 0 $admitctl --ledger "$S" --at 2026-11-29T10:04:00Z resume lq ml/lq
@@ -196,13 +197,14 @@ contains "$err" "ClusterQueue nosuch is not defined in the ledger"
 # resumed, it is queued and admitted again; explain shows both.
 expect_rc 0 $admitctl --ledger "$S" --at 2026-11-29T10:05:00Z stop workload ml/train \
   --reason "paused for the weekend"
-contains "$out" "workload.kueue.x-k8s.io/train"
+contains "$out" "workload.kueue.x-k8s.io/train stopped"
 contains "$out" "deactivated ml/train: Deactivated: The workload is deactivated: paused for the weekend"
 expect_rc 0 $admitctl --ledger "$S" get workloads -n ml -o json
 contains "$out" '"active": false'
 expect_rc 0 $admitctl --ledger "$S" stop wl ml/train
 contains "$out" "unchanged"
 expect_rc 0 $admitctl --ledger "$S" --at 2026-11-29T10:06:00Z resume workload ml/train
+contains "$out" "workload.kueue.x-k8s.io/train resumed"
 contains "$out" "requeued ml/train (attempt 0"
 contains "$out" "quota reserved for ml/train"
 expect_rc 0 $admitctl --ledger "$S" explain ml/train

@@ -487,6 +487,16 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
   d.setGeneration(w.generation);
   d.setFencingToken(TokenOf(w));
   d.setQuotaVersion(w.quota_version);
+  if (record && imported.getEvictionReason().size() > 0) {
+    // Kueue was evicting it: its pods (released) are to be reported gone, then it is requeued.
+    EvictForReason(w, imported.getEvictionReason().cStr(), imported.getEvictionMessage().cStr(), 0,
+                   0, now);
+    bool added = false;
+    Condition& evicted = w.conditions.Upsert(ConditionType::kEvicted, &added);
+    if (imported.getEvictedAtNs() > 0) {
+      evicted.last_transition_ns = std::clamp(imported.getEvictedAtNs(), w.admitted_at_ns, now);
+    }
+  }
 }
 
 void Engine::Finish(const std::string& key, std::string_view message, int64_t now) {

@@ -134,9 +134,11 @@ constexpr const char* kEngineVersionNotes[] = {
     // v22
     "an imported workload keeps Kueue's record of its admission: the QuotaReserved and "
     "Admitted times of its status (bounded by the import's own time), PodsReady, its "
-    "admission checks (Ready, with their messages and times) and its requeue count, so "
-    "preemption orders it by when Kueue reserved it (newest first) and its read model "
-    "shows Kueue's times; before, every import was reserved and admitted at the import",
+    "admission checks (Ready, with their messages and times), its requeue count and an "
+    "eviction in progress (imported evicting), so preemption orders it by when Kueue "
+    "reserved it (newest first) and its read model shows Kueue's times; a Workload without "
+    "an admission imports pending, by its creation time, after its requeueAt; before, "
+    "every import was reserved and admitted at the import",
 };
 static_assert(std::size(kEngineVersionNotes) == kEngineVersion,
               "every engine version has its note");

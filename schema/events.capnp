@@ -333,6 +333,9 @@ struct WorkloadImported {
   checks @6 :List(ImportedCheck);    # status.admissionChecks (every one Ready)
   requeueCount @7 :UInt32;           # status.requeueState.count
   requeueAtNs @8 :Int64;             # status.requeueState.requeueAt: waiting out a backoff
+  evictionReason @9 :Text;           # an eviction in progress: the Evicted condition's reason
+  evictionMessage @10 :Text;         # ... its message
+  evictedAtNs @11 :Int64;            # ... its lastTransitionTime
   # An import without an admission (admission.clusterQueue empty, engine v22) is a pending
   # workload: queued by its creation time, after its backoff.
 }

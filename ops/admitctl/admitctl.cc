@@ -654,9 +654,9 @@ void AddInputCommands(CLI::App& app, CoreCommands& c) {
         ->check(CLI::IsMember({"strict", "true", "warn", "ignore", "false"}));
   }
   c.import->add_flag("--lenient", c.lenient,
-                     "import what the ledger cannot honour of Kueue's status (an eviction in "
-                     "progress, checks not Ready, a reservation not admitted) without it, each "
-                     "dropped field listed (default: refuse the file, naming it)");
+                     "import what the ledger cannot honour of Kueue's status (checks not Ready, "
+                     "a reservation not admitted) without it, each dropped field listed "
+                     "(default: refuse the file, naming it)");
   c.finish = app.add_subcommand("finish", "record that a workload finished; frees its quota");
   c.finish->add_option("workload", c.workload_name, "NAMESPACE/NAME")->required();
   c.finish->add_option("--message", c.finish_message, "why or how it finished");

@@ -1,6 +1,6 @@
 // Kueue's record of an imported admission, from the Workload's status (engine v22): what
 // Kueue's conditions say about when it was reserved and admitted, PodsReady, the admission
-// checks and the requeue count. What the ledger cannot honour (an eviction in progress, a
+// checks, the requeue count and an eviction in progress. What the ledger cannot honour (a
 // reservation still waiting for its checks, a check not Ready) is refused, or with
 // ParseOptions::lenient dropped and listed.
 
@@ -18,7 +18,7 @@ namespace {
 
 struct ConditionSeen {
   YAML::Node node;
-  std::string path, status, reason;
+  std::string path, status, reason, message;
   int64_t transition_ns = 0;
 };
 
@@ -93,6 +93,7 @@ bool DocumentParser::ParseImportedStatus(const YAML::Node& obj, const std::strin
       if (!ExpectMap(c, s.path) || !ReqString(c, "type", s.path, &type, "the condition's type") ||
           !OptString(c, "status", s.path, &s.status) ||
           !OptString(c, "reason", s.path, &s.reason) ||
+          !OptString(c, "message", s.path, &s.message) ||
           !ReadTime(c, "lastTransitionTime", s.path, &s.transition_ns)) {
         return false;
       }
@@ -104,12 +105,14 @@ bool DocumentParser::ParseImportedStatus(const YAML::Node& obj, const std::strin
     return it != seen.end() && it->second.status == "True";
   };
   if (is_true("Evicted")) {
+    // An eviction in progress: imported as evicting, its pods to be reported gone.
     const ConditionSeen& e = seen["Evicted"];
-    if (!Unhonoured(e.node, e.path, "an eviction in progress (reason " + e.reason +
-                                        ") cannot be imported: import the workload once it is "
-                                        "requeued, or wait for it to finish")) {
-      return false;
+    if (!admitted) {
+      return Fail(e.node, e.path, "Evicted is True but there is no status.admission");
     }
+    imported.setEvictionReason(T(e.reason.empty() ? "Evicted" : e.reason));
+    imported.setEvictionMessage(T(e.message));
+    imported.setEvictedAtNs(e.transition_ns);
   }
   if (!admitted && is_true("QuotaReserved")) {
     return Fail(seen["QuotaReserved"].node, seen["QuotaReserved"].path,

@@ -77,8 +77,8 @@ enum class FieldValidation { kStrict, kWarn, kIgnore };
 struct ParseOptions {
   FieldValidation field_validation = FieldValidation::kStrict;
   std::vector<std::string>* warnings = nullptr;  // kWarn's and lenient's, when not null
-  // import: Kueue's status fields the ledger cannot honour (an eviction in progress, checks not
-  // Ready, a reservation not admitted) are dropped and listed as warnings instead of refused.
+  // import: Kueue's status fields the ledger cannot honour (checks not Ready, a reservation not
+  // admitted) are dropped and listed as warnings instead of refused.
   bool lenient = false;
 };
 

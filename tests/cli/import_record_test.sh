@@ -2,8 +2,8 @@
 # Importing from a live Kueue keeps Kueue's record (engine v22): the QuotaReserved and Admitted
 # times, PodsReady, the admission checks and the requeue count come from each Workload's status;
 # `get workloads -o yaml` of the ledger imported into a fresh ledger gives the same read models,
-# times included; what the ledger cannot honour (an eviction in progress) is refused, naming
-# it, or dropped and listed with --lenient. Pending workloads keep their creation time (queue
+# times included; an eviction in progress imports as evicting; what the ledger cannot honour (a
+# check not Ready) is refused, naming it, or dropped and listed with --lenient. Pending workloads keep their creation time (queue
 # order) and requeue backoff.
 #   tests/cli/import_record_test.sh ADMITCTL
 admitctl=$1
@@ -117,16 +117,20 @@ expect_rc 0 $admitctl --ledger "$P" --at 2026-12-06T13:00:01Z tick
 expect_rc 0 $admitctl --ledger "$P" get pendingworkloads --cluster-queue gpu
 contains "$out" "p-backoff"
 
-# What cannot be honoured: an eviction in progress is refused, naming it; --lenient drops it.
+# An eviction in progress is Kueue's record too: imported evicting, requeued once its pods are
+# reported gone. A check not Ready cannot be honoured: refused, naming it; --lenient drops it.
 admitted d 2026-12-06T11:50:02Z \
   '- {type: Evicted, status: "True", reason: Preempted, message: x, lastTransitionTime: "2026-12-06T11:59:00Z"}' \
   > "$work/evicting.yaml"
-expect_rc 1 $admitctl --ledger "$A" import -f "$work/evicting.yaml"
-contains "$err" "status.conditions[3]: an eviction in progress (reason Preempted) cannot be imported"
-contains "$err" "--lenient"
+expect_rc 0 $admitctl --ledger "$A" --at 2026-12-06T12:00:00Z import -f "$work/evicting.yaml"
+contains "$out" "evicting ml/d: Preempted"
 expect_rc 0 $admitctl --ledger "$A" get workloads -n ml
-lacks "$out" " d "
-expect_rc 0 $admitctl --ledger "$A" import -f "$work/evicting.yaml" --lenient
-contains "$err" "Warning: Workload d: "
-contains "$err" "dropped: an eviction in progress"
+contains "$out" "Evicting"
+admitted a2 2026-12-06T11:50:05Z | sed 's/state: Ready/state: Retry/' > "$work/retry.yaml"
+expect_rc 1 $admitctl --ledger "$A" import -f "$work/retry.yaml"
+contains "$err" "status.admissionChecks[0]: check 'scan' is 'Retry', not Ready"
+contains "$err" "--lenient"
+expect_rc 0 $admitctl --ledger "$A" import -f "$work/retry.yaml" --lenient
+contains "$err" "Warning: Workload a2: "
+contains "$err" "dropped: check 'scan' is 'Retry'"
 finish

@@ -356,12 +356,12 @@ bool Engine::PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* t
   if (!keeps_place) e.cls->inadmissible = true;
   const std::string message = "Preempted to accommodate a workload (UID: " + wl.uid + ") due to ";
   size_t issued = 0;
-  for (WorkloadState* victim : e.n.victims) {
-    WorkloadState& v = *victim;
+  for (size_t i = 0; i < e.n.victims.size(); ++i) {
+    WorkloadState& v = *e.n.victims[i];
     // Engine v15: a victim already being evicted is waited for, not evicted again.
     if (v.phase == Phase::kEvicting) continue;
     ++issued;
-    const auto [reason, human] = PreemptionReason(*cq.spec, wl, v, e.n);
+    const auto [reason, human] = PreemptionReason(*cq.spec, wl, v, e.n, i);
     if (batch_version_ >= 6) preempted_in_batch_.insert(v.key);
     Evict(v, "Preempted", message + human, reason, &wl, now);
   }
@@ -396,9 +396,17 @@ bool Engine::PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* t
 std::pair<const char*, const char*> Engine::PreemptionReason(const ClusterQueueSpec& spec,
                                                              const WorkloadState& preemptor,
                                                              const WorkloadState& victim,
-                                                             const Nomination& n) const {
+                                                             const Nomination& n,
+                                                             size_t index) const {
   if (victim.cluster_queue == preemptor.cluster_queue) {
     return {"InClusterQueue", "prioritization in the ClusterQueue"};
+  }
+  if (index < n.victim_variants.size()) {
+    // Engine v23: the variant the victim was taken as (Kueue's PreemptionReason).
+    if (n.victim_variants[index] == kReclaimWhileBorrowing) {
+      return {"InCohortReclaimWhileBorrowing", "reclamation within the cohort while borrowing"};
+    }
+    return {"InCohortReclamation", "reclamation within the cohort"};
   }
   if (config_.fair_sharing) {
     // Engine v16 (Kueue's fairPreemptions): a victim taken by a preemptor within its nominal

@@ -311,12 +311,37 @@ struct InputVerdict {
 // count); empty when they do not. Pure; Engine::Validate's check.
 std::string RequestsOutOfRange(capnp::List<schema::PodSet>::Reader pod_sets);
 
+// Kueue's preemptionVariant of a victim (engine v23): within its ClusterQueue, a hierarchical
+// reclaim (the preemptor's subtree holds the quota the victim uses), a reclaim only while the
+// preemptor does not borrow, or one while it borrows (borrowWithinCohort).
+enum VictimVariant : uint8_t {
+  kVariantUnset = 0,
+  kWithinClusterQueue,
+  kHierarchicalReclaim,
+  kReclaimWithoutBorrowing,
+  kReclaimWhileBorrowing,
+};
+
 // The outcome of nominating a queue head (flavor assignment, maybe preemption).
 enum NominationMode { kNoFit = 0, kPreempt = 1, kFit = 2 };  // larger is better
+// Kueue's preemptionMode of a flavor, finer than the nomination's (engine v23, its preemption
+// oracle): preempting with no candidates, preempting in the ClusterQueue, or reclaiming from
+// other ClusterQueues only. Larger is better; before v23 only kGranularNoFit, kGranularPreempt
+// and kGranularFit occur.
+enum GranularMode {
+  kGranularNoFit = 0,
+  kGranularNoCandidates = 1,
+  kGranularPreempt = 2,
+  kGranularReclaim = 3,
+  kGranularFit = 4,
+};
 struct Nomination {
   int mode = kNoFit;
   Assignment assignment;
   std::vector<WorkloadState*> victims;  // for kPreempt: the workloads to evict
+  // Engine v23 (Kueue v0.17's classical preemption): why each victim is taken, by position in
+  // `victims` (a VictimVariant); empty before v23 and under fair sharing.
+  std::vector<uint8_t> victim_variants;
   bool partial = false;              // counts reduced toward minCount
   bool never_fits = false;           // no flavor could ever hold it
   // Kueue's Assignment.Borrowing: the largest borrowing level of the chosen flavors (0: no
@@ -702,11 +727,12 @@ class Engine {
                        std::vector<std::pair<int, FrQuantities>>* held, int64_t now);
   bool LeavePending(CycleEntry& e, int node, uint32_t resumes,
                     std::vector<std::pair<int, FrQuantities>>* held, int64_t now);
-  // A victim's preemption reason and its wording in the eviction message.
+  // A victim's preemption reason and its wording in the eviction message; `index` is its
+  // position in `n.victims`.
   std::pair<const char*, const char*> PreemptionReason(const ClusterQueueSpec& spec,
                                                        const WorkloadState& preemptor,
                                                        const WorkloadState& victim,
-                                                       const Nomination& n) const;
+                                                       const Nomination& n, size_t index) const;
   // The workload to nominate from a ClusterQueue's pending queue, if any.
   // `cls` (optional) receives the head's equivalence class.
   // The queue's head: the best head of its admissible classes; under StrictFIFO the best of
@@ -729,7 +755,7 @@ class Engine {
   // (FlavorSearch).
   struct FlavorSearch;
   Nomination AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec& spec, int cq_node,
-                           const std::vector<int32_t>& counts) const;
+                           const std::vector<int32_t>& counts);
   // Engine v12, flavor stickiness (Kueue's LastTriedFlavorIdx): the search a workload resumes,
   // if it has one made under the current quota of its ClusterQueue.
   const FlavorResume* ValidResume(const WorkloadState& wl, int cq_node) const;
@@ -749,6 +775,12 @@ class Engine {
   struct VictimSearch;
   void FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec, int cq_node,
                    Nomination& n);
+  // Engine v23, Kueue's preemption oracle (SimulatePreemption): whether preempting frees
+  // `val` of `fr` for the workload, and the borrowing level it then needs (`*borrow_after`):
+  // kGranularNoCandidates (no victims; the level now), kGranularPreempt (some victim in its
+  // ClusterQueue) or kGranularReclaim (victims of other ClusterQueues only).
+  GranularMode SimulatePreemption(const WorkloadState& wl, const ClusterQueueSpec& spec,
+                                  int cq_node, Fr fr, int64_t val, int* borrow_after);
   bool WorkloadFits(int cq_node, const FrQuantities& request, bool allow_borrowing) const;
   // Kueue's canBorrowWithinCohort: with borrowWithinCohort, the priority below which other
   // ClusterQueues' workloads may be preempted while borrowing (the preemptor's priority, or

@@ -139,6 +139,15 @@ constexpr const char* kEngineVersionNotes[] = {
     "reserved it (newest first) and its read model shows Kueue's times; a Workload without "
     "an admission imports pending, by its creation time, after its requeueAt; before, "
     "every import was reserved and admitted at the import",
+    // v23
+    "classical preemption as Kueue v0.17's: hierarchical reclaim (a workload of another "
+    "ClusterQueue that uses the quota of a subtree that holds the preemptor's request is "
+    "reclaimed whatever the borrowing, InCohortReclamation), candidates of other "
+    "ClusterQueues only under reclaimWithinCohort and only while they and their cohorts "
+    "below the common one exceed their quota, borrowWithinCohort's threshold per victim "
+    "(InCohortReclaimWhileBorrowing below it), evicted candidates first, and the attempts "
+    "with and without borrowing in Kueue's order; before, Kueue v0.9's, where a preemptor "
+    "whose subtree had room stayed pending",
 };
 static_assert(std::size(kEngineVersionNotes) == kEngineVersion,
               "every engine version has its note");

@@ -21,6 +21,8 @@ using Mode = NominationMode;
 struct FlavorChoice {
   int flavor = -1;
   Mode mode = kNoFit;
+  // Kueue's preemptionMode: what `mode` is, finer for kPreempt since engine v23 (its oracle).
+  GranularMode granular = kGranularNoFit;
   // Kueue's borrowingLevel: 0 without borrowing; since engine v8 the borrowing height
   // (QuotaTree::BorrowingHeight), before it 1 for any borrowing.
   int borrow = 0;
@@ -32,13 +34,15 @@ bool Better(const FlavorChoice& a, const FlavorChoice& b, FungibilityPreference 
   if (b.flavor < 0) return a.flavor >= 0;
   if (pref == FungibilityPreference::kPreemptionOverBorrowing) {
     if (a.borrow != b.borrow) return a.borrow < b.borrow;
-    return a.mode > b.mode;
+    return a.granular > b.granular;
   }
-  if (a.mode != b.mode) return a.mode > b.mode;
+  if (a.granular != b.granular) return a.granular > b.granular;
   return a.borrow < b.borrow;
 }
 
 bool ShouldTryNextFlavor(const FlavorChoice& c, const ClusterQueueSpec& spec) {
+  // Engine v23: preempting would find nobody here (Kueue's noPreemptionCandidates).
+  if (c.granular == kGranularNoCandidates) return true;
   if (c.mode == kFit && c.borrow == 0) return false;
   if (c.mode == kFit && c.borrow > 0 && spec.when_can_borrow == FungibilityAction::kBorrow) {
     return false;
@@ -61,10 +65,12 @@ std::optional<int> Engine::CoveredPods(const ClusterQueueSpec& spec) const {
 // One flavor assignment in progress (AssignFlavors): the nomination being built, what the pod
 // sets assigned so far use, and where a resumed search starts. Kueue: FlavorAssigner's state.
 struct Engine::FlavorSearch {
-  FlavorSearch(const Engine& e, const WorkloadState& w, const ClusterQueueSpec& s, int node)
+  FlavorSearch(Engine& e, const WorkloadState& w, const ClusterQueueSpec& s, int node)
       : engine(e), wl(w), spec(s), cq_node(node) {}
 
-  const Engine& engine;
+  // Not const: the preemption oracle (engine v23) removes victims from the quota tree for a
+  // moment, and puts them back.
+  Engine& engine;
   const WorkloadState& wl;
   const ClusterQueueSpec& spec;
   const int cq_node;
@@ -116,6 +122,18 @@ struct Engine::FlavorSearch {
   FlavorChoice QuotaChoice(const PodSetSpec& ps, const FlavorQuotas& fq,
                            const std::vector<int>& wanted, const std::map<int, int64_t>& requests,
                            int32_t count, GroupOutcome* g, bool* ever);
+  // The flavor holds `val` of `fr` only by preempting: since engine v23 as Kueue's oracle finds
+  // (the mode and the borrowing level after the preemption), before at `level`.
+  void Preempt(Fr fr, int64_t val, int level, FlavorChoice* choice) {
+    int borrow = level;
+    GranularMode granular = kGranularPreempt;
+    if (engine.batch_version_ >= 23) {
+      granular = engine.SimulatePreemption(wl, spec, cq_node, fr, val, &borrow);
+    }
+    choice->mode = std::min(choice->mode, kPreempt);
+    choice->granular = std::min(choice->granular, granular);
+    choice->borrow = std::max(choice->borrow, borrow);
+  }
   // Node capacity of the flavor (when nodes bound it) for `val` of resource `r`: false when it
   // never fits (the caller stops: no fit); else *short_of_room is whether preemption must free
   // node room (engine v19; before v19 any shortfall is no fit).
@@ -124,7 +142,7 @@ struct Engine::FlavorSearch {
 
 // Flavor assignment for the given pod counts (Kueue: FlavorAssigner.assignFlavors).
 Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec& spec,
-                                 int cq_node, const std::vector<int32_t>& counts) const {
+                                 int cq_node, const std::vector<int32_t>& counts) {
   FlavorSearch search(*this, wl, spec, cq_node);
   Nomination& n = search.n;
   n.mode = kFit;
@@ -326,7 +344,8 @@ FlavorChoice Engine::FlavorSearch::QuotaChoice(const PodSetSpec& ps, const Flavo
   const QuotaTree& tree = engine.tree_;
   const Interner& resources = engine.resources_;
   const std::string& fname = engine.flavor_ids_.Name(fq.flavor);
-  FlavorChoice choice{fq.flavor, kFit, false};
+  FlavorChoice choice{fq.flavor, kFit, kGranularFit, 0};
+  const bool oracle = engine.batch_version_ >= 23;
   for (int r : wanted) {
     const Fr fr = MakeFr(fq.flavor, r);
     auto tf = total.find(fr);
@@ -345,9 +364,19 @@ FlavorChoice Engine::FlavorSearch::QuotaChoice(const PodSetSpec& ps, const Flavo
     if (val > max_capacity) {
       choice.mode = kNoFit;
       g->exceeds_max = true;
-      g->reasons.push_back(Cat({"insufficient quota for ", resources.Name(r), " in flavor ", fname,
-                                ", request > maximum capacity (", Qty(val, r), " > ",
-                                Qty(max_capacity, r), ")"}));
+      if (oracle) {
+        // Engine v23: Kueue v0.17's words, with what earlier pod sets take of the flavor.
+        const int64_t assumed = tf == total.end() ? 0 : tf->second;
+        g->reasons.push_back(Cat({"insufficient quota for ", resources.Name(r), " in flavor ",
+                                  fname, ", previously considered podsets requests (",
+                                  Qty(assumed, r), ") + current podset request (",
+                                  Qty(val - assumed, r), ") > maximum capacity (",
+                                  Qty(max_capacity, r), ")"}));
+      } else {
+        g->reasons.push_back(Cat({"insufficient quota for ", resources.Name(r), " in flavor ",
+                                  fname, ", request > maximum capacity (", Qty(val, r), " > ",
+                                  Qty(max_capacity, r), ")"}));
+      }
       if (n.resource.empty()) {
         n.resource = resources.Name(r);
         n.flavor = fname;
@@ -363,15 +392,19 @@ FlavorChoice Engine::FlavorSearch::QuotaChoice(const PodSetSpec& ps, const Flavo
     }
     const bool has_parent = tree.node(cq_node).parent != -1;
     const bool borrow = has_parent && tree.Usage(cq_node, fr) + val > tree.Nominal(cq_node, fr);
+    // Engine v23: whether a subtree below the root holds it (Kueue's mayReclaimInHierarchy).
+    bool below_root = false;
     // Engine v8: how far up the cohort tree the quota comes from (hierarchical cohorts).
-    const int level = !borrow                         ? 0
-                      : engine.batch_version_ >= 8 ? std::max(1, tree.BorrowingHeight(cq_node, fr, val))
-                                                   : 1;
+    const int height = tree.BorrowingHeight(cq_node, fr, val, &below_root);
+    const int level = !borrow ? 0 : engine.batch_version_ >= 8 ? std::max(1, height) : 1;
     const int64_t available = tree.Available(cq_node, fr);
-    if (val <= available) {
+    if (val <= available && !node_short) {
       choice.borrow = std::max(choice.borrow, level);
+      continue;
+    }
+    if (val <= available) {
       // Engine v19: within quota but short of node capacity: preemption may free it.
-      if (node_short) choice.mode = std::min(choice.mode, kPreempt);
+      Preempt(fr, val, level, &choice);
       continue;
     }
     g->reasons.push_back(Cat({"insufficient unused quota for ", resources.Name(r), " in flavor ",
@@ -386,14 +419,15 @@ FlavorChoice Engine::FlavorSearch::QuotaChoice(const PodSetSpec& ps, const Flavo
     const bool can_preempt_while_borrowing =
         spec.preemption.borrow_within_cohort != ReclaimPolicy::kNever ||
         (engine.FairPreemption() && spec.preemption.reclaim_within_cohort != ReclaimPolicy::kNever);
-    if (val <= tree.Nominal(cq_node, fr) || (borrow && can_preempt_while_borrowing)) {
-      choice.mode = std::min(choice.mode, kPreempt);
-      choice.borrow = std::max(choice.borrow, level);
+    if (val <= tree.Nominal(cq_node, fr) || (borrow && can_preempt_while_borrowing) ||
+        (oracle && below_root)) {
+      Preempt(fr, val, level, &choice);
     } else {
       choice.mode = kNoFit;
       break;
     }
   }
+  if (choice.mode == kNoFit) choice.granular = kGranularNoFit;
   return choice;
 }
 

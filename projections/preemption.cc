@@ -60,6 +60,10 @@ struct Engine::VictimSearch {
     bool evicting = false;
     // Engine v14: its LocalQueue's usage, when its ClusterQueue orders by it.
     std::optional<AfsScore> afs = std::nullopt;
+    // Engine v23: why it may be taken (a VictimVariant), and the cohort where its path and
+    // the preemptor's meet (Kueue's candidateElem.lca; -1 in the preemptor's ClusterQueue).
+    uint8_t variant = kVariantUnset;
+    int lca = -1;
   };
 
   VictimSearch(Engine& e, const WorkloadState& w, const ClusterQueueSpec& s, int node,
@@ -123,6 +127,32 @@ struct Engine::VictimSearch {
   // Kueue's fillBackWorkloads: with the preemptor fitting once `targets` are removed (they
   // are, in the tree), returns each but the last, last removed first, while it still fits.
   void FillBack(std::vector<Candidate>& targets, bool allow_borrowing);
+
+  // ---- Engine v23: Kueue v0.17's classical preemption (pkg/scheduler/preemption/classical) ----
+  // Kueue's IsWithinNominalInResources: the node uses at most its subtree quota in every
+  // flavor-resource needing preemption.
+  bool WithinNominalIn(int node) const {
+    for (Fr fr : needing) {
+      if (tree.Usage(node, fr) > tree.Nominal(node, fr)) return false;
+    }
+    return true;
+  }
+  // Kueue's classifyPreemptionVariant; kVariantUnset: never a candidate.
+  uint8_t Classify(const Holder& h, bool same_cq, bool advantage) const;
+  // Kueue's QuantitiesFitInQuota: whether `*remaining` fits the node's subtree quota; then
+  // `*remaining` is what exceeds the quota the node keeps for itself (lending limits).
+  bool FitInQuota(int node, FrQuantities* remaining) const;
+  // Kueue's collectCandidatesInSubtree: the workloads of the ClusterQueues under `cohort` that
+  // exceed their quota, skipping subtrees within it and the subtree `skip`.
+  void CollectInSubtree(int cohort, int lca, int skip, bool advantage, std::vector<Candidate>* out);
+  // Kueue's candidateIsValid: a candidate of another ClusterQueue is taken only while it and
+  // its cohorts below the common one exceed their quota, and not while borrowing when it may
+  // only be reclaimed without.
+  bool ValidInAttempt(const Candidate& c, bool borrowing) const;
+  // Kueue's NewCandidateIterator and classicalPreemptions: the candidates of the hierarchy,
+  // of priority and of the ClusterQueue, each evicted ones first, then one or two attempts.
+  std::vector<Candidate> Classical();
+  std::vector<Candidate> ClassicalAttempt(const std::vector<Candidate>& all, bool borrowing);
 
   // ---- Engine v16: Kueue's fairPreemptions (fair sharing) ----
   // A dominant resource share as Kueue's DRS compares them, exactly (integers): the largest
@@ -194,6 +224,7 @@ struct Engine::VictimSearch {
 void Engine::FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec, int cq_node,
                          Nomination& n) {
   n.victims.clear();
+  n.victim_variants.clear();
   n.reclaim_within_nominal = false;
   const Assignment& assignment = n.assignment;
   VictimSearch search(*this, wl, spec, cq_node, assignment);
@@ -204,6 +235,13 @@ void Engine::FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec, 
     }
   }
   if (search.needing.empty()) return;
+  if (batch_version_ >= 23 && !FairPreemption()) {
+    for (const VictimSearch::Candidate& c : search.Classical()) {
+      n.victims.push_back(c.wl);
+      n.victim_variants.push_back(c.variant);
+    }
+    return;
+  }
   search.AddOwnCandidates();
   const bool under_nominal = search.UnderNominal();
   search.AddCohortCandidates(under_nominal);
@@ -231,6 +269,36 @@ void Engine::FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec, 
     if (chosen.empty()) chosen = search.Minimal(true, true, std::nullopt);
   }
   for (const VictimSearch::Candidate& c : chosen) n.victims.push_back(c.wl);
+}
+
+GranularMode Engine::SimulatePreemption(const WorkloadState& wl, const ClusterQueueSpec& spec,
+                                        int cq_node, Fr fr, int64_t val, int* borrow_after) {
+  // Kueue's SimulatePreemption: the victim search for this flavor-resource alone, then the
+  // borrowing level with the victims gone.
+  Nomination trial;
+  trial.assignment.usage[fr] = val;
+  FindVictims(wl, spec, cq_node, trial);
+  const auto level = [&] {
+    if (tree_.node(cq_node).parent == -1 || tree_.Usage(cq_node, fr) + val <= tree_.Nominal(cq_node, fr)) {
+      return 0;
+    }
+    return std::max(1, tree_.BorrowingHeight(cq_node, fr, val));
+  };
+  if (trial.victims.empty()) {
+    *borrow_after = level();
+    return kGranularNoCandidates;
+  }
+  bool same_cq = false;
+  for (WorkloadState* v : trial.victims) {
+    const int node = tree_.FindClusterQueue(v->cluster_queue);
+    tree_.AddUsage(node, v->admission.usage, -1);
+    same_cq = same_cq || node == cq_node;
+  }
+  *borrow_after = level();
+  for (WorkloadState* v : trial.victims) {
+    tree_.AddUsage(tree_.FindClusterQueue(v->cluster_queue), v->admission.usage, +1);
+  }
+  return same_cq ? kGranularPreempt : kGranularReclaim;
 }
 
 void Engine::VictimSearch::AddOwnCandidates() {
@@ -396,6 +464,157 @@ void Engine::VictimSearch::FillBack(std::vector<Candidate>& targets, bool allow_
       tree.AddUsage(c.node, c.wl->admission.usage, -1);
     }
   }
+}
+
+// ---- Engine v23: Kueue v0.17's classical preemption ----
+
+uint8_t Engine::VictimSearch::Classify(const Holder& h, bool same_cq, bool advantage) const {
+  if (!Eligible(h) || !HolderUsesNeeded(h)) return kVariantUnset;
+  const PreemptionPolicy& p = spec.preemption;
+  if (same_cq) {
+    // Kueue's SatisfiesPreemptionPolicy for withinClusterQueue.
+    bool lower = h.priority < wl.priority;
+    if (p.within_cluster_queue == WithinCq::kLowerOrNewerEqualPriority) {
+      lower = lower || (h.priority == wl.priority && h.wl->queued_at_ns > wl.queued_at_ns);
+    }
+    return lower && p.within_cluster_queue != WithinCq::kNever ? kWithinClusterQueue
+                                                               : kVariantUnset;
+  }
+  const bool satisfies = p.reclaim_within_cohort == ReclaimPolicy::kAny ||
+                         (p.reclaim_within_cohort == ReclaimPolicy::kLowerPriority &&
+                          h.priority < wl.priority);
+  if (!satisfies) return kVariantUnset;
+  if (advantage) return kHierarchicalReclaim;
+  if (p.borrow_within_cohort == ReclaimPolicy::kNever) return kReclaimWithoutBorrowing;
+  // Kueue's isAboveBorrowingThreshold.
+  if (h.priority >= wl.priority ||
+      (p.max_priority_threshold && h.priority > *p.max_priority_threshold)) {
+    return kReclaimWithoutBorrowing;
+  }
+  return kReclaimWhileBorrowing;
+}
+
+bool Engine::VictimSearch::FitInQuota(int node, FrQuantities* remaining) const {
+  bool fits = true;
+  for (auto& [fr, v] : *remaining) {
+    const int64_t usage = tree.Usage(node, fr);
+    if (usage + v > tree.Nominal(node, fr)) fits = false;
+    const int64_t local_available = std::max<int64_t>(0, tree.Guaranteed(node, fr) - usage);
+    v = std::max<int64_t>(0, v - local_available);
+  }
+  return fits;
+}
+
+void Engine::VictimSearch::CollectInSubtree(int cohort, int lca, int skip, bool advantage,
+                                            std::vector<Candidate>* out) {
+  for (int child : tree.node(cohort).children) {
+    if (child == skip || child == cq_node || WithinNominalIn(child)) continue;
+    if (!tree.node(child).is_cluster_queue) {
+      CollectInSubtree(child, lca, skip, advantage, out);
+      continue;
+    }
+    const ClusterQueueState* other = engine.cq_by_node_[static_cast<size_t>(child)];
+    if (other == nullptr) continue;
+    for (const Holder& h : other->holders) {
+      const uint8_t variant = Classify(h, false, advantage);
+      if (variant == kVariantUnset) continue;
+      Candidate c = Make(h, false, child);
+      c.variant = variant;
+      c.lca = lca;
+      out->push_back(c);
+    }
+  }
+}
+
+bool Engine::VictimSearch::ValidInAttempt(const Candidate& c, bool borrowing) const {
+  if (c.same_cq) return true;
+  if (borrowing && c.variant == kReclaimWithoutBorrowing) return false;
+  if (WithinNominalIn(c.node)) return false;
+  for (int a = tree.node(c.node).parent; a != -1 && a != c.lca; a = tree.node(a).parent) {
+    if (WithinNominalIn(a)) return false;
+  }
+  return true;
+}
+
+std::vector<Engine::VictimSearch::Candidate> Engine::VictimSearch::Classical() {
+  std::vector<Candidate> own, hierarchy, priority;
+  const ClusterQueueState* own_state = engine.cq_by_node_[static_cast<size_t>(cq_node)];
+  const ClusterQueueState& own_cq =
+      own_state != nullptr ? *own_state : engine.cqs_.at(wl.cluster_queue);
+  for (const Holder& h : own_cq.holders) {
+    const uint8_t variant = Classify(h, true, false);
+    if (variant == kVariantUnset) continue;
+    Candidate c = Make(h, true, cq_node);
+    c.variant = variant;
+    own.push_back(c);
+  }
+  const int parent = tree.node(cq_node).parent;
+  if (parent != -1 && spec.preemption.reclaim_within_cohort != ReclaimPolicy::kNever) {
+    // Kueue's collectCandidatesForHierarchicalReclaim: up from the preemptor, each cohort's
+    // subtree but the one just left; once a subtree holds the request, the preemptor has the
+    // advantage over every workload using that subtree's quota.
+    FrQuantities remaining = assignment.usage;
+    bool advantage = FitInQuota(cq_node, &remaining);
+    for (int cur = parent, prev = -1; cur != -1; prev = cur, cur = tree.node(cur).parent) {
+      CollectInSubtree(cur, cur, prev, advantage, advantage ? &hierarchy : &priority);
+      advantage = FitInQuota(cur, &remaining) || advantage;
+    }
+  }
+  for (std::vector<Candidate>* list : {&own, &hierarchy, &priority}) {
+    if (engine.AfsOn()) {
+      for (Candidate& c : *list) {
+        const ClusterQueueState* cq = engine.cq_by_node_[static_cast<size_t>(c.node)];
+        if (cq != nullptr && cq->spec && engine.AfsOrders(*cq->spec)) {
+          c.afs = engine.AfsScoreOf(c.wl->local_queue_key);
+        }
+      }
+    }
+    std::sort(list->begin(), list->end(), Before);
+  }
+  // Evicted candidates of each list first (the hierarchy's, priority's, the ClusterQueue's),
+  // then the others in the same order.
+  std::vector<Candidate> all;
+  all.reserve(own.size() + hierarchy.size() + priority.size());
+  for (const bool evicting : {true, false}) {
+    for (const std::vector<Candidate>* list : {&hierarchy, &priority, &own}) {
+      for (const Candidate& c : *list) {
+        if (c.evicting == evicting) all.push_back(c);
+      }
+    }
+  }
+  candidates = all;
+  if (all.empty() || CannotCover()) return {};
+  const bool forbidden = spec.preemption.borrow_within_cohort == ReclaimPolicy::kNever;
+  std::vector<bool> attempts = {true, false};
+  if ((hierarchy.empty() && priority.empty()) || (forbidden && !UnderNominal())) {
+    attempts = {true};
+  } else if (forbidden && hierarchy.empty()) {
+    attempts = {false, true};
+  }
+  for (const bool borrowing : attempts) {
+    std::vector<Candidate> targets = ClassicalAttempt(all, borrowing);
+    if (!targets.empty()) return targets;
+  }
+  return {};
+}
+
+std::vector<Engine::VictimSearch::Candidate> Engine::VictimSearch::ClassicalAttempt(
+    const std::vector<Candidate>& all, bool borrowing) {
+  std::vector<Candidate> targets;
+  bool fits = false;
+  for (const Candidate& c : all) {
+    if (!ValidInAttempt(c, borrowing)) continue;
+    tree.AddUsage(c.node, c.wl->admission.usage, -1);
+    targets.push_back(c);
+    if (engine.WorkloadFits(cq_node, assignment.usage, borrowing)) {
+      fits = true;
+      break;
+    }
+  }
+  if (fits) FillBack(targets, borrowing);
+  for (const Candidate& c : targets) tree.AddUsage(c.node, c.wl->admission.usage, +1);
+  if (!fits) return {};
+  return targets;
 }
 
 // ---- Engine v16: Kueue's fairPreemptions ----

@@ -213,16 +213,21 @@ int64_t QuotaTree::Borrowed(int id, Fr fr) const {
   return std::max<int64_t>(0, Usage(id, fr) - Nominal(id, fr));
 }
 
-int QuotaTree::BorrowingHeight(int cq, Fr fr, int64_t val) const {
+int QuotaTree::BorrowingHeight(int cq, Fr fr, int64_t val, bool* below_root) const {
   const Node& c = nodes_[static_cast<size_t>(cq)];
+  if (below_root != nullptr) *below_root = c.parent != -1;
   if (c.parent == -1 || Usage(cq, fr) + val <= Nominal(cq, fr)) return 0;
   // What the ClusterQueue keeps from lending covers part of it; the rest must come from the
   // first ancestor whose subtree still has room.
   int64_t remaining = val - std::max<int64_t>(0, Guaranteed(cq, fr) - Usage(cq, fr));
   for (int id = c.parent; id != -1; id = nodes_[static_cast<size_t>(id)].parent) {
-    if (Usage(id, fr) + remaining <= Nominal(id, fr)) return heights_[static_cast<size_t>(id)];
+    if (Usage(id, fr) + remaining <= Nominal(id, fr)) {
+      if (below_root != nullptr) *below_root = nodes_[static_cast<size_t>(id)].parent != -1;
+      return heights_[static_cast<size_t>(id)];
+    }
     remaining -= std::max<int64_t>(0, Guaranteed(id, fr) - Usage(id, fr));
   }
+  if (below_root != nullptr) *below_root = false;
   return heights_[static_cast<size_t>(Root(cq))];
 }
 

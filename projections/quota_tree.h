@@ -50,7 +50,10 @@ class QuotaTree {
   // `fr` within its own nominal quota (or has no cohort); else the height of the lowest
   // cohort on its path whose subtree holds it (a cohort whose children are ClusterQueues only
   // is 1; each level of cohorts below adds 1), or the root's height when none does.
-  int BorrowingHeight(int cq, Fr fr, int64_t val) const;
+  // `below_root` (Kueue's second result): whether that holding subtree is not the whole tree
+  // (true when the ClusterQueue itself holds it and has a cohort), so quota may be reclaimed
+  // from outside it.
+  int BorrowingHeight(int cq, Fr fr, int64_t val, bool* below_root = nullptr) const;
 
   // Adds (or with negative values removes) reserved usage of a ClusterQueue and propagates
   // the change of its usage above guaranteed quota up to the root.

@@ -57,6 +57,9 @@ corpus=(
   "node-failure-evicts-its-pods:49-node-failure-evicts-its-pods.yaml"
   # engine v20
   "preemptor-keeps-its-place:50-preemptor-keeps-its-place.yaml"
+  # engine v23
+  "hierarchical-reclaim:53-hierarchical-reclaim-ported.yaml"
+  "flavor-search-oracle:31-flavor-stickiness.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

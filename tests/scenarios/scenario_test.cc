@@ -6,6 +6,7 @@
 // decider, which must reach the same state (a restart changes nothing), and snapshotted at the
 // end of every append, each snapshot continuing exactly as the straight fold.
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -27,9 +28,13 @@
 namespace admission::testing {
 namespace {
 
+// The scenario files: tests/scenarios/*.yaml, or those of the directory $SCENARIO_DIR names
+// (to try scenarios of another checkout with this build's decider).
 std::vector<std::string> ScenarioFiles() {
   std::vector<std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(SCENARIO_DIR)) {
+  const char* other = std::getenv("SCENARIO_DIR");
+  const std::string dir = other != nullptr && *other != '\0' ? other : SCENARIO_DIR;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() == ".yaml") files.push_back(entry.path().string());
   }
   std::sort(files.begin(), files.end());

@@ -585,6 +585,16 @@ void Engine::ImportPending(schema::WorkloadImported::Reader imported, uint64_t s
   InitWorkload(imported.getWorkload(), seq, now, &w);
   uid_pending_.push_back(&w);
   w.requeue_count = imported.getRequeueCount();
+  // Engine v23: Kueue's queue order timestamp (GetQueueOrderTimestamp with its default
+  // requeuing timestamp, Eviction): the eviction's time for a workload evicted by its pods'
+  // readiness timeout or an admission check, bounded by the import's own time.
+  const std::string_view evicted_by = View(imported.getEvictionReason());
+  if (batch_version_ >= 23 && imported.getEvictedAtNs() > 0 &&
+      (evicted_by == "PodsReadyTimeout" || evicted_by == "AdmissionCheck")) {
+    w.queued_at_ns = std::min(imported.getEvictedAtNs(), now);
+    SetCondition(w, ConditionType::kEvicted, true, std::string(evicted_by),
+                 View(imported.getEvictionMessage()), w.queued_at_ns);
+  }
   if (imported.getRequeueAtNs() > now) {
     w.requeue_at_ns = imported.getRequeueAtNs();
     SetCondition(w, ConditionType::kRequeued, false, "Backoff",

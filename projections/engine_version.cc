@@ -147,7 +147,10 @@ constexpr const char* kEngineVersionNotes[] = {
     "below the common one exceed their quota, borrowWithinCohort's threshold per victim "
     "(InCohortReclaimWhileBorrowing below it), evicted candidates first, and the attempts "
     "with and without borrowing in Kueue's order; before, Kueue v0.9's, where a preemptor "
-    "whose subtree had room stayed pending",
+    "whose subtree had room stayed pending. The flavor assigner simulates each flavor's "
+    "preemption (Kueue's oracle): no candidates moves the search on, reclaiming ranks above "
+    "preempting, borrowing is counted after the victims go. An imported pending workload "
+    "evicted by PodsReadyTimeout or an admission check is queued by its eviction's time",
 };
 static_assert(std::size(kEngineVersionNotes) == kEngineVersion,
               "every engine version has its note");

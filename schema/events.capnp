@@ -333,11 +333,13 @@ struct WorkloadImported {
   checks @6 :List(ImportedCheck);    # status.admissionChecks (every one Ready)
   requeueCount @7 :UInt32;           # status.requeueState.count
   requeueAtNs @8 :Int64;             # status.requeueState.requeueAt: waiting out a backoff
-  evictionReason @9 :Text;           # an eviction in progress: the Evicted condition's reason
+  evictionReason @9 :Text;           # the Evicted condition (True): its reason
   evictionMessage @10 :Text;         # ... its message
   evictedAtNs @11 :Int64;            # ... its lastTransitionTime
   # An import without an admission (admission.clusterQueue empty, engine v22) is a pending
-  # workload: queued by its creation time, after its backoff.
+  # workload: queued by its creation time, after its backoff; from engine v23 by the eviction's
+  # time when Kueue orders it so (evicted by PodsReadyTimeout or an AdmissionCheck). With an
+  # admission, an Evicted condition is an eviction in progress.
 }
 
 struct ImportedCheck {

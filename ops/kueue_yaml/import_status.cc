@@ -105,11 +105,10 @@ bool DocumentParser::ParseImportedStatus(const YAML::Node& obj, const std::strin
     return it != seen.end() && it->second.status == "True";
   };
   if (is_true("Evicted")) {
-    // An eviction in progress: imported as evicting, its pods to be reported gone.
+    // Admitted: an eviction in progress, imported as evicting, its pods to be reported gone.
+    // Pending: evicted and requeued (Kueue resets Evicted at the next reservation); the time
+    // may order its queue (engine v23).
     const ConditionSeen& e = seen["Evicted"];
-    if (!admitted) {
-      return Fail(e.node, e.path, "Evicted is True but there is no status.admission");
-    }
     imported.setEvictionReason(T(e.reason.empty() ? "Evicted" : e.reason));
     imported.setEvictionMessage(T(e.message));
     imported.setEvictedAtNs(e.transition_ns);

@@ -3,8 +3,9 @@
 # times, PodsReady, the admission checks and the requeue count come from each Workload's status;
 # `get workloads -o yaml` of the ledger imported into a fresh ledger gives the same read models,
 # times included; an eviction in progress imports as evicting; what the ledger cannot honour (a
-# check not Ready) is refused, naming it, or dropped and listed with --lenient. Pending workloads keep their creation time (queue
-# order) and requeue backoff.
+# check not Ready) is refused, naming it, or dropped and listed with --lenient. Pending workloads
+# keep their creation time (queue order) and requeue backoff; one Kueue evicted and requeued is
+# queued by the eviction's time when Kueue orders it so (engine v23); all of them round-trip.
 #   tests/cli/import_record_test.sh ADMITCTL
 admitctl=$1
 # shellcheck source=tests/cli/lib.sh
@@ -126,6 +127,60 @@ expect_rc 0 $admitctl --ledger "$A" --at 2026-12-06T12:00:00Z import -f "$work/e
 contains "$out" "evicting ml/d: Preempted"
 expect_rc 0 $admitctl --ledger "$A" get workloads -n ml
 contains "$out" "Evicting"
+# A workload Kueue evicted and requeued keeps Evicted True while it waits (Kueue resets it at
+# the next reservation): imported pending, queued by the eviction's time when Kueue orders it so
+# (PodsReadyTimeout, AdmissionCheck), else by its creation.
+requeued() {
+  cat <<YAML
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: $1, namespace: ml, uid: uid-$1, creationTimestamp: "$2"}
+spec:
+  queueName: lq
+  podSets:
+  - {name: main, count: 1, template: {spec: {containers: [{name: c, resources: {requests: {nvidia.com/gpu: "8"}}}]}}}
+status:
+  conditions:
+  - {type: QuotaReserved, status: "False", reason: Pending, message: x, lastTransitionTime: "$3"}
+  - {type: Evicted, status: "True", reason: $4, message: x, lastTransitionTime: "$3"}
+  requeueState: {count: 1}
+YAML
+}
+{ requeued r-timeout 2026-12-06T10:00:00Z 2026-12-06T11:58:00Z PodsReadyTimeout
+  requeued r-preempted 2026-12-06T10:30:00Z 2026-12-06T11:58:00Z Preempted
+  requeued r-check 2026-12-06T10:00:00Z 2026-12-06T11:40:00Z AdmissionCheck; } > "$work/requeued.yaml"
+# Every state at once (admitted, evicting, pending, requeued after an eviction) imported in one
+# batch, exported, and imported into a fresh ledger at the same instant (a pending workload's
+# message is the decider's own, of that instant): the same read models and the same queue.
+cat "$work/kueue.yaml" "$work/evicting.yaml" "$work/pending.yaml" "$work/requeued.yaml" \
+  > "$work/all.yaml"
+R="$work/r"
+S="$work/s"
+for ledger in "$R" "$S"; do
+  expect_rc 0 $admitctl --ledger "$ledger" --at 2026-12-06T11:00:00Z apply -f "$work/defs.yaml"
+done
+expect_rc 0 $admitctl --ledger "$R" --at 2026-12-06T12:03:00Z import -f "$work/all.yaml"
+expect_rc 0 $admitctl --ledger "$R" get pendingworkloads --cluster-queue gpu -o json
+python3 - "$out" > "$work/check.out" <<'PY' || fail "requeued order: $(cat "$work/check.out")"
+import json, sys
+names = [i["metadata"]["name"] for i in json.loads(sys.argv[1])["items"]]
+assert names == ["r-preempted", "p-early", "p-late", "r-check", "r-timeout"], names
+print("ok")
+PY
+expect_rc 0 $admitctl --ledger "$R" get workloads -n ml -o yaml
+printf '%s\n' "$out" > "$work/export-all.yaml"
+expect_rc 0 $admitctl --ledger "$S" --at 2026-12-06T12:03:00Z import -f "$work/export-all.yaml"
+for ledger in "$R" "$S"; do
+  # reportSequence points into each ledger's own record (the import's sequence there).
+  expect_rc 0 $admitctl --ledger "$ledger" get workloads -n ml -o json
+  printf '%s\n' "$out" | grep -v '"reportSequence"' > "$ledger.json"
+  expect_rc 0 $admitctl --ledger "$ledger" get pendingworkloads --cluster-queue gpu -o json
+  printf '%s\n' "$out" > "$ledger.pending.json"
+done
+diff "$R.json" "$S.json" > "$work/diff.out" || fail "the round trip changed the read models: $(cat "$work/diff.out")"
+diff "$R.pending.json" "$S.pending.json" > "$work/diff.out" ||
+  fail "the round trip changed the queue: $(cat "$work/diff.out")"
 admitted a2 2026-12-06T11:50:05Z | sed 's/state: Ready/state: Retry/' > "$work/retry.yaml"
 expect_rc 1 $admitctl --ledger "$A" import -f "$work/retry.yaml"
 contains "$err" "status.admissionChecks[0]: check 'scan' is 'Retry', not Ready"

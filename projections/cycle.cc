@@ -120,8 +120,11 @@ bool Engine::RunCycle(int64_t now) {
   std::set<int> touched_roots;  // cohort trees changed earlier in this cycle
   std::vector<std::pair<int, FrQuantities>> held;  // engine v11: capacity held in this cycle
   const uint64_t held_epoch = tree_epoch_;
-  for (CycleEntry* entry : order) {
-    CycleEntry& e = *entry;
+  // Engine v24, fair sharing: Kueue's fairSharingIterator, one tournament per entry taken.
+  const bool tournament = config_.fair_sharing && batch_version_ >= 24;
+  std::vector<CycleEntry*> left = tournament ? order : std::vector<CycleEntry*>{};
+  for (size_t i = 0; tournament ? !left.empty() : i < order.size(); ++i) {
+    CycleEntry& e = tournament ? *TakeTournamentWinner(&left) : *order[i];
     WorkloadState& wl = *e.wl;
     const int node = NodeOf(*e.cq, wl.cluster_queue);
     const int root = tree_.Root(node);
@@ -243,6 +246,79 @@ void Engine::NominateSleepingStrictFifoHeads(int64_t now, std::vector<CycleEntry
                                   EffectivePriority(*head, now), head->queued_at_ns,
                                   head->submitted_sequence, true});
   }
+}
+
+Engine::CycleEntry* Engine::TakeTournamentWinner(std::vector<CycleEntry*>* left) {
+  // The first entry left (in OrderEntries' order) names the cohort tree to run it in (Kueue
+  // picks any ClusterQueue); a ClusterQueue without a cohort has no tournament.
+  std::vector<CycleEntry*>& entries = *left;
+  const int first_node = NodeOf(*entries.front()->cq, entries.front()->wl->cluster_queue);
+  const int root = tree_.Root(first_node);
+  size_t pick = 0;
+  if (root != first_node) {
+    // Kueue's computeDRS: per entry, with its usage added to its ClusterQueue, the share of
+    // each node on its path, keyed by that node's parent, and whether that node then borrows
+    // in a flavor-resource the entry requests.
+    Tournament t;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const CycleEntry& e = *entries[i];
+      const int node = NodeOf(*e.cq, e.wl->cluster_queue);
+      if (tree_.Root(node) != root) continue;
+      const FrQuantities& usage = e.n.assignment.usage;
+      tree_.AddUsage(node, usage, +1);
+      Tournament::Player& player = t.players.emplace_back();
+      player.index = i;
+      player.node = node;
+      for (int child = node, up = tree_.node(node).parent; up != -1;
+           child = up, up = tree_.node(up).parent) {
+        bool borrowing_on = false;
+        for (const auto& [fr, amount] : usage) {
+          if (amount > 0 && tree_.Usage(child, fr) > tree_.Nominal(child, fr)) borrowing_on = true;
+        }
+        player.at[up] = Tournament::Seen{NodeShare(child), borrowing_on};
+      }
+      tree_.AddUsage(node, usage, -1);
+    }
+    pick = t.players[static_cast<size_t>(RunTournament(t, root, entries))].index;
+  }
+  CycleEntry* winner = entries[pick];
+  entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(pick));
+  return winner;
+}
+
+int Engine::RunTournament(const Tournament& t, int cohort,
+                          const std::vector<CycleEntry*>& entries) const {
+  // Kueue's runTournament and entryComparer.less: at each cohort, of its children's entries
+  // (a child cohort's winner, a ClusterQueue's own), the one whose child does not borrow what
+  // it requests first (FairSharingPrioritizeNonBorrowing), then the lower share, the higher
+  // priority, the earlier queue order time; then OrderEntries' order (Kueue: the first seen).
+  const auto less = [&](int a, int b) {
+    const Tournament::Player& pa = t.players[static_cast<size_t>(a)];
+    const Tournament::Player& pb = t.players[static_cast<size_t>(b)];
+    const Tournament::Seen& sa = pa.at.at(cohort);
+    const Tournament::Seen& sb = pb.at.at(cohort);
+    if (sa.borrowing_on != sb.borrowing_on) return !sa.borrowing_on;
+    if (const int c = CompareShares(sa.share, sb.share); c != 0) return c < 0;
+    const CycleEntry& ea = *entries[pa.index];
+    const CycleEntry& eb = *entries[pb.index];
+    if (ea.priority != eb.priority) return ea.priority > eb.priority;
+    if (ea.queued_at_ns != eb.queued_at_ns) return ea.queued_at_ns < eb.queued_at_ns;
+    return pa.index < pb.index;
+  };
+  int best = -1;
+  const auto consider = [&](int player) {
+    if (player != -1 && (best == -1 || less(player, best))) best = player;
+  };
+  for (int child : tree_.node(cohort).children) {
+    if (!tree_.node(child).is_cluster_queue) {
+      consider(RunTournament(t, child, entries));
+      continue;
+    }
+    for (size_t p = 0; p < t.players.size(); ++p) {
+      if (t.players[p].node == child) consider(static_cast<int>(p));
+    }
+  }
+  return best;
 }
 
 std::vector<Engine::CycleEntry*> Engine::OrderEntries(std::vector<CycleEntry>& entries) const {

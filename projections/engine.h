@@ -718,7 +718,37 @@ class Engine {
   // the capacity they need for the cycle.
   void NominateSleepingStrictFifoHeads(int64_t now, std::vector<CycleEntry>* entries);
   // Kueue's entry order (sets each entry's share under fair sharing).
+  // A dominant resource share as Kueue's DRS compares them, exactly (integers): the largest
+  // borrowed / lendable over the node's flavor-resources, over its weight (preemption.cc).
+  struct Share {
+    int64_t borrowed = 0;  // of the dominant flavor-resource; 0: not borrowing where it counts
+    int64_t lendable = 1;
+    int64_t weight_milli = 1000;
+    bool ZeroWeightBorrows() const { return weight_milli == 0 && borrowed > 0; }
+  };
+  // Kueue's CompareDRS: negative, zero or positive as a's share is below, equal to or above b's.
+  static int CompareShares(const Share& a, const Share& b);
+  // The share of a tree node (ClusterQueue or cohort); `borrowing`: usage above its subtree
+  // quota in some flavor-resource (Kueue's DRS.IsBorrowing).
+  Share NodeShare(int node, bool* borrowing = nullptr) const;
   std::vector<CycleEntry*> OrderEntries(std::vector<CycleEntry>& entries) const;
+  // Engine v24, fair sharing (Kueue's fairSharingIterator): takes from `left` the entry that
+  // wins the tournament of the cohort tree of its first entry, shares computed now.
+  struct Tournament {
+    struct Seen {
+      Share share;                // of the player's node below that cohort, its usage added
+      bool borrowing_on = false;  // that node borrows in a flavor-resource the entry requests
+    };
+    struct Player {
+      size_t index = 0;           // in `left`
+      int node = -1;              // its ClusterQueue's node
+      std::map<int, Seen> at;     // by cohort on its path
+    };
+    std::vector<Player> players;
+  };
+  CycleEntry* TakeTournamentWinner(std::vector<CycleEntry*>* left);
+  // The winning player under `cohort`, or -1 when none plays there.
+  int RunTournament(const Tournament& t, int cohort, const std::vector<CycleEntry*>& entries) const;
   // An entry's outcome in the cycle, by its nomination's mode; each returns whether the state
   // changed. `touched_roots`: the cohort trees changed earlier in the cycle.
   bool AdmitFitting(CycleEntry& e, int node, int root, std::set<int>* touched_roots, int64_t now);

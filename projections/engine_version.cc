@@ -151,6 +151,12 @@ constexpr const char* kEngineVersionNotes[] = {
     "preemption (Kueue's oracle): no candidates moves the search on, reclaiming ranks above "
     "preempting, borrowing is counted after the victims go. An imported pending workload "
     "evicted by PodsReadyTimeout or an admission check is queued by its eviction's time",
+    // v24
+    "fair sharing orders a cycle's entries as Kueue's fairSharingIterator: one tournament "
+    "up the cohort tree per entry taken, each cohort preferring the child that does not "
+    "borrow what its entry requests, then the lower dominant share with the entry's usage "
+    "added (cohort weights count), then priority and queue order time, shares recomputed "
+    "after each entry; before, entries were sorted once by their ClusterQueue's share",
 };
 static_assert(std::size(kEngineVersionNotes) == kEngineVersion,
               "every engine version has its note");

@@ -155,19 +155,11 @@ struct Engine::VictimSearch {
   std::vector<Candidate> ClassicalAttempt(const std::vector<Candidate>& all, bool borrowing);
 
   // ---- Engine v16: Kueue's fairPreemptions (fair sharing) ----
-  // A dominant resource share as Kueue's DRS compares them, exactly (integers): the largest
-  // borrowed / lendable over the node's flavor-resources, over its weight.
-  struct Share {
-    int64_t borrowed = 0;  // of the dominant flavor-resource; 0: not borrowing where it counts
-    int64_t lendable = 1;
-    int64_t weight_milli = 1000;
-    bool ZeroWeightBorrows() const { return weight_milli == 0 && borrowed > 0; }
-  };
-  // Kueue's CompareDRS: negative, zero or positive as a's share is below, equal to or above b's.
-  static int CompareShares(const Share& a, const Share& b);
-  // The share of a tree node (ClusterQueue or cohort); `borrowing`: usage above its subtree
-  // quota in some flavor-resource (Kueue's DRS.IsBorrowing).
-  Share NodeShare(int node, bool* borrowing = nullptr) const;
+  using Share = Engine::Share;
+  static int CompareShares(const Share& a, const Share& b) { return Engine::CompareShares(a, b); }
+  Share NodeShare(int node, bool* borrowing = nullptr) const {
+    return engine.NodeShare(node, borrowing);
+  }
   // The child of `lca` on the path from `node` up to it (Kueue's almostLCA).
   int AlmostLca(int node, int lca) const;
   // The lowest cohort above `target` that also holds the preemptor (Kueue's getLCA).
@@ -619,7 +611,7 @@ std::vector<Engine::VictimSearch::Candidate> Engine::VictimSearch::ClassicalAtte
 
 // ---- Engine v16: Kueue's fairPreemptions ----
 
-int Engine::VictimSearch::CompareShares(const Share& a, const Share& b) {
+int Engine::CompareShares(const Share& a, const Share& b) {
   // Kueue's CompareDRS on exact ratios: a zero weight that borrows is above every other share
   // (infinite); two such compare by their unweighted ratios; others by ratio / weight,
   // compared by cross-multiplying (at most 2^63 each, so the products fit in 128 bits).
@@ -639,27 +631,27 @@ int Engine::VictimSearch::CompareShares(const Share& a, const Share& b) {
   return cmp(left, right);
 }
 
-Engine::VictimSearch::Share Engine::VictimSearch::NodeShare(int node, bool* borrowing) const {
+Engine::Share Engine::NodeShare(int node, bool* borrowing) const {
   // Kueue's dominantResourceShare: for each flavor-resource the node uses above its subtree
   // quota, that amount per what its root cohort holds (the lendable of DominantShare); the
   // largest ratio, with the node's fair weight.
   Share share;
-  const QuotaTree::Node& n = tree.node(node);
+  const QuotaTree::Node& n = tree_.node(node);
   if (n.is_cluster_queue) {
-    auto spec_it = engine.cq_specs_.find(n.name);
-    if (spec_it != engine.cq_specs_.end()) share.weight_milli = spec_it->second.fair_weight_milli;
+    auto spec_it = cq_specs_.find(n.name);
+    if (spec_it != cq_specs_.end()) share.weight_milli = spec_it->second.fair_weight_milli;
   } else {
-    auto spec_it = engine.cohort_specs_.find(n.name);
-    if (spec_it != engine.cohort_specs_.end()) share.weight_milli = spec_it->second.fair_weight_milli;
+    auto spec_it = cohort_specs_.find(n.name);
+    if (spec_it != cohort_specs_.end()) share.weight_milli = spec_it->second.fair_weight_milli;
   }
   if (borrowing != nullptr) *borrowing = false;
   if (n.parent == -1) return share;
-  const int root = tree.Root(node);
+  const int root = tree_.Root(node);
   for (const auto& [fr, usage] : n.usage) {
-    const int64_t borrowed = usage - tree.Nominal(node, fr);
+    const int64_t borrowed = usage - tree_.Nominal(node, fr);
     if (borrowed <= 0) continue;
     if (borrowing != nullptr) *borrowing = true;
-    const int64_t lendable = tree.Nominal(root, fr);
+    const int64_t lendable = tree_.Nominal(root, fr);
     if (lendable <= 0) continue;
     if (share.borrowed == 0 || static_cast<__int128>(borrowed) * share.lendable >
                                    static_cast<__int128>(share.borrowed) * lendable) {

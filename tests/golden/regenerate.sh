@@ -60,6 +60,8 @@ corpus=(
   # engine v23
   "hierarchical-reclaim:53-hierarchical-reclaim-ported.yaml"
   "flavor-search-oracle:31-flavor-stickiness.yaml"
+  # engine v24
+  "fair-sharing-tournament:55-schedule-hierarchical-ported.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

@@ -555,8 +555,10 @@ void Engine::RequeueAfterEviction(WorkloadState& wl, int64_t now) {
   wl.admission = Assignment{};
   wl.checks.clear();
   wl.fencing_token.clear();
-  // A preempted workload keeps its creation time as its queue position (Kueue's
-  // GetQueueOrderTimestamp only moves it for PodsReadyTimeout and AdmissionCheck evictions).
+  // A preempted workload queues by its creation time (Kueue's GetQueueOrderTimestamp only moves
+  // it for PodsReadyTimeout and AdmissionCheck evictions); since engine v24 also when an
+  // earlier such eviction had moved it.
+  if (batch_version_ >= 24) wl.queued_at_ns = wl.creation_ns;
   ++wl.requeue_count;
   const Condition* evicted = wl.conditions.Find(ConditionType::kEvicted);
   const std::string reason = evicted != nullptr ? evicted->reason : "Evicted";

@@ -156,7 +156,11 @@ constexpr const char* kEngineVersionNotes[] = {
     "up the cohort tree per entry taken, each cohort preferring the child that does not "
     "borrow what its entry requests, then the lower dominant share with the entry's usage "
     "added (cohort weights count), then priority and queue order time, shares recomputed "
-    "after each entry; before, entries were sorted once by their ClusterQueue's share",
+    "after each entry; before, entries were sorted once by their ClusterQueue's share. A "
+    "workload whose admission check asked to retry is evicted (Evicted, AdmissionCheck) and "
+    "queues by that time, as Kueue's GetQueueOrderTimestamp; a preempted one queues by its "
+    "creation time even after such an eviction (before, a retry kept the creation time and "
+    "a later preemption the retry's)",
 };
 static_assert(std::size(kEngineVersionNotes) == kEngineVersion,
               "every engine version has its note");

@@ -470,6 +470,17 @@ void Engine::ReleaseAndRetry(WorkloadState& wl, const std::string& reason,
                now);
     return;
   }
+  if (batch_version_ >= 24 && reason == "AdmissionCheck") {
+    // Kueue evicts a workload whose check asked to retry (Evicted, reason AdmissionCheck) and
+    // queues it by that eviction's time (GetQueueOrderTimestamp); an admitted one was evicted
+    // when the report came, a reserved one now.
+    const Condition* evicted = wl.conditions.Find(ConditionType::kEvicted);
+    if (evicted == nullptr || !evicted->status || evicted->reason != "AdmissionCheck") {
+      SetCondition(wl, ConditionType::kEvicted, true, "AdmissionCheck", message, now);
+      evicted = wl.conditions.Find(ConditionType::kEvicted);
+    }
+    wl.queued_at_ns = evicted->last_transition_ns;
+  }
   const int64_t wait = requeue_after_ns > 0 ? requeue_after_ns
                                             : Backoff(wl, base, max > 0 ? max : base, wl.check_retries);
   wl.requeue_at_ns = now + wait;

@@ -62,6 +62,7 @@ corpus=(
   "flavor-search-oracle:31-flavor-stickiness.yaml"
   # engine v24
   "fair-sharing-tournament:55-schedule-hierarchical-ported.yaml"
+  "eviction-queue-order:58-eviction-queue-order.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

@@ -11,7 +11,7 @@
 #   times (a's older), PodsReady; their Jobs unsuspended, their pods Running on KWOK nodes;
 # - p: pending (2 cpu, created first); r: pending after a Retry of a check, with Kueue's
 #   requeueState (count 3); e: admitted in other-queue and being evicted (Evicted, Preempted),
-#   its Job still running.
+#   its Job still running with the node selector Kueue's admission set.
 # Then admitd and the bridge start, and:
 # - the ledger holds the five as workloadImported (by the bridge), under Kueue's names, with
 #   Kueue's QuotaReserved/Admitted times (`get workloads -o json`), r's requeue count;
@@ -19,7 +19,8 @@
 #   their pods' uids, are unchanged; no `pods released` of theirs is recorded and no fencing token
 #   is written on them;
 # - e is suspended, its pods go, `pods terminated` is reported with its imported token, and it
-#   is readmitted and released by the bridge with the ledger's new token;
+#   is readmitted and released by the bridge with the ledger's new token, from its own pod set
+#   (its Workload's: without Kueue's node selector);
 # - a restarted bridge imports nothing: the ledger's head does not move by any import;
 # - a higher-priority Job (2 cpu) submitted afterwards preempts b, the workload Kueue reserved
 #   most recently (Kueue's victim order), not a; b is suspended, its pods go, terminated, and the
@@ -105,7 +106,7 @@ kind: WorkloadPriorityClass
 metadata: {name: high}
 value: 1000
 EOF
-# job_yaml NAME QUEUE PODS SUSPEND [PRIORITY_CLASS]: a Job of PODS pods of 1 cpu.
+# job_yaml NAME QUEUE PODS SUSPEND [PRIORITY_CLASS [NODE_SELECTOR]]: a Job of PODS pods of 1 cpu.
 job_yaml() {
   cat <<EOF
 apiVersion: batch/v1
@@ -122,6 +123,7 @@ spec:
   suspend: $4
   template:
     spec:
+$([[ -n "${6:-}" ]] && echo "      nodeSelector: {$6}")
       containers:
       - name: main
         image: registry.k8s.io/pause:3.10
@@ -195,7 +197,9 @@ EOF
   condition Admitted True Admitted "$4"
 }
 for j in a b; do job_yaml "$j" user-queue 2 false | kubectl create -f - > /dev/null; done
-job_yaml e other-lq 1 false | kubectl create -f - > /dev/null
+# e runs with the node selector Kueue's admission set (a flavor's node label; KWOK's nodes have
+# it), which its Workload's pod set, its own, has not.
+job_yaml e other-lq 1 false "" "kubernetes.io/os: linux" | kubectl create -f - > /dev/null
 for j in p r; do job_yaml "$j" user-queue 2 true | kubectl create -f - > /dev/null; done
 # Created in queue order: p before r; e's last.
 wl_a="$(kueue_workload a user-queue 2)"; wl_b="$(kueue_workload b user-queue 2)"
@@ -311,6 +315,9 @@ token_of() {
 }
 released_e() { [[ "$(token_of e)" == "false/$e_uid/2" ]]; }
 wait_until "e was not released again with token $e_uid/2: $(token_of e)" released_e
+# Released from its own pod set (its Workload's), not on top of Kueue's admission.
+selector_e() { kubectl get job e -n "$NAMESPACE" -o jsonpath='{.spec.template.spec.nodeSelector}'; }
+[[ -z "$(selector_e)" ]] || fail "e was released with Kueue's node selector kept: $(selector_e)"
 
 step "a and b: neither suspended nor released again, their pods untouched"
 sleep 5

@@ -200,16 +200,8 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	if err != nil {
 		return err
 	}
-	// Kueue's Workloads the ledger does not know (a cluster where Kueue ran) are imported before
-	// the job controllers act (docs/k8s.md, "Adopting a Kueue cluster"); they wait for it.
-	adoption := jobs.NewAdoptionGate()
-	jobEvents, jobLedger, err := setupJobs(mgr, ledgerClient, statusWriter.Notify, adoption)
+	jobEvents, jobLedger, err := setupJobs(mgr, ledgerClient, statusWriter.Notify)
 	if err != nil {
-		return err
-	}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		return jobs.RunAdoption(ctx, mgr.GetAPIReader(), ledgerClient, adoption)
-	})); err != nil {
 		return err
 	}
 	// The ledger's decisions trigger the Jobs' reconciles and the queues' status at once (on
@@ -241,9 +233,17 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 
 // setupJobs sets up the job framework's controllers (one per kind the cluster serves) and the
 // owned Workload objects' one, sharing one cache of workload states and one source of the
-// ledger's events.
-func setupJobs(mgr manager.Manager, ledgerClient *ledger.Client, onUnsubmitted func(),
-	adoption *jobs.AdoptionGate) (*jobs.LedgerEvents, *jobs.CachedLedger, error) {
+// ledger's events. Kueue's Workloads the ledger does not know (a cluster where Kueue ran) are
+// imported before the controllers act (docs/k8s.md, "Adopting a Kueue cluster"): they wait for
+// the leader's adoption.
+func setupJobs(mgr manager.Manager, ledgerClient *ledger.Client, onUnsubmitted func()) (
+	*jobs.LedgerEvents, *jobs.CachedLedger, error) {
+	adoption := jobs.NewAdoptionGate()
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return jobs.RunAdoption(ctx, mgr.GetAPIReader(), ledgerClient, adoption)
+	})); err != nil {
+		return nil, nil, err
+	}
 	jobEvents := jobs.NewLedgerEvents(mgr.GetClient())
 	jobLedger := jobs.NewCachedLedger(ledgerClient)
 	kinds, err := jobs.SetupWithManager(mgr, jobLedger, jobEvents, adoption)
@@ -253,7 +253,8 @@ func setupJobs(mgr manager.Manager, ledgerClient *ledger.Client, onUnsubmitted f
 	for _, kind := range kinds {
 		ctrl.Log.Info("governing", "kind", kind.GVK().String())
 	}
-	if err := jobs.SetupOwnedWorkloads(mgr, jobLedger, jobEvents, onUnsubmitted, adoption); err != nil {
+	err = jobs.SetupOwnedWorkloads(mgr, jobLedger, jobEvents, onUnsubmitted, adoption)
+	if err != nil {
 		return nil, nil, fmt.Errorf("setting up the owned Workload objects' controller: %w", err)
 	}
 	return jobEvents, jobLedger, nil

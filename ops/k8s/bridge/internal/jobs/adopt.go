@@ -400,5 +400,49 @@ func RunAdoption(ctx context.Context, c client.Reader, l AdoptLedger, gate *Adop
 		case <-time.After(adoptRetryWait):
 		}
 	}
-	return fmt.Errorf("adopting Kueue's Workloads: %d attempts failed, the last: %w", adoptAttemptsMax, err)
+	return fmt.Errorf("adopting Kueue's Workloads: %d attempts failed, the last: %w",
+		adoptAttemptsMax, err)
+}
+
+// originalFromKueue: an adopted object that the bridge never released carries what Kueue's
+// admission set on its pod templates (its flavors' node selectors and tolerations). Its own
+// are those of Kueue's Workload spec (which Kueue restores on a stop), so the first release
+// records the original node selectors and tolerations from there (in memory; the release writes
+// it). Objects with a record, and those whose Workload is ours, are left alone.
+func (r *Reconciler) originalFromKueue(job GenericJob, wl *unstructured.Unstructured) error {
+	obj := job.Object()
+	if wl.GetName() == r.Kind.WorkloadName(obj.GetName()) {
+		return nil
+	}
+	if _, found := obj.GetAnnotations()[OriginalPodSetAnnotation]; found {
+		return nil
+	}
+	specs, _, _ := unstructured.NestedSlice(wl.Object, "spec", "podSets")
+	templates := map[string]map[string]any{}
+	for _, item := range specs {
+		m, _ := item.(map[string]any)
+		name, _, _ := unstructured.NestedString(m, "name")
+		template, _, _ := unstructured.NestedMap(m, "template")
+		templates[name] = template
+	}
+	record := make([]originalPodSet, 0, len(job.PodSets()))
+	for i, ps := range job.PodSets() {
+		template, ok := templates[ps.Name]
+		if !ok {
+			// Not Kueue's record of this object: record its own templates, as for any object.
+			return nil
+		}
+		var t corev1.PodTemplateSpec
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(template, &t); err != nil {
+			return fmt.Errorf("Workload %s: podSet %s's template: %w", wl.GetName(), ps.Name, err)
+		}
+		// The labels and annotations stay the template's: the Job controller's selector labels
+		// are there (a Workload created from the Job before the API server stored it may lack
+		// them), and a check's podSetUpdates labels left over do not stop a new admission.
+		record = append(record, originalPodSet{Name: ps.Name, NodeSelector: t.Spec.NodeSelector,
+			Tolerations: t.Spec.Tolerations, Parallelism: job.CountField(i),
+			Template: &originalTemplate{Labels: ps.Template.Labels,
+				Annotations: ps.Template.Annotations}})
+	}
+	return recordOriginal(obj, record)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -140,5 +141,38 @@ func TestAdoptImportsOnce(t *testing.T) {
 	n, err = Adopt(context.Background(), c, l)
 	if err != nil || n != 0 || len(l.imports) != 1 {
 		t.Fatalf("second: %d %v %v", n, err, l.imports)
+	}
+}
+
+// An adopted Job's first release starts from Kueue's Workload's pod set, not from the node
+// selector Kueue's admission put on its template.
+func TestOriginalOfAnAdoptedJobIsKueuesPodSet(t *testing.T) {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "default", UID: "job-uid"}}
+	job.Spec.Template.Labels = map[string]string{"job-name": "a"}
+	job.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "kueue-flavor", "own": "x"}
+	wl := workloadObject("job-a-12345", "lq", "a", "job-uid", nil)
+	wl.Object["spec"].(map[string]any)["podSets"] = []any{map[string]any{"name": "main",
+		"count": int64(1), "template": map[string]any{"spec": map[string]any{
+			"nodeSelector": map[string]any{"own": "x"}}}}}
+	r := &Reconciler{Kind: BatchJobKind}
+	j := &BatchJob{Job: job}
+	if err := r.originalFromKueue(j, wl); err != nil {
+		t.Fatal(err)
+	}
+	if err := startFromOriginal(j); err != nil {
+		t.Fatal(err)
+	}
+	if got := job.Spec.Template.Spec.NodeSelector; len(got) != 1 || got["own"] != "x" {
+		t.Fatalf("node selector %v", got)
+	}
+	if job.Spec.Template.Labels["job-name"] != "a" {
+		t.Fatalf("labels %v", job.Spec.Template.Labels)
+	}
+	// Ours: the template is the original.
+	job.Annotations = nil
+	job.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "p"}
+	if err := r.originalFromKueue(j, workloadObject("job-a", "lq", "a", "job-uid", nil)); err != nil ||
+		job.Annotations[OriginalPodSetAnnotation] != "" {
+		t.Fatalf("%v %v", err, job.Annotations)
 	}
 }

@@ -243,7 +243,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.mirror(ctx, workload, state); err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.follow(ctx, req, job, state)
+	return r.follow(ctx, req, job, workload, state)
 }
 
 // pollAfter is the result of a reconcile that waits for a change: none while the ledger's watch
@@ -260,11 +260,14 @@ func pollAfter(l Ledger) ctrl.Result {
 
 // follow does what the ledger's phase of the workload asks of the object.
 func (r *Reconciler) follow(ctx context.Context, req ctrl.Request, job GenericJob,
-	state *LedgerWorkload) (ctrl.Result, error) {
+	workload *unstructured.Unstructured, state *LedgerWorkload) (ctrl.Result, error) {
 	switch state.Phase {
 	case ledger.PhaseAdmitted:
 		if job.Finished() {
 			return r.reportPods(ctx, job, state, ledgerevents.PodsReport_finished, state.FencingToken)
+		}
+		if err := r.originalFromKueue(job, workload); err != nil {
+			return ctrl.Result{}, err
 		}
 		return r.release(ctx, job, state)
 	case ledger.PhaseEvicting:
@@ -791,6 +794,11 @@ func startFromOriginal(job GenericJob) error {
 			Tolerations: ps.Template.Spec.Tolerations, Parallelism: job.CountField(i),
 			Template: &originalTemplate{Labels: ps.Template.Labels, Annotations: ps.Template.Annotations}})
 	}
+	return recordOriginal(obj, record)
+}
+
+// recordOriginal sets OriginalPodSetAnnotation on obj (in memory) to record.
+func recordOriginal(obj client.Object, record []originalPodSet) error {
 	// One pod set (a Job's) is recorded as the single object; several as a list, by name.
 	var text []byte
 	var err error

@@ -116,7 +116,7 @@ func Adopt(ctx context.Context, c client.Reader, l AdoptLedger) (int, error) {
 // (the bridge writes none before the ledger knows it).
 func adoptable(wl *unstructured.Unstructured) bool {
 	queue, _, _ := unstructured.NestedString(wl.Object, "spec", "queueName")
-	if queue == "" || wl.GetDeletionTimestamp() != nil {
+	if queue == "" || wl.GetDeletionTimestamp() != nil || kueueFinished(wl) {
 		return false
 	}
 	if kind, owner := governingKind(wl); kind != nil {
@@ -124,6 +124,19 @@ func adoptable(wl *unstructured.Unstructured) bool {
 	}
 	status, _, _ := unstructured.NestedMap(wl.Object, "status")
 	return len(status) > 0
+}
+
+// kueueFinished: Kueue finished the Workload (condition Finished True); it holds no quota and
+// its job runs no more: nothing to import.
+func kueueFinished(wl *unstructured.Unstructured) bool {
+	conditions, _, _ := unstructured.NestedSlice(wl.Object, "status", "conditions")
+	for _, item := range conditions {
+		c, _ := item.(map[string]any)
+		if c["type"] == "Finished" && c["status"] == "True" {
+			return true
+		}
+	}
+	return false
 }
 
 // governingKind: the governed kind and the owner reference of a Workload a job controls.
@@ -330,6 +343,10 @@ func adoptedRunning(obj client.Object, state *LedgerWorkload) bool {
 // without the ledger's admission) and a LedgerRefused Warning Event says why.
 func (r *Reconciler) importKueueWorkload(ctx context.Context, job GenericJob,
 	wl *unstructured.Unstructured) (ctrl.Result, error) {
+	if kueueFinished(wl) || job.Finished() {
+		// Kueue's to the end: no quota held, nothing runs.
+		return ctrl.Result{}, nil
+	}
 	wls := []*unstructured.Unstructured{wl}
 	text, err := json.Marshal(ImportManifest(wl))
 	if err != nil {

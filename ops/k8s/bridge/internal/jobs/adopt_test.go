@@ -63,6 +63,8 @@ func TestAdoptableIsWhatKueueMade(t *testing.T) {
 		{workloadObject("job-a-12345", "", "a", "job-uid", nil), false},
 		{workloadObject("mine", "lq", "", "", admitted), true},
 		{workloadObject("mine", "lq", "", "", nil), false},
+		{workloadObject("job-a-12345", "lq", "a", "job-uid", map[string]any{"conditions": []any{
+			map[string]any{"type": "Finished", "status": "True"}}}), false},
 	}
 	for i, c := range cases {
 		if got := adoptable(c.wl); got != c.want {

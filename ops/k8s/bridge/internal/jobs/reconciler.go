@@ -548,7 +548,8 @@ func (r *Reconciler) release(ctx context.Context, job GenericJob, state *LedgerW
 	if running && adoptedRunning(obj, state) {
 		// Kueue released it and the ledger imported that admission: its pods run already
 		// (the ledger counts them released) and its pod template is immutable. It is not
-		// stopped nor released again; its pods carry no token (docs/k8s.md, "Adopting").
+		// stopped nor released again; its pods carry no token (docs/k8s.md, "Adopting a Kueue
+		// cluster").
 		return r.reportReady(ctx, job, state, token)
 	}
 	if running {

@@ -85,6 +85,8 @@ struct WorkloadState {
   podsReleased @13 :Bool;        # evicting: the evicted admission's pods had been released
   status @14 :Text;              # Kueue's Workload .status as JSON (`get workloads -o json`)
   active @15 :Bool = true;       # Kueue's spec.active: false once deactivated or being so
+  importedAdmission @16 :Bool;   # generation 1 is an admission imported from Kueue (pods released
+                                 # before the ledger: none carries its token; docs/k8s.md)
 }
 
 struct PodSetAssignment {
@@ -143,6 +145,7 @@ struct WatchFilter {
 struct ManifestRequest {
   requestId @0 :Text;      # as in RecordRequest
   mode @1 :Text;           # "apply": definitions (ParseApplyYaml); "submit": Workloads and Jobs;
+                           # "import": Workloads with Kueue's status (ParseImportYaml, lenient);
                            # "delete": deletions of definitions (ParseDeleteYaml)
   manifest @2 :Text;
 }
@@ -193,7 +196,7 @@ interface Ledger {
   # Does nothing: the transport's round trip, for admitd_bench.
   ping @11 () -> ();
 
-  # Parses the manifest as admitctl apply (or submit) does and records its objects as `record`
+  # Parses the manifest as admitctl apply (submit, import) does and records its objects as `record`
   # would record those events, with the same checks, policy and answer. A manifest the parser
   # refuses is an InvalidArgument naming document, line, field path and reason.
   recordManifest @12 (request :ManifestRequest) -> (outcome :Outcome, error :Error);

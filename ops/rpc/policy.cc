@@ -300,7 +300,9 @@ Status Policy::MayRecordManifest(const std::string& principal, std::string_view 
   const PrincipalPolicy* p = Find(principal);
   if (p == nullptr) return Denied(principal, "recordManifest", what, "the principal is not in the policy");
   if (p->Has(Role::kBridge)) return Status::Ok();
-  if (mode == "submit") {
+  if (mode == "submit" || mode == "import") {
+    // As the events: workloadSubmitted and workloadImported need the tenant role (in the
+    // namespace, checked per event by MayRecord) or the bridge role.
     if (p->Has(Role::kTenant)) return Status::Ok();
     return Denied(principal, "recordManifest", what, "needs the tenant role (or the bridge role)");
   }

@@ -46,9 +46,9 @@ class Policy {
   Status MayRecord(const std::string& principal, schema::Event::Reader input,
                    const projections::Engine& engine) const;
   // recordManifest's check before its manifest is parsed, by role alone: mode "apply" and
-  // "delete" give definitions and their deletions (the operator or bridge role), "submit"
-  // workloads (tenant or bridge). Necessary, not enough: MayRecord still checks every event the
-  // manifest gives. REQUIRES: mode is one of the three.
+  // "delete" give definitions and their deletions (the operator or bridge role), "submit" and
+  // "import" workloads (tenant or bridge, as admitctl submit and import). Necessary, not enough:
+  // MayRecord still checks every event the manifest gives. REQUIRES: mode is one of the four.
   Status MayRecordManifest(const std::string& principal, std::string_view mode) const;
   Status MayRead(const std::string& principal, const std::string& method) const;
   Status MayOperate(const std::string& principal, const std::string& method) const;

@@ -112,12 +112,22 @@ Result<RecordCall> RecordCallOf(const Policy& policy, const std::string& princip
   return call;
 }
 
+namespace {
+
+// The modes of recordManifest: admitctl's apply, submit, import and delete.
+Status CheckManifestMode(std::string_view mode) {
+  if (mode != "apply" && mode != "submit" && mode != "import" && mode != "delete") {
+    return Status(Code::kInvalidArgument, "recordManifest: mode '" + std::string(mode) +
+                                              "' is not 'apply', 'submit', 'import' or 'delete'");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ManifestPreCheck(const Policy& policy, const std::string& principal, std::string_view mode,
                         size_t manifest_bytes) {
-  if (mode != "apply" && mode != "submit" && mode != "delete") {
-    return Status(Code::kInvalidArgument, "recordManifest: mode '" + std::string(mode) +
-                                              "' is not 'apply', 'submit' or 'delete'");
-  }
+  ADM_RETURN_IF_ERROR(CheckManifestMode(mode));
   // The role first: a principal that could record nothing of this mode learns nothing of the
   // limits either.
   ADM_RETURN_IF_ERROR(policy.MayRecordManifest(principal, mode));
@@ -131,10 +141,7 @@ Status ManifestPreCheck(const Policy& policy, const std::string& principal, std:
 
 Result<ParsedManifest> ParseManifest(std::string_view mode, std::string_view text,
                                      std::string request_id, const std::string& name_seed) {
-  if (mode != "apply" && mode != "submit" && mode != "delete") {
-    return Status(Code::kInvalidArgument, "recordManifest: mode '" + std::string(mode) +
-                                              "' is not 'apply', 'submit' or 'delete'");
-  }
+  ADM_RETURN_IF_ERROR(CheckManifestMode(mode));
   if (text.size() > kManifestBytesMax) {
     return Status(Code::kInvalidArgument,
                   "recordManifest: the manifest is " + std::to_string(text.size()) +
@@ -148,9 +155,15 @@ Result<ParsedManifest> ParseManifest(std::string_view mode, std::string_view tex
   // kinds already (which may carry fields of Kueue's this parser does not know).
   ParseOptions parse;
   parse.field_validation = FieldValidation::kIgnore;
-  Result<std::vector<ParsedObject>> objects = mode == "apply"    ? ParseApplyYaml(text, parse)
-                                              : mode == "delete" ? ParseDeleteYaml(text)
-                                                                 : ParseSubmitYaml(text, ctx, parse);
+  // An import takes over from a Kueue that stopped at any point: what the ledger cannot honour
+  // (a reservation whose checks are not all Ready, a check not Ready) is dropped, as admitctl
+  // import --lenient drops it, and the workload is imported pending, not the manifest refused.
+  parse.lenient = mode == "import";
+  Result<std::vector<ParsedObject>> objects =
+      mode == "apply"    ? ParseApplyYaml(text, parse)
+      : mode == "delete" ? ParseDeleteYaml(text)
+      : mode == "import" ? ParseImportYaml(text, ctx, parse)
+                         : ParseSubmitYaml(text, ctx, parse);
   if (!objects.ok()) return objects.status();
   if (objects->empty()) {
     return Status(Code::kInvalidArgument, "recordManifest: the manifest holds no objects");
@@ -163,9 +176,10 @@ Result<ParsedManifest> ParseManifest(std::string_view mode, std::string_view tex
   }
   ParsedManifest parsed;
   parsed.request_id = std::move(request_id);
-  // A workload is submitted once: WorkloadKey names the object, as admitctl submit keys it.
-  if (mode == "submit") {
-    parsed.inputs = KeyedWorkloadEvents("submit", *objects);
+  // A workload is submitted (or imported) once: WorkloadKey names the object, as admitctl
+  // submit and import key it.
+  if (mode == "submit" || mode == "import") {
+    parsed.inputs = KeyedWorkloadEvents(mode, *objects);
   } else {
     parsed.inputs.reserve(objects->size());
     for (ParsedObject& o : *objects) parsed.inputs.push_back(std::move(o.event));

@@ -48,8 +48,8 @@ Result<RecordCall> ManifestCallOf(const Policy& policy, const std::string& princ
 
 // What a recordManifest call must pass before its manifest is parsed (the parser's time and
 // memory are spent only for a principal that could record what it gives): a known mode
-// ("apply", "submit" or "delete"), at most kManifestBytesMax bytes, and a principal whose roles
-// may record that mode's events (Policy::MayRecordManifest). Pure and cheap.
+// ("apply", "submit", "import" or "delete"), at most kManifestBytesMax bytes, and a principal
+// whose roles may record that mode's events (Policy::MayRecordManifest). Pure and cheap.
 // Errors: kInvalidArgument (mode, size), kPermissionDenied.
 Status ManifestPreCheck(const Policy& policy, const std::string& principal, std::string_view mode,
                         size_t manifest_bytes);
@@ -58,11 +58,12 @@ Status ManifestPreCheck(const Policy& policy, const std::string& principal, std:
 // the policy nor the engine, so that the daemon runs it on a worker thread.
 struct ParsedManifest {
   std::string request_id;
-  std::vector<std::string> inputs;  // encoded events; a submit's keyed "submit/NS/NAME"
+  std::vector<std::string> inputs;  // encoded events; a submit's keyed "submit/NS/NAME/UID"
 };
 // Parses with the ledger's parser (ParseApplyYaml for mode "apply", ParseSubmitYaml for
-// "submit", whose workloads are keyed "submit/NS/NAME" as admitctl submit keys them and whose
-// generated names take `name_seed`, ParseDeleteYaml for "delete"). Any thread.
+// "submit", whose workloads are keyed "submit/NS/NAME/UID" as admitctl submit keys them and whose
+// generated names take `name_seed`, ParseImportYaml for "import", lenient and keyed
+// "import/NS/NAME/UID" as admitctl import keys them, ParseDeleteYaml for "delete"). Any thread.
 // Errors: kInvalidArgument (an unknown mode, a manifest over kManifestBytesMax, without objects,
 // with more than kAppendBatchEventsMax / 2, or refused by the parser).
 Result<ParsedManifest> ParseManifest(std::string_view mode, std::string_view manifest,

@@ -109,6 +109,8 @@ void FillWorkloadState(WorkloadState::Builder out, const projections::Engine& en
   out.setPodsReady(wl.pods_ready);
   out.setPodsReleased(wl.phase == Phase::kEvicting && wl.pods_released);
   out.setActive(projections::IsActive(wl));
+  // Import admits at generation 1 (projections' Import); every later reservation is another.
+  out.setImportedAdmission(wl.imported && wl.generation == 1);
   out.setStatus(WorkloadStatusJson(engine, wl).dump());
 }
 

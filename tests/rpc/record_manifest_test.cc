@@ -291,10 +291,16 @@ spec: {queueingStrategy: Random}
   EXPECT_NE(a.error_message.find("spec.queueingStrategy"), std::string::npos) << a.error_message;
   EXPECT_EQ(served_.log->GetHead().sequence, head);
 
-  Answer mode = Call("bad/2", "import", kDefinitions);
+  Answer mode = Call("bad/2", "replace", kDefinitions);
   EXPECT_EQ(mode.error_code, static_cast<uint8_t>(Code::kInvalidArgument));
-  EXPECT_NE(mode.error_message.find("is not 'apply', 'submit' or 'delete'"), std::string::npos)
+  EXPECT_NE(mode.error_message.find("is not 'apply', 'submit', 'import' or 'delete'"),
+            std::string::npos)
       << mode.error_message;
+  // Definitions are not imported: the import parser refuses them, naming the document.
+  Answer definitions = Call("bad/4", "import", kDefinitions);
+  EXPECT_EQ(definitions.error_code, static_cast<uint8_t>(Code::kInvalidArgument));
+  EXPECT_NE(definitions.error_message.find("cannot be imported"), std::string::npos)
+      << definitions.error_message;
 
   Answer jobs_are_submitted = Call("bad/3", "apply", kJob);
   EXPECT_EQ(jobs_are_submitted.error_code, static_cast<uint8_t>(Code::kInvalidArgument));
@@ -383,6 +389,73 @@ States CallStates(ops::rpc::RpcClient& client, const std::vector<std::string>& n
   return out;
 }
 
+// Two Workloads as Kueue leaves them (`kubectl get workloads -o yaml`), named as Kueue names a
+// Job's: one admitted, one pending after a Retry of its check (which an import drops).
+constexpr char kKueueWorkloads[] = R"({"apiVersion": "v1", "kind": "List", "items": [
+ {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+  "metadata": {"name": "job-a-1b2c3", "namespace": "default", "uid": "job-uid-a",
+   "creationTimestamp": "2026-12-06T11:00:00Z"},
+  "spec": {"queueName": "user-queue", "podSets": [{"name": "main", "count": 1,
+    "template": {"spec": {"containers": [{"name": "c",
+      "resources": {"requests": {"cpu": "1"}}}]}}}]},
+  "status": {"conditions": [
+    {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "x",
+     "lastTransitionTime": "2026-12-06T11:50:01Z"},
+    {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "x",
+     "lastTransitionTime": "2026-12-06T11:50:02Z"}],
+   "admission": {"clusterQueue": "cluster-queue", "podSetAssignments": [{"name": "main",
+     "count": 1, "flavors": {"cpu": "default-flavor"}, "resourceUsage": {"cpu": "1"}}]}}},
+ {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+  "metadata": {"name": "job-b-4d5e6", "namespace": "default", "uid": "job-uid-b",
+   "creationTimestamp": "2026-12-06T11:01:00Z"},
+  "spec": {"queueName": "user-queue", "podSets": [{"name": "main", "count": 1,
+    "template": {"spec": {"containers": [{"name": "c",
+      "resources": {"requests": {"cpu": "1"}}}]}}}]},
+  "status": {"admissionChecks": [{"name": "scan", "state": "Retry", "message": "later",
+    "lastTransitionTime": "2026-12-06T11:02:00Z"}]}}
+]})";
+
+// The bridge's adoption of a Kueue cluster (docs/k8s.md): mode "import" records
+// workloadImported keyed by each object, so a restarted bridge importing again writes nothing;
+// the admitted one is held as an imported admission, the pending one queued (and admitted).
+TEST_F(RecordManifestTest, ImportKeysEachWorkloadAndAnotherImportWritesNothing) {
+  ASSERT_EQ(Call("setup", "apply", kDefinitions).error_code, 0);
+  Answer a = Call("admit-k8s/adopt/1", "import", kKueueWorkloads);
+  ASSERT_EQ(a.error_code, 0) << a.error_message;
+  ASSERT_EQ(a.sequences.size(), 2u);
+  EXPECT_EQ(a.unchanged, std::vector<bool>({false, false}));
+  for (size_t i = 0; i < 2; ++i) {
+    auto stored = schema::DecodeEvent(StoredBytes(a.sequences[i]));
+    ASSERT_TRUE(stored.ok());
+    EXPECT_TRUE(stored->root().getBody().isWorkloadImported());
+  }
+  auto first = schema::DecodeEvent(StoredBytes(a.sequences[0]));
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(std::string(first->root().getIdempotencyKey().cStr()),
+            "by/admin/import/default/job-a-1b2c3/job-uid-a");
+  const uint64_t head = served_.log->GetHead().sequence;
+  // A second start of the bridge: another request id, the same objects.
+  Answer again = Call("admit-k8s/adopt/2", "import", kKueueWorkloads);
+  ASSERT_EQ(again.error_code, 0) << again.error_message;
+  EXPECT_EQ(again.sequences, a.sequences);
+  EXPECT_EQ(served_.log->GetHead().sequence, head);
+
+  States st = CallStates(*client_, {"default/job-a-1b2c3", "default/job-b-4d5e6"});
+  ASSERT_EQ(st.error_code, 0) << st.error_message;
+  ASSERT_EQ(st.states().size(), 2u);
+  auto admitted = st.states()[0];
+  EXPECT_EQ(admitted.getPhase(), ::admission::rpc::WorkloadState::Phase::ADMITTED);
+  EXPECT_TRUE(admitted.getImportedAdmission());
+  EXPECT_EQ(std::string(admitted.getFencingToken().cStr()),
+            schema::FencingToken("job-uid-a", 1));
+  // Imported pending, then admitted by the ledger (the queue has room): generation 1 too, but
+  // the ledger's own admission, whose pods the bridge releases.
+  auto pending = st.states()[1];
+  EXPECT_EQ(pending.getPhase(), ::admission::rpc::WorkloadState::Phase::ADMITTED);
+  EXPECT_EQ(pending.getGeneration(), 1u);
+  EXPECT_FALSE(pending.getImportedAdmission());
+}
+
 // The bridge's read (docs/k8s.md): one workload's state, typed, without the read model of all.
 TEST_F(RecordManifestTest, WorkloadStatesAreTypedAndAgreeWithTheReadModel) {
   ASSERT_EQ(Call("setup", "apply", kDefinitions).error_code, 0);
@@ -451,7 +524,8 @@ TEST(ManifestCallOf, RefusesByRoleBeforeParsing) {
   };
   for (const Case& c : {Case{"stranger", "submit"}, Case{"audit", "submit"},
                         Case{"audit", "apply"}, Case{"runtime", "submit"}, Case{"ten", "apply"},
-                        Case{"ten", "delete"}, Case{"ops", "submit"}}) {
+                        Case{"ten", "delete"}, Case{"ops", "submit"}, Case{"audit", "import"},
+                        Case{"runtime", "import"}, Case{"ops", "import"}}) {
     for (const std::string* manifest : {&unparsable, &oversized}) {
       auto refused = call(c.principal, c.mode, *manifest);
       ASSERT_FALSE(refused.ok()) << c.principal << " " << c.mode;
@@ -461,6 +535,8 @@ TEST(ManifestCallOf, RefusesByRoleBeforeParsing) {
   }
   // Those the roles allow reach the parser (and the size limit).
   EXPECT_EQ(call("ten", "submit", unparsable).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(call("ten", "import", unparsable).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(call("admin", "adopt", kJob).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(call("ops", "apply", unparsable).status().code(), Code::kInvalidArgument);
   auto too_big = call("admin", "submit", oversized);
   EXPECT_EQ(too_big.status().code(), Code::kInvalidArgument);

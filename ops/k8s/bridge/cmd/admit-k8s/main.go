@@ -233,18 +233,28 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 
 // setupJobs sets up the job framework's controllers (one per kind the cluster serves) and the
 // owned Workload objects' one, sharing one cache of workload states and one source of the
-// ledger's events.
-func setupJobs(mgr manager.Manager, ledgerClient *ledger.Client, onUnsubmitted func()) (*jobs.LedgerEvents, *jobs.CachedLedger, error) {
+// ledger's events. Kueue's Workloads the ledger does not know (a cluster where Kueue ran) are
+// imported before the controllers act (docs/k8s.md, "Adopting a Kueue cluster"): they wait for
+// the leader's adoption.
+func setupJobs(mgr manager.Manager, ledgerClient *ledger.Client, onUnsubmitted func()) (
+	*jobs.LedgerEvents, *jobs.CachedLedger, error) {
+	adoption := jobs.NewAdoptionGate()
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return jobs.RunAdoption(ctx, mgr.GetAPIReader(), ledgerClient, adoption)
+	})); err != nil {
+		return nil, nil, err
+	}
 	jobEvents := jobs.NewLedgerEvents(mgr.GetClient())
 	jobLedger := jobs.NewCachedLedger(ledgerClient)
-	kinds, err := jobs.SetupWithManager(mgr, jobLedger, jobEvents)
+	kinds, err := jobs.SetupWithManager(mgr, jobLedger, jobEvents, adoption)
 	if err != nil {
 		return nil, nil, fmt.Errorf("setting up the job controllers: %w", err)
 	}
 	for _, kind := range kinds {
 		ctrl.Log.Info("governing", "kind", kind.GVK().String())
 	}
-	if err := jobs.SetupOwnedWorkloads(mgr, jobLedger, jobEvents, onUnsubmitted); err != nil {
+	err = jobs.SetupOwnedWorkloads(mgr, jobLedger, jobEvents, onUnsubmitted, adoption)
+	if err != nil {
 		return nil, nil, fmt.Errorf("setting up the owned Workload objects' controller: %w", err)
 	}
 	return jobEvents, jobLedger, nil

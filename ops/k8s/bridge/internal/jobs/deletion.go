@@ -42,7 +42,7 @@ func (r *Reconciler) deleted(ctx context.Context, job GenericJob) (ctrl.Result, 
 		return ctrl.Result{}, nil
 	}
 	logger := log.FromContext(ctx)
-	state, err := r.findLedgerWorkload(ctx, obj.GetNamespace(), r.Kind.WorkloadName(obj.GetName()))
+	state, err := r.ledgerWorkloadOf(ctx, obj)
 	if err != nil {
 		logger.Error(err, "reading the ledger's workloads failed; will retry")
 		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil

@@ -2,11 +2,14 @@ package jobs
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -102,4 +105,51 @@ func KindOfWorkload(workload string) (*Kind, string) {
 		}
 	}
 	return nil, ""
+}
+
+// Kueue's names of the Workload of a job (jobframework.GetWorkloadNameForOwnerWithGVK):
+// "<lower-case kind>-<name>" cut to the name limit less the hash, "-", then the first
+// kueueHashLength hex digits of sha1(kind, group, name, uid joined by newlines). The limit is
+// 253, or 63 under Kueue's ShortWorkloadNames feature gate.
+const (
+	kueueHashLength    = 5
+	kueueNameLengthMax = 253
+	kueueShortNameMax  = 63
+)
+
+// KueueWorkloadNames are the names Kueue may have given the Workload of the kind's object
+// name/uid: one, or two when the name is long enough for the feature gate to matter. An
+// adopted job keeps its Workload under that name (adopt.go).
+func (k *Kind) KueueWorkloadNames(name string, uid types.UID) []string {
+	gvk := k.GVK()
+	h := sha1.New()
+	h.Write([]byte(gvk.Kind + "\n" + gvk.Group + "\n" + name + "\n" + string(uid)))
+	hash := hex.EncodeToString(h.Sum(nil))[:kueueHashLength]
+	prefix := strings.ToLower(gvk.Kind) + "-" + name
+	var names []string
+	for _, max := range []int{kueueNameLengthMax, kueueShortNameMax} {
+		p := prefix
+		if n := max - 1 - kueueHashLength; len(p) > n {
+			p = p[:n]
+		}
+		if len(names) == 0 || names[0] != p+"-"+hash {
+			names = append(names, p+"-"+hash)
+		}
+	}
+	return names
+}
+
+// kueueBaseName strips the "-HASH" of a name of Kueue's (KueueWorkloadNames) whose prefix was
+// not cut: "job-sample-1b2c3" -> "job-sample". ok is false for a name without such a suffix.
+func kueueBaseName(workload string) (string, bool) {
+	i := len(workload) - kueueHashLength - 1
+	if i <= 0 || workload[i] != '-' {
+		return "", false
+	}
+	for _, c := range workload[i+1:] {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return "", false
+		}
+	}
+	return workload[:i], true
 }

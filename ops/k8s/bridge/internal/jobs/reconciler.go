@@ -82,12 +82,16 @@ type Reconciler struct {
 	APIReader client.Reader
 	Ledger    Ledger
 	Events    record.EventRecorder
+	// Adoption (nil: none) holds every reconcile until Kueue's Workloads are imported.
+	Adoption *AdoptionGate
 }
 
 // SetupWithManager registers one reconciler per kind of Kinds whose API the cluster serves,
 // for the objects that carry the queue label, also triggered by the ledger's decisions about
 // their workloads (events; nil: none). Returns the kinds it set up.
-func SetupWithManager(mgr ctrl.Manager, l Ledger, events *LedgerEvents) ([]*Kind, error) {
+// Reconciles wait for adoption (nil: not at all).
+func SetupWithManager(mgr ctrl.Manager, l Ledger, events *LedgerEvents, adoption *AdoptionGate) (
+	[]*Kind, error) {
 	var set []*Kind
 	for _, kind := range Kinds {
 		gvk := kind.GVK()
@@ -97,7 +101,7 @@ func SetupWithManager(mgr ctrl.Manager, l Ledger, events *LedgerEvents) ([]*Kind
 			continue
 		}
 		r := &Reconciler{Kind: kind, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-			Ledger: l, Events: mgr.GetEventRecorderFor("admit-k8s")}
+			Ledger: l, Events: mgr.GetEventRecorderFor("admit-k8s"), Adoption: adoption}
 		managed := predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[QueueNameLabel] != ""
 		})
@@ -168,6 +172,9 @@ func (r *Reconciler) findLedgerWorkload(ctx context.Context, namespace, name str
 // or suspension. Each step is idempotent and decided from the current state alone.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
+	if err := r.Adoption.Wait(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	job := r.Kind.New()
 	obj := job.Object()
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
@@ -191,10 +198,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	state, err := r.findLedgerWorkload(ctx, obj.GetNamespace(), r.Kind.WorkloadName(obj.GetName()))
+	// The ledger knows the workload by its Workload object's name: ours, or Kueue's for a job
+	// adopted from Kueue (adopt.go).
+	state, err := r.findLedgerWorkload(ctx, obj.GetNamespace(), workload.GetName())
 	if err != nil {
 		logger.Error(err, "reading the ledger's workloads failed; will retry")
 		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+	}
+	if state == nil && workload.GetName() != r.Kind.WorkloadName(obj.GetName()) {
+		// Kueue's Workload that the adoption at start did not import (it failed, or came
+		// later): imported now with its status, not submitted (which would name it anew).
+		return r.importKueueWorkload(ctx, job, workload)
 	}
 	if state != nil && state.UID != string(obj.GetUID()) && !job.Finished() {
 		// The ledger's workload of this name is an earlier object's (deleted, and this one
@@ -229,7 +243,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.mirror(ctx, workload, state); err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.follow(ctx, req, job, state)
+	return r.follow(ctx, req, job, workload, state)
 }
 
 // pollAfter is the result of a reconcile that waits for a change: none while the ledger's watch
@@ -246,11 +260,14 @@ func pollAfter(l Ledger) ctrl.Result {
 
 // follow does what the ledger's phase of the workload asks of the object.
 func (r *Reconciler) follow(ctx context.Context, req ctrl.Request, job GenericJob,
-	state *LedgerWorkload) (ctrl.Result, error) {
+	workload *unstructured.Unstructured, state *LedgerWorkload) (ctrl.Result, error) {
 	switch state.Phase {
 	case ledger.PhaseAdmitted:
 		if job.Finished() {
 			return r.reportPods(ctx, job, state, ledgerevents.PodsReport_finished, state.FencingToken)
+		}
+		if err := r.originalFromKueue(job, workload); err != nil {
+			return ctrl.Result{}, err
 		}
 		return r.release(ctx, job, state)
 	case ledger.PhaseEvicting:
@@ -385,8 +402,9 @@ func newWorkloadObject() *unstructured.Unstructured {
 	return u
 }
 
-// ensureWorkloadObject returns the object's Workload object, creating it (owned by the object,
-// so the garbage collector deletes it with the object) when missing.
+// ensureWorkloadObject returns the object's Workload object: ours, or the one Kueue made for it
+// (kueueWorkloadObject), or else a new one of ours, owned by the object so that the garbage
+// collector deletes it with the object.
 func (r *Reconciler) ensureWorkloadObject(ctx context.Context, job GenericJob) (*unstructured.Unstructured, error) {
 	obj := job.Object()
 	workload := newWorkloadObject()
@@ -394,6 +412,9 @@ func (r *Reconciler) ensureWorkloadObject(ctx context.Context, job GenericJob) (
 	err := r.Client.Get(ctx, key, workload)
 	if err == nil || !apierrors.IsNotFound(err) {
 		return workload, err
+	}
+	if kueue, err := r.kueueWorkloadObject(ctx, obj); kueue != nil || err != nil {
+		return kueue, err
 	}
 	var podSets []any
 	for _, ps := range job.PodSets() {
@@ -522,6 +543,13 @@ func (r *Reconciler) release(ctx context.Context, job GenericJob, state *LedgerW
 	running := !job.IsSuspended()
 	if running && obj.GetAnnotations()[FencingTokenAnnotation] == token {
 		// Released before: its pods may be ready now.
+		return r.reportReady(ctx, job, state, token)
+	}
+	if running && adoptedRunning(obj, state) {
+		// Kueue released it and the ledger imported that admission: its pods run already
+		// (the ledger counts them released) and its pod template is immutable. It is not
+		// stopped nor released again; its pods carry no token (docs/k8s.md, "Adopting a Kueue
+		// cluster").
 		return r.reportReady(ctx, job, state, token)
 	}
 	if running {
@@ -767,6 +795,11 @@ func startFromOriginal(job GenericJob) error {
 			Tolerations: ps.Template.Spec.Tolerations, Parallelism: job.CountField(i),
 			Template: &originalTemplate{Labels: ps.Template.Labels, Annotations: ps.Template.Annotations}})
 	}
+	return recordOriginal(obj, record)
+}
+
+// recordOriginal sets OriginalPodSetAnnotation on obj (in memory) to record.
+func recordOriginal(obj client.Object, record []originalPodSet) error {
 	// One pod set (a Job's) is recorded as the single object; several as a list, by name.
 	var text []byte
 	var err error

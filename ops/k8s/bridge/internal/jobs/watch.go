@@ -21,7 +21,8 @@ import (
 // WatchedKinds are the ledger's events that change what the bridge does with a Job or shows
 // in its Workload: each triggers a reconcile of the Job of that workload at once.
 var WatchedKinds = []string{
-	"workloadSubmitted", "workloadDeleted", "workloadFinished", "checkStateReported",
+	"workloadSubmitted", "workloadImported", "workloadDeleted", "workloadFinished",
+	"checkStateReported",
 	"quotaReserved", "admitted", "pendingReasonChanged", "evictionStarted", "quotaReleased",
 	"requeued", "rejected", "deactivated", "preempted", "drainDeadlinePassed",
 	// A pod report changes the workload's status (podsReady: the PodsReady condition).
@@ -167,6 +168,13 @@ func (l *LedgerEvents) Handle(ctx context.Context, events []ledger.WatchedEvent)
 		}
 		if kind, name := KindOfWorkload(e.Name); kind != nil {
 			l.send(ctx, kind, e.Namespace, name)
+		}
+		// An adopted job's workload has Kueue's name (KueueWorkloadNames): its job is the name
+		// less the hash. A job of that name that is not its owner reconciles to no change.
+		if base, ok := kueueBaseName(e.Name); ok {
+			if kind, name := KindOfWorkload(base); kind != nil {
+				l.send(ctx, kind, e.Namespace, name)
+			}
 		}
 		l.sendWorkload(ctx, e.Namespace, e.Name)
 	}

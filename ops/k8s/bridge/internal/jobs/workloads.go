@@ -48,6 +48,7 @@ type OwnedWorkloads struct {
 	// OnUnsubmitted (may be nil) is called when a Workload object the ledger does not hold yet is
 	// seen: the queue status writer copies the counts again (definitions.StatusWriter.Notify).
 	OnUnsubmitted func()
+	adoption      *AdoptionGate // nil: no adoption to wait for
 }
 
 // ownedByItsCreator: a Workload object that no Job or JobSet controls.
@@ -66,9 +67,10 @@ func ownedByItsCreator(obj client.Object) bool {
 
 // SetupOwnedWorkloads registers the reconciler of owned Workload objects, triggered also by the
 // ledger's decisions (events; nil: none).
-func SetupOwnedWorkloads(mgr ctrl.Manager, l Ledger, events *LedgerEvents, onUnsubmitted func()) error {
+func SetupOwnedWorkloads(mgr ctrl.Manager, l Ledger, events *LedgerEvents, onUnsubmitted func(),
+	adoption *AdoptionGate) error {
 	r := &OwnedWorkloads{Client: mgr.GetClient(), Ledger: l, Events: mgr.GetEventRecorderFor("admit-k8s"),
-		OnUnsubmitted: onUnsubmitted}
+		OnUnsubmitted: onUnsubmitted, adoption: adoption}
 	r.jobs = &Reconciler{Client: r.Client, Ledger: l, Events: mgr.GetEventRecorderFor("admit-k8s")}
 	owned := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		queue, _, _ := unstructured.NestedString(o.(*unstructured.Unstructured).Object, "spec", "queueName")
@@ -99,6 +101,9 @@ func finishRequestID(obj client.Object) string {
 // Reconcile takes one owned Workload object one step further.
 func (r *OwnedWorkloads) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
+	if err := r.adoption.Wait(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	wl := newWorkloadObject()
 	if err := r.Client.Get(ctx, req.NamespacedName, wl); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

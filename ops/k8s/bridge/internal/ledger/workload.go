@@ -68,6 +68,9 @@ type WorkloadState struct {
 	// Active is Kueue's spec.active as the ledger holds it: false once deactivated, or while
 	// evicted to be deactivated.
 	Active bool
+	// ImportedAdmission: generation 1 is an admission imported from Kueue (admitctl import, the
+	// bridge's adoption): its pods ran before the ledger, released without its fencing token.
+	ImportedAdmission bool
 	// Status is Kueue's Workload .status as the ledger renders it (`get workloads -o json`),
 	// integers as int64 as the API server's objects have them.
 	Status map[string]any
@@ -179,6 +182,7 @@ func workloadStateOf(s ledgerrpc.WorkloadState) (*WorkloadState, error) {
 	w.Phase = Phase(s.Phase())
 	w.Generation = int64(s.Generation())
 	w.PodsReady, w.PodsReleased, w.Active = s.PodsReady(), s.PodsReleased(), s.Active()
+	w.ImportedAdmission = s.ImportedAdmission()
 	if err := readPodSets(s, &w); err != nil {
 		return nil, err
 	}

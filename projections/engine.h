@@ -272,7 +272,15 @@ struct EngineConfig {
   int64_t afs_half_life_ns = 0;
   int64_t afs_sampling_ns = 0;
   std::map<int, int64_t> afs_weights_milli;  // resourceWeights by resource id; absent: 1
+  // Kueue's fairSharing.preemptionStrategies (values of FsStrategy); empty: its default,
+  // LessThanOrEqualToFinalShare then LessThanInitialShare.
+  std::vector<uint8_t> fs_strategies;
 };
+
+// Kueue's fair-sharing preemption strategies (rules S2-a and S2-b).
+enum FsStrategy : uint8_t { kLessThanOrEqualToFinalShare = 0, kLessThanInitialShare = 1 };
+// The strategy a name of Kueue's configuration names, or nothing.
+std::optional<FsStrategy> FsStrategyNamed(std::string_view name);
 
 // Admission fair sharing (admission_fair_sharing.cc): one LocalQueue's usage, decayed (Kueue's
 // AfsUsageLedger entry), and the entry penalties of its reservations not yet admitted.

@@ -7,6 +7,7 @@
 #include <array>
 #include <charconv>
 #include <limits>
+#include <set>
 #include <climits>
 
 #include "projections/engine.h"
@@ -82,7 +83,17 @@ void Engine::DefineEngineConfig(schema::EngineConfigDef::Reader def) {
   for (auto w : def.getAfsResourceWeights()) {
     config_.afs_weights_milli[resources_.Id(w.getName().cStr())] = w.getMilli();
   }
+  config_.fs_strategies.clear();
+  for (auto name : def.getFairSharingPreemptionStrategies()) {
+    if (auto s = FsStrategyNamed(View(name))) config_.fs_strategies.push_back(*s);
+  }
   DefinitionsChanged();
+}
+
+std::optional<FsStrategy> FsStrategyNamed(std::string_view name) {
+  if (name == "LessThanOrEqualToFinalShare") return kLessThanOrEqualToFinalShare;
+  if (name == "LessThanInitialShare") return kLessThanInitialShare;
+  return std::nullopt;
 }
 
 int64_t Engine::EffectivePriority(const WorkloadState& wl, int64_t now) const {
@@ -259,6 +270,18 @@ InputVerdict Engine::Validate(schema::Event::Reader event) const {
         if (w.getMilli() < 0) {
           return Refused("admissionFairSharing.resourceWeights[" + std::string(View(w.getName())) +
                          "] must not be negative");
+        }
+      }
+      // Kueue's validateFairSharing: known strategies, each at most once.
+      std::set<std::string_view> seen;
+      for (auto name : c.getFairSharingPreemptionStrategies()) {
+        if (!FsStrategyNamed(View(name))) {
+          return Refused("fairSharing.preemptionStrategies: '" + std::string(View(name)) +
+                         "' is not LessThanOrEqualToFinalShare or LessThanInitialShare");
+        }
+        if (!seen.insert(View(name)).second) {
+          return Refused("fairSharing.preemptionStrategies: '" + std::string(View(name)) +
+                         "' is given twice");
         }
       }
       return v;

@@ -177,9 +177,11 @@ struct Engine::VictimSearch {
   // Groups `list` (in candidate order) by ClusterQueue and clears what was pruned or dropped.
   void Queue(const std::vector<Candidate>& list);
   bool FitsWithoutRequest();
-  // Rule S2-a (LessThanOrEqualToFinalShare) over the ClusterQueues in share order; candidates
-  // that fail it are appended to `retry`. True when the preemptor fits.
-  bool FirstStrategy(std::vector<Candidate>& targets, std::vector<Candidate>& retry);
+  // The first strategy (rule S2-a, LessThanOrEqualToFinalShare, unless configured otherwise)
+  // over the ClusterQueues in share order; candidates that fail it are appended to `retry`.
+  // True when the preemptor fits.
+  bool FirstStrategy(FsStrategy strategy, std::vector<Candidate>& targets,
+                     std::vector<Candidate>& retry);
   // Rule S2-b (LessThanInitialShare) over `retry`, at most one victim per ClusterQueue.
   bool SecondStrategy(const std::vector<Candidate>& retry, std::vector<Candidate>& targets);
   std::vector<Candidate> FairSharing();
@@ -749,7 +751,7 @@ bool Engine::VictimSearch::FitsWithoutRequest() {
   return fits;
 }
 
-bool Engine::VictimSearch::FirstStrategy(std::vector<Candidate>& targets,
+bool Engine::VictimSearch::FirstStrategy(FsStrategy strategy, std::vector<Candidate>& targets,
                                          std::vector<Candidate>& retry) {
   // Each target taken pops a candidate (or all of them go to `retry`), so this loop runs at
   // most once per candidate.
@@ -777,8 +779,11 @@ bool Engine::VictimSearch::FirstStrategy(std::vector<Candidate>& targets,
       tree.AddUsage(c.node, c.wl->admission.usage, -1);
       const Share target_new = NodeShare(target_top);
       // Rule S2-a: the preemptor's share after admission is at most the target's after it
-      // gives the candidate back.
-      if (CompareShares(preemptor_new, target_new) <= 0) {
+      // gives the candidate back; S2-b (configured first): below the target's before.
+      const bool passes = strategy == kLessThanInitialShare
+                              ? CompareShares(preemptor_new, target_old) < 0
+                              : CompareShares(preemptor_new, target_new) <= 0;
+      if (passes) {
         targets.push_back(c);
         if (FitsWithoutRequest()) return true;
         break;  // the shares changed: choose the ClusterQueue again
@@ -825,8 +830,13 @@ std::vector<Engine::VictimSearch::Candidate> Engine::VictimSearch::FairSharing()
   }
   std::vector<Candidate> targets;
   std::vector<Candidate> retry;
-  bool fits = FirstStrategy(targets, retry);
-  if (!fits) fits = SecondStrategy(retry, targets);
+  // Kueue's parseStrategies: the configured strategies, or its default two. The first runs over
+  // the ClusterQueues in share order; any second is rule S2-b over what the first passed over.
+  const std::vector<uint8_t>& configured = engine.config_.fs_strategies;
+  const FsStrategy first = configured.empty() ? kLessThanOrEqualToFinalShare
+                                              : static_cast<FsStrategy>(configured.front());
+  bool fits = FirstStrategy(first, targets, retry);
+  if (!fits && (configured.empty() || configured.size() > 1)) fits = SecondStrategy(retry, targets);
   tree.AddUsage(cq_node, assignment.usage, -1);
   if (fits) FillBack(targets, true);
   for (const Candidate& c : targets) tree.AddUsage(c.node, c.wl->admission.usage, +1);

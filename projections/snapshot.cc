@@ -706,6 +706,9 @@ void SnapshotCodec::SaveConfig(const Engine& e, snap::EngineState::Builder out) 
   config.setAfsSamplingIntervalNs(e.config_.afs_sampling_ns);
   PutIdAmounts(config.initAfsResourceWeights(Count(e.config_.afs_weights_milli.size(), "weights")),
                e.config_.afs_weights_milli);
+  auto strategies = config.initFairSharingPreemptionStrategies(
+      Count(e.config_.fs_strategies.size(), "preemption strategies"));
+  for (unsigned i = 0; i < strategies.size(); ++i) strategies.set(i, e.config_.fs_strategies[i]);
 }
 
 void SnapshotCodec::SaveMaintenanceWindows(const Engine& e, snap::EngineState::Builder out) {
@@ -967,6 +970,8 @@ void SnapshotCodec::LoadConfig(snap::EngineState::Reader in, Engine* e) {
   e->config_.afs_half_life_ns = config.getAfsHalfLifeNs();
   e->config_.afs_sampling_ns = config.getAfsSamplingIntervalNs();
   e->config_.afs_weights_milli = GetIdAmounts(*e, config.getAfsResourceWeights());
+  e->config_.fs_strategies.clear();
+  for (uint8_t s : config.getFairSharingPreemptionStrategies()) e->config_.fs_strategies.push_back(s);
 }
 
 void SnapshotCodec::LoadMaintenanceWindows(snap::EngineState::Reader in, Engine* e) {

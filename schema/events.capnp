@@ -233,6 +233,9 @@ struct EngineConfigDef {
   afsUsageHalfLifeNs @10 :Int64;
   afsUsageSamplingIntervalNs @11 :Int64;
   afsResourceWeights @12 :List(ResourceAmount);
+  # Kueue's fairSharing.preemptionStrategies, in order: "LessThanOrEqualToFinalShare",
+  # "LessThanInitialShare" (empty: both, in that order, Kueue's default).
+  fairSharingPreemptionStrategies @13 :List(Text);
 }
 
 # ---------------------------------------------------------------------------------------------

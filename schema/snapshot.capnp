@@ -184,6 +184,7 @@ struct EngineConfig {
   afsHalfLifeNs @10 :Int64;
   afsSamplingIntervalNs @11 :Int64;
   afsResourceWeights @12 :List(IdAmount);
+  fairSharingPreemptionStrategies @13 :List(UInt8);  # FsStrategy values; empty: the default
 }
 
 # Admission fair sharing (engine v14): one LocalQueue's decayed usage and the entry penalties

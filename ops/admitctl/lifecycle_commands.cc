@@ -473,6 +473,7 @@ struct ConfigArgs {
   std::string pods_ready_timeout, aging_step, retain_finished = "24h", retain_deactivated = "24h";
   int32_t backoff_base = 60, backoff_max = 3600, backoff_limit = 0, aging_max = 0;
   bool fair_sharing = false;
+  std::vector<std::string> fs_strategies;  // Kueue's fairSharing.preemptionStrategies
   std::string afs_half_life, afs_sampling = "5m";
   std::vector<std::string> afs_weights;
 };
@@ -538,6 +539,9 @@ Status FillEngineConfig(const ConfigArgs& cfg, schema::Event::Builder event) {
   }
   c.setAgingPriorityMax(cfg.aging_max);
   c.setFairSharingEnabled(cfg.fair_sharing);
+  auto strategies = c.initFairSharingPreemptionStrategies(
+      static_cast<unsigned>(cfg.fs_strategies.size()));
+  for (unsigned i = 0; i < cfg.fs_strategies.size(); ++i) strategies.set(i, cfg.fs_strategies[i]);
   Status afs = FillAdmissionFairSharing(cfg, c);
   if (!afs.ok()) return afs;
   for (auto [flag, text, set] :
@@ -571,6 +575,11 @@ void AddConfigureCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   configure->add_option("--aging-max", cfg->aging_max, "at most this many points of aging");
   configure->add_flag("--fair-sharing", cfg->fair_sharing,
                       "order entries by weighted dominant resource share");
+  configure
+      ->add_option("--fair-sharing-preemption-strategy", cfg->fs_strategies,
+                   "Kueue's fairSharing.preemptionStrategies, in order (repeat the flag): "
+                   "LessThanOrEqualToFinalShare, LessThanInitialShare (default: both, so)")
+      ->check(CLI::IsMember({"LessThanOrEqualToFinalShare", "LessThanInitialShare"}));
   configure->add_option("--admission-fair-sharing-half-life", cfg->afs_half_life,
                         "enable Kueue's admissionFairSharing with this usageHalfLifeTime (e.g. "
                         "1h; 0 resets usage at every sampling): ClusterQueues whose "

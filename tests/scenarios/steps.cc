@@ -46,7 +46,7 @@ const std::initializer_list<const char*> kMaintenanceKeys = {"name", "flavor", "
 const std::initializer_list<const char*> kConfigureKeys = {
     "podsReadyTimeout", "backoffBaseSeconds", "backoffMaxSeconds", "backoffLimitCount",
     "agingStep",        "agingMax",           "fairSharing",       "retainFinished",
-    "retainDeactivated", "admissionFairSharing"};
+    "retainDeactivated", "admissionFairSharing", "preemptionStrategies"};
 
 // The compact form of a workload (workload_yaml.h), and of each of its podSets.
 const std::initializer_list<const char*> kWorkloadKeys = {
@@ -543,6 +543,11 @@ class StepRunner::Step {
     ADM_RETURN_IF_ERROR(duration("agingStep", false, [&](int64_t ns) { cfg.setAgingStepNs(ns); }));
     if (c["agingMax"]) cfg.setAgingPriorityMax(c["agingMax"].as<int>());
     if (c["fairSharing"]) cfg.setFairSharingEnabled(c["fairSharing"].as<bool>());
+    if (const YAML::Node s = c["preemptionStrategies"]) {
+      // Kueue's Configuration.fairSharing.preemptionStrategies.
+      auto list = cfg.initFairSharingPreemptionStrategies(static_cast<unsigned>(s.size()));
+      for (unsigned i = 0; i < s.size(); ++i) list.set(i, s[i].as<std::string>());
+    }
     if (const YAML::Node afs = c["admissionFairSharing"]) {
       // Kueue's Configuration.admissionFairSharing, as written there.
       ADM_RETURN_IF_ERROR(CheckKeys(afs, {"usageHalfLifeTime", "usageSamplingInterval", "resourceWeights"},

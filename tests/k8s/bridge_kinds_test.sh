@@ -113,6 +113,16 @@ for w in json.load(sys.stdin)["items"]:
 has_phase() { [[ "$(phase_of "$1")" == "$2" ]]; }
 
 step "the example JobSet: held, admitted as one workload of two pod sets, released, completed"
+# The API server may call the bridge's JobSet webhook only a moment after cluster.sh saw the
+# bridge ready (its webhook configuration reaches the API server's informer late under load): a
+# server-side dry run, which runs the mutating webhooks and stores nothing, shows when it does.
+for _ in $(seq 60); do
+  dry="$(kubectl create --dry-run=server -f "$examples_dir/gpu-jobset.yaml" \
+    -o jsonpath='{.spec.suspend}' 2>/dev/null || true)"
+  [[ "$dry" == true ]] && break
+  sleep 0.5
+done
+[[ "$dry" == true ]] || fail "the bridge's JobSet webhook did not suspend a dry-run JobSet in 30 s"
 name="$(create_jobset "$examples_dir/gpu-jobset.yaml" 20s)"
 workload="jobset-$name"
 suspended "$name" || fail "JobSet $name was not created suspended"

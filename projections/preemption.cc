@@ -119,6 +119,8 @@ struct Engine::VictimSearch {
   void AddCohortCandidates(bool under_nominal);
   // Whether all the candidates together cannot cover some shortfall.
   bool CannotCover() const;
+  // Engine v14: each candidate's LocalQueue usage, where its ClusterQueue orders by it.
+  void ScoreLocalQueues(std::vector<Candidate>& list) const;
   // Kueue's candidatesOrdering, lazily: Nth(i) is the i-th candidate in that order.
   void Order();
   const Candidate* Nth(size_t i);
@@ -391,17 +393,20 @@ bool Engine::VictimSearch::CannotCover() const {
   return false;
 }
 
+void Engine::VictimSearch::ScoreLocalQueues(std::vector<Candidate>& list) const {
+  if (!engine.AfsOn()) return;
+  for (Candidate& c : list) {
+    const ClusterQueueState* cq = engine.cq_by_node_[static_cast<size_t>(c.node)];
+    if (cq != nullptr && cq->spec && engine.AfsOrders(*cq->spec)) {
+      c.afs = engine.AfsScoreOf(c.wl->local_queue_key);
+    }
+  }
+}
+
 void Engine::VictimSearch::Order() {
   // Sorted lazily: the minimal set is usually a few of the first, so a heap hands them out one
   // by one instead of sorting them all.
-  if (engine.AfsOn()) {
-    for (Candidate& c : candidates) {
-      const ClusterQueueState* cq = engine.cq_by_node_[static_cast<size_t>(c.node)];
-      if (cq != nullptr && cq->spec && engine.AfsOrders(*cq->spec)) {
-        c.afs = engine.AfsScoreOf(c.wl->local_queue_key);
-      }
-    }
-  }
+  ScoreLocalQueues(candidates);
   std::make_heap(candidates.begin(), candidates.end(), After);
   ordered.reserve(candidates.size());
 }
@@ -555,14 +560,7 @@ std::vector<Engine::VictimSearch::Candidate> Engine::VictimSearch::Classical() {
     }
   }
   for (std::vector<Candidate>* list : {&own, &hierarchy, &priority}) {
-    if (engine.AfsOn()) {
-      for (Candidate& c : *list) {
-        const ClusterQueueState* cq = engine.cq_by_node_[static_cast<size_t>(c.node)];
-        if (cq != nullptr && cq->spec && engine.AfsOrders(*cq->spec)) {
-          c.afs = engine.AfsScoreOf(c.wl->local_queue_key);
-        }
-      }
-    }
+    ScoreLocalQueues(*list);
     std::sort(list->begin(), list->end(), Before);
   }
   // Evicted candidates of each list first (the hierarchy's, priority's, the ClusterQueue's),

@@ -19,6 +19,7 @@ void Engine::DefineAdmissionCheck(schema::AdmissionCheckDef::Reader def, uint64_
   AdmissionCheckSpec spec;
   spec.name = def.getName().cStr();
   spec.controller = def.getControllerName().cStr();
+  spec.parameters = def.getParameters().cStr();
   spec.pending_ttl_ns = def.getPendingTtlNs();
   spec.reject_on_timeout = def.getOnTimeout() == schema::OnTimeout::REJECT;
   spec.retry_limit = def.getRetryLimit();
@@ -63,6 +64,8 @@ void Engine::StartChecks(WorkloadState& wl, int64_t now) {
       AddTimer(now + spec->second.pending_ttl_ns, TimerKind::kTtl, key, wl.generation, check);
     }
   }
+  // Engine v25: the ledger decides its own budget checks now, in this batch.
+  if (batch_version_ >= 25 && !DecideBudgetChecks(wl, now)) return;
   TryAdmit(wl, now);
 }
 
@@ -124,33 +127,41 @@ void Engine::ReportCheck(schema::CheckStateReported::Reader report, uint64_t seq
   const std::string check = report.getCheck().cStr();
   auto cs_it = wl.checks.find(check);
   if (cs_it == wl.checks.end()) return;
-  CheckStatus& cs = cs_it->second;
   const CheckState state = ToCheckState(report.getState());
   // Intake refuses this; an admitted workload's checks never go back to Pending.
   if (wl.phase == Phase::kAdmitted && state == CheckState::kPending) return;
+  if (batch_version_ >= 17) {
+    cs_it->second.pod_set_updates = ToPodSetUpdates(report.getPodSetUpdates());
+  }
+  SetCheckState(wl, check, state, report.getMessage().cStr(), seq, report.getRequeueAfterNs(),
+                now);
+}
+
+void Engine::SetCheckState(WorkloadState& wl, const std::string& check, CheckState state,
+                           const std::string& message, uint64_t seq, int64_t requeue_after_ns,
+                           int64_t now) {
+  CheckStatus& cs = wl.checks.at(check);
   if (cs.state != state) cs.last_transition_ns = now;
   cs.state = state;
-  cs.message = report.getMessage().cStr();
+  cs.message = message;
   cs.report_sequence = seq;
-  if (batch_version_ >= 17) cs.pod_set_updates = ToPodSetUpdates(report.getPodSetUpdates());
-  const AdmissionCheckSpec spec = checks_.count(check) ? checks_.at(check) : AdmissionCheckSpec{};
   if (state == CheckState::kReady) {
     TryAdmit(wl, now);
   } else if (state == CheckState::kRetry) {
-    const std::string message = "check " + check + " asked to retry: " + cs.message;
+    const std::string why = "check " + check + " asked to retry: " + cs.message;
     if (wl.phase == Phase::kAdmitted) {
       wl.after_eviction = AfterEviction::kRetry;
-      wl.retry_after_ns = report.getRequeueAfterNs();
-      EvictForReason(wl, "AdmissionCheck", message, 0, 0, now);
+      wl.retry_after_ns = requeue_after_ns;
+      EvictForReason(wl, "AdmissionCheck", why, 0, 0, now);
     } else {
-      ReleaseAndRetry(wl, "AdmissionCheck", message, report.getRequeueAfterNs(), now);
+      ReleaseAndRetry(wl, "AdmissionCheck", why, requeue_after_ns, now);
     }
   } else if (state == CheckState::kRejected) {
-    const std::string message = "check " + check + " rejected the workload: " + cs.message;
+    const std::string why = "check " + check + " rejected the workload: " + cs.message;
     wl.after_eviction = AfterEviction::kDeactivate;
     wl.deactivate_reason = "AdmissionCheckRejected";
-    wl.deactivate_message = message;
-    EvictForReason(wl, "AdmissionCheck", message, 0, 0, now);
+    wl.deactivate_message = why;
+    EvictForReason(wl, "AdmissionCheck", why, 0, 0, now);
   }
 }
 

@@ -23,6 +23,8 @@ std::string DefinitionKey(schema::Event::Reader event) {
     case schema::Event::Body::PRIORITY_CLASS_DEFINED:
       return std::string("WorkloadPriorityClass//") +
              body.getPriorityClassDefined().getName().cStr();
+    case schema::Event::Body::BUDGET_POLICY_DEFINED:
+      return std::string("BudgetPolicy//") + body.getBudgetPolicyDefined().getName().cStr();
     default:
       return "";
   }

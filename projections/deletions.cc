@@ -54,9 +54,11 @@ Status Engine::ValidateDeletion(schema::ObjectDeleted::Reader del) const {
     defined = checks_.count(name) > 0;
   } else if (kind == "WorkloadPriorityClass") {
     defined = priority_classes_.count(name) > 0;
+  } else if (kind == "BudgetPolicy") {
+    defined = budgets_.count(name) > 0;
   } else {
     return refuse("not a kind of definition (ResourceFlavor, Cohort, ClusterQueue, LocalQueue, "
-                  "AdmissionCheck or WorkloadPriorityClass)");
+                  "AdmissionCheck, WorkloadPriorityClass or BudgetPolicy)");
   }
   if (!defined) return refuse("the ledger does not define it");
   // In use: Kueue's finalizer keeps a ResourceFlavor that a ClusterQueue names. The ledger also

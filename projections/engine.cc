@@ -171,6 +171,7 @@ Engine::BatchDecisions Engine::EndBatchDecisions(uint64_t batch_last_sequence, i
     e.setRecordedAtNs(now_ns_);
     e.setCausationSequence(d.causation != 0 ? d.causation : batch_last_sequence);
     e.setEngineVersion(version);
+    FeedUsage(e.asReader());
     out.events.emplace_back(std::move(d.event));
   }
   decisions_made_ += out.events.size();

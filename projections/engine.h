@@ -20,6 +20,8 @@
 #include <capnp/message.h>
 
 #include "projections/quota_tree.h"
+#include "projections/budget.h"
+#include "projections/usage.h"
 #include "schema/result.h"
 
 #include "schema/events.capnp.h"
@@ -247,6 +249,7 @@ struct ClusterQueueState {
 struct AdmissionCheckSpec {
   std::string name;
   std::string controller;          // the only identity allowed to report
+  std::string parameters;          // a budget check's BudgetPolicy (engine v25)
   int64_t pending_ttl_ns = 0;      // 0: none
   bool reject_on_timeout = false;  // else Retry
   uint32_t retry_limit = 0;
@@ -489,6 +492,11 @@ class Engine {
   const Interner& resource_names() const { return resources_; }
   const Interner& flavor_names() const { return flavor_ids_; }
   const std::map<std::string, AdmissionCheckSpec>& admission_checks() const { return checks_; }
+  const std::map<std::string, BudgetPolicySpec>& budget_policies() const { return budgets_; }
+  // The usage fold the decider keeps (billing's model; engine v25 budgets read it).
+  const UsageFold& usage() const { return usage_; }
+  // Where a policy stands now, per limited resource: the period, limit, used and committed.
+  std::vector<BudgetStanding> BudgetStandings(const BudgetPolicySpec& policy) const;
   const EngineConfig& config() const { return config_; }
   // Effective priority for ordering: priority plus aging for the time waited (bounded).
   int64_t EffectivePriority(const WorkloadState& wl, int64_t now) const;
@@ -564,6 +572,34 @@ class Engine {
   void ReportCheck(schema::CheckStateReported::Reader report, uint64_t seq, int64_t now);
   std::vector<std::string> RequiredChecks(const WorkloadState& wl) const;
   void StartChecks(WorkloadState& wl, int64_t now);
+  // A check's new state, reported or decided: Ready tries to admit, Retry releases (or evicts)
+  // and requeues after `requeue_after_ns`, Rejected evicts to deactivate.
+  void SetCheckState(WorkloadState& wl, const std::string& check, CheckState state,
+                     const std::string& message, uint64_t seq, int64_t requeue_after_ns,
+                     int64_t now);
+
+  // Budgets (budget_check.cc, engine v25; docs/budgets.md).
+  void DefineBudgetPolicy(schema::BudgetPolicyDef::Reader def, uint64_t seq, int64_t now,
+                          uint32_t version);
+  // Folds an input, or a decision made (EndBatchDecisions), into the usage fold, and sums the
+  // intervals it closed into usage_buckets_.
+  void FeedUsage(schema::Event::Reader event);
+  struct BudgetVerdict {
+    CheckState state = CheckState::kPending;
+    std::string message;
+    int64_t requeue_after_ns = 0;
+    BudgetWindow window;
+    std::vector<BudgetStanding> figures;  // with `need` in need_
+    std::vector<__int128> need;
+  };
+  BudgetVerdict EvaluateBudget(const WorkloadState& wl, const std::string& policy,
+                               int64_t now) const;
+  // Decides `wl`'s budget checks (just reserved) and records each decision. False when one
+  // released or evicted the reservation.
+  bool DecideBudgetChecks(WorkloadState& wl, int64_t now);
+  // What is left of a holder's expected use of `resource` (milli x ms) at `now`.
+  __int128 RemainingUse(const WorkloadState& wl, const BudgetPolicySpec& policy, int resource,
+                        int64_t now) const;
   void TryAdmit(WorkloadState& wl, int64_t now);
   // Engine v17: the admission checks' pod template updates of `wl`, merged per podSet (checks
   // in name order) into `*merged`, podSets with no update left out; nothing when no check
@@ -846,6 +882,12 @@ class Engine {
   std::map<std::string, LocalQueueSpec> lqs_;       // by namespace/name
   std::map<std::string, int32_t> priority_classes_;
   std::map<std::string, AdmissionCheckSpec> checks_;
+  std::map<std::string, BudgetPolicySpec> budgets_;  // engine v25
+  // The usage model shared with billing (fed every input and decision) and its closed
+  // intervals summed per quarter hour for the last kBudgetHorizonMs (engine v25 budgets).
+  UsageFold usage_;
+  UsageBuckets usage_buckets_;
+  int64_t usage_pruned_at_ms_ = 0;
   EngineConfig config_;
   std::map<std::string, MaintenanceWindowSpec> windows_;
   std::map<std::string, NodeState> nodes_;

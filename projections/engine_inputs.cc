@@ -96,6 +96,7 @@ void Engine::ApplyInput(schema::Event::Reader event) {
   const uint64_t seq = event.getSequence();
   const int64_t now = now_ns_;
   AfsSync(now);
+  FeedUsage(event);
   auto body = event.getBody();
   switch (body.which()) {
     case schema::Event::Body::FLAVOR_DEFINED:
@@ -137,6 +138,10 @@ void Engine::ApplyInput(schema::Event::Reader event) {
       break;
     case schema::Event::Body::ADMISSION_CHECK_DEFINED:
       DefineAdmissionCheck(body.getAdmissionCheckDefined(), seq);
+      break;
+    case schema::Event::Body::BUDGET_POLICY_DEFINED:
+      DefineBudgetPolicy(body.getBudgetPolicyDefined(), seq, now,
+                         DecidingVersion(event.getEngineVersion()));
       break;
     case schema::Event::Body::ENGINE_CONFIG_DEFINED:
       DefineEngineConfig(body.getEngineConfigDefined());
@@ -299,6 +304,8 @@ void Engine::ApplyObjectDeleted(schema::ObjectDeleted::Reader del, uint32_t vers
     if (version >= 13) OrphanQueuedOf(lq_key, now);
   } else if (kind == "WorkloadPriorityClass") {
     priority_classes_.erase(name);
+  } else if (kind == "BudgetPolicy") {
+    budgets_.erase(name);
   } else if (kind == "AdmissionCheck" && version >= 13) {
     // Engine v13: intake deletes a check only when nothing needs it (ValidateDeletion).
     checks_.erase(name);

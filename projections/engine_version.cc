@@ -161,6 +161,12 @@ constexpr const char* kEngineVersionNotes[] = {
     "queues by that time, as Kueue's GetQueueOrderTimestamp; a preempted one queues by its "
     "creation time even after such an eviction (before, a retry kept the creation time and "
     "a later preemption the retry's)",
+    // v25
+    "budgets: an admission check of controller admission-ledger.io/budget is decided by the "
+    "ledger at quota reservation, from the BudgetPolicy its parameters name: Ready when the "
+    "resource-hours used in the period, those committed by workloads holding quota and this "
+    "workload's fit the limit, Retry until the next period when they do not, Rejected when "
+    "no period can hold it (docs/budgets.md); before, such a check waited for a report",
 };
 static_assert(std::size(kEngineVersionNotes) == kEngineVersion,
               "every engine version has its note");

@@ -213,6 +213,9 @@ InputVerdict Engine::ValidateDefinitionNames(schema::Event::Reader event) const 
       names.emplace_back("WorkloadPriorityClass metadata.name",
                          body.getPriorityClassDefined().getName());
       break;
+    case schema::Event::Body::BUDGET_POLICY_DEFINED:
+      names.emplace_back("BudgetPolicy metadata.name", body.getBudgetPolicyDefined().getName());
+      break;
     default:
       break;
   }
@@ -251,6 +254,7 @@ InputVerdict Engine::Validate(schema::Event::Reader event) const {
     case schema::Event::Body::LOCAL_QUEUE_DEFINED:
     case schema::Event::Body::ADMISSION_CHECK_DEFINED:
     case schema::Event::Body::PRIORITY_CLASS_DEFINED:
+    case schema::Event::Body::BUDGET_POLICY_DEFINED:
       return ValidateDefinitionNames(event);
     case schema::Event::Body::OBJECT_DELETED:
       v.status = ValidateDeletion(body.getObjectDeleted());
@@ -327,6 +331,10 @@ InputVerdict Engine::ValidateCheckReport(schema::CheckStateReported::Reader r,
   const std::string check = r.getCheck().cStr();
   auto spec = checks_.find(check);
   if (spec == checks_.end()) return Refused("no AdmissionCheck " + check);
+  if (spec->second.controller == kBudgetController && batch_version_ >= 25) {
+    return Refused("check " + check + " is a budget check: the ledger decides it "
+                   "(controllerName " + std::string(kBudgetController) + "); nothing recorded");
+  }
   const std::string actor = actor_text.cStr();
   const std::string via = r.getViaFieldManager().cStr();
   if (!via.empty()) {

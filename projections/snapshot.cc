@@ -204,6 +204,7 @@ class SnapshotCodec {
   static void SaveWorkloads(const Engine& e, snap::EngineState::Builder out);
   static void SaveIndexesAndCounters(const Engine& e, snap::EngineState::Builder out);
   static void SaveAfsEntries(const Engine& e, snap::EngineState::Builder out);
+  static void SaveBudgets(const Engine& e, snap::EngineState::Builder out);
   static void LoadInternedNames(snap::EngineState::Reader in, Engine* e);
   static void LoadFlavors(snap::EngineState::Reader in, Engine* e);
   static void LoadClusterQueueSpecs(snap::EngineState::Reader in, Engine* e);
@@ -219,6 +220,7 @@ class SnapshotCodec {
   static void LoadClusterQueues(snap::EngineState::Reader in, Engine* e);
   static void LoadIndexesAndCounters(snap::EngineState::Reader in, Engine* e);
   static void LoadAfsEntries(snap::EngineState::Reader in, Engine* e);
+  static void LoadBudgets(snap::EngineState::Reader in, Engine* e);
   // Ids read from a snapshot must name an interned resource or flavor.
   static int ResourceId(const Engine& e, int32_t id) {
     if (id < 0 || static_cast<size_t>(id) >= e.resources_.size()) {
@@ -567,6 +569,7 @@ void SnapshotCodec::Save(const Engine& e, snap::EngineState::Builder out) {
   SaveWorkloads(e, out);
   SaveIndexesAndCounters(e, out);
   SaveAfsEntries(e, out);
+  SaveBudgets(e, out);
 }
 
 void SnapshotCodec::SaveInternedNames(const Engine& e, snap::EngineState::Builder out) {
@@ -687,6 +690,7 @@ void SnapshotCodec::SaveAdmissionChecks(const Engine& e, snap::EngineState::Buil
     b.setBackoffBaseNs(c.backoff_base_ns);
     b.setBackoffMaxNs(c.backoff_max_ns);
     b.setVersion(c.version);
+    b.setParameters(c.parameters);
   }
 }
 
@@ -803,6 +807,70 @@ void SnapshotCodec::SaveIndexesAndCounters(const Engine& e, snap::EngineState::B
   out.setNodeInventoryComplete(e.node_inventory_complete_);
 }
 
+void SnapshotCodec::SaveBudgets(const Engine& e, snap::EngineState::Builder out) {
+  auto policies = out.initBudgetPolicies(Count(e.budgets_.size(), "budget policies"));
+  unsigned i = 0;
+  for (const auto& [name, p] : e.budgets_) {
+    policies[i].setDefinition(capnp::Data::Reader(
+        reinterpret_cast<const uint8_t*>(p.def_bytes.data()), p.def_bytes.size()));
+    policies[i++].setVersion(p.version);
+  }
+  const std::vector<std::pair<std::string, std::string>> entries = e.usage_.Entries();
+  auto list = out.initUsageEntries(Count(entries.size(), "usage entries"));
+  i = 0;
+  for (const auto& [key, value] : entries) {
+    list[i].setKey(key);
+    list[i++].setValue(value);
+  }
+  size_t count = 0;
+  for (const auto& [key, sums] : e.usage_buckets_.entries()) count += sums.size();
+  auto buckets = out.initUsageBuckets(Count(count, "usage buckets"));
+  i = 0;
+  for (const auto& [key, sums] : e.usage_buckets_.entries()) {
+    for (const auto& [start, milli_ms] : sums) {
+      auto b = buckets[i++];
+      b.setNamespace(key.ns);
+      b.setLocalQueue(key.local_queue);
+      b.setClusterQueue(key.cluster_queue);
+      b.setCohort(key.cohort);
+      b.setResource(key.resource);
+      b.setStartMs(start);
+      b.setMilliMsHigh(static_cast<int64_t>(milli_ms >> 64));
+      b.setMilliMsLow(static_cast<uint64_t>(milli_ms));
+    }
+  }
+  out.setUsagePrunedAtMs(e.usage_pruned_at_ms_);
+}
+
+void SnapshotCodec::LoadBudgets(snap::EngineState::Reader in, Engine* e) {
+  for (auto p : in.getBudgetPolicies()) {
+    const std::string bytes(reinterpret_cast<const char*>(p.getDefinition().begin()),
+                            p.getDefinition().size());
+    Result<schema::DecodedEvent> decoded = schema::DecodeEvent(bytes);
+    if (!decoded.ok() || !decoded->root().getBody().isBudgetPolicyDefined()) {
+      Refuse(Code::kCorruption, "a budget policy's definition does not decode");
+    }
+    BudgetPolicySpec spec = ToBudgetPolicy(decoded->root().getBody().getBudgetPolicyDefined());
+    spec.def_bytes = bytes;
+    spec.version = p.getVersion();
+    const std::string name = spec.name;
+    InsertUnique(e->budgets_, name, std::move(spec), "budget policy");
+  }
+  for (auto entry : in.getUsageEntries()) {
+    Status restored = e->usage_.Restore(Str(entry.getKey()), Str(entry.getValue()));
+    if (!restored.ok()) Refuse(restored.code(), restored.message());
+  }
+  for (auto b : in.getUsageBuckets()) {
+    const __int128 milli_ms = (static_cast<__int128>(b.getMilliMsHigh()) << 64) |
+                              static_cast<__int128>(b.getMilliMsLow());
+    e->usage_buckets_.Put(UsageKey{Str(b.getNamespace()), Str(b.getLocalQueue()),
+                                   Str(b.getClusterQueue()), Str(b.getCohort()),
+                                   Str(b.getResource())},
+                          b.getStartMs(), milli_ms);
+  }
+  e->usage_pruned_at_ms_ = in.getUsagePrunedAtMs();
+}
+
 void SnapshotCodec::SaveAfsEntries(const Engine& e, snap::EngineState::Builder out) {
   auto afs = out.initAfsEntries(Count(e.afs_.size(), "admission fair sharing entries"));
   unsigned i = 0;
@@ -839,6 +907,7 @@ void SnapshotCodec::Load(snap::EngineState::Reader in, Engine* e) {
   LoadClusterQueues(in, e);
   LoadIndexesAndCounters(in, e);
   LoadAfsEntries(in, e);
+  LoadBudgets(in, e);
 
   std::set<std::string> tree_cqs;
   GetNameSet(in.getTreeClusterQueues(), &tree_cqs);
@@ -951,6 +1020,7 @@ void SnapshotCodec::LoadAdmissionChecks(snap::EngineState::Reader in, Engine* e)
     spec.backoff_base_ns = c.getBackoffBaseNs();
     spec.backoff_max_ns = c.getBackoffMaxNs();
     spec.version = c.getVersion();
+    spec.parameters = Str(c.getParameters());
     InsertUnique(e->checks_, Str(c.getKey()), std::move(spec), "admission check");
   }
 }

@@ -1074,8 +1074,9 @@ std::string BodyName(Event::Reader event) {
 }
 
 bool IsDecision(Event::Body::Which which) {
-  // The decisions are the union's members from quotaReserved to drainDeadlinePassed; inputs
-  // added since (workloadActivationSet) come after them.
+  // The decisions are the union's members from quotaReserved to drainDeadlinePassed, and those
+  // added since after the inputs added since (workloadActivationSet, budgetPolicyDefined).
+  if (which == Event::Body::BUDGET_DECIDED) return true;
   return static_cast<int>(which) >= static_cast<int>(Event::Body::QUOTA_RESERVED) &&
          static_cast<int>(which) <= static_cast<int>(Event::Body::DRAIN_DEADLINE_PASSED);
 }

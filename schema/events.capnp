@@ -204,6 +204,65 @@ struct AdmissionCheckDef {
   retryLimit @4 :UInt32;             # Retry reports before deactivation; 4294967295: no limit
   backoffBaseNs @5 :Int64;
   backoffMaxNs @6 :Int64;
+  parameters @7 :Text;
+  # Engine v25: the BudgetPolicy a check of controller admission-ledger.io/budget decides by
+  # (spec.parameters.name with kind BudgetPolicy); empty otherwise.
+}
+
+# ---------------------------------------------------------------------------------------------
+# Budgets (engine v25, docs/budgets.md): resource-hours per period, decided by the ledger.
+
+enum BudgetScopeKind {
+  namespace @0;
+  localQueue @1;
+  clusterQueue @2;
+  cohort @3;
+}
+
+enum BudgetPeriodKind {
+  month @0;      # calendar months in timeZone
+  week @1;       # calendar weeks from Monday 00:00 in timeZone
+  rolling @2;    # the window before now
+}
+
+enum UnknownRuntime {
+  maximumExecutionTime @0;   # without an expected runtime, count maximumExecutionTime
+  reject @1;                 # without an expected runtime, reject
+}
+
+struct UtcOffset {
+  fromNs @0 :Int64;            # in force from this instant (UTC)
+  offsetSeconds @1 :Int32;     # local time = UTC + offset
+}
+
+struct BudgetLimit {
+  resource @0 :Text;
+  milliUnitHours @1 :Int64;    # e.g. 2000 GPU-hours: 2000000
+}
+
+struct BudgetPolicyDef {
+  name @0 :Text;
+  scopeKind @1 :BudgetScopeKind;
+  scopeNamespace @2 :Text;     # namespace and localQueue scopes
+  scopeName @3 :Text;          # localQueue, clusterQueue and cohort scopes
+  limits @4 :List(BudgetLimit);
+  period @5 :BudgetPeriodKind;
+  timeZone @6 :Text;           # IANA name; calendar periods
+  utcOffsets @7 :List(UtcOffset);
+  # The zone's offsets from 1970 to 2100, resolved when the policy was recorded (ascending; the
+  # first from 1970 or earlier), so a tzdata update cannot change a replay.
+  windowNs @8 :Int64;          # rolling periods
+  halfLifeNs @9 :Int64;        # 0: no decay
+  unknownRuntime @10 :UnknownRuntime;
+}
+
+struct BudgetFigure {
+  # Resource-time in milli-units x milliseconds, as exact decimals (memory overflows 64 bits).
+  resource @0 :Text;
+  limit @1 :Text;
+  used @2 :Text;
+  committed @3 :Text;
+  need @4 :Text;
 }
 
 struct PriorityClassDef {
@@ -465,6 +524,20 @@ struct Admitted {
   # without updates keep their bytes.
 }
 
+struct BudgetDecided {
+  # Engine v25: the ledger decided a budget check at quota reservation (docs/budgets.md).
+  workload @0 :WorkloadRef;
+  generation @1 :UInt64;
+  check @2 :Text;
+  policy @3 :Text;
+  state @4 :CheckState;        # pending (no such policy), ready, retry or rejected
+  message @5 :Text;            # the arithmetic
+  requeueAfterNs @6 :Int64;    # retry: until the next period start (or half-life boundary)
+  periodStartNs @7 :Int64;
+  periodEndNs @8 :Int64;       # 0: rolling
+  figures @9 :List(BudgetFigure);
+}
+
 struct PendingReasonChanged {
   workload @0 :WorkloadRef;
   reason @1 :Text;                    # NoMatchingFlavor, WaitingForQuota, ...
@@ -576,6 +649,9 @@ struct Event {
     drainDeadlinePassed @37 :DrainDeadlinePassed;
     # An input added after the decisions (engine v21): schema/event_codec.h IsDecision.
     workloadActivationSet @39 :WorkloadActivation;
+    # Engine v25: budgets (docs/budgets.md).
+    budgetPolicyDefined @40 :BudgetPolicyDef;
+    budgetDecided @41 :BudgetDecided;
   }
 
   endsBatch @38 :Bool;

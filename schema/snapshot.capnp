@@ -168,6 +168,24 @@ struct AdmissionCheckSpec {
   backoffBaseNs @6 :Int64;
   backoffMaxNs @7 :Int64;
   version @8 :UInt64;
+  parameters @9 :Text;
+}
+
+# Format 8 (engine v25): budgets and the usage fold.
+struct BudgetPolicy {
+  definition @0 :Data;          # canonical Event bytes of its budgetPolicyDefined
+  version @1 :UInt64;
+}
+
+struct UsageBucket {            # projections::UsageBuckets: milli x ms in a quarter hour
+  namespace @0 :Text;
+  localQueue @1 :Text;
+  clusterQueue @2 :Text;
+  cohort @3 :Text;
+  resource @4 :Text;
+  startMs @5 :Int64;
+  milliMsHigh @6 :Int64;
+  milliMsLow @7 :UInt64;
 }
 
 struct EngineConfig {
@@ -375,4 +393,8 @@ struct EngineState {
   afsEntries @24 :List(AfsEntry);
   # Format 6 (engine v19): a node reporter said its inventory is complete (node capacity bounds).
   nodeInventoryComplete @25 :Bool;
+  budgetPolicies @26 :List(BudgetPolicy);
+  usageEntries @27 :List(TextPair);      # UsageFold::Entries
+  usageBuckets @28 :List(UsageBucket);
+  usagePrunedAtMs @29 :Int64;
 }

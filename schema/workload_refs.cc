@@ -38,6 +38,7 @@ std::optional<WorkloadRef::Reader> SubjectOf(Event::Reader event) {
     case W::PREEMPTED: return b.getPreempted().getWorkload();
     case W::STARVATION_ALERT: return b.getStarvationAlert().getWorkload();
     case W::DRAIN_DEADLINE_PASSED: return b.getDrainDeadlinePassed().getWorkload();
+    case W::BUDGET_DECIDED: return b.getBudgetDecided().getWorkload();
     default: return std::nullopt;
   }
 }

@@ -55,31 +55,6 @@ const char* JsonName(GroupKey key) {
   return "?";
 }
 
-std::string ExactDecimal(__int128 value, int decimals) {
-  const bool negative = value < 0;
-  unsigned __int128 v = negative ? static_cast<unsigned __int128>(-value)
-                                 : static_cast<unsigned __int128>(value);
-  unsigned __int128 scale = 1;
-  for (int i = 0; i < decimals; ++i) scale *= 10;
-  unsigned __int128 whole = v / scale;
-  unsigned __int128 fraction = v % scale;
-  std::string out;
-  do {
-    out.insert(out.begin(), static_cast<char>('0' + static_cast<int>(whole % 10)));
-    whole /= 10;
-  } while (whole != 0);
-  if (negative) out.insert(out.begin(), '-');
-  if (fraction != 0) {
-    std::string f(static_cast<size_t>(decimals), '0');
-    for (int i = decimals - 1; i >= 0; --i, fraction /= 10) {
-      f[static_cast<size_t>(i)] = static_cast<char>('0' + static_cast<int>(fraction % 10));
-    }
-    while (f.back() == '0') f.pop_back();
-    out += "." + f;
-  }
-  return out;
-}
-
 // milli-units x milliseconds = 1e-6 resource-seconds.
 std::string ResourceSeconds(__int128 milli_ms) { return ExactDecimal(milli_ms, 6); }
 

@@ -73,9 +73,7 @@ struct Report {
 // REQUIRES: options.from_ms < options.to_ms.
 Report BuildReport(const UsageFold& fold, const ReportOptions& options);
 
-// `value` / 10^decimals as an exact decimal, trailing zeros of the fraction dropped
-// (1500, 3 -> "1.5"; 0 -> "0"; negative values keep their sign).
-std::string ExactDecimal(__int128 value, int decimals);
+using projections::ExactDecimal;
 // Resource-seconds (milli-units x milliseconds) as an exact decimal ("12.5", "0.000001").
 std::string ResourceSeconds(__int128 milli_ms);
 // The unit a resource's amounts read in for people: "GPU-hours" (nvidia.com/gpu and any */gpu),

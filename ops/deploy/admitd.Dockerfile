@@ -11,7 +11,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config ca-certificates python3 \
       librocksdb-dev librdkafka-dev capnproto libcapnp-dev libspdlog-dev libfmt-dev \
       librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev \
-      libyaml-cpp-dev libcli11-dev libssl-dev nlohmann-json3-dev \
+      libyaml-cpp-dev libcli11-dev libssl-dev nlohmann-json3-dev libhowardhinnant-date-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -20,7 +20,7 @@ RUN cmake --preset default && cmake --build --preset default --target admitd adm
 FROM debian:12-slim
 RUN apt-get update && apt-get install -y --no-install-recommends \
       libcapnp-0.9.2 libfmt9 liblz4-1 librdkafka1 libsasl2-2 libsnappy1v5 libspdlog1.10 \
-      libssl3 libstdc++6 libyaml-cpp0.7 libzstd1 \
+      libssl3 libstdc++6 libyaml-cpp0.7 libzstd1 libdate-tz3 tzdata \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/ops/admitd /src/build/ops/admitctl /usr/local/bin/
 # The uid admitd.yaml runs it as; the ledger's volume is given to its group (fsGroup).

@@ -10,7 +10,7 @@ bool DocumentParser::ParseAdmissionCheck(const YAML::Node& obj, const std::strin
   Meta meta(obj);
   if (!ReadMeta(obj, p, Scope::kCluster, false, &meta)) return false;
   const YAML::Node spec = Child(obj, "spec");
-  AcceptFields(spec, {"parameters", "retryDelayMinutes"});  // Kueue's, not modelled
+  AcceptFields(spec, {"retryDelayMinutes"});  // Kueue's, not modelled
   if (!CheckSpec(spec, p)) return false;
   const std::string sp = Join(p, "spec");
   capnp::MallocMessageBuilder message;
@@ -27,6 +27,25 @@ bool DocumentParser::ParseAdmissionCheck(const YAML::Node& obj, const std::strin
                 "longer than " + std::to_string(kNameBytesMax) + " characters");
   }
   def.setControllerName(T(controller));
+  const YAML::Node params = Child(spec, "parameters");
+  if (controller == kBudgetController) {
+    // The ledger decides this check from the BudgetPolicy its parameters name (engine v25).
+    const std::string pp = Join(sp, "parameters");
+    if (Absent(params)) return Fail(spec, pp, "required: the BudgetPolicy this check decides by");
+    if (!ExpectMap(params, pp)) return false;
+    std::string group, kind, name;
+    if (!OptString(params, "apiGroup", pp, &group) || !OptString(params, "kind", pp, &kind) ||
+        !ReqString(params, "name", pp, &name, "the BudgetPolicy's name")) {
+      return false;
+    }
+    if (group != "admission-ledger.io" || kind != "BudgetPolicy") {
+      return Fail(params, pp, "a budget check names apiGroup admission-ledger.io, kind "
+                              "BudgetPolicy (got " + Quote(group) + ", " + Quote(kind) + ")");
+    }
+    def.setParameters(T(name));
+  } else {
+    AcceptFields(spec, {"parameters"});  // another controller's: not ours to read
+  }
 
   const std::string ap = Join(p, "metadata.annotations");
   int64_t ttl = 0, base = 0, max = 0;

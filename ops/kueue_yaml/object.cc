@@ -153,12 +153,12 @@ bool DocumentParser::ParseDeleteObject(const YAML::Node& obj, const std::string&
     return Fail(Child(obj, "kind"), Join(p, "kind"),
                 Quote(kind) +
                     " cannot be deleted here (expected ResourceFlavor, Cohort, ClusterQueue, "
-                    "LocalQueue, AdmissionCheck or WorkloadPriorityClass)" +
+                    "LocalQueue, AdmissionCheck, WorkloadPriorityClass or BudgetPolicy)" +
                     (kind == "Job" || kind == "JobSet" || kind == "Workload"
                          ? "; a workload is deleted with `admitctl delete NAMESPACE/NAME`"
                          : ""));
   }
-  if (!IsKueueApi(api_version)) return FailApiVersion(obj, p, api_version);
+  if (!ApiOfKind(kind, api_version)) return FailApiVersion(obj, p, api_version);
   Meta meta(obj);
   const Scope scope = kind == "LocalQueue" ? Scope::kNamespaced : Scope::kCluster;
   if (!ReadMeta(obj, p, scope, false, &meta)) return false;
@@ -176,11 +176,21 @@ bool DocumentParser::IsKueueApi(std::string_view api_version) {
 
 bool DocumentParser::IsApplyKind(std::string_view kind) {
   return kind == "ResourceFlavor" || kind == "Cohort" || kind == "ClusterQueue" ||
-         kind == "LocalQueue" || kind == "AdmissionCheck" || kind == "WorkloadPriorityClass";
+         kind == "LocalQueue" || kind == "AdmissionCheck" || kind == "WorkloadPriorityClass" ||
+         kind == "BudgetPolicy";
+}
+
+bool DocumentParser::ApiOfKind(std::string_view kind, std::string_view api_version) {
+  return kind == "BudgetPolicy" ? api_version == kApiBudgetV1alpha1 : IsKueueApi(api_version);
 }
 
 bool DocumentParser::FailApiVersion(const YAML::Node& obj, const std::string& p,
                                     const std::string& api_version) {
+  if (kind_ == "BudgetPolicy") {
+    return Fail(Child(obj, "apiVersion"), Join(p, "apiVersion"),
+                Quote(api_version) + " is not supported for BudgetPolicy: expected " +
+                    std::string(kApiBudgetV1alpha1));
+  }
   return Fail(Child(obj, "apiVersion"), Join(p, "apiVersion"),
               Quote(api_version) + " is not supported for " + kind_ + ": expected " +
                   std::string(kApiV1beta1) + " or " + std::string(kApiV1beta2));
@@ -196,11 +206,12 @@ bool DocumentParser::ParseApplyObject(const YAML::Node& obj, const std::string& 
     return Fail(Child(obj, "kind"), Join(p, "kind"),
                 Quote(kind) +
                     " cannot be applied (expected ResourceFlavor, Cohort, "
-                    "ClusterQueue, LocalQueue, AdmissionCheck or "
-                    "WorkloadPriorityClass)" +
+                    "ClusterQueue, LocalQueue, AdmissionCheck, "
+                    "WorkloadPriorityClass or BudgetPolicy)" +
                     hint);
   }
-  if (!IsKueueApi(api_version)) return FailApiVersion(obj, p, api_version);
+  if (!ApiOfKind(kind, api_version)) return FailApiVersion(obj, p, api_version);
+  if (kind == "BudgetPolicy") return ParseBudgetPolicy(obj, p);
   const bool v1beta2 = api_version == kApiV1beta2;
   if (kind == "ResourceFlavor") return ParseResourceFlavor(obj, p);
   if (kind == "Cohort") return ParseCohort(obj, p, v1beta2);

@@ -76,6 +76,8 @@ inline constexpr size_t kAnnotationsBytesMax = 256 * 1024;  // Kubernetes' total
 inline constexpr std::string_view kApiV1beta1 = "kueue.x-k8s.io/v1beta1";
 inline constexpr std::string_view kApiV1beta2 = "kueue.x-k8s.io/v1beta2";
 inline constexpr std::string_view kApiBatchV1 = "batch/v1";
+inline constexpr std::string_view kApiBudgetV1alpha1 = "admission-ledger.io/v1alpha1";
+inline constexpr std::string_view kBudgetController = "admission-ledger.io/budget";
 inline constexpr std::string_view kApiJobSetV1alpha2 = "jobset.x-k8s.io/v1alpha2";
 
 // Kueue's labels and annotations.
@@ -219,6 +221,7 @@ class DocumentParser {
 
   // The object (object.cc).
   static bool IsKueueApi(std::string_view api_version);
+  static bool ApiOfKind(std::string_view kind, std::string_view api_version);
   static bool IsApplyKind(std::string_view kind);
   bool ParseList(const YAML::Node& obj, const std::string& p, bool top_level,
                  const std::string& api_version, const std::string& kind);
@@ -319,6 +322,12 @@ class DocumentParser {
   bool ParseLocalQueue(const YAML::Node& obj, const std::string& p);
   bool ParseAdmissionCheck(const YAML::Node& obj, const std::string& p);
   bool ParsePriorityClass(const YAML::Node& obj, const std::string& p);
+  // BudgetPolicy (budget_policy.cc).
+  bool ParseBudgetPolicy(const YAML::Node& obj, const std::string& p);
+  bool ParseBudgetScope(const YAML::Node& spec, const std::string& sp,
+                        schema::BudgetPolicyDef::Builder def);
+  bool ParseBudgetPeriod(const YAML::Node& spec, const std::string& sp,
+                         schema::BudgetPolicyDef::Builder def);
 
   // Pod specs (pod_spec.cc).
   bool ContainerRequests(const YAML::Node& container, const std::string& cp,

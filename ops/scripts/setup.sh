@@ -14,7 +14,7 @@ packages=(
   capnproto libcapnp-dev
   libspdlog-dev libfmt-dev
   librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libyaml-cpp-dev libcli11-dev libssl-dev nlohmann-json3-dev
+  libyaml-cpp-dev libcli11-dev libssl-dev nlohmann-json3-dev libhowardhinnant-date-dev
   openjdk-17-jre-headless maven
   curl ca-certificates openssl python3 python3-venv python3-yaml
   prometheus chromium nodejs npm

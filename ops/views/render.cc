@@ -717,6 +717,14 @@ std::string DescribeDecision(schema::Event::Reader event) {
           << name(body.getPreempted().getPreemptor()) << " ("
           << body.getPreempted().getReason().cStr() << ")";
       break;
+    case schema::Event::Body::BUDGET_DECIDED: {
+      auto d = body.getBudgetDecided();
+      static constexpr const char* kStates[] = {"Pending", "Ready", "Retry", "Rejected"};
+      out << "budget check " << d.getCheck().cStr() << " of " << name(d.getWorkload()) << ": "
+          << kStates[static_cast<int>(d.getState()) & 3] << " (BudgetPolicy "
+          << d.getPolicy().cStr() << "): " << d.getMessage().cStr();
+      break;
+    }
     case schema::Event::Body::QUOTA_RELEASED:
       out << "quota released by " << name(body.getQuotaReleased().getWorkload()) << " ("
           << body.getQuotaReleased().getReason().cStr() << ")";

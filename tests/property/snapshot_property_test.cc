@@ -119,11 +119,10 @@ TEST(Snapshot, TheCheckFailsWhenTheLoadedDeciderDiffers) {
   }
 }
 
-// Format 5 (engine v17) added a check's podSetUpdates, format 6 (engine v19) whether the node
-// inventory is complete: format-4 and format-5 snapshots, which have neither, still load (with
-// the inventory not complete); an older or newer format is refused, naming the formats this
-// build reads.
-TEST(Snapshot, LoadsTheFormatsBeforeNodeInventoryAndRefusesOthers) {
+// Format 8 (engine v25) stores the usage fold budgets are decided from: a snapshot of an older
+// format has none (a budget would count no usage), so it is refused, as a newer one is, naming
+// the formats this build reads; startup then folds from an older snapshot or the genesis.
+TEST(Snapshot, LoadsOnlyFormatsWithTheUsageFold) {
   projections::Engine engine;
   auto bytes = projections::EncodeSnapshot(engine, 0, schema::kGenesisHash, {});
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
@@ -137,16 +136,13 @@ TEST(Snapshot, LoadsTheFormatsBeforeNodeInventoryAndRefusesOthers) {
         capnp::canonicalize(message.getRoot<schema::snap::Snapshot>().asReader());
     return projections::LoadSnapshot(std::string_view(words.asChars().begin(), words.asChars().size()));
   };
-  EXPECT_EQ(projections::kSnapshotFormatVersion, 7u);
-  EXPECT_TRUE(with_format(4).ok());
-  EXPECT_TRUE(with_format(5).ok());
-  EXPECT_TRUE(with_format(6).ok());
-  EXPECT_TRUE(with_format(7).ok());
-  for (uint32_t format : {3u, 8u}) {
+  EXPECT_EQ(projections::kSnapshotFormatVersion, 8u);
+  EXPECT_TRUE(with_format(8).ok());
+  for (uint32_t format : {4u, 7u, 9u}) {
     auto other = with_format(format);
     ASSERT_FALSE(other.ok());
     EXPECT_NE(other.status().message().find("snapshot format v" + std::to_string(format) +
-                                            "; this build reads formats v4 to v7"),
+                                            "; this build reads formats v8 to v8"),
               std::string::npos)
         << other.status().message();
   }

@@ -51,7 +51,8 @@ const std::initializer_list<const char*> kConfigureKeys = {
 // The compact form of a workload (workload_yaml.h), and of each of its podSets.
 const std::initializer_list<const char*> kWorkloadKeys = {
     "name",     "queue",    "priority",     "priorityClassName", "count",
-    "minCount", "requests", "nodeSelector", "tolerations",       "podSets"};
+    "minCount", "requests", "nodeSelector", "tolerations",       "podSets",
+    "runtime",  "maxExecution"};
 const std::initializer_list<const char*> kPodSetKeys = {
     "name", "count", "minCount", "requests", "nodeSelector", "tolerations"};
 

@@ -21,6 +21,13 @@ inline std::string WorkloadYaml(const YAML::Node& list) {
     doc["metadata"]["name"] = key.substr(slash + 1);
     doc["spec"]["queueName"] = w["queue"] ? w["queue"].as<std::string>() : "lq";
     if (w["priority"]) doc["spec"]["priority"] = w["priority"].as<int>();
+    if (w["runtime"]) {  // our expected-runtime annotation (budgets, maintenance windows)
+      doc["metadata"]["annotations"]["admission-ledger.io/expected-runtime"] =
+          w["runtime"].as<std::string>();
+    }
+    if (w["maxExecution"]) {  // Kueue's spec.maximumExecutionTimeSeconds
+      doc["spec"]["maximumExecutionTimeSeconds"] = w["maxExecution"].as<int>();
+    }
     if (w["priorityClassName"]) {
       doc["spec"]["priorityClassRef"]["group"] = "kueue.x-k8s.io";
       doc["spec"]["priorityClassRef"]["kind"] = "WorkloadPriorityClass";

@@ -63,6 +63,8 @@ corpus=(
   # engine v24
   "fair-sharing-tournament:55-schedule-hierarchical-ported.yaml"
   "eviction-queue-order:58-eviction-queue-order.yaml"
+  # engine v25
+  "budgets:60-budgets.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

@@ -181,7 +181,7 @@ Engine::BudgetVerdict Engine::EvaluateBudget(const WorkloadState& wl, const std:
     v.message = figures + ": more than any period holds";
   } else if (retry) {
     v.state = CheckState::kRetry;
-    v.requeue_after_ns = (v.window.retry_at_ms - Ms(now)) * 1'000'000;
+    v.requeue_after_ns = v.window.retry_at_ms * 1'000'000 - now;
     v.message = figures + ": does not fit; retried at " + FormatRfc3339Seconds(v.window.retry_at_ms * 1'000'000);
   } else {
     v.message = figures + ": fits";

@@ -225,6 +225,17 @@ class HistoryCollector {
                           : ", podSetUpdates " + schema::DescribePodSetUpdates(c.getPodSetUpdates()));
         break;
       }
+      case W::BUDGET_DECIDED: {
+        auto d = b.getBudgetDecided();
+        e->check = d.getCheck().cStr();
+        e->check_state = schema::CheckStateName(d.getState());
+        e->generation = d.getGeneration();
+        e->message = d.getMessage().cStr();
+        e->summary = "budget check " + e->check + " decided " + e->check_state +
+                     " for generation " + std::to_string(e->generation) + " by BudgetPolicy " +
+                     d.getPolicy().cStr() + ": " + e->message;
+        break;
+      }
       case W::PODS_REPORTED: {
         auto p = b.getPodsReported();
         e->summary = std::string("pods ") + PodsReportName(p.getReport()) + " (token " +

@@ -174,6 +174,62 @@ namespace {
 std::string Money(__int128 micro) { return ResourceSeconds(micro); }
 }  // namespace
 
+std::vector<BudgetRow> BudgetRows(const UsageFold& fold, const std::vector<BudgetNow>& budgets,
+                                  const ReportOptions& options, int64_t ledger_end_ms) {
+  std::vector<Interval> held(fold.closed().begin(), fold.closed().end());
+  for (Interval& open : fold.OpenUntil(ledger_end_ms)) held.push_back(std::move(open));
+  const int64_t end = std::min(options.to_ms, ledger_end_ms + 1);
+  std::vector<BudgetRow> out;
+  for (const BudgetNow& b : budgets) {
+    const projections::BudgetPolicySpec& p = b.policy;
+    std::vector<projections::BudgetWindow> periods;
+    if (p.period == projections::BudgetPeriod::kRolling) {
+      periods.push_back(projections::WindowAt(p, ledger_end_ms));
+    } else {
+      // From the period of the first usage in scope (not from 1970 for a whole-ledger report).
+      int64_t first = ledger_end_ms;
+      for (const Interval& in : held) {
+        if (in.start_ms < first && projections::InScope(p, projections::UsageKeyOf(in.to))) {
+          first = in.start_ms;
+        }
+      }
+      for (auto w = projections::WindowAt(p, std::max(options.from_ms, first));
+           w.start_ms < end && w.end_ms > w.start_ms; w = projections::WindowAt(p, w.end_ms)) {
+        periods.push_back(w);
+      }
+    }
+    for (const projections::BudgetStanding& now : b.standings) {
+      for (const projections::BudgetWindow& w : periods) {
+        BudgetRow row;
+        row.policy = p.name;
+        row.scope = projections::ScopeText(p);
+        row.resource = now.resource;
+        row.period = w.label;
+        row.start_ms = w.start_ms;
+        row.end_ms = w.end_ms;
+        row.limit = now.limit;
+        const int64_t from = std::max(w.start_ms, options.from_ms);
+        const int64_t to = w.end_ms == 0 ? end : std::min(w.end_ms, end);
+        for (const Interval& in : held) {
+          if (in.to.resource != now.resource ||
+              !projections::InScope(p, projections::UsageKeyOf(in.to))) {
+            continue;
+          }
+          const int64_t s = std::max(in.start_ms, from), e = std::min(in.end_ms, to);
+          if (e > s) row.used += static_cast<__int128>(in.milli) * (e - s);
+        }
+        row.current = w.start_ms == now.window.start_ms;
+        if (row.current) {
+          row.budget_used = now.used;
+          row.committed = now.committed;
+        }
+        out.push_back(std::move(row));
+      }
+    }
+  }
+  return out;
+}
+
 std::string ReportJson(const Report& report) {
   nlohmann::ordered_json out;
   out["from"] = Rfc3339Ms(report.options.from_ms);
@@ -207,6 +263,25 @@ std::string ReportJson(const Report& report) {
     quota.push_back(row);
   }
   out["quota"] = quota;
+  nlohmann::ordered_json budgets = nlohmann::ordered_json::array();
+  for (const BudgetRow& b : report.budgets) {
+    nlohmann::ordered_json row;
+    row["policy"] = b.policy;
+    row["scope"] = b.scope;
+    row["resource"] = b.resource;
+    row["period"] = b.period;
+    row["start"] = Rfc3339Ms(b.start_ms);
+    if (b.end_ms != 0) row["end"] = Rfc3339Ms(b.end_ms);
+    row["limit"] = ResourceSeconds(b.limit);
+    row["used"] = ResourceSeconds(b.used);
+    if (b.current) {
+      row["budgetUsed"] = ResourceSeconds(b.budget_used);
+      row["committed"] = ResourceSeconds(b.committed);
+      row["remaining"] = ResourceSeconds(b.remaining());
+    }
+    budgets.push_back(row);
+  }
+  if (!report.budgets.empty()) out["budgets"] = budgets;
   if (!report.options.price_micro_per_hour.empty()) {
     out["currency"] = report.options.currency;
     nlohmann::ordered_json unpriced = nlohmann::ordered_json::array();
@@ -324,6 +399,24 @@ std::string ReportTable(const Report& report) {
       out << ": " << Amount(report, q.resource, q.nominal) << ", "
           << Amount(report, q.resource, q.reserved) << ", " << Amount(report, q.resource, q.unused())
           << " " << UnitOf(report, q.resource) << "\n";
+    }
+  }
+  if (!report.budgets.empty()) {
+    out << "Budgets (" << (report.options.exact_seconds ? "resource-seconds" : "unit-hours")
+        << "): policy (scope) resource period: limit, used; in the current period also "
+           "committed and remaining\n";
+    for (const BudgetRow& b : report.budgets) {
+      out << "  " << b.policy << " (" << b.scope << ") " << b.resource << " " << b.period << ": "
+          << Amount(report, b.resource, b.limit) << ", " << Amount(report, b.resource, b.used)
+          << " used";
+      if (b.current) {
+        if (b.budget_used != b.used) {
+          out << " (" << Amount(report, b.resource, b.budget_used) << " as the budget counts it)";
+        }
+        out << ", " << Amount(report, b.resource, b.committed) << " committed, "
+            << Amount(report, b.resource, b.remaining()) << " remaining";
+      }
+      out << " " << UnitOf(report, b.resource) << "\n";
     }
   }
   if (priced) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "consumers/billing/usage.h"
+#include "projections/budget.h"
 
 namespace admission::consumers::billing {
 
@@ -60,6 +61,28 @@ struct QuotaRow {
   __int128 unused() const { return nominal > reserved ? nominal - reserved : 0; }
 };
 
+// A budget policy in one period that overlaps the report's range (docs/budgets.md).
+struct BudgetRow {
+  std::string policy, scope, resource, period;  // period: its label ("2026-12 (UTC)")
+  int64_t start_ms = 0, end_ms = 0;             // the period (end 0: a rolling window ending now)
+  __int128 limit = 0;
+  __int128 used = 0;  // held in the scope during the period, within the report's range
+  // The period in force at the ledger's end: the decider's figures (its used is decayed when
+  // the policy says so), and what is left of the limit.
+  bool current = false;
+  __int128 budget_used = 0, committed = 0;
+  __int128 remaining() const {
+    const __int128 left = limit - budget_used - committed;
+    return left > 0 ? left : 0;
+  }
+};
+
+// A policy and where it stands at the ledger's end (Engine::BudgetStandings).
+struct BudgetNow {
+  projections::BudgetPolicySpec policy;
+  std::vector<projections::BudgetStanding> standings;
+};
+
 struct Report {
   ReportOptions options;
   uint64_t first_sequence = 0;
@@ -68,10 +91,16 @@ struct Report {
   std::vector<ReportRow> rows;  // sorted by keys, bucket, resource
   std::vector<std::pair<std::string, std::string>> unpriced;  // (flavor, resource) held, no price
   std::vector<QuotaRow> quota;  // sorted by ClusterQueue, flavor, resource, bucket
+  std::vector<BudgetRow> budgets;  // by policy, resource, period
 };
 
 // REQUIRES: options.from_ms < options.to_ms.
 Report BuildReport(const UsageFold& fold, const ReportOptions& options);
+
+// Per policy, resource and period overlapping [options.from_ms, options.to_ms): the limit and
+// what the scope held (the fold's intervals); the current period with the decider's figures.
+std::vector<BudgetRow> BudgetRows(const UsageFold& fold, const std::vector<BudgetNow>& budgets,
+                                  const ReportOptions& options, int64_t ledger_end_ms);
 
 using projections::ExactDecimal;
 // Resource-seconds (milli-units x milliseconds) as an exact decimal ("12.5", "0.000001").

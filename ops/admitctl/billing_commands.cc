@@ -21,6 +21,7 @@
 #include "ledger/kafka_log.h"
 #include "ops/admitctl/common.h"
 #include "ops/rpc/client.h"
+#include "replay/snapshots.h"
 #include "schema/time_format.h"
 
 namespace admission::ops {
@@ -235,6 +236,23 @@ int RunBillingRun(const GlobalOptions& global, const RunArgs& args) {
   return 0;
 }
 
+// The budget policies the ledger defines at its head and where each stands (the decider's
+// state, folded from the latest snapshot when there is one); none for a ledger without any.
+Result<std::vector<consumers::billing::BudgetNow>> BudgetsAtHead(const GlobalOptions& global,
+                                                                 ledger::EventLog& log) {
+  auto snapshots = OpenSnapshots(global);
+  if (!snapshots.ok()) return snapshots.status();
+  std::vector<std::string> skipped;
+  auto state = replay::FoldToSequenceFromSnapshot(log, **snapshots, log.GetHead().sequence,
+                                                  nullptr, &skipped);
+  if (!state.ok()) return state.status();
+  std::vector<consumers::billing::BudgetNow> out;
+  for (const auto& [name, policy] : state->engine->budget_policies()) {
+    out.push_back({policy, state->engine->BudgetStandings(policy)});
+  }
+  return out;
+}
+
 int RunBillingReport(const GlobalOptions& global, const BillingArgs& args) {
   namespace billing = consumers::billing;
   billing::ReportOptions options;
@@ -280,7 +298,10 @@ int RunBillingReport(const GlobalOptions& global, const BillingArgs& args) {
   if (options.from_ms >= options.to_ms) {
     return Fail(Status(Code::kInvalidArgument, "--from must be before --to"));
   }
-  const billing::Report report = billing::BuildReport(*fold, options);
+  billing::Report report = billing::BuildReport(*fold, options);
+  auto budgets = BudgetsAtHead(global, **log);
+  if (!budgets.ok()) return Fail(budgets.status());
+  report.budgets = billing::BudgetRows(*fold, *budgets, options, fold->last_time_ms());
   if (args.format == "json") {
     std::cout << billing::ReportJson(report);
   } else if (args.format == "csv") {

@@ -719,9 +719,8 @@ std::string DescribeDecision(schema::Event::Reader event) {
       break;
     case schema::Event::Body::BUDGET_DECIDED: {
       auto d = body.getBudgetDecided();
-      static constexpr const char* kStates[] = {"Pending", "Ready", "Retry", "Rejected"};
       out << "budget check " << d.getCheck().cStr() << " of " << name(d.getWorkload()) << ": "
-          << kStates[static_cast<int>(d.getState()) & 3] << " (BudgetPolicy "
+          << schema::CheckStateName(d.getState()) << " (BudgetPolicy "
           << d.getPolicy().cStr() << "): " << d.getMessage().cStr();
       break;
     }

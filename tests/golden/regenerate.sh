@@ -65,6 +65,7 @@ corpus=(
   "eviction-queue-order:58-eviction-queue-order.yaml"
   # engine v25
   "budgets:60-budgets.yaml"
+  "budget-decay-and-rolling:61-budget-decay-and-rolling.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

@@ -147,6 +147,35 @@ void RenderPendingChecks(const projections::Engine& engine, int64_t now_ms, Writ
            {"admission_check"}, pending);
 }
 
+// admission_budget_{limit,used,committed,remaining}: each budget policy in its current period,
+// per resource, in resource-hours (docs/budgets.md), as the decider counts them now.
+void RenderBudgets(const projections::Engine& engine, Writer& w) {
+  std::map<LabelValues, std::string> limit, used, committed, remaining;
+  for (const auto& [name, policy] : engine.budget_policies()) {
+    for (const projections::BudgetStanding& s : engine.BudgetStandings(policy)) {
+      const LabelValues k{name, s.resource, s.window.label};
+      const __int128 left = std::max<__int128>(0, s.limit - s.used - s.committed);
+      limit[k] = projections::UnitHours(s.limit);
+      used[k] = projections::UnitHours(s.used);
+      committed[k] = projections::UnitHours(s.committed);
+      remaining[k] = projections::UnitHours(left);
+    }
+  }
+  const std::vector<std::string> labels{"policy", "resource", "period"};
+  w.Gauges("admission_budget_committed",
+           "Resource-hours workloads holding quota in the policy's scope are still expected to use",
+           labels, committed);
+  w.Gauges("admission_budget_limit", "The budget policy's limit per period, in resource-hours",
+           labels, limit);
+  w.Gauges("admission_budget_remaining",
+           "Resource-hours left of the period's limit after used and committed (at least 0)",
+           labels, remaining);
+  w.Gauges("admission_budget_used",
+           "Resource-hours held in the policy's scope in the current period (decayed when the "
+           "policy has a half-life)",
+           labels, used);
+}
+
 // admission_idle_gpu_seconds_total: billing's idle GPU time, closed and still open.
 void RenderIdleGpuSeconds(const billing::UsageFold& usage, Writer& w) {
   std::map<LabelValues, std::string> seconds;
@@ -598,6 +627,7 @@ std::string MetricsFold::Render(const projections::Engine& engine,
 }
 
 void MetricsFold::RenderOurs(const projections::Engine& engine, Writer& w) const {
+  RenderBudgets(engine, w);
   w.Family("admission_build_info", "gauge",
            "The decider's engine version that made this ledger's latest decisions");
   w.Sample("admission_build_info", {"engine_version"},

@@ -46,6 +46,11 @@ const pages = {
         <td>${r.resource ? bar(r.reserved, r.nominal) + ` ${esc(r.quantities.reserved)} / ${esc(r.quantities.nominal)}` : ""}</td><td>${r.borrowed ? esc(r.quantities.borrowed) : ""}</td></tr>`)));
     html += "<h2>Pending workloads by reason</h2>" + table(["reason", "workloads"], pending.map(([r, n]) => `<tr><td>${esc(r)}</td><td>${n}</td></tr>`));
     html += "<h2>Admission checks</h2>" + checksTable(o.checks);
+    if (o.budgets.length) {
+      html += `<h2>Budgets (resource-hours, current period)</h2><div id="budgets">` + table(["policy", "scope", "resource", "period", "used + committed / limit", "used", "committed", "remaining"],
+        o.budgets.map((b) => `<tr data-budget="${esc(b.policy)}"><td>${esc(b.policy)}</td><td>${esc(b.scope)}</td><td>${esc(b.resource)}</td><td>${esc(b.period)}</td>
+          <td>${bar(Number(b.usedHours) + Number(b.committedHours), Number(b.limitHours))} ${esc(b.limitHours)}</td><td>${esc(b.usedHours)}</td><td>${esc(b.committedHours)}</td><td>${esc(b.remainingHours)}</td></tr>`)) + "</div>";
+    }
     html += "<h2>Recent evictions, preemptions and rejections</h2>" + table(["sequence", "time", "kind", "what"],
       o.recent.map((e) => `<tr><td>${e.sequence}</td><td>${esc(e.time)}</td><td>${esc(e.kind)}</td><td>${esc(e.text)}</td></tr>`));
     return html;

@@ -70,6 +70,29 @@ std::string NamespaceOf(schema::Event::Reader e) {
   }
 }
 
+// Each budget policy in its current period, per resource (docs/budgets.md); a tenant sees the
+// policies of its namespaces only.
+Json DashboardBudgets(const projections::Engine& engine, const NamespaceFilter& allow) {
+  Json out = Json::array();
+  for (const auto& [name, policy] : engine.budget_policies()) {
+    const bool by_namespace = policy.scope == projections::BudgetScope::kNamespace ||
+                              policy.scope == projections::BudgetScope::kLocalQueue;
+    if (allow && !(by_namespace && allow(policy.scope_ns))) continue;
+    for (const projections::BudgetStanding& s : engine.BudgetStandings(policy)) {
+      const __int128 left = std::max<__int128>(0, s.limit - s.used - s.committed);
+      out.push_back({{"policy", name},
+                     {"scope", projections::ScopeText(policy)},
+                     {"resource", s.resource},
+                     {"period", s.window.label},
+                     {"limitHours", projections::UnitHours(s.limit)},
+                     {"usedHours", projections::UnitHours(s.used)},
+                     {"committedHours", projections::UnitHours(s.committed)},
+                     {"remainingHours", projections::UnitHours(left)}});
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Json DashboardOverview(const projections::Engine& engine, const LedgerTail& tail,
@@ -113,6 +136,7 @@ Json DashboardOverview(const projections::Engine& engine, const LedgerTail& tail
   doc["pendingByReason"] = pending;
   doc["idleGpus"] = idle_gpus;
   doc["checks"] = DashboardChecks(engine, allow, rejected);
+  doc["budgets"] = DashboardBudgets(engine, allow);
   // The latest evictions, preemptions and rejections.
   Json recent = Json::array();
   std::vector<Json> found;

@@ -51,6 +51,20 @@ for (const [name, selector] of Object.entries(pages)) {
   await op.page.screenshot({ path: `${SHOTS}/${name}.png`, fullPage: true });
 }
 
+// Budgets: the policy the test applied, with the job charged to it committed (8 GPUs x 12 h).
+await op.page.goto(URL + "/#overview");
+try {
+  await op.page.waitForSelector('#budgets tr[data-budget="research-month"]', { timeout: 5000 });
+} catch (e) {
+  fail("the overview shows no budget research-month");
+}
+const budgetRow = await op.page.$$eval('#budgets tr[data-budget="research-month"] td',
+                                      (tds) => tds.map((td) => td.textContent.trim()));
+if (budgetRow[1] !== "namespace research" || budgetRow[6] !== "96") {
+  fail(`the budget row lacks its scope or the 96 committed GPU-hours: ${budgetRow}`);
+}
+await op.page.screenshot({ path: `${SHOTS}/budgets.png`, fullPage: true });
+
 // Live: a workload submitted now appears without a reload, within 2 s.
 await op.page.goto(URL + "/#workloads");
 await op.page.waitForSelector("tr[data-workload]");

@@ -57,6 +57,58 @@ spec:
       - {name: c, image: trainer, resources: {requests: {nvidia.com/gpu: "64"}}}
       restartPolicy: Never
 YAML
+# A GPU-hour budget (docs/budgets.md) on a ClusterQueue of its own, with one job charged to it:
+# the overview shows where the policy stands.
+cat > "$work/budget.yaml" <<'YAML'
+apiVersion: admission-ledger.io/v1alpha1
+kind: BudgetPolicy
+metadata: {name: research-month}
+spec:
+  scope: {namespace: research}
+  limits: {nvidia.com/gpu: "500"}
+  period: {calendar: Month}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: AdmissionCheck
+metadata: {name: research-budget}
+spec:
+  controllerName: admission-ledger.io/budget
+  parameters: {apiGroup: admission-ledger.io, kind: BudgetPolicy, name: research-month}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: research}
+spec:
+  namespaceSelector: {}
+  admissionChecks: [research-budget]
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: h100-eu
+      resources: [{name: nvidia.com/gpu, nominalQuota: 16}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: research, namespace: research}
+spec: {clusterQueue: research}
+YAML
+cat > "$work/sweep.yaml" <<'YAML'
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: sweep
+  namespace: research
+  labels: {kueue.x-k8s.io/queue-name: research}
+  annotations: {admission-ledger.io/expected-runtime: 12h}
+spec:
+  template:
+    spec:
+      containers:
+      - {name: c, image: trainer, resources: {requests: {nvidia.com/gpu: "8"}}}
+      restartPolicy: Never
+YAML
+"$admitctl" --connect "unix:$S" apply -f "$work/budget.yaml" > /dev/null || fail "apply the budget"
+"$admitctl" --connect "unix:$S" submit -f "$work/sweep.yaml" > /dev/null || fail "submit the budgeted job"
 URL=$url OPERATOR_TOKEN=$op_token TENANT_TOKEN=$tenant_token TENANT_NS=nlp SHOTS=$shots \
   CHROMIUM=$chromium NODE_DIR="$node_dir" \
   SUBMIT="nlp/job-live '$admitctl' --connect 'unix:$S' submit -f '$work/live.yaml' > /dev/null" \

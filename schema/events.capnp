@@ -249,7 +249,8 @@ struct BudgetPolicyDef {
   period @5 :BudgetPeriodKind;
   timeZone @6 :Text;           # IANA name; calendar periods
   utcOffsets @7 :List(UtcOffset);
-  # The zone's offsets from 1970 to 2100, resolved when the policy was recorded (ascending; the
+  # The zone's offsets from 1970 (to 2037, where the system tz database's transitions end),
+  # resolved when the policy was recorded (ascending; the
   # first from 1970 or earlier), so a tzdata update cannot change a replay.
   windowNs @8 :Int64;          # rolling periods
   halfLifeNs @9 :Int64;        # 0: no decay

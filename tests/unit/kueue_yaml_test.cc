@@ -452,6 +452,95 @@ spec: {controllerName: scan.example.com/images}
   EXPECT_EQ(ac.getBackoffBaseNs(), 0);
 }
 
+// A BudgetPolicy (docs/budgets.md): the scope, limits in milli-unit-hours, a named zone's
+// offsets recorded (Europe/Berlin: +1h in winter, +2h in summer), and its budget check's policy.
+TEST(KueueYaml, ABudgetPolicyIsReadWithItsZonesOffsets) {
+  auto objects = MustApply(R"(
+apiVersion: admission-ledger.io/v1alpha1
+kind: BudgetPolicy
+metadata: {name: team-a}
+spec:
+  scope: {namespace: team-a, localQueue: main}
+  limits: {nvidia.com/gpu: "2000", memory: 64Gi}
+  period: {calendar: Week, timeZone: Europe/Berlin}
+  halfLife: 168h
+  unknownRuntime: Reject
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata: {name: budget}
+spec:
+  controllerName: admission-ledger.io/budget
+  parameters: {apiGroup: admission-ledger.io, kind: BudgetPolicy, name: team-a}
+)");
+  ASSERT_EQ(objects.size(), 2u);
+  auto policy = schema::DecodeEvent(objects[0].event);
+  ASSERT_TRUE(policy.ok());
+  auto p = policy->root().getBody().getBudgetPolicyDefined();
+  EXPECT_EQ(p.getScopeKind(), schema::BudgetScopeKind::LOCAL_QUEUE);
+  EXPECT_EQ(std::string(p.getScopeNamespace().cStr()) + "/" + p.getScopeName().cStr(), "team-a/main");
+  ASSERT_EQ(p.getLimits().size(), 2u);
+  EXPECT_EQ(std::string(p.getLimits()[0].getResource().cStr()), "memory");
+  EXPECT_EQ(p.getLimits()[0].getMilliUnitHours(), 64LL * 1024 * 1024 * 1024 * 1000);
+  EXPECT_EQ(p.getLimits()[1].getMilliUnitHours(), 2'000'000);
+  EXPECT_EQ(p.getPeriod(), schema::BudgetPeriodKind::WEEK);
+  EXPECT_EQ(p.getHalfLifeNs(), 168LL * 3600 * 1'000'000'000);
+  EXPECT_EQ(p.getUnknownRuntime(), schema::UnknownRuntime::REJECT);
+  bool winter = false, summer = false;
+  for (auto o : p.getUtcOffsets()) {
+    winter = winter || o.getOffsetSeconds() == 3600;
+    summer = summer || o.getOffsetSeconds() == 7200;
+  }
+  EXPECT_TRUE(winter && summer) << p.getUtcOffsets().size() << " offsets";
+  // Two changes a year from 1980 to 2037, where the system tz database's transitions end.
+  EXPECT_GT(p.getUtcOffsets().size(), 110u);
+  auto check = schema::DecodeEvent(objects[1].event);
+  ASSERT_TRUE(check.ok());
+  EXPECT_EQ(std::string(check->root().getBody().getAdmissionCheckDefined().getParameters().cStr()),
+            "team-a");
+}
+
+TEST(KueueYaml, ABadBudgetPolicyIsRefusedNamingTheField) {
+  const std::string head = "apiVersion: admission-ledger.io/v1alpha1\nkind: BudgetPolicy\n"
+                           "metadata: {name: p}\nspec: ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({scope: {namespace: a}, limits: {cpu: "1"}, period: {calendar: Month, timeZone: Mars/X}})",
+       "spec.period.timeZone: 'Mars/X' is not a time zone"},
+      {R"({scope: {namespace: a, cohort: b}, limits: {cpu: "1"}, period: {calendar: Week}})",
+       "spec.scope: names exactly one of"},
+      {R"({scope: {localQueue: q}, limits: {cpu: "1"}, period: {calendar: Week}})",
+       "spec.scope: names exactly one of"},
+      {R"({scope: {namespace: a}, limits: {cpu: "0"}, period: {calendar: Week}})",
+       "spec.limits[\"cpu\"]: must be more than 0"},
+      {R"({scope: {namespace: a}, period: {calendar: Week}})", "spec.limits: required"},
+      {R"({scope: {namespace: a}, limits: {cpu: "1"}, period: {calendar: Year}})",
+       "spec.period.calendar: 'Year' is not one of Month, Week"},
+      {R"({scope: {namespace: a}, limits: {cpu: "1"}, period: {rolling: 800h}})",
+       "spec.period.rolling: '800h' is not a window"},
+      {R"({scope: {namespace: a}, limits: {cpu: "1"}, period: {calendar: Week, rolling: 1h}})",
+       "spec.period: names exactly one of calendar"},
+      {R"({scope: {namespace: a}, limits: {cpu: "1"}, period: {calendar: Week}, halfLife: 10m})",
+       "spec.halfLife: '10m' is not a whole number of quarter hours"},
+      {R"({scope: {namespace: a}, limits: {cpu: "1"}, period: {calendar: Week}, unknownRuntime: X})",
+       "spec.unknownRuntime: 'X' is not one of MaximumExecutionTime, Reject"},
+  };
+  for (const auto& [spec, want] : cases) {
+    const std::string error = ApplyError(head + spec + "\n");
+    EXPECT_NE(error.find(want), std::string::npos) << spec << "\n -> " << error;
+  }
+  EXPECT_NE(ApplyError("apiVersion: kueue.x-k8s.io/v1beta2\nkind: BudgetPolicy\nmetadata: {name: p}\n")
+                .find("expected admission-ledger.io/v1alpha1"),
+            std::string::npos);
+  EXPECT_NE(ApplyError(R"(apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata: {name: b}
+spec:
+  controllerName: admission-ledger.io/budget
+  parameters: {apiGroup: kueue.x-k8s.io, kind: ProvisioningRequestConfig, name: x}
+)").find("a budget check names apiGroup admission-ledger.io, kind BudgetPolicy"),
+            std::string::npos);
+}
+
 // ---- Unknown fields (kubectl's strict field validation).
 
 constexpr const char* kMisspeltQueue = R"(apiVersion: kueue.x-k8s.io/v1beta2

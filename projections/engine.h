@@ -482,6 +482,8 @@ class Engine {
   bool node_inventory_complete() const { return node_inventory_complete_; }
   // The ledger's time: the last event's stamp (what views measure ages against).
   int64_t now_ns() const { return now_ns_; }
+  // When the next timer is due (a forward simulation advances the clock to it); -1: none.
+  int64_t next_timer_ns() const { return timers_.empty() ? -1 : timers_.begin()->at_ns; }
   const std::map<std::string, ClusterQueueState>& cluster_queues() const { return cqs_; }
   const std::map<std::string, LocalQueueSpec>& local_queues() const { return lqs_; }
   // Admission fair sharing entries by LocalQueue key (engine v14), as of their last update.

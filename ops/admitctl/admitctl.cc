@@ -834,6 +834,7 @@ int main(int argc, char** argv) {
   AddKafkaCommands(app, global, &group_exit_code);
   AddBillingCommands(app, global, &group_exit_code);
   AddMetricsCommands(app, global, &group_exit_code);
+  AddWhatIfCommands(app, global, &group_exit_code);
   AddSimulationCommands(app, &group_exit_code);
 
   int replay_exit = -1;

@@ -148,6 +148,7 @@ void AddKafkaCommands(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddBillingCommands(CLI::App& app, GlobalOptions& global, int* exit_code);
 // `metrics [--at N]` (ops/admitctl/metrics_commands.cc).
 void AddMetricsCommands(CLI::App& app, GlobalOptions& global, int* exit_code);
+void AddWhatIfCommands(CLI::App& app, GlobalOptions& global, int* exit_code);
 // `simulate` and `drill` (ops/admitctl/sim_commands.cc).
 void AddSimulationCommands(CLI::App& app, int* exit_code);
 }  // namespace admission::ops

@@ -1,0 +1,152 @@
+// Estimates and their backtest (replay/estimate.h): the forward simulation from one instant,
+// three times (short, median and long run times of the others), no arrivals after it.
+
+#include "replay/estimate.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include "projections/engine.h"
+#include "projections/snapshot.h"
+#include "replay/forward_internal.h"
+#include "replay/replayer.h"
+
+namespace admission::replay {
+
+namespace {
+
+using internal::RecordedWorld;
+using internal::RuntimeModel;
+using internal::Simulation;
+
+// The three simulated admissions of `key` from `engine` (copied for each run).
+Result<AdmissionEstimate> Simulate3(const RecordedWorld& world, const projections::Engine& engine,
+                                    Sequence after, const std::string& key, int64_t at_ns,
+                                    const EstimateOptions& options) {
+  AdmissionEstimate est;
+  est.key = key;
+  est.at_ns = at_ns;
+  auto found = engine.workloads().find(key);
+  if (found == engine.workloads().end()) {
+    return Status(Code::kNotFound, "no workload " + key + " at that instant");
+  }
+  if (found->second.phase != projections::Phase::kPending) {
+    est.state = projections::PhaseName(found->second.phase);
+    return est;
+  }
+  est.state = "pending";
+  auto bytes = projections::EncodeSnapshot(engine, after, schema::kGenesisHash, {});
+  if (!bytes.ok()) return bytes.status();
+  std::optional<int64_t>* out[3] = {&est.low_ns, &est.median_ns, &est.high_ns};
+  const int quantiles[3] = {10, 50, 90};
+  for (int i = 0; i < 3; ++i) {
+    auto copy = projections::LoadSnapshot(*bytes);
+    if (!copy.ok()) return copy.status();
+    Simulation sim(world, std::move(copy->engine), after,
+                   RuntimeModel{true, quantiles[i], at_ns}, nullptr);
+    sim.SeedFromState(at_ns);
+    Status ran = sim.Run(options.batches_max, at_ns + options.horizon_ns, nullptr, key);
+    if (!ran.ok()) return ran;
+    auto w = sim.engine().workloads().find(key);
+    if (w != sim.engine().workloads().end() && w->second.admitted_at_ns > 0) {
+      *out[i] = w->second.admitted_at_ns;
+    }
+  }
+  // Shorter run times of the others admit it sooner: the range is the earliest and the latest.
+  if (est.low_ns && est.high_ns && *est.low_ns > *est.high_ns) std::swap(est.low_ns, est.high_ns);
+  return est;
+}
+
+int64_t MedianOf(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 2];
+}
+
+}  // namespace
+
+Result<AdmissionEstimate> EstimateAdmission(ledger::EventLog& log, const std::string& key,
+                                            const EstimateOptions& options) {
+  RecordedWorld world;
+  ForwardOptions gather;
+  gather.from_ns = options.at_ns == 0 ? std::numeric_limits<int64_t>::max() : options.at_ns + 1;
+  gather.to_ns = 1;  // no recorded input passes through: nothing arrives after the instant
+  Status gathered = internal::Gather(log, gather, {}, &world, nullptr, nullptr);
+  if (!gathered.ok()) return gathered;
+  if (world.start_after == 0) {
+    return Status(Code::kNotFound, "no workload " + key + " then: the ledger is empty");
+  }
+  auto state = FoldToSequence(log, world.start_after);
+  if (!state.ok()) return state.status();
+  const int64_t at = options.at_ns == 0 ? state->engine->now_ns() : options.at_ns;
+  return Simulate3(world, *state->engine, state->at, key, at, options);
+}
+
+Result<BacktestReport> Backtest(ledger::EventLog& log, const BacktestOptions& options) {
+  RecordedWorld world;
+  ForwardOptions gather;
+  gather.to_ns = 1;
+  Status gathered = internal::Gather(log, gather, {}, &world, nullptr, nullptr);
+  if (!gathered.ok()) return gathered;
+  // The workloads that waited (not admitted at their submission), in submission order.
+  std::vector<const internal::RecordedWorkload*> waited;
+  BacktestReport report;
+  const int64_t to = options.to_ns == 0 ? world.last_ns : options.to_ns;
+  for (const auto& [uid, w] : world.by_uid) {
+    if (w.submitted_seq == 0 || w.submitted_ns < options.from_ns || w.submitted_ns > to) continue;
+    const bool admitted_at_once = !w.admitted_ns.empty() && w.admitted_ns.begin()->second == w.submitted_ns;
+    if (admitted_at_once) continue;
+    ++report.candidates;
+    if (w.admitted_ns.empty()) {
+      ++report.never_admitted;
+      continue;
+    }
+    waited.push_back(&w);
+  }
+  std::sort(waited.begin(), waited.end(), [](auto* a, auto* b) { return a->submitted_seq < b->submitted_seq; });
+  std::vector<const internal::RecordedWorkload*> samples;
+  const size_t n = waited.size(), k = std::min(options.samples_max, waited.size());
+  for (size_t i = 0; i < k; ++i) samples.push_back(waited[i * n / k]);
+  // One replay along the ledger, stopping at each sample's submission append.
+  ReplayStart start = Genesis();
+  std::map<std::string, std::vector<int64_t>> errors;
+  std::map<std::string, BacktestGroup> groups;
+  EstimateOptions est_options;
+  est_options.horizon_ns = options.horizon_ns;
+  for (const internal::RecordedWorkload* w : samples) {
+    auto end = EndOfAppend(log, w->submitted_seq);
+    if (!end.ok()) return end.status();
+    if (*end > start.after) {
+      Replayer replayer(log, std::move(start));
+      ReplayOptions ro;
+      ro.verify = false;
+      ro.to = *end;
+      auto ran = replayer.Run(ro);
+      if (!ran.ok()) return ran.status();
+      start = ReplayStart{replayer.TakeEngine(), *end};
+    }
+    auto est = Simulate3(world, *start.engine, start.after, w->key, w->submitted_ns, est_options);
+    if (!est.ok()) return est.status();
+    for (const std::string& cq : {w->cluster_queue, std::string("(all)")}) {
+      BacktestGroup& g = groups[cq];
+      g.cluster_queue = cq;
+      if (!est->median_ns) {
+        ++g.no_estimate;
+        continue;
+      }
+      const int64_t actual = w->admitted_ns.begin()->second;
+      ++g.samples;
+      errors[cq].push_back(std::abs(*est->median_ns - actual) / 1'000'000);
+      g.within_range += *est->low_ns <= actual && actual <= *est->high_ns;
+    }
+  }
+  for (auto& [cq, g] : groups) {
+    g.median_abs_error_ms = MedianOf(errors[cq]);
+    if (cq != "(all)") report.groups.push_back(g);
+  }
+  if (groups.count("(all)")) report.groups.push_back(groups["(all)"]);
+  return report;
+}
+
+}  // namespace admission::replay

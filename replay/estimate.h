@@ -1,0 +1,60 @@
+#pragma once
+// When will a pending workload be admitted (docs/whatif.md, "Estimates"): the forward
+// simulation (replay/forward.h) from the state at an instant, with no arrivals after it and run
+// times from what was known then (the workload's expected runtime, else its class's recorded
+// runs): three runs, with the 10th, 50th and 90th percentile of those run times, give a median
+// and a range. The backtest asks it at the moment each sampled workload was submitted and
+// compares with when it was admitted in fact.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ledger/event_log.h"
+#include "schema/result.h"
+
+namespace admission::replay {
+
+struct EstimateOptions {
+  int64_t at_ns = 0;  // the state after the ledger's events up to this time (0: the head)
+  int64_t horizon_ns = 30LL * 24 * 3600 * 1'000'000'000;  // simulate at most this far ahead
+  uint64_t batches_max = 2'000'000;
+};
+
+struct AdmissionEstimate {
+  std::string key;
+  std::string state;   // "pending", or the phase it is in ("Admitted", "Finished", ...)
+  int64_t at_ns = 0;   // the instant estimated from
+  // The simulated admission with short (p10), median (p50) and long (p90) run times of the
+  // others; nullopt: not within the horizon.
+  std::optional<int64_t> low_ns, median_ns, high_ns;
+};
+
+// Errors: kNotFound (no such workload at that instant), the log's.
+Result<AdmissionEstimate> EstimateAdmission(ledger::EventLog& log, const std::string& key,
+                                            const EstimateOptions& options);
+
+struct BacktestOptions {
+  int64_t from_ns = 0, to_ns = 0;  // submissions in [from, to] (0: the ledger's ends)
+  size_t samples_max = 100;        // evenly spaced among the workloads that waited
+  int64_t horizon_ns = 30LL * 24 * 3600 * 1'000'000'000;
+};
+
+struct BacktestGroup {
+  std::string cluster_queue;  // "(all)" for every sample
+  uint64_t samples = 0;       // estimates compared with a recorded admission
+  uint64_t within_range = 0;  // the admission fell in [low, high]
+  uint64_t no_estimate = 0;   // the simulation did not admit it within the horizon
+  int64_t median_abs_error_ms = 0;
+};
+
+struct BacktestReport {
+  std::vector<BacktestGroup> groups;  // by ClusterQueue, then "(all)"
+  uint64_t candidates = 0;            // workloads that waited, submitted in range
+  uint64_t never_admitted = 0;        // waited and never admitted in the record: not compared
+};
+
+Result<BacktestReport> Backtest(ledger::EventLog& log, const BacktestOptions& options);
+
+}  // namespace admission::replay

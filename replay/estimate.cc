@@ -20,6 +20,9 @@ using internal::RecordedWorld;
 using internal::RuntimeModel;
 using internal::Simulation;
 
+constexpr int64_t kRepeatArrivalsNs = 3600LL * 1'000'000'000;
+constexpr size_t kWarmUpRuns = 100;
+
 // The three simulated admissions of `key` from `engine` (copied for each run).
 Result<AdmissionEstimate> Simulate3(const RecordedWorld& world, const projections::Engine& engine,
                                     Sequence after, const std::string& key, int64_t at_ns,
@@ -38,14 +41,18 @@ Result<AdmissionEstimate> Simulate3(const RecordedWorld& world, const projection
   est.state = "pending";
   auto bytes = projections::EncodeSnapshot(engine, after, schema::kGenesisHash, {});
   if (!bytes.ok()) return bytes.status();
+  // Low: short run times, nothing arrives. Median and high: median and long run times, and the
+  // last hour's arrivals again (higher priorities among them go first).
   std::optional<int64_t>* out[3] = {&est.low_ns, &est.median_ns, &est.high_ns};
   const int quantiles[3] = {10, 50, 90};
+  const int64_t repeat[3] = {0, kRepeatArrivalsNs, kRepeatArrivalsNs};
   for (int i = 0; i < 3; ++i) {
     auto copy = projections::LoadSnapshot(*bytes);
     if (!copy.ok()) return copy.status();
     Simulation sim(world, std::move(copy->engine), after,
-                   RuntimeModel{true, quantiles[i], at_ns}, nullptr);
+                   RuntimeModel{true, quantiles[i], at_ns, repeat[i]}, nullptr);
     sim.SeedFromState(at_ns);
+    sim.SeedArrivals();
     Status ran = sim.Run(options.batches_max, at_ns + options.horizon_ns, nullptr, key);
     if (!ran.ok()) return ran;
     auto w = sim.engine().workloads().find(key);
@@ -93,8 +100,17 @@ Result<BacktestReport> Backtest(ledger::EventLog& log, const BacktestOptions& op
   std::vector<const internal::RecordedWorkload*> waited;
   BacktestReport report;
   const int64_t to = options.to_ns == 0 ? world.last_ns : options.to_ns;
+  // Estimates need recorded runs to go by: none is asked before kWarmUpRuns runs finished.
+  std::vector<int64_t> finishes;
   for (const auto& [uid, w] : world.by_uid) {
-    if (w.submitted_seq == 0 || w.submitted_ns < options.from_ns || w.submitted_ns > to) continue;
+    if (w.RecordedRuntime()) finishes.push_back(*w.finished_ns);
+  }
+  std::sort(finishes.begin(), finishes.end());
+  report.warm_up_ns = finishes.size() >= kWarmUpRuns ? finishes[kWarmUpRuns - 1]
+                                                     : std::numeric_limits<int64_t>::max();
+  const int64_t from = std::max(options.from_ns, report.warm_up_ns);
+  for (const auto& [uid, w] : world.by_uid) {
+    if (w.submitted_seq == 0 || w.submitted_ns < from || w.submitted_ns > to) continue;
     const bool admitted_at_once = !w.admitted_ns.empty() && w.admitted_ns.begin()->second == w.submitted_ns;
     if (admitted_at_once) continue;
     ++report.candidates;

@@ -33,6 +33,7 @@ namespace {
 
 using W = schema::Event::Body::Which;
 constexpr int64_t kDefaultRuntimeNs = 3600LL * 1'000'000'000;
+constexpr int kRepetitionsMax = 12;  // windows of repeated arrivals in a forecast
 
 std::string Str(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
 std::string_view View(capnp::Text::Reader t) { return std::string_view(t.cStr(), t.size()); }
@@ -81,6 +82,7 @@ void NoteInput(schema::Event::Reader e, Sequence seq, RecordedWorld* world) {
     w.expected_runtime_ns = wl.getExpectedRuntimeNs();
     w.submitted_ns = at;
     w.submitted_seq = seq;
+    if (b.isWorkloadSubmitted()) world->submissions.emplace_back(at, std::string());
     world->uid_of_key[w.key] = Str(wl.getUid());
   } else if (b.isWorkloadFinished()) {
     auto ref = b.getWorkloadFinished().getWorkload();
@@ -150,6 +152,7 @@ Status internal::Gather(ledger::EventLog& log, const ForwardOptions& options,
       world->last_ns = std::max(world->last_ns, at);
       const bool decision = schema::IsDecision(e.getBody().which());
       decision ? NoteDecision(e, world) : NoteInput(e, seq, world);
+      if (e.getBody().isWorkloadSubmitted()) world->submissions.back().second = std::string(bytes);
       if (!started && at >= options.from_ns) started = true;
       if (!started) {
         if (recorded_before != nullptr) recorded_before->Apply(e);
@@ -304,7 +307,8 @@ Simulation::Simulation(const RecordedWorld& world, std::unique_ptr<projections::
 }
 
 int64_t Simulation::RuntimeOf(const std::string& uid) {
-  auto it = world_.by_uid.find(uid);
+  auto alias = original_uid_.find(uid);
+  auto it = world_.by_uid.find(alias == original_uid_.end() ? uid : alias->second);
   RuntimeSource source = RuntimeSource::kDefault;
   int64_t runtime = kDefaultRuntimeNs;
   if (it != world_.by_uid.end()) {
@@ -472,10 +476,44 @@ void Simulation::SeedFromState(int64_t t0) {
   }
 }
 
+void Simulation::SeedArrivals() {
+  if (!model_.forecast || model_.repeat_arrivals_ns <= 0 || world_.submissions.empty()) return;
+  if (window_ns_ == 0) {
+    const int64_t history = model_.as_of_ns - world_.submissions.front().first;
+    window_ns_ = std::max<int64_t>(1'000'000'000, std::min(model_.repeat_arrivals_ns, history));
+    arrivals_until_ns_ = model_.as_of_ns;
+  }
+  const int64_t from = model_.as_of_ns - window_ns_;
+  const int64_t shift = arrivals_until_ns_ + window_ns_ - model_.as_of_ns;
+  ++repetitions_;
+  auto first = std::lower_bound(world_.submissions.begin(), world_.submissions.end(), from,
+                                [](const auto& s, int64_t t) { return s.first < t; });
+  for (auto it = first; it != world_.submissions.end() && it->first < model_.as_of_ns; ++it) {
+    auto decoded = schema::DecodeEvent(it->second);
+    if (!decoded.ok()) continue;
+    capnp::MallocMessageBuilder m;
+    auto wl = m.initRoot<schema::Event>().initBody().initWorkloadSubmitted();
+    wl.setWorkload(decoded->root().getBody().getWorkloadSubmitted().getWorkload());
+    auto w = wl.getWorkload();
+    const std::string suffix = "-next" + std::to_string(repetitions_);
+    original_uid_[Str(w.getUid()) + suffix] = Str(w.getUid());
+    w.setName(Str(w.getName()) + suffix);
+    w.setUid(Str(w.getUid()) + suffix);
+    if (w.getCreationTimestampNs() != 0) w.setCreationTimestampNs(w.getCreationTimestampNs() + shift);
+    Schedule(it->first + shift, schema::EncodeEvent(m));
+  }
+  arrivals_until_ns_ += window_ns_;
+}
+
 Status Simulation::Run(uint64_t batches_max, int64_t until_ns, OutcomeFold* fold,
                        const std::string& stop_when_admitted) {
   constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
   for (uint64_t batches = 0; batches < batches_max; ++batches) {
+    // Forecast: the next window of repeated arrivals once the simulation reaches it.
+    while (window_ns_ > 0 && arrivals_until_ns_ < until_ns && repetitions_ < kRepetitionsMax &&
+           (queue_.empty() || queue_.begin()->first.first >= arrivals_until_ns_)) {
+      SeedArrivals();
+    }
     const int64_t next_input = queue_.empty() ? kNever : queue_.begin()->first.first;
     const int64_t timer = engine_->next_timer_ns();
     const int64_t at = std::min(next_input, timer < 0 ? kNever : timer);

@@ -44,6 +44,7 @@ struct RecordedWorld {
   std::map<std::string, RecordedWorkload> by_uid;
   std::map<std::string, std::string> uid_of_key;  // the latest submission of a key
   std::vector<std::pair<int64_t, std::string>> passthrough;  // (time, bytes), in ledger order
+  std::vector<std::pair<int64_t, std::string>> submissions;  // every workloadSubmitted, in order
   int64_t last_ns = 0;
   Sequence start_after = 0;  // the end of the last append before ForwardOptions::from_ns
 };
@@ -62,6 +63,10 @@ struct RuntimeModel {
   bool forecast = false;
   int quantile = 50;
   int64_t as_of_ns = 0;
+  // Forecast: the submissions of the last `repeat_arrivals_ns` before as_of_ns (less when the
+  // record is shorter) arrive again, renamed, window after window, standing in for the arrivals
+  // to come; 0: nothing arrives.
+  int64_t repeat_arrivals_ns = 0;
 };
 
 // An input due at a time; a finish applies only while the workload still runs on `token`.
@@ -81,6 +86,9 @@ class Simulation {
   // The world's answers still due for the workloads the start state holds: checks of a
   // reservation, pods of an admission, and its finish.
   void SeedFromState(int64_t t0);
+  // Forecast: the recent arrivals repeated (RuntimeModel::repeat_arrivals_ns), one window at a
+  // time as the simulation reaches it.
+  void SeedArrivals();
   // Runs until nothing is due before `until_ns`; `fold` sees every input and decision. With
   // `stop_when_admitted`, stops once that workload (namespace/name) is admitted.
   Status Run(uint64_t batches_max, int64_t until_ns, OutcomeFold* fold,
@@ -102,6 +110,10 @@ class Simulation {
   uint64_t order_ = 0;
   std::map<std::string, int64_t> class_runtime_, check_delay_;
   std::map<std::string, size_t> evictions_;  // by uid: evictions simulated so far
+  int64_t window_ns_ = 0;        // the repeated arrivals' window (0: none)
+  int64_t arrivals_until_ns_ = 0;  // arrivals are scheduled up to here
+  int repetitions_ = 0;
+  std::map<std::string, std::string> original_uid_;  // a repeated arrival's uid -> the recorded one
   int64_t all_runtime_ = -1;
 };
 

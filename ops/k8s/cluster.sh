@@ -60,7 +60,7 @@ readonly top
 # The edited go.mod and go.sum of k8s.io/kubernetes, committed so that builds repeat exactly.
 readonly pinned_go_mod="$script_dir/kubernetes-go.mod"
 readonly pinned_go_sum="$script_dir/kubernetes-go.sum"
-# Our kueue.x-k8s.io CRDs, installed by start (docs/k8s.md).
+# Our kueue.x-k8s.io CRDs and BudgetPolicy's, installed by start (docs/k8s.md).
 readonly crds_dir="$script_dir/crds"
 # KWOK's Stages (our pods' and nodes' lifecycles) and its RBAC, and the nodes start creates
 # unless told otherwise (docs/k8s.md, "Pods that run").
@@ -172,7 +172,7 @@ Commands:
         [--admit-k8s PATH] DIR
               Start a fresh cluster whose certificates, data, logs and pid files live in DIR:
               waits for the API server's /readyz, starts the scheduler (its own identity
-              system:kube-scheduler, no leader election), installs our kueue.x-k8s.io CRDs
+              system:kube-scheduler, no leader election), installs our CRDs
               (ops/k8s/crds/) and the MutatingWebhookConfiguration of admit-k8s's Job webhook
               (at the address written to DIR/webhook.address, served with DIR/pki/webhook.pem
               and .key), and points the CRDs' conversion webhook (v1beta1 <-> v1beta2) at the

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# The shared set-up of the bridge's tests (bridge_adopt_test.sh, bridge_checks_test.sh,
-# bridge_definitions_test.sh, bridge_jobs_test.sh, bridge_kinds_test.sh, bridge_nodes_test.sh,
-# bridge_pods_test.sh, deploy_test.sh, pods_e2e_test.sh, pods_load_test.sh,
+# The shared set-up of the bridge's tests (bridge_adopt_test.sh, bridge_budget_test.sh,
+# bridge_checks_test.sh, bridge_definitions_test.sh, bridge_jobs_test.sh, bridge_kinds_test.sh,
+# bridge_nodes_test.sh, bridge_pods_test.sh, deploy_test.sh, pods_e2e_test.sh, pods_load_test.sh,
 # storage_migration_test.sh), each of which
 # takes the arguments ADMITCTL ADMITD ADMIT_K8S and sources this first, after `set -euo pipefail`
 # and setting script_dir to its own folder:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Our kueue.x-k8s.io CRDs (ops/k8s/crds/) on a real API server: `cluster.sh start` installs
-# them, Kueue's own quick-start manifests apply and list, and every case of
-# tests/k8s/crd_cases/ gets the same answer from the API server as from the ledger's parser
-# (`admitctl apply`, or `submit` for a Workload, on a throwaway ledger): accept-*.yaml both
+# Our kueue.x-k8s.io CRDs and the ledger's BudgetPolicy (ops/k8s/crds/) on a real API server:
+# `cluster.sh start` installs them, Kueue's own quick-start manifests apply and list, and every
+# case of tests/k8s/crd_cases/ gets the same answer from the API server as from the ledger's
+# parser (`admitctl apply`, or `submit` for a Workload, on a throwaway ledger): accept-*.yaml both
 # take; refuse-*.yaml both refuse, the API server with the reason its `# expect:` line names;
 # ledger-only-*.yaml, what a CRD cannot check, only the ledger refuses. The cluster runs admitd
 # and the bridge (a full `cluster.sh start`): the bridge serves the CRDs' conversion webhook,
@@ -21,6 +21,8 @@ readonly WATCHDOG_POLL_SECONDS=1
 # The kinds and plural names that ops/k8s/crds/ must define.
 readonly KINDS=(resourceflavors cohorts clusterqueues localqueues admissionchecks
   workloadpriorityclasses workloads)
+# The ledger's own kind (docs/budgets.md), one version.
+readonly BUDGET_CRD=budgetpolicies.admission-ledger.io
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly script_dir
@@ -93,6 +95,14 @@ for plural in "${KINDS[@]}"; do
       || { cat "$dir/list.err" >&2; fail "$version $plural does not list"; }
   done
 done
+
+versions="$(kubectl get crd "$BUDGET_CRD" \
+  -o jsonpath='{range .spec.versions[*]}{.name}:{.served}:{.storage} {end}')" \
+  || fail "CRD $BUDGET_CRD is not installed"
+[[ "$versions" == "v1alpha1:true:true " ]] \
+  || fail "CRD $BUDGET_CRD serves '$versions', not v1alpha1 (stored)"
+kubectl get budgetpolicies -o name > /dev/null 2> "$dir/list.err" \
+  || { cat "$dir/list.err" >&2; fail "budgetpolicies do not list"; }
 
 step "Kueue's quick-start setup applies, and kubectl get clusterqueues lists it"
 if [[ -f "$examples_dir/getting-started-quick-start-setup.yaml" ]]; then

@@ -1,7 +1,7 @@
 // admit-k8s, the bridge between a Kubernetes cluster and the admission ledger (docs/k8s.md).
 // What it does so far: forwards Kueue definitions (ResourceFlavor, Cohort, ClusterQueue,
-// LocalQueue, AdmissionCheck, WorkloadPriorityClass) to admitd as they change, and writes the
-// ledger's ClusterQueue and LocalQueue status back; suspends Jobs
+// LocalQueue, AdmissionCheck, WorkloadPriorityClass) and the ledger's BudgetPolicies to admitd as
+// they change, and writes the ledger's ClusterQueue and LocalQueue status back; suspends Jobs
 // that carry kueue.x-k8s.io/queue-name at creation (a mutating webhook), submits them, mirrors
 // the ledger's decisions into their Workload objects and releases them when the ledger admits
 // them; forwards the admission check states that a check controller writes into a Workload's
@@ -96,9 +96,9 @@ func main() {
 		fmt.Fprintf(flag.CommandLine.Output(), `Usage: admit-k8s --admitd ADDRESS [flags]
        admit-k8s migrate-storage [--kubeconfig FILE] [-o text|json]   (see its --help)
 
-The admission ledger's bridge to Kubernetes: forwards Kueue definitions to admitd as they
-change, and holds back Jobs with a kueue.x-k8s.io/queue-name label until the ledger admits
-them; forwards check states written into Workloads by the field manager that is the
+The admission ledger's bridge to Kubernetes: forwards Kueue definitions and BudgetPolicies to
+admitd as they change, and holds back Jobs with a kueue.x-k8s.io/queue-name label until the
+ledger admits them; forwards check states written into Workloads by the field manager that is the
 AdmissionCheck's controllerName, and reverts others; reports the Nodes' allocatable under the
 ResourceFlavors whose nodeLabels they carry, and their failures and recoveries; serves the
 conversion webhook of our kueue.x-k8s.io CRDs (v1beta1 <-> v1beta2) beside the Job webhook,

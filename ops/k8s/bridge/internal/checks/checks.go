@@ -6,7 +6,9 @@
 // the ledger as its own input, with the entry's podSetUpdates, marked `viaFieldManager` (the weaker proof: a field manager is a
 // name the writer chose, vouched for by the bridge, where a check controller's own certificate
 // to admitd is the strong path). A state or message written by any other manager is reverted to
-// the ledger's, with a Warning Event naming the manager and the controllerName expected.
+// the ledger's, with a Warning Event naming the manager and the controllerName expected. A budget
+// check (controllerName BudgetController) is the ledger's own: no report of it is forwarded, and
+// any write of its state or message is reverted.
 package checks
 
 import (
@@ -43,6 +45,10 @@ import (
 // BridgeFieldManager is the field manager of the bridge's own writes (its user agent: the API
 // server names an Update's manager after it; main sets it).
 const BridgeFieldManager = "admit-k8s"
+
+// BudgetController is the controllerName of the checks the ledger decides itself at quota
+// reservation (docs/budgets.md); admitd refuses a report for one.
+const BudgetController = "admission-ledger.io/budget"
 
 // JobUIDLabel marks the Workload objects the bridge creates for Jobs.
 const JobUIDLabel = "kueue.x-k8s.io/job-uid"
@@ -388,22 +394,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if writer != controller {
-			return ctrl.Result{}, r.revert(ctx, workload, name, state, fmt.Sprintf(
-				"%s written by field manager %q, but the "+
-					"AdmissionCheck's spec.controllerName is %q: not forwarded to the ledger, "+
-					"reverted to state %q, message %q",
-				what, writer, controller, held.State, held.Message))
-		}
-		if updatesErr != nil {
-			return ctrl.Result{}, r.revert(ctx, workload, name, state, fmt.Sprintf(
-				"status.admissionChecks[%s].podSetUpdates written by field manager %q: %v; reverted",
-				name, writer, updatesErr))
-		}
-		if _, known := checkStates[value]; !known {
-			return ctrl.Result{}, r.revert(ctx, workload, name, state, fmt.Sprintf(
-				"status.admissionChecks[%s].state %q written by field manager %q is not one of "+
-					"Pending, Ready, Retry, Rejected; reverted to %q", name, value, writer, held.State))
+		if why := notForwarded(entry, what, writer, controller, held, updatesErr); why != "" {
+			return ctrl.Result{}, r.revert(ctx, workload, name, state, why)
 		}
 		result, done, err := r.forward(ctx, workload, state, entry, updates, writer)
 		if done || err != nil {
@@ -411,6 +403,36 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// notForwarded says why a report that writer made in entry (what: the fields it changed) is
+// reverted rather than forwarded, given the AdmissionCheck's controllerName and the ledger's
+// state of the check; "" when it is forwarded. updatesErr: the entry's podSetUpdates unreadable.
+func notForwarded(entry map[string]any, what, writer, controller string, held ledgerCheck,
+	updatesErr error) string {
+	name, _ := entry["name"].(string)
+	value, _ := entry["state"].(string)
+	switch {
+	case controller == BudgetController:
+		// The ledger decides it at quota reservation and refuses any report of it.
+		return fmt.Sprintf("%s written by field manager %q: check %s is a budget check "+
+			"(controllerName %q), decided by the ledger itself: not forwarded, reverted to the "+
+			"ledger's state %q, message %q", what, writer, name, controller, held.State,
+			held.Message)
+	case writer != controller:
+		return fmt.Sprintf("%s written by field manager %q, but the "+
+			"AdmissionCheck's spec.controllerName is %q: not forwarded to the ledger, "+
+			"reverted to state %q, message %q", what, writer, controller, held.State, held.Message)
+	case updatesErr != nil:
+		return fmt.Sprintf("status.admissionChecks[%s].podSetUpdates written by field manager "+
+			"%q: %v; reverted", name, writer, updatesErr)
+	}
+	if _, known := checkStates[value]; !known {
+		return fmt.Sprintf("status.admissionChecks[%s].state %q written by field manager %q is "+
+			"not one of Pending, Ready, Retry, Rejected; reverted to %q", name, value, writer,
+			held.State)
+	}
+	return ""
 }
 
 // retryChange says why an entry whose state and message the bridge has seen but whose retry

@@ -557,3 +557,38 @@ func TestPodSetUpdatesAloneAreForwardedOrReverted(t *testing.T) {
 		t.Fatalf("event %q", e)
 	}
 }
+
+// A budget check (controllerName admission-ledger.io/budget) is the ledger's own: a state written
+// by a field manager of that name is not forwarded (admitd would refuse it) but reverted to the
+// ledger's, with a Warning Event that says the ledger decides it.
+func TestBudgetCheckIsNotForwarded(t *testing.T) {
+	workload := workloadWith(map[string]any{"name": "scan", "state": "Ready", "message": "fits"},
+		owns(BridgeFieldManager, metav1.ManagedFieldsOperationUpdate),
+		owns(BudgetController, metav1.ManagedFieldsOperationUpdate, "state", "message"))
+	h := newHarness(t, workload, ledgerCheck{State: "Pending", Message: "", ReportSequence: 0})
+	ac := &unstructured.Unstructured{}
+	ac.SetGroupVersionKind(checkGVK)
+	ctx := context.Background()
+	if err := h.reconciler.Client.Get(ctx, types.NamespacedName{Name: "scan"}, ac); err != nil {
+		t.Fatal(err)
+	}
+	ac.Object["spec"] = map[string]any{"controllerName": BudgetController,
+		"parameters": map[string]any{"apiGroup": "admission-ledger.io", "kind": "BudgetPolicy",
+			"name": "team-a-month"}}
+	if err := h.reconciler.Client.Update(ctx, ac); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile(t)
+	if len(h.ledger.reports) != 0 || len(h.acks) != 0 {
+		t.Fatalf("%d reports and %d acknowledgements for a budget check, want none",
+			len(h.ledger.reports), len(h.acks))
+	}
+	if len(h.reverts) != 1 || h.reverts[0]["state"] != "Pending" || h.reverts[0]["message"] != "" {
+		t.Fatalf("reverts %v, want one back to the ledger's Pending", h.reverts)
+	}
+	if e := h.event(); !strings.HasPrefix(e, "Warning CheckReverted") ||
+		!strings.Contains(e, "is a budget check") ||
+		!strings.Contains(e, "decided by the ledger itself") {
+		t.Fatalf("event %q", e)
+	}
+}

@@ -26,7 +26,7 @@ const (
 // conditionKinds have a status subresource in our CRDs (ops/k8s/crds/). A ResourceFlavor (as
 // Kueue's) and a WorkloadPriorityClass have no status: their refusals are Events only.
 var conditionKinds = map[string]bool{"ClusterQueue": true, "Cohort": true, "LocalQueue": true,
-	"AdmissionCheck": true}
+	"AdmissionCheck": true, BudgetPolicyKind: true}
 
 // recorded is the condition's message for an object the ledger holds: the sequence that
 // recorded it, or none when it was identical to the ledger's definition already.

@@ -1,5 +1,6 @@
 // Package definitions forwards Kueue definitions (ResourceFlavor, Cohort, ClusterQueue,
-// LocalQueue, AdmissionCheck, WorkloadPriorityClass) from the cluster to the ledger as they
+// LocalQueue, AdmissionCheck, WorkloadPriorityClass) and the ledger's own BudgetPolicy
+// (admission-ledger.io/v1alpha1, docs/budgets.md) from the cluster to the ledger as they
 // change. admitd parses each object with the ledger's own parser (recordManifest, mode
 // "apply"): an identical object is `unchanged` there, so resyncs and restarts write nothing.
 package definitions
@@ -32,15 +33,38 @@ import (
 	"admission-ledger/bridge/internal/ledger"
 )
 
-// Group and StoredVersion of our CRDs (ops/k8s/crds/): objects are read in the stored version.
+// Group and StoredVersion of our kueue.x-k8s.io CRDs (ops/k8s/crds/): objects are read in the
+// stored version.
 const (
 	Group         = "kueue.x-k8s.io"
 	StoredVersion = "v1beta2"
 )
 
+// BudgetPolicyKind is the ledger's own definition kind, in BudgetGroup and BudgetVersion
+// (ops/k8s/crds/budgetpolicies.yaml), which an AdmissionCheck of controllerName
+// admission-ledger.io/budget names.
+const (
+	BudgetPolicyKind = "BudgetPolicy"
+	BudgetGroup      = "admission-ledger.io"
+	BudgetVersion    = "v1alpha1"
+)
+
 // Kinds forwarded, each by a controller of its own.
 var Kinds = []string{"ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "AdmissionCheck",
-	"WorkloadPriorityClass"}
+	"WorkloadPriorityClass", BudgetPolicyKind}
+
+// optionalKinds are forwarded only when the cluster serves them: a cluster whose CRDs predate
+// budgets has no BudgetPolicy (and the bridge starts all the same).
+var optionalKinds = map[string]bool{BudgetPolicyKind: true}
+
+// GVK is the group, version and kind in which objects of kind (one of Kinds) are read and
+// forwarded.
+func GVK(kind string) schema.GroupVersionKind {
+	if kind == BudgetPolicyKind {
+		return schema.GroupVersionKind{Group: BudgetGroup, Version: BudgetVersion, Kind: kind}
+	}
+	return schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: kind}
+}
 
 // RetryAfterTransportError is how long a definition waits after admitd could not be reached or
 // asked to retry, on top of controller-runtime's own backoff.
@@ -61,9 +85,18 @@ type Reconciler struct {
 	Events record.EventRecorder
 }
 
-// SetupWithManager registers one controller per kind of Kinds.
+// SetupWithManager registers one controller per kind of Kinds (of optionalKinds, only those
+// the cluster serves).
 func SetupWithManager(mgr ctrl.Manager, ledgerClient Recorder) error {
 	for _, kind := range Kinds {
+		gvk := GVK(kind)
+		if optionalKinds[kind] {
+			if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+				mgr.GetLogger().Info("not forwarding a kind the cluster does not serve",
+					"kind", gvk.String(), "reason", err.Error())
+				continue
+			}
+		}
 		r := &Reconciler{
 			Kind:   kind,
 			Client: mgr.GetClient(),
@@ -71,7 +104,7 @@ func SetupWithManager(mgr ctrl.Manager, ledgerClient Recorder) error {
 			Events: mgr.GetEventRecorderFor("admit-k8s"),
 		}
 		watched := &unstructured.Unstructured{}
-		watched.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: kind})
+		watched.SetGroupVersionKind(gvk)
 		// A change of the spec bumps the generation; labels and annotations (the ledger's
 		// settings of a check) do not, and the ledger reads them too; a deletion starts with a
 		// deletion timestamp.
@@ -92,7 +125,7 @@ func SetupWithManager(mgr ctrl.Manager, ledgerClient Recorder) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx).WithValues("kind", r.Kind)
 	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: r.Kind})
+	obj.SetGroupVersionKind(GVK(r.Kind))
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil // gone: its deletion was forwarded before the finalizer went
@@ -147,11 +180,12 @@ func RequestID(obj *unstructured.Unstructured) string {
 
 // Manifest is the object as the ledger's parser takes it: JSON with apiVersion, kind, the
 // metadata the parser reads (name, namespace, uid, labels, annotations) and the spec (or, for a
-// WorkloadPriorityClass, value and description), in v1beta2: the CRDs convert what users write
-// in v1beta1 (internal/conversion). The status, the server's bookkeeping and the conversion's
-// stash of v1beta1 fields stay out. An object stored before the CRDs converted may still carry
-// a v1beta1 spelling; it is normalized to v1beta2's. A LocalQueue also carries its admission
-// fair sharing seed (AfsSeed), the one part of a status the ledger reads.
+// WorkloadPriorityClass, value and description), in v1beta2 (a BudgetPolicy in v1alpha1): the
+// CRDs convert what users write in v1beta1 (internal/conversion). The status, the server's
+// bookkeeping and the conversion's stash of v1beta1 fields stay out. An object stored before
+// the CRDs converted may still carry a v1beta1 spelling; it is normalized to v1beta2's. A
+// LocalQueue also carries its admission fair sharing seed (AfsSeed), the one part of a status
+// the ledger reads.
 func Manifest(obj *unstructured.Unstructured) (string, error) {
 	metadata := map[string]any{"name": obj.GetName()}
 	if ns := obj.GetNamespace(); ns != "" {
@@ -171,7 +205,7 @@ func Manifest(obj *unstructured.Unstructured) (string, error) {
 		}
 	}
 	out := map[string]any{
-		"apiVersion": Group + "/" + StoredVersion,
+		"apiVersion": GVK(obj.GetKind()).GroupVersion().String(),
 		"kind":       obj.GetKind(),
 		"metadata":   metadata,
 	}

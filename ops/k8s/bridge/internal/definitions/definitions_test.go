@@ -6,7 +6,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -189,5 +192,74 @@ func TestStatusWriterCopiesAfsStatus(t *testing.T) {
 	if owner != checks.BridgeFieldManager {
 		t.Errorf("written as field manager %q, want %q (AfsSeed tells the bridge's writes by it)", owner,
 			checks.BridgeFieldManager)
+	}
+}
+
+// fakeRecorder records the manifests forwarded to it, each recorded at the next sequence.
+type fakeRecorder struct {
+	manifests []string
+}
+
+func (f *fakeRecorder) RecordManifest(_ context.Context, _, mode, manifest string) (
+	ledger.Outcome, error) {
+	f.manifests = append(f.manifests, mode+" "+manifest)
+	sequence := uint64(len(f.manifests))
+	return ledger.Outcome{Sequences: []uint64{sequence}, Unchanged: []bool{false}}, nil
+}
+
+func (f *fakeRecorder) Get(context.Context, string, string) (string, error) { return "", nil }
+
+// A BudgetPolicy (admission-ledger.io/v1alpha1, the ledger's own kind) goes through the one
+// framework of the Kueue definitions: read in its own group and version, forwarded as it is
+// (apiVersion admission-ledger.io/v1alpha1, not kueue.x-k8s.io's), held by the finalizer, and
+// its condition Recorded written.
+func TestBudgetPolicyIsForwarded(t *testing.T) {
+	gvk := GVK(BudgetPolicyKind)
+	if gvk.String() != "admission-ledger.io/v1alpha1, Kind=BudgetPolicy" {
+		t.Fatalf("GVK(BudgetPolicy) = %s", gvk)
+	}
+	if queue := GVK("ClusterQueue"); queue.String() != "kueue.x-k8s.io/v1beta2, Kind=ClusterQueue" {
+		t.Fatalf("GVK(ClusterQueue) = %s", queue)
+	}
+	policy := &unstructured.Unstructured{Object: parse(t, `{
+		"apiVersion":"admission-ledger.io/v1alpha1","kind":"BudgetPolicy",
+		"metadata":{"name":"team-a-month","uid":"u","resourceVersion":"3"},
+		"spec":{"scope":{"namespace":"team-a"},"limits":{"nvidia.com/gpu":"2000"},
+		"period":{"calendar":"Month","timeZone":"Europe/Berlin"}}}`)[0]}
+	var status map[string]any
+	c := fake.NewClientBuilder().WithObjects(policy).WithInterceptorFuncs(interceptor.Funcs{
+		SubResourceUpdate: func(_ context.Context, _ client.Client, _ string, obj client.Object,
+			_ ...client.SubResourceUpdateOption) error {
+			status = obj.(*unstructured.Unstructured).Object["status"].(map[string]any)
+			return nil
+		},
+	}).Build()
+	recorder := &fakeRecorder{}
+	r := &Reconciler{Kind: BudgetPolicyKind, Client: c, Ledger: recorder,
+		Events: record.NewFakeRecorder(4)}
+	if _, err := r.Reconcile(context.Background(),
+		ctrl.Request{NamespacedName: types.NamespacedName{Name: "team-a-month"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := `apply {"apiVersion":"admission-ledger.io/v1alpha1","kind":"BudgetPolicy",` +
+		`"metadata":{"name":"team-a-month","uid":"u"},"spec":{"limits":{"nvidia.com/gpu":"2000"},` +
+		`"period":{"calendar":"Month","timeZone":"Europe/Berlin"},"scope":{"namespace":"team-a"}}}`
+	if len(recorder.manifests) != 1 || recorder.manifests[0] != want {
+		t.Fatalf("forwarded %q\nwant [%s]", recorder.manifests, want)
+	}
+	stored := &unstructured.Unstructured{}
+	stored.SetGroupVersionKind(gvk)
+	key := types.NamespacedName{Name: "team-a-month"}
+	if err := c.Get(context.Background(), key, stored); err != nil {
+		t.Fatal(err)
+	}
+	finalizers := stored.GetFinalizers()
+	if len(finalizers) != 1 || finalizers[0] != DefinitionFinalizer {
+		t.Errorf("finalizers %v, want [%s]", finalizers, DefinitionFinalizer)
+	}
+	conditions, _, _ := unstructured.NestedSlice(status, "conditions")
+	if len(conditions) != 1 || conditions[0].(map[string]any)["type"] != RecordedCondition ||
+		conditions[0].(map[string]any)["status"] != "True" {
+		t.Errorf("status %v, want the condition Recorded True", status)
 	}
 }

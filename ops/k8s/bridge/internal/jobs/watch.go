@@ -23,6 +23,9 @@ import (
 var WatchedKinds = []string{
 	"workloadSubmitted", "workloadImported", "workloadDeleted", "workloadFinished",
 	"checkStateReported",
+	// The ledger's own budget checks, decided at quota reservation or, for a check whose
+	// BudgetPolicy was missing, once the policy is defined (docs/budgets.md).
+	"budgetDecided",
 	"quotaReserved", "admitted", "pendingReasonChanged", "evictionStarted", "quotaReleased",
 	"requeued", "rejected", "deactivated", "preempted", "drainDeadlinePassed",
 	// A pod report changes the workload's status (podsReady: the PodsReady condition).

@@ -328,6 +328,8 @@ func workloadOf(body ledgerevents.Event_body) (string, string, error) {
 		return refOf(body.WorkloadFinished())
 	case ledgerevents.Event_body_Which_checkStateReported:
 		return refOf(body.CheckStateReported())
+	case ledgerevents.Event_body_Which_budgetDecided:
+		return refOf(body.BudgetDecided())
 	case ledgerevents.Event_body_Which_podsReported:
 		return refOf(body.PodsReported())
 	case ledgerevents.Event_body_Which_quotaReserved:

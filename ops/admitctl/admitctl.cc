@@ -365,9 +365,10 @@ int RunFile(const GlobalOptions& global, FileKind kind, const std::string& path,
     std::string name = o.name;  // a Job's or JobSet's own name, not its Workload's
     const std::string prefix = kind_name == "Job" ? "job-" : kind_name == "JobSet" ? "jobset-" : "";
     if (!prefix.empty() && name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
-    const std::string group = kind_name == "Job"      ? "batch"
-                              : kind_name == "JobSet" ? "jobset.x-k8s.io"
-                                                      : "kueue.x-k8s.io";
+    const std::string group = kind_name == "Job"            ? "batch"
+                              : kind_name == "JobSet"       ? "jobset.x-k8s.io"
+                              : kind_name == "BudgetPolicy" ? "admission-ledger.io"
+                                                            : "kueue.x-k8s.io";
     std::transform(kind_name.begin(), kind_name.end(), kind_name.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     labels.push_back(kind_name + "." + group + "/" + name);

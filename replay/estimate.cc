@@ -10,7 +10,9 @@
 #include "projections/engine.h"
 #include "projections/snapshot.h"
 #include "replay/forward_internal.h"
+#include "replay/explain.h"
 #include "replay/replayer.h"
+#include "replay/whatif_report.h"
 
 namespace admission::replay {
 
@@ -72,6 +74,19 @@ int64_t MedianOf(std::vector<int64_t> v) {
 }
 
 }  // namespace
+
+std::string EstimateLine(const AdmissionEstimate& e) {
+  auto in = [&](const std::optional<int64_t>& ns) {
+    return ns ? Duration((*ns - e.at_ns) / 1'000'000) : std::string("beyond the horizon");
+  };
+  if (e.state != "pending") return "";
+  if (!e.median_ns) {
+    return "no admission expected within the horizon (a forward simulation with the others' "
+           "recorded run times and the last hour's arrivals again)";
+  }
+  return "admission expected at " + FormatTimeNs(*e.median_ns) + " (in " + in(e.median_ns) +
+         "), between " + in(e.low_ns) + " and " + in(e.high_ns) + " from then (admitctl estimate)";
+}
 
 Result<AdmissionEstimate> EstimateAdmission(ledger::EventLog& log, const std::string& key,
                                             const EstimateOptions& options) {

@@ -31,6 +31,9 @@ struct AdmissionEstimate {
   std::optional<int64_t> low_ns, median_ns, high_ns;
 };
 
+// "admission expected at 2026-12-01T10:00:00Z (in 2h), between 1h and 3h from now", or why none.
+std::string EstimateLine(const AdmissionEstimate& estimate);
+
 // Errors: kNotFound (no such workload at that instant), the log's.
 Result<AdmissionEstimate> EstimateAdmission(ledger::EventLog& log, const std::string& key,
                                             const EstimateOptions& options);

@@ -1,5 +1,7 @@
 #include "replay/explain.h"
 
+#include "replay/estimate.h"
+
 #include "schema/quantity.h"
 
 #include "schema/time_format.h"
@@ -772,6 +774,12 @@ Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const 
     return x;
   }
   FillNow(engine, it->second, x);
+  if (it->second.phase == projections::Phase::kPending) {
+    EstimateOptions options;
+    options.at_ns = x.at_time_ns;
+    auto est = EstimateAdmission(log, ns + "/" + name, options);
+    if (est.ok()) x.now.estimate = EstimateLine(*est);
+  }
   return x;
 }
 
@@ -796,6 +804,7 @@ std::string ExplainText(const Explanation& x) {
         << (c.message.empty() ? "" : ": " + c.message) << "\n";
   }
   out << "  blocked by:   " << n.blocked_by << "\n";
+  if (!n.estimate.empty()) out << "  estimate:     " << n.estimate << "\n";
   out << "\nhistory (" << x.history.size() << " events):\n";
   for (const HistoryEntry& e : x.history) {
     out << "  #" << e.sequence << "  " << FormatTimeNs(e.recorded_at_ns) << "  "
@@ -847,6 +856,7 @@ std::string ExplainJson(const Explanation& x) {
   if (n.drain_deadline_ns != 0) now["drainDeadline"] = FormatTimeNs(n.drain_deadline_ns);
   if (!n.fencing_token.empty()) now["fencingToken"] = n.fencing_token;
   now["blockedBy"] = n.blocked_by;
+  if (!n.estimate.empty()) now["estimate"] = n.estimate;
   out["now"] = now;
   Json history = Json::array();
   for (const HistoryEntry& e : x.history) {
@@ -931,6 +941,7 @@ void HtmlNow(const WorkloadNow& n, std::ostringstream& out) {
       << Html(n.phase)
       << (n.cluster_queue.empty() ? "" : " in ClusterQueue " + Html(n.cluster_queue)) << "</div>\n";
   out << "<div>" << Html(n.blocked_by) << "</div>\n";
+  if (!n.estimate.empty()) out << "<div class='estimate'>" << Html(n.estimate) << "</div>\n";
   if (!n.flavors.empty()) out << "<div class=\"mono\">admission: " << Html(n.flavors) << "</div>\n";
   if (!n.checks.empty()) {
     out << "<table><tr><th>check</th><th>state</th><th>since</th><th>report</th><th>message</th></"

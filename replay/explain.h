@@ -85,6 +85,9 @@ struct WorkloadNow {
   std::string flavors;  // of the current admission, as in HistoryEntry
   // One sentence: what blocks it now (or that nothing does, or how it ended).
   std::string blocked_by;
+  // A pending workload: when it is expected to be admitted (replay/estimate.h), in one line;
+  // empty otherwise.
+  std::string estimate;
 };
 
 struct Explanation {

@@ -252,6 +252,22 @@ TEST(WhatIf, PendingWorkloadsCountInTheirLocalQueuesClusterQueue) {
   EXPECT_EQ(result->recorded.workloads.at("team-a/j4").cluster_queue, "team-a");
 }
 
+// From the ledger's start (no --from) the usage plot's time axis runs from the first quota
+// (00:00) to the end (04:00), not from the epoch.
+TEST(WhatIf, TheUsagePlotsTimeAxisIsTheReportsRange) {
+  ledger::MemoryLog log;
+  Record("history-queue.yaml", &log);
+  auto result = replay::Forward(log, {});
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  const std::string html = replay::WhatIfHtml(replay::Summarize(*result), *result, {});
+  const size_t usage = html.find("<svg class='plot usage' data-cq='team-a'");
+  ASSERT_NE(usage, std::string::npos) << html;
+  EXPECT_NE(html.find(">time 4h</text>", usage), std::string::npos) << html.substr(usage, 400);
+  // The first step (j1's 4 GPUs at 00:00) is at the axis, the left edge of the plot.
+  EXPECT_NE(html.find("points='36,124 36,124 36,8 ", usage), std::string::npos)
+      << html.substr(usage, 600);
+}
+
 TEST(WhatIf, AFromAfterTheLedgersEndIsRefused) {
   ledger::MemoryLog log;
   Record("history-queue.yaml", &log);

@@ -62,8 +62,15 @@ Result<AdmissionEstimate> Simulate3(const RecordedWorld& world, const projection
       *out[i] = w->second.admitted_at_ns;
     }
   }
-  // Shorter run times of the others admit it sooner: the range is the earliest and the latest.
-  if (est.low_ns && est.high_ns && *est.low_ns > *est.high_ns) std::swap(est.low_ns, est.high_ns);
+  // The range is the earliest and the latest of the three (shorter run times of the others
+  // mostly, not always, admit it sooner); one not within the horizon makes the latest open.
+  std::optional<int64_t> earliest, latest = est.low_ns;
+  for (const std::optional<int64_t>* v : out) {
+    if (*v && (!earliest || **v < *earliest)) earliest = *v;
+    if (latest && (!*v || **v > *latest)) latest = *v;
+  }
+  est.low_ns = earliest;
+  est.high_ns = latest;
   return est;
 }
 
@@ -169,7 +176,8 @@ Result<BacktestReport> Backtest(ledger::EventLog& log, const BacktestOptions& op
       const int64_t actual = w->admitted_ns.begin()->second;
       ++g.samples;
       errors[cq].push_back(std::abs(*est->median_ns - actual) / 1'000'000);
-      g.within_range += *est->low_ns <= actual && actual <= *est->high_ns;
+      // low_ns is set with median_ns; high_ns unset: the range is open beyond the horizon.
+      g.within_range += *est->low_ns <= actual && (!est->high_ns || actual <= *est->high_ns);
     }
   }
   for (auto& [cq, g] : groups) {

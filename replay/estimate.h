@@ -26,8 +26,9 @@ struct AdmissionEstimate {
   std::string key;
   std::string state;   // "pending", or the phase it is in ("Admitted", "Finished", ...)
   int64_t at_ns = 0;   // the instant estimated from
-  // The simulated admission with short (p10), median (p50) and long (p90) run times of the
-  // others; nullopt: not within the horizon.
+  // median_ns: the simulated admission with the others' median (p50) run times; low_ns and
+  // high_ns: the earliest and the latest of it and the runs with short (p10) and long (p90) ones.
+  // nullopt: not within the horizon (high_ns: one of the three is not; low_ns: none is).
   std::optional<int64_t> low_ns, median_ns, high_ns;
 };
 

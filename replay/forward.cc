@@ -20,6 +20,7 @@
 #include "replay/replayer.h"
 #include "schema/event_codec.h"
 #include "schema/fencing_token.h"
+#include "schema/time_format.h"
 
 namespace admission::replay {
 
@@ -262,6 +263,12 @@ void OutcomeFold::Apply(schema::Event::Reader e) {
         o->finished_ns = at;
       }
       break;
+    case W::LOCAL_QUEUE_DEFINED: {
+      auto lq = b.getLocalQueueDefined();
+      lq_cluster_queue_[Str(lq.getNamespace()) + "/" + Str(lq.getName())] =
+          Str(lq.getClusterQueue());
+      break;
+    }
     default:
       break;
   }
@@ -270,6 +277,12 @@ void OutcomeFold::Apply(schema::Event::Reader e) {
 RunOutcome OutcomeFold::Finish(int64_t end_ns) const {
   RunOutcome out;
   out.workloads = workloads_;
+  // A workload never reserved (pending at the end, or rejected before) counts in the
+  // ClusterQueue its LocalQueue points to.
+  for (auto& [key, w] : out.workloads) {
+    auto lq = lq_cluster_queue_.find(w.local_queue);
+    if (w.cluster_queue.empty() && lq != lq_cluster_queue_.end()) w.cluster_queue = lq->second;
+  }
   out.usage.assign(usage_.closed().begin(), usage_.closed().end());
   for (projections::Interval& open : usage_.OpenUntil(end_ns / 1'000'000)) {
     out.usage.push_back(std::move(open));
@@ -452,16 +465,27 @@ void Simulation::SeedFromState(int64_t t0) {
     }
     if (wl.phase != projections::Phase::kAdmitted) continue;
     int64_t start = t0;
-    if (auto w = world_.by_uid.find(wl.uid); w != world_.by_uid.end() && wl.pods_released) {
-      auto released = w->second.released_ns.find(wl.generation);
-      if (released != w->second.released_ns.end()) start = released->second;
+    bool release = !wl.pods_released;
+    if (auto w = world_.by_uid.find(wl.uid); w != world_.by_uid.end()) {
+      const RecordedWorkload& rec = w->second;
+      auto released = rec.released_ns.find(wl.generation);
+      auto admitted = rec.admitted_ns.find(wl.generation);
+      if (wl.pods_released && released != rec.released_ns.end()) {
+        start = released->second;
+      } else if (!wl.pods_released && rec.released_ns.empty() &&
+                 admitted != rec.admitted_ns.end()) {
+        // The record never released its pods (no runtime reported them): its run counts from
+        // its admission (RecordedWorkload::LastStart), and no release is sent (as OnDecision).
+        start = admitted->second;
+        release = false;
+      }
     }
     capnp::MallocMessageBuilder ref_message;
     auto ref = ref_message.initRoot<schema::WorkloadRef>();
     ref.setNamespace(wl.ns);
     ref.setName(wl.name);
     ref.setUid(wl.uid);
-    if (!wl.pods_released) {
+    if (release) {
       capnp::MallocMessageBuilder pods;
       auto pr = pods.initRoot<schema::Event>().initBody().initPodsReported();
       pr.setWorkload(ref.asReader());
@@ -585,6 +609,12 @@ Result<ForwardResult> Forward(ledger::EventLog& log, const ForwardOptions& optio
   OutcomeFold before, recorded;
   Status gathered = internal::Gather(log, options, changed_keys, &world, &before, &recorded);
   if (!gathered.ok()) return gathered;
+  if (options.from_ns > world.last_ns) {
+    return Status(Code::kInvalidArgument,
+                  "from " + FormatRfc3339(options.from_ns) + " is after the ledger's last event (" +
+                      (world.last_ns == 0 ? std::string("none") : FormatRfc3339(world.last_ns)) +
+                      ")");
+  }
   ForwardResult result;
   result.from_ns = options.from_ns;
   result.to_ns = options.to_ns == 0 ? world.last_ns : options.to_ns;

@@ -21,6 +21,7 @@ namespace admission::replay {
 
 // What happened to one workload, on one side (recorded or simulated).
 struct WorkloadOutcome {
+  // cluster_queue: its last reservation's; never reserved: its LocalQueue's at the end.
   std::string key, uid, cluster_queue, local_queue, priority_class;
   int64_t submitted_ns = 0;
   std::optional<int64_t> admitted_ns;  // the first admission
@@ -84,6 +85,7 @@ class OutcomeFold {
   std::map<std::string, WorkloadOutcome> workloads_;
   std::map<std::string, std::string> uid_key_;         // uid -> key
   std::map<std::string, std::string> last_admission_;  // key -> its last reservation's flavors
+  std::map<std::string, std::string> lq_cluster_queue_;  // namespace/name -> its ClusterQueue
   projections::UsageFold usage_;
   uint64_t decisions_ = 0;
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "replay/whatif_report.h"
@@ -80,9 +81,25 @@ std::string WaitPlot(const std::string& cq, const ForwardResult& r) {
   return o.str();
 }
 
+// Where the usage plots' time axis starts: --from; from the ledger's start (from_ns 0), the
+// first instant a ClusterQueue had quota or held any, not the epoch.
+int64_t PlotStartMs(const ForwardResult& r) {
+  if (r.from_ns != 0) return r.from_ns / 1'000'000;
+  std::optional<int64_t> first;
+  for (const RunOutcome* side : {&r.recorded, &r.simulated}) {
+    for (const projections::Interval& in : side->usage) {
+      first = std::min(first.value_or(in.start_ms), in.start_ms);
+    }
+    for (const projections::QuotaSpan& q : side->quota) {
+      first = std::min(first.value_or(q.start_ms), q.start_ms);
+    }
+  }
+  return first.value_or(0);
+}
+
 // GPUs held (reserved: used and idle) by one ClusterQueue over [from, to], per side.
-std::string UsagePlot(const std::string& cq, const ForwardResult& r) {
-  const int64_t from = r.from_ns / 1'000'000, to = std::max(r.to_ns / 1'000'000, from + 1);
+std::string UsagePlot(const std::string& cq, const ForwardResult& r, int64_t from) {
+  const int64_t to = std::max(r.to_ns / 1'000'000, from + 1);
   std::map<int64_t, __int128> deltas[2];
   const RunOutcome* sides[2] = {&r.recorded, &r.simulated};
   __int128 max = 1000;
@@ -162,10 +179,11 @@ std::string WhatIfHtml(const WhatIfSummary& sum, const ForwardResult& result,
     }
   }
   o << "</table>\n<h2>Per ClusterQueue: waits (cumulative) and GPUs held over time</h2>\n";
+  const int64_t plot_start_ms = PlotStartMs(result);
   for (const GroupStats& g : sum.groups) {
     if (g.kind != "ClusterQueue" || g.name == "(none)") continue;
     o << "<div class='cq'><b>" << Esc(g.name) << "</b>" << WaitPlot(g.name, result)
-      << UsagePlot(g.name, result) << "</div>\n";
+      << UsagePlot(g.name, result, plot_start_ms) << "</div>\n";
   }
   if (!sum.changed.empty()) {
     o << "<h2>Changed most</h2><table id='changed'><tr><th>workload</th><th>ClusterQueue</th>"

@@ -1,7 +1,9 @@
 // Forward simulation from the record (docs/whatif.md) on histories whose answers are known by
 // construction: a no-change what-if reproduces the record exactly (calibration); doubling a
 // ClusterQueue's quota four times over removes its waits; disabling reclaim makes the tenant
-// wait for the borrower's run time. Also: the report's bytes are the same on every run.
+// wait for the borrower's run time. Also: the report's bytes are the same on every run; a start
+// mid-run keeps the record's run times; pending workloads count in their ClusterQueue; an
+// estimate whose long run is beyond the horizon has an open range.
 
 #include <gtest/gtest.h>
 
@@ -16,6 +18,7 @@
 
 #include "ledger/memory_log.h"
 #include "ops/kueue_yaml/kueue_yaml.h"
+#include "replay/estimate.h"
 #include "replay/forward.h"
 #include "replay/ledger_file.h"
 #include "replay/whatif_report.h"
@@ -196,6 +199,119 @@ spec:
   auto result = replay::Forward(log, options);
   ASSERT_FALSE(result.ok());
   EXPECT_NE(result.status().message().find("a change is a definition"), std::string::npos);
+}
+
+int64_t At(const std::string& rfc3339) {
+  auto ns = ParseRfc3339(rfc3339);
+  EXPECT_TRUE(ns.ok()) << rfc3339;
+  return ns.ok() ? *ns : 0;
+}
+
+// From the state at 01:30 (j2 admitted at 01:00, no pods ever reported: its recorded hour counts
+// from its admission) the record is reproduced: j2 ends at 02:00, not an hour after 01:30.
+TEST(WhatIf, FromMidRunKeepsTheRecordedRunTimes) {
+  ledger::MemoryLog log;
+  Record("history-queue.yaml", &log);
+  replay::ForwardOptions options;
+  options.from_ns = At("2026-10-01T01:30:00Z");
+  auto result = replay::Forward(log, options);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  for (const char* key : {"team-a/j3", "team-a/j4"}) {
+    const auto& rec = result->recorded.workloads.at(key);
+    const auto& sim = result->simulated.workloads.at(key);
+    ASSERT_TRUE(rec.admitted_ns && sim.admitted_ns) << key;
+    EXPECT_EQ(*sim.admitted_ns, *rec.admitted_ns) << key;
+    EXPECT_EQ(sim.finished_ns, rec.finished_ns) << key;
+  }
+  // Nobody's pods were reported: the GPUs are held idle on both sides, none used.
+  const replay::WhatIfSummary s = replay::Summarize(*result);
+  const replay::GroupStats* cq = Group(s, "ClusterQueue", "team-a");
+  ASSERT_NE(cq, nullptr);
+  EXPECT_EQ(cq->simulated.gpu_used, 0);
+  EXPECT_EQ(cq->simulated.gpu_idle, cq->recorded.gpu_idle);
+}
+
+// Up to 01:30, j3 and j4 were never reserved: they count as pending in team-a (their
+// LocalQueue's ClusterQueue), not in a ClusterQueue "(none)".
+TEST(WhatIf, PendingWorkloadsCountInTheirLocalQueuesClusterQueue) {
+  ledger::MemoryLog log;
+  Record("history-queue.yaml", &log);
+  replay::ForwardOptions options;
+  options.to_ns = At("2026-10-01T01:30:00Z");
+  auto result = replay::Forward(log, options);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  const replay::WhatIfSummary s = replay::Summarize(*result);
+  const std::string text = replay::WhatIfText(s, {});
+  EXPECT_EQ(Group(s, "ClusterQueue", "(none)"), nullptr) << text;
+  const replay::GroupStats* cq = Group(s, "ClusterQueue", "team-a");
+  ASSERT_NE(cq, nullptr) << text;
+  EXPECT_EQ(cq->recorded.workloads, 4u) << text;
+  EXPECT_EQ(cq->recorded.admitted, 2u) << text;
+  EXPECT_EQ(cq->recorded.pending_at_end, 2u) << text;
+  EXPECT_EQ(cq->recorded.wait_max_ms, kHourMs + kHourMs / 2) << text;
+  EXPECT_EQ(result->recorded.workloads.at("team-a/j4").cluster_queue, "team-a");
+}
+
+// From the ledger's start (no --from) the usage plot's time axis runs from the first quota
+// (00:00) to the end (04:00), not from the epoch.
+TEST(WhatIf, TheUsagePlotsTimeAxisIsTheReportsRange) {
+  ledger::MemoryLog log;
+  Record("history-queue.yaml", &log);
+  auto result = replay::Forward(log, {});
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  const std::string html = replay::WhatIfHtml(replay::Summarize(*result), *result, {});
+  const size_t usage = html.find("<svg class='plot usage' data-cq='team-a'");
+  ASSERT_NE(usage, std::string::npos) << html;
+  EXPECT_NE(html.find(">time 4h</text>", usage), std::string::npos) << html.substr(usage, 400);
+  // The first step (j1's 4 GPUs at 00:00) is at the axis, the left edge of the plot.
+  EXPECT_NE(html.find("points='36,124 36,124 36,8 ", usage), std::string::npos)
+      << html.substr(usage, 600);
+}
+
+TEST(WhatIf, AFromAfterTheLedgersEndIsRefused) {
+  ledger::MemoryLog log;
+  Record("history-queue.yaml", &log);
+  replay::ForwardOptions options;
+  options.from_ns = At("2026-10-02T00:00:00Z");
+  auto result = replay::Forward(log, options);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(result.status().message().find("is after the ledger's last event "
+                                           "(2026-10-01T04:00:00Z)"),
+            std::string::npos)
+      << result.status().ToString();
+}
+
+// At second's submission first (admitted at 06:00) is expected to run 1h (p10, p50) or 3h (p90):
+// with a 2h horizon the latest is not within it, and the range is [07:00, open).
+TEST(Estimate, ALongRunBeyondTheHorizonLeavesTheRangeOpen) {
+  ledger::MemoryLog log;
+  Record("history-backtest.yaml", &log);
+  replay::EstimateOptions options;
+  options.at_ns = At("2026-10-01T06:00:00Z");
+  options.horizon_ns = 2 * kHourMs * 1'000'000;
+  auto est = replay::EstimateAdmission(log, "team-a/second", options);
+  ASSERT_TRUE(est.ok()) << est.status().ToString();
+  EXPECT_EQ(est->state, "pending");
+  EXPECT_EQ(est->median_ns, At("2026-10-01T07:00:00Z"));
+  EXPECT_EQ(est->low_ns, At("2026-10-01T07:00:00Z"));
+  EXPECT_EQ(est->high_ns, std::nullopt);
+  options.horizon_ns = 4 * kHourMs * 1'000'000;
+  est = replay::EstimateAdmission(log, "team-a/second", options);
+  ASSERT_TRUE(est.ok()) << est.status().ToString();
+  EXPECT_EQ(est->high_ns, At("2026-10-01T09:00:00Z"));
+  // The backtest counts second's admission at 07:00 within its open range.
+  replay::BacktestOptions backtest;
+  backtest.horizon_ns = 2 * kHourMs * 1'000'000;
+  auto report = replay::Backtest(log, backtest);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->candidates, 1u);
+  ASSERT_EQ(report->groups.size(), 2u);
+  for (const replay::BacktestGroup& g : report->groups) {
+    EXPECT_EQ(g.samples, 1u) << g.cluster_queue;
+    EXPECT_EQ(g.within_range, 1u) << g.cluster_queue;
+    EXPECT_EQ(g.median_abs_error_ms, 0) << g.cluster_queue;
+  }
 }
 
 }  // namespace

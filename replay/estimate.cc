@@ -122,14 +122,14 @@ Result<BacktestReport> Backtest(ledger::EventLog& log, const BacktestOptions& op
   std::vector<const internal::RecordedWorkload*> waited;
   BacktestReport report;
   const int64_t to = options.to_ns == 0 ? world.last_ns : options.to_ns;
-  // Estimates need recorded runs to go by: none is asked before kWarmUpRuns runs finished.
+  // Estimates need recorded runs to go by: none is asked before some runs finished.
   std::vector<int64_t> finishes;
   for (const auto& [uid, w] : world.by_uid) {
     if (w.RecordedRuntime()) finishes.push_back(*w.finished_ns);
   }
   std::sort(finishes.begin(), finishes.end());
-  report.warm_up_ns = finishes.size() >= kWarmUpRuns ? finishes[kWarmUpRuns - 1]
-                                                     : std::numeric_limits<int64_t>::max();
+  // In a long record, after the kWarmUpRuns-th run finished; a short one is sampled whole.
+  report.warm_up_ns = finishes.size() >= 10 * kWarmUpRuns ? finishes[kWarmUpRuns - 1] : 0;
   const int64_t from = std::max(options.from_ns, report.warm_up_ns);
   for (const auto& [uid, w] : world.by_uid) {
     if (w.submitted_seq == 0 || w.submitted_ns < from || w.submitted_ns > to) continue;

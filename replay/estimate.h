@@ -57,7 +57,8 @@ struct BacktestReport {
   std::vector<BacktestGroup> groups;  // by ClusterQueue, then "(all)"
   uint64_t candidates = 0;            // workloads that waited, submitted in range
   uint64_t never_admitted = 0;        // waited and never admitted in the record: not compared
-  int64_t warm_up_ns = 0;  // samples are submitted after this: the 100th recorded run finished
+  // Samples are submitted after this: in a record of 1,000 runs or more, the 100th finished.
+  int64_t warm_up_ns = 0;
 };
 
 Result<BacktestReport> Backtest(ledger::EventLog& log, const BacktestOptions& options);

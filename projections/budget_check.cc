@@ -66,6 +66,7 @@ void Engine::DefineBudgetPolicy(schema::BudgetPolicyDef::Reader def, uint64_t se
 
 void Engine::FeedUsage(schema::Event::Reader event) {
   usage_.Apply(event.getSequence(), event);
+  if (!usage_.HasClosed()) return;
   const int64_t now_ms = Ms(now_ns_);
   const int64_t keep_from = now_ms - kBudgetHorizonMs;
   for (const Interval& interval : usage_.closed()) usage_buckets_.Add(interval, keep_from);

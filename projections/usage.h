@@ -96,6 +96,7 @@ class UsageFold {
   Status Restore(std::string_view key, std::string_view value);
   // Every entry of the open state, in key order (a snapshot of the decider stores them).
   std::vector<std::pair<std::string, std::string>> Entries() const;
+  bool HasClosed() const { return !closed_.empty() || !quota_closed_.empty(); }
   void DropClosed() {
     closed_.clear();
     quota_closed_.clear();

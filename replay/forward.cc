@@ -42,6 +42,12 @@ std::string KeyOf(schema::WorkloadRef::Reader r) {
   return Str(r.getNamespace()) + "/" + Str(r.getName());
 }
 
+// What a change replaces: a definition's key, or the engine configuration.
+std::string ChangeKey(schema::Event::Reader e) {
+  if (e.getBody().isEngineConfigDefined()) return "EngineConfig//";
+  return projections::DefinitionKey(e);
+}
+
 bool ModelledInput(W which) {
   return which == W::WORKLOAD_FINISHED || which == W::CHECK_STATE_REPORTED ||
          which == W::PODS_REPORTED || which == W::CLOCK_ADVANCED;
@@ -162,7 +168,7 @@ Status internal::Gather(ledger::EventLog& log, const ForwardOptions& options,
       if (recorded != nullptr && (options.to_ns == 0 || at <= options.to_ns)) recorded->Apply(e);
       if (started && !decision && !ModelledInput(e.getBody().which()) &&
           (options.to_ns == 0 || at <= options.to_ns)) {
-        const std::string key = projections::DefinitionKey(e);
+        const std::string key = ChangeKey(e);
         if (key.empty() || changed_keys.count(key) == 0) {
           world->passthrough.emplace_back(at, std::string(bytes));
         }
@@ -602,7 +608,7 @@ Result<ForwardResult> Forward(ledger::EventLog& log, const ForwardOptions& optio
                     std::string("a change is a definition, a deletion of one or an engine "
                                 "configuration, not ") + schema::BodyName(e->root()));
     }
-    const std::string key = projections::DefinitionKey(e->root());
+    const std::string key = ChangeKey(e->root());
     if (!key.empty()) changed_keys.insert(key);
   }
   RecordedWorld world;

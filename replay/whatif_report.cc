@@ -195,7 +195,9 @@ std::string RuntimeLine(const WhatIfSummary& sum) {
 
 std::string WhatIfJson(const WhatIfSummary& sum, const std::vector<std::string>& changes) {
   nlohmann::ordered_json doc;
-  doc["from"] = FormatRfc3339(sum.from_ns);
+  // null: from the ledger's start.
+  doc["from"] = sum.from_ns == 0 ? nlohmann::ordered_json(nullptr)
+                                 : nlohmann::ordered_json(FormatRfc3339(sum.from_ns));
   doc["to"] = FormatRfc3339(sum.to_ns);
   doc["changes"] = changes;
   doc["workloads"] = sum.workloads;

@@ -151,4 +151,16 @@ void AddMetricsCommands(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddWhatIfCommands(CLI::App& app, GlobalOptions& global, int* exit_code);
 // `simulate` and `drill` (ops/admitctl/sim_commands.cc).
 void AddSimulationCommands(CLI::App& app, int* exit_code);
+// configure's settings, shared with `whatif configure` (a changed configuration to simulate).
+struct ConfigArgs {
+  std::string pods_ready_timeout, aging_step, retain_finished = "24h", retain_deactivated = "24h";
+  int32_t backoff_base = 60, backoff_max = 3600, backoff_limit = 0, aging_max = 0;
+  bool fair_sharing = false;
+  std::vector<std::string> fs_strategies;  // Kueue's fairSharing.preemptionStrategies
+  std::string afs_half_life, afs_sampling = "5m";
+  std::vector<std::string> afs_weights;
+};
+Status FillEngineConfig(const ConfigArgs& cfg, schema::Event::Builder event);
+void AddConfigOptions(CLI::App* command, ConfigArgs& cfg);
+
 }  // namespace admission::ops

@@ -469,17 +469,29 @@ void AddMaintenanceCommand(CLI::App& app, GlobalOptions& global, int* exit_code)
   });
 }
 
-struct ConfigArgs {
-  std::string pods_ready_timeout, aging_step, retain_finished = "24h", retain_deactivated = "24h";
-  int32_t backoff_base = 60, backoff_max = 3600, backoff_limit = 0, aging_max = 0;
-  bool fair_sharing = false;
-  std::vector<std::string> fs_strategies;  // Kueue's fairSharing.preemptionStrategies
-  std::string afs_half_life, afs_sampling = "5m";
-  std::vector<std::string> afs_weights;
-};
+
+void AddConfigureCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
+  auto cfg = std::make_shared<ConfigArgs>();
+  auto* configure = app.add_subcommand(
+      "configure", "set the decider's configuration (an input event, so replay sees it): "
+                   "waitForPodsReady, Kueue's requeue backoff, aging, fair sharing, "
+                   "retention of ended workloads");
+  AddConfigOptions(configure, *cfg);
+  configure->callback([&global, cfg, exit_code] {
+    *exit_code = RecordOne(
+        global, "engine configuration", "operator",
+        [&](Session& session, schema::Event::Builder event) -> Status {
+          (void)session;
+          return FillEngineConfig(*cfg, event);
+        },
+        "text");
+  });
+}
+
+}  // namespace
 
 // configure's admission fair sharing: half-life, sampling interval and resource weights.
-Status FillAdmissionFairSharing(const ConfigArgs& cfg, schema::EngineConfigDef::Builder c) {
+static Status FillAdmissionFairSharing(const ConfigArgs& cfg, schema::EngineConfigDef::Builder c) {
   if (cfg.afs_half_life.empty()) {
     if (!cfg.afs_weights.empty()) {
       return Status(Code::kInvalidArgument,
@@ -558,59 +570,43 @@ Status FillEngineConfig(const ConfigArgs& cfg, schema::Event::Builder event) {
   return Status::Ok();
 }
 
-void AddConfigureCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
-  auto cfg = std::make_shared<ConfigArgs>();
-  auto* configure = app.add_subcommand(
-      "configure", "set the decider's configuration (an input event, so replay sees it): "
-                   "waitForPodsReady, Kueue's requeue backoff, aging, fair sharing, "
-                   "retention of ended workloads");
-  configure->add_option("--pods-ready-timeout", cfg->pods_ready_timeout,
+void AddConfigOptions(CLI::App* configure, ConfigArgs& cfg) {
+  configure->add_option("--pods-ready-timeout", cfg.pods_ready_timeout,
                         "enable waitForPodsReady with this timeout (e.g. 5m)");
-  configure->add_option("--backoff-base-seconds", cfg->backoff_base, "Kueue backoffBaseSeconds");
-  configure->add_option("--backoff-max-seconds", cfg->backoff_max, "Kueue backoffMaxSeconds");
-  configure->add_option("--backoff-limit-count", cfg->backoff_limit,
+  configure->add_option("--backoff-base-seconds", cfg.backoff_base, "Kueue backoffBaseSeconds");
+  configure->add_option("--backoff-max-seconds", cfg.backoff_max, "Kueue backoffMaxSeconds");
+  configure->add_option("--backoff-limit-count", cfg.backoff_limit,
                         "Kueue backoffLimitCount (0: none)");
-  configure->add_option("--aging-step", cfg->aging_step,
+  configure->add_option("--aging-step", cfg.aging_step,
                         "pending workloads gain one priority point per this long (e.g. 10m)");
-  configure->add_option("--aging-max", cfg->aging_max, "at most this many points of aging");
-  configure->add_flag("--fair-sharing", cfg->fair_sharing,
+  configure->add_option("--aging-max", cfg.aging_max, "at most this many points of aging");
+  configure->add_flag("--fair-sharing", cfg.fair_sharing,
                       "order entries by weighted dominant resource share");
   configure
-      ->add_option("--fair-sharing-preemption-strategy", cfg->fs_strategies,
+      ->add_option("--fair-sharing-preemption-strategy", cfg.fs_strategies,
                    "Kueue's fairSharing.preemptionStrategies, in order (repeat the flag): "
                    "LessThanOrEqualToFinalShare, LessThanInitialShare (default: both, so)")
       ->check(CLI::IsMember({"LessThanOrEqualToFinalShare", "LessThanInitialShare"}));
-  configure->add_option("--admission-fair-sharing-half-life", cfg->afs_half_life,
+  configure->add_option("--admission-fair-sharing-half-life", cfg.afs_half_life,
                         "enable Kueue's admissionFairSharing with this usageHalfLifeTime (e.g. "
                         "1h; 0 resets usage at every sampling): ClusterQueues whose "
                         "admissionScope.admissionMode is UsageBasedAdmissionFairSharing order "
                         "workloads by their LocalQueue's usage");
-  configure->add_option("--admission-fair-sharing-sampling-interval", cfg->afs_sampling,
+  configure->add_option("--admission-fair-sharing-sampling-interval", cfg.afs_sampling,
                         "admissionFairSharing.usageSamplingInterval")
       ->capture_default_str();
-  configure->add_option("--admission-fair-sharing-weight", cfg->afs_weights,
+  configure->add_option("--admission-fair-sharing-weight", cfg.afs_weights,
                         "admissionFairSharing.resourceWeights entry RESOURCE=WEIGHT (repeatable; "
                         "absent resources weigh 1)");
-  configure->add_option("--retain-finished", cfg->retain_finished,
+  configure->add_option("--retain-finished", cfg.retain_finished,
                         "Kueue objectRetentionPolicies.workloads.afterFinished: how long a "
                         "finished, rejected or deleted workload stays in the live state (ledger "
                         "time; the ledger keeps it for ever), or never")
       ->capture_default_str();
-  configure->add_option("--retain-deactivated", cfg->retain_deactivated,
+  configure->add_option("--retain-deactivated", cfg.retain_deactivated,
                         "Kueue objectRetentionPolicies.workloads.afterDeactivatedByKueue, or never")
       ->capture_default_str();
-  configure->callback([&global, cfg, exit_code] {
-    *exit_code = RecordOne(
-        global, "engine configuration", "operator",
-        [&](Session& session, schema::Event::Builder event) -> Status {
-          (void)session;
-          return FillEngineConfig(*cfg, event);
-        },
-        "text");
-  });
 }
-
-}  // namespace
 
 // A ClusterQueue's or LocalQueue's current definition with another stopPolicy, recorded by the
 // operator (kueuectl stop|resume clusterqueue|localqueue).

@@ -11,7 +11,10 @@
 
 #include "ops/admitctl/common.h"
 #include "ops/kueue_yaml/kueue_yaml.h"
+#include <capnp/message.h>
+
 #include "replay/estimate.h"
+#include "schema/event_codec.h"
 #include "replay/forward.h"
 #include "replay/whatif_report.h"
 #include "schema/quantity.h"
@@ -22,6 +25,7 @@ namespace admission::ops {
 namespace {
 
 struct WhatIfArgs {
+  std::shared_ptr<ConfigArgs> config;  // `whatif ... configure FLAGS`: a changed configuration
   std::vector<std::string> changes;
   std::string from, to, drain = "720h", format = "text", out;
 };
@@ -56,6 +60,14 @@ int RunWhatIf(const GlobalOptions& global, const WhatIfArgs& args) {
   std::vector<std::string> names;
   if (Status read = ReadChanges(args.changes, &options.changes, &names); !read.ok()) {
     return Fail(read);
+  }
+  if (args.config) {
+    capnp::MallocMessageBuilder m;
+    if (Status filled = FillEngineConfig(*args.config, m.initRoot<schema::Event>()); !filled.ok()) {
+      return Fail(filled);
+    }
+    options.changes.push_back(schema::EncodeEvent(m));
+    names.push_back("EngineConfiguration");
   }
   auto from = TimeFlag("from", args.from);
   auto to = TimeFlag("to", args.to);
@@ -198,7 +210,16 @@ void AddWhatIfCommands(CLI::App& app, GlobalOptions& global, int* exit_code) {
   whatif->add_option("-o,--output", args->format, "text (default), json or html")
       ->check(CLI::IsMember({"text", "json", "html"}));
   whatif->add_option("--out", args->out, "write the report to this file instead of stdout");
-  whatif->callback([&global, args, exit_code]() { *exit_code = RunWhatIf(global, *args); });
+  auto config = std::make_shared<ConfigArgs>();
+  auto* configure = whatif->add_subcommand(
+      "configure",
+      "simulate under this engine configuration instead of the recorded one (the flags of "
+      "`admitctl configure`, after the whatif options: whatif --change F configure --fair-sharing)");
+  AddConfigOptions(configure, *config);
+  whatif->callback([&global, args, config, configure, exit_code]() {
+    if (configure->parsed()) args->config = config;
+    *exit_code = RunWhatIf(global, *args);
+  });
 
   auto est = std::make_shared<EstimateArgs>();
   auto* estimate = app.add_subcommand(

@@ -74,6 +74,16 @@ expect_rc 0 $admitctl --ledger "$L" whatif --change "$bigger"
 contains "$out" "changes: ClusterQueue/gpu"
 contains "$out" "ml/job-e in gpu: 4h30m -> 0s"
 
+# A changed engine configuration (configure's flags) replaces the recorded one; with the
+# bigger quota too, the outcome is the bigger quota's.
+expect_rc 0 $admitctl --ledger "$L" whatif --change "$bigger" -o json configure --fair-sharing
+json_check "$out" '
+assert d["changes"] == ["ClusterQueue/gpu", "EngineConfiguration"], d["changes"]
+g = {(x["kind"], x["name"]): x for x in d["groups"]}[("ClusterQueue", "gpu")]
+assert g["simulated"]["waitMaxMs"] == 0, g'
+expect_rc 1 $admitctl --ledger "$L" whatif configure --backoff-base-seconds 5 --aging-step 3x
+contains "$err" "3x"
+
 # HTML to a file; the same command twice writes the same bytes (JSON and text too).
 for run in 1 2; do
   expect_rc 0 $admitctl --ledger "$L" whatif --change "$bigger" -o html \

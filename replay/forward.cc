@@ -380,7 +380,10 @@ void Simulation::ScheduleChecks(const projections::WorkloadState& wl, int64_t at
     // The recorded report for this generation, else the workload's last, else Ready after the
     // check's median delay.
     const RecordedWorkload::Report* pick = nullptr;
-    for (const auto& r : w ? w->reports : std::vector<RecordedWorkload::Report>{}) {
+    static const std::vector<RecordedWorkload::Report> kNoReports;
+    // Both lvalues: a reference into the record, not a copy `pick` would outlive.
+    const std::vector<RecordedWorkload::Report>& reports = w != nullptr ? w->reports : kNoReports;
+    for (const auto& r : reports) {
       if (r.check != check || (model_.forecast && r.at_ns > model_.as_of_ns)) continue;
       if (pick == nullptr || r.generation <= wl.generation) pick = &r;
     }

@@ -74,12 +74,6 @@ Result<AdmissionEstimate> Simulate3(const RecordedWorld& world, const projection
   return est;
 }
 
-int64_t MedianOf(std::vector<int64_t> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[(v.size() - 1) / 2];
-}
-
 }  // namespace
 
 std::string EstimateLine(const AdmissionEstimate& e) {
@@ -181,7 +175,7 @@ Result<BacktestReport> Backtest(ledger::EventLog& log, const BacktestOptions& op
     }
   }
   for (auto& [cq, g] : groups) {
-    g.median_abs_error_ms = MedianOf(errors[cq]);
+    g.median_abs_error_ms = NearestRank(errors[cq], 50).value_or(0);
     if (cq != "(all)") report.groups.push_back(g);
   }
   if (groups.count("(all)")) report.groups.push_back(groups["(all)"]);

@@ -183,15 +183,15 @@ Status internal::Gather(ledger::EventLog& log, const ForwardOptions& options,
 
 namespace {
 
-// The q-th percentile (nearest rank) of `v`; -1 when empty.
-int64_t Quantile(std::vector<int64_t> v, int q) {
-  if (v.empty()) return -1;
+
+}  // namespace
+
+std::optional<int64_t> NearestRank(std::vector<int64_t> v, int q) {
+  if (v.empty()) return std::nullopt;
   std::sort(v.begin(), v.end());
   const size_t rank = (v.size() * static_cast<size_t>(q) + 99) / 100;
   return v[std::max<size_t>(rank, 1) - 1];
 }
-
-}  // namespace
 
 const char* RuntimeSourceName(RuntimeSource source) {
   switch (source) {
@@ -320,9 +320,9 @@ Simulation::Simulation(const RecordedWorld& world, std::unique_ptr<projections::
       if (!model_.forecast || rep.at_ns <= model_.as_of_ns) by_check[rep.check].push_back(rep.delay_ns);
     }
   }
-  for (auto& [cls, runs] : by_class) class_runtime_[cls] = Quantile(std::move(runs), q);
-  for (auto& [check, delays] : by_check) check_delay_[check] = Quantile(std::move(delays), 50);
-  all_runtime_ = Quantile(std::move(all), q);
+  for (auto& [cls, runs] : by_class) class_runtime_[cls] = NearestRank(std::move(runs), q).value_or(-1);
+  for (auto& [check, delays] : by_check) check_delay_[check] = NearestRank(std::move(delays), 50).value_or(-1);
+  all_runtime_ = NearestRank(std::move(all), q).value_or(-1);
 }
 
 int64_t Simulation::RuntimeOf(const std::string& uid) {

@@ -70,6 +70,10 @@ struct ForwardResult {
   uint64_t simulated_batches = 0;
 };
 
+// The q-th percentile of `values` by nearest rank (the median: q = 50); nullopt when empty. The
+// one percentile of what-if, its report and the estimates.
+std::optional<int64_t> NearestRank(std::vector<int64_t> values, int q);
+
 // Runs the simulation over `log`. Errors: the log's; kInvalidArgument for a change that is not
 // a definition or configuration, or a range outside the ledger.
 Result<ForwardResult> Forward(ledger::EventLog& log, const ForwardOptions& options);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "replay/whatif_report.h"
+#include "projections/budget.h"
 #include "schema/time_format.h"
 
 namespace admission::replay {
@@ -174,8 +175,8 @@ std::string WhatIfHtml(const WhatIfSummary& sum, const ForwardResult& result,
         << st.pending_at_end << "</td><td>" << Duration(st.wait_p50_ms) << "</td><td>"
         << Duration(st.wait_p90_ms) << "</td><td>" << Duration(st.wait_max_ms) << "</td><td>"
         << st.preemptions << "</td><td>" << st.rejections << "</td><td>"
-        << projections::ExactDecimal(st.gpu_used / 3'600'000, 3) << "</td><td>"
-        << projections::ExactDecimal(st.gpu_idle / 3'600'000, 3) << "</td></tr>\n";
+        << projections::UnitHours(st.gpu_used) << "</td><td>"
+        << projections::UnitHours(st.gpu_idle) << "</td></tr>\n";
     }
   }
   o << "</table>\n<h2>Per ClusterQueue: waits (cumulative) and GPUs held over time</h2>\n";

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "projections/budget.h"
 #include "schema/time_format.h"
 
 namespace admission::replay {
@@ -18,17 +19,6 @@ namespace {
 constexpr char kGpu[] = "nvidia.com/gpu";
 
 int64_t Ms(int64_t ns) { return ns / 1'000'000; }
-
-int64_t Percentile(std::vector<int64_t>& v, int p) {  // nearest rank
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t rank = (v.size() * static_cast<size_t>(p) + 99) / 100;
-  return v[std::max<size_t>(rank, 1) - 1];
-}
-
-std::string Hours(__int128 milli_ms) {  // GPU-hours, 3 decimals, rounded down
-  return projections::ExactDecimal(milli_ms / 3'600'000, 3);
-}
 
 std::string Percent(__int128 part, __int128 whole) {  // one decimal, rounded down
   if (whole <= 0) return "-";
@@ -71,8 +61,8 @@ void Fold(const RunOutcome& side, int64_t from_ns, int64_t to_ns,
     }
   }
   for (auto& [g, v] : waits) {
-    (*out)[g].wait_p50_ms = Percentile(v, 50);
-    (*out)[g].wait_p90_ms = Percentile(v, 90);
+    (*out)[g].wait_p50_ms = NearestRank(v, 50).value_or(0);
+    (*out)[g].wait_p90_ms = NearestRank(v, 90).value_or(0);
   }
   const int64_t from_ms = Ms(from_ns), to_ms = Ms(to_ns);
   for (const projections::Interval& in : side.usage) {
@@ -175,8 +165,8 @@ nlohmann::ordered_json SideJson(const SideStats& s) {
           {"waitMaxMs", s.wait_max_ms},
           {"preemptions", s.preemptions},
           {"rejections", s.rejections},
-          {"gpuHoursUsed", Hours(s.gpu_used)},
-          {"gpuHoursIdle", Hours(s.gpu_idle)},
+          {"gpuHoursUsed", projections::UnitHours(s.gpu_used)},
+          {"gpuHoursIdle", projections::UnitHours(s.gpu_idle)},
           {"gpuQuotaUtilization", Percent(s.gpu_used + s.gpu_idle, s.gpu_nominal)}};
 }
 
@@ -248,8 +238,9 @@ std::string WhatIfText(const WhatIfSummary& sum, const std::vector<std::string>&
                     static_cast<unsigned long long>(s.pending_at_end),
                     Duration(s.wait_p50_ms).c_str(), Duration(s.wait_p90_ms).c_str(),
                     Duration(s.wait_max_ms).c_str(), static_cast<unsigned long long>(s.preemptions),
-                    static_cast<unsigned long long>(s.rejections), Hours(s.gpu_used).c_str(),
-                    Hours(s.gpu_idle).c_str(),
+                    static_cast<unsigned long long>(s.rejections),
+                    projections::UnitHours(s.gpu_used).c_str(),
+                    projections::UnitHours(s.gpu_idle).c_str(),
                     Percent(s.gpu_used + s.gpu_idle, s.gpu_nominal).c_str());
       out << line;
     }

@@ -140,6 +140,9 @@ int main(int argc, char** argv) {
     if (source != replay::RuntimeSource::kRecorded && source != replay::RuntimeSource::kStillRunning) modelled += n;
   }
   std::printf("modelled_runtimes: %zu\n", modelled);
+  // The profile's world is fully known (every run recorded, no checks, no pod reports): a
+  // no-change simulation that does not reproduce it misbehaves.
+  if (sum.exact_matches != sum.workloads) Die("calibration: not every workload kept its outcome");
   std::printf("forward_seconds: %.3f\n", forward_s);
   std::printf("simulated_decisions: %" PRIu64 "\n", decisions);
   std::printf("forward_us_per_decision: %.2f\n", decisions ? forward_s * 1e6 / double(decisions) : 0.0);

@@ -240,6 +240,13 @@ struct BudgetLimit {
   milliUnitHours @1 :Int64;    # e.g. 2000 GPU-hours: 2000000
 }
 
+struct TopologyDef {
+  # kueue.x-k8s.io Topology (engine v26): the node labels of its levels, highest first
+  # (e.g. block, rack, kubernetes.io/hostname).
+  name @0 :Text;
+  levels @1 :List(Text);
+}
+
 struct BudgetPolicyDef {
   name @0 :Text;
   scopeKind @1 :BudgetScopeKind;
@@ -309,6 +316,19 @@ struct PodSet {
   nodeSelector @4 :List(Label);
   tolerations @5 :List(Toleration);
   requiredAffinity @6 :List(SelectorRequirement);  # one nodeSelectorTerm, ANDed
+  topologyRequest @7 :PodSetTopologyRequest;
+  # Engine v26 (docs/tas.md): Kueue's podSet topologyRequest, from the pod template's
+  # kueue.x-k8s.io/podset-*-topology annotations or a Workload's spec. Unset (null): none.
+}
+
+struct PodSetTopologyRequest {
+  # Kueue's PodSetTopologyRequest: at most one of required, preferred, unconstrained.
+  required @0 :Text;                 # a level's node label: all pods in one domain of it
+  preferred @1 :Text;                # the lowest level that fits, then up, then spread
+  unconstrained @2 :Bool;
+  sliceRequiredTopology @3 :Text;    # podset-slice-required-topology
+  sliceSize @4 :Int32;               # podset-slice-size; 0: not given
+  groupName @5 :Text;                # podset-group-name: pod sets placed together
 }
 
 struct Workload {
@@ -343,6 +363,19 @@ struct PodSetAssignment {
   flavors @1 :List(FlavorRef);
   resourceUsage @2 :List(ResourceAmount);   # total for the podSet
   count @3 :Int32;
+  topologyAssignment @4 :TopologyAssignment;  # engine v26: a TAS placement; null: none
+}
+
+struct TopologyAssignment {
+  # Kueue's TopologyAssignment (v1beta1 shape): the levels given (the lowest only when it is
+  # kubernetes.io/hostname) and per domain its values at those levels and its pod count.
+  levels @0 :List(Text);
+  domains @1 :List(TopologyDomainAssignment);
+}
+
+struct TopologyDomainAssignment {
+  values @0 :List(Text);
+  count @1 :Int32;
 }
 
 struct Admission {
@@ -468,6 +501,11 @@ struct NodeCapacity {
   # Engine v19, nodeFailed: the workloads whose pods ran on the node (evicted first, with a
   # deadline for their pods to be reported gone). Unset (null) when the reporter does not know.
   workloads @4 :List(WorkloadRef);
+  # Engine v26 (topology-aware scheduling): the Node's labels and taints, and what pods not
+  # admitted through TAS request on it (DaemonSets and the like). Unset (null): unknown.
+  labels @5 :List(Label);
+  taints @6 :List(Taint);
+  nonTasUsage @7 :List(ResourceAmount);
 }
 
 struct MaintenanceWindow {
@@ -653,6 +691,8 @@ struct Event {
     # Engine v25: budgets (docs/budgets.md).
     budgetPolicyDefined @40 :BudgetPolicyDef;
     budgetDecided @41 :BudgetDecided;
+    # Engine v26: topology-aware scheduling (docs/tas.md).
+    topologyDefined @42 :TopologyDef;
   }
 
   endsBatch @38 :Bool;

@@ -108,6 +108,7 @@ void Engine::NodeChanged(schema::NodeCapacity::Reader n, int kind, int64_t now) 
     for (auto c : n.getCapacity()) node.capacity[resources_.Id(c.getName().cStr())] = c.getMilli();
   }
   node.failed = kind == 1;
+  if (batch_version_ >= 26) NodeTopologyChanged(n, &node);
   if (batch_version_ < 19) {
     EnforceCapacity(now, true);
     DefinitionsChanged();

@@ -378,7 +378,8 @@ bool Engine::AdmitFitting(CycleEntry& e, int node, int root, std::set<int>* touc
                now, true);
     return true;
   }
-  if (FitsNow(node, e.n.assignment.usage)) {
+  // Engine v26: and its placement, unless an earlier entry of the cycle took the room.
+  if (FitsNow(node, e.n.assignment.usage) && TopologyStillFits(e.n.assignment)) {
     Reserve(wl, e.n, now);
     touched_roots->insert(root);
     return true;
@@ -416,7 +417,7 @@ bool Engine::PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* t
     // Earlier entries of this cycle changed this cohort tree, so the victims were chosen
     // on a stale view: choose again against the current state rather than retrying the
     // whole cohort in another cycle.
-    if (FitsNow(node, e.n.assignment.usage)) {
+    if (FitsNow(node, e.n.assignment.usage) && PlaceTopologyNow(wl, *cq.spec, e.n)) {
       Reserve(wl, e.n, now);
       return true;
     }
@@ -455,7 +456,7 @@ bool Engine::PreemptForEntry(CycleEntry& e, int node, int root, std::set<int>* t
   // it now, before the requeued victims (or anyone else) can be nominated for it again.
   // Kueue leaves this to the next cycle, where a requeued victim may win it back and be
   // preempted again without end; see docs/semantics.md.
-  if (FitsNow(node, e.n.assignment.usage)) {
+  if (FitsNow(node, e.n.assignment.usage) && PlaceTopologyNow(wl, *cq.spec, e.n)) {
     e.cls->inadmissible = false;
     Reserve(wl, e.n, now);
     return true;

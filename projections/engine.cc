@@ -215,6 +215,12 @@ std::string Engine::ClassKey(const WorkloadState& wl) {
       key.append(";a").append(r.key).append(r.op);
       for (const std::string& v : r.values) key.append(",").append(v);
     }
+    if (const std::optional<TopologyRequest>& t = ps.topology) {  // engine v26
+      key.append(";T").append(t->required).append(",").append(t->preferred);
+      key.append(t->unconstrained ? ",u," : ",,").append(t->slice_level).append(",");
+      number(t->slice_size);
+      key.append(",").append(t->group);
+    }
   }
   return key;
 }
@@ -485,6 +491,7 @@ void Engine::Reserve(WorkloadState& wl, Nomination& n, int64_t now) {
   wl.pending_reason.clear();
   wl.pending_message.clear();
   AddHolder(cq, wl);
+  TasHolderChanged(wl, +1);  // engine v26
   AddUsage(cq, wl.cluster_queue, wl.admission.usage, +1);
   if (AfsOrders(*cq.spec)) AfsPushPenalty(wl, now);
 
@@ -520,6 +527,7 @@ void Engine::Reserve(WorkloadState& wl, Nomination& n, int64_t now) {
       usage[j].setMilli(amount);
       ++j;
     }
+    if (a.topology) SetTopologyAssignment(*a.topology, b.initTopologyAssignment());
   }
   // Admitted at once when the ClusterQueue requires no checks for these flavors.
   StartChecks(wl, now);
@@ -528,6 +536,7 @@ void Engine::Reserve(WorkloadState& wl, Nomination& n, int64_t now) {
 void Engine::ReleaseQuota(WorkloadState& wl, const std::string& reason, int64_t now) {
   ClusterQueueState& cq = CqState(wl);
   RemoveHolder(cq, wl);  // checks that it held quota here
+  TasHolderChanged(wl, -1);  // engine v26
   wl.fencing_token.clear();
   AddUsage(cq, wl.cluster_queue, wl.admission.usage, -1);
   ++cq.allocatable_generation;  // engine v12: resumed flavor searches here start over

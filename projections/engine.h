@@ -22,6 +22,7 @@
 #include "projections/quota_tree.h"
 #include "projections/budget.h"
 #include "projections/usage.h"
+#include "projections/tas.h"
 #include "schema/result.h"
 
 #include "schema/events.capnp.h"
@@ -355,6 +356,9 @@ struct Nomination {
   std::vector<uint8_t> victim_variants;
   bool partial = false;              // counts reduced toward minCount
   bool never_fits = false;           // no flavor could ever hold it
+  // Engine v26: the quota fits (or may by preemption) but the topology placement does not;
+  // the TAS pod sets' flavor-resources then need preemption (Kueue's updateMode(Preempt)).
+  bool tas_failed = false;
   // Kueue's Assignment.Borrowing: the largest borrowing level of the chosen flavors (0: no
   // borrowing; 1 for any borrowing before engine v8, the borrowing height since).
   int borrowing_height = 0;
@@ -472,6 +476,11 @@ class Engine {
     std::string flavor;
     std::map<int, int64_t> capacity;
     bool failed = false;
+    // Engine v26 (TAS): the Node's labels and taints, and the requests of pods on it that
+    // were not admitted through TAS.
+    Labels labels;
+    std::vector<Taint> taints;
+    std::map<int, int64_t> non_tas_usage;
   };
 
   // Read models.
@@ -495,6 +504,11 @@ class Engine {
   const Interner& flavor_names() const { return flavor_ids_; }
   const std::map<std::string, AdmissionCheckSpec>& admission_checks() const { return checks_; }
   const std::map<std::string, BudgetPolicySpec>& budget_policies() const { return budgets_; }
+  // Engine v26: the Topologies defined (name -> level labels, highest first).
+  const std::map<std::string, std::vector<std::string>>& topologies() const { return topologies_; }
+  // Engine v26: the TAS snapshot of a flavor (its domains, free capacity and TAS usage now), or
+  // nullptr when the flavor has no topology (or its Topology is not defined).
+  TasSnapshot* TasFor(int flavor) const;
   // The usage fold the decider keeps (billing's model; engine v25 budgets read it).
   const UsageFold& usage() const { return usage_; }
   // Where a policy stands now, per limited resource: the period, limit, used and committed.
@@ -681,6 +695,42 @@ class Engine {
   int64_t NodeRoom(Fr fr) const;
   // Whether `request` fits the ClusterQueue's quota now and, from engine v19, the node room.
   bool FitsNow(int cq_node, const FrQuantities& request) const;
+  // Topology-aware scheduling (tas_engine.cc, engine v26).
+  void DefineTopology(schema::TopologyDef::Reader def);
+  // Whether every flavor of the ClusterQueue is a TAS flavor (Kueue's IsTASOnly).
+  bool TasOnly(const ClusterQueueSpec& spec) const;
+  // Whether the pod set asks for TAS in this ClusterQueue: a request, or implied.
+  bool TasRequested(const PodSetSpec& ps, const ClusterQueueSpec& spec) const;
+  // Kueue's checkPodSetAndFlavorMatchForTAS: why the flavor cannot hold the pod set, or "".
+  std::string TasFlavorMismatch(const PodSetSpec& ps, const ClusterQueueSpec& spec,
+                                const ResourceGroup& group, int flavor) const;
+  // The TAS requests of a nomination's pod sets, by TAS flavor; false (with *error) when a
+  // pod set's flavors are not exactly one TAS flavor.
+  struct TasRequests {
+    // By TAS flavor id: the pod sets it places, in pod set order, and their pod set indices.
+    std::map<int, std::vector<TasSnapshot::PodSetRequest>> by_flavor;
+    std::map<int, std::vector<size_t>> index;
+  };
+  bool CollectTasRequests(const WorkloadState& wl, const ClusterQueueSpec& spec,
+                          const Assignment& a, TasRequests* out, std::string* error) const;
+  // After the quota fits or may by preemption: the placement (Kueue's assignFlavors' TAS step).
+  void PlaceTopology(const WorkloadState& wl, const ClusterQueueSpec& spec, Nomination& n);
+  // Places the nomination's TAS pod sets now; false when they do not fit (nothing changed).
+  bool PlaceTopologyNow(const WorkloadState& wl, const ClusterQueueSpec& spec, Nomination& n);
+  // A report's labels, taints and non-TAS usage into the node (engine v26).
+  void NodeTopologyChanged(schema::NodeCapacity::Reader n, NodeState* node);
+  // Starts the TAS side of a victim search (FindVictims): adds the TAS pod sets' flavor-
+  // resources to `needing` and makes WorkloadFits check the placement; `storage` outlives it.
+  void StartTasTrial(const WorkloadState& wl, const ClusterQueueSpec& spec, const Nomination& n,
+                     TasRequests* storage, std::vector<Fr>* needing);
+  // Whether the nomination's placements still fit (an earlier entry of the cycle may have
+  // taken the room: Kueue's TASFlavorSnapshot.Fits).
+  bool TopologyStillFits(const Assignment& a) const;
+  // A holder's TAS usage added to (+1) or removed from (-1) the cached snapshots.
+  void TasHolderChanged(const WorkloadState& wl, int sign) const;
+  // During a victim search for a nomination whose placement failed: whether it fits the
+  // topology with the candidates removed so far.
+  bool TasTrialFits() const;
 
   // Admission fair sharing (admission_fair_sharing.cc; engine v14).
   bool AfsOn() const { return config_.afs_sampling_ns > 0; }
@@ -885,6 +935,13 @@ class Engine {
   std::map<std::string, int32_t> priority_classes_;
   std::map<std::string, AdmissionCheckSpec> checks_;
   std::map<std::string, BudgetPolicySpec> budgets_;  // engine v25
+  std::map<std::string, std::vector<std::string>> topologies_;  // engine v26
+  // Engine v26: TAS snapshots by flavor id, built on first use and kept current as holders
+  // come and go (TasHolderChanged); dropped when nodes or definitions change.
+  mutable std::map<int, std::unique_ptr<TasSnapshot>> tas_cache_;
+  // Engine v26: the TAS requests of the victim search running for a placement that needs
+  // preemption (FindVictims), or nullptr.
+  const TasRequests* tas_trial_ = nullptr;
   // The usage model shared with billing (fed every input and decision) and its closed
   // intervals summed per quarter hour for the last kBudgetHorizonMs (engine v25 budgets).
   UsageFold usage_;

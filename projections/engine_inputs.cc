@@ -111,6 +111,9 @@ void Engine::ApplyInput(schema::Event::Reader event) {
     case schema::Event::Body::LOCAL_QUEUE_DEFINED:
       DefineLocalQueue(body.getLocalQueueDefined(), now);
       break;
+    case schema::Event::Body::TOPOLOGY_DEFINED:
+      DefineTopology(body.getTopologyDefined());
+      break;
     case schema::Event::Body::PRIORITY_CLASS_DEFINED: {
       auto def = body.getPriorityClassDefined();
       priority_classes_[def.getName().cStr()] = def.getValue();
@@ -181,6 +184,7 @@ void Engine::DefineFlavor(schema::ResourceFlavorDef::Reader def, uint64_t seq) {
     f.node_taints.push_back(Taint{t.getKey().cStr(), t.getValue().cStr(), t.getEffect().cStr()});
   }
   f.tolerations = ToTolerations(def.getTolerations());
+  f.topology.assign(View(def.getTopologyName()));
   f.version = seq;
   flavor_ids_.Id(f.name);
   flavors_[f.name] = std::move(f);
@@ -348,6 +352,7 @@ std::string Engine::KeyOf(schema::WorkloadRef::Reader ref) const {
 
 void Engine::DefinitionsChanged() {
   tree_dirty_ = true;
+  tas_cache_.clear();  // engine v26: nodes, flavors or topologies may have changed
   CountStoppedLocalQueues();
   // Any definition may make room or make a class fit: every class is worth another look.
   for (auto& [name, cq] : cqs_) {
@@ -368,6 +373,17 @@ void Engine::ReadPodSets(capnp::List<schema::PodSet>::Reader list, std::vector<P
     spec.node_selector = ToLabels(ps.getNodeSelector());
     spec.tolerations = ToTolerations(ps.getTolerations());
     spec.affinity = ToRequirements(ps.getRequiredAffinity());
+    if (ps.hasTopologyRequest()) {
+      auto t = ps.getTopologyRequest();
+      TopologyRequest r;
+      r.required.assign(View(t.getRequired()));
+      r.preferred.assign(View(t.getPreferred()));
+      r.unconstrained = t.getUnconstrained();
+      r.slice_level.assign(View(t.getSliceRequiredTopology()));
+      r.slice_size = t.getSliceSize();
+      r.group.assign(View(t.getGroupName()));
+      spec.topology = std::move(r);
+    }
     out->push_back(std::move(spec));
   }
 }
@@ -458,6 +474,7 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
       a.flavors[resources_.Id(f.getResource().cStr())] = flavor_ids_.Id(f.getFlavor().cStr());
     }
     for (auto u : psa.getResourceUsage()) a.usage[resources_.Id(u.getName().cStr())] = u.getMilli();
+    if (psa.hasTopologyAssignment()) a.topology = ToTopologyAssignment(psa.getTopologyAssignment());
     for (const auto& [r, amount] : a.usage) {
       auto f = a.flavors.find(r);
       if (f != a.flavors.end()) state.admission.usage[MakeFr(f->second, r)] += amount;
@@ -482,6 +499,7 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
   w.reserved_at_ns = at(imported.getReservedAtNs(), std::numeric_limits<int64_t>::min());
   w.admitted_at_ns = at(imported.getAdmittedAtNs(), w.reserved_at_ns);
   AddHolder(cq, w);
+  TasHolderChanged(w, +1);  // engine v26
   AddUsage(cq, w.cluster_queue, w.admission.usage, +1);
   SetCondition(w, ConditionType::kQuotaReserved, true, "QuotaReserved",
                "Imported with its admission in ClusterQueue " + w.cluster_queue, w.reserved_at_ns);

@@ -20,6 +20,8 @@ bool SelectorMatchesFlavor(const PodSetSpec& ps, const Labels& flavor_labels,
 const Taint* FindUntoleratedTaint(const std::vector<Taint>& taints,
                                   const std::vector<Toleration>& tolerations);
 bool SelectorMatches(const LabelSelector& selector, const Labels& labels);
+// One node selector requirement (In, NotIn, Exists, DoesNotExist, Gt, Lt) against labels.
+bool RequirementMatches(const Requirement& r, const Labels& labels);
 
 std::string FormatMilli(int64_t milli);
 

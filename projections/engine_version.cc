@@ -167,6 +167,13 @@ constexpr const char* kEngineVersionNotes[] = {
     "resource-hours used in the period, those committed by workloads holding quota and this "
     "workload's fit the limit, Retry until the next period when they do not, Rejected when "
     "no period can hold it (docs/budgets.md); before, such a check waited for a report",
+    // v26
+    "topology-aware scheduling: a pod set with a topology request (or in a ClusterQueue "
+    "whose flavors all have a topology) is placed on the domains of its TAS flavor's "
+    "Topology by Kueue v0.17's algorithm, from the nodes' labels, capacity and non-TAS "
+    "usage in the ledger; the placement is recorded as its topologyAssignment, a placement "
+    "that does not fit makes it preempt or wait (docs/tas.md); before, topologies and "
+    "topology requests were ignored",
 };
 static_assert(std::size(kEngineVersionNotes) == kEngineVersion,
               "every engine version has its note");

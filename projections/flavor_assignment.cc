@@ -115,7 +115,8 @@ struct Engine::FlavorSearch {
   void NoFlavorInGroup(size_t i, GroupOutcome* out, int* ps_mode, std::string* ps_message);
   // Whether flavor `k` of the group may hold the pod set at all (node labels, taints, a
   // maintenance window); if not, `g` says why.
-  bool FlavorMatches(const PodSetSpec& ps, const FlavorQuotas& fq, const Flavor* flavor,
+  bool FlavorMatches(const PodSetSpec& ps, const ResourceGroup& group, const FlavorQuotas& fq,
+                     const Flavor* flavor,
                      const std::vector<std::string_view>& allowed_keys, GroupOutcome* g) const;
   // The quota the flavor offers the wanted resources: fit, preempt (and at which borrowing
   // level) or no fit; `*ever` is false when even the smallest admissible count never fits.
@@ -156,6 +157,7 @@ Nomination Engine::AssignFlavors(const WorkloadState& wl, const ClusterQueueSpec
   for (size_t i = 0; i < wl.pod_sets.size(); ++i) search.AssignPodSet(i, counts[i]);
   n.assignment.usage = std::move(search.total);
   n.never_fits = search.never;
+  PlaceTopology(wl, spec, n);  // engine v26
   if (n.mode == kNoFit && search.never && n.reason != "NoMatchingFlavor") {
     n.reason = "ExceedsMaxQuota";
   }
@@ -233,7 +235,7 @@ bool Engine::FlavorSearch::AssignGroup(size_t i, size_t gi, const std::map<int, 
   for (size_t k = start; k < g.flavors.size(); ++k) {
     attempted = k;
     const FlavorQuotas& fq = g.flavors[k];
-    if (!FlavorMatches(ps, fq, defined[k], allowed_keys, &out)) continue;
+    if (!FlavorMatches(ps, g, fq, defined[k], allowed_keys, &out)) continue;
     out.any_flavor_quota_tried = true;
     bool ever = true;
     const FlavorChoice choice = QuotaChoice(ps, fq, wanted, requests, count, &out, &ever);
@@ -302,13 +304,19 @@ void Engine::FlavorSearch::NoFlavorInGroup(size_t i, GroupOutcome* out, int* ps_
   *ps_message = std::move(joined);
 }
 
-bool Engine::FlavorSearch::FlavorMatches(const PodSetSpec& ps, const FlavorQuotas& fq,
-                                         const Flavor* flavor,
+bool Engine::FlavorSearch::FlavorMatches(const PodSetSpec& ps, const ResourceGroup& group,
+                                         const FlavorQuotas& fq, const Flavor* flavor,
                                          const std::vector<std::string_view>& allowed_keys,
                                          GroupOutcome* g) const {
   const std::string& fname = engine.flavor_ids_.Name(fq.flavor);
   if (flavor == nullptr) {
     g->reasons.push_back(Cat({"flavor ", fname, " not found"}));
+    return false;
+  }
+  // Engine v26: a pod set asking for TAS only in a TAS flavor with its level, others never.
+  if (std::string tas = engine.TasFlavorMismatch(ps, spec, group, fq.flavor); !tas.empty()) {
+    g->reasons.push_back(std::move(tas));
+    g->no_match = true;
     return false;
   }
   if (!SelectorMatchesFlavor(ps, flavor->node_labels, allowed_keys)) {

@@ -5,8 +5,6 @@
 
 namespace admission::projections {
 
-namespace {
-
 bool RequirementMatches(const Requirement& r, const Labels& labels) {
   auto it = labels.find(r.key);
   const bool has = it != labels.end();
@@ -28,6 +26,8 @@ bool RequirementMatches(const Requirement& r, const Labels& labels) {
   }
   return false;
 }
+
+namespace {
 
 bool Allowed(const std::vector<std::string_view>& keys, std::string_view key) {
   return std::binary_search(keys.begin(), keys.end(), key);

@@ -75,6 +75,7 @@ struct Flavor {
   Labels node_labels;
   std::vector<Taint> node_taints;
   std::vector<Toleration> tolerations;
+  std::string topology;  // spec.topologyName (engine v26: a TAS flavor)
   uint64_t version = 0;  // sequence of the definition
 };
 
@@ -147,6 +148,29 @@ struct LocalQueueSpec {
   std::map<int, int64_t> consumed_seed;  // resource id -> milli
 };
 
+// Engine v26: Kueue's PodSetTopologyRequest (docs/tas.md). At most one of required, preferred
+// and unconstrained is set.
+struct TopologyRequest {
+  std::string required, preferred;   // a level's node label
+  bool unconstrained = false;
+  std::string slice_level;           // podset-slice-required-topology
+  int32_t slice_size = 0;            // 0: not given
+  std::string group;                 // podset-group-name
+  bool operator==(const TopologyRequest&) const = default;
+};
+
+// Kueue's TopologyAssignment: the levels given and, per domain, its values and pod count.
+struct TopologyDomain {
+  std::vector<std::string> values;
+  int32_t count = 0;
+  bool operator==(const TopologyDomain&) const = default;
+};
+struct TopologyAssignment {
+  std::vector<std::string> levels;
+  std::vector<TopologyDomain> domains;
+  bool operator==(const TopologyAssignment&) const = default;
+};
+
 struct PodSetSpec {
   std::string name;
   int32_t count = 1;
@@ -155,6 +179,7 @@ struct PodSetSpec {
   Labels node_selector;
   std::vector<Toleration> tolerations;
   std::vector<Requirement> affinity;
+  std::optional<TopologyRequest> topology;  // engine v26
 };
 
 // Engine v17: what an admission check asks to add to one podSet's pod template at admission
@@ -173,6 +198,7 @@ struct PodSetAssignment {
   int32_t count = 0;
   std::map<int, int> flavors;        // resource id -> flavor id
   std::map<int, int64_t> usage;      // resource id -> total milli for the podSet
+  std::optional<TopologyAssignment> topology;  // engine v26: its TAS placement
 };
 
 struct Assignment {

@@ -25,7 +25,7 @@ bool Engine::WorkloadFits(int cq_node, const FrQuantities& request, bool allow_b
     if (amount > tree_.Available(cq_node, fr)) return false;
     if (amount > NodeRoom(fr)) return false;  // engine v19; unbounded before
   }
-  return true;
+  return TasTrialFits();  // engine v26: and the topology placement, while one is tried
 }
 
 std::optional<int32_t> Engine::BorrowWithinCohortBelow(const ClusterQueueSpec& spec,
@@ -82,6 +82,12 @@ struct Engine::VictimSearch {
   std::vector<Candidate> candidates;  // a heap once ordered (Order)
   std::vector<Candidate> ordered;     // those taken from the heap so far, in order
 
+  // A candidate's usage out of (-1) or back into (+1) the quota tree and, while a placement
+  // is tried (engine v26), the TAS snapshots.
+  void Take(const Candidate& c, int sign) {
+    tree.AddUsage(c.node, c.wl->admission.usage, sign);
+    if (engine.tas_trial_ != nullptr) engine.TasHolderChanged(*c.wl, sign);
+  }
   bool IsNeeded(Fr fr) const { return std::find(needing.begin(), needing.end(), fr) != needing.end(); }
   bool UsesNeeded(const WorkloadState& w) const {
     for (const auto& [fr, amount] : w.admission.usage) {
@@ -230,6 +236,13 @@ void Engine::FindVictims(const WorkloadState& wl, const ClusterQueueSpec& spec, 
       search.needing.push_back(fr);
     }
   }
+  // Engine v26: a placement that needs preemption; the trial ends with this search.
+  TasRequests tas;
+  StartTasTrial(wl, spec, n, &tas, &search.needing);
+  struct EndTrial {
+    Engine* e;
+    ~EndTrial() { e->tas_trial_ = nullptr; }
+  } end_trial{this};
   if (search.needing.empty()) return;
   if (batch_version_ >= 23 && !FairPreemption()) {
     for (const VictimSearch::Candidate& c : search.Classical()) {
@@ -439,7 +452,7 @@ std::vector<Engine::VictimSearch::Candidate> Engine::VictimSearch::Minimal(
     if (at_or_above && engine.batch_version_ >= 9) allow_borrowing = false;
     bool borrowing_ok = allow_borrowing;
     if (at_or_above) borrowing_ok = false;
-    tree.AddUsage(c.node, c.wl->admission.usage, -1);
+    Take(c, -1);
     targets.push_back(c);
     if (engine.WorkloadFits(cq_node, assignment.usage, borrowing_ok)) {
       fits = true;
@@ -447,7 +460,7 @@ std::vector<Engine::VictimSearch::Candidate> Engine::VictimSearch::Minimal(
     }
   }
   if (fits) FillBack(targets, allow_borrowing);
-  for (const Candidate& c : targets) tree.AddUsage(c.node, c.wl->admission.usage, +1);
+  for (const Candidate& c : targets) Take(c, +1);
   if (!fits) return {};
   return targets;
 }
@@ -456,11 +469,11 @@ void Engine::VictimSearch::FillBack(std::vector<Candidate>& targets, bool allow_
   // Try returning each target but the last, newest first removed last.
   for (int i = static_cast<int>(targets.size()) - 2; i >= 0; --i) {
     const Candidate& c = targets[static_cast<size_t>(i)];
-    tree.AddUsage(c.node, c.wl->admission.usage, +1);
+    Take(c, +1);
     if (engine.WorkloadFits(cq_node, assignment.usage, allow_borrowing)) {
       targets.erase(targets.begin() + i);
     } else {
-      tree.AddUsage(c.node, c.wl->admission.usage, -1);
+      Take(c, -1);
     }
   }
 }
@@ -596,7 +609,7 @@ std::vector<Engine::VictimSearch::Candidate> Engine::VictimSearch::ClassicalAtte
   bool fits = false;
   for (const Candidate& c : all) {
     if (!ValidInAttempt(c, borrowing)) continue;
-    tree.AddUsage(c.node, c.wl->admission.usage, -1);
+    Take(c, -1);
     targets.push_back(c);
     if (engine.WorkloadFits(cq_node, assignment.usage, borrowing)) {
       fits = true;
@@ -604,7 +617,7 @@ std::vector<Engine::VictimSearch::Candidate> Engine::VictimSearch::ClassicalAtte
     }
   }
   if (fits) FillBack(targets, borrowing);
-  for (const Candidate& c : targets) tree.AddUsage(c.node, c.wl->admission.usage, +1);
+  for (const Candidate& c : targets) Take(c, +1);
   if (!fits) return {};
   return targets;
 }
@@ -758,7 +771,7 @@ bool Engine::VictimSearch::FirstStrategy(FsStrategy strategy, std::vector<Candid
       // Within its own ClusterQueue (priority), or within nominal quota (Kueue's
       // FairSharingPreemptWithinNominal, on by default): no share is compared.
       const Candidate c = Pop(target);
-      tree.AddUsage(c.node, c.wl->admission.usage, -1);
+      Take(c, -1);
       targets.push_back(c);
       if (FitsWithoutRequest()) return true;
       continue;
@@ -774,7 +787,7 @@ bool Engine::VictimSearch::FirstStrategy(FsStrategy strategy, std::vector<Candid
     }
     while (HasQueued(target)) {
       const Candidate c = Pop(target);
-      tree.AddUsage(c.node, c.wl->admission.usage, -1);
+      Take(c, -1);
       const Share target_new = NodeShare(target_top);
       // Rule S2-a: the preemptor's share after admission is at most the target's after it
       // gives the candidate back; S2-b (configured first): below the target's before.
@@ -786,7 +799,7 @@ bool Engine::VictimSearch::FirstStrategy(FsStrategy strategy, std::vector<Candid
         if (FitsWithoutRequest()) return true;
         break;  // the shares changed: choose the ClusterQueue again
       }
-      tree.AddUsage(c.node, c.wl->admission.usage, +1);
+      Take(c, +1);
       retry.push_back(c);
     }
   }
@@ -804,7 +817,7 @@ bool Engine::VictimSearch::SecondStrategy(const std::vector<Candidate>& retry,
     // Rule S2-b: the preemptor's share after admission is below the target's now. It does not
     // depend on the candidate, so only the first is tried, and the ClusterQueue is dropped.
     if (CompareShares(preemptor_new, target_old) < 0) {
-      tree.AddUsage(c.node, c.wl->admission.usage, -1);
+      Take(c, -1);
       targets.push_back(c);
       if (FitsWithoutRequest()) return true;
     }
@@ -837,7 +850,7 @@ std::vector<Engine::VictimSearch::Candidate> Engine::VictimSearch::FairSharing()
   if (!fits && (configured.empty() || configured.size() > 1)) fits = SecondStrategy(retry, targets);
   tree.AddUsage(cq_node, assignment.usage, -1);
   if (fits) FillBack(targets, true);
-  for (const Candidate& c : targets) tree.AddUsage(c.node, c.wl->admission.usage, +1);
+  for (const Candidate& c : targets) Take(c, +1);
   if (!fits) return {};
   return targets;
 }

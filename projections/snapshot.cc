@@ -97,6 +97,30 @@ void PutTolerations(capnp::List<snap::Toleration>::Builder out, const std::vecto
     out[i].setEffect(v[i].effect);
   }
 }
+void PutTopology(snap::TopologyAssignment::Builder out, const TopologyAssignment& a) {
+  auto levels = out.initLevels(Count(a.levels.size(), "levels"));
+  for (unsigned i = 0; i < a.levels.size(); ++i) levels.set(i, a.levels[i]);
+  auto domains = out.initDomains(Count(a.domains.size(), "domains"));
+  for (unsigned i = 0; i < a.domains.size(); ++i) {
+    auto values = domains[i].initValues(Count(a.domains[i].values.size(), "values"));
+    for (unsigned j = 0; j < a.domains[i].values.size(); ++j) {
+      values.set(j, a.domains[i].values[j]);
+    }
+    domains[i].setCount(a.domains[i].count);
+  }
+}
+TopologyAssignment GetTopology(snap::TopologyAssignment::Reader in) {
+  TopologyAssignment a;
+  for (auto l : in.getLevels()) a.levels.push_back(Str(l));
+  for (auto d : in.getDomains()) {
+    TopologyDomain domain;
+    for (auto v : d.getValues()) domain.values.push_back(Str(v));
+    domain.count = d.getCount();
+    a.domains.push_back(std::move(domain));
+  }
+  return a;
+}
+
 std::vector<Toleration> GetTolerations(capnp::List<snap::Toleration>::Reader in) {
   std::vector<Toleration> out;
   for (auto t : in) out.push_back(Toleration{Str(t.getKey()), Str(t.getOp()), Str(t.getValue()), Str(t.getEffect())});
@@ -315,6 +339,15 @@ void SnapshotCodec::SavePodSets(const WorkloadState& w, WB b) {
     PutPairs(p.initNodeSelector(Count(ps.node_selector.size(), "labels")), ps.node_selector);
     PutTolerations(p.initTolerations(Count(ps.tolerations.size(), "tolerations")), ps.tolerations);
     PutRequirements(p.initAffinity(Count(ps.affinity.size(), "affinity")), ps.affinity);
+    if (ps.topology) {
+      auto t = p.initTopology();
+      t.setRequired(ps.topology->required);
+      t.setPreferred(ps.topology->preferred);
+      t.setUnconstrained(ps.topology->unconstrained);
+      t.setSliceLevel(ps.topology->slice_level);
+      t.setSliceSize(ps.topology->slice_size);
+      t.setGroup(ps.topology->group);
+    }
   }
 }
 
@@ -333,6 +366,7 @@ void SnapshotCodec::SaveAdmission(const WorkloadState& w, WB b) {
       ++j;
     }
     PutIdAmounts(psas[i].initUsage(Count(a.usage.size(), "usage")), a.usage);
+    if (a.topology) PutTopology(psas[i].initTopology(), *a.topology);
   }
   PutFrAmounts(adm.initUsage(Count(w.admission.usage.size(), "usage")), w.admission.usage);
   adm.setBorrows(w.admission.borrows);
@@ -388,6 +422,12 @@ void SnapshotCodec::LoadPodSets(const Engine& e, WR r, WorkloadState& w) {
     ps.node_selector = GetPairs(p.getNodeSelector());
     ps.tolerations = GetTolerations(p.getTolerations());
     ps.affinity = GetRequirements(p.getAffinity());
+    if (p.hasTopology()) {
+      auto t = p.getTopology();
+      ps.topology = TopologyRequest{Str(t.getRequired()), Str(t.getPreferred()),
+                                    t.getUnconstrained(), Str(t.getSliceLevel()),
+                                    t.getSliceSize(), Str(t.getGroup())};
+    }
     w.pod_sets.push_back(std::move(ps));
   }
 }
@@ -404,6 +444,7 @@ void SnapshotCodec::LoadAdmission(const Engine& e, WR r, WorkloadState& w) {
       }
     }
     a.usage = GetIdAmounts(e, p.getUsage());
+    if (p.hasTopology()) a.topology = GetTopology(p.getTopology());
     w.admission.pod_sets.push_back(std::move(a));
   }
   w.admission.usage = GetFrAmounts(e, adm.getUsage());
@@ -596,6 +637,7 @@ void SnapshotCodec::SaveFlavors(const Engine& e, snap::EngineState::Builder out)
     }
     PutTolerations(b.initTolerations(Count(f.tolerations.size(), "tolerations")), f.tolerations);
     b.setVersion(f.version);
+    b.setTopology(f.topology);
   }
 }
 
@@ -737,6 +779,14 @@ void SnapshotCodec::SaveNodes(const Engine& e, snap::EngineState::Builder out) {
     b.setFlavor(n.flavor);
     PutIdAmounts(b.initCapacity(Count(n.capacity.size(), "capacities")), n.capacity);
     b.setFailed(n.failed);
+    PutPairs(b.initLabels(Count(n.labels.size(), "labels")), n.labels);
+    auto taints = b.initTaints(Count(n.taints.size(), "taints"));
+    for (unsigned t = 0; t < n.taints.size(); ++t) {
+      taints[t].setKey(n.taints[t].key);
+      taints[t].setValue(n.taints[t].value);
+      taints[t].setEffect(n.taints[t].effect);
+    }
+    PutIdAmounts(b.initNonTasUsage(Count(n.non_tas_usage.size(), "usage")), n.non_tas_usage);
   }
 }
 
@@ -815,6 +865,13 @@ void SnapshotCodec::SaveBudgets(const Engine& e, snap::EngineState::Builder out)
         reinterpret_cast<const uint8_t*>(p.def_bytes.data()), p.def_bytes.size()));
     policies[i++].setVersion(p.version);
   }
+  auto topologies = out.initTopologies(Count(e.topologies_.size(), "topologies"));
+  i = 0;
+  for (const auto& [name, levels] : e.topologies_) {
+    topologies[i].setName(name);
+    auto l = topologies[i++].initLevels(Count(levels.size(), "levels"));
+    for (unsigned j = 0; j < levels.size(); ++j) l.set(j, levels[j]);
+  }
   const std::vector<std::pair<std::string, std::string>> entries = e.usage_.Entries();
   auto list = out.initUsageEntries(Count(entries.size(), "usage entries"));
   i = 0;
@@ -843,6 +900,11 @@ void SnapshotCodec::SaveBudgets(const Engine& e, snap::EngineState::Builder out)
 }
 
 void SnapshotCodec::LoadBudgets(snap::EngineState::Reader in, Engine* e) {
+  for (auto t : in.getTopologies()) {
+    std::vector<std::string> levels;
+    for (auto l : t.getLevels()) levels.push_back(Str(l));
+    InsertUnique(e->topologies_, Str(t.getName()), std::move(levels), "topology");
+  }
   for (auto p : in.getBudgetPolicies()) {
     const std::string bytes(reinterpret_cast<const char*>(p.getDefinition().begin()),
                             p.getDefinition().size());
@@ -938,6 +1000,7 @@ void SnapshotCodec::LoadFlavors(snap::EngineState::Reader in, Engine* e) {
     }
     flavor.tolerations = GetTolerations(f.getTolerations());
     flavor.version = f.getVersion();
+    flavor.topology = Str(f.getTopology());
     InsertUnique(e->flavors_, Str(f.getKey()), std::move(flavor), "flavor");
   }
 }
@@ -1057,6 +1120,11 @@ void SnapshotCodec::LoadNodes(snap::EngineState::Reader in, Engine* e) {
     node.flavor = Str(n.getFlavor());
     node.capacity = GetIdAmounts(*e, n.getCapacity());
     node.failed = n.getFailed();
+    node.labels = GetPairs(n.getLabels());
+    for (auto t : n.getTaints()) {
+      node.taints.push_back(Taint{Str(t.getKey()), Str(t.getValue()), Str(t.getEffect())});
+    }
+    node.non_tas_usage = GetIdAmounts(*e, n.getNonTasUsage());
     InsertUnique(e->nodes_, Str(n.getName()), std::move(node), "node");
   }
 }

@@ -27,8 +27,8 @@ namespace admission::projections {
 // state whose inventory is not complete, the only state an engine before v19 can have.
 // 7: a workload's labels (for the views' get -l; they decide nothing). A v4 to v6 snapshot
 // loads with no workload labels.
-inline constexpr uint32_t kSnapshotFormatVersion = 8;
-inline constexpr uint32_t kSnapshotFormatVersionOldestRead = 8;
+inline constexpr uint32_t kSnapshotFormatVersion = 9;
+inline constexpr uint32_t kSnapshotFormatVersionOldestRead = 9;
 
 // Encodes the state of `engine` standing after ledger event `after`, whose chain value is
 // `chain_hash`, with intake's `definitions`.

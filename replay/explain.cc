@@ -2,6 +2,7 @@
 
 #include "replay/estimate.h"
 
+#include "projections/tas.h"
 #include "schema/quantity.h"
 
 #include "schema/time_format.h"
@@ -56,6 +57,21 @@ std::string Key(schema::WorkloadRef::Reader ref) {
   return std::string(ref.getNamespace().cStr()) + "/" + ref.getName().cStr();
 }
 
+// A TAS placement (engine v26): " placed at LEVELS: domain x count, ...".
+std::string TopologyText(const projections::TopologyAssignment& a) {
+  std::string out = " placed at ";
+  for (size_t i = 0; i < a.levels.size(); ++i) out += (i ? "/" : "") + a.levels[i];
+  out += ":";
+  for (size_t i = 0; i < a.domains.size(); ++i) {
+    out += i ? ", " : " ";
+    for (size_t j = 0; j < a.domains[i].values.size(); ++j) {
+      out += (j ? "/" : "") + a.domains[i].values[j];
+    }
+    out += " x" + std::to_string(a.domains[i].count);
+  }
+  return out;
+}
+
 std::string FlavorsOf(schema::Admission::Reader admission) {
   std::string out;
   for (auto psa : admission.getPodSetAssignments()) {
@@ -65,6 +81,9 @@ std::string FlavorsOf(schema::Admission::Reader admission) {
     for (auto f : psa.getFlavors()) {
       out += std::string(first ? " " : ", ") + f.getResource().cStr() + "=" + f.getFlavor().cStr();
       first = false;
+    }
+    if (psa.hasTopologyAssignment()) {
+      out += TopologyText(projections::ToTopologyAssignment(psa.getTopologyAssignment()));
     }
   }
   return out;
@@ -81,6 +100,7 @@ std::string FlavorsOf(const projections::Engine& engine, const projections::Assi
              engine.flavor_names().Name(flavor);
       first = false;
     }
+    if (psa.topology) out += TopologyText(*psa.topology);
   }
   return out;
 }

@@ -84,6 +84,7 @@ struct Flavor {
   nodeTaints @3 :List(Taint);
   tolerations @4 :List(Toleration);
   version @5 :UInt64;
+  topology @6 :Text;            # format 9 (engine v26): spec.topologyName
 }
 
 struct ResourceQuota {
@@ -232,6 +233,35 @@ struct NodeState {
   flavor @1 :Text;
   capacity @2 :List(IdAmount);  # resource id -> milli
   failed @3 :Bool;
+  # Format 9 (engine v26): topology-aware scheduling.
+  labels @4 :List(TextPair);
+  taints @5 :List(Taint);
+  nonTasUsage @6 :List(IdAmount);
+}
+
+# Format 9 (engine v26): topology-aware scheduling (docs/tas.md).
+struct Topology {
+  name @0 :Text;
+  levels @1 :List(Text);
+}
+
+struct TopologyRequest {
+  required @0 :Text;
+  preferred @1 :Text;
+  unconstrained @2 :Bool;
+  sliceLevel @3 :Text;
+  sliceSize @4 :Int32;
+  group @5 :Text;
+}
+
+struct TopologyDomain {
+  values @0 :List(Text);
+  count @1 :Int32;
+}
+
+struct TopologyAssignment {
+  levels @0 :List(Text);
+  domains @1 :List(TopologyDomain);
 }
 
 struct Timer {
@@ -301,6 +331,7 @@ struct PodSetSpec {
   nodeSelector @4 :List(TextPair);
   tolerations @5 :List(Toleration);
   affinity @6 :List(Requirement);
+  topology @7 :TopologyRequest;  # format 9; null: none
 }
 
 struct PodSetAssignment {
@@ -308,6 +339,7 @@ struct PodSetAssignment {
   count @1 :Int32;
   flavors @2 :List(IdPair);     # resource id -> flavor id
   usage @3 :List(IdAmount);     # resource id -> milli
+  topology @4 :TopologyAssignment;  # format 9; null: none
 }
 
 struct Assignment {
@@ -397,4 +429,5 @@ struct EngineState {
   usageEntries @27 :List(TextPair);      # UsageFold::Entries
   usageBuckets @28 :List(UsageBucket);
   usagePrunedAtMs @29 :Int64;
+  topologies @30 :List(Topology);        # format 9 (engine v26)
 }

@@ -316,6 +316,14 @@ Json WorkloadStatusJson(const Engine& engine, const projections::WorkloadState& 
                       {"flavors", flavors},
                       {"resourceUsage", usage},
                       {"count", psa.count}});
+      if (psa.topology) {  // Kueue's topologyAssignment (v1beta1 shape), engine v26
+        Json domains = Json::array();
+        for (const auto& d : psa.topology->domains) {
+          domains.push_back({{"values", d.values}, {"count", d.count}});
+        }
+        psas.back()["topologyAssignment"] = {{"levels", psa.topology->levels},
+                                             {"domains", domains}};
+      }
     }
     status["admission"] = {{"clusterQueue", wl.cluster_queue}, {"podSetAssignments", psas}};
     status["quotaVersion"] = wl.quota_version;

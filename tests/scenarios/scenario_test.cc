@@ -87,7 +87,7 @@ class Scenario : public ::testing::TestWithParam<std::string> {
     const std::string ctx = where + ": " + key;
     ExpectKnownKeys(want,
                     {"phase", "clusterQueue", "reason", "message", "flavors", "counts",
-                     "preempted", "preemptedReason", "checks", "token", "generation",
+                     "topology", "preempted", "preemptedReason", "checks", "token", "generation",
                      "requeues", "priority"},
                     ctx);
     if (want["phase"]) {
@@ -122,6 +122,24 @@ class Scenario : public ::testing::TestWithParam<std::string> {
           EXPECT_EQ(engine.flavor_names().Name(f->second), rf.second.as<std::string>())
               << ctx << " podSet " << ps_name << " resource " << rf.first.as<std::string>();
         }
+      }
+    }
+    if (want["topology"]) {
+      // Per pod set its placement as "value,value=count; ...": each domain's values at the
+      // assignment's levels, the domains in the recorded order; "" for none.
+      for (const auto& ps : want["topology"]) {
+        std::string got = "(no such pod set)";
+        for (const auto& a : wl.admission.pod_sets) {
+          if (a.name != ps.first.as<std::string>()) continue;
+          got.clear();
+          if (!a.topology) continue;
+          for (const auto& d : a.topology->domains) {
+            if (!got.empty()) got += "; ";
+            for (size_t i = 0; i < d.values.size(); ++i) got += (i ? "," : "") + d.values[i];
+            got += "=" + std::to_string(d.count);
+          }
+        }
+        EXPECT_EQ(got, ps.second.as<std::string>()) << ctx << " podSet " << ps.first.as<std::string>();
       }
     }
     if (want["counts"]) {

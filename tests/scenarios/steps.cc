@@ -39,9 +39,9 @@ const std::initializer_list<const char*> kPodsKeys = {"workload", "report", "tok
 const std::initializer_list<const char*> kActivateKeys = {"workload", "active", "message", "as"};
 const std::initializer_list<const char*> kRevokeKeys = {
     "workload", "check", "flavor", "reason", "drain", "drainDeadline", "as"};
-const std::initializer_list<const char*> kNodeKeys = {"action",   "node",     "flavor",
-                                                      "capacity", "inventoryComplete",
-                                                      "workloads"};
+const std::initializer_list<const char*> kNodeKeys = {
+    "action", "node", "flavor", "capacity", "inventoryComplete", "workloads",
+    "labels", "taints", "nonTasUsage"};
 const std::initializer_list<const char*> kMaintenanceKeys = {"name", "flavor", "from", "to"};
 const std::initializer_list<const char*> kConfigureKeys = {
     "podsReadyTimeout", "backoffBaseSeconds", "backoffMaxSeconds", "backoffLimitCount",
@@ -52,9 +52,9 @@ const std::initializer_list<const char*> kConfigureKeys = {
 const std::initializer_list<const char*> kWorkloadKeys = {
     "name",     "queue",    "priority",     "priorityClassName", "count",
     "minCount", "requests", "nodeSelector", "tolerations",       "podSets",
-    "runtime",  "maxExecution"};
+    "runtime",  "maxExecution", "topology"};
 const std::initializer_list<const char*> kPodSetKeys = {
-    "name", "count", "minCount", "requests", "nodeSelector", "tolerations"};
+    "name", "count", "minCount", "requests", "nodeSelector", "tolerations", "topology"};
 
 Status Refuse(const std::string& where, const std::string& what) {
   return Status(Code::kInvalidArgument, where + ": " + what);
@@ -489,6 +489,7 @@ class StepRunner::Step {
       }
     }
     if (n["inventoryComplete"] && n["inventoryComplete"].as<bool>()) node.setInventoryComplete(true);
+    ADM_RETURN_IF_ERROR(NodeTopology(n, node));
     if (n["workloads"]) {
       // The workloads whose pods ran on the node (a failure's report names them).
       auto refs = node.initWorkloads(static_cast<unsigned>(n["workloads"].size()));
@@ -500,6 +501,43 @@ class StepRunner::Step {
       }
     }
     return Record({schema::EncodeEvent(m)}, "node-monitor");
+  }
+
+  // Engine v26: the Node's labels, taints ("key=value:Effect") and non-TAS usage.
+  Status NodeTopology(const YAML::Node& n, schema::NodeCapacity::Builder node) {
+    if (n["labels"]) {
+      auto list = node.initLabels(static_cast<unsigned>(n["labels"].size()));
+      unsigned i = 0;
+      for (const auto& l : n["labels"]) {
+        list[i].setKey(l.first.as<std::string>());
+        list[i++].setValue(l.second.as<std::string>());
+      }
+    }
+    if (n["taints"]) {
+      auto list = node.initTaints(static_cast<unsigned>(n["taints"].size()));
+      unsigned i = 0;
+      for (const auto& t : n["taints"]) {
+        const std::string text = t.as<std::string>();
+        const size_t colon = text.rfind(':');
+        const std::string kv = text.substr(0, colon);
+        const size_t eq = kv.find('=');
+        list[i].setKey(kv.substr(0, eq));
+        list[i].setValue(eq == std::string::npos ? "" : kv.substr(eq + 1));
+        list[i++].setEffect(colon == std::string::npos ? "" : text.substr(colon + 1));
+      }
+    }
+    if (n["nonTasUsage"]) {
+      auto list = node.initNonTasUsage(static_cast<unsigned>(n["nonTasUsage"].size()));
+      unsigned i = 0;
+      for (const auto& c : n["nonTasUsage"]) {
+        int64_t milli = 0;
+        ADM_RETURN_IF_ERROR(Parsed(schema::ParseQuantityMilli(c.second.as<std::string>()),
+                                   where_, "nonTasUsage", &milli));
+        list[i].setName(c.first.as<std::string>());
+        list[i++].setMilli(milli);
+      }
+    }
+    return Status::Ok();
   }
 
   Status Maintenance() {

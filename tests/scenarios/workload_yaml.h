@@ -42,6 +42,7 @@ inline std::string WorkloadYaml(const YAML::Node& list) {
       main["requests"] = w["requests"];
       if (w["nodeSelector"]) main["nodeSelector"] = w["nodeSelector"];
       if (w["tolerations"]) main["tolerations"] = w["tolerations"];
+      if (w["topology"]) main["topology"] = w["topology"];
       pod_sets.push_back(main);
     }
     YAML::Node out_sets(YAML::NodeType::Sequence);
@@ -57,6 +58,8 @@ inline std::string WorkloadYaml(const YAML::Node& list) {
       p["template"]["spec"]["containers"].push_back(container);
       if (ps["nodeSelector"]) p["template"]["spec"]["nodeSelector"] = ps["nodeSelector"];
       if (ps["tolerations"]) p["template"]["spec"]["tolerations"] = ps["tolerations"];
+      // Kueue's spec.podSets[].topologyRequest, as written (engine v26).
+      if (ps["topology"]) p["topologyRequest"] = ps["topology"];
       out_sets.push_back(p);
     }
     doc["spec"]["podSets"] = out_sets;

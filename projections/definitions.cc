@@ -25,6 +25,8 @@ std::string DefinitionKey(schema::Event::Reader event) {
              body.getPriorityClassDefined().getName().cStr();
     case schema::Event::Body::BUDGET_POLICY_DEFINED:
       return std::string("BudgetPolicy//") + body.getBudgetPolicyDefined().getName().cStr();
+    case schema::Event::Body::TOPOLOGY_DEFINED:
+      return std::string("Topology//") + body.getTopologyDefined().getName().cStr();
     default:
       return "";
   }

@@ -56,9 +56,13 @@ Status Engine::ValidateDeletion(schema::ObjectDeleted::Reader del) const {
     defined = priority_classes_.count(name) > 0;
   } else if (kind == "BudgetPolicy") {
     defined = budgets_.count(name) > 0;
+  } else if (kind == "Topology") {
+    // Engine v26 (docs/tas.md): the decider does not keep Topologies yet, so any name is
+    // accepted; ApplyObjectDeleted ignores it.
+    return Status::Ok();
   } else {
     return refuse("not a kind of definition (ResourceFlavor, Cohort, ClusterQueue, LocalQueue, "
-                  "AdmissionCheck, WorkloadPriorityClass or BudgetPolicy)");
+                  "AdmissionCheck, WorkloadPriorityClass, Topology or BudgetPolicy)");
   }
   if (!defined) return refuse("the ledger does not define it");
   // In use: Kueue's finalizer keeps a ResourceFlavor that a ClusterQueue names. The ledger also

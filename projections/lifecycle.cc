@@ -216,6 +216,9 @@ InputVerdict Engine::ValidateDefinitionNames(schema::Event::Reader event) const 
     case schema::Event::Body::BUDGET_POLICY_DEFINED:
       names.emplace_back("BudgetPolicy metadata.name", body.getBudgetPolicyDefined().getName());
       break;
+    case schema::Event::Body::TOPOLOGY_DEFINED:
+      names.emplace_back("Topology metadata.name", body.getTopologyDefined().getName());
+      break;
     default:
       break;
   }
@@ -255,6 +258,7 @@ InputVerdict Engine::Validate(schema::Event::Reader event) const {
     case schema::Event::Body::ADMISSION_CHECK_DEFINED:
     case schema::Event::Body::PRIORITY_CLASS_DEFINED:
     case schema::Event::Body::BUDGET_POLICY_DEFINED:
+    case schema::Event::Body::TOPOLOGY_DEFINED:
       return ValidateDefinitionNames(event);
     case schema::Event::Body::OBJECT_DELETED:
       v.status = ValidateDeletion(body.getObjectDeleted());

@@ -173,7 +173,8 @@ bool DocumentParser::ParseJobPodSet(const YAML::Node& spec, const std::string& s
   AcceptFields(tmpl, {"metadata"});
   const YAML::Node pod_spec = Child(tmpl, "spec");
   if (Absent(pod_spec)) return Fail(tmpl, Join(tp, "spec"), "required: the pod spec");
-  return ParsePodSpec(pod_spec, Join(tp, "spec"), count, ps, pod_priority_class);
+  return ParsePodSpec(pod_spec, Join(tp, "spec"), count, ps, pod_priority_class) &&
+         ParseTemplateTopology(tmpl, tp, count, ps);
 }
 
 }  // namespace admission::ops::kueue_yaml_internal

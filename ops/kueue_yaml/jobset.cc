@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "ops/kueue_yaml/parser.h"
 
@@ -44,6 +45,7 @@ bool DocumentParser::ParseJobSet(const YAML::Node& obj, const std::string& p) {
     }
     if (pod_priority_class.empty()) pod_priority_class = priority_class;
   }
+  if (!CheckJobSetGroups(replicated, rp, w.asReader().getPodSets())) return false;
   if (!SetManagedPriority(meta, p, pod_priority_class, w)) return false;
   return Emit(message, obj, p, "Workload", "JobSet", meta.ns, workload_name, uid);
 }
@@ -109,6 +111,30 @@ bool DocumentParser::ParseReplicatedJob(const YAML::Node& rj, const std::string&
   }
   return ParseJobPodSet(job_spec, jsp, annotations, min_at, min_path, parallelism,
                         static_cast<int32_t>(count), ps, pod_priority_class);
+}
+
+// Kueue's grouping rules over the replicated jobs' podset-group-name annotations.
+bool DocumentParser::CheckJobSetGroups(const YAML::Node& replicated, const std::string& rp,
+                                       capnp::List<schema::PodSet>::Reader pod_sets) {
+  std::vector<GroupMember> members;
+  for (unsigned i = 0; i < pod_sets.size(); ++i) {
+    const schema::PodSet::Reader ps = pod_sets[i];
+    if (!ps.hasTopologyRequest()) continue;
+    const auto r = ps.getTopologyRequest();
+    GroupMember m;
+    m.pod_set = ps.getName().cStr();
+    m.group = r.getGroupName().cStr();
+    m.required = r.getRequired().cStr();
+    m.preferred = r.getPreferred().cStr();
+    m.count = ps.getCount();
+    m.path = Join(Index(rp, i), "template.spec.template.metadata.annotations");
+    m.node = Child(Child(Child(Child(Child(Child(replicated[i], "template"), "spec"), "template"),
+                               "metadata"),
+                         "annotations"),
+                   kPodSetGroupNameAnnotation);
+    members.push_back(std::move(m));
+  }
+  return CheckPodSetGroups(members);
 }
 
 }  // namespace admission::ops::kueue_yaml_internal

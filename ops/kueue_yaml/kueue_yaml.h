@@ -35,7 +35,8 @@ inline constexpr size_t kYamlObjectsMax = ledger::kAppendBatchEventsMax;
 // One object of the file, as the event that defines or submits it.
 struct ParsedObject {
   std::string kind;         // the kind the event carries: ResourceFlavor, Cohort, ClusterQueue,
-                            // LocalQueue, AdmissionCheck, WorkloadPriorityClass or Workload
+                            // LocalQueue, AdmissionCheck, WorkloadPriorityClass, Topology,
+                            // BudgetPolicy or Workload
   std::string source_kind;  // the kind written in the file: `kind`, or "Job" / "JobSet" for a
                             // batch/v1 Job / jobset.x-k8s.io JobSet
   std::string ns;           // empty for cluster-scoped kinds
@@ -94,7 +95,7 @@ std::vector<std::string> KeyedWorkloadEvents(std::string_view verb,
                                              const std::vector<ParsedObject>& objects);
 
 // Definitions: kueue.x-k8s.io/v1beta1 or v1beta2 ResourceFlavor, Cohort, ClusterQueue,
-// LocalQueue, AdmissionCheck and WorkloadPriorityClass, also inside a `kind: List`.
+// LocalQueue, AdmissionCheck, WorkloadPriorityClass and Topology, also inside a `kind: List`.
 // Refusals are kInvalidArgument with YamlError::ToString().
 Result<std::vector<ParsedObject>> ParseApplyYaml(std::string_view text,
                                                   const ParseOptions& options = {});

@@ -153,7 +153,8 @@ bool DocumentParser::ParseDeleteObject(const YAML::Node& obj, const std::string&
     return Fail(Child(obj, "kind"), Join(p, "kind"),
                 Quote(kind) +
                     " cannot be deleted here (expected ResourceFlavor, Cohort, ClusterQueue, "
-                    "LocalQueue, AdmissionCheck, WorkloadPriorityClass or BudgetPolicy)" +
+                    "LocalQueue, AdmissionCheck, WorkloadPriorityClass, Topology or "
+                    "BudgetPolicy)" +
                     (kind == "Job" || kind == "JobSet" || kind == "Workload"
                          ? "; a workload is deleted with `admitctl delete NAMESPACE/NAME`"
                          : ""));
@@ -177,7 +178,7 @@ bool DocumentParser::IsKueueApi(std::string_view api_version) {
 bool DocumentParser::IsApplyKind(std::string_view kind) {
   return kind == "ResourceFlavor" || kind == "Cohort" || kind == "ClusterQueue" ||
          kind == "LocalQueue" || kind == "AdmissionCheck" || kind == "WorkloadPriorityClass" ||
-         kind == "BudgetPolicy";
+         kind == "Topology" || kind == "BudgetPolicy";
 }
 
 bool DocumentParser::ApiOfKind(std::string_view kind, std::string_view api_version) {
@@ -207,7 +208,7 @@ bool DocumentParser::ParseApplyObject(const YAML::Node& obj, const std::string& 
                 Quote(kind) +
                     " cannot be applied (expected ResourceFlavor, Cohort, "
                     "ClusterQueue, LocalQueue, AdmissionCheck, "
-                    "WorkloadPriorityClass or BudgetPolicy)" +
+                    "WorkloadPriorityClass, Topology or BudgetPolicy)" +
                     hint);
   }
   if (!ApiOfKind(kind, api_version)) return FailApiVersion(obj, p, api_version);
@@ -218,6 +219,7 @@ bool DocumentParser::ParseApplyObject(const YAML::Node& obj, const std::string& 
   if (kind == "ClusterQueue") return ParseClusterQueue(obj, p, v1beta2);
   if (kind == "LocalQueue") return ParseLocalQueue(obj, p);
   if (kind == "AdmissionCheck") return ParseAdmissionCheck(obj, p);
+  if (kind == "Topology") return ParseTopology(obj, p);
   return ParsePriorityClass(obj, p);
 }
 

@@ -12,6 +12,9 @@
 //   resource_flavor.cc, cohort.cc, cluster_queue.cc, local_queue.cc, admission_check.cc,
 //   priority_class.cc      the definitions, one file per kind
 //   workload.cc, pod_spec.cc, job.cc   submissions and imports
+//   topology.cc            Topology (topology-aware scheduling, docs/tas.md)
+//   topology_request.cc    pod sets' topology requests (annotations, Workload spec)
+//   topology_assignment.cc an imported admission's topology assignments
 //
 //   fields.cc              unknown fields (kubectl's strict field validation)
 //
@@ -20,7 +23,8 @@
 //   ResourceFlavor spec.resourceWeights
 //   LocalQueue    spec.wallTimePolicy
 //   AdmissionCheck spec.parameters, spec.retryDelayMinutes
-//   Workload      spec.podSets[].topologyRequest, template.metadata, nodeSelectorTerms matchFields,
+//   Workload      topologyRequest's podIndexLabel, subGroupIndexLabel and subGroupCount,
+//                 template.metadata but its annotations, nodeSelectorTerms matchFields,
 //                 preferred node affinity, pod (anti-)affinity, status other than admission
 //   Workload      spec.preemptionGates
 //   Job, JobSet   every field of their specs but the pod counts and templates (fields.cc)
@@ -72,6 +76,9 @@ inline constexpr size_t kContainersMax = 64;  // ours
 inline constexpr size_t kMapEntriesMax = 256;  // ours: labels, nodeSelector, requests
 inline constexpr size_t kListItemsMax = 256;  // ours: tolerations, requirements, values
 inline constexpr size_t kAnnotationsBytesMax = 256 * 1024;  // Kubernetes' total annotation size
+inline constexpr size_t kTopologyLevelsMax = 16;
+inline constexpr size_t kTopologySlicesMax = 1000;         // Kueue's (v1beta2 slices)
+inline constexpr size_t kTopologyDomainsMax = 100000;      // Kueue's (v1beta2 roots)
 
 inline constexpr std::string_view kApiV1beta1 = "kueue.x-k8s.io/v1beta1";
 inline constexpr std::string_view kApiV1beta2 = "kueue.x-k8s.io/v1beta2";
@@ -87,6 +94,20 @@ inline constexpr std::string_view kPriorityClassLabel = "kueue.x-k8s.io/priority
 inline constexpr std::string_view kMaxExecTimeLabel = "kueue.x-k8s.io/max-exec-time-seconds";
 inline constexpr std::string_view kJobMinParallelismAnnotation =
     "kueue.x-k8s.io/job-min-parallelism";
+// Kueue's topology-aware scheduling (docs/tas.md): a pod template's annotations.
+inline constexpr std::string_view kRequiredTopologyAnnotation =
+    "kueue.x-k8s.io/podset-required-topology";
+inline constexpr std::string_view kPreferredTopologyAnnotation =
+    "kueue.x-k8s.io/podset-preferred-topology";
+inline constexpr std::string_view kUnconstrainedTopologyAnnotation =
+    "kueue.x-k8s.io/podset-unconstrained-topology";
+inline constexpr std::string_view kSliceRequiredTopologyAnnotation =
+    "kueue.x-k8s.io/podset-slice-required-topology";
+inline constexpr std::string_view kSliceSizeAnnotation = "kueue.x-k8s.io/podset-slice-size";
+inline constexpr std::string_view kSliceConstraintsAnnotation =
+    "kueue.x-k8s.io/podset-slice-required-topology-constraints";
+inline constexpr std::string_view kPodSetGroupNameAnnotation = "kueue.x-k8s.io/podset-group-name";
+inline constexpr std::string_view kHostnameLabel = "kubernetes.io/hostname";
 // Ours: policies that Kueue keeps elsewhere (controller flags) or not at all.
 inline constexpr std::string_view kPendingTtlAnnotation = "admission-ledger.io/pending-ttl";
 inline constexpr std::string_view kOnTimeoutAnnotation = "admission-ledger.io/on-timeout";
@@ -135,6 +156,9 @@ bool IsResourceName(std::string_view s);
 inline constexpr const char* kSubdomainRule =
     "must be lowercase alphanumerics, '-' or '.', start and end with an alphanumeric, at most "
     "253 characters (RFC 1123 subdomain)";
+inline constexpr const char* kLabelKeyRule =
+    "[prefix/]name, the prefix an RFC 1123 subdomain, the name at most 63 alphanumerics, '-', "
+    "'_' or '.', starting and ending with an alphanumeric";
 inline constexpr const char* kLabelRule =
     "must be lowercase alphanumerics or '-', start and end with an alphanumeric, at most 63 "
     "characters (RFC 1123 label)";
@@ -172,6 +196,34 @@ void SetResources(capnp::List<schema::ResourceAmount>::Builder list,
 struct RawDocument {
   std::string_view text;
   size_t first_line;  // 1-based
+};
+
+// A pod set's topology request (schema::PodSetTopologyRequest), as Kueue's jobframework builds
+// it (pkg/controller/jobframework/tas.go). !present: none (the pod set's field stays null).
+struct TopologyRequest {
+  bool present = false;
+  std::string required, preferred;
+  bool unconstrained = false;
+  std::string slice_topology;
+  int32_t slice_size = 0;
+  std::string group;
+  bool operator==(const TopologyRequest&) const = default;
+};
+
+// What a pod set gives for its topology request, as text, wherever it gives it (a pod
+// template's annotations, a Workload's spec.podSets[].topologyRequest), to be validated by one
+// set of rules (Kueue's tas_validation.go).
+struct TopologyFields {
+  struct Field {
+    std::string_view name;  // the annotation or field, for messages
+    bool found = false;
+    std::string value;
+    YAML::Node node;  // where it is, for the line
+    std::string path;
+  };
+  YAML::Node node;  // the annotations (or topologyRequest) mapping
+  std::string path;
+  Field required, preferred, unconstrained, slice_topology, slice_size, group, constraints;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -322,6 +374,41 @@ class DocumentParser {
   bool ParseLocalQueue(const YAML::Node& obj, const std::string& p);
   bool ParseAdmissionCheck(const YAML::Node& obj, const std::string& p);
   bool ParsePriorityClass(const YAML::Node& obj, const std::string& p);
+  // Topology (topology.cc).
+  bool ParseTopology(const YAML::Node& obj, const std::string& p);
+  bool ParseTopologyLevels(const YAML::Node& obj, const YAML::Node& spec, const std::string& sp,
+                           std::vector<std::string>* out);
+  // Pod sets' topology requests (topology_request.cc).
+  bool ReadTemplateTopology(const YAML::Node& tmpl, const std::string& tp, int32_t count,
+                            TopologyRequest* out);
+  bool ReadSpecTopology(const YAML::Node& ps, const std::string& psp, int32_t count,
+                        TopologyRequest* out);
+  bool CheckTopologyFields(const TopologyFields& f, int32_t count, TopologyRequest* out);
+  bool CheckTopologyGroupField(const TopologyFields& f);
+  bool CheckSliceSizeField(const TopologyFields& f, int32_t count, int32_t* size);
+  bool ParseTemplateTopology(const YAML::Node& tmpl, const std::string& tp, int32_t count,
+                             schema::PodSet::Builder ps);
+  bool ParseWorkloadTopology(const YAML::Node& ps_node, const std::string& psp, int32_t count,
+                             schema::PodSet::Builder ps);
+  struct GroupMember {
+    std::string pod_set, group, required, preferred, path;
+    int32_t count = 0;
+    YAML::Node node;
+  };
+  bool CheckPodSetGroups(const std::vector<GroupMember>& members);
+  // An imported admission's topology assignment (topology_assignment.cc).
+  bool ParseTopologyAssignment(const YAML::Node& ta, const std::string& tap, bool v1beta2,
+                               int32_t count, schema::PodSetAssignment::Builder b);
+  bool ReadAssignmentLevels(const YAML::Node& ta, const std::string& tap,
+                            std::vector<std::string>* levels);
+  bool ReadAssignmentDomains(const YAML::Node& ta, const std::string& tap, size_t levels,
+                             std::vector<std::pair<std::vector<std::string>, int32_t>>* out);
+  bool ReadAssignmentSlices(const YAML::Node& ta, const std::string& tap, size_t levels,
+                            std::vector<std::pair<std::vector<std::string>, int32_t>>* out);
+  bool ReadSlice(const YAML::Node& slice, const std::string& sp, size_t levels,
+                 std::vector<std::pair<std::vector<std::string>, int32_t>>* out);
+  bool ReadSliceLevel(const YAML::Node& level, const std::string& lp, int32_t domains,
+                      std::vector<std::string>* values);
   // BudgetPolicy (budget_policy.cc).
   bool ParseBudgetPolicy(const YAML::Node& obj, const std::string& p);
   bool ParseBudgetScope(const YAML::Node& spec, const std::string& sp,
@@ -355,7 +442,7 @@ class DocumentParser {
                     std::map<std::string, int32_t>* counts);
   bool ParseWorkloadPriorityClass(const YAML::Node& spec, const std::string& sp, bool v1beta2,
                                   schema::Workload::Builder w);
-  bool ParseAdmission(const YAML::Node& obj, const std::string& p,
+  bool ParseAdmission(const YAML::Node& obj, const std::string& p, bool v1beta2,
                       const std::map<std::string, int32_t>& counts, schema::Admission::Builder a);
   // Kueue's record of an imported admission (import_status.cc): its conditions' times,
   // PodsReady, the admission checks and the requeue count.
@@ -365,7 +452,7 @@ class DocumentParser {
                            schema::WorkloadImported::Builder imported);
   bool ReadTime(const YAML::Node& parent, std::string_view key, const std::string& p,
                 int64_t* out_ns);
-  bool ParsePodSetAssignment(const YAML::Node& as, const std::string& asp,
+  bool ParsePodSetAssignment(const YAML::Node& as, const std::string& asp, bool v1beta2,
                              const std::map<std::string, int32_t>& counts,
                              std::set<std::string>* seen,
                              schema::PodSetAssignment::Builder b);
@@ -386,6 +473,8 @@ class DocumentParser {
                       std::string* pod_priority_class);
   // JobSets (jobset.cc).
   bool ParseJobSet(const YAML::Node& obj, const std::string& p);
+  bool CheckJobSetGroups(const YAML::Node& replicated, const std::string& rp,
+                         capnp::List<schema::PodSet>::Reader pod_sets);
   bool ParseReplicatedJob(const YAML::Node& rj, const std::string& rp,
                           std::set<std::string>* names, schema::PodSet::Builder ps,
                           std::string* pod_priority_class);

@@ -70,7 +70,7 @@ bool DocumentParser::ParseWorkload(const YAML::Node& obj, const std::string& p, 
     // Without status.admission: a pending workload, its creation time and backoff kept.
     const bool admitted = !Absent(Child(Child(obj, "status"), "admission"));
     if (admitted &&
-        !ParseAdmission(obj, p, counts, body.getWorkloadImported().initAdmission())) {
+        !ParseAdmission(obj, p, v1beta2, counts, body.getWorkloadImported().initAdmission())) {
       return false;
     }
     if (!ParseImportedStatus(obj, p, admitted, body.getWorkloadImported())) return false;
@@ -134,7 +134,6 @@ bool DocumentParser::ParsePodSets(const YAML::Node& spec, const std::string& sp,
     const YAML::Node ps = pod_sets[i];
     const std::string psp = Index(pp, i);
     if (!ExpectMap(ps, psp)) return false;
-    AcceptFields(ps, {"topologyRequest"});  // not modelled
     std::string name = "main";  // Kueue's default podSet name
     if (!OptString(ps, "name", psp, &name)) return false;
     if (!IsDnsLabel(name)) {
@@ -175,7 +174,8 @@ bool DocumentParser::ParsePodSets(const YAML::Node& spec, const std::string& sp,
     const YAML::Node pod_spec = Child(tmpl, "spec");
     if (Absent(pod_spec)) return Fail(tmpl, Join(tp, "spec"), "required: the pod spec");
     std::string ignored_priority_class;  // a Workload names its class in spec
-    if (!ParsePodSpec(pod_spec, Join(tp, "spec"), count, b, &ignored_priority_class)) {
+    if (!ParsePodSpec(pod_spec, Join(tp, "spec"), count, b, &ignored_priority_class) ||
+        !ParseWorkloadTopology(ps, psp, count, b)) {
       return false;
     }
   }
@@ -240,7 +240,7 @@ bool DocumentParser::ParseWorkloadPriorityClass(const YAML::Node& spec, const st
   return true;
 }
 
-bool DocumentParser::ParseAdmission(const YAML::Node& obj, const std::string& p,
+bool DocumentParser::ParseAdmission(const YAML::Node& obj, const std::string& p, bool v1beta2,
                                     const std::map<std::string, int32_t>& counts,
                                     schema::Admission::Builder a) {
   const std::string ap = Join(p, "status.admission");
@@ -269,7 +269,7 @@ bool DocumentParser::ParseAdmission(const YAML::Node& obj, const std::string& p,
   auto list = a.initPodSetAssignments(static_cast<unsigned>(assignments.size()));
   std::set<std::string> seen;
   for (size_t i = 0; i < assignments.size(); ++i) {
-    if (!ParsePodSetAssignment(assignments[i], Index(sp, i), counts, &seen,
+    if (!ParsePodSetAssignment(assignments[i], Index(sp, i), v1beta2, counts, &seen,
                                list[static_cast<unsigned>(i)])) {
       return false;
     }
@@ -287,6 +287,7 @@ bool DocumentParser::ParseAdmission(const YAML::Node& obj, const std::string& p,
 // One podSetAssignment of status.admission: a podSet of spec.podSets, once, with its flavors,
 // usage and count (at most the podSet's).
 bool DocumentParser::ParsePodSetAssignment(const YAML::Node& as, const std::string& asp,
+                                           bool v1beta2,
                                            const std::map<std::string, int32_t>& counts,
                                            std::set<std::string>* seen,
                                            schema::PodSetAssignment::Builder b) {
@@ -340,7 +341,9 @@ bool DocumentParser::ParsePodSetAssignment(const YAML::Node& as, const std::stri
                 "exceeds the podSet's count (" + std::to_string(count_it->second) + ")");
   }
   b.setCount(count);
-  return true;
+  const YAML::Node ta = Child(as, "topologyAssignment");
+  if (Absent(ta)) return true;
+  return ParseTopologyAssignment(ta, Join(asp, "topologyAssignment"), v1beta2, count, b);
 }
 
 }  // namespace admission::ops::kueue_yaml_internal

@@ -282,6 +282,7 @@ Status Policy::MayRecord(const std::string& principal, schema::Event::Reader inp
     case schema::Event::Body::ADMISSION_CHECK_DEFINED:
     case schema::Event::Body::PRIORITY_CLASS_DEFINED:
     case schema::Event::Body::BUDGET_POLICY_DEFINED:
+    case schema::Event::Body::TOPOLOGY_DEFINED:
     case schema::Event::Body::OBJECT_DELETED:
       // The Kueue objects a bridge forwards from its cluster, and their deletions.
       if (!p->Has(Role::kOperator) && !p->Has(Role::kBridge)) {

@@ -325,6 +325,7 @@ allowed=(
   "update admissionchecks.kueue.x-k8s.io --subresource=status"
   "watch resourceflavors.kueue.x-k8s.io" "watch cohorts.kueue.x-k8s.io"
   "watch admissionchecks.kueue.x-k8s.io" "watch workloadpriorityclasses.kueue.x-k8s.io"
+  "watch topologies.kueue.x-k8s.io" "patch topologies.kueue.x-k8s.io"
   "patch clusterqueues.kueue.x-k8s.io" "patch resourceflavors.kueue.x-k8s.io"
   "patch localqueues.kueue.x-k8s.io -n $NAMESPACE"
   "watch budgetpolicies.admission-ledger.io" "patch budgetpolicies.admission-ledger.io"

@@ -335,14 +335,14 @@ allowed=(
   "update leases.coordination.k8s.io/admit-k8s.admission-ledger.io -n $BRIDGE_NAMESPACE"
   "create leases.coordination.k8s.io -n $BRIDGE_NAMESPACE"
   "list leases.coordination.k8s.io -A"
-  "watch nodes" "list nodes" "list pods -A"
+  "watch nodes" "list nodes" "list pods -A" "watch pods -A" "patch pods -n $NAMESPACE"
   "create subjectaccessreviews.authorization.k8s.io"
   "get configmaps/extension-apiserver-authentication -n kube-system"
 )
 denied=(
   "get secrets -n $BRIDGE_NAMESPACE" "delete secrets -n $NAMESPACE" "list secrets -A"
   "delete pods -n $NAMESPACE" "create pods -n $NAMESPACE" "get pods -n $NAMESPACE"
-  "watch pods -A" "patch nodes" "update nodes --subresource=status" "delete nodes"
+  "update pods -n $NAMESPACE" "patch nodes" "update nodes --subresource=status" "delete nodes"
   "create jobs.batch -n $NAMESPACE" "delete jobs.batch -n $NAMESPACE"
   "delete workloads.kueue.x-k8s.io -n $NAMESPACE" "update workloads.kueue.x-k8s.io -n $NAMESPACE"
   "update clusterqueues.kueue.x-k8s.io" "delete clusterqueues.kueue.x-k8s.io"

@@ -94,7 +94,11 @@ topology_event() {
   kubectl get events -A --field-selector "involvedObject.kind=Topology,involvedObject.name=$TOPOLOGY" \
     -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}'
 }
-topology_recorded() { topology_event | grep -q '^Recorded'; }
+topology_recorded() {
+  ! topology_event | grep -q '^LedgerRefused' ||
+    fail "the ledger refused the Topology $TOPOLOGY (its reader takes kind Topology from engine v26): $(topology_event)"
+  topology_event | grep -q '^Recorded'
+}
 wait_until "the Topology $TOPOLOGY is not recorded (the ledger's reader takes kind Topology from engine v26): $(topology_event)" \
   topology_recorded
 # labelled_nodes: the ledger's nodes of flavor h100 that show their rack label.

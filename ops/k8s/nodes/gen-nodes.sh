@@ -16,6 +16,8 @@
 # The committed files are this script's output:
 #   default.yaml  gen-nodes.sh --cpu 2 --h100 2 --a100 2 --rack-size 1 --racks-per-block 2
 #   load-20.yaml  gen-nodes.sh --cpu 2 --h100 12 --a100 8 --rack-size 4 --racks-per-block 2
+#   tas-16.yaml   gen-nodes.sh --h100 16 --rack-size 4 --racks-per-block 2
+#                 (2 blocks x 2 racks x 4 hosts, 8 GPUs each: tests/k8s/bridge_tas_test.sh)
 set -euo pipefail
 
 readonly REGION=us-central1

@@ -26,9 +26,11 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -171,18 +173,7 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	}
 	ctrl.Log.Info("connected to admitd", "address", admitd, "principal", principal, "roles", roles)
 
-	options := ctrl.Options{
-		Scheme:                  scheme,
-		LeaderElection:          leaderElect,
-		LeaderElectionID:        "admit-k8s.admission-ledger.io",
-		LeaderElectionNamespace: leaderElectionNamespace,
-		HealthProbeBindAddress:  healthAddr,
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
-		PprofBindAddress:        pprofAddr,
-	}
-	if webhookOpts != nil {
-		options.WebhookServer = webhook.NewServer(*webhookOpts)
-	}
+	options := managerOptions(scheme, leaderElect, leaderElectionNamespace, healthAddr, metricsAddr, webhookOpts)
 	mgr, err := ctrl.NewManager(config, options)
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)
@@ -229,6 +220,29 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 		mgr.GetWebhookServer().Register(conversion.WebhookPath, conversion.Webhook{})
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// managerOptions are the controller manager's options: leader election, probes and metrics,
+// the webhook server (nil options: none), and every pod cached slim.
+func managerOptions(scheme *runtime.Scheme, leaderElect bool, leaderElectionNamespace, healthAddr,
+	metricsAddr string, webhookOpts *webhook.Options) ctrl.Options {
+	var webhookServer webhook.Server
+	if webhookOpts != nil {
+		webhookServer = webhook.NewServer(*webhookOpts)
+	}
+	return ctrl.Options{
+		Scheme:                  scheme,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "admit-k8s.admission-ledger.io",
+		LeaderElectionNamespace: leaderElectionNamespace,
+		HealthProbeBindAddress:  healthAddr,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		PprofBindAddress:        pprofAddr,
+		WebhookServer:           webhookServer,
+		// Every pod is cached (the node inventory's non-TAS usage, the topology ungater), slim.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Transform: nodes.SlimPod}}},
+	}
 }
 
 // setupJobs sets up the job framework's controllers (one per kind the cluster serves) and the

@@ -336,3 +336,19 @@ func podCountsOf(m map[string]any, n int) ([]int64, bool) {
 	}
 	return out, true
 }
+
+// TopologyAssignmentV1beta2 is a topology assignment in v1beta2's shape {levels, slices}: one in
+// v1beta1's {levels, domains} encoded as one compacted slice, any other returned as it is (a
+// copy).
+func TopologyAssignmentV1beta2(ta any) any { return slicesOf(ta) }
+
+// TopologyAssignmentV1beta1 is a topology assignment in v1beta1's shape {levels, domains}: one in
+// v1beta2's {levels, slices} expanded, any other returned as it is (a copy).
+func TopologyAssignmentV1beta1(ta any) any { return domainsOf(ta) }
+
+// StatusTopologyToV1beta2 converts, in place, the topology assignments of a Workload's status
+// (status.admission.podSetAssignments[].topologyAssignment) to v1beta2's shape: the ledger shows
+// Kueue's v1beta1 {levels, domains}, the bridge writes v1beta2 Workloads.
+func StatusTopologyToV1beta2(status map[string]any) {
+	eachAssignment(map[string]any{"status": status}, func(_ int, ta any) any { return slicesOf(ta) })
+}

@@ -1,5 +1,5 @@
 // Package definitions forwards Kueue definitions (ResourceFlavor, Cohort, ClusterQueue,
-// LocalQueue, AdmissionCheck, WorkloadPriorityClass) and the ledger's own BudgetPolicy
+// LocalQueue, AdmissionCheck, WorkloadPriorityClass, Topology) and the ledger's own BudgetPolicy
 // (admission-ledger.io/v1alpha1, docs/budgets.md) from the cluster to the ledger as they
 // change. admitd parses each object with the ledger's own parser (recordManifest, mode
 // "apply"): an identical object is `unchanged` there, so resyncs and restarts write nothing.
@@ -51,11 +51,16 @@ const (
 
 // Kinds forwarded, each by a controller of its own.
 var Kinds = []string{"ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "AdmissionCheck",
-	"WorkloadPriorityClass", BudgetPolicyKind}
+	"WorkloadPriorityClass", TopologyKind, BudgetPolicyKind}
+
+// TopologyKind is Kueue's Topology (topology-aware scheduling, docs/tas.md): its levels, which a
+// ResourceFlavor names in spec.topologyName. No status: the outcome is an Event.
+const TopologyKind = "Topology"
 
 // optionalKinds are forwarded only when the cluster serves them: a cluster whose CRDs predate
-// budgets has no BudgetPolicy (and the bridge starts all the same).
-var optionalKinds = map[string]bool{BudgetPolicyKind: true}
+// budgets has no BudgetPolicy, one whose CRDs predate topology-aware scheduling no Topology
+// (and the bridge starts all the same).
+var optionalKinds = map[string]bool{BudgetPolicyKind: true, TopologyKind: true}
 
 // GVK is the group, version and kind in which objects of kind (one of Kinds) are read and
 // forwarded.

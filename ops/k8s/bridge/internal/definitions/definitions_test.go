@@ -263,3 +263,44 @@ func TestBudgetPolicyIsForwarded(t *testing.T) {
 		t.Errorf("status %v, want the condition Recorded True", status)
 	}
 }
+
+// A Topology (v1beta1 or v1beta2, read in v1beta2) is forwarded as the other definitions, with
+// its levels, and no status written (it has none: the outcome is an Event).
+func TestTopologyIsForwarded(t *testing.T) {
+	if gvk := GVK(TopologyKind); gvk.String() != "kueue.x-k8s.io/v1beta2, Kind=Topology" {
+		t.Fatalf("GVK(Topology) = %s", gvk)
+	}
+	topology := &unstructured.Unstructured{Object: parse(t, `{
+		"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"Topology",
+		"metadata":{"name":"default","uid":"u","resourceVersion":"3"},
+		"spec":{"levels":[{"nodeLabel":"cloud.google.com/gce-topology-block"},
+		{"nodeLabel":"cloud.google.com/gce-topology-subblock"},{"nodeLabel":"kubernetes.io/hostname"}]}}`)[0]}
+	statusWrites := 0
+	c := fake.NewClientBuilder().WithObjects(topology).WithInterceptorFuncs(interceptor.Funcs{
+		SubResourceUpdate: func(context.Context, client.Client, string, client.Object,
+			...client.SubResourceUpdateOption) error {
+			statusWrites++
+			return nil
+		},
+	}).Build()
+	recorder := &fakeRecorder{}
+	events := record.NewFakeRecorder(4)
+	r := &Reconciler{Kind: TopologyKind, Client: c, Ledger: recorder, Events: events}
+	if _, err := r.Reconcile(context.Background(),
+		ctrl.Request{NamespacedName: types.NamespacedName{Name: "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := `apply {"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"Topology",` +
+		`"metadata":{"name":"default","uid":"u"},"spec":{"levels":[` +
+		`{"nodeLabel":"cloud.google.com/gce-topology-block"},` +
+		`{"nodeLabel":"cloud.google.com/gce-topology-subblock"},{"nodeLabel":"kubernetes.io/hostname"}]}}`
+	if len(recorder.manifests) != 1 || recorder.manifests[0] != want {
+		t.Fatalf("forwarded %q\nwant [%s]", recorder.manifests, want)
+	}
+	if statusWrites != 0 {
+		t.Errorf("%d status writes to a Topology, which has no status", statusWrites)
+	}
+	if len(events.Events) != 1 {
+		t.Errorf("%d events, want one Recorded", len(events.Events))
+	}
+}

@@ -27,6 +27,8 @@ var BatchJobKind = &Kind{
 			return out
 		})
 	},
+	TopologyPods: batchJobTopologyPods,
+	PodOwner:     batchJobOfPod,
 }
 
 // BatchJob is a batch/v1 Job as a GenericJob.

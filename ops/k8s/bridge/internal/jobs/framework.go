@@ -73,6 +73,10 @@ type Kind struct {
 	New func() GenericJob
 	// List lists the objects that carry the queue label.
 	List func(ctx context.Context, reader client.Reader) ([]client.Object, error)
+	// TopologyPods lists the object's pods with their pod set and index, for the topology
+	// ungater (ungater.go); PodOwner names the object of one of its pods.
+	TopologyPods func(ctx context.Context, reader client.Reader, job GenericJob) ([]TopologyPod, error)
+	PodOwner     func(pod *corev1.Pod) (string, bool)
 }
 
 // listLabelled lists into list the objects that carry the queue label; items returns them.

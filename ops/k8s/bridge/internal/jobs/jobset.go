@@ -31,6 +31,8 @@ var JobSetKind = &Kind{
 			return out
 		})
 	},
+	TopologyPods: jobSetTopologyPods,
+	PodOwner:     jobSetOfPod,
 }
 
 // The labels the JobSet controller puts on its Jobs and their pods.

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"admission-ledger/bridge/internal/checks"
+	"admission-ledger/bridge/internal/conversion"
 	"admission-ledger/bridge/internal/ledger"
 	"admission-ledger/bridge/internal/ledgerevents"
 	"admission-ledger/bridge/internal/podsetupdates"
@@ -117,6 +118,11 @@ func SetupWithManager(mgr ctrl.Manager, l Ledger, events *LedgerEvents, adoption
 				UsePriorityQueue: ptr.To(true)})
 		if events != nil {
 			b = b.WatchesRawSource(events.Source(kind))
+		}
+		if kind.PodOwner != nil {
+			// Pods waiting for the topology ungater (ungater.go).
+			toOwner, gated := gatedPods(kind)
+			b = b.Watches(&corev1.Pod{}, toOwner, builder.WithPredicates(gated))
 		}
 		if err := b.Complete(r); err != nil {
 			return nil, err
@@ -447,6 +453,8 @@ func (r *Reconciler) mirror(ctx context.Context, workload *unstructured.Unstruct
 	// A check state that a check controller wrote and the ledger does not hold yet is the
 	// check forwarder's to forward or revert (internal/checks), not the mirror's to overwrite.
 	if desired != nil {
+		// The ledger shows a TAS placement in v1beta1's shape; the Workload is v1beta2.
+		conversion.StatusTopologyToV1beta2(desired)
 		checks.KeepForeignChecks(workload, desired)
 		// Kueue's job reconciler writes PodsReady; here it shows the ledger's `pods ready`.
 		withPodsReady(desired, current, state, time.Now())
@@ -542,7 +550,10 @@ func (r *Reconciler) release(ctx context.Context, job GenericJob, state *LedgerW
 	obj := job.Object()
 	running := !job.IsSuspended()
 	if running && obj.GetAnnotations()[FencingTokenAnnotation] == token {
-		// Released before: its pods may be ready now.
+		// Released before: its pods may wait for their domains (TAS), or be ready now.
+		if err := r.ungate(ctx, job, state); err != nil {
+			return ctrl.Result{}, err
+		}
 		return r.reportReady(ctx, job, state, token)
 	}
 	if running && adoptedRunning(obj, state) {
@@ -664,6 +675,7 @@ func (r *Reconciler) applyAdmission(ctx context.Context, job GenericJob, state *
 		if err := job.Admit(i, count); err != nil {
 			return false, &cannotStart{err}
 		}
+		applyTopology(ps.Template, state.Topology(ps.Name))
 		if ps.Template.Annotations == nil {
 			ps.Template.Annotations = map[string]string{}
 		}

@@ -2,11 +2,14 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
+	"admission-ledger/bridge/internal/conversion"
 	"admission-ledger/bridge/internal/ledgerrpc"
 	"admission-ledger/bridge/internal/podsetupdates"
 )
@@ -76,11 +79,26 @@ type WorkloadState struct {
 	Status map[string]any
 }
 
-// PodSetAssignment is one pod set's admission: its flavor per resource and count.
+// PodSetAssignment is one pod set's admission: its flavor per resource and count, and its
+// placement when admitted through topology-aware scheduling (nil: none).
 type PodSetAssignment struct {
-	Name    string
-	Count   int32
-	Flavors map[string]string
+	Name     string
+	Count    int32
+	Flavors  map[string]string
+	Topology *TopologyAssignment
+}
+
+// TopologyAssignment is a pod set's placement (Kueue's v1beta1 TopologyAssignment; docs/tas.md):
+// the node labels of the levels given, and per domain its values at those levels and its pods.
+type TopologyAssignment struct {
+	Levels  []string
+	Domains []TopologyDomain
+}
+
+// TopologyDomain is one domain of a TopologyAssignment.
+type TopologyDomain struct {
+	Values []string
+	Count  int32
 }
 
 // CheckState is one admission check's state in the ledger.
@@ -93,6 +111,16 @@ type CheckState struct {
 
 // Key is "NAMESPACE/NAME", the ledger's name of a workload.
 func Key(namespace, name string) string { return namespace + "/" + name }
+
+// Topology returns pod set podSet's topology assignment (nil: none).
+func (w *WorkloadState) Topology(podSet string) *TopologyAssignment {
+	for _, psa := range w.PodSets {
+		if psa.Name == podSet {
+			return psa.Topology
+		}
+	}
+	return nil
+}
 
 // Assignment returns the flavors (resource -> flavor) and count of pod set podSet.
 func (w *WorkloadState) Assignment(podSet string) (map[string]string, int32, bool) {
@@ -198,6 +226,9 @@ func workloadStateOf(s ledgerrpc.WorkloadState) (*WorkloadState, error) {
 	if err := utiljson.Unmarshal([]byte(status), &w.Status); err != nil {
 		return nil, fmt.Errorf("the status of %s/%s is not JSON: %w", w.Namespace, w.Name, err)
 	}
+	if err := readTopology(&w); err != nil {
+		return nil, fmt.Errorf("the status of %s/%s: %w", w.Namespace, w.Name, err)
+	}
 	return &w, nil
 }
 
@@ -226,6 +257,49 @@ func readPodSets(s ledgerrpc.WorkloadState, w *WorkloadState) error {
 			psa.Flavors[resource] = flavor
 		}
 		w.PodSets = append(w.PodSets, psa)
+	}
+	return nil
+}
+
+// readTopology takes each pod set's topology assignment from the status the ledger shows
+// (status.admission.podSetAssignments[].topologyAssignment, v1beta1's {levels, domains} or
+// v1beta2's {levels, slices}): the workload-state RPC carries none of its own.
+func readTopology(w *WorkloadState) error {
+	list, _, _ := unstructured.NestedSlice(w.Status, "admission", "podSetAssignments")
+	for _, e := range list {
+		psa, _ := e.(map[string]any)
+		ta, found := psa["topologyAssignment"]
+		name, _ := psa["name"].(string)
+		if !found || ta == nil {
+			continue
+		}
+		text, err := json.Marshal(conversion.TopologyAssignmentV1beta1(ta))
+		if err != nil {
+			return err
+		}
+		var parsed struct {
+			Levels  []string `json:"levels"`
+			Domains []struct {
+				Values []string `json:"values"`
+				Count  int32    `json:"count"`
+			} `json:"domains"`
+		}
+		if err := json.Unmarshal(text, &parsed); err != nil || len(parsed.Levels) == 0 {
+			return fmt.Errorf("pod set %s: the topology assignment %s is not readable", name, text)
+		}
+		t := &TopologyAssignment{Levels: parsed.Levels}
+		for _, d := range parsed.Domains {
+			if len(d.Values) != len(t.Levels) {
+				return fmt.Errorf("pod set %s: a domain of the topology assignment has %d values for %d levels",
+					name, len(d.Values), len(t.Levels))
+			}
+			t.Domains = append(t.Domains, TopologyDomain{Values: d.Values, Count: d.Count})
+		}
+		for i := range w.PodSets {
+			if w.PodSets[i].Name == name {
+				w.PodSets[i].Topology = t
+			}
+		}
 	}
 	return nil
 }

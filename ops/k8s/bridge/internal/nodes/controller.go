@@ -44,6 +44,23 @@ const RetryAfterTransportError = 5 * time.Second
 // call, and the evictions a failure causes count towards one append's 4096 events).
 const EventsPerCall = 64
 
+// PodChangeDelay is how long after a pod's change the inventory is compared: the changes of a
+// burst of pods (a Job's) go in one reconcile.
+const PodChangeDelay = time.Second
+
+// podChanged queues the inventory PodChangeDelay after a pod's event.
+var podChanged = handler.Funcs{
+	CreateFunc: func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.AddAfter(inventoryRequest, PodChangeDelay)
+	},
+	UpdateFunc: func(_ context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.AddAfter(inventoryRequest, PodChangeDelay)
+	},
+	DeleteFunc: func(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.AddAfter(inventoryRequest, PodChangeDelay)
+	},
+}
+
 var inventoryRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: InventoryKey}}
 
 var flavorGVK = schema.GroupVersionKind{Group: jobs.KueueGroup, Version: jobs.KueueVersion, Kind: "ResourceFlavor"}
@@ -67,7 +84,9 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the inventory: triggered by Node changes the ledger models
-// (labels, allocatable, Ready, cordoned, created, deleted) and by ResourceFlavor changes. The
+// (labels, allocatable, Ready, cordoned, created, deleted), by ResourceFlavor changes, and by
+// pods that change a node's non-TAS usage (NonTasPodChanged; a burst of them is one reconcile
+// PodChangeDelay later). The
 // first reconcile runs once the caches hold every node and flavor: its report completes the
 // inventory.
 func SetupWithManager(mgr ctrl.Manager, l Ledger) error {
@@ -86,6 +105,7 @@ func SetupWithManager(mgr ctrl.Manager, l Ledger) error {
 			return nil
 		})).
 		Watches(&corev1.Node{}, inventory, builder.WithPredicates(NodeChanged)).
+		Watches(&corev1.Pod{}, podChanged, builder.WithPredicates(NonTasPodChanged)).
 		Watches(flavor, inventory, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Complete(r)
@@ -128,11 +148,7 @@ func modelled(n *corev1.Node) nodeModel {
 // does, the report of a node as the ledger holds it, when nothing differs.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
-	var nodeList corev1.NodeList
-	if err := r.Client.List(ctx, &nodeList); err != nil {
-		return ctrl.Result{}, err
-	}
-	flavors, err := r.flavors(ctx)
+	desired, err := r.desired(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -150,11 +166,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var desired []Desired
-	for i := range nodeList.Items {
-		desired = append(desired, DesiredOf(&nodeList.Items[i], flavors)...)
-	}
-	sort.Slice(desired, func(i, j int) bool { return desired[i].Name < desired[j].Name })
 	changes := Plan(desired, recorded)
 	for i := range changes {
 		if changes[i].Kind != Failed {
@@ -188,6 +199,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
 	}
 	return ctrl.Result{RequeueAfter: ResyncInterval}, nil
+}
+
+// desired is what the ledger should hold of every node (the manager's cache: nodes, flavors,
+// and the pods whose non-TAS usage each node carries), in name order.
+func (r *Reconciler) desired(ctx context.Context) ([]Desired, error) {
+	var nodeList corev1.NodeList
+	if err := r.Client.List(ctx, &nodeList); err != nil {
+		return nil, err
+	}
+	flavors, err := r.flavors(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods); err != nil {
+		return nil, fmt.Errorf("listing the pods: %w", err)
+	}
+	usage := NonTasUsage(pods.Items)
+	var desired []Desired
+	for i := range nodeList.Items {
+		node := &nodeList.Items[i]
+		desired = append(desired, DesiredOf(node, flavors, usage[node.Name])...)
+	}
+	sort.Slice(desired, func(i, j int) bool { return desired[i].Name < desired[j].Name })
+	return desired, nil
 }
 
 // Completing is the index of the change that says the inventory is complete: in the last

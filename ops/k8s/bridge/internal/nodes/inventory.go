@@ -156,6 +156,37 @@ func Healthy(node *corev1.Node) (bool, string) {
 	return false, "no Ready condition"
 }
 
+// Label is one of a node's labels.
+type Label struct{ Key, Value string }
+
+// Taint is one of a node's taints as the ledger keeps it.
+type Taint struct{ Key, Value, Effect string }
+
+// Topology is what topology-aware scheduling reads of a node (docs/tas.md, "Inputs"): its
+// labels in key order, its taints that keep pods off it (SchedulingTaints), and NonTas, what
+// the pods bound to it that were not admitted through TAS request (NonTasUsage).
+type Topology struct {
+	Labels []Label
+	Taints []Taint
+	NonTas []Amount
+}
+
+// TopologyOf is the node's labels and scheduling taints, with the non-TAS usage given.
+func TopologyOf(node *corev1.Node, nonTas []Amount) Topology {
+	t := Topology{Labels: []Label{}, Taints: []Taint{}, NonTas: nonTas}
+	if t.NonTas == nil {
+		t.NonTas = []Amount{}
+	}
+	for k, v := range node.Labels {
+		t.Labels = append(t.Labels, Label{k, v})
+	}
+	sort.Slice(t.Labels, func(i, j int) bool { return t.Labels[i].Key < t.Labels[j].Key })
+	for _, taint := range SchedulingTaints(node.Spec.Taints) {
+		t.Taints = append(t.Taints, Taint{taint.Key, taint.Value, string(taint.Effect)})
+	}
+	return t
+}
+
 // Desired is what the ledger should hold of one node under one flavor.
 type Desired struct {
 	Name     string // in the ledger: LedgerName(Node, Flavor)
@@ -163,42 +194,61 @@ type Desired struct {
 	Flavor   string
 	Capacity []Amount
 	Failed   bool
+	Topology Topology
 }
 
-// DesiredOf is what the ledger should hold of a node: one entry per matching flavor, in flavor
-// name order; none when it matches no flavor.
-func DesiredOf(node *corev1.Node, flavors []Flavor) []Desired {
+// DesiredOf is what the ledger should hold of a node whose non-TAS pods request nonTas: one
+// entry per matching flavor, in flavor name order; none when it matches no flavor.
+func DesiredOf(node *corev1.Node, flavors []Flavor, nonTas []Amount) []Desired {
 	healthy, _ := Healthy(node)
 	capacity := Capacity(node.Status.Allocatable)
 	var out []Desired
 	for _, flavor := range MatchingFlavors(node.Labels, node.Spec.Taints, flavors) {
 		out = append(out, Desired{Name: LedgerName(node.Name, flavor), Node: node.Name,
-			Flavor: flavor, Capacity: capacity, Failed: !healthy})
+			Flavor: flavor, Capacity: capacity, Failed: !healthy, Topology: TopologyOf(node, nonTas)})
 	}
 	return out
 }
 
 // Recorded is what the ledger holds of a node (`get nodes -o json`, ops/views/render.cc).
+// Topology's parts are those the ledger shows (Shows): a ledger before engine v26 shows none,
+// and what it does not show is not compared.
 type Recorded struct {
 	Name     string
 	Flavor   string
 	Capacity []Amount
 	Failed   bool
+	Topology Topology
+	Shows    Shown
+}
+
+// Shown says which parts of a node's Topology the ledger's `get nodes -o json` has.
+type Shown struct{ Labels, Taints, NonTas bool }
+
+// ledgerNodeJSON is one node of the ledger's `get nodes -o json`. labels, taints and nonTasUsage
+// (engine v26) are absent from a ledger that does not keep them.
+type ledgerNodeJSON struct {
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Flavor   string             `json:"flavor"`
+	Capacity map[string]string  `json:"capacity"`
+	Failed   bool               `json:"failed"`
+	Labels   *map[string]string `json:"labels"`
+	Taints   *[]struct {
+		Key    string `json:"key"`
+		Value  string `json:"value"`
+		Effect string `json:"effect"`
+	} `json:"taints"`
+	NonTasUsage *map[string]string `json:"nonTasUsage"`
 }
 
 // ParseRecorded reads the ledger's `get nodes -o json`: its nodes by name, and whether a report
 // said the node inventory is complete.
 func ParseRecorded(text string) (map[string]Recorded, bool, error) {
 	var list struct {
-		InventoryComplete bool `json:"inventoryComplete"`
-		Items             []struct {
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-			Flavor   string            `json:"flavor"`
-			Capacity map[string]string `json:"capacity"`
-			Failed   bool              `json:"failed"`
-		} `json:"items"`
+		InventoryComplete bool             `json:"inventoryComplete"`
+		Items             []ledgerNodeJSON `json:"items"`
 	}
 	if err := json.Unmarshal([]byte(text), &list); err != nil {
 		return nil, false, fmt.Errorf("the ledger's nodes are not a JSON List: %w", err)
@@ -206,17 +256,76 @@ func ParseRecorded(text string) (map[string]Recorded, bool, error) {
 	out := make(map[string]Recorded, len(list.Items))
 	for _, item := range list.Items {
 		r := Recorded{Name: item.Metadata.Name, Flavor: item.Flavor, Failed: item.Failed}
-		for name, text := range item.Capacity {
-			q, err := resource.ParseQuantity(text)
-			if err != nil {
-				return nil, false, fmt.Errorf("the ledger's node %s: %s=%q: %w", r.Name, name, text, err)
-			}
-			r.Capacity = append(r.Capacity, Amount{Name: name, Milli: q.MilliValue()})
+		var err error
+		if r.Capacity, err = parseAmounts(r.Name, item.Capacity); err != nil {
+			return nil, false, err
 		}
-		sort.Slice(r.Capacity, func(i, j int) bool { return r.Capacity[i].Name < r.Capacity[j].Name })
+		if err := r.readTopology(&item); err != nil {
+			return nil, false, err
+		}
 		out[r.Name] = r
 	}
 	return out, list.InventoryComplete, nil
+}
+
+// readTopology takes the parts of the node's topology that the ledger shows.
+func (r *Recorded) readTopology(item *ledgerNodeJSON) error {
+	if item.Labels != nil {
+		r.Shows.Labels = true
+		r.Topology.Labels = []Label{}
+		for k, v := range *item.Labels {
+			r.Topology.Labels = append(r.Topology.Labels, Label{k, v})
+		}
+		sort.Slice(r.Topology.Labels, func(i, j int) bool { return r.Topology.Labels[i].Key < r.Topology.Labels[j].Key })
+	}
+	if item.Taints != nil {
+		r.Shows.Taints = true
+		r.Topology.Taints = []Taint{}
+		for _, t := range *item.Taints {
+			r.Topology.Taints = append(r.Topology.Taints, Taint{t.Key, t.Value, t.Effect})
+		}
+	}
+	if item.NonTasUsage != nil {
+		r.Shows.NonTas = true
+		var err error
+		if r.Topology.NonTas, err = parseAmounts(r.Name, *item.NonTasUsage); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseAmounts reads quantities by resource name into amounts in name order.
+func parseAmounts(node string, quantities map[string]string) ([]Amount, error) {
+	out := []Amount{}
+	for name, text := range quantities {
+		q, err := resource.ParseQuantity(text)
+		if err != nil {
+			return nil, fmt.Errorf("the ledger's node %s: %s=%q: %w", node, name, text, err)
+		}
+		out = append(out, Amount{Name: name, Milli: q.MilliValue()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// topologyDiffers: a part of the node's topology that the ledger shows is not the desired one.
+func topologyDiffers(d Desired, r Recorded) bool {
+	return (r.Shows.Labels && !slicesEqual(d.Topology.Labels, r.Topology.Labels)) ||
+		(r.Shows.Taints && !slicesEqual(d.Topology.Taints, r.Topology.Taints)) ||
+		(r.Shows.NonTas && !sameAmounts(d.Topology.NonTas, r.Topology.NonTas))
+}
+
+func slicesEqual[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Kind of a node event.
@@ -253,6 +362,8 @@ type Change struct {
 	Node     string // the cluster node
 	Flavor   string
 	Capacity []Amount // empty: the ledger keeps the capacity it holds
+	// Topology is sent with a report of a node's capacity or recovery (nil: not).
+	Topology *Topology
 	// Failed only: the workloads whose pods are on the node (nil: none known).
 	Workloads         []WorkloadRef
 	InventoryComplete bool
@@ -260,7 +371,8 @@ type Change struct {
 
 // Plan lists the events that bring the ledger's nodes to the desired ones: a node it does not
 // hold is reported (failed if it is not healthy: a node that appears never evicts), a healthy
-// node it holds as failed recovers, a changed capacity is reported again, a node no longer
+// node it holds as failed recovers, a changed capacity (or labels, taints or non-TAS usage,
+// those the ledger shows: topologyDiffers) is reported again, a node no longer
 // healthy fails, and a node of the bridge's (Owned) that is no longer desired (deleted, or its
 // labels or the flavor's nodeLabels changed) fails. The capacity of a node the ledger holds as
 // failed is reported when it recovers. Recovered first, then capacity reports, then failures;
@@ -271,7 +383,8 @@ func Plan(desired []Desired, recorded map[string]Recorded) []Change {
 	for _, d := range desired {
 		wanted[d.Name] = true
 		r, known := recorded[d.Name]
-		change := Change{Name: d.Name, Node: d.Node, Flavor: d.Flavor, Capacity: d.Capacity}
+		change := Change{Name: d.Name, Node: d.Node, Flavor: d.Flavor, Capacity: d.Capacity,
+			Topology: &d.Topology}
 		switch {
 		case !known && d.Failed, known && d.Failed && !r.Failed:
 			change.Kind = Failed
@@ -281,7 +394,8 @@ func Plan(desired []Desired, recorded map[string]Recorded) []Change {
 			continue // failed in both
 		case r.Failed:
 			change.Kind = Recovered
-		case r.Flavor != d.Flavor || (len(d.Capacity) > 0 && !sameAmounts(r.Capacity, d.Capacity)):
+		case r.Flavor != d.Flavor || (len(d.Capacity) > 0 && !sameAmounts(r.Capacity, d.Capacity)) ||
+			topologyDiffers(d, r):
 			change.Kind = CapacityChanged
 		default:
 			continue
@@ -312,7 +426,7 @@ func Reassert(d Desired) Change {
 		kind = Failed
 	}
 	return Change{Kind: kind, Name: d.Name, Node: d.Node, Flavor: d.Flavor, Capacity: d.Capacity,
-		InventoryComplete: true}
+		Topology: &d.Topology, InventoryComplete: true}
 }
 
 func sameAmounts(a, b []Amount) bool {
@@ -355,11 +469,13 @@ func (c Change) Event() ([]byte, error) {
 			if err != nil {
 				return err
 			}
-			for i, a := range c.Capacity {
-				if err := list.At(i).SetName(a.Name); err != nil {
-					return err
-				}
-				list.At(i).SetMilli(a.Milli)
+			if err := setAmounts(list, c.Capacity); err != nil {
+				return err
+			}
+		}
+		if c.Topology != nil && c.Kind != Failed {
+			if err := setTopology(n, c.Topology); err != nil {
+				return err
 			}
 		}
 		if c.InventoryComplete {
@@ -378,6 +494,54 @@ func (c Change) Event() ([]byte, error) {
 		}
 		return nil
 	})
+}
+
+// setAmounts fills list (of len(amounts)) with amounts.
+func setAmounts(list ledgerevents.ResourceAmount_List, amounts []Amount) error {
+	for i, a := range amounts {
+		if err := list.At(i).SetName(a.Name); err != nil {
+			return err
+		}
+		list.At(i).SetMilli(a.Milli)
+	}
+	return nil
+}
+
+// setTopology sets the node's labels, taints and non-TAS usage (engine v26): each list set,
+// empty when the node has none (unset would say unknown).
+func setTopology(n ledgerevents.NodeCapacity, t *Topology) error {
+	labels, err := n.NewLabels(int32(len(t.Labels)))
+	if err != nil {
+		return err
+	}
+	for i, l := range t.Labels {
+		if err := labels.At(i).SetKey(l.Key); err != nil {
+			return err
+		}
+		if err := labels.At(i).SetValue(l.Value); err != nil {
+			return err
+		}
+	}
+	taints, err := n.NewTaints(int32(len(t.Taints)))
+	if err != nil {
+		return err
+	}
+	for i, taint := range t.Taints {
+		at := taints.At(i)
+		for _, set := range []struct {
+			f func(string) error
+			v string
+		}{{at.SetKey, taint.Key}, {at.SetValue, taint.Value}, {at.SetEffect, taint.Effect}} {
+			if err := set.f(set.v); err != nil {
+				return err
+			}
+		}
+	}
+	usage, err := n.NewNonTasUsage(int32(len(t.NonTas)))
+	if err != nil {
+		return err
+	}
+	return setAmounts(usage, t.NonTas)
 }
 
 // RequestID names one record call of node events: the events' bytes and the ledger's head when

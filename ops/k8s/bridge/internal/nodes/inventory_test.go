@@ -125,15 +125,23 @@ func TestHealthy(t *testing.T) {
 
 // One ledger node per matching flavor, NODE/FLAVOR; none for a node matching no flavor.
 func TestDesiredOf(t *testing.T) {
-	got := DesiredOf(node("gpu-1", map[string]string{"gpu": "a100"}, corev1.ConditionFalse), testFlavors)
+	n := node("gpu-1", map[string]string{"gpu": "a100"}, corev1.ConditionFalse)
+	n.Spec.Taints = []corev1.Taint{{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectPreferNoSchedule}}
+	usage := []Amount{{"cpu", 500}, {"pods", 1000}}
+	got := DesiredOf(n, testFlavors, usage)
+	// The condition's taint and the PreferNoSchedule one keep no pod off the node: not sent.
+	topology := Topology{Labels: []Label{{"gpu", "a100"}}, Taints: []Taint{}, NonTas: usage}
 	want := []Desired{
-		{Name: "gpu-1/a100", Node: "gpu-1", Flavor: "a100", Capacity: []Amount{{"cpu", 8000}}, Failed: true},
-		{Name: "gpu-1/on-demand", Node: "gpu-1", Flavor: "on-demand", Capacity: []Amount{{"cpu", 8000}}, Failed: true},
+		{Name: "gpu-1/a100", Node: "gpu-1", Flavor: "a100", Capacity: []Amount{{"cpu", 8000}}, Failed: true,
+			Topology: topology},
+		{Name: "gpu-1/on-demand", Node: "gpu-1", Flavor: "on-demand", Capacity: []Amount{{"cpu", 8000}}, Failed: true,
+			Topology: topology},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("%+v, want %+v", got, want)
 	}
-	if got := DesiredOf(node("gpu-1", map[string]string{"gpu": "a100"}, corev1.ConditionTrue), testFlavors[1:2]); got != nil {
+	if got := DesiredOf(node("gpu-1", map[string]string{"gpu": "a100"}, corev1.ConditionTrue), testFlavors[1:2], nil); got != nil {
 		t.Fatalf("a node of no flavor: %+v", got)
 	}
 	if node, owned := Owned("gpu-1/a100"); !owned || node != "gpu-1" {

@@ -57,9 +57,15 @@ Status Engine::ValidateDeletion(schema::ObjectDeleted::Reader del) const {
   } else if (kind == "BudgetPolicy") {
     defined = budgets_.count(name) > 0;
   } else if (kind == "Topology") {
-    // Engine v26 (docs/tas.md): the decider does not keep Topologies yet, so any name is
-    // accepted; ApplyObjectDeleted ignores it.
-    return Status::Ok();
+    // Engine v26 (docs/tas.md): kept while a ResourceFlavor names it (Kueue's finalizer).
+    if (topologies_.count(name) == 0) return refuse("the ledger does not define it");
+    std::vector<std::string> flavors;
+    for (const auto& [fname, f] : flavors_) {
+      if (f.topology == name) flavors.push_back(fname);
+    }
+    if (flavors.empty()) return Status::Ok();
+    return in_use("in use by ResourceFlavor " + JoinNames(flavors) +
+                  " (delete it or remove its topologyName first)");
   } else {
     return refuse("not a kind of definition (ResourceFlavor, Cohort, ClusterQueue, LocalQueue, "
                   "AdmissionCheck, WorkloadPriorityClass, Topology or BudgetPolicy)");

@@ -509,6 +509,8 @@ class Engine {
   // Engine v26: the TAS snapshot of a flavor (its domains, free capacity and TAS usage now), or
   // nullptr when the flavor has no topology (or its Topology is not defined).
   TasSnapshot* TasFor(int flavor) const;
+  // Whether the flavor has a topology that is defined (engine v26), without building anything.
+  bool IsTasFlavor(int flavor) const;
   // The usage fold the decider keeps (billing's model; engine v25 budgets read it).
   const UsageFold& usage() const { return usage_; }
   // Where a policy stands now, per limited resource: the period, limit, used and committed.

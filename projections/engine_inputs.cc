@@ -310,6 +310,8 @@ void Engine::ApplyObjectDeleted(schema::ObjectDeleted::Reader del, uint32_t vers
     priority_classes_.erase(name);
   } else if (kind == "BudgetPolicy") {
     budgets_.erase(name);
+  } else if (kind == "Topology") {
+    topologies_.erase(name);  // engine v26
   } else if (kind == "AdmissionCheck" && version >= 13) {
     // Engine v13: intake deletes a check only when nothing needs it (ValidateDeletion).
     checks_.erase(name);

@@ -83,7 +83,7 @@ TasSnapshot::Requests PerPod(const PodSetAssignment& a, int flavor, int pods) {
 int OnlyTasFlavor(const Engine& e, const PodSetAssignment& a, std::string* error) {
   std::set<int> flavors;
   for (const auto& [r, f] : a.flavors) {
-    if (e.TasFor(f) != nullptr) flavors.insert(f);
+    if (e.IsTasFlavor(f)) flavors.insert(f);
   }
   if (flavors.size() == 1) return *flavors.begin();
   if (flavors.empty()) {
@@ -100,8 +100,16 @@ int OnlyTasFlavor(const Engine& e, const PodSetAssignment& a, std::string* error
 
 }  // namespace
 
+bool Engine::IsTasFlavor(int flavor) const {
+  if (batch_version_ < 26) return false;
+  auto f = flavors_.find(flavor_ids_.Name(flavor));
+  if (f == flavors_.end() || f->second.topology.empty()) return false;
+  auto topo = topologies_.find(f->second.topology);
+  return topo != topologies_.end() && !topo->second.empty();
+}
+
 TasSnapshot* Engine::TasFor(int flavor) const {
-  if (batch_version_ < 26) return nullptr;
+  if (!IsTasFlavor(flavor)) return nullptr;
   auto cached = tas_cache_.find(flavor);
   if (cached != tas_cache_.end()) return cached->second.get();
   auto f = flavors_.find(flavor_ids_.Name(flavor));
@@ -155,7 +163,7 @@ bool Engine::TasOnly(const ClusterQueueSpec& spec) const {
   bool any = false;
   for (const ResourceGroup& g : spec.resource_groups) {
     for (const FlavorQuotas& fq : g.flavors) {
-      if (TasFor(fq.flavor) == nullptr) return false;
+      if (!IsTasFlavor(fq.flavor)) return false;
       any = true;
     }
   }

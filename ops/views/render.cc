@@ -548,6 +548,16 @@ Json NodesJson(const Engine& engine, const NamespaceFilter& allow) {
                       {{"capacity", Quantities(engine, room.capacity)},
                        {"usage", Quantities(engine, room.usage)},
                        {"heldBy", room.holders}}}});
+    if (!node.labels.empty()) {
+      // Engine v26 (TAS): what the node reports keep, for the bridge to compare.
+      Json taints = Json::array();
+      for (const auto& t : node.taints) {
+        taints.push_back({{"key", t.key}, {"value", t.value}, {"effect", t.effect}});
+      }
+      items.back()["labels"] = node.labels;
+      items.back()["taints"] = taints;
+      items.back()["nonTasUsage"] = Quantities(engine, node.non_tas_usage);
+    }
   }
   return items;
 }

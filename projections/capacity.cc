@@ -128,12 +128,25 @@ void Engine::NodeChanged(schema::NodeCapacity::Reader n, int kind, int64_t now) 
 void Engine::EvictFromLostNode(schema::NodeCapacity::Reader node, int64_t now) {
   // Their pods ran on the node: they go first, whatever their priority, and their quota waits
   // for the pods to be reported gone, at most kLostNodePodsDeadlineNs.
+  std::string host;  // engine v26: the node's hostname, as TAS placements name it
+  if (batch_version_ >= 26) {
+    const NodeState& n = nodes_.at(node.getNode().cStr());
+    auto label = n.labels.find(std::string(kHostnameLabel));
+    host = label != n.labels.end() ? label->second : std::string(View(node.getNode()));
+    tas_cache_.clear();  // the failed node leaves the snapshots
+  }
   for (auto ref : node.getWorkloads()) {
     const WorkloadState* found = FindReferenced(ref);
     if (found == nullptr || !Evictable(found->phase)) continue;
-    EvictForReason(workloads_.at(found->key), "NodeFailure",
-                   "its pods ran on node " + std::string(node.getNode().cStr()) +
-                       ", which failed",
+    WorkloadState& wl = workloads_.at(found->key);
+    std::string no_replacement;
+    if (!host.empty() && ReplaceFailedNode(wl, host, &no_replacement)) continue;
+    EvictForReason(wl, "NodeFailure",
+                   no_replacement.empty()
+                       ? "its pods ran on node " + std::string(node.getNode().cStr()) +
+                             ", which failed"
+                       : "Workload was evicted as there was no replacement for unhealthy "
+                         "node(s): " + host + " (" + no_replacement + ")",
                    0, now + kLostNodePodsDeadlineNs, now);
   }
 }

@@ -728,6 +728,10 @@ class Engine {
   // Whether the nomination's placements still fit (an earlier entry of the cycle may have
   // taken the room: Kueue's TASFlavorSnapshot.Fits).
   bool TopologyStillFits(const Assignment& a) const;
+  // Engine v26, a failed node under a TAS workload (Kueue's TASFailedNodeReplacement): its pods
+  // there placed on other nodes (within the required domain), recorded as topologyReplaced;
+  // false when it has none there, or with *reason when no replacement fits (it is evicted).
+  bool ReplaceFailedNode(WorkloadState& wl, const std::string& host, std::string* reason);
   // A holder's TAS usage added to (+1) or removed from (-1) the cached snapshots.
   void TasHolderChanged(const WorkloadState& wl, int sign) const;
   // During a victim search for a nomination whose placement failed: whether it fits the

@@ -40,6 +40,8 @@ struct TasSnapshot::Scratch {
   int32_t count = 0, leader_count = 0, slice_size = 1;
   size_t level = 0, slice_level = 0;
   bool required = false, unconstrained = false, simulate_empty = false;
+  // Kueue's requiredReplacementDomain: only leaves under these values count (nullptr: all).
+  const std::vector<std::string>* within = nullptr;
   // Kueue's useLeastFreeCapacityAlgorithm (TASProfileMixed, on by default in v0.17).
   bool least_free() const { return unconstrained; }
 };
@@ -239,6 +241,11 @@ void TasSnapshot::FillInCounts(const Scratch& s, const std::map<int, Requests>& 
     Domain& leaf = domains_[static_cast<size_t>(index)];
     ++ex->total;
     if (LeafExcluded(leaf, *s.ps, ex)) continue;
+    if (s.within != nullptr &&
+        !std::equal(s.within->begin(), s.within->end(), leaf.values.begin())) {
+      ++ex->domain;  // Kueue's belongsToRequiredDomain
+      continue;
+    }
     Requests left = Remaining(leaf, s.simulate_empty, assumed);
     int limiting = -1;
     leaf.state = CountIn(s.requests, left, &limiting);
@@ -344,6 +351,7 @@ std::string TasSnapshot::Exclusions::Format() const {
   std::vector<std::string> reasons;
   if (node_selector > 0) reasons.push_back("nodeSelector: " + std::to_string(node_selector));
   if (affinity > 0) reasons.push_back("affinity: " + std::to_string(affinity));
+  if (domain > 0) reasons.push_back("topologyDomain: " + std::to_string(domain));
   for (const auto& [t, n] : taints) reasons.push_back(Cat({"taint ", Quoted(t), ": "}) + std::to_string(n));
   for (const auto& [r, n] : resources) {
     reasons.push_back(Cat({"resource ", Quoted(r), ": "}) + std::to_string(n));
@@ -363,8 +371,8 @@ std::string TasSnapshot::NotFit(int32_t fit, int32_t total, int32_t slice_size,
                       std::to_string(total), " ", unit, "(s)"})
                : Cat({"topology ", Quoted(topology_), " allows to fit only ", std::to_string(fit),
                       " out of ", std::to_string(total), " ", unit, "(s)"});
-  const bool excluded = ex.node_selector > 0 || ex.affinity > 0 || !ex.taints.empty() ||
-                        !ex.resources.empty();
+  const bool excluded = ex.node_selector > 0 || ex.affinity > 0 || ex.domain > 0 ||
+                        !ex.taints.empty() || !ex.resources.empty();
   if (excluded) {
     out += Cat({". Total nodes: ", std::to_string(ex.total), "; excluded: ", ex.Format()});
   }
@@ -612,10 +620,12 @@ std::optional<std::string> TasSnapshot::Prepare(const PodSetRequest& workers,
 
 std::map<std::string, TopologyAssignment> TasSnapshot::FindOne(
     const PodSetRequest& workers, const PodSetRequest* leader,
-    const std::map<int, Requests>& assumed, bool simulate_empty, std::string* reason) {
+    const std::map<int, Requests>& assumed, bool simulate_empty, std::string* reason,
+    const std::vector<std::string>* within) {
   // Kueue's findTopologyAssignment.
   Scratch s;
   s.simulate_empty = simulate_empty;
+  s.within = within;
   if (std::optional<std::string> why = Prepare(workers, leader, &s)) {
     *reason = *why;
     return {};
@@ -697,6 +707,60 @@ TasSnapshot::Outcome TasSnapshot::Find(const std::vector<PodSetRequest>& request
       out.assignments[ps->name] = a;
     }
   }
+  return out;
+}
+
+std::optional<TopologyAssignment> TasSnapshot::Replace(const PodSetRequest& request,
+                                                       const TopologyAssignment& existing,
+                                                       const std::string& failed_host,
+                                                       std::string* reason) {
+  // Kueue's deleteDomain, IsTopologyAssignmentStale, requiredReplacementDomain, then
+  // findTopologyAssignment for the pods lost, and mergeTopologyAssignments.
+  if (!lowest_is_node_ || existing.levels.size() != 1) {
+    *reason = "cannot replace node " + failed_host + ": the topology has no hostname level";
+    return std::nullopt;
+  }
+  TopologyAssignment kept{existing.levels, {}};
+  PodSetRequest lost = request;
+  lost.count = 0;
+  for (const TopologyDomain& d : existing.domains) {
+    if (d.values.back() == failed_host) lost.count += d.count;
+    else kept.domains.push_back(d);
+  }
+  for (const TopologyDomain& d : kept.domains) {
+    if (LeafOf(d) < 0) {
+      *reason = "Cannot replace the node, because the existing topologyAssignment is invalid, "
+                "as it contains the stale domain " + d.values.back();
+      return std::nullopt;
+    }
+  }
+  if (request.request != nullptr && !request.request->slice_level.empty() &&
+      request.request->slice_size > 1) {
+    *reason = "cannot replace node " + failed_host + ": slices are not replaced";
+    return std::nullopt;
+  }
+  std::vector<std::string> within;
+  const std::string* key = LevelKey(request.request);
+  const bool required = request.request != nullptr && !request.request->required.empty();
+  if (required && key != nullptr && !kept.domains.empty()) {
+    const Domain& first = domains_[static_cast<size_t>(LeafOf(kept.domains.front()))];
+    within.assign(first.values.begin(),
+                  first.values.begin() + static_cast<std::ptrdiff_t>(*LevelIndex(*key) + 1));
+  }
+  std::map<int, Requests> assumed;
+  std::string why;
+  std::map<std::string, TopologyAssignment> found =
+      FindOne(lost, nullptr, assumed, false, &why, within.empty() ? nullptr : &within);
+  if (!why.empty() || found[lost.name].domains.empty()) {
+    *reason = why.empty() ? "cannot find replacement assignment for unhealthy node: " + failed_host
+                          : why;
+    return std::nullopt;
+  }
+  std::map<std::vector<std::string>, int32_t> merged;
+  for (const TopologyDomain& d : kept.domains) merged[d.values] += d.count;
+  for (const TopologyDomain& d : found[lost.name].domains) merged[d.values] += d.count;
+  TopologyAssignment out{existing.levels, {}};
+  for (const auto& [values, count] : merged) out.domains.push_back(TopologyDomain{values, count});
   return out;
 }
 

@@ -68,6 +68,12 @@ class TasSnapshot {
   // together (the smaller of two is the leader); `simulate_empty`: as if no TAS holder used
   // anything. Stops at the first pod set that does not fit.
   Outcome Find(const std::vector<PodSetRequest>& requests, bool simulate_empty);
+  // Kueue's findReplacementAssignment (TASFailedNodeReplacement, on by default in v0.17): the
+  // placement with the pods of `failed_host` moved to other nodes, within the domain of the
+  // required level that holds the rest; nullopt with *reason when there is none.
+  std::optional<TopologyAssignment> Replace(const PodSetRequest& request,
+                                            const TopologyAssignment& existing,
+                                            const std::string& failed_host, std::string* reason);
   // Kueue's Fits: whether every domain of the assignment still holds its pods now.
   bool Fits(const TopologyAssignment& assignment, const Requests& per_pod) const;
   // The largest number of pods of `per_pod` one domain of `level` holds now, and its values.
@@ -88,7 +94,7 @@ class TasSnapshot {
     std::vector<Taint> taints;
   };
   struct Exclusions {
-    int total = 0, node_selector = 0, affinity = 0;
+    int total = 0, node_selector = 0, affinity = 0, domain = 0;
     std::map<std::string, int> taints, resources;
     std::string Format() const;
   };
@@ -102,7 +108,8 @@ class TasSnapshot {
   std::map<std::string, TopologyAssignment> FindOne(const PodSetRequest& workers,
                                                     const PodSetRequest* leader,
                                                     const std::map<int, Requests>& assumed,
-                                                    bool simulate_empty, std::string* reason);
+                                                    bool simulate_empty, std::string* reason,
+                                                    const std::vector<std::string>* within = nullptr);
   bool LeafExcluded(const Domain& leaf, const PodSetRequest& ps, Exclusions* ex) const;
   void FillInCounts(const Scratch& s, const std::map<int, Requests>& assumed, Exclusions* ex);
   void FillInCountsHelper(int d, int32_t slice_size, size_t slice_level, size_t level);

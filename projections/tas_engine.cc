@@ -232,8 +232,12 @@ namespace {
 // For a required placement that failed: what it needs in one domain of the level and what the
 // largest free one has, in the pod set's first extended resource (a GPU), else in pods.
 std::string LargestDomainNote(const TasSnapshot& snap, const TasSnapshot::PodSetRequest& r,
-                              const Interner& names) {
-  if (r.request == nullptr || r.request->required.empty()) return "";
+                              const std::string& reason, const Interner& names) {
+  // Only after a capacity failure (Kueue's notFitMessage), not a level error.
+  if (r.request == nullptr || r.request->required.empty() ||
+      reason.rfind("topology \"", 0) != 0) {
+    return "";
+  }
   const auto& levels = snap.levels();
   auto it = std::find(levels.begin(), levels.end(), r.request->required);
   if (it == levels.end()) return "";
@@ -281,7 +285,7 @@ void Engine::PlaceTopology(const WorkloadState& wl, const ClusterQueueSpec& spec
         });
         n.mode = kPreempt;
         n.message = Cat({"couldn't assign flavors to pod set ", o.failed_pod_set, ": ", o.reason,
-                         LargestDomainNote(snap, failed, resources_)});
+                         LargestDomainNote(snap, failed, o.reason, resources_)});
         break;
       }
       for (size_t j = 0; j < list.size(); ++j) {
@@ -353,6 +357,45 @@ void Engine::StartTasTrial(const WorkloadState& wl, const ClusterQueueSpec& spec
   }
   std::sort(needing->begin(), needing->end());
   tas_trial_ = storage;
+}
+
+bool Engine::ReplaceFailedNode(WorkloadState& wl, const std::string& host, std::string* reason) {
+  std::vector<std::pair<size_t, TopologyAssignment>> changes;
+  for (size_t i = 0; i < wl.admission.pod_sets.size() && i < wl.pod_sets.size(); ++i) {
+    const PodSetAssignment& a = wl.admission.pod_sets[i];
+    if (!a.topology) continue;
+    const bool there = std::any_of(a.topology->domains.begin(), a.topology->domains.end(),
+                                   [&](const TopologyDomain& d) { return d.values.back() == host; });
+    if (!there) continue;
+    const int flavor = OnlyTasFlavor(*this, a, reason);
+    TasSnapshot* snap = flavor < 0 ? nullptr : TasFor(flavor);
+    if (snap == nullptr) return false;
+    const PodSetSpec& ps = wl.pod_sets[i];
+    TasSnapshot::PodSetRequest r;
+    r.name = ps.name;
+    r.count = a.count;
+    r.per_pod = ps.requests;
+    r.request = ps.topology ? &*ps.topology : nullptr;
+    r.node_selector = &ps.node_selector;
+    r.tolerations = &ps.tolerations;
+    r.affinity = &ps.affinity;
+    std::optional<TopologyAssignment> placed = snap->Replace(r, *a.topology, host, reason);
+    if (!placed) return false;
+    changes.emplace_back(i, std::move(*placed));
+  }
+  if (changes.empty()) return false;
+  TasHolderChanged(wl, -1);
+  for (auto& [i, placed] : changes) wl.admission.pod_sets[i].topology = placed;
+  TasHolderChanged(wl, +1);
+  for (const auto& [i, placed] : changes) {
+    auto d = NewDecision(current_sequence_).initBody().initTopologyReplaced();
+    Ref(d.initWorkload(), wl);
+    d.setGeneration(wl.generation);
+    d.setPodSet(Txt(wl.admission.pod_sets[i].name));
+    d.setNode(Txt(host));
+    SetTopologyAssignment(placed, d.initTopologyAssignment());
+  }
+  return true;
 }
 
 bool Engine::TasTrialFits() const {

@@ -258,6 +258,14 @@ class HistoryCollector {
                      d.getPolicy().cStr() + ": " + e->message;
         break;
       }
+      case W::TOPOLOGY_REPLACED: {
+        auto t = b.getTopologyReplaced();
+        e->generation = t.getGeneration();
+        e->summary = std::string("node ") + t.getNode().cStr() + " failed: pod set " +
+                     t.getPodSet().cStr() + " moved," +
+                     TopologyText(projections::ToTopologyAssignment(t.getTopologyAssignment()));
+        break;
+      }
       case W::PODS_REPORTED: {
         auto p = b.getPodsReported();
         e->summary = std::string("pods ") + PodsReportName(p.getReport()) + " (token " +

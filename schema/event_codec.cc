@@ -1075,8 +1075,8 @@ std::string BodyName(Event::Reader event) {
 
 bool IsDecision(Event::Body::Which which) {
   // The decisions are the union's members from quotaReserved to drainDeadlinePassed, and those
-  // added since after the inputs added since (workloadActivationSet, budgetPolicyDefined).
-  if (which == Event::Body::BUDGET_DECIDED) return true;
+  // added since after the inputs added since (workloadActivationSet, budgetPolicyDefined, topologyDefined).
+  if (which == Event::Body::BUDGET_DECIDED || which == Event::Body::TOPOLOGY_REPLACED) return true;
   return static_cast<int>(which) >= static_cast<int>(Event::Body::QUOTA_RESERVED) &&
          static_cast<int>(which) <= static_cast<int>(Event::Body::DRAIN_DEADLINE_PASSED);
 }

@@ -563,6 +563,16 @@ struct Admitted {
   # without updates keep their bytes.
 }
 
+struct TopologyReplaced {
+  # Engine v26: a TAS workload's pods on a failed node moved to other nodes (Kueue's
+  # TASFailedNodeReplacement, on by default in v0.17): the pod set's placement from now on.
+  workload @0 :WorkloadRef;
+  generation @1 :UInt64;
+  podSet @2 :Text;
+  node @3 :Text;                                # the failed node's hostname
+  topologyAssignment @4 :TopologyAssignment;
+}
+
 struct BudgetDecided {
   # Engine v25: the ledger decided a budget check at quota reservation (docs/budgets.md).
   workload @0 :WorkloadRef;
@@ -693,6 +703,7 @@ struct Event {
     budgetDecided @41 :BudgetDecided;
     # Engine v26: topology-aware scheduling (docs/tas.md).
     topologyDefined @42 :TopologyDef;
+    topologyReplaced @43 :TopologyReplaced;
   }
 
   endsBatch @38 :Bool;

@@ -39,6 +39,7 @@ std::optional<WorkloadRef::Reader> SubjectOf(Event::Reader event) {
     case W::STARVATION_ALERT: return b.getStarvationAlert().getWorkload();
     case W::DRAIN_DEADLINE_PASSED: return b.getDrainDeadlinePassed().getWorkload();
     case W::BUDGET_DECIDED: return b.getBudgetDecided().getWorkload();
+    case W::TOPOLOGY_REPLACED: return b.getTopologyReplaced().getWorkload();
     default: return std::nullopt;
   }
 }

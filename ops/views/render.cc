@@ -742,6 +742,11 @@ std::string DescribeDecision(schema::Event::Reader event) {
           << d.getPolicy().cStr() << "): " << d.getMessage().cStr();
       break;
     }
+    case schema::Event::Body::TOPOLOGY_REPLACED:
+      out << "topology of " << name(body.getTopologyReplaced().getWorkload()) << " pod set "
+          << body.getTopologyReplaced().getPodSet().cStr() << ": node "
+          << body.getTopologyReplaced().getNode().cStr() << " replaced";
+      break;
     case schema::Event::Body::QUOTA_RELEASED:
       out << "quota released by " << name(body.getQuotaReleased().getWorkload()) << " ("
           << body.getQuotaReleased().getReason().cStr() << ")";

@@ -66,6 +66,8 @@ corpus=(
   # engine v25
   "budgets:60-budgets.yaml"
   "budget-decay-and-rolling:61-budget-decay-and-rolling.yaml"
+  # engine v26
+  "topology-aware:62-topology-aware.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

@@ -73,6 +73,26 @@ class Scenario : public ::testing::TestWithParam<std::string> {
     }
   }
 
+  // Per pod set its placement as "value,value=count; ...": each domain's values at the
+  // assignment's levels, the domains in the recorded order; "" for none.
+  static void ExpectTopology(const projections::WorkloadState& wl, const YAML::Node& want,
+                             const std::string& ctx) {
+    for (const auto& ps : want) {
+      std::string got = "(no such pod set)";
+      for (const auto& a : wl.admission.pod_sets) {
+        if (a.name != ps.first.as<std::string>()) continue;
+        got.clear();
+        if (!a.topology) continue;
+        for (const auto& d : a.topology->domains) {
+          if (!got.empty()) got += "; ";
+          for (size_t i = 0; i < d.values.size(); ++i) got += (i ? "," : "") + d.values[i];
+          got += "=" + std::to_string(d.count);
+        }
+      }
+      EXPECT_EQ(got, ps.second.as<std::string>()) << ctx << " podSet " << ps.first.as<std::string>();
+    }
+  }
+
   void CheckWorkload(const std::string& key, const YAML::Node& want, const std::string& where) {
     const auto& workloads = service_->engine().workloads();
     auto it = workloads.find(key);
@@ -124,24 +144,7 @@ class Scenario : public ::testing::TestWithParam<std::string> {
         }
       }
     }
-    if (want["topology"]) {
-      // Per pod set its placement as "value,value=count; ...": each domain's values at the
-      // assignment's levels, the domains in the recorded order; "" for none.
-      for (const auto& ps : want["topology"]) {
-        std::string got = "(no such pod set)";
-        for (const auto& a : wl.admission.pod_sets) {
-          if (a.name != ps.first.as<std::string>()) continue;
-          got.clear();
-          if (!a.topology) continue;
-          for (const auto& d : a.topology->domains) {
-            if (!got.empty()) got += "; ";
-            for (size_t i = 0; i < d.values.size(); ++i) got += (i ? "," : "") + d.values[i];
-            got += "=" + std::to_string(d.count);
-          }
-        }
-        EXPECT_EQ(got, ps.second.as<std::string>()) << ctx << " podSet " << ps.first.as<std::string>();
-      }
-    }
+    if (want["topology"]) ExpectTopology(wl, want["topology"], ctx);
     if (want["counts"]) {
       for (const auto& ps : want["counts"]) {
         bool found = false;

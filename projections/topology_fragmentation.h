@@ -1,8 +1,8 @@
 #pragma once
-// Topology fragmentation (docs/tas.md, "Fragmentation"): per TAS flavor and topology level, the
-// largest free capacity of one domain, and how many domains could hold the largest pending TAS
-// request of the flavor. A read model of the decider's state, computed from the flavors'
-// TasSnapshots (Engine::TasFor): the admission_tas_* gauges and the dashboard's overview.
+// Topology fragmentation (docs/metrics.md, admission_tas_*): per TAS flavor and topology
+// level, the largest free capacity of one domain, and how many domains could hold the largest
+// pending TAS request of the flavor. A read model of the decider's state, computed from the
+// flavors' TasSnapshots (Engine::TasFor): the metrics' gauges and the dashboard's overview.
 
 #include <cstdint>
 #include <optional>

@@ -800,4 +800,23 @@ std::pair<int32_t, std::string> TasSnapshot::LargestDomain(size_t level,
   return best;
 }
 
+std::vector<TasSnapshot::DomainRoom> TasSnapshot::DomainRooms(size_t level,
+                                                              const Requests& per_pod) const {
+  std::vector<DomainRoom> out;
+  if (level >= per_level_.size()) return out;
+  Requests with_pod = per_pod;
+  with_pod[pods_] += kOnePod;
+  std::map<int, int32_t> held;  // domain -> pods
+  for (const auto& [id, leaf] : leaves_) {
+    int ignored = -1;
+    const int32_t n = CountIn(with_pod, Remaining(domains_[static_cast<size_t>(leaf)], false, {}),
+                              &ignored);
+    for (int d = leaf; d >= 0; d = domains_[static_cast<size_t>(d)].parent) held[d] += n;
+  }
+  for (int d : per_level_[level]) {
+    out.push_back(DomainRoom{domains_[static_cast<size_t>(d)].values.back(), held[d]});
+  }
+  return out;
+}
+
 }  // namespace admission::projections

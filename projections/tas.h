@@ -78,6 +78,14 @@ class TasSnapshot {
   bool Fits(const TopologyAssignment& assignment, const Requests& per_pod) const;
   // The largest number of pods of `per_pod` one domain of `level` holds now, and its values.
   std::pair<int32_t, std::string> LargestDomain(size_t level, const Requests& per_pod) const;
+  // Every domain of `level` (in the order of their values) with its value at that level and the
+  // number of pods of `per_pod` it holds now, as LargestDomain counts them (read models:
+  // fragmentation metrics and the dashboard).
+  struct DomainRoom {
+    std::string value;
+    int32_t pods = 0;
+  };
+  std::vector<DomainRoom> DomainRooms(size_t level, const Requests& per_pod) const;
 
  private:
   struct Domain {

@@ -4,6 +4,7 @@
 
 #include "consumers/billing/report.h"
 #include "projections/engine_version.h"
+#include "projections/topology_fragmentation.h"
 
 namespace admission::consumers::metrics {
 
@@ -174,6 +175,28 @@ void RenderBudgets(const projections::Engine& engine, Writer& w) {
            "Resource-hours held in the policy's scope in the current period (decayed when the "
            "policy has a half-life)",
            labels, used);
+}
+
+// admission_tas_{domains_fitting_largest_pending,largest_free_domain}: per TAS flavor and
+// topology level, the fragmentation of its free capacity (projections/topology_fragmentation.h).
+void RenderTopologyFragmentation(const projections::Engine& engine, Writer& w) {
+  std::map<LabelValues, std::string> largest, fitting;
+  for (const projections::TasFragmentation& f : projections::TopologyFragmentation(engine)) {
+    for (const projections::TasLevelFragmentation& l : f.levels) {
+      largest[{f.flavor, l.level, f.resource}] = std::to_string(l.largest_free);
+      if (l.fitting_largest_pending) {
+        fitting[{f.flavor, l.level}] = std::to_string(*l.fitting_largest_pending);
+      }
+    }
+  }
+  w.Gauges("admission_tas_domains_fitting_largest_pending",
+           "Domains of the level that could hold the largest pending TAS request of the flavor "
+           "now (none pending: no series)",
+           {"flavor", "level"}, fitting);
+  w.Gauges("admission_tas_largest_free_domain",
+           "The largest free capacity of one domain of the level, in the resource's units (the "
+           "nodes' extended resource, else pods)",
+           {"flavor", "level", "resource"}, largest);
 }
 
 // admission_idle_gpu_seconds_total: billing's idle GPU time, closed and still open.
@@ -659,6 +682,7 @@ void MetricsFold::RenderOurs(const projections::Engine& engine, Writer& w) const
             revocations_);
   w.Counter("admission_starvation_alerts_total", "Starvation alerts raised",
             {"cluster_queue"}, starvation_alerts_);
+  RenderTopologyFragmentation(engine, w);
 }
 
 void MetricsFold::RenderKueue(const projections::Engine& engine, const RenderOptions& options,

@@ -353,7 +353,26 @@ struct NodeArgs {
   std::string action, node, flavor, capacity, format = "text";
   bool inventory_complete = false;
   std::vector<std::string> workloads;  // fail: NAMESPACE/NAME of the workloads with pods on it
+  std::vector<std::string> labels;     // capacity: KEY=VALUE, the Node's labels (engine v26)
 };
+
+// --labels: the Node's labels (topology levels for TAS, docs/tas.md), replacing those reported.
+Status FillNodeLabels(const NodeArgs& node, schema::NodeCapacity::Builder n) {
+  if (node.labels.empty()) return Status::Ok();
+  if (node.action != "capacity") {
+    return Status(Code::kInvalidArgument, "--labels: only a capacity report carries labels");
+  }
+  auto list = n.initLabels(static_cast<unsigned>(node.labels.size()));
+  for (size_t i = 0; i < node.labels.size(); ++i) {
+    const size_t eq = node.labels[i].find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status(Code::kInvalidArgument, "--labels: '" + node.labels[i] + "' is not KEY=VALUE");
+    }
+    list[static_cast<unsigned>(i)].setKey(node.labels[i].substr(0, eq));
+    list[static_cast<unsigned>(i)].setValue(node.labels[i].substr(eq + 1));
+  }
+  return Status::Ok();
+}
 
 // node's event: capacity, fail or recover, with --capacity's RESOURCE=QUANTITY list.
 Status FillNodeEvent(Session& session, const NodeArgs& node, schema::Event::Builder event) {
@@ -393,6 +412,7 @@ Status FillNodeEvent(Session& session, const NodeArgs& node, schema::Event::Buil
     list[static_cast<unsigned>(i)].setMilli(capacity[i].second);
   }
   if (node.inventory_complete) n.setInventoryComplete(true);
+  ADM_RETURN_IF_ERROR(FillNodeLabels(node, n));
   if (!node.workloads.empty()) {
     auto refs = n.initWorkloads(static_cast<unsigned>(node.workloads.size()));
     for (size_t i = 0; i < node.workloads.size(); ++i) {
@@ -424,6 +444,9 @@ void AddNodeCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   node_cmd->add_option("--workloads", node->workloads,
                        "fail: the workloads (NAMESPACE/NAME) whose pods ran on the node; they "
                        "are evicted first")
+      ->delimiter(',');
+  node_cmd->add_option("--labels", node->labels,
+                       "capacity: the Node's labels, KEY=VALUE,... (its topology levels for TAS)")
       ->delimiter(',');
   node_cmd->add_option("-o,--output", node->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   node_cmd->callback([&global, node, exit_code] {

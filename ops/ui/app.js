@@ -51,6 +51,16 @@ const pages = {
         o.budgets.map((b) => `<tr data-budget="${esc(b.policy)}"><td>${esc(b.policy)}</td><td>${esc(b.scope)}</td><td>${esc(b.resource)}</td><td>${esc(b.period)}</td>
           <td>${bar(Number(b.usedHours) + Number(b.committedHours), Number(b.limitHours))} ${esc(b.limitHours)}</td><td>${esc(b.usedHours)}</td><td>${esc(b.committedHours)}</td><td>${esc(b.remainingHours)}</td></tr>`)) + "</div>";
     }
+    if (o.topology.length) {
+      html += `<h2>Topology (TAS flavors: largest free domain per level)</h2><div id="topology">` + o.topology.map((f) => {
+        const p = f.largestPending;
+        const wants = p ? `${p.pods} pods${p.perPod ? " x " + esc(p.perPod) + " " + esc(f.resource) : ""}${p.level ? " in one " + esc(p.level) : ""}` : "";
+        return `<h3>${esc(f.flavor)} (topology ${esc(f.topology)})</h3><p>largest pending request: ${p ? wants : "none"}</p>` +
+          table(["level", "domains", `largest free domain (${esc(f.resource)})`, "domains fitting the largest pending request"],
+            f.levels.map((l) => `<tr data-tas-flavor="${esc(f.flavor)}" data-tas-level="${esc(l.level)}"><td>${esc(l.level)}</td><td>${l.domains}</td>
+              <td>${l.largestFree}${l.largestDomain ? " (" + esc(l.largestDomain) + ")" : ""}</td><td>${l.fittingLargestPending === null ? "" : l.fittingLargestPending}</td></tr>`));
+      }).join("") + "</div>";
+    }
     html += "<h2>Recent evictions, preemptions and rejections</h2>" + table(["sequence", "time", "kind", "what"],
       o.recent.map((e) => `<tr><td>${e.sequence}</td><td>${esc(e.time)}</td><td>${esc(e.kind)}</td><td>${esc(e.text)}</td></tr>`));
     return html;

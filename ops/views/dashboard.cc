@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ops/views/render.h"
+#include "projections/topology_fragmentation.h"
 #include "schema/event_codec.h"
 #include "schema/quantity.h"
 #include "schema/time_format.h"
@@ -93,6 +94,40 @@ Json DashboardBudgets(const projections::Engine& engine, const NamespaceFilter& 
   return out;
 }
 
+// Per TAS flavor and topology level: the largest free domain and the domains that could hold
+// the largest pending TAS request (the admission_tas_* gauges). The platform's, as the
+// ClusterQueues: no workload is named.
+Json DashboardTopology(const projections::Engine& engine) {
+  Json out = Json::array();
+  for (const projections::TasFragmentation& f : projections::TopologyFragmentation(engine)) {
+    Json levels = Json::array();
+    for (const projections::TasLevelFragmentation& l : f.levels) {
+      levels.push_back({{"level", l.level},
+                        {"domains", l.domains},
+                        {"largestFree", l.largest_free},
+                        {"largestDomain", l.largest_domain},
+                        {"fittingLargestPending", l.fitting_largest_pending
+                                                      ? Json(*l.fitting_largest_pending)
+                                                      : Json(nullptr)}});
+    }
+    Json pending = nullptr;
+    if (f.largest_pending) {
+      const projections::TasPendingRequest& p = *f.largest_pending;
+      pending = {{"pods", p.count},
+                 {"perPod", f.resource == "pods"
+                                ? std::string()
+                                : schema::FormatQuantityMilli(p.unit_milli_per_pod, f.resource)},
+                 {"level", p.level}};
+    }
+    out.push_back({{"flavor", f.flavor},
+                   {"topology", f.topology},
+                   {"resource", f.resource},
+                   {"largestPending", pending},
+                   {"levels", levels}});
+  }
+  return out;
+}
+
 }  // namespace
 
 Json DashboardOverview(const projections::Engine& engine, const LedgerTail& tail,
@@ -137,6 +172,7 @@ Json DashboardOverview(const projections::Engine& engine, const LedgerTail& tail
   doc["idleGpus"] = idle_gpus;
   doc["checks"] = DashboardChecks(engine, allow, rejected);
   doc["budgets"] = DashboardBudgets(engine, allow);
+  doc["topology"] = DashboardTopology(engine);
   // The latest evictions, preemptions and rejections.
   Json recent = Json::array();
   std::vector<Json> found;

@@ -275,6 +275,7 @@ std::string UidOf(const std::string& key) {
 struct QueueDef {
   std::string name;    // ClusterQueue, its namespace and its LocalQueue
   std::string cohort;
+  std::string flavor = "rf";
   int64_t nominal_milli = 0;
   std::optional<int64_t> borrowing_limit_milli;
   schema::ReclaimWithinCohortPolicy reclaim = schema::ReclaimWithinCohortPolicy::NEVER;
@@ -283,7 +284,7 @@ struct QueueDef {
 
 void FillClusterQueue(schema::Event::Body::Builder body, const QueueDef& q) {
   FillProfileClusterQueue(body, q.name, q.cohort, q.nominal_milli, q.borrowing_limit_milli,
-                          q.reclaim, q.within);
+                          q.reclaim, q.within, q.flavor);
 }
 
 void FillLocalQueue(schema::Event::Body::Builder body, const QueueDef& q) {
@@ -296,9 +297,28 @@ void FillLocalQueue(schema::Event::Body::Builder body, const QueueDef& q) {
 struct WorkloadDef {
   std::string ns, name, uid;
   int32_t priority = 0;
-  int64_t cpu_milli = 0;
+  int64_t cpu_milli = 0;  // per pod
   int64_t creation_ns = 0;
+  int32_t count = 1;
+  // Kueue's TAS generator: "required", "preferred" or "balanced" (a slice request) at tas_level.
+  std::string tas_constraint{}, tas_level{};
+  int32_t slice_size = 0;
 };
+
+void FillTopologyRequest(schema::PodSet::Builder ps, const WorkloadDef& w) {
+  if (w.tas_level.empty()) return;
+  auto t = ps.initTopologyRequest();
+  if (w.tas_constraint == "required") {
+    t.setRequired(w.tas_level);
+  } else if (w.tas_constraint == "preferred") {
+    t.setPreferred(w.tas_level);
+  } else if (w.tas_constraint == "balanced") {  // Kueue's generator: a slice request
+    t.setSliceRequiredTopology(w.tas_level);
+    if (w.slice_size > 0) t.setSliceSize(w.slice_size);
+  } else {
+    Fail("unknown tasConstraint " + w.tas_constraint);
+  }
+}
 
 void FillSubmit(schema::Event::Body::Builder body, const WorkloadDef& w) {
   auto wl = body.initWorkloadSubmitted().initWorkload();
@@ -311,10 +331,92 @@ void FillSubmit(schema::Event::Body::Builder body, const WorkloadDef& w) {
   wl.setCreationTimestampNs(w.creation_ns);
   auto ps = wl.initPodSets(1)[0];
   ps.setName("main");
-  ps.setCount(1);
+  ps.setCount(w.count);
   auto req = ps.initRequests(1)[0];
   req.setName("cpu");
   req.setMilli(w.cpu_milli);
+  FillTopologyRequest(ps, w);
+}
+
+// Adds one input event, its body filled by the function given.
+using AddInput = std::function<void(std::function<void(schema::Event::Body::Builder)>)>;
+
+// Kueue's TAS generator (topology_generator.go): a node per leaf of the levels, named
+// "node-b0-r2-n15", labelled with each level's value ("block-0", "rack-2", "node-15": the
+// hostname values repeat in every rack, as Kueue's generator makes them) and the flavor's
+// label; allocatable the last level's capacity and 110 pods.
+void AddTasNodes(const TasTopology& t, size_t level, std::vector<std::string>* values,
+                 const AddInput& add) {
+  if (level == t.levels.size()) {
+    std::string name = "node";
+    for (const std::string& v : *values) name += "-" + v.substr(0, 1) + v.substr(v.find('-') + 1);
+    add([&](schema::Event::Body::Builder b) {
+      auto n = b.initNodeCapacityChanged();
+      n.setNode(name);
+      n.setFlavor(t.flavor);
+      auto cap = n.initCapacity(3);
+      cap[0].setName("cpu");
+      cap[0].setMilli(t.cpu_milli);
+      cap[1].setName("memory");
+      cap[1].setMilli(t.memory_milli);
+      cap[2].setName("pods");
+      cap[2].setMilli(110'000);
+      auto labels = n.initLabels(static_cast<unsigned>(values->size() + 1));
+      for (size_t i = 0; i < values->size(); ++i) {
+        labels[static_cast<unsigned>(i)].setKey(t.levels[i].node_label);
+        labels[static_cast<unsigned>(i)].setValue((*values)[i]);
+      }
+      labels[static_cast<unsigned>(values->size())].setKey(t.flavor_node_label);
+      labels[static_cast<unsigned>(values->size())].setValue("tas");
+    });
+    return;
+  }
+  for (int i = 0; i < t.levels[level].count; ++i) {
+    values->push_back(t.levels[level].name + "-" + std::to_string(i));
+    AddTasNodes(t, level + 1, values, add);
+    values->pop_back();
+  }
+}
+
+// The TAS flavor (nodeLabels {nodeLabel: tas}, topologyName), the Topology and its nodes.
+void AddTasDefinitions(const TasTopology& t, const AddInput& add) {
+  add([&](schema::Event::Body::Builder b) {
+    auto f = b.initFlavorDefined();
+    f.setName(t.flavor);
+    auto label = f.initNodeLabels(1)[0];
+    label.setKey(t.flavor_node_label);
+    label.setValue("tas");
+    f.setTopologyName(t.flavor_topology);
+  });
+  add([&](schema::Event::Body::Builder b) {
+    auto d = b.initTopologyDefined();
+    d.setName(t.name);
+    auto levels = d.initLevels(static_cast<unsigned>(t.levels.size()));
+    for (size_t i = 0; i < t.levels.size(); ++i) {
+      levels.set(static_cast<unsigned>(i), t.levels[i].node_label);
+    }
+  });
+  std::vector<std::string> values;
+  AddTasNodes(t, 0, &values, add);
+}
+
+int64_t TasNodes(const TasTopology& t) {
+  int64_t n = 1;
+  for (const TasLevel& l : t.levels) n *= l.count;
+  return n;
+}
+
+// The domains of each level of the flavor's snapshot, as the decider keeps them.
+std::string TasDomains(const Engine& engine, const TasTopology& t) {
+  const std::optional<int> id = engine.flavor_names().Find(t.flavor);
+  const projections::TasSnapshot* snap = id ? engine.TasFor(*id) : nullptr;
+  if (snap == nullptr) return "no TAS snapshot";
+  std::string out;
+  for (size_t l = 0; l < t.levels.size(); ++l) {
+    out += (l ? ", " : "") + t.levels[l].name + " " +
+           std::to_string(snap->DomainRooms(l, {}).size());
+  }
+  return out;
 }
 
 void FillFinish(schema::Event::Body::Builder body, const std::string& ns, const std::string& name,
@@ -390,6 +492,7 @@ struct Profile {
   std::string name;  // "baseline" from ".../baseline-generator.yaml"
   std::string path;
   std::vector<CohortClass> cohorts;
+  std::optional<TasTopology> tas;  // the TAS profile's topology and flavor
 };
 
 std::optional<Profile> ParseProfile(const std::string& path, int divide) {
@@ -407,11 +510,17 @@ std::optional<Profile> ParseProfile(const std::string& path, int divide) {
     return std::nullopt;
   }
   p.cohorts = std::move(*cohorts);
+  p.tas = LoadKueueTopology(path, &error);
+  if (!error.empty()) {
+    std::fprintf(stderr, "%s: %s\n", path.c_str(), error.c_str());
+    return std::nullopt;
+  }
   return p;
 }
 
 // Kueue's measured averages, from the comments of the profile's rangespec file
-// ("Average value N" in baseline-rangespec.yaml, "mean=N" in large-scale-rangespec.yaml).
+// ("Average value N" in baseline-rangespec.yaml, "mean=N" in large-scale-rangespec.yaml,
+// "# MEAN / STDDEV / CV%" after the value in tas-rangespec.yaml).
 struct KueueFigures {
   std::optional<double> usage_pct;                 // clusterQueueClassesMinUsage
   std::map<std::string, double> avg_admission_ms;  // wlClassesMaxAvgTimeToAdmissionMs
@@ -423,8 +532,9 @@ KueueFigures ParseRangespec(const std::string& path) {
   KueueFigures k;
   std::ifstream in(path);
   if (!in) return k;
-  static const std::regex kKey(R"(^\s+([A-Za-z][A-Za-z0-9_]*):\s*[0-9_.]+\s*(#.*)?$)");
+  static const std::regex kKey(R"(^\s+([A-Za-z][A-Za-z0-9_-]*):\s*[0-9_.]+\s*(#.*)?$)");
   static const std::regex kMean(R"((?:Average value|mean=)\s*([0-9]+(?:\.[0-9]+)?))");
+  static const std::regex kSlash(R"(^#\s*([0-9]+(?:\.[0-9]+)?)\s*/\s*[0-9])");
   std::string section, comments, line;
   while (std::getline(in, line)) {
     if (!line.empty() && line[0] != ' ' && line[0] != '#') {
@@ -437,7 +547,10 @@ KueueFigures ParseRangespec(const std::string& path) {
       const std::string text = comments + " " + m[2].str();
       comments.clear();
       std::smatch mean;
-      if (!std::regex_search(text, mean, kMean)) continue;
+      const std::string own = m[2].str();
+      if (!std::regex_search(text, mean, kMean) && !std::regex_search(own, mean, kSlash)) {
+        continue;
+      }
       const double v = std::stod(mean[1].str());
       if (section == "clusterQueueClassesMinUsage") k.usage_pct = v;
       if (section == "wlClassesMaxAvgTimeToAdmissionMs") k.avg_admission_ms[m[1].str()] = v;
@@ -537,6 +650,7 @@ class ProfileRun {
 
  private:
   void Define();
+  void DefineInputs();  // Define's inputs: the definitions, applied as one instant
   // What Run measures and counts over the whole simulation.
   struct Totals {
     CpuMeter decider, build, harness;
@@ -596,6 +710,7 @@ void ProfileRun::Define() {
           q.borrowing_limit_milli = qs.borrowing_limit_milli;
           q.reclaim = qs.reclaim;
           q.within = qs.within;
+          if (profile_.tas) q.flavor = profile_.tas->flavor;
           const int idx = static_cast<int>(queues_.size());
           cohort_queues_[cohort].push_back(idx);
           queues_.push_back(q);
@@ -615,6 +730,10 @@ void ProfileRun::Define() {
                 w.def.uid = UidOf(w.key);
                 w.def.priority = t.priority;
                 w.def.cpu_milli = t.request_milli;
+                w.def.count = t.pod_count;
+                w.def.tas_constraint = t.tas_constraint;
+                w.def.tas_level = t.tas_level;
+                w.def.slice_size = t.slice_size;
                 w.creation_ms = (++n) * ws.interval_ms;
                 w.def.creation_ns = kStartNs + w.creation_ms * kNsPerMs;
                 w.runtime_ms = t.runtime_ms;
@@ -637,20 +756,35 @@ void ProfileRun::Define() {
     events_.push(SimEvent{wls_[i].creation_ms, kCreate, wls_[i].key, i, 0});
   }
   queue_usage_milli_.assign(queues_.size(), 0);
+  DefineInputs();
+}
 
-  // Definitions at t = 0, one instant: the flavor, then every ClusterQueue and LocalQueue.
-  // Cohorts exist implicitly through cohortName.
+void ProfileRun::DefineInputs() {
+  // Definitions at t = 0, one instant: the flavor (the TAS profile: the TAS flavor, its
+  // Topology and nodes), then every ClusterQueue and LocalQueue. Cohorts exist implicitly
+  // through cohortName.
   std::vector<std::string> inputs;
-  const size_t total = 1 + 2 * queues_.size();
-  auto add = [&](const std::function<void(schema::Event::Body::Builder)>& fill) {
+  const size_t total =
+      (profile_.tas ? 2 + static_cast<size_t>(TasNodes(*profile_.tas)) : 1) + 2 * queues_.size();
+  auto add = [&](std::function<void(schema::Event::Body::Builder)> fill) {
     inputs.push_back(
         BuildEvent(driver_.NextSequence(), kStartNs, inputs.size() + 1 == total, fill));
   };
-  add([](schema::Event::Body::Builder b) { b.initFlavorDefined().setName("rf"); });
+  if (profile_.tas) {
+    AddTasDefinitions(*profile_.tas, add);
+  } else {
+    add([](schema::Event::Body::Builder b) { b.initFlavorDefined().setName("rf"); });
+  }
   for (const QueueDef& q : queues_) add([&](auto b) { FillClusterQueue(b, q); });
   for (const QueueDef& q : queues_) add([&](auto b) { FillLocalQueue(b, q); });
   std::vector<std::string> out = driver_.Apply(inputs, kStartNs, nullptr);
   if (!out.empty()) Fail("definitions produced " + std::to_string(out.size()) + " decisions");
+  if (profile_.tas) {
+    Line(profile_.name + ".topology",
+         Int(TasNodes(*profile_.tas)) + " nodes; domains per level: " +
+             TasDomains(engine_, *profile_.tas) +
+             " (Kueue keys a leaf by its hostname label, which its generator repeats per rack)");
+  }
 }
 
 void ProfileRun::ProcessDecisions(const std::vector<std::string>& decisions, int64_t now_ms,
@@ -739,7 +873,9 @@ void ProfileRun::OnQuotaReserved(schema::QuotaReserved::Reader r, std::set<int>*
       if (u.getName() == "cpu") cpu += u.getMilli();
     }
   }
-  if (cpu != w->def.cpu_milli) Fail("QuotaReserved for " + w->key + " with other usage");
+  if (cpu != w->def.cpu_milli * w->def.count) {
+    Fail("QuotaReserved for " + w->key + " with other usage");
+  }
   w->holds_quota = true;
   w->usage_milli = cpu;
   queue_usage_milli_[static_cast<size_t>(w->queue_idx)] += cpu;
@@ -1051,6 +1187,9 @@ struct ScalingParams {
   int cycles = 2'000;            // submit + finish of one probe workload each, per round
   int rounds = 15;               // interleaved between the sizes; the best round counts
   size_t batch_inputs = 256;     // backlog submissions per instant
+  // The TAS variant: the TAS profile's flavor, Topology and nodes; every workload requires one
+  // domain of the level above the nodes, the backlog's and probes' in 2 pods of half the cpu.
+  std::optional<TasTopology> tas;
 };
 
 int64_t VmRssKib() {
@@ -1093,8 +1232,15 @@ class ScalingRun {
     ++now_ms_;
     return out;
   }
-  void Submit(const std::string& q, const std::string& name, int32_t priority, int64_t milli) {
+  void Submit(const std::string& q, const std::string& name, int32_t priority, int64_t milli,
+              int32_t pods = 1) {
     WorkloadDef w{q, name, UidOf(q + "/" + name), priority, milli, kStartNs + now_ms_ * kNsPerMs};
+    if (sp_.tas) {
+      w.count = pods;
+      w.cpu_milli = milli / pods;
+      w.tas_constraint = "required";
+      w.tas_level = sp_.tas->levels[sp_.tas->levels.size() - 2].node_label;
+    }
     inputs_.push_back(BuildEvent(driver_.NextSequence(), kStartNs + now_ms_ * kNsPerMs, false,
                                  [&](auto b) { FillSubmit(b, w); }));
   }
@@ -1135,11 +1281,18 @@ void ScalingRun::Setup() {
     q.cohort = "scale";
     q.nominal_milli = sp_.nominal_milli;
     q.borrowing_limit_milli = 0;
+    if (sp_.tas) q.flavor = sp_.tas->flavor;
     queues_.push_back(q);
   }
   const int64_t now_ns = kStartNs;
-  inputs_.push_back(BuildEvent(driver_.NextSequence(), now_ns, false,
-                               [](auto b) { b.initFlavorDefined().setName("rf"); }));
+  auto add = [&](std::function<void(schema::Event::Body::Builder)> fill) {
+    inputs_.push_back(BuildEvent(driver_.NextSequence(), now_ns, false, fill));
+  };
+  if (sp_.tas) {
+    AddTasDefinitions(*sp_.tas, add);
+  } else {
+    add([](schema::Event::Body::Builder b) { b.initFlavorDefined().setName("rf"); });
+  }
   for (const QueueDef& q : queues_) {
     inputs_.push_back(BuildEvent(driver_.NextSequence(), now_ns, false,
                                  [&](auto b) { FillClusterQueue(b, q); }));
@@ -1153,7 +1306,7 @@ void ScalingRun::Setup() {
   for (int64_t i = 0; i < pending_; ++i) {
     const QueueDef& q = queues_[static_cast<size_t>(i % sp_.queues)];
     Submit(q.name, "backlog-" + std::to_string(i), static_cast<int32_t>(i % sp_.backlog_priorities),
-           sp_.backlog_milli);
+           sp_.backlog_milli, 2);
     if (inputs_.size() == sp_.batch_inputs &&
         Count(Flush(nullptr), schema::Event::Body::QUOTA_RESERVED) != 0) {
       Fail("scaling: a backlog workload was admitted");
@@ -1179,7 +1332,7 @@ double ScalingRun::MeasureRound() {
   for (int c = 0; c < sp_.cycles; ++c) {
     const QueueDef& q = queues_[static_cast<size_t>(c % sp_.queues)];
     const std::string name = "probe-" + std::to_string(probe_++);
-    Submit(q.name, name, 1000, sp_.probe_milli);
+    Submit(q.name, name, 1000, sp_.probe_milli, 2);
     std::vector<std::string> out = Flush(&meter);
     decisions += static_cast<int64_t>(out.size());
     admitted += Count(out, schema::Event::Body::ADMITTED);
@@ -1216,12 +1369,13 @@ double Min(const std::vector<double>& v) {
 
 // Both engines are set up first, then measured in interleaved rounds (order rotated per round),
 // so that the load of this shared machine falls on both alike.
-int RunScalingPhase(const std::vector<int64_t>& sizes, const ScalingParams& sp) {
+int RunScalingPhase(const std::vector<int64_t>& sizes, const ScalingParams& sp,
+                    const std::string& prefix) {
   std::vector<std::unique_ptr<ScalingRun>> runs;
   for (int64_t n : sizes) {
     runs.push_back(std::make_unique<ScalingRun>(n, sp));
     runs.back()->Setup();
-    const std::string p = "scaling.n" + Int(n) + ".";
+    const std::string p = prefix + ".n" + Int(n) + ".";
     Line(p + "setup_cpu_s", Fixed(runs.back()->setup_cpu_s(), 3), "(submitting the backlog)");
     Line(p + "rss_growth_mib", Mib(runs.back()->setup_rss_kib()),
          "(resident memory added by the setup: definitions, fillers, backlog)");
@@ -1232,7 +1386,7 @@ int RunScalingPhase(const std::vector<int64_t>& sizes, const ScalingParams& sp) 
     }
   }
   for (const auto& run : runs) {
-    const std::string p = "scaling.n" + Int(run->pending()) + ".";
+    const std::string p = prefix + ".n" + Int(run->pending()) + ".";
     std::string rounds;
     for (double v : run->per_decision_s()) rounds += " " + Fixed(v * 1e6, 2);
     Line(p + "cpu_per_decision_us", Fixed(Min(run->per_decision_s()) * 1e6, 3),
@@ -1244,7 +1398,7 @@ int RunScalingPhase(const std::vector<int64_t>& sizes, const ScalingParams& sp) 
   const double ratio = Min(hi.per_decision_s()) / std::max(1e-12, Min(lo.per_decision_s()));
   const double ratio_median =
       Median(hi.per_decision_s()) / std::max(1e-12, Median(lo.per_decision_s()));
-  Line("scaling.ratio", Fixed(ratio, 3),
+  Line(prefix + ".ratio", Fixed(ratio, 3),
        "(CPU per decision with N=" + Int(hi.pending()) + " / with N=" + Int(lo.pending()) +
            ", best rounds; medians: " + Fixed(ratio_median, 3) +
            "; goal: does not grow, ratio <= 1.25 allowing for noise and log N: " +
@@ -1293,12 +1447,15 @@ bool SameFigures(const ProfileResult& a, const ProfileResult& b) {
 
 int Usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [--quick] [--profile PATH]... [--phases profiles,scaling]\n"
+               "usage: %s [--quick] [--profile PATH]... [--phases profiles,scaling,tas]\n"
                "          [--divide D] [--scaling-n N1,N2] [--cycles C] [--watchdog-s S]\n"
-               "          [--in-process] [--repeat R]\n"
+               "          [--in-process] [--repeat R] [--tas-profile PATH]\n"
                "  --profile     a Kueue generator YAML (default: baseline and large-scale in\n"
                "                " DECIDER_BENCH_PROFILE_DIR ")\n"
                "  --quick       counts /10, scaling with N=1000 vs 10000 (CI smoke)\n"
+               "  --phases      default profiles,scaling; tas: Kueue's TAS profile\n"
+               "                (--tas-profile, default tas-generator.yaml beside the others),\n"
+               "                then the scaling check on its topology with TAS requests\n"
                "  --divide      divide every workloadsSet count by D (at least 1 remains)\n"
                "  --scaling-n   pending backlog sizes compared (first vs last)\n"
                "  --cycles      probe cycles per scaling round\n"
@@ -1322,6 +1479,7 @@ struct BenchArgs {
   double watchdog_s = 0;
   int repeat = 0;
   ScalingParams sp;
+  std::string tas_profile = std::string(DECIDER_BENCH_PROFILE_DIR) + "/tas-generator.yaml";
 };
 
 // False on an unknown argument.
@@ -1333,6 +1491,8 @@ bool ParseBenchArgs(int argc, char** argv, BenchArgs* args) {
       args->quick = true;
     } else if (a == "--profile") {
       args->profiles.push_back(next());
+    } else if (a == "--tas-profile") {
+      args->tas_profile = next();
     } else if (a == "--phases") {
       args->phases = next();
     } else if (a == "--scaling-n") {
@@ -1437,23 +1597,49 @@ void RunProfile(const std::string& path, const BenchArgs& args,
 }
 
 // The cost per decision against the number of pending workloads.
-void RunScaling(const BenchArgs& args, std::vector<std::string>* summary) {
-  const ScalingParams& sp = args.sp;
-  std::printf("\n# scaling: cost per decision against the number of pending workloads\n");
-  Line("scaling.setup",
+void RunScaling(const BenchArgs& args, const ScalingParams& sp, const std::string& prefix,
+                std::vector<std::string>* summary) {
+  std::printf("\n# %s: cost per decision against the number of pending workloads\n",
+              prefix.c_str());
+  if (sp.tas) {
+    Line(prefix + ".topology",
+         "the TAS profile's " + Int(TasNodes(*sp.tas)) + " nodes, flavor " + sp.tas->flavor +
+             "; every workload requires one " + sp.tas->levels[sp.tas->levels.size() - 2].name +
+             " (" + sp.tas->levels[sp.tas->levels.size() - 2].node_label +
+             "), backlog and probes in 2 pods of half their cpu");
+  }
+  Line(prefix + ".setup",
        Int(sp.queues) + " ClusterQueues in one cohort, nominal " +
            Fixed(sp.nominal_milli / 1000.0, 0) + " cpu, borrowingLimit 0; filler " +
            Fixed(sp.filler_milli / 1000.0, 0) + " cpu admitted in each; N backlog workloads of " +
            Fixed(sp.backlog_milli / 1000.0, 0) + " cpu (" + Int(sp.backlog_priorities) +
            " priorities) pending");
-  Line("scaling.load", Int(sp.cycles) + " cycles of submit + finish of a " +
+  Line(prefix + ".load", Int(sp.cycles) + " cycles of submit + finish of a " +
                            Fixed(sp.probe_milli / 1000.0, 0) +
                            " cpu probe (each release re-nominates the backlog heads), " +
                            Int(sp.rounds) + " rounds per N, interleaved");
-  const int failures =
-      RunIsolated("scaling", args.in_process, [&] { return RunScalingPhase(args.scaling_n, sp); });
+  const int failures = RunIsolated(prefix, args.in_process,
+                                   [&] { return RunScalingPhase(args.scaling_n, sp, prefix); });
   if (!args.in_process) g_failures += failures;
-  summary->push_back(std::string("scaling: ") + (failures == 0 ? "ok" : "FAILED"));
+  summary->push_back(prefix + ": " + (failures == 0 ? "ok" : "FAILED"));
+}
+
+// The TAS phase: Kueue's TAS profile (tas-generator.yaml), then the scaling check on its
+// topology with TAS requests.
+void RunTas(const BenchArgs& args, std::vector<std::string>* summary) {
+  RunProfile(args.tas_profile, args, summary);
+  std::string error;
+  ScalingParams sp = args.sp;
+  if (std::filesystem::exists(args.tas_profile)) {
+    sp.tas = LoadKueueTopology(args.tas_profile, &error);
+  }
+  if (!sp.tas) {
+    std::printf("SKIP: TAS scaling: no topology in %s %s\n", args.tas_profile.c_str(),
+                error.c_str());
+    summary->push_back("scaling_tas: skipped (no topology)");
+    return;
+  }
+  if (args.scaling_n.size() >= 2) RunScaling(args, sp, "scaling_tas", summary);
 }
 
 int Main(int argc, char** argv) {
@@ -1477,7 +1663,11 @@ int Main(int argc, char** argv) {
     for (const std::string& path : args.profiles) RunProfile(path, args, &summary);
   }
   if (args.phases.find("scaling") != std::string::npos && args.scaling_n.size() >= 2) {
-    RunScaling(args, &summary);
+    RunScaling(args, args.sp, "scaling", &summary);
+  }
+  std::stringstream phases(args.phases);
+  for (std::string phase; std::getline(phases, phase, ',');) {
+    if (phase == "tas") RunTas(args, &summary);
   }
   std::printf("\n");
   for (const std::string& line : summary) Line("summary", line);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "schema/events.capnp.h"
+#include "schema/quantity.h"
 
 namespace admission::bench {
 
@@ -18,7 +19,26 @@ struct WorkloadTemplate {
   std::string class_name;
   int64_t runtime_ms = 0;
   int32_t priority = 0;
-  int64_t request_milli = 0;
+  int64_t request_milli = 0;  // cpu, per pod
+  // The TAS profile (Kueue's generator: podCount, tasConstraint required, preferred or balanced
+  // (sliceRequiredTopology with sliceSize), tasLevel).
+  int32_t pod_count = 1;
+  std::string tas_constraint{}, tas_level{};
+  int32_t slice_size = 0;
+};
+
+// The TAS profile's topology and flavor (Kueue's generator: topology.levels, each with a count
+// of domains per parent; nodes at the last level with its capacity and 110 pods; the flavor's
+// node label `nodeLabel: tas`).
+struct TasLevel {
+  std::string name, node_label;
+  int count = 0;
+};
+struct TasTopology {
+  std::string name;
+  std::vector<TasLevel> levels;
+  int64_t cpu_milli = 96'000, memory_milli = (int64_t{256} << 30) * 1000;  // 256Gi
+  std::string flavor, flavor_node_label, flavor_topology;
 };
 
 struct WorkloadsSet {
@@ -50,14 +70,15 @@ inline void FillProfileClusterQueue(schema::Event::Body::Builder body, const std
                                     const std::string& cohort, int64_t nominal_milli,
                                     std::optional<int64_t> borrowing_limit_milli,
                                     schema::ReclaimWithinCohortPolicy reclaim,
-                                    schema::WithinClusterQueuePolicy within) {
+                                    schema::WithinClusterQueuePolicy within,
+                                    const std::string& flavor_name = "rf") {
   auto cq = body.initClusterQueueDefined();
   cq.setName(name);
   cq.setCohortName(cohort);
   auto group = cq.initResourceGroups(1)[0];
   group.initCoveredResources(1).set(0, "cpu");
   auto flavor = group.initFlavors(1)[0];
-  flavor.setName("rf");
+  flavor.setName(flavor_name);
   auto quota = flavor.initResources(1)[0];
   quota.setName("cpu");
   quota.setNominalQuotaMilli(nominal_milli);
@@ -72,9 +93,12 @@ inline void FillProfileClusterQueue(schema::Event::Body::Builder body, const std
   preemption.setWithinClusterQueue(within);
 }
 
-// A quantity of the generator file (cpu, a decimal) in milli-units.
+// A quantity of the generator file (cpu: a decimal, or a Kubernetes quantity such as "500m"
+// in the TAS profile) in milli-units.
 inline int64_t Milli(const YAML::Node& n) {
-  return static_cast<int64_t>(n.as<double>() * 1000.0 + 0.5);
+  auto parsed = schema::ParseQuantityMilli(n.as<std::string>());
+  if (!parsed.ok()) throw YAML::Exception(n.Mark(), parsed.status().message());
+  return *parsed;
 }
 
 // Reads a generator file; workloadsSet counts are divided by `divide` (at least 1 each).
@@ -118,9 +142,13 @@ inline std::optional<std::vector<CohortClass>> LoadKueueProfile(const std::strin
           if (divide > 1) ws.count = std::max(1, ws.count / divide);
           ws.interval_ms = s["creationIntervalMs"].as<int64_t>();
           for (const YAML::Node& w : s["workloads"]) {
-            ws.workloads.push_back(WorkloadTemplate{
-                w["className"].as<std::string>(), w["runtimeMs"].as<int64_t>(),
-                w["priority"].as<int32_t>(), Milli(w["request"])});
+            WorkloadTemplate t{w["className"].as<std::string>(), w["runtimeMs"].as<int64_t>(),
+                               w["priority"].as<int32_t>(), Milli(w["request"])};
+            t.pod_count = w["podCount"].as<int32_t>(1);
+            t.tas_constraint = w["tasConstraint"].as<std::string>("");
+            t.tas_level = w["tasLevel"].as<std::string>("");
+            t.slice_size = w["sliceSize"].as<int32_t>(0);
+            ws.workloads.push_back(std::move(t));
           }
           qs.sets.push_back(std::move(ws));
         }
@@ -133,6 +161,30 @@ inline std::optional<std::vector<CohortClass>> LoadKueueProfile(const std::strin
     return std::nullopt;
   }
   return out;
+}
+
+// The generator file's topology and resourceFlavor (the TAS profile); nullopt when it has no
+// topology, or on a YAML error (with `error` set).
+inline std::optional<TasTopology> LoadKueueTopology(const std::string& path, std::string* error) {
+  try {
+    YAML::Node root = YAML::LoadFile(path);
+    if (!root["topology"]) return std::nullopt;
+    TasTopology t;
+    t.name = root["topology"]["name"].as<std::string>();
+    for (const YAML::Node& l : root["topology"]["levels"]) {
+      t.levels.push_back(TasLevel{l["name"].as<std::string>(), l["nodeLabel"].as<std::string>(),
+                                  l["count"].as<int>()});
+      if (l["capacity"] && l["capacity"]["cpu"]) t.cpu_milli = Milli(l["capacity"]["cpu"]);
+      if (l["capacity"] && l["capacity"]["memory"]) t.memory_milli = Milli(l["capacity"]["memory"]);
+    }
+    t.flavor = root["resourceFlavor"]["name"].as<std::string>();
+    t.flavor_node_label = root["resourceFlavor"]["nodeLabel"].as<std::string>();
+    t.flavor_topology = root["resourceFlavor"]["topologyName"].as<std::string>(t.name);
+    return t;
+  } catch (const YAML::Exception& e) {
+    *error = e.what();
+    return std::nullopt;
+  }
 }
 
 }  // namespace admission::bench

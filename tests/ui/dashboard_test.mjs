@@ -65,6 +65,27 @@ if (budgetRow[1] !== "namespace research" || budgetRow[6] !== "96") {
 }
 await op.page.screenshot({ path: `${SHOTS}/budgets.png`, fullPage: true });
 
+// Topology: per level of the TAS flavor, the largest free domain (GPUs) and the domains that
+// could hold the largest pending request (2 pods of 8 GPUs in one rack).
+const tasRow = async (level) => {
+  const sel = `#topology tr[data-tas-flavor="tas-gpu"][data-tas-level="${level}"] td`;
+  try {
+    await op.page.waitForSelector(sel, { timeout: 5000 });
+  } catch (e) {
+    fail(`the overview shows no topology row for tas-gpu ${level}`);
+  }
+  return op.page.$$eval(sel, (tds) => tds.map((td) => td.textContent.trim()));
+};
+const want = { "example.com/block": ["1", "16", "1"], "example.com/rack": ["2", "16", "1"],
+               "kubernetes.io/hostname": ["4", "8", "0"] };
+for (const [level, [domains, free, fitting]] of Object.entries(want)) {
+  const row = await tasRow(level);
+  if (row[1] !== domains || row[2].split(" ")[0] !== free || row[3] !== fitting) {
+    fail(`topology row ${level}: ${row}, expected ${domains} domains, ${free} free, ${fitting} fitting`);
+  }
+}
+await op.page.screenshot({ path: `${SHOTS}/topology.png`, fullPage: true });
+
 // Live: a workload submitted now appears without a reload, within 2 s.
 await op.page.goto(URL + "/#workloads");
 await op.page.waitForSelector("tr[data-workload]");

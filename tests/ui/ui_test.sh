@@ -108,6 +108,71 @@ spec:
       restartPolicy: Never
 YAML
 "$admitctl" --connect "unix:$S" apply -f "$work/budget.yaml" > /dev/null || fail "apply the budget"
+# (After the definitions above: a definition change while a TAS workload holds quota sends
+# Engine::TasFor into unbounded recursion, a bug of tas_engine.cc reported with this branch.)
+# A TAS flavor (docs/tas.md): 1 block x 2 racks x 2 hosts of 8 GPUs; a job holding a rack and
+# one pending by quota for another rack: the overview's topology table shows per level the
+# largest free domain (block 16, rack 16, host 8) and the domains that hold the pending request
+# (block 1, rack 1, host 0).
+cat > "$work/tas.yaml" <<'YAML'
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Topology
+metadata: {name: gpu-topology}
+spec:
+  levels: [{nodeLabel: example.com/block}, {nodeLabel: example.com/rack}, {nodeLabel: kubernetes.io/hostname}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: tas-gpu}
+spec: {nodeLabels: {pool: tas}, topologyName: gpu-topology}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: tas}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: tas-gpu
+      resources: [{name: nvidia.com/gpu, nominalQuota: 16}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: tas, namespace: tas}
+spec: {clusterQueue: tas}
+YAML
+tas_job() {  # tas_job NAME
+  cat <<YAML
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: $1, namespace: tas}
+spec:
+  queueName: tas
+  podSets:
+  - name: main
+    count: 2
+    topologyRequest: {required: example.com/rack}
+    template:
+      spec:
+        containers:
+        - {name: c, image: trainer, resources: {requests: {nvidia.com/gpu: "8"}}}
+YAML
+}
+"$admitctl" --connect "unix:$S" apply -f "$work/tas.yaml" > /dev/null || fail "apply the TAS flavor"
+for rack in r1 r2; do
+  for host in h1 h2; do
+    "$admitctl" --connect "unix:$S" node capacity "$rack-$host" --flavor tas-gpu \
+      --capacity nvidia.com/gpu=8,cpu=64,pods=110 \
+      --labels "example.com/block=b1,example.com/rack=$rack,kubernetes.io/hostname=$rack-$host,pool=tas" \
+      > /dev/null || fail "report TAS node $rack-$host"
+  done
+done
+tas_job holds > "$work/tas-jobs.yaml"
+"$admitctl" --connect "unix:$S" submit -f "$work/tas-jobs.yaml" > /dev/null || fail "submit a TAS job"
+tas_job waits > "$work/tas-jobs.yaml"
+"$admitctl" --connect "unix:$S" submit -f "$work/tas-jobs.yaml" > /dev/null || fail "submit a TAS job"
 "$admitctl" --connect "unix:$S" submit -f "$work/sweep.yaml" > /dev/null || fail "submit the budgeted job"
 URL=$url OPERATOR_TOKEN=$op_token TENANT_TOKEN=$tenant_token TENANT_NS=nlp SHOTS=$shots \
   CHROMIUM=$chromium NODE_DIR="$node_dir" \

@@ -68,6 +68,7 @@ corpus=(
   "budget-decay-and-rolling:61-budget-decay-and-rolling.yaml"
   # engine v26
   "topology-aware:62-topology-aware.yaml"
+  "tas-node-replacement:69-tas-node-failure.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

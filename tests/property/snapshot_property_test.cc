@@ -119,10 +119,11 @@ TEST(Snapshot, TheCheckFailsWhenTheLoadedDeciderDiffers) {
   }
 }
 
-// Format 8 (engine v25) stores the usage fold budgets are decided from: a snapshot of an older
-// format has none (a budget would count no usage), so it is refused, as a newer one is, naming
-// the formats this build reads; startup then folds from an older snapshot or the genesis.
-TEST(Snapshot, LoadsOnlyFormatsWithTheUsageFold) {
+// Format 9 (engine v26) stores the topology state TAS places from (format 8 the usage fold
+// budgets need): a snapshot of an older format lacks it (nodes without labels would place
+// nothing), so it is refused, as a newer one is, naming the formats this build reads; startup
+// then folds from an older snapshot or the genesis.
+TEST(Snapshot, LoadsOnlyFormatsWithTheTopologyState) {
   projections::Engine engine;
   auto bytes = projections::EncodeSnapshot(engine, 0, schema::kGenesisHash, {});
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
@@ -136,13 +137,13 @@ TEST(Snapshot, LoadsOnlyFormatsWithTheUsageFold) {
         capnp::canonicalize(message.getRoot<schema::snap::Snapshot>().asReader());
     return projections::LoadSnapshot(std::string_view(words.asChars().begin(), words.asChars().size()));
   };
-  EXPECT_EQ(projections::kSnapshotFormatVersion, 8u);
-  EXPECT_TRUE(with_format(8).ok());
-  for (uint32_t format : {4u, 7u, 9u}) {
+  EXPECT_EQ(projections::kSnapshotFormatVersion, 9u);
+  EXPECT_TRUE(with_format(9).ok());
+  for (uint32_t format : {4u, 8u, 10u}) {
     auto other = with_format(format);
     ASSERT_FALSE(other.ok());
     EXPECT_NE(other.status().message().find("snapshot format v" + std::to_string(format) +
-                                            "; this build reads formats v8 to v8"),
+                                            "; this build reads formats v9 to v9"),
               std::string::npos)
         << other.status().message();
   }

@@ -97,6 +97,19 @@ void PutTolerations(capnp::List<snap::Toleration>::Builder out, const std::vecto
     out[i].setEffect(v[i].effect);
   }
 }
+void PutTaints(capnp::List<snap::Taint>::Builder out, const std::vector<Taint>& v) {
+  for (unsigned i = 0; i < v.size(); ++i) {
+    out[i].setKey(v[i].key);
+    out[i].setValue(v[i].value);
+    out[i].setEffect(v[i].effect);
+  }
+}
+std::vector<Taint> GetTaints(capnp::List<snap::Taint>::Reader in) {
+  std::vector<Taint> out;
+  for (auto t : in) out.push_back(Taint{Str(t.getKey()), Str(t.getValue()), Str(t.getEffect())});
+  return out;
+}
+
 void PutTopology(snap::TopologyAssignment::Builder out, const TopologyAssignment& a) {
   auto levels = out.initLevels(Count(a.levels.size(), "levels"));
   for (unsigned i = 0; i < a.levels.size(); ++i) levels.set(i, a.levels[i]);
@@ -629,12 +642,7 @@ void SnapshotCodec::SaveFlavors(const Engine& e, snap::EngineState::Builder out)
     b.setKey(key);
     b.setName(f.name);
     PutPairs(b.initNodeLabels(Count(f.node_labels.size(), "labels")), f.node_labels);
-    auto taints = b.initNodeTaints(Count(f.node_taints.size(), "taints"));
-    for (unsigned t = 0; t < f.node_taints.size(); ++t) {
-      taints[t].setKey(f.node_taints[t].key);
-      taints[t].setValue(f.node_taints[t].value);
-      taints[t].setEffect(f.node_taints[t].effect);
-    }
+    PutTaints(b.initNodeTaints(Count(f.node_taints.size(), "taints")), f.node_taints);
     PutTolerations(b.initTolerations(Count(f.tolerations.size(), "tolerations")), f.tolerations);
     b.setVersion(f.version);
     b.setTopology(f.topology);
@@ -780,12 +788,7 @@ void SnapshotCodec::SaveNodes(const Engine& e, snap::EngineState::Builder out) {
     PutIdAmounts(b.initCapacity(Count(n.capacity.size(), "capacities")), n.capacity);
     b.setFailed(n.failed);
     PutPairs(b.initLabels(Count(n.labels.size(), "labels")), n.labels);
-    auto taints = b.initTaints(Count(n.taints.size(), "taints"));
-    for (unsigned t = 0; t < n.taints.size(); ++t) {
-      taints[t].setKey(n.taints[t].key);
-      taints[t].setValue(n.taints[t].value);
-      taints[t].setEffect(n.taints[t].effect);
-    }
+    PutTaints(b.initTaints(Count(n.taints.size(), "taints")), n.taints);
     PutIdAmounts(b.initNonTasUsage(Count(n.non_tas_usage.size(), "usage")), n.non_tas_usage);
   }
 }
@@ -995,9 +998,7 @@ void SnapshotCodec::LoadFlavors(snap::EngineState::Reader in, Engine* e) {
     Flavor flavor;
     flavor.name = Str(f.getName());
     flavor.node_labels = GetPairs(f.getNodeLabels());
-    for (auto t : f.getNodeTaints()) {
-      flavor.node_taints.push_back(Taint{Str(t.getKey()), Str(t.getValue()), Str(t.getEffect())});
-    }
+    flavor.node_taints = GetTaints(f.getNodeTaints());
     flavor.tolerations = GetTolerations(f.getTolerations());
     flavor.version = f.getVersion();
     flavor.topology = Str(f.getTopology());
@@ -1121,9 +1122,7 @@ void SnapshotCodec::LoadNodes(snap::EngineState::Reader in, Engine* e) {
     node.capacity = GetIdAmounts(*e, n.getCapacity());
     node.failed = n.getFailed();
     node.labels = GetPairs(n.getLabels());
-    for (auto t : n.getTaints()) {
-      node.taints.push_back(Taint{Str(t.getKey()), Str(t.getValue()), Str(t.getEffect())});
-    }
+    node.taints = GetTaints(n.getTaints());
     node.non_tas_usage = GetIdAmounts(*e, n.getNonTasUsage());
     InsertUnique(e->nodes_, Str(n.getName()), std::move(node), "node");
   }

@@ -120,7 +120,8 @@ TasSnapshot* Engine::TasFor(int flavor) const {
                                             f->second.tolerations,
                                             const_cast<Interner&>(resources_).Id("pods"),
                                             &resources_);
-  for (const auto& [name, node] : nodes_) {
+  for (const auto& entry : nodes_) {
+    const NodeState& node = entry.second;
     if (node.failed || node.flavor != f->first) continue;
     const bool labelled = std::all_of(topo->second.begin(), topo->second.end(),
                                       [&node](const std::string& level) {

@@ -511,6 +511,10 @@ class Engine {
   TasSnapshot* TasFor(int flavor) const;
   // Whether the flavor has a topology that is defined (engine v26), without building anything.
   bool IsTasFlavor(int flavor) const;
+  // Whether every flavor of the ClusterQueue is a TAS flavor (Kueue's IsTASOnly).
+  bool TasOnly(const ClusterQueueSpec& spec) const;
+  // Whether the pod set asks for TAS in this ClusterQueue: a request, or implied.
+  bool TasRequested(const PodSetSpec& ps, const ClusterQueueSpec& spec) const;
   // The usage fold the decider keeps (billing's model; engine v25 budgets read it).
   const UsageFold& usage() const { return usage_; }
   // Where a policy stands now, per limited resource: the period, limit, used and committed.
@@ -699,10 +703,6 @@ class Engine {
   bool FitsNow(int cq_node, const FrQuantities& request) const;
   // Topology-aware scheduling (tas_engine.cc, engine v26).
   void DefineTopology(schema::TopologyDef::Reader def);
-  // Whether every flavor of the ClusterQueue is a TAS flavor (Kueue's IsTASOnly).
-  bool TasOnly(const ClusterQueueSpec& spec) const;
-  // Whether the pod set asks for TAS in this ClusterQueue: a request, or implied.
-  bool TasRequested(const PodSetSpec& ps, const ClusterQueueSpec& spec) const;
   // Kueue's checkPodSetAndFlavorMatchForTAS: why the flavor cannot hold the pod set, or "".
   std::string TasFlavorMismatch(const PodSetSpec& ps, const ClusterQueueSpec& spec,
                                 const ResourceGroup& group, int flavor) const;

@@ -19,13 +19,6 @@ constexpr int64_t kOnePod = 1000;  // milli-units of the pods resource per pod
 
 std::string Quoted(std::string_view s) { return Cat({"\"", s, "\""}); }
 
-bool TolerationTolerates(const Toleration& t, const Taint& taint) {
-  if (!t.effect.empty() && t.effect != taint.effect) return false;
-  if (t.key.empty()) return t.op == "Exists";  // an empty key with Exists tolerates all
-  if (t.key != taint.key) return false;
-  return t.op == "Exists" || t.value == taint.value;
-}
-
 bool SliceOnly(const TopologyRequest* r) {
   return r != nullptr && r->required.empty() && r->preferred.empty() && !r->slice_level.empty();
 }
@@ -202,14 +195,9 @@ bool TasSnapshot::LeafExcluded(const Domain& leaf, const PodSetRequest& ps,
   std::vector<Toleration> tolerations;
   if (ps.tolerations != nullptr) tolerations = *ps.tolerations;
   tolerations.insert(tolerations.end(), tolerations_.begin(), tolerations_.end());
-  for (const Taint& t : leaf.taints) {
-    if (t.effect != "NoSchedule" && t.effect != "NoExecute") continue;
-    if (std::any_of(tolerations.begin(), tolerations.end(),
-                    [&t](const Toleration& tol) { return TolerationTolerates(tol, t); })) {
-      continue;
-    }
-    ++ex->taints[t.value.empty() ? Cat({t.key, ":", t.effect})
-                                 : Cat({t.key, "=", t.value, ":", t.effect})];
+  if (const Taint* t = FindUntoleratedTaint(leaf.taints, tolerations)) {
+    ++ex->taints[t->value.empty() ? Cat({t->key, ":", t->effect})
+                                  : Cat({t->key, "=", t->value, ":", t->effect})];
     return true;
   }
   if (ps.node_selector != nullptr) {
@@ -778,26 +766,6 @@ bool TasSnapshot::Fits(const TopologyAssignment& assignment, const Requests& per
     }
   }
   return true;
-}
-
-std::pair<int32_t, std::string> TasSnapshot::LargestDomain(size_t level,
-                                                           const Requests& per_pod) const {
-  Requests with_pod = per_pod;
-  with_pod[pods_] += kOnePod;
-  std::map<int, int32_t> held;  // domain -> pods
-  for (const auto& [id, leaf] : leaves_) {
-    int ignored = -1;
-    int32_t n = CountIn(with_pod, Remaining(domains_[static_cast<size_t>(leaf)], false, {}),
-                        &ignored);
-    for (int d = leaf; d >= 0; d = domains_[static_cast<size_t>(d)].parent) held[d] += n;
-  }
-  std::pair<int32_t, std::string> best{0, ""};
-  if (level >= per_level_.size()) return best;
-  for (int d : per_level_[level]) {
-    const std::vector<std::string>& v = domains_[static_cast<size_t>(d)].values;
-    if (held[d] > best.first || best.second.empty()) best = {held[d], v.back()};
-  }
-  return best;
 }
 
 std::vector<TasSnapshot::DomainRoom> TasSnapshot::DomainRooms(size_t level,

@@ -22,6 +22,12 @@ namespace admission::projections {
 
 inline constexpr std::string_view kHostnameLabel = "kubernetes.io/hostname";
 
+// The unit fragmentation is told in: an extended resource (a name with a '/', such as
+// nvidia.com/gpu); the first by name when there are several, else pods.
+inline bool IsExtendedResource(std::string_view name) {
+  return name.find('/') != std::string_view::npos;
+}
+
 // Kueue's TopologyAssignment from and into its event form (tas_engine.cc).
 TopologyAssignment ToTopologyAssignment(schema::TopologyAssignment::Reader in);
 void SetTopologyAssignment(const TopologyAssignment& a, schema::TopologyAssignment::Builder b);
@@ -76,11 +82,9 @@ class TasSnapshot {
                                             const std::string& failed_host, std::string* reason);
   // Kueue's Fits: whether every domain of the assignment still holds its pods now.
   bool Fits(const TopologyAssignment& assignment, const Requests& per_pod) const;
-  // The largest number of pods of `per_pod` one domain of `level` holds now, and its values.
-  std::pair<int32_t, std::string> LargestDomain(size_t level, const Requests& per_pod) const;
   // Every domain of `level` (in the order of their values) with its value at that level and the
-  // number of pods of `per_pod` it holds now, as LargestDomain counts them (read models:
-  // fragmentation metrics and the dashboard).
+  // number of pods of `per_pod` it holds now (the pending message's note, the fragmentation
+  // metrics and the dashboard).
   struct DomainRoom {
     std::string value;
     int32_t pods = 0;

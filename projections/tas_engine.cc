@@ -98,6 +98,19 @@ int OnlyTasFlavor(const Engine& e, const PodSetAssignment& a, std::string* error
   return -1;
 }
 
+// A pod set's placement request for `count` pods (Kueue's TASPodSetRequests).
+TasSnapshot::PodSetRequest RequestOf(const PodSetSpec& ps, int32_t count) {
+  TasSnapshot::PodSetRequest r;
+  r.name = ps.name;
+  r.count = count;
+  r.per_pod = ps.requests;
+  r.request = ps.topology ? &*ps.topology : nullptr;
+  r.node_selector = &ps.node_selector;
+  r.tolerations = &ps.tolerations;
+  r.affinity = &ps.affinity;
+  return r;
+}
+
 }  // namespace
 
 bool Engine::IsTasFlavor(int flavor) const {
@@ -214,15 +227,7 @@ bool Engine::CollectTasRequests(const WorkloadState& wl, const ClusterQueueSpec&
       *error = Cat({"couldn't assign flavors to pod set ", ps.name, ": ", *error});
       return false;
     }
-    TasSnapshot::PodSetRequest r;
-    r.name = ps.name;
-    r.count = a.pod_sets[i].count;
-    r.per_pod = ps.requests;
-    r.request = ps.topology ? &*ps.topology : nullptr;
-    r.node_selector = &ps.node_selector;
-    r.tolerations = &ps.tolerations;
-    r.affinity = &ps.affinity;
-    out->by_flavor[flavor].push_back(std::move(r));
+    out->by_flavor[flavor].push_back(RequestOf(ps, a.pod_sets[i].count));
     out->index[flavor].push_back(i);
   }
   return true;
@@ -231,7 +236,7 @@ bool Engine::CollectTasRequests(const WorkloadState& wl, const ClusterQueueSpec&
 namespace {
 
 // For a required placement that failed: what it needs in one domain of the level and what the
-// largest free one has, in the pod set's first extended resource (a GPU), else in pods.
+// largest free one has, in the pod set's extended resource (IsExtendedResource), else in pods.
 std::string LargestDomainNote(const TasSnapshot& snap, const TasSnapshot::PodSetRequest& r,
                               const std::string& reason, const Interner& names) {
   // Only after a capacity failure (Kueue's notFitMessage), not a level error.
@@ -242,21 +247,25 @@ std::string LargestDomainNote(const TasSnapshot& snap, const TasSnapshot::PodSet
   const auto& levels = snap.levels();
   auto it = std::find(levels.begin(), levels.end(), r.request->required);
   if (it == levels.end()) return "";
-  const auto [room, value] = snap.LargestDomain(static_cast<size_t>(it - levels.begin()), r.per_pod);
+  TasSnapshot::DomainRoom largest;  // the first of the most room
+  for (const TasSnapshot::DomainRoom& d :
+       snap.DomainRooms(static_cast<size_t>(it - levels.begin()), r.per_pod)) {
+    if (largest.value.empty() || d.pods > largest.pods) largest = d;
+  }
   std::string unit = "pods";
   int64_t per = kMilliPerUnit;
   for (const auto& [res, milli] : r.per_pod) {
     const std::string& name = names.Name(res);
-    if (name != "cpu" && name != "memory" && name != "ephemeral-storage" && name != "pods") {
+    if (IsExtendedResource(name) && (unit == "pods" || name < unit)) {
       unit = name;
       per = milli;
-      break;
     }
   }
   const std::string& level = r.request->required;
   return Cat({"; needs ", FormatMilli(per * r.count), " ", unit, " in one ", level,
-              "; the largest free ", level, value.empty() ? "" : " (" + value + ")", " has ",
-              FormatMilli(per * room)});
+              "; the largest free ", level,
+              largest.value.empty() ? "" : " (" + largest.value + ")", " has ",
+              FormatMilli(per * largest.pods)});
 }
 
 }  // namespace
@@ -371,16 +380,8 @@ bool Engine::ReplaceFailedNode(WorkloadState& wl, const std::string& host, std::
     const int flavor = OnlyTasFlavor(*this, a, reason);
     TasSnapshot* snap = flavor < 0 ? nullptr : TasFor(flavor);
     if (snap == nullptr) return false;
-    const PodSetSpec& ps = wl.pod_sets[i];
-    TasSnapshot::PodSetRequest r;
-    r.name = ps.name;
-    r.count = a.count;
-    r.per_pod = ps.requests;
-    r.request = ps.topology ? &*ps.topology : nullptr;
-    r.node_selector = &ps.node_selector;
-    r.tolerations = &ps.tolerations;
-    r.affinity = &ps.affinity;
-    std::optional<TopologyAssignment> placed = snap->Replace(r, *a.topology, host, reason);
+    std::optional<TopologyAssignment> placed =
+        snap->Replace(RequestOf(wl.pod_sets[i], a.count), *a.topology, host, reason);
     if (!placed) return false;
     changes.emplace_back(i, std::move(*placed));
   }

@@ -19,23 +19,11 @@ std::string UnitResource(const Engine& engine, const std::string& flavor) {
     if (node.failed || node.flavor != flavor) continue;
     for (const auto& [r, milli] : node.capacity) {
       const std::string& resource = engine.resource_names().Name(r);
-      const bool extended = resource.find('/') != std::string::npos;
+      const bool extended = IsExtendedResource(resource);
       if (milli > 0 && extended && (unit.empty() || resource < unit)) unit = resource;
     }
   }
   return unit.empty() ? "pods" : unit;
-}
-
-// Kueue's IsTASOnly: every flavor of the ClusterQueue is a TAS flavor.
-bool TasOnly(const Engine& engine, const ClusterQueueSpec& spec) {
-  bool any = false;
-  for (const ResourceGroup& g : spec.resource_groups) {
-    for (const FlavorQuotas& fq : g.flavors) {
-      if (engine.TasFor(fq.flavor) == nullptr) return false;
-      any = true;
-    }
-  }
-  return any;
 }
 
 // The TAS flavors a pending pod set may be placed on: those of the resource groups covering
@@ -43,7 +31,7 @@ bool TasOnly(const Engine& engine, const ClusterQueueSpec& spec) {
 std::vector<int> CandidateFlavors(const Engine& engine, const ClusterQueueSpec& spec,
                                   const PodSetSpec& ps) {
   std::vector<int> out;
-  if (!ps.topology && !TasOnly(engine, spec)) return out;
+  if (!engine.TasRequested(ps, spec)) return out;
   for (const ResourceGroup& g : spec.resource_groups) {
     const bool covers = ps.requests.empty() ||
                         std::any_of(g.covered.begin(), g.covered.end(),

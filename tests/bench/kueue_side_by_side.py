@@ -8,17 +8,21 @@
   stats FILE --wall S --cpu S --rss MIB --apiserver-cpu S
                           writes one side's process figures to FILE (JSON).
   finished                (stdin: `admitctl log -o json`) how many workloads the ledger finished.
+  requests BEFORE AFTER   (two scrapes of the API server's apiserver_request_total) the round's
+                          writes by verb and resource, as JSON.
   report DIR ROUNDS       the side-by-side table of every round's summaries and figures, and
                           `name: value` lines; exits 1 when a side left a workload unfinished.
 """
 
 import argparse
 import json
+import re
 import sys
 
 import yaml
 
 SIDES = ("kueue", "ledger")
+WRITE_VERBS = ("POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION")
 
 
 def divide(path, n):
@@ -61,12 +65,43 @@ def finished():
     print(len(names))
 
 
+def request_counts(path):
+    """apiserver_request_total's writes in one scrape: {"VERB resource[/subresource]": count}."""
+    counts = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r'apiserver_request_total\{(.*)\} ([0-9.e+]+)$', line.strip())
+            if not m:
+                continue
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            if labels.get("verb") not in WRITE_VERBS:
+                continue
+            name = labels.get("resource", "")
+            if labels.get("subresource"):
+                name += "/" + labels["subresource"]
+            key = f"{labels['verb']} {name}"
+            counts[key] = counts.get(key, 0) + float(m.group(2))
+    return counts
+
+
+def requests(before, after):
+    """The writes between two scrapes, most first."""
+    b, a = request_counts(before), request_counts(after)
+    diff = {k: int(v - b.get(k, 0)) for k, v in a.items() if v - b.get(k, 0) > 0}
+    json.dump(dict(sorted(diff.items(), key=lambda kv: -kv[1])), sys.stdout, indent=1)
+
+
 def load(directory, rnd, side):
     base = f"{directory}/round{rnd}-{side}"
     with open(f"{base}/summary.yaml") as f:
         summary = yaml.safe_load(f)
     with open(f"{base}/stack.json") as f:
         figures = json.load(f)
+    try:
+        with open(f"{base}/requests.json") as f:
+            figures["writes"] = json.load(f)
+    except FileNotFoundError:
+        figures["writes"] = {}
     return summary, figures
 
 
@@ -102,6 +137,13 @@ def report(directory, rounds):
             print(f"{prefix}.stack_cpu_ms_per_workload: {cpu_per:.2f}")
             print(f"{prefix}.stack_peak_rss_mib: {figures['rss_mib']}")
             print(f"{prefix}.apiserver_cpu_s: {figures['apiserver_cpu_s']}")
+            writes = figures["writes"]
+            total_writes = sum(writes.values())
+            print(f"{prefix}.apiserver_writes: {total_writes} (the runner's and the stack's)")
+            print(f"{prefix}.apiserver_writes_per_workload: "
+                  f"{total_writes / admitted if admitted else 0:.2f}")
+            for key, n in list(writes.items())[:8]:
+                print(f"{prefix}.apiserver_writes.{key.replace(' ', '.')}: {n}")
             print(f"{prefix}.dropped_workload_events: {summary.get('droppedWorkloadEvents', 0)}")
             rows.append((rnd, side, summary, figures, admitted))
         failed |= goals(directory, rnd, per_side, classes)
@@ -171,6 +213,9 @@ def main():
     d.add_argument("n", type=int)
     sub.add_parser("our-crds")
     sub.add_parser("finished")
+    q = sub.add_parser("requests")
+    q.add_argument("before")
+    q.add_argument("after")
     s = sub.add_parser("stats")
     s.add_argument("file")
     for flag in ("--wall", "--cpu", "--rss", "--apiserver-cpu"):
@@ -185,6 +230,8 @@ def main():
         our_crds()
     elif args.command == "finished":
         finished()
+    elif args.command == "requests":
+        requests(args.before, args.after)
     elif args.command == "stats":
         stats(args)
     else:

@@ -79,6 +79,10 @@ proc_rss() {
   awk -v t="$total" 'BEGIN { printf "%.0f", t / 1024 }'
 }
 
+# api_requests OUT: the API server's request counters (apiserver_request_total), to tell the
+# writes of a round from the difference of two.
+api_requests() { kubectl get --raw /metrics | grep '^apiserver_request_total{' > "$1" || true; }
+
 # kueue_crds: the names of the kueue.x-k8s.io CRDs installed.
 kueue_crds() {
   kubectl get crd -o name |
@@ -127,11 +131,14 @@ round_kueue() {
   swap_crds kueue
   "$kueue_dir/minimalkueue" --kubeconfig "$kubeconfig" > "$out.minimalkueue.log" 2>&1 &
   mk_pid=$!
+  api_requests "$out.requests-before"
   api0="$(proc_cpu "$apiserver_pid")"
   started=$SECONDS
   run_runner "$out"
   wall=$((SECONDS - started))
   wait_cleaned
+  api_requests "$out.requests-after"
+  python3 "$bench_py" requests "$out.requests-before" "$out.requests-after" > "$out/requests.json"
   python3 "$bench_py" stats "$out/stack.json" --wall "$wall" \
     --cpu "$(proc_cpu "$mk_pid")" --rss "$(proc_rss "$mk_pid")" \
     --apiserver-cpu "$(since "$api0" "$(proc_cpu "$apiserver_pid")")"
@@ -146,11 +153,14 @@ round_ledger() {
   rm -rf "$dir/ledger" "$dir/ready"
   start_test_admitd "$admitd" "$top" "$PRINCIPAL"
   start_bridge
+  api_requests "$out.requests-before"
   api0="$(proc_cpu "$apiserver_pid")"
   started=$SECONDS
   run_runner "$out"
   wall=$((SECONDS - started))
   wait_cleaned
+  api_requests "$out.requests-after"
+  python3 "$bench_py" requests "$out.requests-before" "$out.requests-after" > "$out/requests.json"
   python3 "$bench_py" stats "$out/stack.json" --wall "$wall" \
     --cpu "$(proc_cpu "$admitd_pid" "$bridge_pid")" \
     --rss "$(proc_rss "$admitd_pid" "$bridge_pid")" \

@@ -424,11 +424,32 @@ sys.exit(1)
 ' "$PRINCIPAL" || fail "no podsReported finished by $PRINCIPAL for job-checked: $(ledger log)"
 [[ "$(reserved_cpu)" == 400 ]] || fail "after job-checked finished the ledger reserves $(reserved_cpu)m cpu, not 400m (job-intruded's)"
 
-step "the second Job deleted while the bridge is down: held by the finalizer; the restarted bridge records the deletion, then lets it go"
+step "the second Job deleted while the bridge is down: held by the finalizer; the restarted bridge records the deletion, then lets it go; a Workload object its creator owns (no finalizer, as in Kueue) deleted then too: its deletion recorded by the restarted bridge"
+kubectl create -f - > /dev/null <<YAML
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: owned, namespace: $NAMESPACE}
+spec:
+  queueName: user-queue
+  podSets:
+  - name: main
+    count: 1
+    template:
+      spec:
+        containers:
+        - name: c
+          image: registry.k8s.io/pause:3.10
+          resources: {requests: {cpu: 100m}}
+YAML
+owned_in_ledger() { [[ -n "$(ledger_field owned 'w["status"]["phase"]')" ]]; }
+wait_until "the Workload owned did not reach the ledger" owned_in_ledger
+[[ -z "$(kubectl get workload owned -n "$NAMESPACE" -o jsonpath='{.metadata.finalizers}')" ]] \
+  || fail "the owned Workload carries finalizers: $(kubectl get workload owned -n "$NAMESPACE" -o jsonpath='{.metadata.finalizers}')"
 kill -KILL "$bridge_pid"
 wait "$bridge_pid" 2>/dev/null || true
 bridge_pid=""
 kubectl delete job intruded -n "$NAMESPACE" --wait=false > /dev/null
+kubectl delete workload owned -n "$NAMESPACE" > /dev/null
 sleep 2
 deleting="$(kubectl get job intruded -n "$NAMESPACE" -o jsonpath='{.metadata.deletionTimestamp}' 2>&1 || true)"
 [[ "$deleting" == 20* ]] \
@@ -449,6 +470,8 @@ sys.exit(1)
 ' "$PRINCIPAL" || fail "no workloadDeleted of job-intruded by $PRINCIPAL before the Job was gone: $(ledger log)"
 [[ "$(ledger_field job-intruded 'w["status"]["phase"]')" == Deleted ]] \
   || fail "the ledger's job-intruded is '$(ledger_field job-intruded 'w["status"]["phase"]')', not Deleted"
+owned_deleted() { [[ "$(ledger_field owned 'w["status"]["phase"]')" == Deleted ]]; }
+wait_until "the restarted bridge did not record the deletion of the Workload owned" owned_deleted
 [[ "$(reserved_cpu)" == 0 ]] || fail "after the deletion the ledger reserves $(reserved_cpu)m cpu, not 0"
 kubectl delete job checked -n "$NAMESPACE" --wait=false > /dev/null
 checked_gone() { ! kubectl get job checked -n "$NAMESPACE" > /dev/null 2>&1; }

@@ -28,6 +28,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -259,6 +260,9 @@ func setupJobs(mgr manager.Manager, ledgerClient *ledger.Client, onUnsubmitted f
 		return nil, nil, err
 	}
 	jobEvents := jobs.NewLedgerEvents(mgr.GetClient())
+	jobEvents.Workloads = func(ctx context.Context) ([]types.NamespacedName, error) {
+		return ledger.WorkloadNames(ctx, ledgerClient)
+	}
 	jobLedger := jobs.NewCachedLedger(ledgerClient)
 	kinds, err := jobs.SetupWithManager(mgr, jobLedger, jobEvents, adoption)
 	if err != nil {

@@ -24,8 +24,11 @@ import (
 const JobFinalizer = "admission-ledger.io/workload"
 
 // DeleteRequestID names the deletion of one object's workload: one call per uid.
-func DeleteRequestID(obj client.Object) string {
-	sum := sha256.Sum256([]byte("deleted\x00" + string(obj.GetUID())))
+func DeleteRequestID(obj client.Object) string { return deleteRequestIDOf(string(obj.GetUID())) }
+
+// deleteRequestIDOf: DeleteRequestID of the object with this uid.
+func deleteRequestIDOf(uid string) string {
+	sum := sha256.Sum256([]byte("deleted\x00" + uid))
 	return "admit-k8s/delete/" + hex.EncodeToString(sum[:16])
 }
 

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,6 +50,9 @@ type LedgerEvents struct {
 	ch     map[*Kind]chan event.GenericEvent
 	// owned: the requests for owned Workload objects (OwnedWorkloads), nil until its source.
 	owned chan event.GenericEvent
+	// Workloads (may be nil) lists the ledger's workloads that are not deleted, for ResyncAll
+	// to find those whose Workload object went while the bridge was down.
+	Workloads func(ctx context.Context) ([]types.NamespacedName, error)
 }
 
 // NewLedgerEvents: reader lists the objects to resync when a watch (re)starts.
@@ -212,9 +216,30 @@ func (l *LedgerEvents) ResyncAll(ctx context.Context) {
 		log.FromContext(ctx).Error(err, "listing Workload objects to resync after the ledger watch started")
 		return
 	}
+	present := map[types.NamespacedName]bool{}
 	for i := range list.Items {
+		present[client.ObjectKeyFromObject(&list.Items[i])] = true
 		if ownedByItsCreator(&list.Items[i]) {
 			l.sendWorkload(ctx, list.Items[i].GetNamespace(), list.Items[i].GetName())
+		}
+	}
+	l.resyncGone(ctx, present)
+}
+
+// resyncGone sends a request for each of the ledger's workloads of a Workload object's name
+// whose object is not there (OwnedWorkloads.gone records its deletion).
+func (l *LedgerEvents) resyncGone(ctx context.Context, present map[types.NamespacedName]bool) {
+	if l.Workloads == nil {
+		return
+	}
+	held, err := l.Workloads(ctx)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "listing the ledger's workloads to resync after the ledger watch started")
+		return
+	}
+	for _, w := range held {
+		if !present[w] && workloadObjectName(w.Name) {
+			l.sendWorkload(ctx, w.Namespace, w.Name)
 		}
 	}
 }

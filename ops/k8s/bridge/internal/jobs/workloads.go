@@ -8,20 +8,25 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"admission-ledger/bridge/internal/finalizers"
 	"admission-ledger/bridge/internal/ledger"
@@ -49,6 +54,9 @@ type OwnedWorkloads struct {
 	// seen: the queue status writer copies the counts again (definitions.StatusWriter.Notify).
 	OnUnsubmitted func()
 	adoption      *AdoptionGate // nil: no adoption to wait for
+	// tombstones: the uid of each owned Workload object seen deleted (namespace/name -> uid),
+	// until its deletion is recorded.
+	tombstones sync.Map
 }
 
 // ownedByItsCreator: a Workload object that no Job or JobSet controls.
@@ -77,13 +85,24 @@ func SetupOwnedWorkloads(mgr ctrl.Manager, l Ledger, events *LedgerEvents, onUns
 		return queue != "" && ownedByItsCreator(o)
 	})
 	b := ctrl.NewControllerManagedBy(mgr).Named("workloads").
-		Watches(newWorkloadObject(), objects, builder.WithPredicates(owned)).
+		Watches(newWorkloadObject(), r.objects(), builder.WithPredicates(owned)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: Concurrency,
 			UsePriorityQueue: ptr.To(true)})
 	if events != nil {
 		b = b.WatchesRawSource(events.WorkloadSource())
 	}
 	return b.Complete(r)
+}
+
+// objects: the informers' requests (objects), and a deleted object's uid kept for gone.
+func (r *OwnedWorkloads) objects() handler.TypedEventHandler[client.Object, reconcile.Request] {
+	h := objects
+	h.DeleteFunc = func(ctx context.Context, e event.TypedDeleteEvent[client.Object],
+		q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		r.tombstones.Store(client.ObjectKeyFromObject(e.Object), string(e.Object.GetUID()))
+		objects.DeleteFunc(ctx, e, q)
+	}
+	return h
 }
 
 // WorkloadSubmitRequestID: one submission per Workload object's uid and generation.
@@ -106,7 +125,10 @@ func (r *OwnedWorkloads) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	wl := newWorkloadObject()
 	if err := r.Client.Get(ctx, req.NamespacedName, wl); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return r.gone(ctx, req)
+		}
+		return ctrl.Result{}, err
 	}
 	queue, _, _ := unstructured.NestedString(wl.Object, "spec", "queueName")
 	if queue == "" || !ownedByItsCreator(wl) {
@@ -115,22 +137,18 @@ func (r *OwnedWorkloads) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if wl.GetDeletionTimestamp() != nil {
 		return r.deleted(ctx, wl)
 	}
-	if err := finalizers.Add(ctx, r.Client, wl, "Workload", JobFinalizer); err != nil {
-		return ctrl.Result{}, err
-	}
 	state, err := r.jobs.findLedgerWorkload(ctx, wl.GetNamespace(), wl.GetName())
 	if err != nil {
 		logger.Error(err, "reading the ledger's workloads failed; will retry")
 		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
 	}
 	if state != nil && state.UID != string(wl.GetUID()) {
-		// An earlier object's of this name: once it ended, this one is a new workload.
-		switch state.Phase {
-		case ledger.PhaseFinished, ledger.PhaseRejected, ledger.PhaseDeleted, ledger.PhaseDeactivated:
-			state = nil
-		default:
-			return pollAfter(r.Ledger), nil
+		// An earlier object's of this name: it is gone (names are unique), so its deletion is
+		// recorded if it was not; then this one is a new workload.
+		if state.Phase != ledger.PhaseDeleted {
+			return r.recordDeletion(ctx, state, wl)
 		}
+		state = nil
 	}
 	if state == nil {
 		if r.OnUnsubmitted != nil {
@@ -146,6 +164,11 @@ func (r *OwnedWorkloads) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	// The owner's answers first: the mirror below writes the ledger's status over them.
 	if result, done, err := r.forwardOwner(ctx, wl, state); done || err != nil {
 		return result, err
+	}
+	if conditionTrue(wl, "Finished") && state.Phase.Ended() {
+		// The owner finished it and the ledger holds the finish: as Kueue, nothing more is
+		// written to the object.
+		return ctrl.Result{}, nil
 	}
 	if state.Phase == ledger.PhaseAdmitted && state.FencingToken != "" && !showsAdmission(wl, state.FencingToken) {
 		// Write-ahead: the owner may start pods as soon as it sees the admission.
@@ -240,7 +263,69 @@ func (r *OwnedWorkloads) retryOrDrop(ctx context.Context, wl *unstructured.Unstr
 	return retryOrDrop(ctx, r.Events, wl, err)
 }
 
-// deleted: the workload is deleted in the ledger before the finalizer lets the object go.
+// gone: the object namespace/name no longer exists. Owned Workload objects carry no finalizer
+// (as in Kueue, the object is the workload), so its deletion is recorded here: for the object
+// seen deleted (its uid must be the ledger's workload's), or, with no uid kept (deleted while
+// the bridge was down; ResyncAll asks for these), for the ledger's workload of a Workload
+// object's name (not a governed kind's: a Job's workload goes with its Job).
+func (r *OwnedWorkloads) gone(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	uid, seen := r.tombstones.Load(req.NamespacedName)
+	if !seen && !workloadObjectName(req.Name) {
+		return ctrl.Result{}, nil
+	}
+	state, err := r.jobs.findLedgerWorkload(ctx, req.Namespace, req.Name)
+	if err != nil {
+		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+	}
+	if state == nil || state.Phase == ledger.PhaseDeleted || (seen && state.UID != uid.(string)) {
+		r.tombstones.Delete(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	result, err := r.recordDeletion(ctx, state, nil)
+	if err == nil && result.RequeueAfter != RetryAfterTransportError {
+		r.tombstones.Delete(req.NamespacedName)
+	}
+	return result, err
+}
+
+// workloadObjectName: a ledger workload of this name is a Workload object's, not the workload
+// of a job of a governed kind (ours, or Kueue's name for it).
+func workloadObjectName(name string) bool {
+	if kind, _ := KindOfWorkload(name); kind != nil {
+		return false
+	}
+	if base, ok := kueueBaseName(name); ok {
+		if kind, _ := KindOfWorkload(base); kind != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// recordDeletion records the deletion of the ledger's workload state (its object gone or going;
+// obj, if not nil, for an event about a refusal).
+func (r *OwnedWorkloads) recordDeletion(ctx context.Context, state *LedgerWorkload,
+	obj client.Object) (ctrl.Result, error) {
+	event, err := WorkloadDeletedEvent(state.Namespace, state.Name, state.UID)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if _, err := r.Ledger.Record(ctx, deleteRequestIDOf(state.UID), [][]byte{event}); err != nil {
+		var refused *ledger.Refused
+		if !errors.As(err, &refused) || refused.Retryable() {
+			return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+		}
+		log.FromContext(ctx).Info("the ledger refused the deletion", "message", refused.Message)
+		if obj != nil {
+			r.Events.Event(obj, corev1.EventTypeWarning, "LedgerRefused", "deleting workload: "+refused.Message)
+		}
+	}
+	return pollAfter(r.Ledger), nil
+}
+
+// deleted: an object that carries the finalizer (older bridges added it): the workload is
+// deleted in the ledger before the finalizer lets the object go. Objects without it are
+// recorded when gone.
 func (r *OwnedWorkloads) deleted(ctx context.Context, wl *unstructured.Unstructured) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(wl, JobFinalizer) {
 		return ctrl.Result{}, nil
@@ -250,16 +335,9 @@ func (r *OwnedWorkloads) deleted(ctx context.Context, wl *unstructured.Unstructu
 		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
 	}
 	if state != nil && state.UID == string(wl.GetUID()) && state.Phase != ledger.PhaseDeleted {
-		event, err := WorkloadDeletedEvent(state.Namespace, state.Name, state.UID)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if _, err := r.Ledger.Record(ctx, DeleteRequestID(wl), [][]byte{event}); err != nil {
-			var refused *ledger.Refused
-			if !errors.As(err, &refused) || refused.Retryable() {
-				return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
-			}
-			r.Events.Event(wl, corev1.EventTypeWarning, "LedgerRefused", "deleting workload: "+refused.Message)
+		if result, err := r.recordDeletion(ctx, state, wl); err != nil ||
+			result.RequeueAfter == RetryAfterTransportError {
+			return result, err
 		}
 	}
 	err = finalizers.Remove(ctx, r.Client, wl, "Workload", JobFinalizer)

@@ -51,6 +51,11 @@ func (l *workloadsLedger) Record(_ context.Context, _ string, inputs [][]byte) (
 		f, _ := body.WorkloadFinished()
 		message, _ := f.Message_()
 		l.inputs = append(l.inputs, "finished "+message)
+	case body.HasWorkloadDeleted():
+		d, _ := body.WorkloadDeleted()
+		w, _ := d.Workload()
+		uid, _ := w.Uid()
+		l.inputs = append(l.inputs, "deleted "+uid)
 	default:
 		l.inputs = append(l.inputs, "other")
 	}
@@ -146,11 +151,67 @@ func TestOwnedWorkloadFollowsKueuesContractForOwners(t *testing.T) {
 	if l.inputs[len(l.inputs)-1] != "finished done by the owner" || !conditionTrue(stored(), "Finished") {
 		t.Fatalf("inputs %q", l.inputs)
 	}
-	l.setPhase(ledger.PhaseFinished, map[string]any{})
+	l.setPhase(ledger.PhaseFinished, map[string]any{"conditions": []any{map[string]any{
+		"type": "Finished", "status": "True", "reason": "Succeeded", "message": "done by the owner"}}})
 	calls := len(l.inputs)
 	reconcile()
 	if len(l.inputs) != calls {
 		t.Fatalf("recorded again once the ledger holds the finish: %q", l.inputs[calls:])
+	}
+	// As Kueue: nothing is written over what the owner finished, and no finalizer holds it.
+	if reason := conditionField(stored(), "Finished", "reason"); reason != "ByTest" {
+		t.Fatalf("the owner's Finished condition was written over: reason %q", reason)
+	}
+	if len(stored().GetFinalizers()) != 0 {
+		t.Fatalf("finalizers %q", stored().GetFinalizers())
+	}
+}
+
+// An owned Workload object carries no finalizer: its deletion is recorded once it is gone, for
+// the object seen deleted (its uid) or, deleted while the bridge was down, for the ledger's
+// workload of a Workload object's name; never for a job's workload.
+func TestOwnedWorkloadGoneIsDeletedInTheLedger(t *testing.T) {
+	c := fake.NewClientBuilder().Build()
+	l := &workloadsLedger{}
+	r := &OwnedWorkloads{Client: c, Ledger: l, Events: record.NewFakeRecorder(10)}
+	r.jobs = &Reconciler{Client: c, Ledger: l, Events: r.Events}
+	gone := func(name string) string {
+		t.Helper()
+		l.inputs = nil
+		req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ml", Name: name}}
+		if _, err := r.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(l.inputs, ";")
+	}
+	l.setPhase(ledger.PhaseAdmitted, map[string]any{"fencingToken": "wl-uid/1"})
+
+	// Seen deleted with another uid: an earlier object's; nothing recorded.
+	r.tombstones.Store(types.NamespacedName{Namespace: "ml", Name: "train"}, "other-uid")
+	if got := gone("train"); got != "" {
+		t.Fatalf("recorded %q for another object's deletion", got)
+	}
+	// Seen deleted with the ledger's uid: recorded, and the uid forgotten.
+	r.tombstones.Store(types.NamespacedName{Namespace: "ml", Name: "train"}, "wl-uid")
+	if got := gone("train"); got != "deleted wl-uid" {
+		t.Fatalf("recorded %q", got)
+	}
+	if _, kept := r.tombstones.Load(types.NamespacedName{Namespace: "ml", Name: "train"}); kept {
+		t.Fatal("the uid is kept after the deletion was recorded")
+	}
+	// Not seen (the bridge was down): recorded for a Workload object's name only.
+	if got := gone("train"); got != "deleted wl-uid" {
+		t.Fatalf("recorded %q", got)
+	}
+	if got := gone("job-train"); got != "" {
+		t.Fatalf("recorded %q for a Job's workload", got)
+	}
+	if got := gone("job-train-1a2b3"); got != "" {
+		t.Fatalf("recorded %q for Kueue's name of a Job's workload", got)
+	}
+	l.setPhase(ledger.PhaseDeleted, map[string]any{})
+	if got := gone("train"); got != "" {
+		t.Fatalf("recorded %q for a deleted workload", got)
 	}
 }
 

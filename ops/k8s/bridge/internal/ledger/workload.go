@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"admission-ledger/bridge/internal/conversion"
@@ -387,4 +388,31 @@ func (c *Client) WorkloadState(ctx context.Context, namespace, name string) (*Wo
 		return nil, err
 	}
 	return states[Key(namespace, name)], nil
+}
+
+// WorkloadNames lists the ledger's workloads that are not deleted (`get workloads -o json`),
+// by namespace and name.
+func WorkloadNames(ctx context.Context, g interface {
+	Get(ctx context.Context, kind, format string) (string, error)
+}) ([]types.NamespacedName, error) {
+	text, err := g.Get(ctx, "workloads", "json")
+	if err != nil {
+		return nil, err
+	}
+	var list struct {
+		Items []struct {
+			Metadata struct{ Namespace, Name string } `json:"metadata"`
+			Status   struct{ Phase string }           `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(text), &list); err != nil {
+		return nil, fmt.Errorf("reading the ledger's workloads: %w", err)
+	}
+	names := make([]types.NamespacedName, 0, len(list.Items))
+	for _, w := range list.Items {
+		if w.Status.Phase != PhaseDeleted.String() {
+			names = append(names, types.NamespacedName{Namespace: w.Metadata.Namespace, Name: w.Metadata.Name})
+		}
+	}
+	return names, nil
 }

@@ -5,7 +5,7 @@
                           (at least 1), on stdout.
   our-crds                (stdin: `kubectl get crd -o json`) the kueue.x-k8s.io CRDs as
                           installed, without server fields, as a List to apply again.
-  stats FILE --wall S --cpu S --rss MIB --apiserver-cpu S
+  stats FILE --wall S --cpu S --rss MIB --apiserver-cpu S [--cpu-admitd S]
                           writes one side's process figures to FILE (JSON).
   finished                (stdin: `admitctl log -o json`) how many workloads the ledger finished.
   requests BEFORE AFTER   (two scrapes of the API server's apiserver_request_total) the round's
@@ -52,7 +52,7 @@ def our_crds():
 def stats(args):
     with open(args.file, "w") as f:
         json.dump({"wall_s": args.wall, "cpu_s": args.cpu, "rss_mib": args.rss,
-                   "apiserver_cpu_s": args.apiserver_cpu}, f)
+                   "apiserver_cpu_s": args.apiserver_cpu, "admitd_cpu_s": args.cpu_admitd}, f)
 
 
 def finished():
@@ -135,6 +135,8 @@ def report(directory, rounds):
             print(f"{prefix}.wall_s: {figures['wall_s']}")
             print(f"{prefix}.stack_cpu_s: {figures['cpu_s']}")
             print(f"{prefix}.stack_cpu_ms_per_workload: {cpu_per:.2f}")
+            if figures.get("admitd_cpu_s") is not None:
+                print(f"{prefix}.admitd_cpu_s: {figures['admitd_cpu_s']} (of the stack's)")
             print(f"{prefix}.stack_peak_rss_mib: {figures['rss_mib']}")
             print(f"{prefix}.apiserver_cpu_s: {figures['apiserver_cpu_s']}")
             writes = figures["writes"]
@@ -220,6 +222,7 @@ def main():
     s.add_argument("file")
     for flag in ("--wall", "--cpu", "--rss", "--apiserver-cpu"):
         s.add_argument(flag, type=float, required=True)
+    s.add_argument("--cpu-admitd", type=float, help="admitd's part of --cpu (the ledger's side)")
     r = sub.add_parser("report")
     r.add_argument("directory")
     r.add_argument("rounds", type=int)

@@ -163,6 +163,7 @@ round_ledger() {
   python3 "$bench_py" requests "$out.requests-before" "$out.requests-after" > "$out/requests.json"
   python3 "$bench_py" stats "$out/stack.json" --wall "$wall" \
     --cpu "$(proc_cpu "$admitd_pid" "$bridge_pid")" \
+    --cpu-admitd "$(proc_cpu "$admitd_pid")" \
     --rss "$(proc_rss "$admitd_pid" "$bridge_pid")" \
     --apiserver-cpu "$(since "$api0" "$(proc_cpu "$apiserver_pid")")"
   stop_admitd_and_bridge

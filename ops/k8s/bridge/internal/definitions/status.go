@@ -115,15 +115,16 @@ func (w *StatusWriter) Start(ctx context.Context) error {
 func (w *StatusWriter) unsubmitted(ctx context.Context, kind string) (map[string]int64, error) {
 	workloads := &unstructured.UnstructuredList{}
 	workloads.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: "WorkloadList"})
-	if err := w.Client.List(ctx, workloads); err != nil {
+	// Read only: the cache's objects themselves, not a copy of every Workload on each call.
+	if err := w.Client.List(ctx, workloads, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing Workload objects: %w", err)
 	}
 	perQueue := map[string]int64{}
 	for i := range workloads.Items {
 		wl := &workloads.Items[i]
-		conditions, _, _ := unstructured.NestedSlice(wl.Object, "status", "conditions")
+		conditions, _, _ := unstructured.NestedFieldNoCopy(wl.Object, "status", "conditions")
 		queue, _, _ := unstructured.NestedString(wl.Object, "spec", "queueName")
-		if len(conditions) == 0 && queue != "" && wl.GetDeletionTimestamp() == nil {
+		if list, _ := conditions.([]any); len(list) == 0 && queue != "" && wl.GetDeletionTimestamp() == nil {
 			perQueue[wl.GetNamespace()+"/"+queue]++
 		}
 	}
@@ -132,7 +133,7 @@ func (w *StatusWriter) unsubmitted(ctx context.Context, kind string) (map[string
 	}
 	queues := &unstructured.UnstructuredList{}
 	queues.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: "LocalQueueList"})
-	if err := w.Client.List(ctx, queues); err != nil {
+	if err := w.Client.List(ctx, queues, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing LocalQueue objects: %w", err)
 	}
 	perCQ := map[string]int64{}

@@ -87,12 +87,38 @@ func addAt(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client
 	q.Add(req)
 }
 
-// decisions enqueues each event's object at DecisionPriority.
+// NotePriority is the priority of a reconcile for a workload whose only news is a new pending
+// reason: the message a pending Workload shows waits behind admissions and evictions (most
+// pending workloads' reasons change at each decision near them; Kueue writes them only for the
+// workloads its scheduler tried).
+const NotePriority = 0
+
+// notesOnly marks a request object of the ledger's events sent at NotePriority.
+const notesOnly = "admission-ledger.io/notes-only"
+
+// decisions enqueues each event's object at DecisionPriority, or NotePriority when marked so.
 var decisions = handler.TypedFuncs[client.Object, reconcile.Request]{
 	GenericFunc: func(_ context.Context, e event.TypedGenericEvent[client.Object],
 		q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		addAt(q, e.Object, DecisionPriority)
+		priority := DecisionPriority
+		if e.Object.GetAnnotations()[notesOnly] != "" {
+			priority = NotePriority
+		}
+		addAt(q, e.Object, priority)
 	},
+}
+
+// noteKinds are the ledger's events that change only what a pending workload's status says.
+var noteKinds = map[string]bool{"pendingReasonChanged": true}
+
+// requestObject is the object of a request for namespace/name: new, marked when notes only.
+func requestObject(obj client.Object, namespace, name string, notes bool) client.Object {
+	obj.SetNamespace(namespace)
+	obj.SetName(name)
+	if notes {
+		obj.SetAnnotations(map[string]string{notesOnly: "true"})
+	}
+	return obj
 }
 
 // objects enqueues the informers' requests for the governed objects: a new one at
@@ -135,55 +161,61 @@ func (l *LedgerEvents) WorkloadSource() source.Source {
 
 // sendWorkload requests a reconcile of the Workload object namespace/name, when owned Workload
 // objects are governed.
-func (l *LedgerEvents) sendWorkload(ctx context.Context, namespace, name string) {
+func (l *LedgerEvents) sendWorkload(ctx context.Context, namespace, name string, notes bool) {
 	l.mu.Lock()
 	ch := l.owned
 	l.mu.Unlock()
 	if ch == nil {
 		return
 	}
-	obj := newWorkloadObject()
-	obj.SetNamespace(namespace)
-	obj.SetName(name)
 	select {
-	case ch <- event.GenericEvent{Object: obj}:
+	case ch <- event.GenericEvent{Object: requestObject(newWorkloadObject(), namespace, name, notes)}:
 	case <-ctx.Done():
 	}
 }
 
 // send requests a reconcile of the kind's object, when the kind is governed (has a source).
-func (l *LedgerEvents) send(ctx context.Context, kind *Kind, namespace, name string) {
+func (l *LedgerEvents) send(ctx context.Context, kind *Kind, namespace, name string, notes bool) {
 	ch := l.channel(kind, false)
 	if ch == nil {
 		return
 	}
-	obj := kind.New().Object()
-	obj.SetNamespace(namespace)
-	obj.SetName(name)
 	select {
-	case ch <- event.GenericEvent{Object: obj}:
+	case ch <- event.GenericEvent{Object: requestObject(kind.New().Object(), namespace, name, notes)}:
 	case <-ctx.Done():
 	}
 }
 
 // Handle sends a request for the object of each workload the events are about. The workqueue
 // merges repeats.
+// A workload whose events in the batch are all notes (noteKinds) is sent at NotePriority.
 func (l *LedgerEvents) Handle(ctx context.Context, events []ledger.WatchedEvent) {
+	notes := map[types.NamespacedName]bool{}
+	var order []types.NamespacedName
 	for _, e := range events {
 		if e.Name == "" || !watchedKinds[e.Kind] {
 			continue
 		}
-		if kind, name := KindOfWorkload(e.Name); kind != nil {
-			l.send(ctx, kind, e.Namespace, name)
+		key := types.NamespacedName{Namespace: e.Namespace, Name: e.Name}
+		only, seen := notes[key]
+		if !seen {
+			order = append(order, key)
+			only = true
+		}
+		notes[key] = only && noteKinds[e.Kind]
+	}
+	for _, w := range order {
+		if kind, name := KindOfWorkload(w.Name); kind != nil {
+			l.send(ctx, kind, w.Namespace, name, notes[w])
 		}
 		// An adopted job's workload has Kueue's name (KueueWorkloadNames): its job is the name
 		// less the hash. A job of that name that is not its owner reconciles to no change.
-		if base, ok := kueueBaseName(e.Name); ok {
+		if base, ok := kueueBaseName(w.Name); ok {
 			if kind, name := KindOfWorkload(base); kind != nil {
-				l.send(ctx, kind, e.Namespace, name)
+				l.send(ctx, kind, w.Namespace, name, notes[w])
 			}
 		}
-		l.sendWorkload(ctx, e.Namespace, e.Name)
+		l.sendWorkload(ctx, w.Namespace, w.Name, notes[w])
 	}
 }
 
@@ -201,7 +233,7 @@ func (l *LedgerEvents) ResyncAll(ctx context.Context) {
 			continue
 		}
 		for _, obj := range objects {
-			l.send(ctx, kind, obj.GetNamespace(), obj.GetName())
+			l.send(ctx, kind, obj.GetNamespace(), obj.GetName(), false)
 		}
 	}
 	l.mu.Lock()
@@ -220,7 +252,7 @@ func (l *LedgerEvents) ResyncAll(ctx context.Context) {
 	for i := range list.Items {
 		present[client.ObjectKeyFromObject(&list.Items[i])] = true
 		if ownedByItsCreator(&list.Items[i]) {
-			l.sendWorkload(ctx, list.Items[i].GetNamespace(), list.Items[i].GetName())
+			l.sendWorkload(ctx, list.Items[i].GetNamespace(), list.Items[i].GetName(), false)
 		}
 	}
 	l.resyncGone(ctx, present)
@@ -239,7 +271,7 @@ func (l *LedgerEvents) resyncGone(ctx context.Context, present map[types.Namespa
 	}
 	for _, w := range held {
 		if !present[w] && workloadObjectName(w.Name) {
-			l.sendWorkload(ctx, w.Namespace, w.Name)
+			l.sendWorkload(ctx, w.Namespace, w.Name, false)
 		}
 	}
 }

@@ -3,12 +3,15 @@ package jobs
 import (
 	"context"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"admission-ledger/bridge/internal/ledger"
 )
 
 // A reconcile the ledger's events ask for goes ahead of the changes already queued
@@ -54,5 +57,42 @@ func TestNewObjectsGoAheadOfChanges(t *testing.T) {
 	q.Done(first)
 	if second, priority, _ := q.GetWithPriority(); priority != 0 {
 		t.Fatalf("second out: %v at priority %d, want 0", second, priority)
+	}
+}
+
+// A workload whose only news in a batch is a new pending reason is reconciled after those with
+// decisions (admissions, evictions): its message waits, an admission does not.
+func TestPendingNotesGoBehindDecisions(t *testing.T) {
+	q := priorityqueue.New[reconcile.Request]("test")
+	defer q.ShutDown()
+	l := NewLedgerEvents(nil)
+	src := l.WorkloadSource()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := src.Start(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	l.Handle(ctx, []ledger.WatchedEvent{
+		{Kind: "pendingReasonChanged", Namespace: "ml", Name: "waiting"},
+		{Kind: "pendingReasonChanged", Namespace: "ml", Name: "admitted"},
+		{Kind: "admitted", Namespace: "ml", Name: "admitted"},
+		{Kind: "pendingReasonChanged", Namespace: "ml", Name: "noted"},
+	})
+	// The channel source delivers them to the queue on its own goroutine.
+	for deadline := time.Now().Add(5 * time.Second); q.Len() < 3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests queued, want 3", q.Len())
+		}
+	}
+	want := []struct {
+		name     string
+		priority int
+	}{{"admitted", DecisionPriority}, {"waiting", NotePriority}, {"noted", NotePriority}}
+	for _, w := range want {
+		got, priority, _ := q.GetWithPriority()
+		if got.Name != w.name || priority != w.priority {
+			t.Fatalf("out: %v at priority %d, want ml/%s at %d", got, priority, w.name, w.priority)
+		}
+		q.Done(got)
 	}
 }

@@ -58,7 +58,11 @@ kubeconfig="$("$cluster_sh" start --control-plane-only --no-nodes "$cluster")"
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" --request-timeout=60s "$@"; }
 apiserver_pid="$(<"$cluster/kube-apiserver.pid")"
 # Our CRDs as cluster.sh installed them (conversion webhook included), to put back after Kueue's.
-kubectl get crd -o json | python3 "$bench_py" our-crds > "$dir/our-crds.json"
+# Without the conversion webhook unless KUEUE_CONVERSION=webhook: as Kueue's runner installs
+# Kueue's CRDs (kueue_side_by_side.py, our-crds).
+kubectl get crd -o json |
+  python3 "$bench_py" our-crds --conversion "${KUEUE_CONVERSION:-none}" > "$dir/our-crds.json"
+echo "crd_conversion: ${KUEUE_CONVERSION:-none} (Kueue's side: none, as its runner installs them)"
 
 # proc_cpu PID...: the processes' utime + stime in seconds; proc_rss PID...: their VmHWM in MiB.
 proc_cpu() {
@@ -81,7 +85,10 @@ proc_rss() {
 
 # api_requests OUT: the API server's request counters (apiserver_request_total), to tell the
 # writes of a round from the difference of two.
-api_requests() { kubectl get --raw /metrics | grep '^apiserver_request_total{' > "$1" || true; }
+api_requests() {
+  kubectl get --raw /metrics |
+    grep -E '^(apiserver_request_total|apiserver_crd_conversion_webhook_duration_seconds_count)\{' > "$1" || true
+}
 
 # kueue_crds: the names of the kueue.x-k8s.io CRDs installed.
 kueue_crds() {

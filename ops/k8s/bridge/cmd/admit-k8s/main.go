@@ -192,6 +192,7 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	if err != nil {
 		return err
 	}
+	statusWriter.Submitted = jobs.SubmittedButUnshown
 	jobEvents, jobLedger, err := setupJobs(mgr, ledgerClient, statusWriter.Notify)
 	if err != nil {
 		return err

@@ -51,7 +51,9 @@ type Reader interface {
 type StatusWriter struct {
 	Client client.Client
 	Ledger Reader
-	notify chan struct{}
+	// Submitted (may be nil): the ledger holds this Workload object though it shows no condition.
+	Submitted func(namespace, name string) bool
+	notify    chan struct{}
 }
 
 // AddStatusWriter registers the writer with the manager.
@@ -124,7 +126,8 @@ func (w *StatusWriter) unsubmitted(ctx context.Context, kind string) (map[string
 		wl := &workloads.Items[i]
 		conditions, _, _ := unstructured.NestedFieldNoCopy(wl.Object, "status", "conditions")
 		queue, _, _ := unstructured.NestedString(wl.Object, "spec", "queueName")
-		if list, _ := conditions.([]any); len(list) == 0 && queue != "" && wl.GetDeletionTimestamp() == nil {
+		if list, _ := conditions.([]any); len(list) == 0 && queue != "" && wl.GetDeletionTimestamp() == nil &&
+			(w.Submitted == nil || !w.Submitted(wl.GetNamespace(), wl.GetName())) {
 			perQueue[wl.GetNamespace()+"/"+queue]++
 		}
 	}

@@ -10,8 +10,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -246,10 +248,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if done {
 		return pollAfter(r.Ledger), nil
 	}
-	if err := r.mirror(ctx, workload, state); err != nil {
+	deferred, err := r.mirror(ctx, workload, state)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.follow(ctx, req, job, workload, state)
+	result, err := r.follow(ctx, req, job, workload, state)
+	if deferred && err == nil && (result.RequeueAfter == 0 || result.RequeueAfter > NoteRetry) {
+		result.RequeueAfter = NoteRetry
+	}
+	return result, err
 }
 
 // pollAfter is the result of a reconcile that waits for a change: none while the ledger's watch
@@ -447,7 +454,10 @@ func (r *Reconciler) ensureWorkloadObject(ctx context.Context, job GenericJob) (
 }
 
 // mirror writes the ledger's status of the workload into the Workload object's status.
-func (r *Reconciler) mirror(ctx context.Context, workload *unstructured.Unstructured, state *LedgerWorkload) error {
+// deferred: the write was a note (noteWrite) over the budget of notes; the caller looks again
+// after NoteRetry.
+func (r *Reconciler) mirror(ctx context.Context, workload *unstructured.Unstructured,
+	state *LedgerWorkload) (deferred bool, err error) {
 	current, _, _ := unstructured.NestedMap(workload.Object, "status")
 	desired := runtime.DeepCopyJSONValue(state.Status).(map[string]any)
 	// A check state that a check controller wrote and the ledger does not hold yet is the
@@ -460,13 +470,51 @@ func (r *Reconciler) mirror(ctx context.Context, workload *unstructured.Unstruct
 		withPodsReady(desired, current, state, time.Now())
 	}
 	if equality.Semantic.DeepEqual(current, desired) {
-		return nil
+		return false, nil
+	}
+	key := client.ObjectKeyFromObject(workload)
+	if noteWrite(workload, state) && !noteWrites.Allow() {
+		unshown.Store(key, struct{}{})
+		return true, nil
 	}
 	workload.Object["status"] = desired
 	if err := r.Client.Status().Update(ctx, workload); err != nil {
-		return fmt.Errorf("writing the status of Workload %s/%s: %w", workload.GetNamespace(), workload.GetName(), err)
+		return false, fmt.Errorf("writing the status of Workload %s/%s: %w", workload.GetNamespace(), workload.GetName(), err)
 	}
-	return nil
+	unshown.Delete(key)
+	return false, nil
+}
+
+// unshown: the Workload objects whose status a deferred note left without what the ledger holds
+// (namespace/name), so a Workload showing no condition is not taken for one the ledger has not
+// seen (SubmittedButUnshown).
+var unshown sync.Map
+
+// SubmittedButUnshown: the ledger holds the Workload object namespace/name, though its status
+// may show nothing yet (its first pending status waits for the notes' budget).
+func SubmittedButUnshown(namespace, name string) bool {
+	_, ok := unshown.Load(types.NamespacedName{Namespace: namespace, Name: name})
+	return ok
+}
+
+// The status writes that change only what a pending Workload says (noteWrite: its pending reason
+// and message change at most decisions near it) share a budget of NoteWritesPerSecond
+// (burst noteWriteBurst), so that they never hold the API client's rate limit (Kueue's 50 a
+// second) from admissions and evictions; a note over it is written NoteRetry later. Kueue writes
+// such messages only for the workloads its scheduler tries.
+const (
+	NoteWritesPerSecond = 10
+	noteWriteBurst      = 20
+	NoteRetry           = 2 * time.Second
+)
+
+var noteWrites = rate.NewLimiter(NoteWritesPerSecond, noteWriteBurst)
+
+// noteWrite: the ledger's workload is pending and the object shows no admission: the write
+// would change what the object says of its wait only (its first pending status, a new reason
+// or message, an eviction of an admission it never showed).
+func noteWrite(workload *unstructured.Unstructured, state *LedgerWorkload) bool {
+	return state.Phase == ledger.PhasePending && !hasAdmission(workload)
 }
 
 // suspend sets spec.suspend: the kind's controllers then delete its pods.

@@ -176,8 +176,12 @@ func (r *OwnedWorkloads) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			return r.retryOrDrop(ctx, wl, err)
 		}
 	}
-	if err := r.jobs.mirror(ctx, wl, state); err != nil {
+	deferred, err := r.jobs.mirror(ctx, wl, state)
+	switch {
+	case err != nil:
 		return ctrl.Result{}, err
+	case deferred:
+		return ctrl.Result{RequeueAfter: NoteRetry}, nil
 	}
 	return pollAfter(r.Ledger), nil
 }

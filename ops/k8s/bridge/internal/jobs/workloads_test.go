@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -231,3 +232,68 @@ func TestWorkloadsOfGovernedKindsAreNotOwned(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// What a pending Workload says (its first pending status, a new message) is a note: over the
+// notes' budget it waits NoteRetry, nothing written, and the object counts as submitted though
+// it shows no condition; an admission never waits.
+func TestPendingNotesWaitForTheirBudget(t *testing.T) {
+	saved := noteWrites
+	defer func() { noteWrites = saved }()
+	noteWrites = rate.NewLimiter(0, 0) // no note may be written
+	wl := newWorkloadObject()
+	wl.SetNamespace("ml")
+	wl.SetName("train")
+	wl.SetUID("wl-uid")
+	wl.Object["spec"] = map[string]any{"queueName": "gpus"}
+	c := fake.NewClientBuilder().WithObjects(wl).WithStatusSubresource(wl).Build()
+	l := &workloadsLedger{}
+	r := &OwnedWorkloads{Client: c, Ledger: l, Events: record.NewFakeRecorder(10)}
+	r.jobs = &Reconciler{Client: c, Ledger: l, Events: r.Events}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ml", Name: "train"}}
+	pending := func(message string) map[string]any {
+		return map[string]any{"conditions": []any{map[string]any{"type": "QuotaReserved",
+			"status": "False", "reason": "Pending", "message": message}}}
+	}
+	shown := func() string {
+		got := newWorkloadObject()
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(wl), got); err != nil {
+			t.Fatal(err)
+		}
+		return conditionField(got, "QuotaReserved", "message")
+	}
+	reconcile := func() ctrl.Result {
+		t.Helper()
+		result, err := r.Reconcile(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return result
+	}
+	l.setPhase(ledger.PhasePending, pending("1 more needed"))
+	if result := reconcile(); result.RequeueAfter != NoteRetry || shown() != "" ||
+		!SubmittedButUnshown("ml", "train") {
+		t.Fatalf("a first pending status over the budget: result %+v, shown %q, counted submitted %v",
+			result, shown(), SubmittedButUnshown("ml", "train"))
+	}
+	noteWrites = rate.NewLimiter(rate.Inf, 1)
+	reconcile()
+	if shown() != "1 more needed" || SubmittedButUnshown("ml", "train") {
+		t.Fatalf("a note within the budget: shown %q, still counted unshown %v", shown(),
+			SubmittedButUnshown("ml", "train"))
+	}
+	noteWrites = rate.NewLimiter(0, 0)
+	l.setPhase(ledger.PhasePending, pending("3 more needed"))
+	if result := reconcile(); result.RequeueAfter != NoteRetry || shown() != "1 more needed" {
+		t.Fatalf("a new message over the budget: result %+v, shown %q", result, shown())
+	}
+	l.setPhase(ledger.PhaseAdmitted, map[string]any{"fencingToken": "wl-uid/1", "admission": map[string]any{
+		"clusterQueue": "cq", "podSetAssignments": []any{}}})
+	reconcile()
+	got := newWorkloadObject()
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(wl), got); err != nil {
+		t.Fatal(err)
+	}
+	if !showsAdmission(got, "wl-uid/1") {
+		t.Fatal("an admission waited for the notes' budget")
+	}
+}

@@ -532,7 +532,7 @@ func (r *Reconciler) suspend(ctx context.Context, job GenericJob, why string) er
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[SuspendedAtAnnotation] = time.Now().UTC().Format(time.RFC3339)
+	annotations[SuspendedAtAnnotation] = suspensionStamp(before, time.Now()).Format(time.RFC3339)
 	obj.SetAnnotations(annotations)
 	if err := r.Client.Patch(ctx, obj, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("suspending %s %s/%s: %w", r.Kind.Name, obj.GetNamespace(), obj.GetName(), err)

@@ -7,6 +7,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -24,6 +26,32 @@ const WaitForPodsGonePoll = 2 * time.Second
 
 // JobControllerUIDLabel is the label the Job controller puts on its pods: the Job's uid.
 const JobControllerUIDLabel = "batch.kubernetes.io/controller-uid"
+
+// suspensionStamp is the time a suspension at now is recorded at (SuspendedAtAnnotation): now,
+// or the next second when the object's Suspended condition turned True in now's second. Times
+// compare at one second (a condition's lastTransitionTime), so a condition from before a release
+// in that same second (the object created suspended, released and suspended again within it)
+// would read as the controller having observed this suspension: pods it was creating for the
+// release would then be missed (a pod of k8s_pods_load ran after its quota was released).
+func suspensionStamp(obj client.Object, now time.Time) time.Time {
+	now = now.UTC()
+	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return now
+	}
+	conditions, _, _ := unstructured.NestedSlice(fields, "status", "conditions")
+	for _, c := range conditions {
+		m, _ := c.(map[string]any)
+		if m["type"] != "Suspended" || m["status"] != "True" {
+			continue
+		}
+		since, err := time.Parse(time.RFC3339, fmt.Sprint(m["lastTransitionTime"]))
+		if err == nil && since.Truncate(time.Second).Equal(now.Truncate(time.Second)) {
+			return now.Truncate(time.Second).Add(time.Second)
+		}
+	}
+	return now
+}
 
 // suspendedAt is the bridge's recorded suspension of the object, or false when none is recorded.
 func suspendedAt(obj client.Object) (time.Time, bool) {

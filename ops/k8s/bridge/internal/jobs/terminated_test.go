@@ -121,3 +121,25 @@ func TestSuspendedAt(t *testing.T) {
 		t.Errorf("suspendedAt of a malformed annotation: recorded")
 	}
 }
+
+// A suspension in the same second as the Job's Suspended condition turned True is recorded at
+// the next second: that condition may be from before a release in that second, not proof.
+func TestSuspensionInTheSecondOfAnEarlierSuspendedConditionIsStampedAfterIt(t *testing.T) {
+	now := time.Date(2026, 12, 6, 17, 13, 46, 900_000_000, time.UTC)
+	job := &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{
+		Type: batchv1.JobSuspended, Status: corev1.ConditionTrue,
+		LastTransitionTime: metav1.NewTime(now.Truncate(time.Second))}}}}
+	if got, want := suspensionStamp(job, now), now.Truncate(time.Second).Add(time.Second); !got.Equal(want) {
+		t.Fatalf("stamp %v, want %v", got, want)
+	}
+	job.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(-2 * time.Second))
+	if got := suspensionStamp(job, now); !got.Equal(now) {
+		t.Fatalf("stamp %v, want %v", got, now)
+	}
+	// With the next second's stamp, the stale condition is no proof that the pods are gone.
+	job.Spec.Suspend = ptr.To(true)
+	job.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
+	if gone, _ := podsGone(job, nil, suspensionStamp(job, now), true, now); gone {
+		t.Fatal("a Suspended condition of the suspension's own second taken as proof")
+	}
+}

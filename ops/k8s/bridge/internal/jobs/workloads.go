@@ -202,7 +202,7 @@ func (r *OwnedWorkloads) forwardOwner(ctx context.Context, wl *unstructured.Unst
 		}
 		_, err = r.Ledger.Record(ctx, finishRequestID(wl), [][]byte{event})
 		log.FromContext(ctx).Info("the owner finished the workload", "error", err)
-	case state.Phase == ledger.PhaseEvicting && conditionTrue(wl, "Evicted") && !hasAdmission(wl):
+	case state.Phase == ledger.PhaseEvicting && conditionTrue(wl, "Evicted") && ownerCleared(wl, state):
 		err = r.jobs.recordPods(ctx, state, ledgerevents.PodsReport_terminated, state.EvictingToken, "")
 		log.FromContext(ctx).Info("the owner cleared the evicted workload's reservation", "error", err)
 	default:
@@ -369,6 +369,20 @@ func conditionField(wl *unstructured.Unstructured, condition, field string) stri
 		}
 	}
 	return ""
+}
+
+// ownerCleared: the owner cleared the evicted workload's quota reservation: status.admission is
+// gone, or QuotaReserved is False where the ledger shows it otherwise. Kueue's helper
+// (workload.PatchAdmissionStatus, which Kueue's scalability runner uses) applies the cleared
+// status server-side as Kueue's own field manager: it sets the conditions, but cannot remove the
+// admission the bridge wrote (another manager's field).
+func ownerCleared(wl *unstructured.Unstructured, state *LedgerWorkload) bool {
+	if !hasAdmission(wl) {
+		return true
+	}
+	ledgerShows := &unstructured.Unstructured{Object: map[string]any{"status": state.Status}}
+	return conditionField(wl, "QuotaReserved", "status") == "False" &&
+		conditionField(ledgerShows, "QuotaReserved", "status") != "False"
 }
 
 func hasAdmission(wl *unstructured.Unstructured) bool {

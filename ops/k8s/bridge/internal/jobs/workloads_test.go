@@ -297,3 +297,52 @@ func TestPendingNotesWaitForTheirBudget(t *testing.T) {
 		t.Fatal("an admission waited for the notes' budget")
 	}
 }
+
+// An owner that clears the reservation as Kueue's helper does (QuotaReserved False applied
+// server-side; the admission the bridge wrote stays, another manager's field) completes the
+// eviction too; a QuotaReserved False that the ledger shows itself does not.
+func TestOwnerClearingTheReservationByItsConditionCompletesTheEviction(t *testing.T) {
+	wl := newWorkloadObject()
+	wl.SetNamespace("ml")
+	wl.SetName("train")
+	wl.SetUID("wl-uid")
+	wl.Object["spec"] = map[string]any{"queueName": "gpus"}
+	admission := map[string]any{"clusterQueue": "cq", "podSetAssignments": []any{}}
+	condition := func(kind, status string) map[string]any {
+		return map[string]any{"type": kind, "status": status, "reason": "R"}
+	}
+	wl.Object["status"] = map[string]any{"admission": admission, "conditions": []any{
+		condition("QuotaReserved", "False"), condition("Evicted", "True")}}
+	c := fake.NewClientBuilder().WithObjects(wl).WithStatusSubresource(wl).Build()
+	l := &workloadsLedger{}
+	r := &OwnedWorkloads{Client: c, Ledger: l, Events: record.NewFakeRecorder(10)}
+	r.jobs = &Reconciler{Client: c, Ledger: l, Events: r.Events}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ml", Name: "train"}}
+	evicting := func(quotaReserved string) {
+		l.setPhase(ledger.PhaseEvicting, map[string]any{"evictingToken": "wl-uid/1", "admission": admission,
+			"conditions": []any{condition("QuotaReserved", quotaReserved), condition("Evicted", "True")}})
+	}
+	evicting("False")
+	if _, err := r.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(l.inputs, ";") != "" {
+		t.Fatalf("recorded %q while the ledger itself shows QuotaReserved False", l.inputs)
+	}
+	got := newWorkloadObject()
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(wl), got); err != nil {
+		t.Fatal(err)
+	}
+	got.Object["status"] = map[string]any{"admission": admission, "conditions": []any{
+		condition("QuotaReserved", "False"), condition("Evicted", "True")}}
+	if err := c.Status().Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	evicting("True")
+	if _, err := r.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(l.inputs, ";") != "pods terminated wl-uid/1" {
+		t.Fatalf("inputs %q", l.inputs)
+	}
+}

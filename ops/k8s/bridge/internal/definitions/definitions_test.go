@@ -304,3 +304,34 @@ func TestTopologyIsForwarded(t *testing.T) {
 		t.Errorf("%d events, want one Recorded", len(events.Events))
 	}
 }
+
+// The queues' counts of Workload objects the ledger has not seen are kept from the informer's
+// events: an object with a queue and no condition counts until it shows one, is deleted, or the
+// ledger holds it (Submitted).
+func TestUnsubmittedCountsFollowTheWorkloadEvents(t *testing.T) {
+	w := &StatusWriter{indexed: true, bare: map[types.NamespacedName]string{},
+		Submitted: func(_, name string) bool { return name == "held" }}
+	workload := func(name string, conditions ...any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"spec": map[string]any{"queueName": "gpus"}}}
+		u.SetNamespace("ml")
+		u.SetName(name)
+		if len(conditions) > 0 {
+			u.Object["status"] = map[string]any{"conditions": conditions}
+		}
+		return u
+	}
+	for _, name := range []string{"a", "b", "held"} {
+		w.observe(types.NamespacedName{Namespace: "ml", Name: name}, workload(name))
+	}
+	w.observe(types.NamespacedName{Namespace: "ml", Name: "b"},
+		workload("b", map[string]any{"type": "QuotaReserved", "status": "False"}))
+	counts, err := w.bareQueues(context.Background())
+	if err != nil || counts["ml/gpus"] != 1 {
+		t.Fatalf("counts %v, %v; want ml/gpus 1 (a)", counts, err)
+	}
+	w.observe(types.NamespacedName{Namespace: "ml", Name: "a"}, nil)
+	if counts, _ := w.bareQueues(context.Background()); counts["ml/gpus"] != 0 {
+		t.Fatalf("counts %v after a's deletion", counts)
+	}
+}

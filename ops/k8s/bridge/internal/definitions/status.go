@@ -3,6 +3,7 @@ package definitions
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -12,7 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"admission-ledger/bridge/internal/checks"
@@ -54,11 +57,76 @@ type StatusWriter struct {
 	// Submitted (may be nil): the ledger holds this Workload object though it shows no condition.
 	Submitted func(namespace, name string) bool
 	notify    chan struct{}
+	// Informers (may be nil: unsubmitted lists every Workload at each copy) feed bare.
+	Informers cache.Informers
+	mu        sync.Mutex
+	indexed   bool
+	// bare: the Workload objects with a queue that show no condition and are not being deleted,
+	// by namespace/name, to the key of their LocalQueue ("NAMESPACE/NAME"); kept by the
+	// Workload informer's events, so a copy reads these few, not every Workload.
+	bare map[types.NamespacedName]string
+}
+
+// observe keeps bare up to date with one Workload object (nil obj: key deleted).
+func (w *StatusWriter) observe(key types.NamespacedName, obj *unstructured.Unstructured) {
+	queue := ""
+	if obj != nil {
+		conditions, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "status", "conditions")
+		name, _, _ := unstructured.NestedString(obj.Object, "spec", "queueName")
+		if list, _ := conditions.([]any); len(list) == 0 && name != "" && obj.GetDeletionTimestamp() == nil {
+			queue = key.Namespace + "/" + name
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if queue == "" {
+		delete(w.bare, key)
+	} else {
+		w.bare[key] = queue
+	}
+}
+
+// index subscribes observe to the Workload informer's events (its existing objects first).
+func (w *StatusWriter) index(ctx context.Context) error {
+	wl := &unstructured.Unstructured{}
+	wl.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: "Workload"})
+	informer, err := w.Informers.GetInformer(ctx, wl)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.bare = map[types.NamespacedName]string{}
+	w.mu.Unlock()
+	seen := func(obj any) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			w.observe(client.ObjectKeyFromObject(u), u)
+		}
+	}
+	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, obj any) { seen(obj) },
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				w.observe(client.ObjectKeyFromObject(u), nil)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.indexed = true
+	w.mu.Unlock()
+	return nil
 }
 
 // AddStatusWriter registers the writer with the manager.
 func AddStatusWriter(mgr ctrl.Manager, l Reader) (*StatusWriter, error) {
-	w := &StatusWriter{Client: mgr.GetClient(), Ledger: l, notify: make(chan struct{}, 1)}
+	w := &StatusWriter{Client: mgr.GetClient(), Ledger: l, notify: make(chan struct{}, 1),
+		Informers: mgr.GetCache()}
 	return w, mgr.Add(w)
 }
 
@@ -77,6 +145,11 @@ func (w *StatusWriter) Notify() {
 // ctx ends. A failed round is logged and retried after RetryAfterTransportError.
 func (w *StatusWriter) Start(ctx context.Context) error {
 	logger := ctrl.Log.WithName("queue-status")
+	if w.Informers != nil {
+		if err := w.index(ctx); err != nil {
+			logger.Error(err, "watching Workload objects for the queues' counts; listing them at each copy")
+		}
+	}
 	ticker := time.NewTicker(StatusInterval)
 	defer ticker.Stop()
 	var retry <-chan time.Time
@@ -115,21 +188,9 @@ func (w *StatusWriter) Start(ctx context.Context) error {
 // from it), per LocalQueue ("NAMESPACE/NAME") or, for kind ClusterQueue, per ClusterQueue (by
 // the LocalQueue objects' spec.clusterQueue).
 func (w *StatusWriter) unsubmitted(ctx context.Context, kind string) (map[string]int64, error) {
-	workloads := &unstructured.UnstructuredList{}
-	workloads.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: "WorkloadList"})
-	// Read only: the cache's objects themselves, not a copy of every Workload on each call.
-	if err := w.Client.List(ctx, workloads, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing Workload objects: %w", err)
-	}
-	perQueue := map[string]int64{}
-	for i := range workloads.Items {
-		wl := &workloads.Items[i]
-		conditions, _, _ := unstructured.NestedFieldNoCopy(wl.Object, "status", "conditions")
-		queue, _, _ := unstructured.NestedString(wl.Object, "spec", "queueName")
-		if list, _ := conditions.([]any); len(list) == 0 && queue != "" && wl.GetDeletionTimestamp() == nil &&
-			(w.Submitted == nil || !w.Submitted(wl.GetNamespace(), wl.GetName())) {
-			perQueue[wl.GetNamespace()+"/"+queue]++
-		}
+	perQueue, err := w.bareQueues(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if kind == "LocalQueue" || len(perQueue) == 0 {
 		return perQueue, nil
@@ -146,6 +207,39 @@ func (w *StatusWriter) unsubmitted(ctx context.Context, kind string) (map[string
 		perCQ[cq] += perQueue[lq.GetNamespace()+"/"+lq.GetName()]
 	}
 	return perCQ, nil
+}
+
+// bareQueues counts the Workload objects without a condition per LocalQueue, less those the
+// ledger holds already (Submitted): from bare, or a list of every Workload without the index.
+func (w *StatusWriter) bareQueues(ctx context.Context) (map[string]int64, error) {
+	perQueue := map[string]int64{}
+	w.mu.Lock()
+	if w.indexed {
+		for key, queue := range w.bare {
+			if w.Submitted == nil || !w.Submitted(key.Namespace, key.Name) {
+				perQueue[queue]++
+			}
+		}
+		w.mu.Unlock()
+		return perQueue, nil
+	}
+	w.mu.Unlock()
+	workloads := &unstructured.UnstructuredList{}
+	workloads.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: "WorkloadList"})
+	// Read only: the cache's objects themselves, not a copy of every Workload on each call.
+	if err := w.Client.List(ctx, workloads, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing Workload objects: %w", err)
+	}
+	for i := range workloads.Items {
+		wl := &workloads.Items[i]
+		conditions, _, _ := unstructured.NestedFieldNoCopy(wl.Object, "status", "conditions")
+		queue, _, _ := unstructured.NestedString(wl.Object, "spec", "queueName")
+		if list, _ := conditions.([]any); len(list) == 0 && queue != "" && wl.GetDeletionTimestamp() == nil &&
+			(w.Submitted == nil || !w.Submitted(wl.GetNamespace(), wl.GetName())) {
+			perQueue[wl.GetNamespace()+"/"+queue]++
+		}
+	}
+	return perQueue, nil
 }
 
 // copyStatus copies the ledger's status of every object of kind that exists in the cluster.

@@ -6,11 +6,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"admission-ledger/bridge/internal/ledger"
 )
@@ -19,16 +15,7 @@ import (
 // to the ledger; the ledger's own (a check deactivated it, admitctl resume reactivated it) is
 // written into the object; neither is sent back where it came from.
 func TestSpecActiveFollowsTheUserAndTheLedger(t *testing.T) {
-	wl := newWorkloadObject()
-	wl.SetNamespace("ml")
-	wl.SetName("train")
-	wl.SetUID("wl-uid")
-	wl.Object["spec"] = map[string]any{"queueName": "gpus"}
-	c := fake.NewClientBuilder().WithObjects(wl).WithStatusSubresource(wl).Build()
-	l := &workloadsLedger{}
-	r := &OwnedWorkloads{Client: c, Ledger: l, Events: record.NewFakeRecorder(10)}
-	r.jobs = &Reconciler{Client: c, Ledger: l, Events: r.Events}
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ml", Name: "train"}}
+	wl, c, l, r, req := ownedWorkloadFixture(nil)
 	stored := func() *unstructured.Unstructured {
 		got := newWorkloadObject()
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(wl), got); err != nil {

@@ -233,6 +233,25 @@ func TestWorkloadsOfGovernedKindsAreNotOwned(t *testing.T) {
 
 func ptrTo[T any](v T) *T { return &v }
 
+// ownedWorkloadFixture: the owned Workload object ml/train (uid wl-uid, queue gpus, status as
+// given or none) in a fake cluster, a recording ledger, and its reconciler and request.
+func ownedWorkloadFixture(status map[string]any) (*unstructured.Unstructured, client.Client,
+	*workloadsLedger, *OwnedWorkloads, ctrl.Request) {
+	wl := newWorkloadObject()
+	wl.SetNamespace("ml")
+	wl.SetName("train")
+	wl.SetUID("wl-uid")
+	wl.Object["spec"] = map[string]any{"queueName": "gpus"}
+	if status != nil {
+		wl.Object["status"] = status
+	}
+	c := fake.NewClientBuilder().WithObjects(wl).WithStatusSubresource(wl).Build()
+	l := &workloadsLedger{}
+	r := &OwnedWorkloads{Client: c, Ledger: l, Events: record.NewFakeRecorder(10)}
+	r.jobs = &Reconciler{Client: c, Ledger: l, Events: r.Events}
+	return wl, c, l, r, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ml", Name: "train"}}
+}
+
 // What a pending Workload says (its first pending status, a new message) is a note: over the
 // notes' budget it waits NoteRetry, nothing written, and the object counts as submitted though
 // it shows no condition; an admission never waits.
@@ -240,16 +259,7 @@ func TestPendingNotesWaitForTheirBudget(t *testing.T) {
 	saved := noteWrites
 	defer func() { noteWrites = saved }()
 	noteWrites = rate.NewLimiter(0, 0) // no note may be written
-	wl := newWorkloadObject()
-	wl.SetNamespace("ml")
-	wl.SetName("train")
-	wl.SetUID("wl-uid")
-	wl.Object["spec"] = map[string]any{"queueName": "gpus"}
-	c := fake.NewClientBuilder().WithObjects(wl).WithStatusSubresource(wl).Build()
-	l := &workloadsLedger{}
-	r := &OwnedWorkloads{Client: c, Ledger: l, Events: record.NewFakeRecorder(10)}
-	r.jobs = &Reconciler{Client: c, Ledger: l, Events: r.Events}
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ml", Name: "train"}}
+	wl, c, l, r, req := ownedWorkloadFixture(nil)
 	pending := func(message string) map[string]any {
 		return map[string]any{"conditions": []any{map[string]any{"type": "QuotaReserved",
 			"status": "False", "reason": "Pending", "message": message}}}
@@ -302,22 +312,12 @@ func TestPendingNotesWaitForTheirBudget(t *testing.T) {
 // server-side; the admission the bridge wrote stays, another manager's field) completes the
 // eviction too; a QuotaReserved False that the ledger shows itself does not.
 func TestOwnerClearingTheReservationByItsConditionCompletesTheEviction(t *testing.T) {
-	wl := newWorkloadObject()
-	wl.SetNamespace("ml")
-	wl.SetName("train")
-	wl.SetUID("wl-uid")
-	wl.Object["spec"] = map[string]any{"queueName": "gpus"}
 	admission := map[string]any{"clusterQueue": "cq", "podSetAssignments": []any{}}
 	condition := func(kind, status string) map[string]any {
 		return map[string]any{"type": kind, "status": status, "reason": "R"}
 	}
-	wl.Object["status"] = map[string]any{"admission": admission, "conditions": []any{
-		condition("QuotaReserved", "False"), condition("Evicted", "True")}}
-	c := fake.NewClientBuilder().WithObjects(wl).WithStatusSubresource(wl).Build()
-	l := &workloadsLedger{}
-	r := &OwnedWorkloads{Client: c, Ledger: l, Events: record.NewFakeRecorder(10)}
-	r.jobs = &Reconciler{Client: c, Ledger: l, Events: r.Events}
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ml", Name: "train"}}
+	wl, c, l, r, req := ownedWorkloadFixture(map[string]any{"admission": admission,
+		"conditions": []any{condition("QuotaReserved", "False"), condition("Evicted", "True")}})
 	evicting := func(quotaReserved string) {
 		l.setPhase(ledger.PhaseEvicting, map[string]any{"evictingToken": "wl-uid/1", "admission": admission,
 			"conditions": []any{condition("QuotaReserved", quotaReserved), condition("Evicted", "True")}})

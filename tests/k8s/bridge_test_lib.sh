@@ -65,10 +65,11 @@ start_test_admitd() {
 # PKI of start_test_admitd.
 #   start_bridge [STEP:NAMESPACE/WORKLOAD]
 # With an argument, the bridge stops there (ADMIT_K8S_TEST_PAUSE_AT, test only). Its log is
-# $dir/bridge-$bridge_runs.log. Waits until the webhook answers; sets bridge_pid.
+# $dir/bridge-$bridge_runs.log. K8S_BRIDGE_ARGS: more flags (e.g. --pprof-bind-address, to profile
+# it). Waits until the webhook answers; sets bridge_pid.
 # REQUIRES: kubeconfig, admitd_tls and PRINCIPAL set.
 bridge_runs=0
-# shellcheck disable=SC2120,SC2153,SC2154  # optional argument; PRINCIPAL, kubeconfig: the test's
+# shellcheck disable=SC2086,SC2120,SC2153,SC2154  # K8S_BRIDGE_ARGS split; optional argument; PRINCIPAL, kubeconfig: the test's
 start_bridge() {
   local address
   address="$(<"$dir/cluster/webhook.address")"
@@ -78,7 +79,7 @@ start_bridge() {
     --admitd-ca "$dir/pki/ca.pem" --leader-elect=false \
     --webhook-bind-address "$address" \
     --webhook-cert "$dir/cluster/pki/webhook.pem" --webhook-key "$dir/cluster/pki/webhook.key" \
-    > "$dir/bridge-$bridge_runs.log" 2>&1 &
+    ${K8S_BRIDGE_ARGS:-} > "$dir/bridge-$bridge_runs.log" 2>&1 &
   bridge_pid=$!
   # Any HTTP answer (404 for /) over TLS checked against the cluster's CA will do.
   # shellcheck disable=SC2317  # run by wait_until

@@ -4,8 +4,10 @@ import (
 	"context"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/tools/record"
@@ -333,5 +335,47 @@ func TestUnsubmittedCountsFollowTheWorkloadEvents(t *testing.T) {
 	w.observe(types.NamespacedName{Namespace: "ml", Name: "a"}, nil)
 	if counts, _ := w.bareQueues(context.Background()); counts["ml/gpus"] != 0 {
 		t.Fatalf("counts %v after a's deletion", counts)
+	}
+}
+
+// A conflict writing one queue's status (the cache's copy was older than the object) skips that
+// queue, not the rest of the copy, and asks for another copy soon, so that one queue being
+// changed does not leave a thousand others showing nothing for a retry interval.
+func TestStatusWriterWritesPastAConflict(t *testing.T) {
+	var objects []client.Object
+	items := ""
+	for _, name := range []string{"cq-a", "cq-b", "cq-c"} {
+		objects = append(objects, &unstructured.Unstructured{Object: parse(t, `{"apiVersion":"kueue.x-k8s.io/v1beta2",
+			"kind":"ClusterQueue","metadata":{"name":"`+name+`"},"spec":{}}`)[0]})
+		if items != "" {
+			items += ","
+		}
+		items += `{"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"ClusterQueue","metadata":{"name":"` + name +
+			`"},"status":{"pendingWorkloads":3}}`
+	}
+	written := map[string]bool{}
+	c := fake.NewClientBuilder().WithObjects(objects...).WithInterceptorFuncs(interceptor.Funcs{
+		SubResourceUpdate: func(_ context.Context, _ client.Client, _ string, obj client.Object,
+			_ ...client.SubResourceUpdateOption) error {
+			if obj.GetName() == "cq-a" {
+				return apierrors.NewConflict(schema.GroupResource{Group: Group, Resource: "clusterqueues"},
+					obj.GetName(), nil)
+			}
+			written[obj.GetName()] = true
+			return nil
+		},
+	}).Build()
+	w := &StatusWriter{Client: c, notify: make(chan struct{}, 1),
+		Ledger: fakeReader{"clusterqueues": `{"apiVersion":"v1","kind":"List","items":[` + items + `]}`}}
+	if err := w.copyStatus(context.Background(), "ClusterQueue"); err != nil {
+		t.Fatalf("a conflict is retried soon, not an error to wait for: %v", err)
+	}
+	if !written["cq-b"] || !written["cq-c"] {
+		t.Errorf("written %v: the queues after the conflicting one were not written", written)
+	}
+	select {
+	case <-w.notify:
+	default:
+		t.Error("no copy asked for after the conflict")
 	}
 }

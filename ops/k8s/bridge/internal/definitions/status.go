@@ -242,7 +242,10 @@ func (w *StatusWriter) bareQueues(ctx context.Context) (map[string]int64, error)
 	return perQueue, nil
 }
 
-// copyStatus copies the ledger's status of every object of kind that exists in the cluster.
+// copyStatus copies the ledger's status of every object of kind that exists in the cluster. An
+// object changed since the cache's copy (a conflict) is skipped and another copy asked for soon
+// (Notify); any other failed write is skipped too and reported at the end, so that one object
+// never holds back the others' status.
 func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 	plural := map[string]string{"ClusterQueue": "clusterqueues", "LocalQueue": "localqueues"}[kind]
 	text, err := w.Ledger.Get(ctx, plural, "json")
@@ -260,41 +263,66 @@ func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 	if err != nil {
 		return err
 	}
+	var failed error
+	failures, conflicts := 0, 0
 	for _, item := range list.Items {
-		from := unstructured.Unstructured{Object: item}
-		status, found, _ := unstructured.NestedMap(item, "status")
-		if !found {
-			continue
-		}
-		// A Workload object is pending in Kueue from its creation; the ledger counts it from
-		// its submission: until then the bridge counts it (Kueue's runner stops when no queue
-		// says it has work).
-		queueKey := from.GetName()
-		if kind == "LocalQueue" {
-			queueKey = from.GetNamespace() + "/" + from.GetName()
-		}
-		if pending, _, _ := unstructured.NestedInt64(status, "pendingWorkloads"); pending < unsubmitted[queueKey] {
-			status["pendingWorkloads"] = unsubmitted[queueKey]
-		}
-		obj := &unstructured.Unstructured{}
-		obj.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: kind})
-		key := types.NamespacedName{Namespace: from.GetNamespace(), Name: from.GetName()}
-		if err := w.Client.Get(ctx, key, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue // in the ledger, not (or no longer) in the cluster
+		err := w.copyOne(ctx, kind, item, unsubmitted)
+		switch {
+		case err == nil:
+		case apierrors.IsConflict(err):
+			conflicts++
+		default:
+			if failed == nil {
+				failed = err
 			}
-			return err
+			failures++
 		}
-		current, _, _ := unstructured.NestedMap(obj.Object, "status")
-		status = keepRecordedCondition(status, current)
-		if equality.Semantic.DeepEqual(current, status) {
-			continue
+	}
+	if conflicts > 0 {
+		w.Notify()
+	}
+	if failed != nil {
+		return fmt.Errorf("%d of %d %s not written, the first: %w", failures, len(list.Items), plural, failed)
+	}
+	return nil
+}
+
+// copyOne writes one queue's status from the ledger's item, if it differs from the object's.
+func (w *StatusWriter) copyOne(ctx context.Context, kind string, item map[string]any,
+	unsubmitted map[string]int64) error {
+	from := unstructured.Unstructured{Object: item}
+	status, found, _ := unstructured.NestedMap(item, "status")
+	if !found {
+		return nil
+	}
+	// A Workload object is pending in Kueue from its creation; the ledger counts it from
+	// its submission: until then the bridge counts it (Kueue's runner stops when no queue
+	// says it has work).
+	queueKey := from.GetName()
+	if kind == "LocalQueue" {
+		queueKey = from.GetNamespace() + "/" + from.GetName()
+	}
+	if pending, _, _ := unstructured.NestedInt64(status, "pendingWorkloads"); pending < unsubmitted[queueKey] {
+		status["pendingWorkloads"] = unsubmitted[queueKey]
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: StoredVersion, Kind: kind})
+	key := types.NamespacedName{Namespace: from.GetNamespace(), Name: from.GetName()}
+	if err := w.Client.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // in the ledger, not (or no longer) in the cluster
 		}
-		obj.Object["status"] = runtime.DeepCopyJSONValue(status)
-		// As the bridge's field manager, which AfsSeed tells from a foreign writer's.
-		if err := w.Client.Status().Update(ctx, obj, client.FieldOwner(checks.BridgeFieldManager)); err != nil {
-			return fmt.Errorf("writing the status of %s %s: %w", kind, key, err)
-		}
+		return err
+	}
+	current, _, _ := unstructured.NestedMap(obj.Object, "status")
+	status = keepRecordedCondition(status, current)
+	if equality.Semantic.DeepEqual(current, status) {
+		return nil
+	}
+	obj.Object["status"] = runtime.DeepCopyJSONValue(status)
+	// As the bridge's field manager, which AfsSeed tells from a foreign writer's.
+	if err := w.Client.Status().Update(ctx, obj, client.FieldOwner(checks.BridgeFieldManager)); err != nil {
+		return fmt.Errorf("writing the status of %s %s: %w", kind, key, err)
 	}
 	return nil
 }

@@ -19,9 +19,10 @@ const cacheEntriesMax = 200000
 // CachedLedger is the Ledger the reconcilers are given when the ledger is watched. It keeps
 // each workload's state as last read (Ledger.workloadStates, one workload per read, never the
 // read model of all) and reads it again only when it may have changed: after the watch pushed
-// an event about that workload, after a write of the bridge's own answered (it may have caused
-// decisions about any workload: every entry is dropped), and whenever the watch is not running
-// (every read goes to the ledger). A reconcile costs one map lookup, or one read of one
+// an event about that workload, after a write of the bridge's own answered until the watch has
+// passed the write's last sequence (it may have caused decisions about any workload; a write
+// that does not say how far it appended drops every entry), and whenever the watch is not
+// running (every read goes to the ledger). A reconcile costs one map lookup, or one read of one
 // workload, however many workloads the ledger holds.
 type CachedLedger struct {
 	Ledger
@@ -31,6 +32,8 @@ type CachedLedger struct {
 	live       bool                   // the watch runs: every change is seen
 	generation uint64                 // bumped when every entry is dropped
 	entries    map[string]cachedState // by ledger.Key
+	watched    uint64                 // the last sequence the watch pushed
+	written    uint64                 // the last sequence a write of ours appended
 	inflight   map[string]int         // reads under way, by key
 	changed    map[string]uint64      // the latest event about a key read under way
 	reads      atomic.Uint64          // reads the reconcilers asked for
@@ -68,6 +71,7 @@ func (c *CachedLedger) Changed(events []ledger.WatchedEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, e := range events {
+		c.watched = max(c.watched, e.Sequence)
 		if e.Name == "" {
 			continue
 		}
@@ -86,6 +90,7 @@ func (c *CachedLedger) Changed(events []ledger.WatchedEvent) {
 func (c *CachedLedger) SetLive(live bool) {
 	c.mu.Lock()
 	c.live = live
+	c.watched = 0
 	c.dropAllLocked()
 	c.mu.Unlock()
 }
@@ -106,7 +111,9 @@ func (c *CachedLedger) WorkloadState(ctx context.Context, namespace, name string
 	key := ledger.Key(namespace, name)
 	c.reads.Add(1)
 	c.mu.Lock()
-	if entry, ok := c.entries[key]; ok && c.live {
+	// An entry is current up to its head and, as the watch drops it on any later event about it,
+	// up to what the watch pushed: answered when that covers the writes of ours.
+	if entry, ok := c.entries[key]; ok && c.live && max(entry.head, c.watched) >= c.written {
 		c.mu.Unlock()
 		c.served.Add(1)
 		return entry.state, nil
@@ -135,14 +142,30 @@ func (c *CachedLedger) WorkloadState(ctx context.Context, namespace, name string
 	return states[key], nil
 }
 
-// RecordManifest writes, then drops every entry.
+// RecordManifest writes, then holds back the entries older than the write (wrote).
 func (c *CachedLedger) RecordManifest(ctx context.Context, requestID, mode, manifest string) (ledger.Outcome, error) {
-	defer c.Invalidate()
-	return c.Ledger.RecordManifest(ctx, requestID, mode, manifest)
+	outcome, err := c.Ledger.RecordManifest(ctx, requestID, mode, manifest)
+	c.wrote(outcome, err)
+	return outcome, err
 }
 
-// Record writes, then drops every entry.
+// Record writes, then holds back the entries older than the write (wrote).
 func (c *CachedLedger) Record(ctx context.Context, requestID string, inputs [][]byte) (ledger.Outcome, error) {
-	defer c.Invalidate()
-	return c.Ledger.Record(ctx, requestID, inputs)
+	outcome, err := c.Ledger.Record(ctx, requestID, inputs)
+	c.wrote(outcome, err)
+	return outcome, err
+}
+
+// wrote: after a write of ours, an entry read before it is answered only once the watch has
+// passed the write's last sequence. A failed write (it may have been appended), a retry's answer
+// (the original's decisions may be unknown) or an outcome without its last sequence drops every
+// entry.
+func (c *CachedLedger) wrote(outcome ledger.Outcome, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil || outcome.Retried || outcome.Last == 0 {
+		c.dropAllLocked()
+		return
+	}
+	c.written = max(c.written, outcome.Last)
 }

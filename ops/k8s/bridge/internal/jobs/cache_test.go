@@ -142,3 +142,61 @@ func TestAWaitingReconcileIsPolledOnlyWithoutTheWatch(t *testing.T) {
 		t.Fatalf("an uncached ledger: %+v, want a requeue after %v", got, PollInterval)
 	}
 }
+
+// writtenThrough: a statesLedger whose writes say the last sequence they appended.
+type writtenThrough struct {
+	*statesLedger
+	last uint64
+}
+
+func (l *writtenThrough) RecordManifest(context.Context, string, string, string) (ledger.Outcome, error) {
+	return ledger.Outcome{Sequences: []uint64{l.last}, Unchanged: []bool{false}, Last: l.last}, nil
+}
+
+// A write of our own that says how far it appended keeps the entries: each is answered again
+// once the watch has passed that sequence (an event about it before then drops it), and read
+// again only until then.
+func TestCachedLedgerKeepsEntriesAcrossAWriteTheWatchHasPassed(t *testing.T) {
+	ctx := context.Background()
+	states := &statesLedger{states: map[string]*ledger.WorkloadState{}}
+	l := &writtenThrough{statesLedger: states}
+	c := NewCachedLedger(l)
+	c.SetLive(true)
+	read := func(name string) ledger.Phase {
+		t.Helper()
+		s, err := c.WorkloadState(ctx, "ml", name)
+		if err != nil || s == nil {
+			t.Fatalf("%s: %v %v", name, s, err)
+		}
+		return s.Phase
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		states.set(name, ledger.PhasePending, 10)
+		read(name)
+	}
+	// Our write appends 11 and 12 (a decision about b).
+	l.last = 12
+	if _, err := c.RecordManifest(ctx, "id", "submit", "x"); err != nil {
+		t.Fatal(err)
+	}
+	states.set("b", ledger.PhaseAdmitted, 12)
+	// Before the watch passed 12 an entry read at 10 is not answered.
+	read("c")
+	if states.reads != 4 {
+		t.Fatalf("c was answered from before our write: %d reads, want 4", states.reads)
+	}
+	c.Changed([]ledger.WatchedEvent{{Sequence: 11, Namespace: "ml", Name: "x"},
+		{Sequence: 12, Namespace: "ml", Name: "b"}})
+	read("a")
+	if states.reads != 4 {
+		t.Fatalf("a, untouched by our write, was read again: %d reads, want 4", states.reads)
+	}
+	if got := read("b"); got != ledger.PhaseAdmitted {
+		t.Fatalf("b answered as %v, from before the event about it", got)
+	}
+	read("b")
+	read("c")
+	if states.reads != 5 {
+		t.Fatalf("after the watch passed our write: %d reads, want 5 (b once)", states.reads)
+	}
+}

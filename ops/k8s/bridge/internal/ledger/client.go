@@ -78,6 +78,9 @@ type Outcome struct {
 	Sequences []uint64
 	Unchanged []bool
 	Retried   bool
+	// Last: the highest sequence of the call's inputs and of the decisions they caused, which
+	// the ledger appends right after them (0: not known).
+	Last uint64
 }
 
 // Client holds one connection to admitd and dials again after the connection fails.
@@ -394,6 +397,16 @@ func outcomeOf(method string, hasError func() bool, errorOf func() (ledgerrpc.Er
 		out.Unchanged = append(out.Unchanged, unchanged.At(i))
 	}
 	out.Retried = o.Retried()
+	for _, sequence := range out.Sequences {
+		out.Last = max(out.Last, sequence)
+	}
+	decisions, err := o.Decisions()
+	if err != nil {
+		return Outcome{}, fmt.Errorf("%s: %w", method, err)
+	}
+	if decisions.Len() > 0 {
+		out.Last = max(out.Last, o.FirstDecisionSequence()+uint64(decisions.Len())-1)
+	}
 	return out, nil
 }
 

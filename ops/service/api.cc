@@ -1,6 +1,7 @@
 #include "ops/service/api.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "ops/views/query.h"
 #include "ops/views/render.h"
@@ -52,27 +53,30 @@ Result<std::string> RenderGet(const projections::Engine& engine, const std::stri
     return RenderTable(PendingWorkloadsTable(*summary, engine));
   }
   Json items;
-  TableRows rows;
+  // The table's rows, built only for a table (a bridge copies every queue's JSON many times a
+  // second).
+  std::function<TableRows()> rows;
   std::string kind;  // the Kubernetes kind and group, for -o name
+  const bool wide = format == "wide";
   if (what == "workloads" || what == "workload" || what == "wl") {
     items = WorkloadsJson(engine, allow);
-    rows = WorkloadsTable(engine, allow, format == "wide");
+    rows = [&] { return WorkloadsTable(engine, allow, wide); };
     kind = "workload.kueue.x-k8s.io";
   } else if (what == "clusterqueues" || what == "clusterqueue" || what == "cq") {
     items = ClusterQueuesJson(engine);
-    rows = ClusterQueuesTable(engine);
+    rows = [&] { return ClusterQueuesTable(engine); };
     kind = "clusterqueue.kueue.x-k8s.io";
   } else if (what == "localqueues" || what == "localqueue" || what == "lq") {
     items = LocalQueuesJson(engine, allow);
-    rows = LocalQueuesTable(engine, allow);
+    rows = [&] { return LocalQueuesTable(engine, allow); };
     kind = "localqueue.kueue.x-k8s.io";
   } else if (what == "cohorts" || what == "cohort") {
     items = CohortsJson(engine);
-    rows = CohortsTable(engine);
+    rows = [&] { return CohortsTable(engine); };
     kind = "cohort.kueue.x-k8s.io";
   } else if (what == "nodes" || what == "node") {
     items = NodesJson(engine, allow);
-    rows = NodesTable(engine, format == "wide", allow);
+    rows = [&] { return NodesTable(engine, wide, allow); };
     kind = "node";
   } else {
     return Status(Code::kInvalidArgument, "kind '" + what +
@@ -100,7 +104,7 @@ Result<std::string> RenderGet(const projections::Engine& engine, const std::stri
   if (nodes) list["inventoryComplete"] = engine.node_inventory_complete();
   if (format == "json") return list.dump(2) + "\n";
   if (format == "yaml") return ToYaml(list);
-  std::string text = RenderTable(SelectRows(rows, *selected));
+  std::string text = RenderTable(SelectRows(rows(), *selected));
   if (nodes) text += std::string("inventory complete: ") +
                      (engine.node_inventory_complete() ? "yes" : "no") + "\n";
   return text;

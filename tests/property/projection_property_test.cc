@@ -1,7 +1,8 @@
 // The projection never runs ahead of the log (issue 31): whatever a call does — recorded,
 // refused for its size after the decider applied it, refused by intake — the service's read
 // models after it equal the fold of the ledger by a fresh service. The append bound is made
-// small (ServiceOptions::append_events_max) so that calls of a few inputs reach it.
+// small (ServiceOptions::append_events_max) so that calls of a few inputs reach it. And each
+// LocalQueue's counts are those of the workloads that name it.
 
 #include <capnp/message.h>
 #include <gtest/gtest.h>
@@ -34,6 +35,26 @@ std::string FinishOf(const std::string& name) {
   ref.setNamespace("ns");
   ref.setName(name);
   return schema::EncodeEvent(m);
+}
+
+// Each LocalQueue's counts in its read model are those of the workloads that name it, counted
+// one queue at a time (the read model counts them in one pass over the workloads).
+bool LocalQueueCountsAreTheirWorkloads(const projections::Engine& engine) {
+  for (const auto& l : ops::LocalQueuesJson(engine)) {
+    size_t pending = 0, reserving = 0, admitted = 0;
+    for (const auto& [key, wl] : engine.workloads()) {
+      if (wl.ns != l["metadata"]["namespace"] || wl.queue_name != l["metadata"]["name"]) continue;
+      pending += wl.phase == projections::Phase::kPending;
+      reserving += projections::HoldsQuota(wl.phase);
+      admitted += wl.phase == projections::Phase::kAdmitted;
+    }
+    const ops::Json& status = l["status"];
+    if (status["pendingWorkloads"] != pending || status["reservingWorkloads"] != reserving ||
+        status["admittedWorkloads"] != admitted) {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string ReadModels(const projections::Engine& engine) {
@@ -92,6 +113,7 @@ RC_GTEST_PROP(Projection, ReadModelsEqualTheFoldOfTheLedgerAfterEveryCall, ()) {
     auto fresh = ops::Service::Open(log, clock, nullptr, options);
     RC_ASSERT(fresh.ok());
     RC_ASSERT(ReadModels((*service)->engine()) == ReadModels((*fresh)->engine()));
+    RC_ASSERT(LocalQueueCountsAreTheirWorkloads((*service)->engine()));
   }
   RC_TAG(refused_for_size > 0 ? "some call refused for its size" : "none refused for size");
 }

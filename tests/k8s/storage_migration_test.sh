@@ -148,15 +148,25 @@ spec:
       spec:
         containers: [{name: main, image: registry.invalid/trainer:1}]
 EOF
-# The bridge adds its finalizer to each definition it forwards: that write too is stored in v1beta1.
+# The bridge adds its finalizer to each definition it forwards (not to a LocalQueue, as Kueue
+# does not) and writes its Recorded condition: those writes too are stored in v1beta1.
 # finalized PLURAL NAME [-n NAMESPACE]: the definition carries the bridge's finalizer.
 finalized() {
   [[ "$(kubectl get "$1.$GROUP" "$2" "${@:3}" -o jsonpath='{.metadata.finalizers}')" == *admission-ledger.io/ledger* ]]
 }
+# recorded PLURAL NAME [-n NAMESPACE]: the definition's condition Recorded is True.
+recorded() {
+  [[ "$(kubectl get "$1.$GROUP" "$2" "${@:3}" -o jsonpath='{.status.conditions[?(@.type=="Recorded")].status}')" == True ]]
+}
 for entry in "${OBJECTS[@]}"; do
   IFS=: read -r plural namespace name <<< "$entry"
-  [[ "$plural" == workloads ]] && continue
-  wait_until "the bridge's finalizer on $plural $name" finalized "$plural" "$name" ${namespace:+-n "$namespace"}
+  case "$plural" in
+    workloads) continue ;;
+    localqueues) wait_until "the bridge's Recorded condition on $plural $name" \
+      recorded "$plural" "$name" ${namespace:+-n "$namespace"} ;;
+    *) wait_until "the bridge's finalizer on $plural $name" \
+      finalized "$plural" "$name" ${namespace:+-n "$namespace"} ;;
+  esac
 done
 
 step "ours again (v1beta2 stored): etcd holds v1beta1 objects, storedVersions lists v1beta1"

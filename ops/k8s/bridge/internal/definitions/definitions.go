@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -88,7 +90,17 @@ type Reconciler struct {
 	Client client.Client
 	Ledger Recorder
 	Events record.EventRecorder
+	// tombstones: the uid of each object of an unfinalized kind seen deleted (namespace/name ->
+	// uid), until its deletion is recorded.
+	tombstones sync.Map
 }
+
+// Concurrency is how many objects of one kind are forwarded at once (never one object twice at
+// once). Kueue reconciles its queues one at a time, but its scheduler reads them from its cache;
+// the ledger learns of a queue only from the bridge, whose reconcile waits for the API server
+// (the finalizer, the Recorded condition): with a thousand queues created at once, one at a
+// time held their workloads back for minutes.
+const Concurrency = 5
 
 // SetupWithManager registers one controller per kind of Kinds (of optionalKinds, only those
 // the cluster serves).
@@ -112,13 +124,20 @@ func SetupWithManager(mgr ctrl.Manager, ledgerClient Recorder) error {
 		watched.SetGroupVersionKind(gvk)
 		// A change of the spec bumps the generation; labels and annotations (the ledger's
 		// settings of a check) do not, and the ledger reads them too; a deletion starts with a
-		// deletion timestamp.
-		err := ctrl.NewControllerManagedBy(mgr).
-			Named("definitions-"+strings.ToLower(kind)).
-			For(watched, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
-				predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}, Deleting))).
-			Complete(r)
-		if err != nil {
+		// deletion timestamp, or, for a kind without our finalizer, is the object gone.
+		changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
+			predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}, Deleting))
+		b := ctrl.NewControllerManagedBy(mgr).Named("definitions-" + strings.ToLower(kind)).
+			WithOptions(controller.Options{MaxConcurrentReconciles: Concurrency})
+		if unfinalized[kind] || finalizedAfter[kind] {
+			b = b.Watches(watched, r.objects(), changed)
+			if err := mgr.Add(r.sweeper()); err != nil {
+				return err
+			}
+		} else {
+			b = b.For(watched, changed)
+		}
+		if err := b.Complete(r); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", kind, err)
 		}
 	}
@@ -128,21 +147,32 @@ func SetupWithManager(mgr ctrl.Manager, ledgerClient Recorder) error {
 // Reconcile forwards the object's current state, after putting DefinitionFinalizer on it, or its
 // deletion (deletion.go).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx).WithValues("kind", r.Kind)
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(GVK(r.Kind))
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil // gone: its deletion was forwarded before the finalizer went
+			// gone: its deletion was forwarded before our finalizer went, or, for a kind
+			// without it, is forwarded now.
+			return r.gone(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, err
 	}
+	r.tombstones.Delete(req.NamespacedName) // an object of that name again: this one counts
 	if obj.GetDeletionTimestamp() != nil {
 		return r.deleted(ctx, obj)
 	}
-	if err := r.ensureFinalizer(ctx, obj); err != nil {
-		return ctrl.Result{}, err
+	if !unfinalized[r.Kind] && !finalizedAfter[r.Kind] {
+		if err := r.ensureFinalizer(ctx, obj); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
+	return r.forward(ctx, obj)
+}
+
+// forward records the object's current state (then, for a kind of finalizedAfter, puts our
+// finalizer on it) and writes its condition Recorded.
+func (r *Reconciler) forward(ctx context.Context, obj *unstructured.Unstructured) (ctrl.Result, error) {
+	logger := log.FromContext(ctx).WithValues("kind", r.Kind)
 	manifest, err := Manifest(obj)
 	if err != nil {
 		r.Events.Event(obj, corev1.EventTypeWarning, "NotForwarded", err.Error())
@@ -163,12 +193,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(outcome.Sequences) == 0 {
 		return ctrl.Result{}, fmt.Errorf("admitd answered without a sequence")
 	}
+	if finalizedAfter[r.Kind] {
+		// Gone meanwhile: its delete event records the deletion (gone).
+		if err := r.ensureFinalizer(ctx, obj); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
 	if outcome.Retried || outcome.Unchanged[0] {
 		logger.V(1).Info("already in the ledger", "sequence", outcome.Sequences[0])
-		return ctrl.Result{}, setRecordedCondition(ctx, r.Client, obj, metav1.ConditionTrue, ReasonRecorded, recorded(outcome.Sequences[0]))
+	} else {
+		logger.Info("recorded", "sequence", outcome.Sequences[0])
+		r.Events.Event(obj, corev1.EventTypeNormal, "Recorded", recorded(outcome.Sequences[0]))
 	}
-	logger.Info("recorded", "sequence", outcome.Sequences[0])
-	r.Events.Event(obj, corev1.EventTypeNormal, "Recorded", recorded(outcome.Sequences[0]))
 	return ctrl.Result{}, setRecordedCondition(ctx, r.Client, obj, metav1.ConditionTrue, ReasonRecorded, recorded(outcome.Sequences[0]))
 }
 

@@ -2,6 +2,8 @@ package definitions
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,10 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"admission-ledger/bridge/internal/checks"
 	"admission-ledger/bridge/internal/conversion"
@@ -377,5 +382,134 @@ func TestStatusWriterWritesPastAConflict(t *testing.T) {
 	case <-w.notify:
 	default:
 		t.Error("no copy asked for after the conflict")
+	}
+}
+
+// listingRecorder: a fakeRecorder whose ledger lists the given LocalQueues.
+type listingRecorder struct {
+	fakeRecorder
+	localQueues string
+	ids         []string
+}
+
+func (f *listingRecorder) RecordManifest(ctx context.Context, id, mode, manifest string) (ledger.Outcome, error) {
+	f.ids = append(f.ids, id)
+	return f.fakeRecorder.RecordManifest(ctx, id, mode, manifest)
+}
+
+func (f *listingRecorder) Get(_ context.Context, kind, _ string) (string, error) {
+	if kind != "localqueues" {
+		return "", fmt.Errorf("unexpected kind %s", kind)
+	}
+	return `{"apiVersion":"v1","kind":"List","items":[` + f.localQueues + `]}`, nil
+}
+
+// A LocalQueue carries no finalizer of ours (Kueue puts none on it): it is forwarded, and its
+// deletion recorded once the object is gone, named by its uid; a LocalQueue deleted while the
+// bridge was down is found by the sweep of the ledger's LocalQueues.
+func TestALocalQueueIsDeletedInTheLedgerWhenItIsGone(t *testing.T) {
+	ctx := context.Background()
+	lq := &unstructured.Unstructured{Object: parse(t, `{"apiVersion":"kueue.x-k8s.io/v1beta2",
+		"kind":"LocalQueue","metadata":{"name":"lq","namespace":"team","uid":"u1","resourceVersion":"3"},
+		"spec":{"clusterQueue":"cq"}}`)[0]}
+	c := fake.NewClientBuilder().WithObjects(lq).WithStatusSubresource(lq).Build()
+	recorder := &listingRecorder{}
+	r := &Reconciler{Kind: "LocalQueue", Client: c, Ledger: recorder, Events: record.NewFakeRecorder(8)}
+	key := types.NamespacedName{Namespace: "team", Name: "lq"}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	stored := &unstructured.Unstructured{}
+	stored.SetGroupVersionKind(GVK("LocalQueue"))
+	if err := c.Get(ctx, key, stored); err != nil {
+		t.Fatal(err)
+	}
+	if len(stored.GetFinalizers()) != 0 || len(recorder.manifests) != 1 ||
+		!strings.HasPrefix(recorder.manifests[0], "apply ") {
+		t.Fatalf("finalizers %v, forwarded %q: want none and one apply", stored.GetFinalizers(), recorder.manifests)
+	}
+	// Deleted: the informer's delete event keeps its uid; the reconcile finds it gone.
+	if err := c.Delete(ctx, stored); err != nil {
+		t.Fatal(err)
+	}
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	r.objects().Delete(ctx, event.TypedDeleteEvent[client.Object]{Object: stored}, q)
+	for i := 0; i < 2; i++ { // the second finds nothing left to do
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `delete {"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"LocalQueue","metadata":{"name":"lq","namespace":"team"}}`
+	if len(recorder.manifests) != 2 || recorder.manifests[1] != want {
+		t.Fatalf("forwarded %q, want the apply and then %s", recorder.manifests, want)
+	}
+	// The sweep: the ledger holds lq (gone) and kept (in the cluster).
+	kept := &unstructured.Unstructured{Object: parse(t, `{"apiVersion":"kueue.x-k8s.io/v1beta2",
+		"kind":"LocalQueue","metadata":{"name":"kept","namespace":"team"},"spec":{"clusterQueue":"cq"}}`)[0]}
+	if err := c.Create(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	recorder.localQueues = `{"metadata":{"name":"lq","namespace":"team"}},{"metadata":{"name":"kept","namespace":"team"}}`
+	if err := r.sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(recorder.manifests) != 3 || recorder.manifests[2] != want || recorder.ids[2] == recorder.ids[1] {
+		t.Fatalf("forwarded %q (request ids %q), want one more deletion of lq under an id of its own",
+			recorder.manifests, recorder.ids)
+	}
+}
+
+// orderedRecorder notes each call in the order shared with the client's writes.
+type orderedRecorder struct {
+	listingRecorder
+	order *[]string
+}
+
+func (f *orderedRecorder) RecordManifest(ctx context.Context, id, mode, manifest string) (ledger.Outcome, error) {
+	*f.order = append(*f.order, "record "+mode)
+	return f.listingRecorder.RecordManifest(ctx, id, mode, manifest)
+}
+
+func (f *orderedRecorder) Get(_ context.Context, kind, _ string) (string, error) {
+	return `{"apiVersion":"v1","kind":"List","items":[` + f.localQueues + `]}`, nil
+}
+
+// A ClusterQueue is recorded before our finalizer is put on it (the ledger learns of it
+// without waiting for the API server); the sweep records the deletion of a ClusterQueue whose
+// object is gone, not of one the ledger lists as terminating.
+func TestAClusterQueueIsRecordedBeforeItsFinalizer(t *testing.T) {
+	ctx := context.Background()
+	cq := &unstructured.Unstructured{Object: parse(t, `{"apiVersion":"kueue.x-k8s.io/v1beta2",
+		"kind":"ClusterQueue","metadata":{"name":"cq","uid":"u1","resourceVersion":"3"},"spec":{}}`)[0]}
+	var order []string
+	c := fake.NewClientBuilder().WithObjects(cq).WithInterceptorFuncs(interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch,
+			opts ...client.PatchOption) error {
+			order = append(order, "finalizer")
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		SubResourceUpdate: func(context.Context, client.Client, string, client.Object,
+			...client.SubResourceUpdateOption) error {
+			return nil
+		},
+	}).Build()
+	recorder := &orderedRecorder{order: &order}
+	r := &Reconciler{Kind: "ClusterQueue", Client: c, Ledger: recorder, Events: record.NewFakeRecorder(8)}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "cq"}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(order, ", ") != "record apply, finalizer" {
+		t.Fatalf("order %q, want the record and then the finalizer", order)
+	}
+	recorder.localQueues = `{"metadata":{"name":"cq"},"status":{}},` +
+		`{"metadata":{"name":"old"},"status":{"conditions":[{"type":"Active","reason":"Terminating"}]}},` +
+		`{"metadata":{"name":"gone"},"status":{"conditions":[{"type":"Active","reason":"Ready"}]}}`
+	if err := r.sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := `delete {"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"ClusterQueue","metadata":{"name":"gone"}}`
+	if len(recorder.manifests) != 2 || recorder.manifests[1] != want {
+		t.Fatalf("forwarded %q, want the apply and then %s", recorder.manifests, want)
 	}
 }

@@ -4,18 +4,26 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"admission-ledger/bridge/internal/finalizers"
 	"admission-ledger/bridge/internal/ledger"
@@ -23,7 +31,8 @@ import (
 
 // DefinitionFinalizer holds a definition's deletion until the ledger has recorded it (and, for
 // a ClusterQueue, until no workload reserves quota in it: Kueue's resource-in-use finalizer), so
-// a bridge that was down when it was deleted still finds it, with a deletion timestamp.
+// a bridge that was down when it was deleted still finds it, with a deletion timestamp. Not on
+// the unfinalized kinds (a LocalQueue).
 const DefinitionFinalizer = "admission-ledger.io/ledger"
 
 // InUseRetry is how often a deletion the ledger refused because the object is still in use (a
@@ -130,3 +139,169 @@ func (r *Reconciler) reservingWorkloads(ctx context.Context, name string) (int64
 	}
 	return 0, nil
 }
+
+// unfinalized kinds carry no finalizer of ours, as Kueue puts none on them (a LocalQueue): the
+// deletion is recorded once the object is gone (its uid from the informer's last copy), and
+// for objects deleted while the bridge was down by the sweep at its start. That saves two API
+// writes per object (adding and removing the finalizer), which with a thousand LocalQueues
+// created at once held the ledger's view of them back behind the client's write budget.
+var unfinalized = map[string]bool{"LocalQueue": true}
+
+// finalizedAfter kinds are recorded before our finalizer is put on them, so that the ledger
+// learns of them without waiting for the API server (a thousand ClusterQueues created at once
+// queue their finalizers behind the client's write budget). Their deletion is recorded as for
+// the unfinalized kinds when the object goes before it carries the finalizer.
+var finalizedAfter = map[string]bool{"ClusterQueue": true}
+
+// objects enqueues the objects of an unfinalized kind, keeping the uid of each one deleted.
+func (r *Reconciler) objects() handler.TypedEventHandler[client.Object, reconcile.Request] {
+	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+	}
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object],
+			q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object],
+			q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object],
+			q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.tombstones.Store(client.ObjectKeyFromObject(e.Object), string(e.Object.GetUID()))
+			enqueue(e.Object, q)
+		},
+		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[client.Object],
+			q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+	}
+}
+
+// goneManifest names an object of kind for a deletion (`kubectl delete -f` reads no more).
+func goneManifest(kind string, key types.NamespacedName) string {
+	metadata := map[string]any{"name": key.Name}
+	if key.Namespace != "" {
+		metadata["namespace"] = key.Namespace
+	}
+	manifest, _ := json.Marshal(map[string]any{"apiVersion": GVK(kind).GroupVersion().String(),
+		"kind": kind, "metadata": metadata})
+	return string(manifest)
+}
+
+// gone: the object key no longer exists. For a kind with our finalizer its deletion was
+// recorded before the finalizer went; for an unfinalized kind it is recorded now (requestID
+// names this deletion; "" for the object seen deleted: its uid's).
+func (r *Reconciler) gone(ctx context.Context, key types.NamespacedName) (ctrl.Result, error) {
+	if !unfinalized[r.Kind] && !finalizedAfter[r.Kind] {
+		return ctrl.Result{}, nil
+	}
+	uid, seen := r.tombstones.Load(key)
+	if !seen {
+		return ctrl.Result{}, nil // never seen (or already recorded): the sweep finds the rest
+	}
+	sum := sha256.Sum256([]byte("deleted\x00" + r.Kind + "\x00" + key.Namespace + "\x00" + key.Name +
+		"\x00" + uid.(string)))
+	result, err := r.recordGone(ctx, key, "admit-k8s/definition-deleted/"+hex.EncodeToString(sum[:16]))
+	if err == nil && result.RequeueAfter == 0 {
+		r.tombstones.Delete(key)
+	}
+	return result, err
+}
+
+// recordGone records the deletion of the ledger's definition of key, whose object is gone. The
+// ledger refusing it (it does not define it) ends the matter.
+func (r *Reconciler) recordGone(ctx context.Context, key types.NamespacedName, requestID string) (ctrl.Result, error) {
+	logger := log.FromContext(ctx).WithValues("kind", r.Kind, "object", key.String())
+	outcome, err := r.Ledger.RecordManifest(ctx, requestID, "delete", goneManifest(r.Kind, key))
+	var refused *ledger.Refused
+	switch {
+	case errors.As(err, &refused) && !refused.Retryable():
+		logger.V(1).Info("the ledger does not take the deletion", "reason", refused.Message)
+	case err != nil:
+		logger.Error(err, "forwarding the deletion failed; will retry")
+		return ctrl.Result{RequeueAfter: RetryAfterTransportError}, nil
+	case len(outcome.Sequences) > 0 && !outcome.Retried:
+		logger.Info("deletion recorded", "sequence", outcome.Sequences[0])
+	}
+	return ctrl.Result{}, nil
+}
+
+// sweeper records, once the bridge leads, the deletion of each definition of an unfinalized or
+// finalizedAfter kind the ledger holds whose object is not in the cluster (deleted while the
+// bridge was down, or before it carried our finalizer).
+func (r *Reconciler) sweeper() manager.Runnable {
+	return leaderRunnable(func(ctx context.Context) error {
+		logger := ctrl.Log.WithName("definitions-sweep").WithValues("kind", r.Kind)
+		for {
+			err := r.sweep(ctx)
+			if err == nil || ctx.Err() != nil {
+				return nil
+			}
+			logger.Error(err, "looking for definitions whose objects are gone; will retry")
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(RetryAfterTransportError):
+			}
+		}
+	})
+}
+
+// sweep: one pass of sweeper.
+func (r *Reconciler) sweep(ctx context.Context) error {
+	plural := map[string]string{"LocalQueue": "localqueues", "ClusterQueue": "clusterqueues"}[r.Kind]
+	text, err := r.Ledger.Get(ctx, plural, "json")
+	if err != nil {
+		return err
+	}
+	var list struct {
+		Items []map[string]any `json:"items"`
+	}
+	if err := utiljson.Unmarshal([]byte(text), &list); err != nil {
+		return fmt.Errorf("the ledger's %s are not a JSON List: %w", plural, err)
+	}
+	for _, item := range list.Items {
+		from := unstructured.Unstructured{Object: item}
+		if terminating(item) {
+			continue // deleted in the ledger already, held there by its workloads
+		}
+		key := types.NamespacedName{Namespace: from.GetNamespace(), Name: from.GetName()}
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(GVK(r.Kind))
+		err := r.Client.Get(ctx, key, obj)
+		if !apierrors.IsNotFound(err) {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		// No uid to name this deletion by: the time does (a retry is refused, as nothing is
+		// left to delete).
+		sum := sha256.Sum256([]byte("gone\x00" + r.Kind + "\x00" + key.String() + "\x00" +
+			time.Now().UTC().Format(time.RFC3339Nano)))
+		if result, err := r.recordGone(ctx, key, "admit-k8s/definition-gone/"+hex.EncodeToString(sum[:16])); err != nil || result.RequeueAfter != 0 {
+			return fmt.Errorf("recording the deletion of %s %s failed", r.Kind, key)
+		}
+	}
+	return nil
+}
+
+// terminating: a ClusterQueue the ledger lists though deleted (workloads still reserve quota in
+// it), by its condition Active's reason.
+func terminating(item map[string]any) bool {
+	conditions, _, _ := unstructured.NestedSlice(item, "status", "conditions")
+	for _, c := range conditions {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Active" && m["reason"] == "Terminating" {
+			return true
+		}
+	}
+	return false
+}
+
+// leaderRunnable runs f on the leader only.
+type leaderRunnable func(ctx context.Context) error
+
+func (f leaderRunnable) Start(ctx context.Context) error { return f(ctx) }
+func (f leaderRunnable) NeedLeaderElection() bool        { return true }

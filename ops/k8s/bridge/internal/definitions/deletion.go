@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -120,17 +119,11 @@ func InUse(refused *ledger.Refused) bool {
 // reservingWorkloads is the ledger's count of workloads reserving quota in a ClusterQueue (a
 // deleted one is listed while it is terminating); 0 when the ledger does not list it.
 func (r *Reconciler) reservingWorkloads(ctx context.Context, name string) (int64, error) {
-	text, err := r.Ledger.Get(ctx, "clusterqueues", "json")
+	items, err := ledgerItems(ctx, r.Ledger, "clusterqueues")
 	if err != nil {
 		return 0, err
 	}
-	var list struct {
-		Items []map[string]any `json:"items"`
-	}
-	if err := utiljson.Unmarshal([]byte(text), &list); err != nil {
-		return 0, fmt.Errorf("the ledger's clusterqueues are not a JSON List: %w", err)
-	}
-	for _, item := range list.Items {
+	for _, item := range items {
 		if (&unstructured.Unstructured{Object: item}).GetName() != name {
 			continue
 		}
@@ -251,18 +244,11 @@ func (r *Reconciler) sweeper() manager.Runnable {
 
 // sweep: one pass of sweeper.
 func (r *Reconciler) sweep(ctx context.Context) error {
-	plural := map[string]string{"LocalQueue": "localqueues", "ClusterQueue": "clusterqueues"}[r.Kind]
-	text, err := r.Ledger.Get(ctx, plural, "json")
+	items, err := ledgerItems(ctx, r.Ledger, queuePlurals[r.Kind])
 	if err != nil {
 		return err
 	}
-	var list struct {
-		Items []map[string]any `json:"items"`
-	}
-	if err := utiljson.Unmarshal([]byte(text), &list); err != nil {
-		return fmt.Errorf("the ledger's %s are not a JSON List: %w", plural, err)
-	}
-	for _, item := range list.Items {
+	for _, item := range items {
 		from := unstructured.Unstructured{Object: item}
 		if terminating(item) {
 			continue // deleted in the ledger already, held there by its workloads

@@ -242,22 +242,34 @@ func (w *StatusWriter) bareQueues(ctx context.Context) (map[string]int64, error)
 	return perQueue, nil
 }
 
+// queuePlurals: the ledger's names of the queue kinds' read models.
+var queuePlurals = map[string]string{"ClusterQueue": "clusterqueues", "LocalQueue": "localqueues"}
+
+// ledgerItems reads the ledger's read model of a kind (`admitctl get PLURAL -o json`): its
+// objects, integers as int64 (utiljson), as objects read from the API server have them.
+func ledgerItems(ctx context.Context, l Reader, plural string) ([]map[string]any, error) {
+	text, err := l.Get(ctx, plural, "json")
+	if err != nil {
+		return nil, err
+	}
+	var list struct {
+		Items []map[string]any `json:"items"`
+	}
+	if err := utiljson.Unmarshal([]byte(text), &list); err != nil {
+		return nil, fmt.Errorf("the ledger's %s are not a JSON List: %w", plural, err)
+	}
+	return list.Items, nil
+}
+
 // copyStatus copies the ledger's status of every object of kind that exists in the cluster. An
 // object changed since the cache's copy (a conflict) is skipped and another copy asked for soon
 // (Notify); any other failed write is skipped too and reported at the end, so that one object
 // never holds back the others' status.
 func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
-	plural := map[string]string{"ClusterQueue": "clusterqueues", "LocalQueue": "localqueues"}[kind]
-	text, err := w.Ledger.Get(ctx, plural, "json")
+	plural := queuePlurals[kind]
+	items, err := ledgerItems(ctx, w.Ledger, plural)
 	if err != nil {
 		return err
-	}
-	// utiljson keeps integers as int64, as objects read from the API server have them.
-	var list struct {
-		Items []map[string]any `json:"items"`
-	}
-	if err := utiljson.Unmarshal([]byte(text), &list); err != nil {
-		return fmt.Errorf("the ledger's %s are not a JSON List: %w", plural, err)
 	}
 	unsubmitted, err := w.unsubmitted(ctx, kind)
 	if err != nil {
@@ -265,7 +277,7 @@ func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 	}
 	var failed error
 	failures, conflicts := 0, 0
-	for _, item := range list.Items {
+	for _, item := range items {
 		err := w.copyOne(ctx, kind, item, unsubmitted)
 		switch {
 		case err == nil:
@@ -282,7 +294,7 @@ func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 		w.Notify()
 	}
 	if failed != nil {
-		return fmt.Errorf("%d of %d %s not written, the first: %w", failures, len(list.Items), plural, failed)
+		return fmt.Errorf("%d of %d %s not written, the first: %w", failures, len(items), plural, failed)
 	}
 	return nil
 }

@@ -185,11 +185,11 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := definitions.SetupWithManager(mgr, ledgerClient); err != nil {
-		return err
-	}
 	statusWriter, err := definitions.AddStatusWriter(mgr, ledgerClient)
 	if err != nil {
+		return err
+	}
+	if err := definitions.SetupWithManager(mgr, ledgerClient, statusWriter); err != nil {
 		return err
 	}
 	statusWriter.Submitted = jobs.SubmittedButUnshown

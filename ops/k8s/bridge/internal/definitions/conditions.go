@@ -108,3 +108,24 @@ func keepRecordedCondition(ledgerStatus, current map[string]any) map[string]any 
 	}
 	return ledgerStatus
 }
+
+// withRecordedCondition returns the ledger's status of a queue with the condition Recorded True
+// at sequence (its transition time kept from current's while it was True already).
+func withRecordedCondition(ledgerStatus, current map[string]any, generation int64, sequence uint64) map[string]any {
+	want := map[string]any{
+		"type":               RecordedCondition,
+		"status":             string(metav1.ConditionTrue),
+		"reason":             ReasonRecorded,
+		"message":            recorded(sequence),
+		"observedGeneration": generation,
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+	}
+	conditions, _, _ := unstructured.NestedSlice(current, "conditions")
+	for _, c := range conditions {
+		if m, ok := c.(map[string]any); ok && m["type"] == RecordedCondition && m["status"] == want["status"] &&
+			m["lastTransitionTime"] != nil {
+			want["lastTransitionTime"] = m["lastTransitionTime"]
+		}
+	}
+	return keepRecordedCondition(ledgerStatus, map[string]any{"conditions": []any{want}})
+}

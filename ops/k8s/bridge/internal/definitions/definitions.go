@@ -90,6 +90,9 @@ type Reconciler struct {
 	Client client.Client
 	Ledger Recorder
 	Events record.EventRecorder
+	// Status (may be nil): for a queue kind, writes its condition Recorded with the rest of its
+	// status (one write, not two).
+	Status *StatusWriter
 	// tombstones: the uid of each object of an unfinalized kind seen deleted (namespace/name ->
 	// uid), until its deletion is recorded.
 	tombstones sync.Map
@@ -104,7 +107,9 @@ const Concurrency = 5
 
 // SetupWithManager registers one controller per kind of Kinds (of optionalKinds, only those
 // the cluster serves).
-func SetupWithManager(mgr ctrl.Manager, ledgerClient Recorder) error {
+// The queues' condition Recorded goes with their status (statusWriter, may be nil: written by the
+// reconcile).
+func SetupWithManager(mgr ctrl.Manager, ledgerClient Recorder, statusWriter *StatusWriter) error {
 	for _, kind := range Kinds {
 		gvk := GVK(kind)
 		if optionalKinds[kind] {
@@ -119,6 +124,9 @@ func SetupWithManager(mgr ctrl.Manager, ledgerClient Recorder) error {
 			Client: mgr.GetClient(),
 			Ledger: ledgerClient,
 			Events: mgr.GetEventRecorderFor("admit-k8s"),
+		}
+		if queuePlurals[kind] != "" {
+			r.Status = statusWriter
 		}
 		watched := &unstructured.Unstructured{}
 		watched.SetGroupVersionKind(gvk)
@@ -204,6 +212,10 @@ func (r *Reconciler) forward(ctx context.Context, obj *unstructured.Unstructured
 	} else {
 		logger.Info("recorded", "sequence", outcome.Sequences[0])
 		r.Events.Event(obj, corev1.EventTypeNormal, "Recorded", recorded(outcome.Sequences[0]))
+	}
+	if r.Status != nil {
+		r.Status.Recorded(r.Kind, client.ObjectKeyFromObject(obj), outcome.Sequences[0])
+		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, setRecordedCondition(ctx, r.Client, obj, metav1.ConditionTrue, ReasonRecorded, recorded(outcome.Sequences[0]))
 }

@@ -169,10 +169,10 @@ func TestStatusWriterCopiesAfsStatus(t *testing.T) {
 	var written map[string]any
 	var owner string
 	c := fake.NewClientBuilder().WithObjects(lq).WithInterceptorFuncs(interceptor.Funcs{
-		SubResourceUpdate: func(_ context.Context, _ client.Client, _ string, obj client.Object,
-			opts ...client.SubResourceUpdateOption) error {
+		SubResourcePatch: func(_ context.Context, _ client.Client, _ string, obj client.Object,
+			_ client.Patch, opts ...client.SubResourcePatchOption) error {
 			written = obj.(*unstructured.Unstructured).Object["status"].(map[string]any)
-			o := &client.SubResourceUpdateOptions{}
+			o := &client.SubResourcePatchOptions{}
 			o.ApplyOptions(opts)
 			owner = o.FieldManager
 			return nil
@@ -360,8 +360,8 @@ func TestStatusWriterWritesPastAConflict(t *testing.T) {
 	}
 	written := map[string]bool{}
 	c := fake.NewClientBuilder().WithObjects(objects...).WithInterceptorFuncs(interceptor.Funcs{
-		SubResourceUpdate: func(_ context.Context, _ client.Client, _ string, obj client.Object,
-			_ ...client.SubResourceUpdateOption) error {
+		SubResourcePatch: func(_ context.Context, _ client.Client, _ string, obj client.Object,
+			_ client.Patch, _ ...client.SubResourcePatchOption) error {
 			if obj.GetName() == "cq-a" {
 				return apierrors.NewConflict(schema.GroupResource{Group: Group, Resource: "clusterqueues"},
 					obj.GetName(), nil)
@@ -511,5 +511,45 @@ func TestAClusterQueueIsRecordedBeforeItsFinalizer(t *testing.T) {
 	want := `delete {"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"ClusterQueue","metadata":{"name":"gone"}}`
 	if len(recorder.manifests) != 2 || recorder.manifests[1] != want {
 		t.Fatalf("forwarded %q, want the apply and then %s", recorder.manifests, want)
+	}
+}
+
+// A queue's condition Recorded is written with its status by the status writer's copy (one
+// write), not by the reconcile that forwarded it.
+func TestAQueuesRecordedConditionGoesWithItsStatus(t *testing.T) {
+	ctx := context.Background()
+	lq := &unstructured.Unstructured{Object: parse(t, `{"apiVersion":"kueue.x-k8s.io/v1beta2",
+		"kind":"LocalQueue","metadata":{"name":"lq","namespace":"team","generation":2},"spec":{"clusterQueue":"cq"}}`)[0]}
+	var writes []map[string]any
+	c := fake.NewClientBuilder().WithObjects(lq).WithInterceptorFuncs(interceptor.Funcs{
+		SubResourceUpdate: func(_ context.Context, _ client.Client, _ string, obj client.Object,
+			_ ...client.SubResourceUpdateOption) error {
+			writes = append(writes, obj.(*unstructured.Unstructured).Object["status"].(map[string]any))
+			return nil
+		},
+		SubResourcePatch: func(_ context.Context, _ client.Client, _ string, obj client.Object,
+			_ client.Patch, _ ...client.SubResourcePatchOption) error {
+			writes = append(writes, obj.(*unstructured.Unstructured).Object["status"].(map[string]any))
+			return nil
+		},
+	}).Build()
+	w := &StatusWriter{Client: c, notify: make(chan struct{}, 1), Ledger: fakeReader{"localqueues": `{"items":[
+		{"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"LocalQueue","metadata":{"name":"lq","namespace":"team"},
+		"status":{"pendingWorkloads":2}}]}`}}
+	r := &Reconciler{Kind: "LocalQueue", Client: c, Ledger: &fakeRecorder{}, Events: record.NewFakeRecorder(8), Status: w}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "team", Name: "lq"}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(writes) != 0 {
+		t.Fatalf("the reconcile wrote the status: %v", writes)
+	}
+	if err := w.copyStatus(ctx, "LocalQueue"); err != nil {
+		t.Fatal(err)
+	}
+	conditions, _, _ := unstructured.NestedSlice(writes[0], "conditions")
+	if len(writes) != 1 || writes[0]["pendingWorkloads"] != int64(2) || len(conditions) != 1 ||
+		conditions[0].(map[string]any)["message"] != recorded(1) ||
+		conditions[0].(map[string]any)["observedGeneration"] != int64(2) {
+		t.Fatalf("writes %v: want one, with the counts and Recorded at sequence 1", writes)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -65,6 +64,16 @@ type StatusWriter struct {
 	// by namespace/name, to the key of their LocalQueue ("NAMESPACE/NAME"); kept by the
 	// Workload informer's events, so a copy reads these few, not every Workload.
 	bare map[types.NamespacedName]string
+	// recorded: the sequence that recorded each queue as it is ("KIND/NAMESPACE/NAME"), for its
+	// condition Recorded, which the copy writes.
+	recorded sync.Map
+}
+
+// Recorded: the ledger holds the queue kind/key as it is, since sequence; its condition
+// Recorded is written with the next copy of its status.
+func (w *StatusWriter) Recorded(kind string, key types.NamespacedName, sequence uint64) {
+	w.recorded.Store(kind+"/"+key.String(), sequence)
+	w.Notify()
 }
 
 // observe keeps bare up to date with one Workload object (nil obj: key deleted).
@@ -327,13 +336,20 @@ func (w *StatusWriter) copyOne(ctx context.Context, kind string, item map[string
 		return err
 	}
 	current, _, _ := unstructured.NestedMap(obj.Object, "status")
-	status = keepRecordedCondition(status, current)
+	if sequence, ok := w.recorded.Load(kind + "/" + key.String()); ok {
+		status = withRecordedCondition(status, current, obj.GetGeneration(), sequence.(uint64))
+	} else {
+		status = keepRecordedCondition(status, current)
+	}
 	if equality.Semantic.DeepEqual(current, status) {
 		return nil
 	}
-	obj.Object["status"] = runtime.DeepCopyJSONValue(status)
-	// As the bridge's field manager, which AfsSeed tells from a foreign writer's.
-	if err := w.Client.Status().Update(ctx, obj, client.FieldOwner(checks.BridgeFieldManager)); err != nil {
+	before := obj.DeepCopy()
+	obj.Object["status"] = status
+	// A merge patch: no conflict with a write of the object meanwhile (our finalizer). As the
+	// bridge's field manager, which AfsSeed tells from a foreign writer's.
+	if err := w.Client.Status().Patch(ctx, obj, client.MergeFrom(before),
+		client.FieldOwner(checks.BridgeFieldManager)); err != nil {
 		return fmt.Errorf("writing the status of %s %s: %w", kind, key, err)
 	}
 	return nil

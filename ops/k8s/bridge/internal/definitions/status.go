@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -55,7 +56,8 @@ type StatusWriter struct {
 	Ledger Reader
 	// Submitted (may be nil): the ledger holds this Workload object though it shows no condition.
 	Submitted func(namespace, name string) bool
-	notify    chan struct{}
+	notify    chan struct{} // for the ClusterQueues' copy
+	notifyLQ  chan struct{} // for the LocalQueues' copy
 	// Informers (may be nil: unsubmitted lists every Workload at each copy) feed bare.
 	Informers cache.Informers
 	mu        sync.Mutex
@@ -87,11 +89,15 @@ func (w *StatusWriter) observe(key types.NamespacedName, obj *unstructured.Unstr
 		}
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	before, had := w.bare[key]
 	if queue == "" {
 		delete(w.bare, key)
 	} else {
 		w.bare[key] = queue
+	}
+	w.mu.Unlock()
+	if had != (queue != "") || before != queue {
+		w.Notify() // a queue's count of unsubmitted Workload objects changed
 	}
 }
 
@@ -135,6 +141,7 @@ func (w *StatusWriter) index(ctx context.Context) error {
 // AddStatusWriter registers the writer with the manager.
 func AddStatusWriter(mgr ctrl.Manager, l Reader) (*StatusWriter, error) {
 	w := &StatusWriter{Client: mgr.GetClient(), Ledger: l, notify: make(chan struct{}, 1),
+		notifyLQ:  make(chan struct{}, 1),
 		Informers: mgr.GetCache()}
 	return w, mgr.Add(w)
 }
@@ -144,14 +151,17 @@ func (w *StatusWriter) NeedLeaderElection() bool { return true }
 
 // Notify asks for a copy soon (the ledger watch saw a change); never blocks.
 func (w *StatusWriter) Notify() {
-	select {
-	case w.notify <- struct{}{}:
-	default:
+	for _, ch := range []chan struct{}{w.notify, w.notifyLQ} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 }
 
 // Start copies the status at once, on each Notify (debounced) and every StatusInterval, until
-// ctx ends. A failed round is logged and retried after RetryAfterTransportError.
+// ctx ends: the ClusterQueues' and the LocalQueues' each in a loop of its own, so that the
+// writes of a thousand LocalQueues do not hold back the ClusterQueues' (and the other way).
 func (w *StatusWriter) Start(ctx context.Context) error {
 	logger := ctrl.Log.WithName("queue-status")
 	if w.Informers != nil {
@@ -159,34 +169,41 @@ func (w *StatusWriter) Start(ctx context.Context) error {
 			logger.Error(err, "watching Workload objects for the queues' counts; listing them at each copy")
 		}
 	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.copyLoop(ctx, logger, "ClusterQueue", w.notify)
+	}()
+	w.copyLoop(ctx, logger, "LocalQueue", w.notifyLQ)
+	<-done
+	return nil
+}
+
+// copyLoop copies the status of kind at once, on each notification of notify (debounced) and
+// every StatusInterval, until ctx ends. A failed round is logged and retried after
+// RetryAfterTransportError.
+func (w *StatusWriter) copyLoop(ctx context.Context, logger logr.Logger, kind string, notify chan struct{}) {
 	ticker := time.NewTicker(StatusInterval)
 	defer ticker.Stop()
-	var retry <-chan time.Time
 	for {
-		failed := false
-		for _, kind := range []string{"ClusterQueue", "LocalQueue"} {
-			if err := w.copyStatus(ctx, kind); err != nil && ctx.Err() == nil {
-				logger.Error(err, "copying the ledger's status failed; will retry", "kind", kind)
-				failed = true
-			}
-		}
-		retry = nil
-		if failed {
+		var retry <-chan time.Time
+		if err := w.copyStatus(ctx, kind); err != nil && ctx.Err() == nil {
+			logger.Error(err, "copying the ledger's status failed; will retry", "kind", kind)
 			retry = time.After(RetryAfterTransportError)
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-ticker.C:
 		case <-retry:
-		case <-w.notify:
+		case <-notify:
 			select {
 			case <-ctx.Done():
-				return nil
+				return
 			case <-time.After(StatusDebounce):
 			}
 			select { // the notifications of the wait are covered by this copy
-			case <-w.notify:
+			case <-notify:
 			default:
 			}
 		}

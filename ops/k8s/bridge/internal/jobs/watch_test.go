@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -84,10 +85,15 @@ func TestPendingNotesGoBehindDecisions(t *testing.T) {
 			t.Fatalf("%d requests queued, want 3", q.Len())
 		}
 	}
+	// A change of an object (an owner's Finished condition, say) goes ahead of the notes too.
+	changed := &unstructured.Unstructured{}
+	changed.SetNamespace("ml")
+	changed.SetName("finished")
+	objects.Update(ctx, event.TypedUpdateEvent[client.Object]{ObjectOld: changed, ObjectNew: changed}, q)
 	want := []struct {
 		name     string
 		priority int
-	}{{"admitted", DecisionPriority}, {"waiting", NotePriority}, {"noted", NotePriority}}
+	}{{"admitted", DecisionPriority}, {"finished", 0}, {"waiting", NotePriority}, {"noted", NotePriority}}
 	for _, w := range want {
 		got, priority, _ := q.GetWithPriority()
 		if got.Name != w.name || priority != w.priority {

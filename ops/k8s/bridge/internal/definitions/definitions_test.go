@@ -553,3 +553,38 @@ func TestAQueuesRecordedConditionGoesWithItsStatus(t *testing.T) {
 		t.Fatalf("writes %v: want one, with the counts and Recorded at sequence 1", writes)
 	}
 }
+
+// A copy writes first the queues that have work their status does not show yet (Kueue's runner
+// waits while some ClusterQueue shows work), then the others in the ledger's order.
+func TestQueuesWithUnshownWorkAreWrittenFirst(t *testing.T) {
+	var objects []client.Object
+	items := ""
+	for _, q := range []struct{ name, pending string }{{"a", "0"}, {"b", "2"}, {"c", "1"}, {"d", "0"}} {
+		objects = append(objects, &unstructured.Unstructured{Object: parse(t, `{"apiVersion":"kueue.x-k8s.io/v1beta2",
+			"kind":"ClusterQueue","metadata":{"name":"`+q.name+`"},"spec":{}}`)[0]})
+		if items != "" {
+			items += ","
+		}
+		items += `{"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"ClusterQueue","metadata":{"name":"` + q.name +
+			`"},"status":{"pendingWorkloads":` + q.pending + `,"conditions":[{"type":"Active","status":"True"}]}}`
+	}
+	var written []string
+	c := fake.NewClientBuilder().WithObjects(objects...).WithInterceptorFuncs(interceptor.Funcs{
+		SubResourcePatch: func(_ context.Context, _ client.Client, _ string, obj client.Object,
+			_ client.Patch, _ ...client.SubResourcePatchOption) error {
+			written = append(written, obj.GetName())
+			return nil
+		},
+	}).Build()
+	w := &StatusWriter{Client: c, Ledger: fakeReader{"clusterqueues": `{"items":[` + items + `]}`}}
+	w.shown.Store("ClusterQueue//b", true)
+	if err := w.copyStatus(context.Background(), "ClusterQueue"); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(written, ",") != "c,a,b,d" {
+		t.Fatalf("written in the order %v, want c (work not shown) first, then a, b, d", written)
+	}
+	if shown, _ := w.shown.Load("ClusterQueue//c"); shown != true {
+		t.Error("c's work is not remembered as shown")
+	}
+}

@@ -3,6 +3,7 @@ package definitions
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -69,6 +70,8 @@ type StatusWriter struct {
 	// recorded: the sequence that recorded each queue as it is ("KIND/NAMESPACE/NAME"), for its
 	// condition Recorded, which the copy writes.
 	recorded sync.Map
+	// shown: whether the status last written says the queue has work ("KIND/NAMESPACE/NAME").
+	shown sync.Map
 }
 
 // Recorded: the ledger holds the queue kind/key as it is, since sequence; its condition
@@ -301,10 +304,25 @@ func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 	if err != nil {
 		return err
 	}
+	// First the queues that have work they do not show yet (Kueue's runner waits while some
+	// ClusterQueue shows work; a pass over a thousand queues takes the client's write budget
+	// for minutes).
+	busy, urgent := make([]bool, len(items)), make([]bool, len(items))
+	order := make([]int, len(items))
+	for i, item := range items {
+		order[i] = i
+		busy[i] = w.busy(kind, item, unsubmitted)
+		urgent[i] = w.unshownWork(kind, item, busy[i])
+	}
+	sort.SliceStable(order, func(a, b int) bool { return urgent[order[a]] && !urgent[order[b]] })
 	var failed error
 	failures, conflicts := 0, 0
-	for _, item := range items {
+	for _, i := range order {
+		item := items[i]
 		err := w.copyOne(ctx, kind, item, unsubmitted)
+		if err == nil {
+			w.shown.Store(kind+"/"+itemKey(item), busy[i])
+		}
 		switch {
 		case err == nil:
 		case apierrors.IsConflict(err):
@@ -323,6 +341,43 @@ func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 		return fmt.Errorf("%d of %d %s not written, the first: %w", failures, len(items), plural, failed)
 	}
 	return nil
+}
+
+// itemKey: "NAMESPACE/NAME" of a ledger's item.
+func itemKey(item map[string]any) string {
+	from := unstructured.Unstructured{Object: item}
+	return from.GetNamespace() + "/" + from.GetName()
+}
+
+// busy: the ledger's item (with the Workload objects it has not seen) says the queue has work
+// (pending or reserving) and is Active.
+func (w *StatusWriter) busy(kind string, item map[string]any, unsubmitted map[string]int64) bool {
+	from := unstructured.Unstructured{Object: item}
+	queueKey := from.GetName()
+	if kind == "LocalQueue" {
+		queueKey = from.GetNamespace() + "/" + from.GetName()
+	}
+	pending, _, _ := unstructured.NestedInt64(item, "status", "pendingWorkloads")
+	reserving, _, _ := unstructured.NestedInt64(item, "status", "reservingWorkloads")
+	if pending+reserving+unsubmitted[queueKey] == 0 {
+		return false
+	}
+	conditions, _, _ := unstructured.NestedSlice(item, "status", "conditions")
+	for _, c := range conditions {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Active" {
+			return m["status"] == "True"
+		}
+	}
+	return kind == "LocalQueue" // the ledger's LocalQueues carry no condition
+}
+
+// unshownWork: the queue is busy and the last status written did not say so.
+func (w *StatusWriter) unshownWork(kind string, item map[string]any, busy bool) bool {
+	if !busy {
+		return false
+	}
+	shown, _ := w.shown.Load(kind + "/" + itemKey(item))
+	return shown != true
 }
 
 // copyOne writes one queue's status from the ledger's item, if it differs from the object's.

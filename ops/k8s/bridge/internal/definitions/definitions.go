@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -201,12 +202,28 @@ func (r *Reconciler) forward(ctx context.Context, obj *unstructured.Unstructured
 	if len(outcome.Sequences) == 0 {
 		return ctrl.Result{}, fmt.Errorf("admitd answered without a sequence")
 	}
-	if finalizedAfter[r.Kind] {
+	if finalizedAfter[r.Kind] && !controllerutil.ContainsFinalizer(obj, DefinitionFinalizer) {
+		if !outcome.Retried && !outcome.Unchanged[0] {
+			// Newly recorded: the finalizer at the next pass, so that this worker records the
+			// next object now rather than wait for the API server.
+			return ctrl.Result{RequeueAfter: FinalizerDelay}, r.recordedCondition(ctx, obj, outcome)
+		}
 		// Gone meanwhile: its delete event records the deletion (gone).
 		if err := r.ensureFinalizer(ctx, obj); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
+	return ctrl.Result{}, r.recordedCondition(ctx, obj, outcome)
+}
+
+// FinalizerDelay: how long after recording a kind of finalizedAfter our finalizer is put on it.
+const FinalizerDelay = time.Second
+
+// recordedCondition tells that the ledger holds obj (the outcome of its forwarding): an Event
+// when newly recorded, and the condition Recorded True, with the queue's status if the status
+// writer writes it, else now.
+func (r *Reconciler) recordedCondition(ctx context.Context, obj *unstructured.Unstructured, outcome ledger.Outcome) error {
+	logger := log.FromContext(ctx).WithValues("kind", r.Kind)
 	if outcome.Retried || outcome.Unchanged[0] {
 		logger.V(1).Info("already in the ledger", "sequence", outcome.Sequences[0])
 	} else {
@@ -215,9 +232,9 @@ func (r *Reconciler) forward(ctx context.Context, obj *unstructured.Unstructured
 	}
 	if r.Status != nil {
 		r.Status.Recorded(r.Kind, client.ObjectKeyFromObject(obj), outcome.Sequences[0])
-		return ctrl.Result{}, nil
+		return nil
 	}
-	return ctrl.Result{}, setRecordedCondition(ctx, r.Client, obj, metav1.ConditionTrue, ReasonRecorded, recorded(outcome.Sequences[0]))
+	return setRecordedCondition(ctx, r.Client, obj, metav1.ConditionTrue, ReasonRecorded, recorded(outcome.Sequences[0]))
 }
 
 // RequestID is the same for every forwarding of one version of one object (so a retry, or a

@@ -120,12 +120,14 @@ func PlacePods(ta *ledger.TopologyAssignment, pods []TopologyPod) []Placement {
 
 // ungate places the gated pods of each TAS pod set of the released object (PlacePods): a patch
 // per pod adds its domain's node selector and removes the gate, refused if the pod changed
-// since it was read (the next reconcile reads it again). Pods come from the manager's cache.
+// since it was read (the next reconcile reads it again). Pods are read from the API server: the
+// placement counts the pods placed before, and the manager's cache may not show the last
+// reconcile's yet (a second pod would go to a full host).
 func (r *Reconciler) ungate(ctx context.Context, job GenericJob, state *LedgerWorkload) error {
 	if r.Kind.TopologyPods == nil || !hasTopology(state) {
 		return nil
 	}
-	pods, err := r.Kind.TopologyPods(ctx, r.Client, job)
+	pods, err := r.Kind.TopologyPods(ctx, r.APIReader, job)
 	if err != nil {
 		return fmt.Errorf("listing the pods of %s %s/%s: %w", r.Kind.Name, job.Object().GetNamespace(),
 			job.Object().GetName(), err)

@@ -1,11 +1,14 @@
 package jobs
 
 import (
+	"context"
 	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"admission-ledger/bridge/internal/ledger"
 )
@@ -71,5 +74,25 @@ func TestApplyTopology(t *testing.T) {
 	applyTopology(required, nil)
 	if len(required.Spec.SchedulingGates) != 0 {
 		t.Fatalf("gate kept without TAS: %v", required.Spec.SchedulingGates)
+	}
+}
+
+// The pods to place are read from the API server, not the manager's cache: a cache one ungating
+// behind showed a placed pod as gated, and a second pod went to the same host (k8s_bridge_tas).
+func TestUngateReadsThePodsLive(t *testing.T) {
+	cache, live := fake.NewClientBuilder().Build(), fake.NewClientBuilder().Build()
+	var readFrom client.Reader
+	kind := &Kind{Name: "Job", TopologyPods: func(_ context.Context, reader client.Reader, _ GenericJob) ([]TopologyPod, error) {
+		readFrom = reader
+		return nil, nil
+	}}
+	r := &Reconciler{Kind: kind, Client: cache, APIReader: live}
+	state := &LedgerWorkload{PodSets: []ledger.PodSetAssignment{{Name: PodSetName,
+		Topology: &ledger.TopologyAssignment{Levels: []string{HostnameLabel}}}}}
+	if err := r.ungate(context.Background(), nil, state); err != nil {
+		t.Fatal(err)
+	}
+	if readFrom != client.Reader(live) {
+		t.Fatal("the pods were read from the cache")
 	}
 }

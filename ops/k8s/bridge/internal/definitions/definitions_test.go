@@ -598,3 +598,39 @@ func TestQueuesWithUnshownWorkAreWrittenFirst(t *testing.T) {
 		t.Error("c's work is not remembered as shown")
 	}
 }
+
+// One copy writes at most StatusWritesPerPass queues and asks for another copy for the rest.
+func TestACopyWritesABoundedNumberOfQueues(t *testing.T) {
+	var objects []client.Object
+	items := ""
+	for i := 0; i < StatusWritesPerPass+5; i++ {
+		name := fmt.Sprintf("cq-%d", i)
+		objects = append(objects, &unstructured.Unstructured{Object: parse(t, `{"apiVersion":"kueue.x-k8s.io/v1beta2",
+			"kind":"ClusterQueue","metadata":{"name":"`+name+`"},"spec":{}}`)[0]})
+		if items != "" {
+			items += ","
+		}
+		items += `{"metadata":{"name":"` + name + `"},"status":{"pendingWorkloads":1}}`
+	}
+	writes := 0
+	c := fake.NewClientBuilder().WithObjects(objects...).WithInterceptorFuncs(interceptor.Funcs{
+		SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch,
+			...client.SubResourcePatchOption) error {
+			writes++
+			return nil
+		},
+	}).Build()
+	w := &StatusWriter{Client: c, notify: make(chan struct{}, 1),
+		Ledger: fakeReader{"clusterqueues": `{"items":[` + items + `]}`}}
+	if err := w.copyStatus(context.Background(), "ClusterQueue"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.notify:
+	default:
+		t.Error("no copy asked for the rest")
+	}
+	if writes != StatusWritesPerPass {
+		t.Fatalf("%d writes in one copy, want %d", writes, StatusWritesPerPass)
+	}
+}

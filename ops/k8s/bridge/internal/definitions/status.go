@@ -27,6 +27,11 @@ import (
 // it as soon as a decision or a definition changed it, after StatusDebounce.
 const StatusInterval = 45 * time.Second
 
+// StatusWritesPerPass bounds the writes of one copy of a kind: the rest go at the next copy,
+// ranked again, so that a queue whose work its status does not show waits for at most this
+// many writes (the client's budget is 50 a second), not for a pass over a thousand queues.
+const StatusWritesPerPass = 25
+
 // StatusDebounce is how long the writer waits after a notification before it copies, so that
 // the decisions of one admission cycle make one copy.
 const StatusDebounce = 200 * time.Millisecond
@@ -316,12 +321,19 @@ func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 	}
 	sort.SliceStable(order, func(a, b int) bool { return urgent[order[a]] && !urgent[order[b]] })
 	var failed error
-	failures, conflicts := 0, 0
+	failures, conflicts, writes := 0, 0, 0
 	for _, i := range order {
+		if writes == StatusWritesPerPass {
+			w.Notify() // the rest at the next pass, ranked again
+			break
+		}
 		item := items[i]
-		err := w.copyOne(ctx, kind, item, unsubmitted)
+		wrote, err := w.copyOne(ctx, kind, item, unsubmitted)
 		if err == nil {
 			w.shown.Store(kind+"/"+itemKey(item), busy[i])
+		}
+		if wrote {
+			writes++
 		}
 		switch {
 		case err == nil:
@@ -380,13 +392,14 @@ func (w *StatusWriter) unshownWork(kind string, item map[string]any, busy bool) 
 	return shown != true
 }
 
-// copyOne writes one queue's status from the ledger's item, if it differs from the object's.
+// copyOne writes one queue's status from the ledger's item, if it differs from the object's
+// (true: written).
 func (w *StatusWriter) copyOne(ctx context.Context, kind string, item map[string]any,
-	unsubmitted map[string]int64) error {
+	unsubmitted map[string]int64) (bool, error) {
 	from := unstructured.Unstructured{Object: item}
 	status, found, _ := unstructured.NestedMap(item, "status")
 	if !found {
-		return nil
+		return false, nil
 	}
 	// A Workload object is pending in Kueue from its creation; the ledger counts it from
 	// its submission: until then the bridge counts it (Kueue's runner stops when no queue
@@ -403,9 +416,9 @@ func (w *StatusWriter) copyOne(ctx context.Context, kind string, item map[string
 	key := types.NamespacedName{Namespace: from.GetNamespace(), Name: from.GetName()}
 	if err := w.Client.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil // in the ledger, not (or no longer) in the cluster
+			return false, nil // in the ledger, not (or no longer) in the cluster
 		}
-		return err
+		return false, err
 	}
 	current, _, _ := unstructured.NestedMap(obj.Object, "status")
 	if sequence, ok := w.recorded.Load(kind + "/" + key.String()); ok {
@@ -414,7 +427,7 @@ func (w *StatusWriter) copyOne(ctx context.Context, kind string, item map[string
 		status = keepRecordedCondition(status, current)
 	}
 	if equality.Semantic.DeepEqual(current, status) {
-		return nil
+		return false, nil
 	}
 	before := obj.DeepCopy()
 	obj.Object["status"] = status
@@ -422,7 +435,7 @@ func (w *StatusWriter) copyOne(ctx context.Context, kind string, item map[string
 	// bridge's field manager, which AfsSeed tells from a foreign writer's.
 	if err := w.Client.Status().Patch(ctx, obj, client.MergeFrom(before),
 		client.FieldOwner(checks.BridgeFieldManager)); err != nil {
-		return fmt.Errorf("writing the status of %s %s: %w", kind, key, err)
+		return false, fmt.Errorf("writing the status of %s %s: %w", kind, key, err)
 	}
-	return nil
+	return true, nil
 }

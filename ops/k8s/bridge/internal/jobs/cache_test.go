@@ -39,6 +39,16 @@ func (l *statesLedger) set(name string, phase ledger.Phase, head uint64) {
 	l.head = head
 }
 
+// phaseOf reads workload ml/name through the cache; the test fails when it is not there.
+func phaseOf(t *testing.T, c *CachedLedger, name string) ledger.Phase {
+	t.Helper()
+	s, err := c.WorkloadState(context.Background(), "ml", name)
+	if err != nil || s == nil {
+		t.Fatalf("%s: %v %v", name, s, err)
+	}
+	return s.Phase
+}
+
 // The cache answers a workload's repeated reads once the watch runs, reads it again after an
 // event about it (and only it), after a write of the bridge's own, and when the watch is lost;
 // a change pushed while a read is under way keeps that read out of the cache.
@@ -46,14 +56,7 @@ func TestCachedLedgerReadsAWorkloadAgainOnlyWhenItMayHaveChanged(t *testing.T) {
 	ctx := context.Background()
 	l := &statesLedger{states: map[string]*ledger.WorkloadState{}}
 	c := NewCachedLedger(l)
-	phase := func(name string) ledger.Phase {
-		t.Helper()
-		s, err := c.WorkloadState(ctx, "ml", name)
-		if err != nil || s == nil {
-			t.Fatalf("%s: %v %v", name, s, err)
-		}
-		return s.Phase
-	}
+	phase := func(name string) ledger.Phase { return phaseOf(t, c, name) }
 	l.set("a", ledger.PhasePending, 10)
 	l.set("b", ledger.PhasePending, 11)
 	phase("a")
@@ -162,14 +165,7 @@ func TestCachedLedgerKeepsEntriesAcrossAWriteTheWatchHasPassed(t *testing.T) {
 	l := &writtenThrough{statesLedger: states}
 	c := NewCachedLedger(l)
 	c.SetLive(true)
-	read := func(name string) ledger.Phase {
-		t.Helper()
-		s, err := c.WorkloadState(ctx, "ml", name)
-		if err != nil || s == nil {
-			t.Fatalf("%s: %v %v", name, s, err)
-		}
-		return s.Phase
-	}
+	read := func(name string) ledger.Phase { return phaseOf(t, c, name) }
 	for _, name := range []string{"a", "b", "c"} {
 		states.set(name, ledger.PhasePending, 10)
 		read(name)

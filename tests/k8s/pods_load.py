@@ -767,6 +767,56 @@ def check(d):
 
 
 
+def stuck(d):
+    """Prints each Job that is not Complete: its suspension, token and conditions, its pods,
+    and the ledger's view of its workload and the workload's last events (a failed run's
+    evidence, for a reader without the test's folder)."""
+    jobs = load_json(os.path.join(d, "jobs.json"))["items"]
+    pods = load_json(os.path.join(d, "pods.json"))["items"]
+    workloads = {(w["metadata"]["namespace"], w["metadata"]["labels"].get(
+        "kueue.x-k8s.io/job-uid")): w for w in load_json(
+            os.path.join(d, "workloads.json"))["items"]}
+    log = load_lines(os.path.join(d, "log.jsonl"))
+    for job in jobs:
+        conditions = job["status"].get("conditions", [])
+        if any(x["type"] == "Complete" and x["status"] == "True" for x in conditions):
+            continue
+        meta = job["metadata"]
+        ann = meta.get("annotations", {})
+        print("Job %s/%s uid %s suspend %s token %s suspended-at %s" % (
+            meta["namespace"], meta["name"], meta["uid"], job["spec"].get("suspend"),
+            ann.get("admission-ledger.io/fencing-token"),
+            ann.get("admission-ledger.io/suspended-at")))
+        print("  status %s" % json.dumps({k: v for k, v in job["status"].items()
+                                          if k != "conditions"}))
+        for x in conditions:
+            print("  condition %s=%s %s %s" % (x["type"], x["status"], x.get("reason"),
+                                               x.get("lastTransitionTime")))
+        for pod in pods:
+            if pod["metadata"].get("labels", {}).get("batch.kubernetes.io/controller-uid") \
+                    != meta["uid"]:
+                continue
+            print("  pod %s phase %s node %s gates %s deleting %s" % (
+                pod["metadata"]["name"], pod["status"].get("phase"),
+                pod["spec"].get("nodeName"),
+                [g["name"] for g in pod["spec"].get("schedulingGates", [])],
+                pod["metadata"].get("deletionTimestamp")))
+        w = workloads.get((meta["namespace"], meta["uid"]))
+        if w is None:
+            print("  no workload in the ledger")
+            continue
+        print("  ledger workload %s phase %s" % (w["metadata"]["name"],
+                                                 w["status"].get("phase")))
+        for x in w["status"].get("conditions", []):
+            print("    condition %s=%s %s %s" % (x["type"], x["status"], x.get("reason"),
+                                                 x.get("lastTransitionTime")))
+        name = w["metadata"]["name"]
+        mine = [e for e in log if name in json.dumps(e["event"])]
+        for e in mine[-8:]:
+            print("    event %s %s" % (e.get("sequence"), e["type"]))
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -780,11 +830,15 @@ def main():
     w.add_argument("out")
     c = sub.add_parser("check")
     c.add_argument("dir")
+    s = sub.add_parser("stuck")
+    s.add_argument("dir")
     args = parser.parse_args()
     if args.command == "generate":
         generate(args)
     elif args.command == "watch":
         watch(args)
+    elif args.command == "stuck":
+        sys.exit(stuck(args.dir))
     else:
         sys.exit(check(args.dir))
 

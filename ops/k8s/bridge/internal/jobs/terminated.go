@@ -80,6 +80,14 @@ func suspendedAt(obj client.Object) (time.Time, bool) {
 //  2. none of its pods, listed live from the API server, is not terminal: no pod Pending,
 //     Running or Unknown, none being deleted and not yet Succeeded or Failed.
 //
+// A Job whose SuccessCriteriaMet or FailureTarget condition is True is ending: the controller
+// creates no more pods whether or not it observed the suspension, and writes no Suspended
+// condition, so only 2 is asked. (The Job controller of Kubernetes 1.34 can leave such a Job
+// suspended and never Complete: its status write of a release's startTime conflicted with the
+// suspension, and a finished Job needs a startTime. Once the quota is released and the workload
+// admitted again, the release gives it one and it completes, as under Kueue, which asks only
+// for status.active 0.)
+//
 // One case has no proof to wait for: the bridge released and suspended the Job again before the
 // Job controller synced, so the controller never saw the release, and its Suspended condition
 // stays True from before, never to move. Its status.startTime (reset on every suspension the
@@ -96,8 +104,14 @@ func podsGone(job *batchv1.Job, pods []corev1.Pod, suspendedAt time.Time, hasSus
 	}
 	var suspended *batchv1.JobCondition
 	for i := range job.Status.Conditions {
-		if job.Status.Conditions[i].Type == batchv1.JobSuspended {
-			suspended = &job.Status.Conditions[i]
+		c := &job.Status.Conditions[i]
+		if c.Type == batchv1.JobSuspended {
+			suspended = c
+		}
+		if (c.Type == batchv1.JobSuccessCriteriaMet || c.Type == batchv1.JobFailureTarget) &&
+			c.Status == corev1.ConditionTrue {
+			// Ending: the controller creates no more pods (and writes no Suspended condition).
+			return terminalPods(pods)
 		}
 	}
 	if suspended == nil || suspended.Status != corev1.ConditionTrue {
@@ -108,6 +122,11 @@ func podsGone(job *batchv1.Job, pods []corev1.Pod, suspendedAt time.Time, hasSus
 			return false, "the Job's Suspended condition is from before the bridge's suspension"
 		}
 	}
+	return terminalPods(pods)
+}
+
+// terminalPods: gone when none of pods is not terminal, else the first such one.
+func terminalPods(pods []corev1.Pod) (bool, string) {
 	if running := firstNotTerminal(pods); running != "" {
 		return false, running
 	}

@@ -90,6 +90,28 @@ func TestPodsGone(t *testing.T) {
 			job:  suspendedJob(suspendedCondition(corev1.ConditionTrue, at.Add(-3*time.Second))),
 			pods: []corev1.Pod{pod("a", corev1.PodPending, false)}, at: at, hasAt: true,
 			now: at.Add(NeverStartedGrace + time.Second)},
+		// k8s_pods_load in CI: the Job controller created the pod of a release but its status
+		// write (with startTime) conflicted with the bridge's suspension; the pod then succeeded,
+		// and the controller, which creates no pod once the success criteria are met, can never
+		// write Complete (startTime is required for a finished Job) nor Suspended (a Job meeting
+		// its criteria is not suspended). Its pods being terminal is the proof.
+		{name: "SuccessCriteriaMet, no Suspended condition, the pod Succeeded",
+			job: suspendedJob(batchv1.JobCondition{Type: batchv1.JobSuccessCriteriaMet,
+				Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(at.Add(7 * time.Second))}),
+			pods: []corev1.Pod{pod("a", corev1.PodSucceeded, false)}, at: at, hasAt: true, gone: true},
+		{name: "FailureTarget, no Suspended condition, the pod Failed",
+			job: suspendedJob(batchv1.JobCondition{Type: batchv1.JobFailureTarget,
+				Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(at.Add(time.Second))}),
+			pods: []corev1.Pod{pod("a", corev1.PodFailed, false)}, at: at, hasAt: true, gone: true},
+		{name: "SuccessCriteriaMet, a pod still Running",
+			job: suspendedJob(batchv1.JobCondition{Type: batchv1.JobSuccessCriteriaMet,
+				Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(at.Add(time.Second))}),
+			pods: []corev1.Pod{pod("a", corev1.PodSucceeded, false), pod("b", corev1.PodRunning, false)},
+			at:   at, hasAt: true},
+		{name: "SuccessCriteriaMet False proves nothing",
+			job: suspendedJob(batchv1.JobCondition{Type: batchv1.JobSuccessCriteriaMet,
+				Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(at.Add(time.Second))}),
+			pods: []corev1.Pod{pod("a", corev1.PodSucceeded, false)}, at: at, hasAt: true},
 	}
 	for _, c := range cases {
 		now := c.now

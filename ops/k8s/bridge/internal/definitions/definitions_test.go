@@ -502,11 +502,15 @@ func TestAClusterQueueIsRecordedBeforeItsFinalizer(t *testing.T) {
 	}).Build()
 	recorder := &orderedRecorder{order: &order}
 	r := &Reconciler{Kind: "ClusterQueue", Client: c, Ledger: recorder, Events: record.NewFakeRecorder(8)}
-	// The first pass records it and asks for another; the second puts the finalizer on it.
+	// The first pass records it and asks for another, behind the objects not yet recorded
+	// (FinalizerPriority); the second puts the finalizer on it.
 	for pass, wantAfter := range []time.Duration{FinalizerDelay, 0} {
 		result, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "cq"}})
 		if err != nil || result.RequeueAfter != wantAfter {
 			t.Fatalf("pass %d: %+v, %v; want a requeue after %v", pass, result, err, wantAfter)
+		}
+		if wantAfter > 0 && (result.Priority == nil || *result.Priority != FinalizerPriority) {
+			t.Fatalf("pass %d: priority %v, want %d", pass, result.Priority, FinalizerPriority)
 		}
 	}
 	if strings.Join(order, ", ") != "record apply, record apply, finalizer" {

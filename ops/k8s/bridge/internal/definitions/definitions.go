@@ -23,12 +23,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -144,6 +144,17 @@ func SetupWithManager(mgr ctrl.Manager, ledgerClient Recorder, statusWriter *Sta
 			if err := mgr.Add(r.sweeper()); err != nil {
 				return err
 			}
+			if finalizedAfter[kind] {
+				if err := ctrl.NewControllerManagedBy(mgr).Named("finalizers-"+strings.ToLower(kind)).
+					WithOptions(controller.Options{MaxConcurrentReconciles: FinalizerConcurrency}).
+					For(watched, builder.WithPredicates(predicate.Funcs{
+						UpdateFunc: func(e event.UpdateEvent) bool {
+							return !controllerutil.ContainsFinalizer(e.ObjectNew, DefinitionFinalizer)
+						}})).
+					Complete(finalizing{r}); err != nil {
+					return fmt.Errorf("setting up the %s finalizers' controller: %w", kind, err)
+				}
+			}
 		} else {
 			b = b.For(watched, changed)
 		}
@@ -179,8 +190,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return r.forward(ctx, obj)
 }
 
-// forward records the object's current state (then, for a kind of finalizedAfter, puts our
-// finalizer on it) and writes its condition Recorded.
+// forward records the object's current state and writes its condition Recorded.
 func (r *Reconciler) forward(ctx context.Context, obj *unstructured.Unstructured) (ctrl.Result, error) {
 	logger := log.FromContext(ctx).WithValues("kind", r.Kind)
 	manifest, err := Manifest(obj)
@@ -203,30 +213,34 @@ func (r *Reconciler) forward(ctx context.Context, obj *unstructured.Unstructured
 	if len(outcome.Sequences) == 0 {
 		return ctrl.Result{}, fmt.Errorf("admitd answered without a sequence")
 	}
-	if finalizedAfter[r.Kind] && !controllerutil.ContainsFinalizer(obj, DefinitionFinalizer) {
-		if !outcome.Retried && !outcome.Unchanged[0] {
-			// Newly recorded: the finalizer at the next pass, so that this worker records the
-			// next object now rather than wait for the API server.
-			return ctrl.Result{RequeueAfter: FinalizerDelay, Priority: ptr.To(FinalizerPriority)},
-				r.recordedCondition(ctx, obj, outcome)
-		}
-		// Gone meanwhile: its delete event records the deletion (gone).
-		if err := r.ensureFinalizer(ctx, obj); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-	}
 	return ctrl.Result{}, r.recordedCondition(ctx, obj, outcome)
 }
 
-// FinalizerDelay: how long after recording a kind of finalizedAfter our finalizer is put on it.
-const FinalizerDelay = time.Second
+// FinalizerConcurrency is how many objects of a finalizedAfter kind get our finalizer at once,
+// in a controller of their own (finalizing): a write waits for the API server, which the
+// creations of a large-scale run slow to seconds a write. In the recording controller, the
+// finalizers of the first ClusterQueues held all its workers for 7 to 11 s while 900 more waited
+// to be recorded, and their workloads with them (Kueue's runner, seeing no queue with work as
+// its generation ended, stopped).
+const FinalizerConcurrency = 2
 
-// FinalizerPriority: the finalizer's pass waits in the work queue behind every object not yet
-// recorded (an informer's new object is at 0). It writes to the API server, in the client's
-// budget shared with every Workload's status: in the large-scale profile the passes of the first
-// hundred ClusterQueues held all the workers for 11 s while 900 waited to be recorded, and
-// their workloads with them.
-const FinalizerPriority = -10
+// finalizing puts DefinitionFinalizer on each object of a finalizedAfter kind that is not being
+// deleted. Whether before or after its recording: a deletion that finds the ledger without the
+// definition ends there (deleted), and one before the finalizer is recorded as for an
+// unfinalized kind (gone, the sweep).
+type finalizing struct{ r *Reconciler }
+
+func (f finalizing) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(GVK(f.r.Kind))
+	if err := f.r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if obj.GetDeletionTimestamp() != nil {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, client.IgnoreNotFound(f.r.ensureFinalizer(ctx, obj))
+}
 
 // recordedCondition tells that the ledger holds obj (the outcome of its forwarding): an Event
 // when newly recorded, and the condition Recorded True, with the queue's status if the status

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -481,10 +481,10 @@ func (f *orderedRecorder) Get(_ context.Context, kind, _ string) (string, error)
 	return `{"apiVersion":"v1","kind":"List","items":[` + f.localQueues + `]}`, nil
 }
 
-// A ClusterQueue is recorded before our finalizer is put on it (the ledger learns of it
-// without waiting for the API server); the sweep records the deletion of a ClusterQueue whose
-// object is gone, not of one the ledger lists as terminating.
-func TestAClusterQueueIsRecordedBeforeItsFinalizer(t *testing.T) {
+// A ClusterQueue is recorded without waiting for the API server: its reconcile writes nothing
+// there, and the finalizers' controller puts ours on it; the sweep records the deletion of a
+// ClusterQueue whose object is gone, not of one the ledger lists as terminating.
+func TestAClusterQueueIsRecordedWithoutItsFinalizer(t *testing.T) {
 	ctx := context.Background()
 	cq := &unstructured.Unstructured{Object: parse(t, `{"apiVersion":"kueue.x-k8s.io/v1beta2",
 		"kind":"ClusterQueue","metadata":{"name":"cq","uid":"u1","resourceVersion":"3"},"spec":{}}`)[0]}
@@ -502,19 +502,25 @@ func TestAClusterQueueIsRecordedBeforeItsFinalizer(t *testing.T) {
 	}).Build()
 	recorder := &orderedRecorder{order: &order}
 	r := &Reconciler{Kind: "ClusterQueue", Client: c, Ledger: recorder, Events: record.NewFakeRecorder(8)}
-	// The first pass records it and asks for another, behind the objects not yet recorded
-	// (FinalizerPriority); the second puts the finalizer on it.
-	for pass, wantAfter := range []time.Duration{FinalizerDelay, 0} {
-		result, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "cq"}})
-		if err != nil || result.RequeueAfter != wantAfter {
-			t.Fatalf("pass %d: %+v, %v; want a requeue after %v", pass, result, err, wantAfter)
-		}
-		if wantAfter > 0 && (result.Priority == nil || *result.Priority != FinalizerPriority) {
-			t.Fatalf("pass %d: priority %v, want %d", pass, result.Priority, FinalizerPriority)
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "cq"}}
+	if result, err := r.Reconcile(ctx, req); err != nil || result.RequeueAfter != 0 {
+		t.Fatalf("recording: %+v, %v", result, err)
+	}
+	if strings.Join(order, ", ") != "record apply" {
+		t.Fatalf("the recording did %q, want the record alone", order)
+	}
+	for range 2 { // the second finds it there
+		if _, err := (finalizing{r}).Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if strings.Join(order, ", ") != "record apply, record apply, finalizer" {
-		t.Fatalf("order %q, want the record and then the finalizer", order)
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(GVK("ClusterQueue"))
+	if err := c.Get(ctx, req.NamespacedName, got); err != nil || !controllerutil.ContainsFinalizer(got, DefinitionFinalizer) {
+		t.Fatalf("finalizers %v, %v; want ours", got.GetFinalizers(), err)
+	}
+	if strings.Join(order, ", ") != "record apply, finalizer" {
+		t.Fatalf("order %q, want the record and then one finalizer", order)
 	}
 	recorder.localQueues = `{"metadata":{"name":"cq"},"status":{}},` +
 		`{"metadata":{"name":"old"},"status":{"conditions":[{"type":"Active","reason":"Terminating"}]}},` +

@@ -102,10 +102,10 @@ type Reconciler struct {
 
 // Concurrency is how many objects of one kind are forwarded at once (never one object twice at
 // once). Kueue reconciles its queues one at a time, but its scheduler reads them from its cache;
-// the ledger learns of a queue only from the bridge, whose reconcile waits for the API server
-// (the finalizer, the Recorded condition): with a thousand queues created at once, one at a
-// time held their workloads back for minutes.
-const Concurrency = 5
+// the ledger learns of a queue only from the bridge, whose reconcile waits for admitd: with a
+// thousand queues created at once, one at a time held their workloads back for minutes, and
+// more calls at once make larger group commits.
+const Concurrency = 10
 
 // SetupWithManager registers one controller per kind of Kinds (of optionalKinds, only those
 // the cluster serves).

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -359,7 +361,7 @@ func TestStatusWriterWritesPastAConflict(t *testing.T) {
 		items += `{"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"ClusterQueue","metadata":{"name":"` + name +
 			`"},"status":{"pendingWorkloads":3}}`
 	}
-	written := map[string]bool{}
+	var written sync.Map
 	c := fake.NewClientBuilder().WithObjects(objects...).WithInterceptorFuncs(interceptor.Funcs{
 		SubResourcePatch: func(_ context.Context, _ client.Client, _ string, obj client.Object,
 			_ client.Patch, _ ...client.SubResourcePatchOption) error {
@@ -367,7 +369,7 @@ func TestStatusWriterWritesPastAConflict(t *testing.T) {
 				return apierrors.NewConflict(schema.GroupResource{Group: Group, Resource: "clusterqueues"},
 					obj.GetName(), nil)
 			}
-			written[obj.GetName()] = true
+			written.Store(obj.GetName(), true)
 			return nil
 		},
 	}).Build()
@@ -376,8 +378,10 @@ func TestStatusWriterWritesPastAConflict(t *testing.T) {
 	if err := w.copyStatus(context.Background(), "ClusterQueue"); err != nil {
 		t.Fatalf("a conflict is retried soon, not an error to wait for: %v", err)
 	}
-	if !written["cq-b"] || !written["cq-c"] {
-		t.Errorf("written %v: the queues after the conflicting one were not written", written)
+	_, b := written.Load("cq-b")
+	_, c3 := written.Load("cq-c")
+	if !b || !c3 {
+		t.Errorf("cq-b written %v, cq-c %v: the queues after the conflicting one were not written", b, c3)
 	}
 	select {
 	case <-w.notify:
@@ -596,7 +600,9 @@ func TestQueuesWithUnshownWorkAreWrittenFirst(t *testing.T) {
 			return nil
 		},
 	}).Build()
-	w := &StatusWriter{Client: c, Ledger: fakeReader{"clusterqueues": `{"items":[` + items + `]}`}}
+	// One write at a time: the order they start in is the order they are written in.
+	w := &StatusWriter{Client: c, Ledger: fakeReader{"clusterqueues": `{"items":[` + items + `]}`},
+		WriteWorkers: 1}
 	w.shown.Store("ClusterQueue//b", true)
 	if err := w.copyStatus(context.Background(), "ClusterQueue"); err != nil {
 		t.Fatal(err)
@@ -609,7 +615,8 @@ func TestQueuesWithUnshownWorkAreWrittenFirst(t *testing.T) {
 	}
 }
 
-// One copy writes at most StatusWritesPerPass queues and asks for another copy for the rest.
+// One copy writes at most StatusWritesPerPass queues, several at once, and asks for another copy
+// for the rest.
 func TestACopyWritesABoundedNumberOfQueues(t *testing.T) {
 	var objects []client.Object
 	items := ""
@@ -622,11 +629,19 @@ func TestACopyWritesABoundedNumberOfQueues(t *testing.T) {
 		}
 		items += `{"metadata":{"name":"` + name + `"},"status":{"pendingWorkloads":1}}`
 	}
-	writes := 0
+	var mu sync.Mutex
+	writes, now, most := 0, 0, 0
 	c := fake.NewClientBuilder().WithObjects(objects...).WithInterceptorFuncs(interceptor.Funcs{
 		SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch,
 			...client.SubResourcePatchOption) error {
-			writes++
+			mu.Lock()
+			writes, now = writes+1, now+1
+			most = max(most, now)
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond) // an API server's answer
+			mu.Lock()
+			now--
+			mu.Unlock()
 			return nil
 		},
 	}).Build()
@@ -642,5 +657,8 @@ func TestACopyWritesABoundedNumberOfQueues(t *testing.T) {
 	}
 	if writes != StatusWritesPerPass {
 		t.Fatalf("%d writes in one copy, want %d", writes, StatusWritesPerPass)
+	}
+	if most < 2 || most > StatusWriteWorkers {
+		t.Fatalf("%d writes at once, want 2 to %d", most, StatusWriteWorkers)
 	}
 }

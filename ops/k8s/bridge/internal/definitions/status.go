@@ -32,6 +32,11 @@ const StatusInterval = 45 * time.Second
 // many writes (the client's budget is 50 a second), not for a pass over a thousand queues.
 const StatusWritesPerPass = 25
 
+// StatusWriteWorkers: how many writes of one copy are under way at once. A write waits for the
+// API server, which the creations of a large-scale run slow to a second: one at a time, the
+// ClusterQueues with work showed it only after Kueue's runner had stopped for want of one.
+const StatusWriteWorkers = 10
+
 // StatusDebounce is how long the writer waits after a notification before it copies, so that
 // the decisions of one admission cycle make one copy.
 const StatusDebounce = 200 * time.Millisecond
@@ -77,6 +82,15 @@ type StatusWriter struct {
 	recorded sync.Map
 	// shown: whether the status last written says the queue has work ("KIND/NAMESPACE/NAME").
 	shown sync.Map
+	// WriteWorkers: writes of one copy under way at once (0: StatusWriteWorkers).
+	WriteWorkers int
+}
+
+func (w *StatusWriter) writeWorkers() int {
+	if w.WriteWorkers > 0 {
+		return w.WriteWorkers
+	}
+	return StatusWriteWorkers
 }
 
 // Recorded: the ledger holds the queue kind/key as it is, since sequence; its condition
@@ -320,32 +334,54 @@ func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 		urgent[i] = w.unshownWork(kind, item, busy[i])
 	}
 	sort.SliceStable(order, func(a, b int) bool { return urgent[order[a]] && !urgent[order[b]] })
-	var failed error
-	failures, conflicts, writes := 0, 0, 0
+	var (
+		mu                                    sync.Mutex
+		failed                                error
+		failures, conflicts, writes, inflight int
+		wg                                    sync.WaitGroup
+	)
+	workers := make(chan struct{}, w.writeWorkers())
 	for _, i := range order {
-		if writes == StatusWritesPerPass {
-			w.Notify() // the rest at the next pass, ranked again
-			break
-		}
-		item := items[i]
-		wrote, err := w.copyOne(ctx, kind, item, unsubmitted)
-		if err == nil {
-			w.shown.Store(kind+"/"+itemKey(item), busy[i])
-		}
-		if wrote {
-			writes++
-		}
-		switch {
-		case err == nil:
-		case apierrors.IsConflict(err):
-			conflicts++
-		default:
-			if failed == nil {
-				failed = err
+		mu.Lock()
+		room := StatusWritesPerPass - writes - inflight
+		mu.Unlock()
+		if room <= 0 { // the writes under way may fill the bound: wait for them
+			wg.Wait()
+			if writes >= StatusWritesPerPass {
+				w.Notify() // the rest at the next pass, ranked again
+				break
 			}
-			failures++
 		}
+		workers <- struct{}{}
+		mu.Lock()
+		inflight++
+		mu.Unlock()
+		wg.Go(func() {
+			defer func() { <-workers }()
+			item := items[i]
+			wrote, err := w.copyOne(ctx, kind, item, unsubmitted)
+			if err == nil {
+				w.shown.Store(kind+"/"+itemKey(item), busy[i])
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			inflight--
+			if wrote {
+				writes++
+			}
+			switch {
+			case err == nil:
+			case apierrors.IsConflict(err):
+				conflicts++
+			default:
+				if failed == nil {
+					failed = err
+				}
+				failures++
+			}
+		})
 	}
+	wg.Wait()
 	if conflicts > 0 {
 		w.Notify()
 	}

@@ -83,11 +83,19 @@ type Outcome struct {
 	Last uint64
 }
 
+// ManifestCallsMax bounds the RecordManifest calls of one Client under way at once; the others
+// wait for a slot, in the caller. admitd parses manifests one at a time and refuses (Overloaded)
+// a call beyond the 16 it queues; the reconciles would retry a refused one only after seconds (a
+// large-scale run's sixty at once held its workloads' submissions back for ten).
+const ManifestCallsMax = 8
+
 // Client holds one connection to admitd and dials again after the connection fails.
 // Safe for concurrent use.
 type Client struct {
 	opts Options
 	tls  *tls.Config // nil for unix: addresses
+	// manifests: a slot for each RecordManifest call under way (ManifestCallsMax).
+	manifests chan struct{}
 
 	mu     sync.Mutex
 	conn   *rpc.Conn        // nil: not connected
@@ -96,7 +104,7 @@ type Client struct {
 
 // New checks the options and loads the certificates; it does not connect yet.
 func New(opts Options) (*Client, error) {
-	c := &Client{opts: opts}
+	c := &Client{opts: opts, manifests: make(chan struct{}, ManifestCallsMax)}
 	switch {
 	case strings.HasPrefix(opts.Address, "unix:"):
 	case strings.HasPrefix(opts.Address, "tls:"):
@@ -230,6 +238,12 @@ func (c *Client) WhoAmI(ctx context.Context) (string, []string, error) {
 // admitd refused it (nothing written, retrying the same call gets the same answer); any other
 // error is the transport's (retry).
 func (c *Client) RecordManifest(ctx context.Context, requestID, mode, manifest string) (Outcome, error) {
+	select {
+	case c.manifests <- struct{}{}:
+		defer func() { <-c.manifests }()
+	case <-ctx.Done():
+		return Outcome{}, ctx.Err()
+	}
 	ledger, err := c.connected(ctx)
 	if err != nil {
 		return Outcome{}, err

@@ -3,9 +3,12 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"capnproto.org/go/capnp/v3"
 	"capnproto.org/go/capnp/v3/rpc"
@@ -90,5 +93,52 @@ func TestRefusedCarriesAdmitdsCode(t *testing.T) {
 		if refused.Retryable() != tc.retryable {
 			t.Errorf("code %d: Retryable() = %v, want %v", tc.code, refused.Retryable(), tc.retryable)
 		}
+	}
+}
+
+// countingLedger answers every recordManifest with a refusal after a pause, counting the calls
+// under way at once.
+type countingLedger struct {
+	ledgerrpc.Ledger_Server
+	mu        sync.Mutex
+	now, most int
+}
+
+func (l *countingLedger) RecordManifest(_ context.Context, call ledgerrpc.Ledger_recordManifest) error {
+	call.Go() // answer calls concurrently, as admitd does
+	l.mu.Lock()
+	l.now++
+	l.most = max(l.most, l.now)
+	l.mu.Unlock()
+	time.Sleep(20 * time.Millisecond)
+	l.mu.Lock()
+	l.now--
+	l.mu.Unlock()
+	return (&refusingLedger{code: CodeInvalidArgument, message: "no"}).RecordManifest(context.Background(), call)
+}
+
+// However many reconciles forward manifests at once, at most ManifestCallsMax reach admitd at
+// once: admitd parses them one at a time and refuses (Overloaded) a call beyond its queue of
+// 16, which the bridge would retry only after seconds.
+func TestManifestCallsAreBounded(t *testing.T) {
+	server := &countingLedger{}
+	client, err := New(Options{Address: serve(t, server)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	var wg sync.WaitGroup
+	for i := range 4 * ManifestCallsMax {
+		wg.Go(func() {
+			_, err := client.RecordManifest(context.Background(), fmt.Sprint("r/", i), "apply", "{}")
+			var refused *Refused
+			if !errors.As(err, &refused) {
+				t.Errorf("call %d: %v, want the refusal", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if server.most > ManifestCallsMax || server.most < 2 {
+		t.Fatalf("%d calls at once reached admitd, want 2 to %d", server.most, ManifestCallsMax)
 	}
 }

@@ -53,18 +53,18 @@ governs_jobsets() { grep -q '"msg":"governing","kind":"jobset.x-k8s.io/v1alpha2,
   "$cluster/admit-k8s.log"; }
 wait_until "the bridge governs JobSets" governs_jobsets
 
-# create_jobset FILE RUNTIME: creates the JobSet of FILE with that simulated runtime; prints its
-# name.
+# create_jobset FILE RUNTIME [JSONPATH]: creates the JobSet of FILE with that simulated runtime;
+# prints JSONPATH of the object as created (default: its name).
 create_jobset() {
-  sed "s/simulated-runtime: 60s/simulated-runtime: $2/" "$1" \
-    | kubectl create -f - -o jsonpath='{.metadata.name}'
+  local path="${3:-}"
+  [[ -n "$path" ]] || path='{.metadata.name}'
+  sed "s/simulated-runtime: 60s/simulated-runtime: $2/" "$1" | kubectl create -f - -o jsonpath="$path"
 }
 # jobset_field NAME JSONPATH
 jobset_field() { kubectl get jobset "$1" -n "$NAMESPACE" -o jsonpath="$2"; }
 completed() {
   [[ "$(jobset_field "$1" '{.status.conditions[?(@.type=="Completed")].status}')" == True ]]
 }
-suspended() { [[ "$(jobset_field "$1" '{.spec.suspend}')" == true ]]; }
 # pods_of NAME: "POD REPLICATED-JOB NODE PHASE TOKEN STARTED FINISHED" per pod of the JobSet.
 pods_of() {
   kubectl get pods -n "$NAMESPACE" -l "$JOBSET_UID_LABEL=$(jobset_field "$1" '{.metadata.uid}')" \
@@ -123,9 +123,12 @@ for _ in $(seq 60); do
   sleep 0.5
 done
 [[ "$dry" == true ]] || fail "the bridge's JobSet webhook did not suspend a dry-run JobSet in 30 s"
-name="$(create_jobset "$examples_dir/gpu-jobset.yaml" 20s)"
+# The object as created (after the webhooks): the ledger may admit and the bridge release it
+# before a later read.
+read -r name created_suspended <<< "$(create_jobset "$examples_dir/gpu-jobset.yaml" 20s \
+  '{.metadata.name} {.spec.suspend}')"
 workload="jobset-$name"
-suspended "$name" || fail "JobSet $name was not created suspended"
+[[ "$created_suspended" == true ]] || fail "JobSet $name was not created suspended"
 wait_until "the ledger admits $workload" has_phase "$workload" Admitted
 podsets="$(kubectl get workload "$workload" -n "$NAMESPACE" \
   -o jsonpath='{range .spec.podSets[*]}{.name}={.count} {end}')"

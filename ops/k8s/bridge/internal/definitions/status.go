@@ -334,11 +334,32 @@ func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 		urgent[i] = w.unshownWork(kind, item, busy[i])
 	}
 	sort.SliceStable(order, func(a, b int) bool { return urgent[order[a]] && !urgent[order[b]] })
+	tally := w.writeRanked(ctx, kind, items, order, busy, unsubmitted)
+	if tally.conflicts > 0 {
+		w.Notify()
+	}
+	if tally.failed != nil {
+		return fmt.Errorf("%d of %d %s not written, the first: %w", tally.failures, len(items), plural,
+			tally.failed)
+	}
+	return nil
+}
+
+// passTally: what one copy's writes failed.
+type passTally struct {
+	failures, conflicts int
+	failed              error // the first failure other than a conflict
+}
+
+// writeRanked writes the queues in order, at most writeWorkers at once, until StatusWritesPerPass
+// of them were written (then asks for another copy for the rest).
+func (w *StatusWriter) writeRanked(ctx context.Context, kind string, items []map[string]any, order []int,
+	busy []bool, unsubmitted map[string]int64) passTally {
 	var (
-		mu                                    sync.Mutex
-		failed                                error
-		failures, conflicts, writes, inflight int
-		wg                                    sync.WaitGroup
+		mu               sync.Mutex
+		t                passTally
+		writes, inflight int
+		wg               sync.WaitGroup
 	)
 	workers := make(chan struct{}, w.writeWorkers())
 	for _, i := range order {
@@ -372,23 +393,17 @@ func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 			switch {
 			case err == nil:
 			case apierrors.IsConflict(err):
-				conflicts++
+				t.conflicts++
 			default:
-				if failed == nil {
-					failed = err
+				if t.failed == nil {
+					t.failed = err
 				}
-				failures++
+				t.failures++
 			}
 		})
 	}
 	wg.Wait()
-	if conflicts > 0 {
-		w.Notify()
-	}
-	if failed != nil {
-		return fmt.Errorf("%d of %d %s not written, the first: %w", failures, len(items), plural, failed)
-	}
-	return nil
+	return t
 }
 
 // itemKey: "NAMESPACE/NAME" of a ledger's item.

@@ -552,10 +552,14 @@ def container_times(pod):
     return None, None
 
 
+def job_complete(job):
+    return any(x["type"] == "Complete" and x["status"] == "True"
+               for x in job["status"].get("conditions", []))
+
+
 def check_jobs(c, d, plan):
     jobs = load_json(os.path.join(d, "jobs.json"))["items"]
-    complete = [j for j in jobs if any(
-        x["type"] == "Complete" and x["status"] == "True" for x in j["status"].get("conditions", []))]
+    complete = [j for j in jobs if job_complete(j)]
     names = sorted("%s/%s" % (j["namespace"], j["name"]) for j in plan["jobs"])
     seen = sorted("%s/%s" % (j["metadata"]["namespace"], j["metadata"]["name"]) for j in complete)
     if seen != names:
@@ -767,20 +771,20 @@ def check(d):
 
 
 
-def stuck(d):
+def stuck(d, logs):
     """Prints each Job that is not Complete: its suspension, token and conditions, its pods,
-    and the ledger's view of its workload and the workload's last events (a failed run's
-    evidence, for a reader without the test's folder)."""
+    the ledger's view of its workload and the workload's last events, and the last lines of
+    each log in logs that name it (a failed run's evidence, for a reader without the test's
+    folder)."""
     jobs = load_json(os.path.join(d, "jobs.json"))["items"]
     pods = load_json(os.path.join(d, "pods.json"))["items"]
     workloads = {(w["metadata"]["namespace"], w["metadata"]["labels"].get(
         "kueue.x-k8s.io/job-uid")): w for w in load_json(
             os.path.join(d, "workloads.json"))["items"]}
     log = load_lines(os.path.join(d, "log.jsonl"))
-    for job in jobs:
+    incomplete = [job for job in jobs if not job_complete(job)]
+    for job in incomplete:
         conditions = job["status"].get("conditions", [])
-        if any(x["type"] == "Complete" and x["status"] == "True" for x in conditions):
-            continue
         meta = job["metadata"]
         ann = meta.get("annotations", {})
         print("Job %s/%s uid %s suspend %s token %s suspended-at %s" % (
@@ -814,6 +818,18 @@ def stuck(d):
         mine = [e for e in log if name in json.dumps(e["event"])]
         for e in mine[-8:]:
             print("    event %s %s" % (e.get("sequence"), e["type"]))
+    # A name quoted, as JSON logs write it ("load-070") and klog's messages (\"load-070\").
+    quoted = ['"%s"' % j["metadata"]["name"] for j in incomplete]
+    quoted += [q.replace('"', '\\"') for q in quoted]
+    for path in logs:
+        print("the lines of %s naming them:" % os.path.basename(path))
+        if not os.path.exists(path):
+            print("  (no such file)")
+            continue
+        with open(path, errors="replace") as f:
+            lines = [line.rstrip()[:400] for line in f if any(q in line for q in quoted)]
+        for line in lines[-20:]:
+            print("  " + line)
     return 0
 
 
@@ -832,13 +848,14 @@ def main():
     c.add_argument("dir")
     s = sub.add_parser("stuck")
     s.add_argument("dir")
+    s.add_argument("logs", nargs="*")
     args = parser.parse_args()
     if args.command == "generate":
         generate(args)
     elif args.command == "watch":
         watch(args)
     elif args.command == "stuck":
-        sys.exit(stuck(args.dir))
+        sys.exit(stuck(args.dir, args.logs))
     else:
         sys.exit(check(args.dir))
 

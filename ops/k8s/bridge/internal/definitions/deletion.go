@@ -140,10 +140,11 @@ func (r *Reconciler) reservingWorkloads(ctx context.Context, name string) (int64
 // created at once held the ledger's view of them back behind the client's write budget.
 var unfinalized = map[string]bool{"LocalQueue": true}
 
-// finalizedAfter kinds are recorded before our finalizer is put on them, so that the ledger
-// learns of them without waiting for the API server (a thousand ClusterQueues created at once
-// queue their finalizers behind the client's write budget). Their deletion is recorded as for
-// the unfinalized kinds when the object goes before it carries the finalizer.
+// finalizedAfter kinds are recorded without waiting for our finalizer, which a controller of its
+// own puts on them (finalizing), so that the ledger learns of them without waiting for the API
+// server (a thousand ClusterQueues created at once queue their finalizers behind the runner's
+// creations). Their deletion is recorded as for the unfinalized kinds when the object goes
+// before it carries the finalizer.
 var finalizedAfter = map[string]bool{"ClusterQueue": true}
 
 // objects enqueues the objects of an unfinalized kind, keeping the uid of each one deleted.

@@ -84,6 +84,7 @@ const RetryAfterTransportError = 5 * time.Second
 type Recorder interface {
 	RecordManifest(ctx context.Context, requestID, mode, manifest string) (ledger.Outcome, error)
 	Get(ctx context.Context, kind, format string) (string, error)
+	GetWith(ctx context.Context, kind, format string, q ledger.Query) (string, error)
 }
 
 // Reconciler forwards one kind.

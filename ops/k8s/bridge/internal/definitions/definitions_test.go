@@ -3,6 +3,7 @@ package definitions
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -218,6 +219,10 @@ func (f *fakeRecorder) RecordManifest(_ context.Context, _, mode, manifest strin
 }
 
 func (f *fakeRecorder) Get(context.Context, string, string) (string, error) { return "", nil }
+
+func (f *fakeRecorder) GetWith(_ context.Context, _, _ string, q ledger.Query) (string, error) {
+	return "", &ledger.Refused{Code: ledger.CodeNotFound, Message: q.Name + " not found"}
+}
 
 // A BudgetPolicy (admission-ledger.io/v1alpha1, the ledger's own kind) goes through the one
 // framework of the Kueue definitions: read in its own group and version, forwarded as it is
@@ -660,5 +665,106 @@ func TestACopyWritesABoundedNumberOfQueues(t *testing.T) {
 	}
 	if most < 2 || most > StatusWriteWorkers {
 		t.Fatalf("%d writes at once, want 2 to %d", most, StatusWriteWorkers)
+	}
+}
+
+// A copy reads and compares only the queues whose inputs (the ledger's item, the Workload
+// objects it has not seen, the condition Recorded) changed since their status was last written
+// or found equal; a resync compares them all again, so that a status changed by someone else is
+// put back.
+func TestACopySkipsQueuesWhoseInputsAreUnchanged(t *testing.T) {
+	var objects []client.Object
+	item := func(name, pending string) string {
+		return `{"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"ClusterQueue","metadata":{"name":"` + name +
+			`"},"status":{"pendingWorkloads":` + pending + `}}`
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		objects = append(objects, &unstructured.Unstructured{Object: parse(t, `{"apiVersion":"kueue.x-k8s.io/v1beta2",
+			"kind":"ClusterQueue","metadata":{"name":"`+name+`"},"spec":{}}`)[0]})
+	}
+	var mu sync.Mutex
+	var read, written []string
+	c := fake.NewClientBuilder().WithObjects(objects...).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object,
+			opts ...client.GetOption) error {
+			mu.Lock()
+			read = append(read, key.Name)
+			mu.Unlock()
+			return c.Get(ctx, key, obj, opts...)
+		},
+		// Not applied: the cluster keeps its status, as if someone else wrote it back.
+		SubResourcePatch: func(_ context.Context, _ client.Client, _ string, obj client.Object,
+			_ client.Patch, _ ...client.SubResourcePatchOption) error {
+			mu.Lock()
+			written = append(written, obj.GetName())
+			mu.Unlock()
+			return nil
+		},
+	}).Build()
+	ledgerList := fakeReader{}
+	w := &StatusWriter{Client: c, notify: make(chan struct{}, 1), Ledger: ledgerList}
+	copyWith := func(a, b, c string) (string, string) {
+		t.Helper()
+		ledgerList["clusterqueues"] = `{"items":[` + item("a", a) + `,` + item("b", b) + `,` + item("c", c) + `]}`
+		read, written = nil, nil
+		if err := w.copyStatus(context.Background(), "ClusterQueue"); err != nil {
+			t.Fatal(err)
+		}
+		sort.Strings(read)
+		sort.Strings(written)
+		return strings.Join(read, ","), strings.Join(written, ",")
+	}
+	if r, wr := copyWith("1", "2", "3"); r != "a,b,c" || wr != "a,b,c" {
+		t.Fatalf("first copy read %q, wrote %q: want every queue", r, wr)
+	}
+	if r, wr := copyWith("1", "2", "3"); r != "" || wr != "" {
+		t.Fatalf("nothing changed, yet the copy read %q and wrote %q", r, wr)
+	}
+	if r, wr := copyWith("1", "5", "3"); r != "b" || wr != "b" {
+		t.Fatalf("b changed: the copy read %q and wrote %q", r, wr)
+	}
+	w.Recorded("ClusterQueue", types.NamespacedName{Name: "c"}, 9)
+	if r, wr := copyWith("1", "5", "3"); r != "c" || wr != "c" {
+		t.Fatalf("c recorded anew: the copy read %q and wrote %q", r, wr)
+	}
+	w.resync("ClusterQueue")
+	if r, wr := copyWith("1", "5", "3"); r != "a,b,c" || wr != "a,b,c" {
+		t.Fatalf("after a resync the copy read %q and wrote %q: want every queue compared (and, the "+
+			"cluster's statuses not being the ledger's, written)", r, wr)
+	}
+}
+
+// countingRecorder: a fakeRecorder whose ledger knows one ClusterQueue, read by name only.
+type countingRecorder struct {
+	fakeRecorder
+	lists, reads int
+}
+
+func (f *countingRecorder) Get(context.Context, string, string) (string, error) {
+	f.lists++
+	return `{"items":[]}`, nil
+}
+
+func (f *countingRecorder) GetWith(_ context.Context, kind, _ string, q ledger.Query) (string, error) {
+	f.reads++
+	if kind != "clusterqueues" || q.Name != "cq" {
+		return "", &ledger.Refused{Code: ledger.CodeNotFound, Message: "clusterqueue \"" + q.Name + "\" not found"}
+	}
+	return `{"metadata":{"name":"cq"},"status":{"reservingWorkloads":2}}`, nil
+}
+
+// A ClusterQueue's deletion reads that ClusterQueue of the ledger, not the list of all (which
+// made deleting a thousand quadratic); one the ledger does not know reserves nothing.
+func TestReservingWorkloadsReadsOneClusterQueue(t *testing.T) {
+	l := &countingRecorder{}
+	r := &Reconciler{Kind: "ClusterQueue", Ledger: l}
+	if n, err := r.reservingWorkloads(context.Background(), "cq"); err != nil || n != 2 {
+		t.Fatalf("cq: %d, %v; want 2", n, err)
+	}
+	if n, err := r.reservingWorkloads(context.Background(), "gone"); err != nil || n != 0 {
+		t.Fatalf("gone: %d, %v; want 0 (the ledger does not know it)", n, err)
+	}
+	if l.lists != 0 || l.reads != 2 {
+		t.Fatalf("%d lists and %d reads by name; want 0 and 2", l.lists, l.reads)
 	}
 }

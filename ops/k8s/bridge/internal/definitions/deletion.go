@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -117,20 +118,29 @@ func InUse(refused *ledger.Refused) bool {
 }
 
 // reservingWorkloads is the ledger's count of workloads reserving quota in a ClusterQueue (a
-// deleted one is listed while it is terminating); 0 when the ledger does not list it.
+// deleted one is listed while it is terminating); 0 when the ledger does not list it. It reads
+// that one ClusterQueue: the runner of Kueue's benchmark deletes a thousand at once, and a list
+// of all at each made the clean-up quadratic.
 func (r *Reconciler) reservingWorkloads(ctx context.Context, name string) (int64, error) {
-	items, err := ledgerItems(ctx, r.Ledger, "clusterqueues")
+	text, err := r.Ledger.GetWith(ctx, "clusterqueues", "json", ledger.Query{Name: name})
+	var refused *ledger.Refused
+	if errors.As(err, &refused) && refused.Code == ledger.CodeNotFound {
+		return 0, nil
+	}
 	if err != nil {
 		return 0, err
 	}
-	for _, item := range items {
-		if (&unstructured.Unstructured{Object: item}).GetName() != name {
-			continue
-		}
-		n, _, _ := unstructured.NestedInt64(item, "status", "reservingWorkloads")
-		return n, nil
+	// A named object comes alone, as kubectl prints it (not in a List).
+	var item map[string]any
+	if err := utiljson.Unmarshal([]byte(text), &item); err != nil {
+		return 0, fmt.Errorf("the ledger's clusterqueue %s is not a JSON object: %w", name, err)
 	}
-	return 0, nil
+	if (&unstructured.Unstructured{Object: item}).GetName() != name {
+		return 0, fmt.Errorf("asked the ledger for clusterqueue %s, got %q", name,
+			(&unstructured.Unstructured{Object: item}).GetName())
+	}
+	n, _, _ := unstructured.NestedInt64(item, "status", "reservingWorkloads")
+	return n, nil
 }
 
 // unfinalized kinds carry no finalizer of ours, as Kueue puts none on them (a LocalQueue): the

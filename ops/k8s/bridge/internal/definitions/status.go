@@ -417,10 +417,12 @@ func queueKeyOf(kind string, item map[string]any) string {
 // never holds back the others' status.
 func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 	plural := queuePlurals[kind]
+	started := time.Now()
 	all, err := w.currentItems(ctx, plural)
 	if err != nil {
 		return err
 	}
+	read := time.Since(started)
 	unsubmitted, err := w.unsubmitted(ctx, kind)
 	if err != nil {
 		return err
@@ -446,6 +448,9 @@ func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 	}
 	sort.SliceStable(order, func(a, b int) bool { return urgent[order[a]] && !urgent[order[b]] })
 	tally := w.writeRanked(ctx, kind, items, order, busy, unsubmitted)
+	ctrl.Log.WithName("queue-status").V(1).Info("copied", "kind", kind, "queues", len(all),
+		"changed", len(items), "written", tally.writes, "conflicts", tally.conflicts, "failures", tally.failures,
+		"readSeconds", read.Seconds(), "seconds", time.Since(started).Seconds())
 	if tally.conflicts > 0 {
 		w.Notify()
 	}
@@ -458,8 +463,8 @@ func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 
 // passTally: what one copy's writes failed.
 type passTally struct {
-	failures, conflicts int
-	failed              error // the first failure other than a conflict
+	writes, failures, conflicts int
+	failed                      error // the first failure other than a conflict
 }
 
 // writeRanked writes the queues in order, at most writeWorkers at once, until StatusWritesPerPass
@@ -467,19 +472,19 @@ type passTally struct {
 func (w *StatusWriter) writeRanked(ctx context.Context, kind string, items []ledgerItem, order []int,
 	busy []bool, unsubmitted map[string]int64) passTally {
 	var (
-		mu               sync.Mutex
-		t                passTally
-		writes, inflight int
-		wg               sync.WaitGroup
+		mu       sync.Mutex
+		t        passTally
+		inflight int
+		wg       sync.WaitGroup
 	)
 	workers := make(chan struct{}, w.writeWorkers())
 	for _, i := range order {
 		mu.Lock()
-		room := StatusWritesPerPass - writes - inflight
+		room := StatusWritesPerPass - t.writes - inflight
 		mu.Unlock()
 		if room <= 0 { // the writes under way may fill the bound: wait for them
 			wg.Wait()
-			if writes >= StatusWritesPerPass {
+			if t.writes >= StatusWritesPerPass {
 				w.Notify() // the rest at the next pass, ranked again
 				break
 			}
@@ -503,7 +508,7 @@ func (w *StatusWriter) writeRanked(ctx context.Context, kind string, items []led
 			defer mu.Unlock()
 			inflight--
 			if result == copiedWritten {
-				writes++
+				t.writes++
 			}
 			switch {
 			case err == nil:

@@ -10,6 +10,8 @@
   stats FILE --wall S --cpu S --rss MIB --apiserver-cpu S [--cpu-admitd S]
                           writes one side's process figures to FILE (JSON).
   finished                (stdin: `admitctl log -o json`) how many workloads the ledger finished.
+  expected GENERATOR      how many workloads the generator file makes.
+  recorded SUMMARY        how many workloads the runner's summary recorded (0: no summary).
   requests BEFORE AFTER   (two scrapes of the API server's apiserver_request_total) the round's
                           writes by verb and resource, as JSON.
   report DIR ROUNDS       the side-by-side table of every round's summaries and figures, and
@@ -17,6 +19,7 @@
 """
 
 import argparse
+import glob
 import json
 import re
 import sys
@@ -114,6 +117,29 @@ def load(directory, rnd, side):
     return summary, figures
 
 
+def expected(generator):
+    """The workloads a generator file makes."""
+    with open(generator) as f:
+        config = yaml.safe_load(f)
+    total = 0
+    for cohort in config.get("cohorts", []):
+        for qset in cohort.get("queuesSets", []):
+            per_queue = sum(w["count"] * len(w.get("workloads", []))
+                            for w in qset.get("workloadsSets", []))
+            total += cohort.get("count", 1) * qset.get("count", 1) * per_queue
+    print(total)
+
+
+def recorded(summary_path):
+    """The workloads a runner's summary recorded (0 without a summary)."""
+    try:
+        with open(summary_path) as f:
+            summary = yaml.safe_load(f) or {}
+    except FileNotFoundError:
+        summary = {}
+    print(sum(c.get("count", 0) for c in summary.get("workloadClasses", {}).values()))
+
+
 def usage_pct(cq):
     """The runner's average usage of a ClusterQueue class, in % of its nominal quota."""
     quota = cq.get("nominalQuota") or 0
@@ -156,6 +182,8 @@ def report(directory, rounds):
             for key, n in list(writes.items())[:8]:
                 print(f"{prefix}.apiserver_writes.{key.replace(' ', '.')}: {n}")
             print(f"{prefix}.dropped_workload_events: {summary.get('droppedWorkloadEvents', 0)}")
+            print(f"{prefix}.early_stops: "
+                  f"{len(glob.glob(f'{directory}/round{rnd}-{side}.early*'))}")
             rows.append((rnd, side, summary, figures, admitted))
         failed |= goals(directory, rnd, per_side, classes)
     table(rows)
@@ -225,6 +253,10 @@ def main():
     o = sub.add_parser("our-crds")
     o.add_argument("--conversion", choices=("none", "webhook"), default="none")
     sub.add_parser("finished")
+    e = sub.add_parser("expected")
+    e.add_argument("generator")
+    c = sub.add_parser("recorded")
+    c.add_argument("summary")
     q = sub.add_parser("requests")
     q.add_argument("before")
     q.add_argument("after")
@@ -243,6 +275,10 @@ def main():
         our_crds(args.conversion)
     elif args.command == "finished":
         finished()
+    elif args.command == "expected":
+        expected(args.generator)
+    elif args.command == "recorded":
+        recorded(args.summary)
     elif args.command == "requests":
         requests(args.before, args.after)
     elif args.command == "stats":

@@ -19,7 +19,11 @@
 # KUEUE_PROFILE: baseline (default: the module's configs/baseline/generator.yaml, 15,000
 # workloads), or a generator file of Kueue's schema (the large-scale profile, for one);
 # KUEUE_DIVIDE=N divides each workload set's count by N (the CI smoke run: 50); KUEUE_ROUNDS
-# (default 1); KUEUE_TIMEOUT (the runner's -timeout, default 40m). The runner and minimalkueue
+# (default 1); KUEUE_TIMEOUT (the runner's -timeout, default 40m); KUEUE_ATTEMPTS (default 3):
+# a side's round in which the runner stopped early (it stops when, as generation ends, no
+# ClusterQueue in its informer shows work; on two cores its informer can lag the API server by
+# seconds, on either side) is run again, at most this many times in all; the report counts
+# them (ROUND.SIDE.early_stops) and keeps each in ROUND-SIDE.earlyN/. The runner and minimalkueue
 # are built once per machine by `ops/k8s/cluster.sh build`, next to the Kubernetes binaries
 # (kueue-perf/). Exits 77 when they, the Kubernetes binaries or admit-k8s are not built.
 # K8S_TEST_KEEP_DIR=1 keeps its folder (summaries, logs, the ledger).
@@ -34,6 +38,7 @@ readonly KUEUE_VERSION=v0.17.0
 readonly PROFILE="${KUEUE_PROFILE:-baseline}"
 readonly DIVIDE="${KUEUE_DIVIDE:-1}"
 readonly ROUNDS="${KUEUE_ROUNDS:-1}"
+readonly ATTEMPTS="${KUEUE_ATTEMPTS:-3}"
 readonly RUNNER_TIMEOUT="${KUEUE_TIMEOUT:-40m}"
 readonly PRINCIPAL=admit-k8s
 readonly kueue_dir="$bin_dir/kueue-perf"
@@ -182,11 +187,26 @@ round_ledger() {
   cp -r "$dir/ledger" "$out/ledger"
 }
 
+# run_side SIDE OUT: round_SIDE into OUT until the runner recorded every workload the
+# generator makes, at most ATTEMPTS times (the early ones moved to OUT.earlyN).
+run_side() {
+  local side="$1" out="$2" attempt recorded expected
+  expected="$(python3 "$bench_py" expected "$dir/generator.yaml")"
+  for ((attempt = 1; ; attempt++)); do
+    "round_$side" "$out"
+    recorded="$(python3 "$bench_py" recorded "$out/summary.yaml")"
+    ((recorded < expected && attempt < ATTEMPTS)) || return 0
+    echo "$side: the runner stopped early (it recorded $recorded of $expected workloads);" \
+      "attempt $((attempt + 1)) of $ATTEMPTS"
+    mv "$out" "$out.early$attempt"
+  done
+}
+
 for ((round = 1; round <= ROUNDS; round++)); do
   if ((round % 2 == 1)); then order=(kueue ledger); else order=(ledger kueue); fi
   for side in "${order[@]}"; do
     step "round $round: $side"
-    "round_$side" "$dir/round$round-$side"
+    run_side "$side" "$dir/round$round-$side"
   done
 done
 python3 "$bench_py" report "$dir" "$ROUNDS"

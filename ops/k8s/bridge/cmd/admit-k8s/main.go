@@ -241,9 +241,11 @@ func managerOptions(scheme *runtime.Scheme, leaderElect bool, leaderElectionName
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		PprofBindAddress:        pprofAddr,
 		WebhookServer:           webhookServer,
-		// Every pod is cached (the node inventory's non-TAS usage, the topology ungater), slim.
+		// Every pod is cached (the node inventory's non-TAS usage, the topology ungater), slim;
+		// Workloads without their managed fields unless they have admission checks.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Transform: nodes.SlimPod}}},
+			&corev1.Pod{}:              {Transform: nodes.SlimPod},
+			jobs.WorkloadCacheObject(): {Transform: jobs.SlimWorkload}}},
 		// Kueue's kinds are read as unstructured objects: from the informers' cache too, as the
 		// typed ones (controller-runtime reads them from the API server otherwise: a GET for each
 		// Workload, LocalQueue and ClusterQueue read, 9,828 GETs of Workloads in a /10 run of

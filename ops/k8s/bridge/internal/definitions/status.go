@@ -461,7 +461,7 @@ func (w *StatusWriter) copyStatus(ctx context.Context, kind string) error {
 	return nil
 }
 
-// passTally: what one copy's writes failed.
+// passTally: what one copy's writes did.
 type passTally struct {
 	writes, failures, conflicts int
 	failed                      error // the first failure other than a conflict

@@ -587,12 +587,30 @@ std::string RocksDbLog::HistoryKey(std::string_view history_key, Sequence sequen
   return key;
 }
 
+namespace {
+
+// Puts the history entries of event `sequence` (HistoryKey(k, sequence) for each of `keys`) into
+// `batch`, each key laid out in `scratch`, which is reused: no allocation once it has grown.
+void PutHistoryEntries(rocksdb::WriteBatch* batch, rocksdb::ColumnFamilyHandle* family,
+                       Sequence sequence, const schema::HistoryKeyTexts& keys,
+                       std::string* scratch) {
+  for (size_t i = 0; i < keys.size(); ++i) {
+    scratch->assign(keys[i]);
+    scratch->push_back('\0');
+    PutBigEndian64(scratch, sequence);
+    batch->Put(family, *scratch, rocksdb::Slice());
+  }
+}
+
+}  // namespace
+
 Status RocksDbLog::BuildHistory(Sequence from) {
   const Sequence head = GetHead().sequence;
   // Bounded batches, each with how far it went (an interrupted completion goes on from there;
   // an interrupted build of an older ledger's index starts again).
   constexpr size_t kEventsPerBatch = 8192;
-  std::vector<std::string> keys;
+  schema::HistoryKeyTexts keys;
+  std::string scratch;
   std::string through;
   Sequence next = std::max<Sequence>(from, 1);
   while (next <= head) {
@@ -606,10 +624,8 @@ Status RocksDbLog::BuildHistory(Sequence from) {
                                                decoded.status().message());
         return false;
       }
-      schema::HistoryKeysOf(decoded->root(), &keys);
-      for (const std::string& k : keys) {
-        batch.Put(history_family_.get(), HistoryKey(k, sequence), "");
-      }
+      schema::HistoryKeysInto(decoded->root(), &keys);
+      PutHistoryEntries(&batch, history_family_.get(), sequence, keys, &scratch);
       next = sequence + 1;
       return true;
     });
@@ -679,7 +695,8 @@ Status RocksDbLog::WriteHistoryEntries(std::span<const StoredEvent> events, bool
   ADM_CHECK(!events.empty(), "a history write of no events");
   // About two entries of about 60 bytes per event.
   rocksdb::WriteBatch batch(64 + events.size() * 128);
-  std::vector<std::string> keys;
+  schema::HistoryKeyTexts keys;
+  std::string scratch;
   Sequence expected = events.front().sequence;
   for (const StoredEvent& e : events) {
     ADM_CHECK(e.sequence == expected, "history of event %lu after %lu",
@@ -687,9 +704,7 @@ Status RocksDbLog::WriteHistoryEntries(std::span<const StoredEvent> events, bool
     ++expected;
     // The bytes this log sequenced itself: canonical, checked before they were stored.
     schema::HistoryKeysOfCanonical(e.bytes, &keys);
-    for (const std::string& k : keys) {
-      batch.Put(history_family_.get(), HistoryKey(k, e.sequence), rocksdb::Slice());
-    }
+    PutHistoryEntries(&batch, history_family_.get(), e.sequence, keys, &scratch);
   }
   std::string through;
   PutBigEndian64(&through, events.back().sequence);
@@ -1202,16 +1217,15 @@ Status RocksDbLog::Ingest(std::span<const Ingested> events, const Head& head_aft
   for (const auto& [key, value] : extra) reserve_bytes += key.size() + value.size() + 8;
   rocksdb::WriteBatch write_batch(reserve_bytes);
   std::vector<std::pair<std::string, Sequence>> index_puts;
-  std::vector<std::string> history_keys;
+  schema::HistoryKeyTexts history_keys;
+  std::string scratch;
   for (const Ingested& e : events) {
     ADM_CHECK(e.sequence == expected, "ingest of sequence %lu on head %lu",
               static_cast<unsigned long>(e.sequence), static_cast<unsigned long>(expected - 1));
     write_batch.Put(EventKey(e.sequence), rocksdb::Slice(e.bytes.data(), e.bytes.size()));
     if (!e.key.empty()) index_puts.emplace_back(IndexKey(e.key), e.sequence);
     schema::HistoryKeysOfCanonical(e.bytes, &history_keys);
-    for (const std::string& k : history_keys) {
-      write_batch.Put(history_family_.get(), HistoryKey(k, e.sequence), rocksdb::Slice());
-    }
+    PutHistoryEntries(&write_batch, history_family_.get(), e.sequence, history_keys, &scratch);
     ++expected;
   }
   PutIndexEntries(*index_family_, &index_puts, &write_batch);

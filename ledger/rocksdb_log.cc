@@ -158,6 +158,9 @@ rocksdb::DBOptions LedgerDbOptions(bool create_if_missing) {
   // WAL step goes on while the one before it still inserts into the memtables, so a leader
   // does not wait for a history write to finish before it starts its own.
   db_options.enable_pipelined_write = true;
+  // The history family's memtable is written without the WAL, yet holds back the deletion of
+  // every log since it last flushed; past this much log, RocksDB flushes the families that do.
+  db_options.max_total_wal_size = kLedgerWalBytesMax;
   return db_options;
 }
 
@@ -364,7 +367,15 @@ RocksDbLog::~RocksDbLog() {
     history_stop_ = true;
   }
   history_work_cv_.notify_one();
-  if (history_writer_.joinable()) history_writer_.join();
+  if (history_writer_.joinable()) {
+    history_writer_.join();
+    // Its entries were written without the WAL: on the disk before the ledger closes.
+    const Status flushed = FlushHistory(true);
+    if (!flushed.ok()) {
+      spdlog::warn("the history index of {} was not flushed on close (the next open writes "
+                   "what it lacks): {}", dir_, flushed.ToString());
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     ADM_CHECK(queue_.empty() && !leading_, "ledger closed with %zu appends in flight%s",
@@ -544,11 +555,15 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
 
 namespace {
 
-// kHistoryThroughKey's value: 8 bytes, big-endian.
+// kHistoryThroughKey's value: 8 bytes, big-endian. Read from the history family (null: none),
+// else from `default`, where ledgers written before it moved keep it.
 Result<std::optional<Sequence>> ReadHistoryThrough(rocksdb::DB& db,
-                                                   const rocksdb::ReadOptions& read) {
+                                                   const rocksdb::ReadOptions& read,
+                                                   rocksdb::ColumnFamilyHandle* history) {
   std::string value;
-  rocksdb::Status s = db.Get(read, RocksDbLog::kHistoryThroughKey, &value);
+  rocksdb::Status s = rocksdb::Status::NotFound();
+  if (history != nullptr) s = db.Get(read, history, RocksDbLog::kHistoryThroughKey, &value);
+  if (s.IsNotFound()) s = db.Get(read, RocksDbLog::kHistoryThroughKey, &value);
   if (s.IsNotFound()) return std::optional<Sequence>();
   ADM_RETURN_IF_ERROR(FromRocks(s, "reading how far the history index goes"));
   if (value.size() != 8) {
@@ -566,7 +581,8 @@ Status RocksDbLog::OpenHistory() {
   if (!hs.ok() && !hs.IsNotFound()) return FromRocks(hs, "reading the history index's state");
   history_complete_ = history_family_ != nullptr && hs.ok() && state == kHistoryComplete;
   if (options_.read_only) return Status::Ok();
-  Result<std::optional<Sequence>> through = ReadHistoryThrough(*db_, rocksdb::ReadOptions());
+  Result<std::optional<Sequence>> through =
+      ReadHistoryThrough(*db_, rocksdb::ReadOptions(), history_family_.get());
   if (!through.ok()) return through.status();
   const Sequence head = GetHead().sequence;
   // Not complete: from the first event (an interrupted build starts again). Complete without a
@@ -634,7 +650,7 @@ Status RocksDbLog::BuildHistory(Sequence from) {
     if (*shown == 0) break;
     through.clear();
     PutBigEndian64(&through, next - 1);
-    batch.Put(kHistoryThroughKey, through);
+    batch.Put(history_family_.get(), kHistoryThroughKey, through);
     ADM_RETURN_IF_ERROR(FromRocks(db_->Write(rocksdb::WriteOptions(), &batch),
                                   "writing the history index of " + dir_));
     if (options_.history_progress) options_.history_progress(next - 1, head);
@@ -644,12 +660,20 @@ Status RocksDbLog::BuildHistory(Sequence from) {
   rocksdb::WriteBatch complete;
   through.clear();
   PutBigEndian64(&through, head);
+  complete.Put(history_family_.get(), kHistoryThroughKey, through);
+  // For older versions, which read `I` in `default` only: they index the events after it again.
   complete.Put(kHistoryThroughKey, through);
   complete.Put(kHistoryStateKey, kHistoryComplete);
   ADM_RETURN_IF_ERROR(FromRocks(db_->Write(synced, &complete),
                                 "marking the history index of " + dir_ + " complete"));
   history_complete_ = true;
   return Status::Ok();
+}
+
+Status RocksDbLog::FlushHistory(bool wait) {
+  rocksdb::FlushOptions flush;
+  flush.wait = wait;
+  return FromRocks(db_->Flush(flush, history_family_.get()), "flushing the history index of " + dir_);
 }
 
 void RocksDbLog::QueueHistory(std::vector<PreparedAppend>& prepared) {
@@ -668,6 +692,7 @@ void RocksDbLog::QueueHistory(std::vector<PreparedAppend>& prepared) {
 
 void RocksDbLog::WriteHistoryBehind() {
   std::vector<StoredEvent> events;
+  size_t unflushed = 0;  // events indexed since this thread's last flush
   std::unique_lock<std::mutex> lock(history_mu_);
   for (;;) {
     history_work_cv_.wait(lock, [this] { return history_stop_ || !history_pending_.empty(); });
@@ -679,7 +704,12 @@ void RocksDbLog::WriteHistoryBehind() {
     }
     lock.unlock();
     history_room_cv_.notify_all();
-    const Status written = WriteHistoryEntries(events, false);
+    Status written = WriteHistoryEntries(events);
+    unflushed += events.size();
+    if (written.ok() && unflushed >= kHistoryUnflushedEventsMax) {
+      written = FlushHistory(false);
+      unflushed = 0;
+    }
     lock.lock();
     if (!written.ok()) {
       spdlog::warn("the history index of {} stops at the event before {} until the ledger is "
@@ -691,7 +721,7 @@ void RocksDbLog::WriteHistoryBehind() {
   }
 }
 
-Status RocksDbLog::WriteHistoryEntries(std::span<const StoredEvent> events, bool sync) {
+Status RocksDbLog::WriteHistoryEntries(std::span<const StoredEvent> events) {
   ADM_CHECK(!events.empty(), "a history write of no events");
   // About two entries of about 60 bytes per event.
   rocksdb::WriteBatch batch(64 + events.size() * 128);
@@ -708,10 +738,14 @@ Status RocksDbLog::WriteHistoryEntries(std::span<const StoredEvent> events, bool
   }
   std::string through;
   PutBigEndian64(&through, events.back().sequence);
-  batch.Put(kHistoryThroughKey, through);
-  // Unsynced: the events are durable, and entries a crash loses are written again by Open.
+  // In the entries' family: its memtables reach the disk whole and in write order, so `I` is
+  // never durable before the entries it covers.
+  batch.Put(history_family_.get(), kHistoryThroughKey, through);
+  // Without the WAL: the events are durable, and the entries a crash loses with the memtable are
+  // written again by Open, from `I`. Not so when the events' own writes are unsynced: a flushed
+  // history could then cover events a crash lost.
   rocksdb::WriteOptions write_options;
-  write_options.sync = sync && options_.sync;
+  write_options.disableWAL = options_.sync;
   return FromRocks(db_->Write(write_options, &batch), "writing the history index of " + dir_);
 }
 
@@ -734,7 +768,7 @@ Result<std::optional<std::vector<Sequence>>> RocksDbLog::History(std::string_vie
     ADM_RETURN_IF_ERROR(FromRocks(s, "reading the head"));
     ADM_RETURN_IF_ERROR(DecodeHead(head_value, &head));
   }
-  Result<std::optional<Sequence>> through = ReadHistoryThrough(*db_, read);
+  Result<std::optional<Sequence>> through = ReadHistoryThrough(*db_, read, history_family_.get());
   if (!through.ok()) return through.status();
   const Sequence indexed = std::min(through->value_or(head.sequence), head.sequence);
   const Sequence last = at_most == 0 ? head.sequence : std::min(at_most, head.sequence);
@@ -1241,7 +1275,7 @@ Status RocksDbLog::Ingest(std::span<const Ingested> events, const Head& head_aft
     write_batch.Put(kHeadKey, EncodeHead(head_after));
     std::string through;
     PutBigEndian64(&through, head_after.sequence);
-    write_batch.Put(kHistoryThroughKey, through);
+    write_batch.Put(history_family_.get(), kHistoryThroughKey, through);
   }
   rocksdb::WriteOptions write_options;
   write_options.sync = options_.sync;

@@ -369,8 +369,9 @@ RocksDbLog::~RocksDbLog() {
   history_work_cv_.notify_one();
   if (history_writer_.joinable()) {
     history_writer_.join();
-    // Its entries were written without the WAL: on the disk before the ledger closes.
-    const Status flushed = FlushHistory(true);
+    // Entries written without the WAL (synced appends) reach the disk before the ledger closes;
+    // with the WAL they are safe already, and a flush per close would only add table files.
+    const Status flushed = options_.sync ? FlushHistory(true) : Status::Ok();
     if (!flushed.ok()) {
       spdlog::warn("the history index of {} was not flushed on close (the next open writes "
                    "what it lacks): {}", dir_, flushed.ToString());
@@ -706,7 +707,8 @@ void RocksDbLog::WriteHistoryBehind() {
     history_room_cv_.notify_all();
     Status written = WriteHistoryEntries(events);
     unflushed += events.size();
-    if (written.ok() && unflushed >= kHistoryUnflushedEventsMax) {
+    // Only entries written without the WAL are invisible to a reader in another process.
+    if (written.ok() && options_.sync && unflushed >= kHistoryUnflushedEventsMax) {
       written = FlushHistory(false);
       unflushed = 0;
     }

@@ -85,7 +85,7 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
 // Index entries go into the batch after all events, in key order (the index family's memtable
 // inserts them in batch order).
 void PutIndexEntries(rocksdb::ColumnFamilyHandle& index_family,
-                     std::vector<std::pair<std::string, Sequence>>* entries,
+                     std::vector<std::pair<std::string_view, Sequence>>* entries,
                      rocksdb::WriteBatch* batch) {
   std::sort(entries->begin(), entries->end());
   std::string sequence_bytes;
@@ -158,6 +158,9 @@ rocksdb::DBOptions LedgerDbOptions(bool create_if_missing) {
   // WAL step goes on while the one before it still inserts into the memtables, so a leader
   // does not wait for a history write to finish before it starts its own.
   db_options.enable_pipelined_write = true;
+  // The history family's memtable is written without the WAL, yet holds back the deletion of
+  // every log since it last flushed; past this much log, RocksDB flushes the families that do.
+  db_options.max_total_wal_size = kLedgerWalBytesMax;
   return db_options;
 }
 
@@ -364,7 +367,16 @@ RocksDbLog::~RocksDbLog() {
     history_stop_ = true;
   }
   history_work_cv_.notify_one();
-  if (history_writer_.joinable()) history_writer_.join();
+  if (history_writer_.joinable()) {
+    history_writer_.join();
+    // Entries written without the WAL (synced appends) reach the disk before the ledger closes;
+    // with the WAL they are safe already, and a flush per close would only add table files.
+    const Status flushed = options_.sync ? FlushHistory(true) : Status::Ok();
+    if (!flushed.ok()) {
+      spdlog::warn("the history index of {} was not flushed on close (the next open writes "
+                   "what it lacks): {}", dir_, flushed.ToString());
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     ADM_CHECK(queue_.empty() && !leading_, "ledger closed with %zu appends in flight%s",
@@ -544,11 +556,15 @@ Result<std::unique_ptr<RocksDbLog>> RocksDbLog::Open(const std::string& dir,
 
 namespace {
 
-// kHistoryThroughKey's value: 8 bytes, big-endian.
+// kHistoryThroughKey's value: 8 bytes, big-endian. Read from the history family (null: none),
+// else from `default`, where ledgers written before it moved keep it.
 Result<std::optional<Sequence>> ReadHistoryThrough(rocksdb::DB& db,
-                                                   const rocksdb::ReadOptions& read) {
+                                                   const rocksdb::ReadOptions& read,
+                                                   rocksdb::ColumnFamilyHandle* history) {
   std::string value;
-  rocksdb::Status s = db.Get(read, RocksDbLog::kHistoryThroughKey, &value);
+  rocksdb::Status s = rocksdb::Status::NotFound();
+  if (history != nullptr) s = db.Get(read, history, RocksDbLog::kHistoryThroughKey, &value);
+  if (s.IsNotFound()) s = db.Get(read, RocksDbLog::kHistoryThroughKey, &value);
   if (s.IsNotFound()) return std::optional<Sequence>();
   ADM_RETURN_IF_ERROR(FromRocks(s, "reading how far the history index goes"));
   if (value.size() != 8) {
@@ -566,7 +582,8 @@ Status RocksDbLog::OpenHistory() {
   if (!hs.ok() && !hs.IsNotFound()) return FromRocks(hs, "reading the history index's state");
   history_complete_ = history_family_ != nullptr && hs.ok() && state == kHistoryComplete;
   if (options_.read_only) return Status::Ok();
-  Result<std::optional<Sequence>> through = ReadHistoryThrough(*db_, rocksdb::ReadOptions());
+  Result<std::optional<Sequence>> through =
+      ReadHistoryThrough(*db_, rocksdb::ReadOptions(), history_family_.get());
   if (!through.ok()) return through.status();
   const Sequence head = GetHead().sequence;
   // Not complete: from the first event (an interrupted build starts again). Complete without a
@@ -587,12 +604,30 @@ std::string RocksDbLog::HistoryKey(std::string_view history_key, Sequence sequen
   return key;
 }
 
+namespace {
+
+// Puts the history entries of event `sequence` (HistoryKey(k, sequence) for each of `keys`) into
+// `batch`, each key laid out in `scratch`, which is reused: no allocation once it has grown.
+void PutHistoryEntries(rocksdb::WriteBatch* batch, rocksdb::ColumnFamilyHandle* family,
+                       Sequence sequence, const schema::HistoryKeyTexts& keys,
+                       std::string* scratch) {
+  for (size_t i = 0; i < keys.size(); ++i) {
+    scratch->assign(keys[i]);
+    scratch->push_back('\0');
+    PutBigEndian64(scratch, sequence);
+    batch->Put(family, *scratch, rocksdb::Slice());
+  }
+}
+
+}  // namespace
+
 Status RocksDbLog::BuildHistory(Sequence from) {
   const Sequence head = GetHead().sequence;
   // Bounded batches, each with how far it went (an interrupted completion goes on from there;
   // an interrupted build of an older ledger's index starts again).
   constexpr size_t kEventsPerBatch = 8192;
-  std::vector<std::string> keys;
+  schema::HistoryKeyTexts keys;
+  std::string scratch;
   std::string through;
   Sequence next = std::max<Sequence>(from, 1);
   while (next <= head) {
@@ -606,10 +641,8 @@ Status RocksDbLog::BuildHistory(Sequence from) {
                                                decoded.status().message());
         return false;
       }
-      schema::HistoryKeysOf(decoded->root(), &keys);
-      for (const std::string& k : keys) {
-        batch.Put(history_family_.get(), HistoryKey(k, sequence), "");
-      }
+      schema::HistoryKeysInto(decoded->root(), &keys);
+      PutHistoryEntries(&batch, history_family_.get(), sequence, keys, &scratch);
       next = sequence + 1;
       return true;
     });
@@ -618,7 +651,7 @@ Status RocksDbLog::BuildHistory(Sequence from) {
     if (*shown == 0) break;
     through.clear();
     PutBigEndian64(&through, next - 1);
-    batch.Put(kHistoryThroughKey, through);
+    batch.Put(history_family_.get(), kHistoryThroughKey, through);
     ADM_RETURN_IF_ERROR(FromRocks(db_->Write(rocksdb::WriteOptions(), &batch),
                                   "writing the history index of " + dir_));
     if (options_.history_progress) options_.history_progress(next - 1, head);
@@ -628,12 +661,20 @@ Status RocksDbLog::BuildHistory(Sequence from) {
   rocksdb::WriteBatch complete;
   through.clear();
   PutBigEndian64(&through, head);
+  complete.Put(history_family_.get(), kHistoryThroughKey, through);
+  // For older versions, which read `I` in `default` only: they index the events after it again.
   complete.Put(kHistoryThroughKey, through);
   complete.Put(kHistoryStateKey, kHistoryComplete);
   ADM_RETURN_IF_ERROR(FromRocks(db_->Write(synced, &complete),
                                 "marking the history index of " + dir_ + " complete"));
   history_complete_ = true;
   return Status::Ok();
+}
+
+Status RocksDbLog::FlushHistory(bool wait) {
+  rocksdb::FlushOptions flush;
+  flush.wait = wait;
+  return FromRocks(db_->Flush(flush, history_family_.get()), "flushing the history index of " + dir_);
 }
 
 void RocksDbLog::QueueHistory(std::vector<PreparedAppend>& prepared) {
@@ -652,6 +693,7 @@ void RocksDbLog::QueueHistory(std::vector<PreparedAppend>& prepared) {
 
 void RocksDbLog::WriteHistoryBehind() {
   std::vector<StoredEvent> events;
+  size_t unflushed = 0;  // events indexed since this thread's last flush
   std::unique_lock<std::mutex> lock(history_mu_);
   for (;;) {
     history_work_cv_.wait(lock, [this] { return history_stop_ || !history_pending_.empty(); });
@@ -663,7 +705,13 @@ void RocksDbLog::WriteHistoryBehind() {
     }
     lock.unlock();
     history_room_cv_.notify_all();
-    const Status written = WriteHistoryEntries(events, false);
+    Status written = WriteHistoryEntries(events);
+    unflushed += events.size();
+    // Only entries written without the WAL are invisible to a reader in another process.
+    if (written.ok() && options_.sync && unflushed >= kHistoryUnflushedEventsMax) {
+      written = FlushHistory(false);
+      unflushed = 0;
+    }
     lock.lock();
     if (!written.ok()) {
       spdlog::warn("the history index of {} stops at the event before {} until the ledger is "
@@ -675,11 +723,12 @@ void RocksDbLog::WriteHistoryBehind() {
   }
 }
 
-Status RocksDbLog::WriteHistoryEntries(std::span<const StoredEvent> events, bool sync) {
+Status RocksDbLog::WriteHistoryEntries(std::span<const StoredEvent> events) {
   ADM_CHECK(!events.empty(), "a history write of no events");
   // About two entries of about 60 bytes per event.
   rocksdb::WriteBatch batch(64 + events.size() * 128);
-  std::vector<std::string> keys;
+  schema::HistoryKeyTexts keys;
+  std::string scratch;
   Sequence expected = events.front().sequence;
   for (const StoredEvent& e : events) {
     ADM_CHECK(e.sequence == expected, "history of event %lu after %lu",
@@ -687,16 +736,18 @@ Status RocksDbLog::WriteHistoryEntries(std::span<const StoredEvent> events, bool
     ++expected;
     // The bytes this log sequenced itself: canonical, checked before they were stored.
     schema::HistoryKeysOfCanonical(e.bytes, &keys);
-    for (const std::string& k : keys) {
-      batch.Put(history_family_.get(), HistoryKey(k, e.sequence), rocksdb::Slice());
-    }
+    PutHistoryEntries(&batch, history_family_.get(), e.sequence, keys, &scratch);
   }
   std::string through;
   PutBigEndian64(&through, events.back().sequence);
-  batch.Put(kHistoryThroughKey, through);
-  // Unsynced: the events are durable, and entries a crash loses are written again by Open.
+  // In the entries' family: its memtables reach the disk whole and in write order, so `I` is
+  // never durable before the entries it covers.
+  batch.Put(history_family_.get(), kHistoryThroughKey, through);
+  // Without the WAL: the events are durable, and the entries a crash loses with the memtable are
+  // written again by Open, from `I`. Not so when the events' own writes are unsynced: a flushed
+  // history could then cover events a crash lost.
   rocksdb::WriteOptions write_options;
-  write_options.sync = sync && options_.sync;
+  write_options.disableWAL = options_.sync;
   return FromRocks(db_->Write(write_options, &batch), "writing the history index of " + dir_);
 }
 
@@ -719,7 +770,7 @@ Result<std::optional<std::vector<Sequence>>> RocksDbLog::History(std::string_vie
     ADM_RETURN_IF_ERROR(FromRocks(s, "reading the head"));
     ADM_RETURN_IF_ERROR(DecodeHead(head_value, &head));
   }
-  Result<std::optional<Sequence>> through = ReadHistoryThrough(*db_, read);
+  Result<std::optional<Sequence>> through = ReadHistoryThrough(*db_, read, history_family_.get());
   if (!through.ok()) return through.status();
   const Sequence indexed = std::min(through->value_or(head.sequence), head.sequence);
   const Sequence last = at_most == 0 ? head.sequence : std::min(at_most, head.sequence);
@@ -1093,7 +1144,8 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
   uint64_t written = 0;
   // Index entries go into the batch after all events, in key order (the index family's
   // memtable inserts them in batch order).
-  std::vector<std::pair<std::string, Sequence>> index_puts;
+  // Views of the requests' keys (IndexKey is the key itself), alive until the write.
+  std::vector<std::pair<std::string_view, Sequence>> index_puts;
   for (size_t i = 0; i < group.size(); ++i) {
     Request* r = group[i];
     AppendAck ack;
@@ -1105,9 +1157,8 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
     for (const StoredEvent& e : prepared[i].events) {
       write_batch.Put(EventKey(e.sequence), e.bytes);
     }
-    for (const auto& [key, sequence] : prepared[i].index_entries) {
-      index_puts.emplace_back(IndexKey(key), sequence);
-    }
+    index_puts.insert(index_puts.end(), prepared[i].index_entries.begin(),
+                      prepared[i].index_entries.end());
     written += prepared[i].events.size();
     wrote[i] = !prepared[i].events.empty();
     head = prepared[i].head;
@@ -1201,17 +1252,16 @@ Status RocksDbLog::Ingest(std::span<const Ingested> events, const Head& head_aft
   for (const Ingested& e : events) reserve_bytes += e.bytes.size() + 2 * e.key.size() + 32;
   for (const auto& [key, value] : extra) reserve_bytes += key.size() + value.size() + 8;
   rocksdb::WriteBatch write_batch(reserve_bytes);
-  std::vector<std::pair<std::string, Sequence>> index_puts;
-  std::vector<std::string> history_keys;
+  std::vector<std::pair<std::string_view, Sequence>> index_puts;  // IndexKey is the key itself
+  schema::HistoryKeyTexts history_keys;
+  std::string scratch;
   for (const Ingested& e : events) {
     ADM_CHECK(e.sequence == expected, "ingest of sequence %lu on head %lu",
               static_cast<unsigned long>(e.sequence), static_cast<unsigned long>(expected - 1));
     write_batch.Put(EventKey(e.sequence), rocksdb::Slice(e.bytes.data(), e.bytes.size()));
-    if (!e.key.empty()) index_puts.emplace_back(IndexKey(e.key), e.sequence);
+    if (!e.key.empty()) index_puts.emplace_back(e.key, e.sequence);
     schema::HistoryKeysOfCanonical(e.bytes, &history_keys);
-    for (const std::string& k : history_keys) {
-      write_batch.Put(history_family_.get(), HistoryKey(k, e.sequence), rocksdb::Slice());
-    }
+    PutHistoryEntries(&write_batch, history_family_.get(), e.sequence, history_keys, &scratch);
     ++expected;
   }
   PutIndexEntries(*index_family_, &index_puts, &write_batch);
@@ -1227,7 +1277,7 @@ Status RocksDbLog::Ingest(std::span<const Ingested> events, const Head& head_aft
     write_batch.Put(kHeadKey, EncodeHead(head_after));
     std::string through;
     PutBigEndian64(&through, head_after.sequence);
-    write_batch.Put(kHistoryThroughKey, through);
+    write_batch.Put(history_family_.get(), kHistoryThroughKey, through);
   }
   rocksdb::WriteOptions write_options;
   write_options.sync = options_.sync;

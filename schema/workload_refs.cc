@@ -51,27 +51,61 @@ std::optional<Workload::Reader> SpecOf(Event::Reader event) {
   return std::nullopt;
 }
 
-void HistoryKeysOf(Event::Reader event, std::vector<std::string>* keys) {
-  keys->clear();
-  auto add = [&](std::string key) {
-    if (std::find(keys->begin(), keys->end(), key) == keys->end()) keys->push_back(std::move(key));
-  };
-  auto named = [&](capnp::Text::Reader ns, capnp::Text::Reader name, capnp::Text::Reader uid) {
-    if (name.size() > 0) {
-      add(HistoryNameKey(std::string(ns.cStr(), ns.size()) + "/" + std::string(name.cStr(), name.size())));
+namespace {
+
+// Appends the key `kind` + a + sep + b to `keys` unless it is there already (an event names a
+// workload at most three times, so a linear search).
+void AddKey(HistoryKeyTexts* keys, char kind, std::string_view a, std::string_view sep,
+            std::string_view b) {
+  const size_t begin = keys->text.size();
+  keys->text.push_back(kind);
+  keys->text.append(a);
+  keys->text.append(sep);
+  keys->text.append(b);
+  const std::string_view added = std::string_view(keys->text).substr(begin);
+  for (size_t i = 0; i < keys->size(); ++i) {
+    if ((*keys)[i] == added) {
+      keys->text.resize(begin);
+      return;
     }
-    if (uid.size() > 0) add(HistoryUidKey(std::string_view(uid.cStr(), uid.size())));
-  };
-  if (auto spec = SpecOf(event)) named(spec->getNamespace(), spec->getName(), spec->getUid());
-  if (auto ref = SubjectOf(event)) named(ref->getNamespace(), ref->getName(), ref->getUid());
-  if (event.getBody().isPreempted()) {
-    auto p = event.getBody().getPreempted().getPreemptor();
-    named(p.getNamespace(), p.getName(), p.getUid());
   }
-  if (event.getBody().isEngineConfigDefined()) add(std::string(kHistoryConfigKey));
+  keys->ends.push_back(keys->text.size());
 }
 
-void HistoryKeysOfCanonical(std::string_view bytes, std::vector<std::string>* keys) {
+std::string_view View(capnp::Text::Reader text) { return std::string_view(text.cStr(), text.size()); }
+
+void AddNamed(HistoryKeyTexts* keys, capnp::Text::Reader ns, capnp::Text::Reader name,
+              capnp::Text::Reader uid) {
+  // HistoryNameKey and HistoryUidKey, built in place.
+  if (name.size() > 0) AddKey(keys, 'n', View(ns), "/", View(name));
+  if (uid.size() > 0) AddKey(keys, 'u', View(uid), "", "");
+}
+
+}  // namespace
+
+void HistoryKeysInto(Event::Reader event, HistoryKeyTexts* keys) {
+  keys->text.clear();
+  keys->ends.clear();
+  if (auto spec = SpecOf(event)) AddNamed(keys, spec->getNamespace(), spec->getName(), spec->getUid());
+  if (auto ref = SubjectOf(event)) AddNamed(keys, ref->getNamespace(), ref->getName(), ref->getUid());
+  if (event.getBody().isPreempted()) {
+    auto p = event.getBody().getPreempted().getPreemptor();
+    AddNamed(keys, p.getNamespace(), p.getName(), p.getUid());
+  }
+  if (event.getBody().isEngineConfigDefined()) {
+    static_assert(kHistoryConfigKey.size() == 1);
+    AddKey(keys, kHistoryConfigKey[0], "", "", "");
+  }
+}
+
+void HistoryKeysOf(Event::Reader event, std::vector<std::string>* keys) {
+  HistoryKeyTexts texts;
+  HistoryKeysInto(event, &texts);
+  keys->clear();
+  for (size_t i = 0; i < texts.size(); ++i) keys->emplace_back(texts[i]);
+}
+
+void HistoryKeysOfCanonical(std::string_view bytes, HistoryKeyTexts* keys) {
   // Canonical bytes are one segment without a table; a reader wants them word-aligned.
   const size_t words = bytes.size() / sizeof(capnp::word);
   std::unique_ptr<capnp::word[]> copy;
@@ -83,7 +117,7 @@ void HistoryKeysOfCanonical(std::string_view bytes, std::vector<std::string>* ke
   }
   kj::ArrayPtr<const capnp::word> segments[1] = {kj::arrayPtr(start, words)};
   capnp::SegmentArrayMessageReader reader(kj::arrayPtr(segments, 1), EventReaderOptions());
-  HistoryKeysOf(reader.getRoot<Event>(), keys);
+  HistoryKeysInto(reader.getRoot<Event>(), keys);
 }
 
 }  // namespace admission::schema

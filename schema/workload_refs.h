@@ -24,9 +24,26 @@ std::optional<Workload::Reader> SpecOf(Event::Reader event);
 // carries a uid, and "c" for an engine configuration. Other events have none.
 void HistoryKeysOf(Event::Reader event, std::vector<std::string>* keys);
 
-// HistoryKeysOf for an event in the canonical form the ledger stores (one segment, no segment
-// table), which the caller has already checked (DecodeEvent or TakePlainEvent accepted it).
-void HistoryKeysOfCanonical(std::string_view bytes, std::vector<std::string>* keys);
+// HistoryKeysOf's keys without a string each: their bytes one after another in `text`, key i
+// being [ends[i-1], ends[i]). The history writer reuses one for every event, so a key costs no
+// allocation once the buffers have grown.
+struct HistoryKeyTexts {
+  std::string text;
+  std::vector<size_t> ends;
+  size_t size() const { return ends.size(); }
+  std::string_view operator[](size_t i) const {
+    const size_t begin = i == 0 ? 0 : ends[i - 1];
+    return std::string_view(text).substr(begin, ends[i] - begin);
+  }
+};
+// Replaces `keys` with the event's history keys (the same keys, in the same order, as
+// HistoryKeysOf).
+void HistoryKeysInto(Event::Reader event, HistoryKeyTexts* keys);
+
+// HistoryKeysInto for an event in the canonical form the ledger stores (one segment, no segment
+// table), which the caller has already checked (DecodeEvent or TakePlainEvent accepted it). The
+// reader lives on the stack: no allocation unless `bytes` is not word-aligned.
+void HistoryKeysOfCanonical(std::string_view bytes, HistoryKeyTexts* keys);
 
 inline std::string HistoryNameKey(std::string_view ns_name) { return "n" + std::string(ns_name); }
 // The history key of every engine configuration (explain reads the retention in effect).

@@ -833,7 +833,7 @@ double TimeHistoryKeys(const std::vector<std::string>& batch, size_t rounds, siz
   ledger::PreparedAppend prepared;
   Status s = ledger::PrepareAppend(batch, ledger::Head{}, group_keys, NoKeys(), &ack, &prepared);
   ADM_CHECK(s.ok(), "%s", s.ToString().c_str());
-  std::vector<std::string> keys;
+  schema::HistoryKeyTexts keys;
   auto t0 = Clock::now();
   for (size_t r = 0; r < rounds; ++r) {
     for (const ledger::StoredEvent& e : prepared.events) {

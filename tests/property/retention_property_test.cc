@@ -14,8 +14,11 @@
 #include <rapidcheck/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <chrono>
+#include <filesystem>
 #include <map>
 #include <set>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -186,11 +189,16 @@ TEST(HistoryIndex, AnOlderLedgerIsIndexedOnItsFirstWritableOpen) {
   EXPECT_EQ(**bounded, std::vector<Sequence>(full.begin(), full.begin() + 2));
 }
 
-// kHistoryThroughKey of a closed ledger.
+// kHistoryThroughKey of a closed ledger, as the ledger reads it: in the history family, else in
+// `default`.
 Sequence HistoryThrough(RawLedgerDb& raw) {
   std::string value;
-  EXPECT_TRUE(
-      raw.db->Get(rocksdb::ReadOptions(), ledger::RocksDbLog::kHistoryThroughKey, &value).ok());
+  rocksdb::Status read = raw.db->Get(rocksdb::ReadOptions(), raw.history.get(),
+                                     ledger::RocksDbLog::kHistoryThroughKey, &value);
+  if (read.IsNotFound()) {
+    read = raw.db->Get(rocksdb::ReadOptions(), ledger::RocksDbLog::kHistoryThroughKey, &value);
+  }
+  EXPECT_TRUE(read.ok()) << read.ToString();
   EXPECT_EQ(value.size(), 8u);
   Sequence s = 0;
   for (char c : value) s = (s << 8) | static_cast<uint8_t>(c);
@@ -204,6 +212,7 @@ std::vector<std::string> HistoryEntriesAfter(RawLedgerDb& raw, Sequence after) {
       raw.db->NewIterator(rocksdb::ReadOptions(), raw.history.get()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const std::string key = it->key().ToString();
+    if (key.size() <= 8) continue;  // kHistoryThroughKey
     Sequence s = 0;
     for (size_t i = key.size() - 8; i < key.size(); ++i) {
       s = (s << 8) | static_cast<uint8_t>(key[i]);
@@ -262,8 +271,8 @@ TEST(HistoryIndex, EntriesACrashLostAreReadFromTheEventsAndWrittenOnTheNextOpen)
     }
     std::string value;
     for (int shift = 56; shift >= 0; shift -= 8) value.push_back(static_cast<char>(kept >> shift));
-    ASSERT_TRUE(raw.db->Put(rocksdb::WriteOptions(), ledger::RocksDbLog::kHistoryThroughKey,
-                            value).ok());
+    ASSERT_TRUE(raw.db->Put(rocksdb::WriteOptions(), raw.history.get(),
+                            ledger::RocksDbLog::kHistoryThroughKey, value).ok());
   }
   for (bool read_only : {true, false}) {
     ledger::RocksDbLogOptions options;
@@ -275,6 +284,91 @@ TEST(HistoryIndex, EntriesACrashLostAreReadFromTheEventsAndWrittenOnTheNextOpen)
   RawLedgerDb raw = OpenRawLedgerDb(ledger_dir);
   EXPECT_EQ(HistoryThrough(raw), head) << "the writable open wrote the missing entries";
   EXPECT_FALSE(HistoryEntriesAfter(raw, kept).empty());
+}
+
+// Every history key of the ledger's events, with their sequences, read from the events.
+std::map<std::string, std::vector<Sequence>> HistoriesOfEvents(ledger::EventLog& log) {
+  std::map<std::string, std::vector<Sequence>> out;
+  std::vector<std::string> keys;
+  auto shown = log.Scan(1, ledger::kReadEventsMax, [&](Sequence sequence, std::string_view bytes) {
+    auto decoded = schema::DecodeEvent(bytes);
+    EXPECT_TRUE(decoded.ok()) << sequence;
+    if (!decoded.ok()) return false;
+    schema::HistoryKeysOf(decoded->root(), &keys);
+    for (const std::string& k : keys) out[k].push_back(sequence);
+    return true;
+  });
+  EXPECT_TRUE(shown.ok() && *shown == log.GetHead().sequence);
+  return out;
+}
+
+// History of every key the events have (workload names, uids, configurations) is the one read
+// from the events.
+void ExpectEveryHistory(ledger::EventLog& log) {
+  const std::map<std::string, std::vector<Sequence>> want = HistoriesOfEvents(log);
+  ASSERT_GE(want.size(), 4u);
+  for (const auto& [key, sequences] : want) {
+    auto h = log.History(key, 0);
+    ASSERT_TRUE(h.ok() && h->has_value()) << key;
+    EXPECT_EQ(**h, sequences) << key;
+  }
+}
+
+// The history writer writes without the WAL, so a crash loses the entries of its memtable; the
+// next writable open writes them again from `I`. The ledger as a killed process leaves it: its
+// files copied while it is open, every append returned and the writer idle. Events appended
+// after the reopen move `I` past the rebuilt ones, so a rebuild that missed any shows.
+TEST(HistoryIndex, ACrashLosesNoHistory) {
+  constexpr auto kWriterIdle = std::chrono::milliseconds(300);
+  TempDir dir;
+  const std::string live_dir = dir.Sub("ledger");
+  const std::string crashed_dir = dir.Sub("crashed");
+  Sequence head = 0;
+  {
+    auto log = ledger::RocksDbLog::Open(live_dir);
+    ASSERT_TRUE(log.ok());
+    RecordScenario(ScenarioFromSeed(17, 80), **log);
+    head = (*log)->GetHead().sequence;
+    std::this_thread::sleep_for(kWriterIdle);
+    // A reader beside the writer (as another process) sees only flushed entries: it reads the
+    // events after their `I` itself.
+    ledger::RocksDbLogOptions read_only;
+    read_only.read_only = true;
+    auto reader = ledger::RocksDbLog::Open(live_dir, read_only);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    ExpectEveryHistory(**reader);
+    reader->reset();
+    std::filesystem::copy(live_dir, crashed_dir, std::filesystem::copy_options::recursive);
+  }
+  {
+    RawLedgerDb raw = OpenRawLedgerDb(crashed_dir);
+    ASSERT_NE(raw.history, nullptr);
+    EXPECT_LT(HistoryThrough(raw), head) << "the crash lost entries written without the WAL";
+  }
+  {
+    auto log = ledger::RocksDbLog::Open(crashed_dir);
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    ExpectEveryHistory(**log);
+    capnp::MallocMessageBuilder m;
+    auto event = m.initRoot<schema::Event>();
+    event.setRecordedAtNs((*log)->GetHead().recorded_at_ns);
+    auto ref = event.initBody().initWorkloadDeleted().initWorkload();
+    ref.setNamespace("ns");
+    ref.setName("after-the-crash");
+    auto appended = (*log)->Append(std::vector<std::string>{schema::EncodeEvent(m)});
+    ASSERT_TRUE(appended.ok()) << appended.status().ToString();
+  }
+  {
+    RawLedgerDb raw = OpenRawLedgerDb(crashed_dir);
+    EXPECT_EQ(HistoryThrough(raw), head + 1) << "a clean close flushed the history";
+  }
+  for (bool read_only : {true, false}) {
+    ledger::RocksDbLogOptions options;
+    options.read_only = read_only;
+    auto log = ledger::RocksDbLog::Open(crashed_dir, options);
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    ExpectEveryHistory(**log);
+  }
 }
 
 // A ledger whose history family was written in the earlier layout (one skip list, no prefix

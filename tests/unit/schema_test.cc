@@ -8,6 +8,7 @@
 
 #include "schema/enum_names.h"
 #include "schema/event_codec.h"
+#include "schema/workload_refs.h"
 #include "tests/unit/event_gen.h"
 
 namespace admission::schema {
@@ -179,6 +180,41 @@ TEST(EventCodec, DecodesWhatItEncoded) {
             "train-1");
   EXPECT_EQ(BodyName(event), "workloadDeleted");
   EXPECT_FALSE(IsDecision(event.getBody().which()));
+}
+
+// The history keys of a stored event, read by the history writer from one reused buffer, are
+// HistoryKeysOf's: each once, in order, from aligned bytes or not; the buffer keeps nothing of
+// the event before.
+TEST(HistoryKeys, TheWritersKeysAreHistoryKeysOfEachOnceFromAnyAlignment) {
+  capnp::MallocMessageBuilder m;
+  auto preempted = m.initRoot<Event>().initBody().initPreempted();
+  auto victim = preempted.initWorkload();
+  victim.setNamespace("team-a");
+  victim.setName("train-1");
+  victim.setUid("uid-1");
+  auto preemptor = preempted.initPreemptor();
+  preemptor.setNamespace("team-a");
+  preemptor.setName("train-2");
+  preemptor.setUid("uid-1");  // the same uid again: one key
+  const std::string bytes = EncodeEvent(m);
+  const std::vector<std::string> want = {"nteam-a/train-1", "uuid-1", "nteam-a/train-2"};
+  Result<DecodedEvent> decoded = DecodeEvent(bytes);
+  ASSERT_TRUE(decoded.ok());
+  std::vector<std::string> keys;
+  HistoryKeysOf(decoded->root(), &keys);
+  EXPECT_EQ(keys, want);
+
+  HistoryKeyTexts texts;
+  HistoryKeysOfCanonical(BuildEvent(EventSpec{0, "ns", "other", "uid-9", 0, "", ""}, 1), &texts);
+  ASSERT_EQ(texts.size(), 2u);
+  for (size_t shift : {0, 1, 3}) {
+    std::string shifted(shift, 'x');
+    shifted += bytes;
+    HistoryKeysOfCanonical(std::string_view(shifted).substr(shift), &texts);
+    std::vector<std::string> got;
+    for (size_t i = 0; i < texts.size(); ++i) got.emplace_back(texts[i]);
+    EXPECT_EQ(got, want) << "shifted by " << shift;
+  }
 }
 
 TEST(EventCodec, RefusesTruncatedAndOversizedBytes) {

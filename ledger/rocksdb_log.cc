@@ -85,7 +85,7 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
 // Index entries go into the batch after all events, in key order (the index family's memtable
 // inserts them in batch order).
 void PutIndexEntries(rocksdb::ColumnFamilyHandle& index_family,
-                     std::vector<std::pair<std::string_view, Sequence>>* entries,
+                     std::vector<std::pair<std::string, Sequence>>* entries,
                      rocksdb::WriteBatch* batch) {
   std::sort(entries->begin(), entries->end());
   std::string sequence_bytes;
@@ -1144,8 +1144,7 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
   uint64_t written = 0;
   // Index entries go into the batch after all events, in key order (the index family's
   // memtable inserts them in batch order).
-  // Views of the requests' keys (IndexKey is the key itself), alive until the write.
-  std::vector<std::pair<std::string_view, Sequence>> index_puts;
+  std::vector<std::pair<std::string, Sequence>> index_puts;
   for (size_t i = 0; i < group.size(); ++i) {
     Request* r = group[i];
     AppendAck ack;
@@ -1157,8 +1156,9 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
     for (const StoredEvent& e : prepared[i].events) {
       write_batch.Put(EventKey(e.sequence), e.bytes);
     }
-    index_puts.insert(index_puts.end(), prepared[i].index_entries.begin(),
-                      prepared[i].index_entries.end());
+    for (const auto& [key, sequence] : prepared[i].index_entries) {
+      index_puts.emplace_back(IndexKey(key), sequence);
+    }
     written += prepared[i].events.size();
     wrote[i] = !prepared[i].events.empty();
     head = prepared[i].head;
@@ -1252,14 +1252,14 @@ Status RocksDbLog::Ingest(std::span<const Ingested> events, const Head& head_aft
   for (const Ingested& e : events) reserve_bytes += e.bytes.size() + 2 * e.key.size() + 32;
   for (const auto& [key, value] : extra) reserve_bytes += key.size() + value.size() + 8;
   rocksdb::WriteBatch write_batch(reserve_bytes);
-  std::vector<std::pair<std::string_view, Sequence>> index_puts;  // IndexKey is the key itself
+  std::vector<std::pair<std::string, Sequence>> index_puts;
   schema::HistoryKeyTexts history_keys;
   std::string scratch;
   for (const Ingested& e : events) {
     ADM_CHECK(e.sequence == expected, "ingest of sequence %lu on head %lu",
               static_cast<unsigned long>(e.sequence), static_cast<unsigned long>(expected - 1));
     write_batch.Put(EventKey(e.sequence), rocksdb::Slice(e.bytes.data(), e.bytes.size()));
-    if (!e.key.empty()) index_puts.emplace_back(e.key, e.sequence);
+    if (!e.key.empty()) index_puts.emplace_back(IndexKey(e.key), e.sequence);
     schema::HistoryKeysOfCanonical(e.bytes, &history_keys);
     PutHistoryEntries(&write_batch, history_family_.get(), e.sequence, history_keys, &scratch);
     ++expected;

@@ -40,7 +40,7 @@ Status CompareWithRecorded(std::string_view key, Sequence recorded_sequence,
 
 // The event recorded with `key` before: in this request, in an earlier request of the group,
 // or in the log's index (then *durable owns the bytes *recorded views).
-Status FindRecorded(std::string_view key, const GroupKeys& own_keys,
+Status FindRecorded(const std::string& key, const GroupKeys& own_keys,
                     const GroupKeys& group_keys, const KeyLookup& lookup,
                     std::optional<GroupKey>* recorded, std::optional<RecordedKey>* durable) {
   if (auto it = own_keys.find(key); it != own_keys.end()) {
@@ -75,7 +75,7 @@ CheckedBatch CheckBatch(std::span<const std::string> batch) {
           break;
         }
         checked.events.push_back(
-            CheckedEvent{std::move(stored), key, recorded_at_ns, Status::Ok(), {}});
+            CheckedEvent{std::move(stored), std::string(key), recorded_at_ns, Status::Ok()});
         continue;
       }
     }
@@ -92,9 +92,7 @@ CheckedBatch CheckBatch(std::span<const std::string> batch) {
       break;
     }
     CheckedEvent& e = checked.events.emplace_back();
-    // The decoded message may be a copy of the batch's bytes that goes with `decoded`.
-    e.owned_key = std::string(key);
-    e.key = e.owned_key;
+    e.key = std::string(key);
     e.recorded_at_ns = event.getRecordedAtNs();
     Result<schema::StoredEventTemplate> stored =
         schema::MakeStoredEventTemplate(batch[i], *decoded);

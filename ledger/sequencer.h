@@ -29,11 +29,9 @@ struct RecordedKey {
 using KeyLookup = std::function<Result<std::optional<RecordedKey>>(std::string_view key)>;
 
 // What one request adds to the log, once it is accepted.
-// Lifetime: index_entries view the keys of the CheckedBatch it was sequenced from (the request's
-// batch, or the CheckedBatch itself): use them before either goes.
 struct PreparedAppend {
-  std::vector<StoredEvent> events;                                  // new events, in order
-  std::vector<std::pair<std::string_view, Sequence>> index_entries;  // key -> sequence
+  std::vector<StoredEvent> events;                            // new events, in order
+  std::vector<std::pair<std::string, Sequence>> index_entries;  // key -> sequence
   Head head;                                                  // the head after this request
 };
 
@@ -52,21 +50,18 @@ struct KeyHash {
 
 // Keys written by earlier requests of the same group commit. Hashed: keys arrive in no order
 // and are only looked up, never listed.
-// Lifetime: the keys view the CheckedBatches, the values the PreparedAppends they were recorded
-// from, which must stay alive and unchanged; a GroupKeys lives for one group commit.
-using GroupKeys = std::unordered_map<std::string_view, GroupKey, KeyHash, std::equal_to<>>;
+// Lifetime: the views are valid while the PreparedAppends they were recorded from are alive and
+// unchanged; a GroupKeys lives for one group commit.
+using GroupKeys = std::unordered_map<std::string, GroupKey, KeyHash, std::equal_to<>>;
 
 // One event of an append after its check: laid out for storage, with what sequencing needs.
-// `key` views the batch's bytes (an event in the common form) or `owned_key`; a CheckedBatch's
-// events are never copied or moved one by one (CheckBatch reserves them), only the vector whole.
 struct CheckedEvent {
   schema::StoredEventTemplate stored;
-  std::string_view key;  // idempotency key; empty: none
+  std::string key;  // idempotency key; empty: none
   int64_t recorded_at_ns = 0;
   // Not ok when the event cannot be stored (MakeStoredEventTemplate failed): refused only if it
   // turns out to be new, since a duplicate of a recorded event is never stored again.
   Status unstorable;
-  std::string owned_key;  // the key of an event decoded the general way, which `key` views
 };
 
 // An append after its check (CheckBatch), which stops at the first event that fails it; whether

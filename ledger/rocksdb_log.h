@@ -104,6 +104,10 @@ inline constexpr uint64_t kLedgerWalBytesMax = uint64_t{256} << 20;
 struct RocksDbLogStats {
   uint64_t writes = 0;          // WriteBatches written (each one fsync when sync is on)
   uint64_t events_written = 0;
+  // Where a leader's time goes (wall seconds, summed over groups): in RocksDB's Write of the
+  // group (and its fsync), and waiting for room in the history writer's queue.
+  double write_seconds = 0;
+  double history_wait_seconds = 0;
 };
 
 class RocksDbLog final : public EventLog {
@@ -279,6 +283,9 @@ class RocksDbLog final : public EventLog {
   std::condition_variable gather_cv_;
   Head head_;                    // GUARDED_BY(mu_); written only by the leader
   RocksDbLogStats stats_;        // GUARDED_BY(mu_)
+  // The leader's timings (RocksDbLogStats), added outside mu_.
+  std::atomic<double> write_seconds_{0};
+  std::atomic<double> history_wait_seconds_{0};
   // Wait objects, owned by the log so that a leader may still notify one after its appender
   // has read its result and returned. One per appender ever waiting at the same time.
   std::vector<std::unique_ptr<Waiter>> waiters_;  // GUARDED_BY(mu_)

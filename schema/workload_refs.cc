@@ -78,7 +78,7 @@ void AddNamed(HistoryKeyTexts* keys, capnp::Text::Reader ns, capnp::Text::Reader
               capnp::Text::Reader uid) {
   // HistoryNameKey and HistoryUidKey, built in place.
   if (name.size() > 0) AddKey(keys, 'n', View(ns), "/", View(name));
-  if (uid.size() > 0) AddKey(keys, 'u', View(uid), "", "");
+  if (uid.size() > 0 && name.size() == 0) AddKey(keys, 'u', View(uid), "", "");
 }
 
 }  // namespace

@@ -456,6 +456,11 @@ void PrintBatched(const BatchedTallies& t, const RocksDbLogStats& stats, const P
        "ms per batch");
   Line("batched.ours.events_per_fsync", Fixed(Ratio(stats.events_written, stats.writes), 1),
        "events (" + Int(stats.writes) + " WriteBatches)");
+  Line("batched.ours.write_ms", Fixed(stats.write_seconds * 1e3 / static_cast<double>(batches), 3),
+       "ms per batch in RocksDB's Write (and its fsync), of batch_ms");
+  Line("batched.ours.history_wait_ms",
+       Fixed(stats.history_wait_seconds * 1e3 / static_cast<double>(batches), 3),
+       "ms per batch waiting for room in the history writer's queue, of batch_ms");
   RatioLine("batched.ratio", t.ours, t.raw);
   RateLine("batched.ours_keyed", t.ours_keyed,
            "every event has a unique idempotency key: index lookup + index entry");

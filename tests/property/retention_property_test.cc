@@ -14,6 +14,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -442,6 +443,109 @@ TEST(HistoryIndex, ALedgerWrittenInTheSkipListLayoutReadsTheSameHistories) {
     ASSERT_TRUE(h.ok() && h->has_value()) << name;
     EXPECT_EQ(**h, sequences) << name;
   }
+}
+
+// The index names a workload's events by NS/NAME; an event that refers to one by uid alone is
+// indexed under its uid too (`u`), and only such an event: explain finds it through the uids
+// of the workload's submissions. A ledger of the layout before (a `u` entry for every event
+// that carried a uid) explains the same.
+TEST(HistoryIndex, AUidOnlyReferenceIsIndexedUnderItsUidAndNamedEventsAreNot) {
+  TempDir dir;
+  const std::string ledger_dir = dir.Sub("ledger");
+  Sequence finished_at = 0;
+  std::string want;
+  {
+    auto log = ledger::RocksDbLog::Open(ledger_dir);
+    ASSERT_TRUE(log.ok());
+    RecordScenario(ScenarioFromSeed(7, 10), **log);
+    FixedClock clock;
+    auto service = ops::Service::Open(**log, clock);
+    ASSERT_TRUE(service.ok()) << service.status().ToString();
+    ops::IntakeOptions options;
+    options.actor = "test";
+    options.at_ns = (*log)->GetHead().recorded_at_ns + 1'000'000'000;
+    capnp::MallocMessageBuilder submit;
+    auto wl = submit.initRoot<schema::Event>().initBody().initWorkloadSubmitted().initWorkload();
+    wl.setNamespace("ns");
+    wl.setName("solo");
+    wl.setUid("uid-solo");
+    wl.setQueueName("lq-0");
+    auto ps = wl.initPodSets(1)[0];
+    ps.setName("main");
+    ps.setCount(1);
+    auto req = ps.initRequests(1);
+    req[0].setName("cpu");
+    req[0].setMilli(100);
+    auto submitted = (*service)->Record({schema::EncodeEvent(submit)}, options);
+    ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
+    options.at_ns = *options.at_ns + 1'000'000'000;
+    capnp::MallocMessageBuilder finish;
+    auto by_uid_alone =
+        finish.initRoot<schema::Event>().initBody().initWorkloadFinished().initWorkload();
+    by_uid_alone.setNamespace("ns");
+    by_uid_alone.setUid("uid-solo");
+    auto finished = (*service)->Record({schema::EncodeEvent(finish)}, options);
+    ASSERT_TRUE(finished.ok()) << finished.status().ToString();
+    ASSERT_FALSE(finished->sequences.empty());
+    finished_at = finished->sequences.front();
+
+    auto by_uid = (*log)->History(schema::HistoryUidKey("uid-solo"), 0);
+    ASSERT_TRUE(by_uid.ok() && by_uid->has_value());
+    EXPECT_EQ(**by_uid, std::vector<Sequence>{finished_at})
+        << "only the event that names the workload by uid alone is indexed under its uid";
+    auto by_name = (*log)->History(schema::HistoryNameKey("ns/solo"), 0);
+    ASSERT_TRUE(by_name.ok() && by_name->has_value());
+    EXPECT_EQ(std::count(by_name->value().begin(), by_name->value().end(), finished_at), 0);
+
+    WithoutHistory folded(**log);
+    auto from_fold = replay::Explain(folded, "ns", "solo", 0);
+    auto from_index = replay::Explain(**log, "ns", "solo", 0);
+    ASSERT_TRUE(from_fold.ok() && from_index.ok());
+    want = replay::ExplainJson(*from_fold);
+    EXPECT_EQ(replay::ExplainJson(*from_index), want);
+    EXPECT_NE(want.find("\"sequence\": " + std::to_string(finished_at) + ","), std::string::npos)
+        << "the finish by uid is in the explanation: " << want;
+  }
+  {
+    // The layout before: a `u` entry beside the `n` entry of every event that names a uid.
+    std::vector<std::pair<Sequence, std::string>> uid_entries;
+    {
+      ledger::RocksDbLogOptions read_only;
+      read_only.read_only = true;
+      auto log = ledger::RocksDbLog::Open(ledger_dir, read_only);
+      ASSERT_TRUE(log.ok());
+      auto all = (*log)->Read(1, ledger::kReadEventsMax);
+      ASSERT_TRUE(all.ok());
+      for (const auto& e : *all) {
+        auto decoded = schema::DecodeEvent(e.bytes);
+        ASSERT_TRUE(decoded.ok());
+        if (auto spec = schema::SpecOf(decoded->root())) {
+          uid_entries.emplace_back(e.sequence, spec->getUid().cStr());
+        } else if (auto ref = schema::SubjectOf(decoded->root()); ref && ref->getName().size() > 0) {
+          uid_entries.emplace_back(e.sequence, ref->getUid().cStr());
+        }
+      }
+    }
+    RawLedgerDb raw = OpenRawLedgerDb(ledger_dir);
+    size_t added = 0;
+    for (const auto& [sequence, uid] : uid_entries) {
+      if (uid.empty()) continue;
+      ASSERT_TRUE(raw.db->Put(rocksdb::WriteOptions(), raw.history.get(),
+                              ledger::RocksDbLog::HistoryKey(schema::HistoryUidKey(uid), sequence),
+                              "")
+                      .ok());
+      ++added;
+    }
+    ASSERT_GT(added, 0u);
+  }
+  auto log = ledger::RocksDbLog::Open(ledger_dir);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  auto by_uid = (*log)->History(schema::HistoryUidKey("uid-solo"), 0);
+  ASSERT_TRUE(by_uid.ok() && by_uid->has_value());
+  EXPECT_GT(by_uid->value().size(), 1u) << "the older layout's entries are read";
+  auto again = replay::Explain(**log, "ns", "solo", 0);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(replay::ExplainJson(*again), want);
 }
 
 }  // namespace

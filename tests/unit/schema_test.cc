@@ -184,7 +184,8 @@ TEST(EventCodec, DecodesWhatItEncoded) {
 
 // The history keys of a stored event, read by the history writer from one reused buffer, are
 // HistoryKeysOf's: each once, in order, from aligned bytes or not; the buffer keeps nothing of
-// the event before.
+// the event before. A workload named by NS/NAME gets that key only; one referred to by uid
+// alone gets its uid's.
 TEST(HistoryKeys, TheWritersKeysAreHistoryKeysOfEachOnceFromAnyAlignment) {
   capnp::MallocMessageBuilder m;
   auto preempted = m.initRoot<Event>().initBody().initPreempted();
@@ -192,21 +193,28 @@ TEST(HistoryKeys, TheWritersKeysAreHistoryKeysOfEachOnceFromAnyAlignment) {
   victim.setNamespace("team-a");
   victim.setName("train-1");
   victim.setUid("uid-1");
-  auto preemptor = preempted.initPreemptor();
-  preemptor.setNamespace("team-a");
-  preemptor.setName("train-2");
-  preemptor.setUid("uid-1");  // the same uid again: one key
+  preempted.initPreemptor().setUid("uid-2");  // by uid alone
   const std::string bytes = EncodeEvent(m);
-  const std::vector<std::string> want = {"nteam-a/train-1", "uuid-1", "nteam-a/train-2"};
+  const std::vector<std::string> want = {"nteam-a/train-1", "uuid-2"};
   Result<DecodedEvent> decoded = DecodeEvent(bytes);
   ASSERT_TRUE(decoded.ok());
   std::vector<std::string> keys;
   HistoryKeysOf(decoded->root(), &keys);
   EXPECT_EQ(keys, want);
 
+  capnp::MallocMessageBuilder twice;
+  auto self = twice.initRoot<Event>().initBody().initPreempted();
+  for (auto ref : {self.initWorkload(), self.initPreemptor()}) {
+    ref.setNamespace("team-a");
+    ref.setName("train-1");
+    ref.setUid("uid-1");
+  }
+  HistoryKeysOf(twice.getRoot<Event>().asReader(), &keys);
+  EXPECT_EQ(keys, std::vector<std::string>{"nteam-a/train-1"}) << "the same workload twice: one key";
+
   HistoryKeyTexts texts;
   HistoryKeysOfCanonical(BuildEvent(EventSpec{0, "ns", "other", "uid-9", 0, "", ""}, 1), &texts);
-  ASSERT_EQ(texts.size(), 2u);
+  ASSERT_EQ(texts.size(), 1u);
   for (size_t shift : {0, 1, 3}) {
     std::string shifted(shift, 'x');
     shifted += bytes;

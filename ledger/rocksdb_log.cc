@@ -1193,7 +1193,7 @@ Head RocksDbLog::CommitGroup(const std::vector<Request*>& group, Head head,
   }
   *events_written = written;
   // The history entries follow, written by the history writer.
-  if (written > 0) QueueHistory(prepared);
+  if (written > 0 && options_.index_history) QueueHistory(prepared);
   return head;
 }
 

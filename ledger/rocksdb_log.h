@@ -46,6 +46,9 @@ struct RocksDbLogOptions {
   // Called while a ledger without a history index gets one on its first writable open
   // (events indexed so far, of the head).
   std::function<void(uint64_t done, uint64_t total)> history_progress;
+  // Benchmarks only (ledger_bench --phases nohistory): false writes no history entries, so the
+  // index stays where it was; the next writable open indexes the rest.
+  bool index_history = true;
 };
 
 

@@ -394,9 +394,11 @@ struct OursLog {
   bool failed = false;  // after the first error the log is left alone
 };
 
-OursLog OpenOurs(const std::string& label, const std::string& dir, bool sync) {
+OursLog OpenOurs(const std::string& label, const std::string& dir, bool sync,
+                 bool index_history = true) {
   RocksDbLogOptions options;
   options.sync = sync;
+  options.index_history = index_history;
   Result<std::unique_ptr<RocksDbLog>> opened = RocksDbLog::Open(dir, options);
   ADM_CHECK(opened.ok(), "%s", opened.status().ToString().c_str());
   return OursLog{label, dir, std::move(*opened), 0, false};
@@ -564,6 +566,46 @@ void PhaseBatched(const Params& p, const std::string& work) {
     double verify_rate = CheckLedger(o->label, std::move(o->log), o->dir, o->appended, stored);
     Line(o->label + ".verify_events_per_s", Fixed(verify_rate, 0),
          "events/s (VerifyChain of the result with index check, for information)");
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Phase 1b (not run by default): what the history index costs the batched appends. Raw
+// against ours as in phase 1, and ours with the history index off (RocksDbLogOptions::
+// index_history), in the same rounds. For information: the goals are phase 1's.
+
+void PhaseNoHistory(const Params& p, const std::string& work) {
+  std::printf("\n# 1b. batched durable appends with the history index on and off\n");
+  EventFactory plain(p.stored_bytes, false);
+  size_t batches = p.batches == 0 ? CalibrateBatches(p, work, plain) : p.batches;
+  batches = std::max(batches, p.rounds);
+  batches -= batches % p.rounds;
+  const size_t per_round = batches / p.rounds * p.batch_size;
+  RawDb raw = OpenRawDb(work + "/nohistory_raw", false);
+  OursLog ours = OpenOurs("nohistory.ours", work + "/nohistory_ours", true);
+  OursLog bare = OpenOurs("nohistory.bare", work + "/nohistory_bare", true, false);
+  Tally t_raw, t_ours, t_bare;
+  RunRounds(p.rounds, {
+      [&](size_t) {
+        t_raw.Add(per_round, WriteRawBatches(raw, per_round, p.batch_size,
+                                             plain.stored_bytes(), true));
+      },
+      [&](size_t r) {
+        std::vector<std::string> events = MakeEvents(plain, r * per_round, per_round);
+        t_ours.Add(per_round, AppendBatches(ours, events, p.batch_size));
+      },
+      [&](size_t r) {
+        std::vector<std::string> events = MakeEvents(plain, r * per_round, per_round);
+        t_bare.Add(per_round, AppendBatches(bare, events, p.batch_size));
+      },
+  });
+  RateLine("nohistory.raw", t_raw, "as batched.raw");
+  RateLine("nohistory.ours", t_ours, "as batched.ours: the history index on");
+  RateLine("nohistory.bare", t_bare, "the history index off");
+  RatioLine("nohistory.ratio_on", t_ours, t_raw);
+  RatioLine("nohistory.ratio_off", t_bare, t_raw);
+  for (OursLog* o : {&ours, &bare}) {
+    CheckLedger(o->label, std::move(o->log), o->dir, o->appended, plain.stored_bytes());
   }
 }
 
@@ -968,7 +1010,8 @@ void Usage(const char* argv0) {
                "  --appenders T    threads in the concurrent phase (default 64)\n"
                "  --event-bytes E  stored size of one event (default 256)\n"
                "  --rounds R       interleave each phase's contenders over R rounds (default 8)\n"
-               "  --phases LIST    comma-separated subset of batched,concurrent,breakdown\n"
+               "  --phases LIST    comma-separated subset of batched,concurrent,breakdown (default), or\n"
+               "                   nohistory (the batched phase with the history index on and off)\n"
                "  --dir DIR        where temporary ledgers go (default $TMPDIR or /tmp)\n",
                argv0);
 }
@@ -1013,6 +1056,16 @@ std::optional<Params> ParseFlags(int argc, char** argv) {
       std::optional<std::string> list = next();
       if (!list) return std::nullopt;
       p.phases = *list;
+      std::string rest = *list + ",";
+      for (size_t at = rest.find(','); at != std::string::npos; at = rest.find(',')) {
+        const std::string phase = rest.substr(0, at);
+        rest.erase(0, at + 1);
+        if (phase != "batched" && phase != "concurrent" && phase != "breakdown" &&
+            phase != "nohistory") {
+          std::fprintf(stderr, "--phases: unknown phase '%s'\n", phase.c_str());
+          return std::nullopt;
+        }
+      }
     } else if (flag == "--dir") {
       std::optional<std::string> d = next();
       if (!d) return std::nullopt;
@@ -1057,6 +1110,7 @@ int Main(int argc, char** argv) {
     return ("," + p.phases + ",").find("," + phase + ",") != std::string::npos;
   };
   if (wanted("batched")) PhaseBatched(p, work);
+  if (wanted("nohistory")) PhaseNoHistory(p, work);
   if (wanted("concurrent")) PhaseConcurrent(p, work);
   if (wanted("breakdown")) PhaseBreakdown(p, work);
 

@@ -445,6 +445,42 @@ TEST(HistoryIndex, ALedgerWrittenInTheSkipListLayoutReadsTheSameHistories) {
   }
 }
 
+// Adds to the closed ledger at `ledger_dir` the history entries of the layout before the uid entries
+// were kept for references by uid alone: a `u` entry for every event that names a workload and
+// its uid. Returns how many (0 on any failure).
+size_t AddUidEntriesAsBefore(const std::string& ledger_dir) {
+  std::vector<std::pair<Sequence, std::string>> uid_entries;
+  {
+    ledger::RocksDbLogOptions read_only;
+    read_only.read_only = true;
+    auto log = ledger::RocksDbLog::Open(ledger_dir, read_only);
+    if (!log.ok()) return 0;
+    auto all = (*log)->Read(1, ledger::kReadEventsMax);
+    if (!all.ok()) return 0;
+    for (const auto& e : *all) {
+      auto decoded = schema::DecodeEvent(e.bytes);
+      if (!decoded.ok()) return 0;
+      if (auto spec = schema::SpecOf(decoded->root())) {
+        uid_entries.emplace_back(e.sequence, spec->getUid().cStr());
+      } else if (auto ref = schema::SubjectOf(decoded->root()); ref && ref->getName().size() > 0) {
+        uid_entries.emplace_back(e.sequence, ref->getUid().cStr());
+      }
+    }
+  }
+  RawLedgerDb raw = OpenRawLedgerDb(ledger_dir);
+  size_t added = 0;
+  for (const auto& [sequence, uid] : uid_entries) {
+    if (uid.empty()) continue;
+    if (!raw.db->Put(rocksdb::WriteOptions(), raw.history.get(),
+                     ledger::RocksDbLog::HistoryKey(schema::HistoryUidKey(uid), sequence), "")
+             .ok()) {
+      return 0;
+    }
+    ++added;
+  }
+  return added;
+}
+
 // The index names a workload's events by NS/NAME; an event that refers to one by uid alone is
 // indexed under its uid too (`u`), and only such an event: explain finds it through the uids
 // of the workload's submissions. A ledger of the layout before (a `u` entry for every event
@@ -506,38 +542,8 @@ TEST(HistoryIndex, AUidOnlyReferenceIsIndexedUnderItsUidAndNamedEventsAreNot) {
     EXPECT_NE(want.find("\"sequence\": " + std::to_string(finished_at) + ","), std::string::npos)
         << "the finish by uid is in the explanation: " << want;
   }
-  {
-    // The layout before: a `u` entry beside the `n` entry of every event that names a uid.
-    std::vector<std::pair<Sequence, std::string>> uid_entries;
-    {
-      ledger::RocksDbLogOptions read_only;
-      read_only.read_only = true;
-      auto log = ledger::RocksDbLog::Open(ledger_dir, read_only);
-      ASSERT_TRUE(log.ok());
-      auto all = (*log)->Read(1, ledger::kReadEventsMax);
-      ASSERT_TRUE(all.ok());
-      for (const auto& e : *all) {
-        auto decoded = schema::DecodeEvent(e.bytes);
-        ASSERT_TRUE(decoded.ok());
-        if (auto spec = schema::SpecOf(decoded->root())) {
-          uid_entries.emplace_back(e.sequence, spec->getUid().cStr());
-        } else if (auto ref = schema::SubjectOf(decoded->root()); ref && ref->getName().size() > 0) {
-          uid_entries.emplace_back(e.sequence, ref->getUid().cStr());
-        }
-      }
-    }
-    RawLedgerDb raw = OpenRawLedgerDb(ledger_dir);
-    size_t added = 0;
-    for (const auto& [sequence, uid] : uid_entries) {
-      if (uid.empty()) continue;
-      ASSERT_TRUE(raw.db->Put(rocksdb::WriteOptions(), raw.history.get(),
-                              ledger::RocksDbLog::HistoryKey(schema::HistoryUidKey(uid), sequence),
-                              "")
-                      .ok());
-      ++added;
-    }
-    ASSERT_GT(added, 0u);
-  }
+  // The layout before: a `u` entry beside the `n` entry of every event that names a uid.
+  ASSERT_GT(AddUidEntriesAsBefore(ledger_dir), 0u);
   auto log = ledger::RocksDbLog::Open(ledger_dir);
   ASSERT_TRUE(log.ok()) << log.status().ToString();
   auto by_uid = (*log)->History(schema::HistoryUidKey("uid-solo"), 0);
@@ -546,6 +552,46 @@ TEST(HistoryIndex, AUidOnlyReferenceIsIndexedUnderItsUidAndNamedEventsAreNot) {
   auto again = replay::Explain(**log, "ns", "solo", 0);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(replay::ExplainJson(*again), want);
+}
+
+// A ledger appended to with the history index off (ledger_bench's comparison) answers the same
+// histories, from its events, and the next writable open indexes them.
+TEST(HistoryIndex, WithTheIndexOffHistoriesComeFromTheEventsUntilTheNextOpen) {
+  TempDir dir;
+  std::map<std::string, std::vector<Sequence>> want;
+  {
+    auto indexed = ledger::RocksDbLog::Open(dir.Sub("indexed"));
+    ASSERT_TRUE(indexed.ok());
+    RecordScenario(ScenarioFromSeed(5, 40), **indexed);
+    for (const std::string& name : WorkloadNames(**indexed)) {
+      auto h = (*indexed)->History(schema::HistoryNameKey("ns/" + name), 0);
+      ASSERT_TRUE(h.ok() && h->has_value());
+      want[name] = **h;
+    }
+  }
+  ASSERT_FALSE(want.empty());
+  const std::string ledger_dir = dir.Sub("off");
+  {
+    ledger::RocksDbLogOptions off;
+    off.index_history = false;
+    auto log = ledger::RocksDbLog::Open(ledger_dir, off);
+    ASSERT_TRUE(log.ok());
+    RecordScenario(ScenarioFromSeed(5, 40), **log);
+    ExpectHistories(**log, want);
+  }
+  {
+    RawLedgerDb raw = OpenRawLedgerDb(ledger_dir);
+    EXPECT_LT(HistoryThrough(raw), 10u) << "nothing past the definitions was indexed";
+  }
+  Sequence head = 0;
+  {
+    auto log = ledger::RocksDbLog::Open(ledger_dir);
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    ExpectHistories(**log, want);
+    head = (*log)->GetHead().sequence;
+  }
+  RawLedgerDb raw = OpenRawLedgerDb(ledger_dir);
+  EXPECT_EQ(HistoryThrough(raw), head) << "the writable open indexed the rest";
 }
 
 }  // namespace

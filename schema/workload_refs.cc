@@ -76,7 +76,7 @@ std::string_view View(capnp::Text::Reader text) { return std::string_view(text.c
 
 void AddNamed(HistoryKeyTexts* keys, capnp::Text::Reader ns, capnp::Text::Reader name,
               capnp::Text::Reader uid) {
-  // HistoryNameKey and HistoryUidKey, built in place.
+  // HistoryNameKey, or HistoryUidKey for a reference by uid alone, built in place.
   if (name.size() > 0) AddKey(keys, 'n', View(ns), "/", View(name));
   if (uid.size() > 0 && name.size() == 0) AddKey(keys, 'u', View(uid), "", "");
 }

@@ -20,8 +20,10 @@ std::optional<WorkloadRef::Reader> SubjectOf(Event::Reader event);
 std::optional<Workload::Reader> SpecOf(Event::Reader event);
 
 // The history index's keys of an event, each at most once, in a fixed order: "n" NS/NAME for
-// every workload it names (the spec, the subject, a preemptor), "u" UID for every reference that
-// carries a uid, and "c" for an engine configuration. Other events have none.
+// every workload it names (the spec, the subject, a preemptor), "u" UID for a reference by uid
+// alone (no name: explain reaches it through the uids of the workload's submissions), and "c"
+// for an engine configuration. Other events have none. (Older ledgers also hold
+// a "u" entry for named references; readers take the union, so both explain the same.)
 void HistoryKeysOf(Event::Reader event, std::vector<std::string>* keys);
 
 // HistoryKeysOf's keys without a string each: their bytes one after another in `text`, key i

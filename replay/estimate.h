@@ -22,6 +22,12 @@ struct EstimateOptions {
   uint64_t batches_max = 2'000'000;
 };
 
+// explain's bound on the estimate it shows (each of the three simulations): a pending workload
+// that no simulated future admits (a preemption that goes back and forth on its timers for the
+// whole horizon, say) made explain simulate 2,000,000 batches three times, minutes. Past it,
+// explain says so and `admitctl estimate` simulates up to EstimateOptions::batches_max.
+inline constexpr uint64_t kExplainEstimateBatchesMax = 50'000;
+
 struct AdmissionEstimate {
   std::string key;
   std::string state;   // "pending", or the phase it is in ("Admitted", "Finished", ...)

@@ -805,8 +805,15 @@ Result<Explanation> Explain(ledger::EventLog& log, const std::string& ns, const 
   if (it->second.phase == projections::Phase::kPending) {
     EstimateOptions options;
     options.at_ns = x.at_time_ns;
+    options.batches_max = kExplainEstimateBatchesMax;
     auto est = EstimateAdmission(log, ns + "/" + name, options);
-    if (est.ok()) x.now.estimate = EstimateLine(*est);
+    if (est.ok()) {
+      x.now.estimate = EstimateLine(*est);
+    } else if (est.status().code() == Code::kOverloaded) {
+      x.now.estimate = "no estimate: the forward simulation did not settle within " +
+                       std::to_string(kExplainEstimateBatchesMax) +
+                       " batches (admitctl estimate simulates further)";
+    }
   }
   return x;
 }

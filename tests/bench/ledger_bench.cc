@@ -442,6 +442,13 @@ size_t CalibrateBatches(const Params& p, const std::string& work, const EventFac
                              static_cast<double>(p.batch_size));
 }
 
+// The batched phases' batch count: --batches, else calibrated; whole batches in every round.
+size_t BatchesOf(const Params& p, const std::string& work, const EventFactory& plain) {
+  size_t batches = p.batches == 0 ? CalibrateBatches(p, work, plain) : p.batches;
+  batches = std::max(batches, p.rounds);
+  return batches - batches % p.rounds;
+}
+
 // The batched phase's contenders' timings, synced and not.
 struct BatchedTallies {
   Tally raw, raw_keyed, ours, ours_keyed;
@@ -501,9 +508,7 @@ void PhaseBatched(const Params& p, const std::string& work) {
             plain.stored_bytes(), keyed.stored_bytes());
   const size_t stored = plain.stored_bytes();
 
-  size_t batches = p.batches == 0 ? CalibrateBatches(p, work, plain) : p.batches;
-  batches = std::max(batches, p.rounds);
-  batches -= batches % p.rounds;  // whole batches in every round
+  const size_t batches = BatchesOf(p, work, plain);
   const size_t per_round = batches / p.rounds * p.batch_size;
   const size_t count = batches * p.batch_size;
   Line("batched.batch_size", Int(p.batch_size), "events");
@@ -577,9 +582,7 @@ void PhaseBatched(const Params& p, const std::string& work) {
 void PhaseNoHistory(const Params& p, const std::string& work) {
   std::printf("\n# 1b. batched durable appends with the history index on and off\n");
   EventFactory plain(p.stored_bytes, false);
-  size_t batches = p.batches == 0 ? CalibrateBatches(p, work, plain) : p.batches;
-  batches = std::max(batches, p.rounds);
-  batches -= batches % p.rounds;
+  const size_t batches = BatchesOf(p, work, plain);
   const size_t per_round = batches / p.rounds * p.batch_size;
   RawDb raw = OpenRawDb(work + "/nohistory_raw", false);
   OursLog ours = OpenOurs("nohistory.ours", work + "/nohistory_ours", true);

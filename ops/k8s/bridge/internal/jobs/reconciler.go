@@ -251,13 +251,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if done {
 		return pollAfter(r.Ledger), nil
 	}
-	deferred, err := r.mirror(ctx, workload, state)
+	wait, err := r.mirror(ctx, workload, state)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	result, err := r.follow(ctx, req, job, workload, state)
-	if deferred && err == nil && (result.RequeueAfter == 0 || result.RequeueAfter > NoteRetry) {
-		result.RequeueAfter = NoteRetry
+	if wait > 0 && err == nil && (result.RequeueAfter == 0 || result.RequeueAfter > wait) {
+		result.RequeueAfter, result.Priority = wait, ptr.To(NotePriority)
 	}
 	return result, err
 }
@@ -457,10 +457,10 @@ func (r *Reconciler) ensureWorkloadObject(ctx context.Context, job GenericJob) (
 }
 
 // mirror writes the ledger's status of the workload into the Workload object's status.
-// deferred: the write was a note (noteWrite) over the budget of notes; the caller looks again
-// after NoteRetry.
+// wait: the write is a note (noteWrite) over the budget of notes, its slot that far ahead
+// (notePacer); the caller looks again then (0: written, or nothing to write).
 func (r *Reconciler) mirror(ctx context.Context, workload *unstructured.Unstructured,
-	state *LedgerWorkload) (deferred bool, err error) {
+	state *LedgerWorkload) (wait time.Duration, err error) {
 	current, _, _ := unstructured.NestedMap(workload.Object, "status")
 	desired := runtime.DeepCopyJSONValue(state.Status).(map[string]any)
 	// A check state that a check controller wrote and the ledger does not hold yet is the
@@ -472,20 +472,24 @@ func (r *Reconciler) mirror(ctx context.Context, workload *unstructured.Unstruct
 		// Kueue's job reconciler writes PodsReady; here it shows the ledger's `pods ready`.
 		withPodsReady(desired, current, state, time.Now())
 	}
-	if equality.Semantic.DeepEqual(current, desired) {
-		return false, nil
-	}
 	key := client.ObjectKeyFromObject(workload)
-	if noteWrite(workload, state) && !noteWrites.Allow() {
+	now := time.Now()
+	if equality.Semantic.DeepEqual(current, desired) {
+		pacedNotes.drop(key, now)
+		return 0, nil
+	}
+	if !noteWrite(workload, state) {
+		pacedNotes.drop(key, now)
+	} else if wait := pacedNotes.take(noteWrites, key, now); wait > 0 {
 		unshown.Store(key, struct{}{})
-		return true, nil
+		return wait, nil
 	}
 	workload.Object["status"] = desired
 	if err := r.Client.Status().Update(ctx, workload); err != nil {
-		return false, fmt.Errorf("writing the status of Workload %s/%s: %w", workload.GetNamespace(), workload.GetName(), err)
+		return 0, fmt.Errorf("writing the status of Workload %s/%s: %w", workload.GetNamespace(), workload.GetName(), err)
 	}
 	unshown.Delete(key)
-	return false, nil
+	return 0, nil
 }
 
 // unshown: the Workload objects whose status a deferred note left without what the ledger holds
@@ -503,12 +507,13 @@ func SubmittedButUnshown(namespace, name string) bool {
 // The status writes that change only what a pending Workload says (noteWrite: its pending reason
 // and message change at most decisions near it) share a budget of NoteWritesPerSecond
 // (burst noteWriteBurst), so that they never hold the API client's rate limit (Kueue's 50 a
-// second) from admissions and evictions; a note over it is written NoteRetry later. Kueue writes
+// second) from admissions and evictions; a note over it waits for its slot (notePacer). Kueue writes
 // such messages only for the workloads its scheduler tries.
 const (
 	NoteWritesPerSecond = 10
 	noteWriteBurst      = 20
-	NoteRetry           = 2 * time.Second
+	// NoteRetry: the wait of a note when the budget allows none at all (a burst of 0).
+	NoteRetry = 2 * time.Second
 )
 
 var noteWrites = rate.NewLimiter(NoteWritesPerSecond, noteWriteBurst)

@@ -190,7 +190,8 @@ func (l *LedgerEvents) send(ctx context.Context, kind *Kind, namespace, name str
 
 // Handle sends a request for the object of each workload the events are about. The workqueue
 // merges repeats.
-// A workload whose events in the batch are all notes (noteKinds) is sent at NotePriority.
+// A workload whose events in the batch are all notes (noteKinds) is sent at NotePriority, or not
+// at all while its note waits for a slot of the notes' budget (notePacer).
 func (l *LedgerEvents) Handle(ctx context.Context, events []ledger.WatchedEvent) {
 	notes := map[types.NamespacedName]bool{}
 	var order []types.NamespacedName
@@ -207,6 +208,9 @@ func (l *LedgerEvents) Handle(ctx context.Context, events []ledger.WatchedEvent)
 		notes[key] = only && noteKinds[e.Kind]
 	}
 	for _, w := range order {
+		if notes[w] && pacedNotes.waiting(w) {
+			continue // its note's slot reconciles it (notePacer)
+		}
 		if kind, name := KindOfWorkload(w.Name); kind != nil {
 			l.send(ctx, kind, w.Namespace, name, notes[w])
 		}

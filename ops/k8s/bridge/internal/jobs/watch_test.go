@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -100,5 +101,55 @@ func TestPendingNotesGoBehindDecisions(t *testing.T) {
 			t.Fatalf("out: %v at priority %d, want ml/%s at %d", got, priority, w.name, w.priority)
 		}
 		q.Done(got)
+	}
+}
+
+// A workload whose note waits for its slot of the notes' budget is not reconciled again for a
+// new pending reason (the slot's reconcile reads it then); a decision about it still is.
+func TestNotesOfAWorkloadWaitingForItsSlotAreNotSent(t *testing.T) {
+	saved := pacedNotes
+	defer func() { pacedNotes = saved }()
+	pacedNotes = &notePacer{slots: map[types.NamespacedName]noteSlot{}}
+	limiter := rate.NewLimiter(1, 1)
+	now := time.Now()
+	pacedNotes.take(limiter, types.NamespacedName{Namespace: "ml", Name: "first"}, now)
+	if wait := pacedNotes.take(limiter, types.NamespacedName{Namespace: "ml", Name: "slotted"}, now); wait <= 0 {
+		t.Fatalf("the second note of a budget of 1 waits %v", wait)
+	}
+	q := priorityqueue.New[reconcile.Request]("test")
+	defer q.ShutDown()
+	l := NewLedgerEvents(nil)
+	src := l.WorkloadSource()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := src.Start(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	queued := func(n int) map[string]int {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); q.Len() < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d requests queued, want %d", q.Len(), n)
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // one more, were it sent, would be queued by now
+		got := map[string]int{}
+		for q.Len() > 0 {
+			r, priority, _ := q.GetWithPriority()
+			got[r.Name] = priority
+			q.Done(r)
+		}
+		return got
+	}
+	l.Handle(ctx, []ledger.WatchedEvent{
+		{Kind: "pendingReasonChanged", Namespace: "ml", Name: "slotted"},
+		{Kind: "pendingReasonChanged", Namespace: "ml", Name: "other"},
+	})
+	if got := queued(1); len(got) != 1 || got["other"] != NotePriority {
+		t.Fatalf("notes queued %v, want only ml/other at %d", got, NotePriority)
+	}
+	l.Handle(ctx, []ledger.WatchedEvent{{Kind: "admitted", Namespace: "ml", Name: "slotted"}})
+	if got := queued(1); len(got) != 1 || got["slotted"] != DecisionPriority {
+		t.Fatalf("a decision queued %v, want ml/slotted at %d", got, DecisionPriority)
 	}
 }

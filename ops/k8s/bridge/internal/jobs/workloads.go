@@ -176,12 +176,12 @@ func (r *OwnedWorkloads) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			return r.retryOrDrop(ctx, wl, err)
 		}
 	}
-	deferred, err := r.jobs.mirror(ctx, wl, state)
+	wait, err := r.jobs.mirror(ctx, wl, state)
 	switch {
 	case err != nil:
 		return ctrl.Result{}, err
-	case deferred:
-		return ctrl.Result{RequeueAfter: NoteRetry}, nil
+	case wait > 0:
+		return ctrl.Result{RequeueAfter: wait, Priority: ptr.To(NotePriority)}, nil
 	}
 	return pollAfter(r.Ledger), nil
 }

@@ -253,7 +253,7 @@ func ownedWorkloadFixture(status map[string]any) (*unstructured.Unstructured, cl
 }
 
 // What a pending Workload says (its first pending status, a new message) is a note: over the
-// notes' budget it waits NoteRetry, nothing written, and the object counts as submitted though
+// notes' budget it waits (NoteRetry for a budget of nothing) behind the notes, nothing written, and the object counts as submitted though
 // it shows no condition; an admission never waits.
 func TestPendingNotesWaitForTheirBudget(t *testing.T) {
 	saved := noteWrites
@@ -280,8 +280,8 @@ func TestPendingNotesWaitForTheirBudget(t *testing.T) {
 		return result
 	}
 	l.setPhase(ledger.PhasePending, pending("1 more needed"))
-	if result := reconcile(); result.RequeueAfter != NoteRetry || shown() != "" ||
-		!SubmittedButUnshown("ml", "train") {
+	if result := reconcile(); result.RequeueAfter != NoteRetry || result.Priority == nil ||
+		*result.Priority != NotePriority || shown() != "" || !SubmittedButUnshown("ml", "train") {
 		t.Fatalf("a first pending status over the budget: result %+v, shown %q, counted submitted %v",
 			result, shown(), SubmittedButUnshown("ml", "train"))
 	}

@@ -152,6 +152,7 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 	// forwarder tells the bridge's own writes from a check controller's by it.
 	config.UserAgent = checks.BridgeFieldManager
 	config.QPS, config.Burst = float32(kubeAPIQPS), kubeAPIBurst
+	jobs.SetWorkloadWriteRate(kubeAPIQPS, kubeAPIBurst)
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err

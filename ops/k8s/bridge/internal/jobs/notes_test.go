@@ -79,3 +79,54 @@ func TestABudgetOfNothingDefersByNoteRetry(t *testing.T) {
 		t.Fatalf("waits %v with %d slots, want NoteRetry and none", got, p.pending())
 	}
 }
+
+// A note due at its slot waits while the API client has no room to spare (decisions' writes
+// use it): it takes the next free slot of the budget, at the end of the line, and is written
+// at a slot where the client has room.
+func TestANoteWaitsForRoomInTheAPIClient(t *testing.T) {
+	room := false
+	p := &notePacer{slots: map[types.NamespacedName]noteSlot{}, room: func(time.Time) bool { return room }}
+	limiter := rate.NewLimiter(10, 1)
+	now := time.Unix(1000, 0)
+	a := types.NamespacedName{Namespace: "ns", Name: "a"}
+	b := types.NamespacedName{Namespace: "ns", Name: "b"}
+	if got := p.take(limiter, a, now); got != 100*time.Millisecond {
+		t.Fatalf("a note within the budget but without room waits %v, want the next slot, 100ms", got)
+	}
+	if got := p.take(limiter, b, now); got != 100*time.Millisecond {
+		t.Fatalf("b waits %v, want the budget's next slot, 100ms", got)
+	}
+	// a's slot comes, still no room: the next free slot of the budget, after b's (200ms).
+	at := now.Add(100 * time.Millisecond)
+	if got := p.take(limiter, a, at); got != 100*time.Millisecond {
+		t.Fatalf("a at its slot without room waits %v, want 100ms (the slot after b's)", got)
+	}
+	room = true
+	if got := p.take(limiter, b, now.Add(200*time.Millisecond)); got != 0 {
+		t.Fatalf("b at its slot with room waits %v", got)
+	}
+	if p.pending() != 1 {
+		t.Fatalf("%d slots held, want 1 (a's)", p.pending())
+	}
+}
+
+// The room a note needs is half the client's burst: decisions spending the client's tokens
+// leave none for notes until the bucket refills.
+func TestNotesNeedHalfTheClientsBurst(t *testing.T) {
+	a := &apiRoom{limiter: rate.NewLimiter(50, 100)}
+	now := time.Unix(1000, 0)
+	a.limiter.AllowN(now, 0) // the bucket is full at now
+	for i := 0; i < 50; i++ {
+		a.spend(now)
+	}
+	if !a.noteRoom(now) {
+		t.Fatal("half the burst left and no room for a note")
+	}
+	a.spend(now)
+	if a.noteRoom(now) {
+		t.Fatal("less than half the burst left and room for a note")
+	}
+	if !a.noteRoom(now.Add(time.Second)) {
+		t.Fatal("no room for a note after a second of refill")
+	}
+}

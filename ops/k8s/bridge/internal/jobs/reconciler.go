@@ -480,6 +480,7 @@ func (r *Reconciler) mirror(ctx context.Context, workload *unstructured.Unstruct
 	}
 	if !noteWrite(workload, state) {
 		pacedNotes.drop(key, now)
+		workloadWrites.spend(now)
 	} else if wait := pacedNotes.take(noteWrites, key, now); wait > 0 {
 		unshown.Store(key, struct{}{})
 		return wait, nil

@@ -153,3 +153,36 @@ func TestNotesOfAWorkloadWaitingForItsSlotAreNotSent(t *testing.T) {
 		t.Fatalf("a decision queued %v, want ml/slotted at %d", got, DecisionPriority)
 	}
 }
+
+// An owner's change that frees quota (Finished, or the reservation cleared under an eviction)
+// goes ahead of the ledger's decisions; any other change of an object does not.
+func TestOwnersFreeingQuotaGoAheadOfDecisions(t *testing.T) {
+	q := priorityqueue.New[reconcile.Request]("test")
+	defer q.ShutDown()
+	ctx := context.Background()
+	wl := func(name string, status map[string]any) *unstructured.Unstructured {
+		o := newWorkloadObject()
+		o.SetNamespace("ml")
+		o.SetName(name)
+		o.Object["status"] = status
+		return o
+	}
+	admission := map[string]any{"admission": map[string]any{"clusterQueue": "cq"}}
+	finished := map[string]any{"admission": map[string]any{"clusterQueue": "cq"},
+		"conditions": []any{map[string]any{"type": "Finished", "status": "True"}}}
+	decisions.Generic(ctx, event.GenericEvent{Object: wl("decided", nil)}, q)
+	objects.Update(ctx, event.UpdateEvent{ObjectOld: wl("shown", nil), ObjectNew: wl("shown", admission)}, q)
+	objects.Update(ctx, event.UpdateEvent{ObjectOld: wl("finished", admission), ObjectNew: wl("finished", finished)}, q)
+	objects.Update(ctx, event.UpdateEvent{ObjectOld: wl("cleared", admission), ObjectNew: wl("cleared", map[string]any{})}, q)
+	want := []struct {
+		name     string
+		priority int
+	}{{"finished", OwnerPriority}, {"cleared", OwnerPriority}, {"decided", DecisionPriority}, {"shown", 0}}
+	for _, w := range want {
+		got, priority, _ := q.GetWithPriority()
+		if got.Name != w.name || priority != w.priority {
+			t.Fatalf("out: %v at priority %d, want ml/%s at %d", got, priority, w.name, w.priority)
+		}
+		q.Done(got)
+	}
+}

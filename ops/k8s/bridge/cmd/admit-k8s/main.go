@@ -194,6 +194,7 @@ func run(admitd, cert, key, ca string, leaderElect bool, leaderElectionNamespace
 		return err
 	}
 	statusWriter.Submitted = jobs.SubmittedButUnshown
+	jobs.OnSubmittedButUnshown = statusWriter.SubmittedNow
 	jobEvents, jobLedger, err := setupJobs(mgr, ledgerClient, statusWriter.Notify)
 	if err != nil {
 		return err

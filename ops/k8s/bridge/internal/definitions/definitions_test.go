@@ -322,7 +322,7 @@ func TestTopologyIsForwarded(t *testing.T) {
 
 // The queues' counts of Workload objects the ledger has not seen are kept from the informer's
 // events: an object with a queue and no condition counts until it shows one, is deleted, or the
-// ledger holds it (Submitted).
+// ledger holds it (Submitted when seen, SubmittedNow later).
 func TestUnsubmittedCountsFollowTheWorkloadEvents(t *testing.T) {
 	w := &StatusWriter{indexed: true, bare: map[types.NamespacedName]string{},
 		Submitted: func(_, name string) bool { return name == "held" }}
@@ -348,6 +348,15 @@ func TestUnsubmittedCountsFollowTheWorkloadEvents(t *testing.T) {
 	w.observe(types.NamespacedName{Namespace: "ml", Name: "a"}, nil)
 	if counts, _ := w.bareQueues(context.Background()); counts["ml/gpus"] != 0 {
 		t.Fatalf("counts %v after a's deletion", counts)
+	}
+	// c is counted until the ledger holds it, though it still shows no condition.
+	w.observe(types.NamespacedName{Namespace: "ml", Name: "c"}, workload("c"))
+	if counts, _ := w.bareQueues(context.Background()); counts["ml/gpus"] != 1 {
+		t.Fatalf("counts %v with c unsubmitted", counts)
+	}
+	w.SubmittedNow("ml", "c")
+	if counts, _ := w.bareQueues(context.Background()); counts["ml/gpus"] != 0 {
+		t.Fatalf("counts %v after c was submitted", counts)
 	}
 }
 

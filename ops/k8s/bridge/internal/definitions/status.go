@@ -75,9 +75,10 @@ type StatusWriter struct {
 	Informers cache.Informers
 	mu        sync.Mutex
 	indexed   bool
-	// bare: the Workload objects with a queue that show no condition and are not being deleted,
-	// by namespace/name, to the key of their LocalQueue ("NAMESPACE/NAME"); kept by the
-	// Workload informer's events, so a copy reads these few, not every Workload.
+	// bare: the Workload objects with a queue that show no condition, are not being deleted and
+	// are not Submitted, by namespace/name, to the key of their LocalQueue ("NAMESPACE/NAME");
+	// kept by the Workload informer's events and SubmittedNow, so a copy counts these few, not
+	// every Workload (nor asks Submitted of thousands of pending ones at each copy).
 	bare map[types.NamespacedName]string
 	// recorded: the sequence that recorded each queue as it is ("KIND/NAMESPACE/NAME"), for its
 	// condition Recorded, which the copy writes.
@@ -119,6 +120,11 @@ func (w *StatusWriter) observe(key types.NamespacedName, obj *unstructured.Unstr
 		}
 	}
 	w.mu.Lock()
+	// Checked under the lock that SubmittedNow takes: a submission between the two is seen by
+	// one or the other.
+	if queue != "" && w.Submitted != nil && w.Submitted(key.Namespace, key.Name) {
+		queue = ""
+	}
 	before, had := w.bare[key]
 	if queue == "" {
 		delete(w.bare, key)
@@ -128,6 +134,19 @@ func (w *StatusWriter) observe(key types.NamespacedName, obj *unstructured.Unstr
 	w.mu.Unlock()
 	if had != (queue != "") || before != queue {
 		w.Notify() // a queue's count of unsubmitted Workload objects changed
+	}
+}
+
+// SubmittedNow: the ledger holds the Workload object namespace/name, which shows no condition
+// yet (Submitted answers true from now on): it leaves bare.
+func (w *StatusWriter) SubmittedNow(namespace, name string) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	w.mu.Lock()
+	_, had := w.bare[key]
+	delete(w.bare, key)
+	w.mu.Unlock()
+	if had {
+		w.Notify()
 	}
 }
 
@@ -267,15 +286,13 @@ func (w *StatusWriter) unsubmitted(ctx context.Context, kind string) (map[string
 }
 
 // bareQueues counts the Workload objects without a condition per LocalQueue, less those the
-// ledger holds already (Submitted): from bare, or a list of every Workload without the index.
+// ledger holds already (Submitted): bare's, or from a list of every Workload without the index.
 func (w *StatusWriter) bareQueues(ctx context.Context) (map[string]int64, error) {
 	perQueue := map[string]int64{}
 	w.mu.Lock()
 	if w.indexed {
-		for key, queue := range w.bare {
-			if w.Submitted == nil || !w.Submitted(key.Namespace, key.Name) {
-				perQueue[queue]++
-			}
+		for _, queue := range w.bare {
+			perQueue[queue]++
 		}
 		w.mu.Unlock()
 		return perQueue, nil

@@ -482,7 +482,9 @@ func (r *Reconciler) mirror(ctx context.Context, workload *unstructured.Unstruct
 		pacedNotes.drop(key, now)
 		workloadWrites.spend(now)
 	} else if wait := pacedNotes.take(noteWrites, key, now); wait > 0 {
-		unshown.Store(key, struct{}{})
+		if _, had := unshown.LoadOrStore(key, struct{}{}); !had && OnSubmittedButUnshown != nil {
+			OnSubmittedButUnshown(key.Namespace, key.Name)
+		}
 		return wait, nil
 	}
 	workload.Object["status"] = desired
@@ -497,6 +499,11 @@ func (r *Reconciler) mirror(ctx context.Context, workload *unstructured.Unstruct
 // (namespace/name), so a Workload showing no condition is not taken for one the ledger has not
 // seen (SubmittedButUnshown).
 var unshown sync.Map
+
+// OnSubmittedButUnshown (may be nil) is told of each Workload object that SubmittedButUnshown
+// answers true for from now on (definitions.StatusWriter.SubmittedNow). Set before the
+// controllers start.
+var OnSubmittedButUnshown func(namespace, name string)
 
 // SubmittedButUnshown: the ledger holds the Workload object namespace/name, though its status
 // may show nothing yet (its first pending status waits for the notes' budget).

@@ -62,18 +62,26 @@ func TestNewObjectsGoAheadOfChanges(t *testing.T) {
 	}
 }
 
-// A workload whose only news in a batch is a new pending reason is reconciled after those with
-// decisions (admissions, evictions): its message waits, an admission does not.
-func TestPendingNotesGoBehindDecisions(t *testing.T) {
+// ledgerEventsQueue: LedgerEvents whose owned-Workload source feeds a priority queue, for the
+// test's lifetime.
+func ledgerEventsQueue(t *testing.T) (priorityqueue.PriorityQueue[reconcile.Request], *LedgerEvents, context.Context) {
+	t.Helper()
 	q := priorityqueue.New[reconcile.Request]("test")
-	defer q.ShutDown()
+	t.Cleanup(q.ShutDown)
 	l := NewLedgerEvents(nil)
 	src := l.WorkloadSource()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	if err := src.Start(ctx, q); err != nil {
 		t.Fatal(err)
 	}
+	return q, l, ctx
+}
+
+// A workload whose only news in a batch is a new pending reason is reconciled after those with
+// decisions (admissions, evictions): its message waits, an admission does not.
+func TestPendingNotesGoBehindDecisions(t *testing.T) {
+	q, l, ctx := ledgerEventsQueue(t)
 	l.Handle(ctx, []ledger.WatchedEvent{
 		{Kind: "pendingReasonChanged", Namespace: "ml", Name: "waiting"},
 		{Kind: "pendingReasonChanged", Namespace: "ml", Name: "admitted"},
@@ -116,15 +124,7 @@ func TestNotesOfAWorkloadWaitingForItsSlotAreNotSent(t *testing.T) {
 	if wait := pacedNotes.take(limiter, types.NamespacedName{Namespace: "ml", Name: "slotted"}, now); wait <= 0 {
 		t.Fatalf("the second note of a budget of 1 waits %v", wait)
 	}
-	q := priorityqueue.New[reconcile.Request]("test")
-	defer q.ShutDown()
-	l := NewLedgerEvents(nil)
-	src := l.WorkloadSource()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := src.Start(ctx, q); err != nil {
-		t.Fatal(err)
-	}
+	q, l, ctx := ledgerEventsQueue(t)
 	queued := func(n int) map[string]int {
 		t.Helper()
 		for deadline := time.Now().Add(5 * time.Second); q.Len() < n; time.Sleep(time.Millisecond) {

@@ -106,8 +106,12 @@ func (p *notePacer) take(limiter *rate.Limiter, key types.NamespacedName, now ti
 		if p.roomAt(now) {
 			return 0
 		}
-		// A slot of the budget, not of the client: the next one is a token's time ahead.
-		wait = time.Duration(float64(time.Second) / float64(limiter.Limit()))
+		// A slot of the budget, not of the client: the next one is a token's time ahead (a
+		// budget that never refills has none: NoteRetry).
+		wait = NoteRetry
+		if limit := limiter.Limit(); limit > 0 && limit != rate.Inf {
+			wait = time.Duration(float64(time.Second) / float64(limit))
+		}
 	}
 	p.slots[key] = noteSlot{at: now.Add(wait), reservation: r}
 	if p.taken++; p.taken >= noteSlotsSweepEvery {

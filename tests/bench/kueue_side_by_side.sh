@@ -26,6 +26,7 @@
 # them (ROUND.SIDE.early_stops) and keeps each in ROUND-SIDE.earlyN/. The runner and minimalkueue
 # are built once per machine by `ops/k8s/cluster.sh build`, next to the Kubernetes binaries
 # (kueue-perf/). Exits 77 when they, the Kubernetes binaries or admit-k8s are not built.
+# KUEUE_SIDES="kueue ledger" (the default) or one side alone (a profile of one side; no goals).
 # K8S_TEST_KEEP_DIR=1 keeps its folder (summaries, logs, the ledger).
 set -euo pipefail
 
@@ -38,6 +39,11 @@ readonly KUEUE_VERSION=v0.17.0
 readonly PROFILE="${KUEUE_PROFILE:-baseline}"
 readonly DIVIDE="${KUEUE_DIVIDE:-1}"
 readonly ROUNDS="${KUEUE_ROUNDS:-1}"
+read -r -a SIDES <<< "${KUEUE_SIDES:-kueue ledger}"
+readonly SIDES
+for side in "${SIDES[@]}"; do
+  [[ "$side" == kueue || "$side" == ledger ]] || fail "KUEUE_SIDES: no side $side (kueue, ledger)"
+done
 readonly ATTEMPTS="${KUEUE_ATTEMPTS:-3}"
 readonly RUNNER_TIMEOUT="${KUEUE_TIMEOUT:-40m}"
 readonly PRINCIPAL=admit-k8s
@@ -221,10 +227,13 @@ run_side() {
 }
 
 for ((round = 1; round <= ROUNDS; round++)); do
-  if ((round % 2 == 1)); then order=(kueue ledger); else order=(ledger kueue); fi
+  order=()
+  for side in "${SIDES[@]}"; do
+    if ((round % 2 == 1)); then order+=("$side"); else order=("$side" "${order[@]}"); fi
+  done
   for side in "${order[@]}"; do
     step "round $round: $side"
     run_side "$side" "$dir/round$round-$side"
   done
 done
-python3 "$bench_py" report "$dir" "$ROUNDS"
+python3 "$bench_py" report "$dir" "$ROUNDS" --sides "${SIDES[@]}"

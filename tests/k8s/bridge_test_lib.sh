@@ -45,13 +45,15 @@ make_test_dir "$test_name" --before-stop stop_admitd_and_bridge --tail 30 --log 
 # start_test_admitd ADMITD TOP PRINCIPAL: a test PKI in $dir/pki, a policy giving PRINCIPAL's
 # certificate the bridge role alone, and admitd on a fresh ledger in $dir/ledger, on
 # unix:$dir/admitd.sock and TLS; waits until it is ready, sets admitd_pid and admitd_tls.
+# K8S_ADMITD_ARGS: more flags (e.g. --metrics-listen, to count its calls).
+# shellcheck disable=SC2086  # K8S_ADMITD_ARGS split
 start_test_admitd() {
   local admitd_bin="$1" top_dir="$2" principal="$3"
   "$top_dir/ops/scripts/test_pki.sh" "$dir/pki" "$principal" > /dev/null
   printf 'principals:\n- name: %s\n  roles: [bridge]\n' "$principal" > "$dir/policy.yaml"
   "$admitd_bin" --ledger "$dir/ledger" --listen "unix:$dir/admitd.sock" --listen tls:127.0.0.1:0 \
     --tls-cert "$dir/pki/server.pem" --tls-key "$dir/pki/server.key" --client-ca "$dir/pki/ca.pem" \
-    --policy "$dir/policy.yaml" --ready-file "$dir/ready" --log-level warn \
+    --policy "$dir/policy.yaml" --ready-file "$dir/ready" --log-level warn ${K8S_ADMITD_ARGS:-} \
     > "$dir/admitd.out" 2> "$dir/admitd.err" &
   admitd_pid=$!
   # shellcheck disable=SC2317  # run by wait_until

@@ -466,6 +466,9 @@ void Engine::SetPending(WorkloadState& wl, const std::string& reason, const std:
     }
   }
   SetCondition(wl, ConditionType::kQuotaReserved, false, condition_reason, message, now);
+  // Engine v27: a reason not emitted does not replace the one last emitted, so a workload
+  // passed over in one cycle and waiting for the same reason in the next emits nothing new.
+  if (!emit && batch_version_ >= 27 && !wl.pending_reason.empty()) return;
   if (wl.pending_reason == reason && wl.pending_message == message) return;
   wl.pending_reason = reason;
   wl.pending_message = message;

@@ -174,6 +174,11 @@ constexpr const char* kEngineVersionNotes[] = {
     "usage in the ledger; the placement is recorded as its topologyAssignment, a placement "
     "that does not fit makes it preempt or wait (docs/tas.md); before, topologies and "
     "topology requests were ignored",
+    // v27
+    "a pending workload's reason is emitted (pendingReasonChanged) only when it differs from "
+    "the one last emitted: the reason a cycle does not emit (\"Workload no longer fits after "
+    "processing another workload\") changes its condition but no longer replaces the reason "
+    "shown; before, the next cycle emitted that same reason again",
 };
 static_assert(std::size(kEngineVersionNotes) == kEngineVersion,
               "every engine version has its note");

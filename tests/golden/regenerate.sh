@@ -69,6 +69,8 @@ corpus=(
   # engine v26
   "topology-aware:62-topology-aware.yaml"
   "tas-node-replacement:69-tas-node-failure.yaml"
+  # engine v27
+  "pending-reason-shown-once:74-pending-reason-shown-once.yaml"
 )
 for entry in "${corpus[@]}"; do
   name=${entry%%:*}

@@ -277,7 +277,9 @@ class Scenario : public ::testing::TestWithParam<std::string> {
 
   void CheckExpect(const YAML::Node& expect, const std::vector<std::string>& decisions,
                    const std::string& where) {
-    ExpectKnownKeys(expect, {"workloads", "clusterQueues", "localQueues", "decisions", "noDecisions"},
+    ExpectKnownKeys(expect,
+                    {"workloads", "clusterQueues", "localQueues", "decisions", "notDecisions",
+                     "noDecisions"},
                     where);
     if (expect["localQueues"]) {
       for (const auto& l : expect["localQueues"]) CheckLocalQueue(l.first.as<std::string>(), l.second, where);
@@ -296,6 +298,13 @@ class Scenario : public ::testing::TestWithParam<std::string> {
       for (const auto& want : expect["decisions"]) {
         EXPECT_NE(all.find(want.as<std::string>()), std::string::npos)
             << where << ": decision '" << want.as<std::string>() << "' not among:\n" << all;
+      }
+    }
+    for (const auto& unwanted : expect["notDecisions"] ? expect["notDecisions"] : YAML::Node()) {
+      for (const auto& d : decisions) {
+        EXPECT_EQ(d.find(unwanted.as<std::string>()), std::string::npos)
+            << where << ": decision '" << d << "' (none may contain '"
+            << unwanted.as<std::string>() << "')";
       }
     }
     if (expect["noDecisions"] && expect["noDecisions"].as<bool>()) {

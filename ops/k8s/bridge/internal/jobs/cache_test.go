@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -123,6 +124,33 @@ func TestCachedLedgerReadsAWorkloadAgainOnlyWhenItMayHaveChanged(t *testing.T) {
 	}
 	if reads, served := c.Reads(); reads != 18 || served != 5 {
 		t.Fatalf("Reads() = %d, %d", reads, served)
+	}
+}
+
+// The cache holds at most cacheEntriesMax workloads: one more pushes out the one read least
+// recently, not every entry, and not none.
+func TestCachedLedgerKeepsTheWorkloadsReadMostRecently(t *testing.T) {
+	l := &statesLedger{states: map[string]*ledger.WorkloadState{}}
+	c := NewCachedLedger(l)
+	c.SetLive(true)
+	name := func(i int) string { return "w" + strconv.Itoa(i) }
+	for i := 0; i <= cacheEntriesMax; i++ {
+		l.set(name(i), ledger.PhasePending, 1)
+	}
+	for i := 0; i < cacheEntriesMax; i++ {
+		phaseOf(t, c, name(i))
+	}
+	phaseOf(t, c, name(0)) // read again: the most recent now; w1 is the least recent
+	phaseOf(t, c, name(cacheEntriesMax))
+	before := l.reads
+	phaseOf(t, c, name(0))
+	phaseOf(t, c, name(2))
+	if l.reads != before {
+		t.Fatalf("an entry read recently was pushed out: %d reads, want %d", l.reads, before)
+	}
+	phaseOf(t, c, name(1))
+	if l.reads != before+1 {
+		t.Fatalf("the least recent entry stayed: %d reads, want %d", l.reads, before+1)
 	}
 }
 

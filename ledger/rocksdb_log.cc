@@ -162,6 +162,9 @@ rocksdb::DBOptions LedgerDbOptions(bool create_if_missing) {
   // The history family's memtable is written without the WAL, yet holds back the deletion of
   // every log since it last flushed; past this much log, RocksDB flushes the families that do.
   db_options.max_total_wal_size = kLedgerWalBytesMax;
+  // All families' memtables together: past this, the largest is flushed. Each family's own
+  // bound (64 MiB, 16 for history) let two memtables per family reach ~290 MiB together.
+  db_options.db_write_buffer_size = kLedgerMemtableBytesMax;
   return db_options;
 }
 

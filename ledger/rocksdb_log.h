@@ -103,6 +103,8 @@ static_assert(2 * kHistoryUnflushedEventsMax + kHistoryPendingEventsMax +
 // RocksDB's max_total_wal_size: logs the history family's memtable holds back are freed by its
 // flush once they reach this.
 inline constexpr uint64_t kLedgerWalBytesMax = uint64_t{256} << 20;
+// The memory of every family's memtables together (RocksDB's db_write_buffer_size).
+inline constexpr uint64_t kLedgerMemtableBytesMax = uint64_t{32} << 20;
 
 struct RocksDbLogStats {
   uint64_t writes = 0;          // WriteBatches written (each one fsync when sync is on)

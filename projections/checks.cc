@@ -94,7 +94,7 @@ void Engine::TryAdmit(WorkloadState& wl, int64_t now) {
       return;
     }
   }
-  wl.phase = Phase::kAdmitted;
+  SetPhase(wl, Phase::kAdmitted);
   wl.admitted_at_ns = now;
   wl.fencing_token = TokenOf(wl);
   wl.pods_ready = false;
@@ -221,7 +221,7 @@ std::optional<std::string> Engine::MergeCheckUpdates(const WorkloadState& wl,
 // runtime reports pods failedToStart (v18). No pod ran, so the quota is released at once.
 void Engine::FailToStart(WorkloadState& wl, const std::string& message, int64_t now) {
   ReleaseQuota(wl, "FailedToStart", now);
-  wl.phase = Phase::kFinished;
+  SetPhase(wl, Phase::kFinished);
   SetCondition(wl, ConditionType::kFinished, true, "FailedToStart", message, now);
   Ended(wl, now);
   auto r = NewDecision(current_sequence_).initBody().initRejected();

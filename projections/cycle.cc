@@ -502,7 +502,7 @@ bool Engine::LeavePending(CycleEntry& e, int node, uint32_t resumes,
   WorkloadState& wl = *e.wl;
   if (e.n.never_fits) {
     Dequeue(wl);
-    wl.phase = Phase::kRejected;
+    SetPhase(wl, Phase::kRejected);
     // Kept for the views' REASON (ExceedsMaxQuota, NoMatchingFlavor); decides nothing.
     wl.pending_reason = e.n.reason;
     wl.pending_message = e.n.message;

@@ -454,6 +454,26 @@ std::vector<std::string> Engine::PendingInOrder(const std::string& cq_name) cons
 // ---------------------------------------------------------------------------------------------
 // Reservations, evictions, releases.
 
+void Engine::CountPhase(const WorkloadState& wl, int delta) {
+  const bool holds = HoldsQuota(wl.phase);
+  if (wl.phase != Phase::kPending && !holds) return;
+  LocalQueueCounts& c = lq_counts_[wl.local_queue_key];
+  const auto add = [delta](size_t& n) {
+    ADM_CHECK(delta > 0 || n > 0, "a LocalQueue's count would go below zero");
+    n = delta > 0 ? n + 1 : n - 1;
+  };
+  if (wl.phase == Phase::kPending) add(c.pending);
+  if (holds) add(c.reserving);
+  if (wl.phase == Phase::kAdmitted) add(c.admitted);
+  if (c.pending == 0 && c.reserving == 0) lq_counts_.erase(wl.local_queue_key);
+}
+
+void Engine::SetPhase(WorkloadState& wl, Phase phase) {
+  CountPhase(wl, -1);
+  wl.phase = phase;
+  CountPhase(wl, +1);
+}
+
 void Engine::SetPending(WorkloadState& wl, const std::string& reason, const std::string& message,
                         const std::string& resource, const std::string& flavor,
                         int64_t shortfall, int64_t now, bool emit) {
@@ -485,7 +505,7 @@ void Engine::SetPending(WorkloadState& wl, const std::string& reason, const std:
 void Engine::Reserve(WorkloadState& wl, Nomination& n, int64_t now) {
   ClusterQueueState& cq = CqState(wl);
   Dequeue(wl);
-  wl.phase = Phase::kReserved;
+  SetPhase(wl, Phase::kReserved);
   wl.pending_since_ns = 0;
   wl.admission = std::move(n.assignment);
   ++wl.generation;
@@ -564,7 +584,7 @@ void Engine::ReleaseQuota(WorkloadState& wl, const std::string& reason, int64_t 
 }
 
 void Engine::RequeueAfterEviction(WorkloadState& wl, int64_t now) {
-  wl.phase = Phase::kPending;
+  SetPhase(wl, Phase::kPending);
   wl.admission = Assignment{};
   wl.checks.clear();
   wl.fencing_token.clear();

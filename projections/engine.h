@@ -226,6 +226,13 @@ struct EquivalenceClass {
   bool inadmissible = false;
 };
 
+// A LocalQueue's workloads by phase (its status in the read models), kept as phases change.
+struct LocalQueueCounts {
+  size_t pending = 0;    // Phase::kPending
+  size_t reserving = 0;  // holding quota (HoldsQuota)
+  size_t admitted = 0;   // Phase::kAdmitted
+};
+
 struct ClusterQueueState {
   std::optional<ClusterQueueSpec> spec;
   // Bumped whenever a workload's quota here is released (Kueue's AllocatableResourceGeneration):
@@ -495,6 +502,9 @@ class Engine {
   int64_t next_timer_ns() const { return timers_.empty() ? -1 : timers_.begin()->at_ns; }
   const std::map<std::string, ClusterQueueState>& cluster_queues() const { return cqs_; }
   const std::map<std::string, LocalQueueSpec>& local_queues() const { return lqs_; }
+  // The workloads of each LocalQueue key (namespace/name) that are pending or hold quota, by
+  // phase; a key with none is absent. Any workload's queue, defined or not.
+  const std::map<std::string, LocalQueueCounts>& local_queue_counts() const { return lq_counts_; }
   // Admission fair sharing entries by LocalQueue key (engine v14), as of their last update.
   const std::map<std::string, AfsEntry>& afs_entries() const { return afs_; }
   const std::map<std::string, CohortSpec>& cohorts() const { return cohort_specs_; }
@@ -800,6 +810,12 @@ class Engine {
              const std::string& preempt_reason, const WorkloadState* preemptor, int64_t now);
   void ReleaseQuota(WorkloadState& wl, const std::string& reason, int64_t now);
   void RequeueAfterEviction(WorkloadState& wl, int64_t now);
+  // CheckInvariants' recount of lq_counts_.
+  Status CheckLocalQueueCounts() const;
+  // The one way a workload of workloads_ changes phase (keeps lq_counts_).
+  void SetPhase(WorkloadState& wl, Phase phase);
+  // Adds (+1) or removes (-1) the workload's phase from its LocalQueue's counts.
+  void CountPhase(const WorkloadState& wl, int delta);
   void SetPending(WorkloadState& wl, const std::string& reason, const std::string& message,
                   const std::string& resource, const std::string& flavor, int64_t shortfall,
                   int64_t now, bool emit);
@@ -993,6 +1009,9 @@ class Engine {
   int64_t now_ns_ = 0;
 
   // ---- Derived indexes: rebuilt from the state (RestoreDerivedState, TreeRebuilt) -------------
+  // local_queue_counts(): every phase change of a workload in workloads_ goes through SetPhase
+  // (a new workload is counted by CountPhase as it is inserted); CheckInvariants recounts.
+  std::map<std::string, LocalQueueCounts> lq_counts_;
   // How many of lqs_ are stopped (stopPolicy not None). While none is, a cycle need not look
   // up each head's LocalQueue. Recounted by DefinitionsChanged and on restore.
   size_t stopped_local_queues_ = 0;

@@ -439,12 +439,13 @@ void Engine::Submit(schema::Workload::Reader wl, uint64_t seq, int64_t now) {
   ADM_CHECK(workloads_.size() == before + 1, "workload %s inserted twice", key.c_str());
   WorkloadState& state = it->second;
   InitWorkload(wl, seq, now, &state);
+  CountPhase(state, +1);
   if (!wl.getActive() && batch_version_ >= 21) {
     // Engine v21: submitted inactive (Kueue's spec.active false), it waits deactivated until
     // reactivated; before, it was rejected for good.
     Deactivate(state, "Deactivated", "The workload is deactivated", now);
   } else if (!wl.getActive()) {
-    state.phase = Phase::kRejected;
+    SetPhase(state, Phase::kRejected);
     Ended(state, now);
   }
   uid_pending_.push_back(&state);
@@ -486,9 +487,10 @@ void Engine::Import(schema::WorkloadImported::Reader imported, uint64_t seq, int
   auto [it, inserted] = workloads_.emplace(key, std::move(state));
   uid_pending_.push_back(&it->second);
   WorkloadState& w = it->second;
+  CountPhase(w, +1);
   ClusterQueueState& cq = CqState(w);
   RebuildTreeIfNeeded();
-  w.phase = Phase::kAdmitted;
+  SetPhase(w, Phase::kAdmitted);
   w.generation = 1;
   w.fencing_token = w.uid + "/1";
   w.quota_version = cq.spec ? cq.spec->version : 0;
@@ -534,7 +536,7 @@ void Engine::Finish(const std::string& key, std::string_view message, int64_t no
   if (wl.queued) Dequeue(wl);
   if (HoldsQuota(wl.phase)) ReleaseQuota(wl, "Finished", now);
   wl.fencing_token.clear();
-  wl.phase = Phase::kFinished;
+  SetPhase(wl, Phase::kFinished);
   SetCondition(wl, ConditionType::kFinished, true, "Succeeded", message.empty() ? "Job finished" : message, now);
   Ended(wl, now);
 }
@@ -547,7 +549,7 @@ void Engine::Remove(const std::string& key, int64_t now) {
   if (wl.queued) Dequeue(wl);
   if (HoldsQuota(wl.phase)) ReleaseQuota(wl, "Deleted", now);
   wl.fencing_token.clear();
-  wl.phase = Phase::kDeleted;
+  SetPhase(wl, Phase::kDeleted);
   SetCondition(wl, ConditionType::kFinished, true, "Deleted", "Workload deleted", now);
   Ended(wl, now);
 }
@@ -610,6 +612,7 @@ void Engine::ImportPending(schema::WorkloadImported::Reader imported, uint64_t s
       Cat({View(imported.getWorkload().getNamespace()), "/", View(imported.getWorkload().getName())}));
   WorkloadState& w = it->second;
   InitWorkload(imported.getWorkload(), seq, now, &w);
+  CountPhase(w, +1);
   uid_pending_.push_back(&w);
   w.requeue_count = imported.getRequeueCount();
   // Engine v23: Kueue's queue order timestamp (GetQueueOrderTimestamp with its default

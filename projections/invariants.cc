@@ -4,6 +4,8 @@
 // Engine::CheckInvariants after every input, so each assertion is paired with the code that
 // writes the state it reads.
 
+#include <algorithm>
+#include <map>
 #include <string>
 
 #include "projections/engine.h"
@@ -107,7 +109,36 @@ Status Engine::CheckInvariants() const {
       }
     }
   }
-  return Status::Ok();
+  return CheckLocalQueueCounts();
+}
+
+// The LocalQueues' counts kept as phases change are those of a pass over every workload.
+Status Engine::CheckLocalQueueCounts() const {
+  std::map<std::string, LocalQueueCounts> counted;
+  for (const auto& [key, wl] : workloads_) {
+    const bool holds = HoldsQuota(wl.phase);
+    if (wl.phase != Phase::kPending && !holds) continue;
+    LocalQueueCounts& c = counted[wl.local_queue_key];
+    c.pending += wl.phase == Phase::kPending ? 1 : 0;
+    c.reserving += holds ? 1 : 0;
+    c.admitted += wl.phase == Phase::kAdmitted ? 1 : 0;
+  }
+  const auto same = [](const LocalQueueCounts& a, const LocalQueueCounts& b) {
+    return a.pending == b.pending && a.reserving == b.reserving && a.admitted == b.admitted;
+  };
+  if (counted.size() == lq_counts_.size() &&
+      std::equal(counted.begin(), counted.end(), lq_counts_.begin(),
+                 [&](const auto& a, const auto& b) { return a.first == b.first && same(a.second, b.second); })) {
+    return Status::Ok();
+  }
+  for (const auto& [key, c] : counted) {
+    auto kept = lq_counts_.find(key);
+    if (kept == lq_counts_.end() || !same(kept->second, c)) {
+      return Violated("LocalQueue " + key + " counts " + std::to_string(c.pending) + " pending, " +
+                      std::to_string(c.reserving) + " reserving; the kept counts differ");
+    }
+  }
+  return Violated("the kept LocalQueue counts name a queue with no pending or holding workload");
 }
 
 }  // namespace admission::projections

@@ -483,7 +483,7 @@ InputVerdict Engine::ValidateWorkload(schema::Workload::Reader wl) const {
 void Engine::ReleaseAndRetry(WorkloadState& wl, const std::string& reason,
                              const std::string& message, int64_t requeue_after_ns, int64_t now) {
   if (HoldsQuota(wl.phase)) ReleaseQuota(wl, reason, now);
-  wl.phase = Phase::kPending;
+  SetPhase(wl, Phase::kPending);
   wl.fencing_token.clear();
   wl.admission = Assignment{};
   ++wl.check_retries;
@@ -533,7 +533,7 @@ void Engine::Deactivate(WorkloadState& wl, const std::string& reason, const std:
                         int64_t now) {
   if (wl.queued) Dequeue(wl);
   if (HoldsQuota(wl.phase)) ReleaseQuota(wl, reason, now);
-  wl.phase = Phase::kDeactivated;
+  SetPhase(wl, Phase::kDeactivated);
   wl.fencing_token.clear();
   SetCondition(wl, ConditionType::kDeactivated, true, reason, message, now);
   Ended(wl, now);
@@ -550,7 +550,7 @@ void Engine::EvictForReason(WorkloadState& wl, const std::string& reason,
                             const std::string& message, int pod_set_action,
                             int64_t drain_deadline_ns, int64_t now) {
   if (!Evictable(wl.phase)) return;
-  wl.phase = Phase::kEvicting;
+  SetPhase(wl, Phase::kEvicting);
   cqs_.at(wl.cluster_queue).holders[static_cast<size_t>(wl.holder_index)].evictable = false;
   wl.fencing_token.clear();  // the token of this admission is no longer valid
   SetCondition(wl, ConditionType::kEvicted, true, reason, message, now);
@@ -588,14 +588,14 @@ void Engine::PodsGone(WorkloadState& wl, const std::string& why, int64_t now) {
     ++wl.pods_ready_requeues;
     if (config_.backoff_limit_count > 0 &&
         static_cast<int32_t>(wl.pods_ready_requeues) > config_.backoff_limit_count) {
-      wl.phase = Phase::kPending;
+      SetPhase(wl, Phase::kPending);
       Deactivate(wl, "RequeuingLimitExceeded",
                  "not ready within the timeout " + std::to_string(wl.pods_ready_requeues) +
                      " times (limit " + std::to_string(config_.backoff_limit_count) + ")",
                  now);
       return;
     }
-    wl.phase = Phase::kPending;
+    SetPhase(wl, Phase::kPending);
     wl.admission = Assignment{};
     wl.checks.clear();
     wl.queued_at_ns = now;  // Kueue's requeuingTimestamp Eviction for PodsReadyTimeout
@@ -721,7 +721,7 @@ void Engine::SetActive(schema::WorkloadActivation::Reader a, int64_t now) {
 
 void Engine::Reactivate(WorkloadState& wl, const std::string& message, int64_t now) {
   // Kueue: Requeued True (Reactivated), the requeue state cleared, queued by its creation time.
-  wl.phase = Phase::kPending;
+  SetPhase(wl, Phase::kPending);
   wl.admission = Assignment{};
   wl.checks.clear();
   wl.fencing_token.clear();

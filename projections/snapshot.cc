@@ -1221,6 +1221,7 @@ void SnapshotCodec::LoadAfsEntries(snap::EngineState::Reader in, Engine* e) {
 //    QueueKey.wl, the workload it names, is set as the classes are loaded, after the
 //    workloads: the order reads the workload's uid and key.)
 //  - WorkloadState.key and .local_queue_key: namespace/name and namespace/queue_name.
+//  - lq_counts_: counted from the workloads' phases.
 //  - stopped_local_queues_: counted from the LocalQueue specs.
 //  - WorkloadState::queued_class: a queued workload's class (checked below); cq_state is
 //    looked up again on first use.
@@ -1256,9 +1257,11 @@ Status Engine::RestoreDerivedState(const std::set<std::string>& tree_cluster_que
       cq.pending += cls.members.size();
     }
   }
+  lq_counts_.clear();
   for (auto& [key, wl] : workloads_) {
     wl.key = key;
     wl.local_queue_key = wl.ns + "/" + wl.queue_name;
+    CountPhase(wl, +1);
     if (HoldsQuota(wl.phase)) {
       auto cq = cqs_.find(wl.cluster_queue);
       if (cq == cqs_.end()) {

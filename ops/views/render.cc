@@ -427,25 +427,15 @@ Json ClusterQueuesJson(const Engine& engine) {
 }
 
 Json LocalQueuesJson(const Engine& engine, const NamespaceFilter& allow) {
-  // Each LocalQueue's counts, from one pass over the workloads (not one per LocalQueue: a
-  // thousand queues' status is copied many times a second).
-  struct Counts {
-    size_t pending = 0, reserving = 0, admitted = 0;
-  };
-  std::map<std::pair<std::string_view, std::string_view>, Counts> counts;
-  for (const auto& [wkey, wl] : engine.workloads()) {
-    const bool pending = wl.phase == Phase::kPending, holds = projections::HoldsQuota(wl.phase);
-    if (!pending && !holds) continue;
-    Counts& c = counts[{wl.ns, wl.queue_name}];
-    if (pending) ++c.pending;
-    if (holds) ++c.reserving;
-    if (wl.phase == Phase::kAdmitted) ++c.admitted;  // as the ClusterQueue's count
-  }
+  // Each LocalQueue's counts as the engine keeps them (not a pass over every workload: a
+  // thousand queues' status is copied many times a second). Admitted as the ClusterQueue's.
+  const auto& counts = engine.local_queue_counts();
   Json items = Json::array();
   for (const auto& [key, lq] : engine.local_queues()) {
     if (allow && !allow(lq.ns)) continue;
-    auto found = counts.find({lq.ns, lq.name});
-    const Counts c = found == counts.end() ? Counts{} : found->second;
+    auto found = counts.find(key);
+    const projections::LocalQueueCounts c =
+        found == counts.end() ? projections::LocalQueueCounts{} : found->second;
     const size_t pending = c.pending, reserving = c.reserving, admitted = c.admitted;
     Json l;
     l["apiVersion"] = "kueue.x-k8s.io/v1beta2";

@@ -107,16 +107,18 @@ kueue_crds() {
     sed -n 's|^customresourcedefinition.apiextensions.k8s.io/\(.*kueue\.x-k8s\.io\)$|\1|p'
 }
 
-# drop_our_finalizers CRD...: removes the bridge's finalizer from the objects of these CRDs. A
-# round the runner stopped early leaves its ClusterQueues (it cleans up only at its end) with
-# our finalizer after the bridge stopped, and deleting the CRDs would wait for them forever.
-drop_our_finalizers() {
+# drop_finalizers CRD...: removes every finalizer from the objects of these CRDs, which are
+# about to go with them. A round the runner stopped early leaves its ClusterQueues and its
+# ResourceFlavor (it cleans up only at its end) with the finalizer of the side that served it
+# (ours, or Kueue's kueue.x-k8s.io/resource-in-use) after that side stopped, and deleting the
+# CRDs would wait for them forever.
+drop_finalizers() {
   local crd ns name finalizers
   for crd in "$@"; do
     kubectl get "$crd" -A --no-headers \
       -o custom-columns=NS:.metadata.namespace,NAME:.metadata.name,F:.metadata.finalizers |
       while read -r ns name finalizers; do
-        [[ "$finalizers" == *admission-ledger.io/ledger* ]] || continue
+        [[ "$finalizers" == "<none>" ]] && continue
         [[ "$ns" == "<none>" ]] && ns=""
         kubectl patch "$crd" "$name" ${ns:+-n "$ns"} --type=merge \
           -p '{"metadata":{"finalizers":null}}' > /dev/null
@@ -129,7 +131,7 @@ drop_our_finalizers() {
 swap_crds() {
   local names
   mapfile -t names < <(kueue_crds)
-  ((${#names[@]} == 0)) || drop_our_finalizers "${names[@]}"
+  ((${#names[@]} == 0)) || drop_finalizers "${names[@]}"
   ((${#names[@]} == 0)) || kubectl delete crd --wait=true "${names[@]}" > /dev/null
   if [[ "$1" == kueue ]]; then
     kubectl apply --server-side -f "$kueue_dir/crds" > /dev/null

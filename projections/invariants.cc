@@ -4,7 +4,6 @@
 // Engine::CheckInvariants after every input, so each assertion is paired with the code that
 // writes the state it reads.
 
-#include <algorithm>
 #include <map>
 #include <string>
 
@@ -123,22 +122,19 @@ Status Engine::CheckLocalQueueCounts() const {
     c.reserving += holds ? 1 : 0;
     c.admitted += wl.phase == Phase::kAdmitted ? 1 : 0;
   }
-  const auto same = [](const LocalQueueCounts& a, const LocalQueueCounts& b) {
-    return a.pending == b.pending && a.reserving == b.reserving && a.admitted == b.admitted;
-  };
-  if (counted.size() == lq_counts_.size() &&
-      std::equal(counted.begin(), counted.end(), lq_counts_.begin(),
-                 [&](const auto& a, const auto& b) { return a.first == b.first && same(a.second, b.second); })) {
-    return Status::Ok();
-  }
+  // Every queue counted is kept alike, and the kept name no other queue.
   for (const auto& [key, c] : counted) {
     auto kept = lq_counts_.find(key);
-    if (kept == lq_counts_.end() || !same(kept->second, c)) {
+    if (kept == lq_counts_.end() || kept->second.pending != c.pending ||
+        kept->second.reserving != c.reserving || kept->second.admitted != c.admitted) {
       return Violated("LocalQueue " + key + " counts " + std::to_string(c.pending) + " pending, " +
                       std::to_string(c.reserving) + " reserving; the kept counts differ");
     }
   }
-  return Violated("the kept LocalQueue counts name a queue with no pending or holding workload");
+  if (counted.size() != lq_counts_.size()) {
+    return Violated("the kept LocalQueue counts name a queue with no pending or holding workload");
+  }
+  return Status::Ok();
 }
 
 }  // namespace admission::projections

@@ -23,12 +23,15 @@ const cacheEntriesMax = 4096
 
 // CachedLedger is the Ledger the reconcilers are given when the ledger is watched. It keeps
 // each workload's state as last read (Ledger.workloadStates, one workload per read, never the
-// read model of all) and reads it again only when it may have changed: after the watch pushed
-// an event about that workload, after a write of the bridge's own answered until the watch has
-// passed the write's last sequence (it may have caused decisions about any workload; a write
-// that does not say how far it appended drops every entry), and whenever the watch is not
-// running (every read goes to the ledger). A reconcile costs one map lookup, or one read of one
-// workload, however many workloads the ledger holds.
+// read model of all; a workload the ledger does not hold is not kept) and reads it again only
+// when it may have changed: after the watch pushed an event about that workload, after a write
+// of the bridge's own that named it in an input or a decision (its outcome carries the
+// decisions: the bridge reads its own writes at once, others' as the watch brings them), and
+// whenever the watch is not running (every read goes to the ledger). A write whose workloads
+// are not known (an import, a decision that could not be read) holds every entry back until
+// the watch has passed its last sequence; a failed or retried one drops every entry. A
+// reconcile costs one map lookup, or one read of one workload, however many workloads the
+// ledger holds.
 type CachedLedger struct {
 	Ledger
 	states StateReader
@@ -38,7 +41,7 @@ type CachedLedger struct {
 	generation uint64            // bumped when every entry is dropped
 	entries    *lru.Cache        // cachedState by ledger.Key, at most cacheEntriesMax
 	watched    uint64            // the last sequence the watch pushed
-	written    uint64            // the last sequence a write of ours appended
+	written    uint64            // the last sequence a write of ours of unknown workloads appended
 	inflight   map[string]int    // reads under way, by key
 	changed    map[string]uint64 // the latest event about a key read under way
 	reads      atomic.Uint64     // reads the reconcilers asked for
@@ -77,16 +80,20 @@ func (c *CachedLedger) Changed(events []ledger.WatchedEvent) {
 	defer c.mu.Unlock()
 	for _, e := range events {
 		c.watched = max(c.watched, e.Sequence)
-		if e.Name == "" {
-			continue
+		if e.Name != "" {
+			c.changedLocked(ledger.Key(e.Namespace, e.Name), e.Sequence)
 		}
-		key := ledger.Key(e.Namespace, e.Name)
-		if entry, ok := c.entry(key); ok && entry.head < e.Sequence {
-			c.entries.Remove(key)
-		}
-		if c.inflight[key] > 0 && c.changed[key] < e.Sequence {
-			c.changed[key] = e.Sequence
-		}
+	}
+}
+
+// changedLocked: workload key changed at sequence; its entry, if read before, goes, and a read
+// of it under way is not kept.
+func (c *CachedLedger) changedLocked(key string, sequence uint64) {
+	if entry, ok := c.entry(key); ok && entry.head < sequence {
+		c.entries.Remove(key)
+	}
+	if c.inflight[key] > 0 && c.changed[key] < sequence {
+		c.changed[key] = sequence
 	}
 }
 
@@ -147,36 +154,67 @@ func (c *CachedLedger) WorkloadState(ctx context.Context, namespace, name string
 	if err != nil {
 		return nil, err
 	}
-	if fresh {
+	// A workload the ledger does not hold is not kept: the submission that brings it names it
+	// in no decision the bridge can count on.
+	if fresh && states[key] != nil {
 		c.entries.Add(key, cachedState{state: states[key], head: head})
 	}
 	return states[key], nil
 }
 
-// RecordManifest writes, then holds back the entries older than the write (wrote).
+// RecordManifest writes, then drops the entries of the workloads its decisions are about
+// (wrote). The inputs of an apply (definitions) name no workload, those of a submission one the
+// ledger did not hold (not kept); an import's are not known.
 func (c *CachedLedger) RecordManifest(ctx context.Context, requestID, mode, manifest string) (ledger.Outcome, error) {
 	outcome, err := c.Ledger.RecordManifest(ctx, requestID, mode, manifest)
-	c.wrote(outcome, err)
+	c.wrote(outcome, err, nil, mode == "apply" || mode == "submit")
 	return outcome, err
 }
 
-// Record writes, then holds back the entries older than the write (wrote).
+// Record writes, then drops the entries of the workloads its inputs and decisions are about
+// (wrote).
 func (c *CachedLedger) Record(ctx context.Context, requestID string, inputs [][]byte) (ledger.Outcome, error) {
 	outcome, err := c.Ledger.Record(ctx, requestID, inputs)
-	c.wrote(outcome, err)
+	keys, known := inputWorkloads(inputs)
+	c.wrote(outcome, err, keys, known)
 	return outcome, err
 }
 
-// wrote: after a write of ours, an entry read before it is answered only once the watch has
-// passed the write's last sequence. A failed write (it may have been appended), a retry's answer
-// (the original's decisions may be unknown) or an outcome without its last sequence drops every
-// entry.
-func (c *CachedLedger) wrote(outcome ledger.Outcome, err error) {
+// inputWorkloads: the workloads the inputs are about, and whether every input could be read.
+func inputWorkloads(inputs [][]byte) ([]string, bool) {
+	keys := make([]string, 0, len(inputs))
+	for _, input := range inputs {
+		event, err := ledger.DecodeWatched(0, input)
+		if err != nil {
+			return nil, false
+		}
+		if event.Name != "" {
+			keys = append(keys, ledger.Key(event.Namespace, event.Name))
+		}
+	}
+	return keys, true
+}
+
+// wrote: after a write of ours, the entries of the workloads it named (inputs, when
+// inputsKnown, and its decisions) are read again. A write whose workloads are not known holds
+// every entry read before it back until the watch has passed its last sequence; a failed write
+// (it may have been appended), a retry's answer (the original's decisions are not in it) or an
+// outcome without its last sequence drops every entry.
+func (c *CachedLedger) wrote(outcome ledger.Outcome, err error, inputs []string, inputsKnown bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil || outcome.Retried || outcome.Last == 0 {
 		c.dropAllLocked()
 		return
 	}
-	c.written = max(c.written, outcome.Last)
+	if !inputsKnown || !outcome.DecidedKnown {
+		c.written = max(c.written, outcome.Last)
+		return
+	}
+	for _, key := range inputs {
+		c.changedLocked(key, outcome.Last)
+	}
+	for _, key := range outcome.Decided {
+		c.changedLocked(key, outcome.Last)
+	}
 }

@@ -85,18 +85,16 @@ func TestCachedLedgerReadsAWorkloadAgainOnlyWhenItMayHaveChanged(t *testing.T) {
 	if l.reads != 5 {
 		t.Fatalf("b was read again after an event about a: %d reads", l.reads)
 	}
-	// A workload the ledger does not hold is cached as none until an event names it.
+	// A workload the ledger does not hold is not kept: its submission may name it in no event.
 	if s, _ := c.WorkloadState(ctx, "ml", "c"); s != nil {
 		t.Fatalf("c: %v", s)
 	}
-	c.WorkloadState(ctx, "ml", "c")
-	if l.reads != 6 {
-		t.Fatalf("absent c: %d reads, want 6", l.reads)
-	}
 	l.set("c", ledger.PhasePending, 13)
-	c.Changed([]ledger.WatchedEvent{{Sequence: 13, Namespace: "ml", Name: "c"}})
 	phase("c")
-	// A write of our own drops every entry.
+	if l.reads != 7 {
+		t.Fatalf("absent c: %d reads, want 7", l.reads)
+	}
+	// A write of our own that does not say how far it appended drops every entry.
 	if _, err := c.RecordManifest(ctx, "id", "submit", "x"); err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +120,7 @@ func TestCachedLedgerReadsAWorkloadAgainOnlyWhenItMayHaveChanged(t *testing.T) {
 	if l.reads != 13 {
 		t.Fatalf("watch lost: %d reads, want 13", l.reads)
 	}
-	if reads, served := c.Reads(); reads != 18 || served != 5 {
+	if reads, served := c.Reads(); reads != 17 || served != 4 {
 		t.Fatalf("Reads() = %d, %d", reads, served)
 	}
 }
@@ -222,5 +220,97 @@ func TestCachedLedgerKeepsEntriesAcrossAWriteTheWatchHasPassed(t *testing.T) {
 	read("c")
 	if states.reads != 5 {
 		t.Fatalf("after the watch passed our write: %d reads, want 5 (b once)", states.reads)
+	}
+}
+
+// namingWrites: a statesLedger whose writes append through last and say which workloads their
+// decisions are about (decided; known false: not known).
+type namingWrites struct {
+	*statesLedger
+	last    uint64
+	decided []string
+	known   bool
+}
+
+func (l *namingWrites) outcome() ledger.Outcome {
+	return ledger.Outcome{Sequences: []uint64{l.last}, Unchanged: []bool{false}, Last: l.last,
+		Decided: l.decided, DecidedKnown: l.known}
+}
+
+func (l *namingWrites) RecordManifest(context.Context, string, string, string) (ledger.Outcome, error) {
+	return l.outcome(), nil
+}
+
+func (l *namingWrites) Record(context.Context, string, [][]byte) (ledger.Outcome, error) {
+	return l.outcome(), nil
+}
+
+// A write of our own whose workloads are known (its inputs read, its decisions in its outcome)
+// drops their entries at once and keeps the others, without waiting for the watch to pass it;
+// an import's (its inputs not known) or one with a decision not read holds every entry back
+// until the watch has passed it.
+func TestCachedLedgerReadsTheWorkloadsOfItsOwnWritesAgainAtOnce(t *testing.T) {
+	ctx := context.Background()
+	states := &statesLedger{states: map[string]*ledger.WorkloadState{}}
+	l := &namingWrites{statesLedger: states}
+	c := NewCachedLedger(l)
+	c.SetLive(true)
+	read := func(name string) ledger.Phase { return phaseOf(t, c, name) }
+	for _, name := range []string{"a", "b", "c"} {
+		states.set(name, ledger.PhasePending, 10)
+		read(name)
+	}
+	// Our report about a appends 11; its decision at 12 admits b.
+	finished, err := WorkloadFinishedEvent("ml", "a", "uid-a", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.last, l.decided, l.known = 12, []string{"ml/b"}, true
+	if _, err := c.Record(ctx, "id", [][]byte{finished}); err != nil {
+		t.Fatal(err)
+	}
+	states.set("a", ledger.PhaseFinished, 12)
+	states.set("b", ledger.PhaseAdmitted, 12)
+	if got := read("a"); got != ledger.PhaseFinished {
+		t.Fatalf("a, named by our input, answered as %v", got)
+	}
+	if got := read("b"); got != ledger.PhaseAdmitted {
+		t.Fatalf("b, named by our decision, answered as %v", got)
+	}
+	read("c")
+	read("a")
+	if states.reads != 5 {
+		t.Fatalf("after our write: %d reads, want 5 (a and b once, c from the cache)", states.reads)
+	}
+	// A definition whose decisions are all known: only those workloads again.
+	l.last, l.decided = 13, []string{"ml/c"}
+	if _, err := c.RecordManifest(ctx, "id2", "apply", "x"); err != nil {
+		t.Fatal(err)
+	}
+	read("a")
+	read("c")
+	if states.reads != 6 {
+		t.Fatalf("after our definition: %d reads, want 6 (c once)", states.reads)
+	}
+	// An import: its workloads are not known, so until the watch passes 14 nothing is answered.
+	l.last, l.decided = 14, nil
+	if _, err := c.RecordManifest(ctx, "id3", "import", "x"); err != nil {
+		t.Fatal(err)
+	}
+	read("a")
+	c.Changed([]ledger.WatchedEvent{{Sequence: 14}})
+	read("a")
+	read("b")
+	if states.reads != 7 {
+		t.Fatalf("around an import: %d reads, want 7 (a once, before the watch passed it)", states.reads)
+	}
+	// A decision that could not be read: the same.
+	l.last, l.known = 15, false
+	if _, err := c.Record(ctx, "id4", [][]byte{finished}); err != nil {
+		t.Fatal(err)
+	}
+	read("c")
+	if states.reads != 8 {
+		t.Fatalf("after a write with an unread decision: %d reads, want 8", states.reads)
 	}
 }

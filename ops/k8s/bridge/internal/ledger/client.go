@@ -81,6 +81,11 @@ type Outcome struct {
 	// Last: the highest sequence of the call's inputs and of the decisions they caused, which
 	// the ledger appends right after them (0: not known).
 	Last uint64
+	// Decided: the workloads (Key) the call's decisions are about, one a decision about one (a
+	// workload may repeat); DecidedKnown:
+	// every decision was read (false: which workloads they changed is not known).
+	Decided      []string
+	DecidedKnown bool
 }
 
 // ManifestCallsMax bounds the RecordManifest calls of one Client under way at once; the others
@@ -421,7 +426,28 @@ func outcomeOf(method string, hasError func() bool, errorOf func() (ledgerrpc.Er
 	if decisions.Len() > 0 {
 		out.Last = max(out.Last, o.FirstDecisionSequence()+uint64(decisions.Len())-1)
 	}
+	out.Decided, out.DecidedKnown = decidedWorkloads(o.FirstDecisionSequence(), decisions)
 	return out, nil
+}
+
+// decidedWorkloads: the workloads the decisions (stored bytes, from sequence first on) are
+// about, and whether every decision could be read.
+func decidedWorkloads(first uint64, decisions capnp.DataList) ([]string, bool) {
+	var keys []string
+	for i := 0; i < decisions.Len(); i++ {
+		stored, err := decisions.At(i)
+		if err != nil {
+			return nil, false
+		}
+		event, err := DecodeWatched(first+uint64(i), stored)
+		if err != nil {
+			return nil, false
+		}
+		if event.Name != "" {
+			keys = append(keys, Key(event.Namespace, event.Name))
+		}
+	}
+	return keys, true
 }
 
 // SetWorkloadRef names a workload in an input, as the inputs about a workload do.
@@ -450,8 +476,12 @@ func SetNewWorkloadRef(body WorkloadReferrer, namespace, name, uid string) error
 }
 
 // ReadEvent reads an Event from its canonical bytes (BuildEvent's, or a stored event's), over
-// a copy of them, so the Event outlives the buffer it came in.
+// a copy of them, so the Event outlives the buffer it came in. Bytes that are not whole words
+// are refused (capnp panics on a segment shorter than its root pointer).
 func ReadEvent(canonical []byte) (ledgerevents.Event, error) {
+	if len(canonical) < 8 || len(canonical)%8 != 0 {
+		return ledgerevents.Event{}, fmt.Errorf("an event of %d bytes: not whole 8-byte words", len(canonical))
+	}
 	msg, _, err := capnp.NewMessage(capnp.SingleSegment(append([]byte(nil), canonical...)))
 	if err != nil {
 		return ledgerevents.Event{}, err

@@ -13,6 +13,7 @@ import (
 	"capnproto.org/go/capnp/v3"
 	"capnproto.org/go/capnp/v3/rpc"
 
+	"admission-ledger/bridge/internal/ledgerevents"
 	"admission-ledger/bridge/internal/ledgerrpc"
 )
 
@@ -140,5 +141,58 @@ func TestManifestCallsAreBounded(t *testing.T) {
 	wg.Wait()
 	if server.most > ManifestCallsMax || server.most < 2 {
 		t.Fatalf("%d calls at once reached admitd, want 2 to %d", server.most, ManifestCallsMax)
+	}
+}
+
+// An outcome names the workloads its decisions are about (an event about none adds nothing),
+// and says so only when it could read every decision.
+func TestOutcomeNamesTheWorkloadsOfItsDecisions(t *testing.T) {
+	event := func(fill func(ledgerevents.Event_body) error) []byte {
+		bytes, err := BuildEvent(func(e ledgerevents.Event) error { return fill(e.Body()) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes
+	}
+	admitted := event(func(b ledgerevents.Event_body) error {
+		a, err := b.NewAdmitted()
+		if err != nil {
+			return err
+		}
+		return SetNewWorkloadRef(a, "ml", "a", "uid-a")
+	})
+	tick := event(func(b ledgerevents.Event_body) error { _, err := b.NewClockAdvanced(); return err })
+	outcome := func(decisions ...[]byte) Outcome {
+		_, segment, err := capnp.NewMessage(capnp.SingleSegment(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := ledgerrpc.NewRootOutcome(segment)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, _ := o.NewDecisions(int32(len(decisions)))
+		for i, d := range decisions {
+			if err := list.Set(i, d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o.SetFirstDecisionSequence(8)
+		out, err := outcomeOf("record", func() bool { return false }, nil,
+			func() (ledgerrpc.Outcome, error) { return o, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got := outcome(admitted, tick, admitted); !got.DecidedKnown || got.Last != 10 ||
+		fmt.Sprint(got.Decided) != "[ml/a ml/a]" {
+		t.Fatalf("outcome: %+v", got)
+	}
+	if got := outcome(); !got.DecidedKnown || len(got.Decided) != 0 {
+		t.Fatalf("no decisions: %+v", got)
+	}
+	if got := outcome(admitted, []byte{1, 2, 3}); got.DecidedKnown {
+		t.Fatalf("a decision that cannot be read: %+v", got)
 	}
 }

@@ -84,7 +84,7 @@ Result<std::string> RenderGet(const projections::Engine& engine, const std::stri
                                               "localqueues, cohorts, nodes or "
                                               "pendingworkloads");
   }
-  auto selected = SelectItems(items, kind, query);
+  auto selected = SelectItems(std::move(items), kind, query);
   if (!selected.ok()) return selected.status();
   if (format == "name") {
     std::string out;
@@ -98,12 +98,13 @@ Result<std::string> RenderGet(const projections::Engine& engine, const std::stri
     const Json& item = (*selected)[0];
     return format == "json" ? item.dump(2) + "\n" : ToYaml(item);
   }
-  Json list = ListOf(*selected);
   const bool nodes = what == "nodes" || what == "node";
-  // The nodes' list also says whether the node inventory is complete (engine v19).
-  if (nodes) list["inventoryComplete"] = engine.node_inventory_complete();
-  if (format == "json") return list.dump(2) + "\n";
-  if (format == "yaml") return ToYaml(list);
+  if (format == "json" || format == "yaml") {
+    Json list = ListOf(std::move(*selected));
+    // The nodes' list also says whether the node inventory is complete (engine v19).
+    if (nodes) list["inventoryComplete"] = engine.node_inventory_complete();
+    return format == "json" ? list.dump(2) + "\n" : ToYaml(list);
+  }
   std::string text = RenderTable(SelectRows(rows(), *selected));
   if (nodes) text += std::string("inventory complete: ") +
                      (engine.node_inventory_complete() ? "yes" : "no") + "\n";

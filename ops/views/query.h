@@ -41,7 +41,7 @@ TableRows PendingWorkloadsTable(const Json& summary, const projections::Engine& 
 
 // Keeps the items (Kubernetes objects, as the *Json functions give them) the query selects;
 // kNotFound when a name was asked for and no item has it (kubectl's "NotFound").
-Result<Json> SelectItems(const Json& items, const std::string& kind, const GetQuery& query);
+Result<Json> SelectItems(Json items, const std::string& kind, const GetQuery& query);
 
 // Keeps the table rows (header kept) of the selected items: rows are matched on their NAMESPACE
 // and NAME columns (NAME alone for a kind without namespaces).

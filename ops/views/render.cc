@@ -63,10 +63,10 @@ Json FlavorsUsage(const Engine& engine, const std::string& cq_name,
         const int64_t borrowed =
             in_cohort ? std::max<int64_t>(0, total - engine.tree().Nominal(node, fr)) : 0;
         res["borrowed"] = schema::FormatQuantityMilli(borrowed, rname);
-        resources.push_back(res);
+        resources.push_back(std::move(res));
       }
-      flavor["resources"] = resources;
-      out.push_back(flavor);
+      flavor["resources"] = std::move(resources);
+      out.push_back(std::move(flavor));
     }
   }
   return out;
@@ -420,8 +420,8 @@ Json ClusterQueuesJson(const Engine& engine) {
                                          {"status", active ? "True" : "False"},
                                          {"reason", reason},
                                          {"message", message}}});
-    c["status"] = status;
-    items.push_back(c);
+    c["status"] = std::move(status);
+    items.push_back(std::move(c));
   }
   return items;
 }
@@ -459,7 +459,7 @@ Json LocalQueuesJson(const Engine& engine, const NamespaceFilter& allow) {
            {{"consumedResources", consumed},
             {"lastUpdate", FormatRfc3339Seconds(afs->second.last_update_ns)}}}};
     }
-    items.push_back(l);
+    items.push_back(std::move(l));
   }
   return items;
 }
@@ -488,7 +488,7 @@ Json CohortsJson(const Engine& engine) {
            {"usage", schema::FormatQuantityMilli(u == node.usage.end() ? 0 : u->second, rn)}});
     }
     c["status"] = {{"members", members}, {"resources", resources}};
-    items.push_back(c);
+    items.push_back(std::move(c));
   }
   return items;
 }
@@ -565,8 +565,12 @@ Json NodesJson(const Engine& engine, const NamespaceFilter& allow) {
   return items;
 }
 
-Json ListOf(const Json& items) {
-  return Json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", items}};
+Json ListOf(Json items) {
+  Json list = Json::object();
+  list["apiVersion"] = "v1";
+  list["kind"] = "List";
+  list["items"] = std::move(items);
+  return list;
 }
 
 std::string ToYaml(const Json& value) {

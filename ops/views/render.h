@@ -31,7 +31,7 @@ Json CohortsJson(const projections::Engine& engine);
 Json NodesJson(const projections::Engine& engine, const NamespaceFilter& allow = nullptr);
 
 // `kind: List` with the items, as `kubectl get -o json` prints it.
-Json ListOf(const Json& items);
+Json ListOf(Json items);
 std::string ToYaml(const Json& value);
 
 // Fixed-width tables for people: rows (the header first) and their text.

@@ -172,30 +172,13 @@ func TestAWaitingReconcileIsPolledOnlyWithoutTheWatch(t *testing.T) {
 	}
 }
 
-// writtenThrough: a statesLedger whose writes say the last sequence they appended.
-type writtenThrough struct {
-	*statesLedger
-	last uint64
-}
-
-func (l *writtenThrough) RecordManifest(context.Context, string, string, string) (ledger.Outcome, error) {
-	return ledger.Outcome{Sequences: []uint64{l.last}, Unchanged: []bool{false}, Last: l.last}, nil
-}
-
 // A write of our own that says how far it appended keeps the entries: each is answered again
 // once the watch has passed that sequence (an event about it before then drops it), and read
 // again only until then.
 func TestCachedLedgerKeepsEntriesAcrossAWriteTheWatchHasPassed(t *testing.T) {
 	ctx := context.Background()
-	states := &statesLedger{states: map[string]*ledger.WorkloadState{}}
-	l := &writtenThrough{statesLedger: states}
-	c := NewCachedLedger(l)
-	c.SetLive(true)
-	read := func(name string) ledger.Phase { return phaseOf(t, c, name) }
-	for _, name := range []string{"a", "b", "c"} {
-		states.set(name, ledger.PhasePending, 10)
-		read(name)
-	}
+	l, c, read := cachedABC(t)
+	states := l.statesLedger
 	// Our write appends 11 and 12 (a decision about b).
 	l.last = 12
 	if _, err := c.RecordManifest(ctx, "id", "submit", "x"); err != nil {
@@ -224,7 +207,8 @@ func TestCachedLedgerKeepsEntriesAcrossAWriteTheWatchHasPassed(t *testing.T) {
 }
 
 // namingWrites: a statesLedger whose writes append through last and say which workloads their
-// decisions are about (decided; known false: not known).
+// decisions are about (decided; known false: not known, as an outcome that only says how far
+// it appended).
 type namingWrites struct {
 	*statesLedger
 	last    uint64
@@ -245,21 +229,28 @@ func (l *namingWrites) Record(context.Context, string, [][]byte) (ledger.Outcome
 	return l.outcome(), nil
 }
 
+// cachedABC: a live cache over a namingWrites ledger holding pending workloads a, b and c at
+// head 10, each read once (3 reads), and a reader of a workload's phase through the cache.
+func cachedABC(t *testing.T) (*namingWrites, *CachedLedger, func(string) ledger.Phase) {
+	l := &namingWrites{statesLedger: &statesLedger{states: map[string]*ledger.WorkloadState{}}}
+	c := NewCachedLedger(l)
+	c.SetLive(true)
+	read := func(name string) ledger.Phase { return phaseOf(t, c, name) }
+	for _, name := range []string{"a", "b", "c"} {
+		l.set(name, ledger.PhasePending, 10)
+		read(name)
+	}
+	return l, c, read
+}
+
 // A write of our own whose workloads are known (its inputs read, its decisions in its outcome)
 // drops their entries at once and keeps the others, without waiting for the watch to pass it;
 // an import's (its inputs not known) or one with a decision not read holds every entry back
 // until the watch has passed it.
 func TestCachedLedgerReadsTheWorkloadsOfItsOwnWritesAgainAtOnce(t *testing.T) {
 	ctx := context.Background()
-	states := &statesLedger{states: map[string]*ledger.WorkloadState{}}
-	l := &namingWrites{statesLedger: states}
-	c := NewCachedLedger(l)
-	c.SetLive(true)
-	read := func(name string) ledger.Phase { return phaseOf(t, c, name) }
-	for _, name := range []string{"a", "b", "c"} {
-		states.set(name, ledger.PhasePending, 10)
-		read(name)
-	}
+	l, c, read := cachedABC(t)
+	states := l.statesLedger
 	// Our report about a appends 11; its decision at 12 admits b.
 	finished, err := WorkloadFinishedEvent("ml", "a", "uid-a", "")
 	if err != nil {

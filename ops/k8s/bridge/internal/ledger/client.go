@@ -81,9 +81,9 @@ type Outcome struct {
 	// Last: the highest sequence of the call's inputs and of the decisions they caused, which
 	// the ledger appends right after them (0: not known).
 	Last uint64
-	// Decided: the workloads (Key) the call's decisions are about, one a decision about one (a
-	// workload may repeat); DecidedKnown:
-	// every decision was read (false: which workloads they changed is not known).
+	// Decided: the workloads (Key) the call's decisions are about, one entry a decision about
+	// one (a workload may repeat). DecidedKnown: every decision was read (false: which
+	// workloads they changed is not known).
 	Decided      []string
 	DecidedKnown bool
 }

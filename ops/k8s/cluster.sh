@@ -120,6 +120,11 @@ readonly START_TIMEOUT_SECONDS=180
 readonly STOP_TIMEOUT_SECONDS=30       # each component exits within a second or two of SIGTERM
 readonly KILL_TIMEOUT_SECONDS=10       # after SIGKILL, only the kernel is left to wait for
 readonly POLL_INTERVAL_SECONDS=0.2
+# Each node on a line: its name, its Ready condition's status, its taints' keys.
+readonly NODES_STATE_JSONPATH='{range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status} {.spec.taints[*].key}{"\n"}{end}'
+# How long a created node may stay not Ready before its annotation is touched (nodes_ready_nudging).
+readonly NODES_NUDGE_SECONDS=15
+readonly NODES_NUDGE_ANNOTATION=admission-ledger/kwok-resync
 # Ports are picked at random and checked, then bound by the processes a moment later; another
 # process can take one in between, so a start that fails on a busy port is retried.
 readonly START_ATTEMPTS=3
@@ -989,10 +994,8 @@ EOF
 nodes_ready() {
   local kubeconfig="$1" state node
   shift
-  local jsonpath='{range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}'
-  jsonpath+=' {.spec.taints[*].key}{"\n"}{end}'
   state="$("$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=10s \
-    get nodes -o jsonpath="$jsonpath" 2>/dev/null)" || return 1
+    get nodes -o jsonpath="$NODES_STATE_JSONPATH" 2>/dev/null)" || return 1
   for node in "$@"; do
     grep -q "^$node True" <<< "$state" || return 1
   done
@@ -1040,7 +1043,31 @@ create_nodes() {
     return 0
   fi
   printf '%s\n' "${names[@]}" > "$dir/nodes"
-  wait_for "$dir" kwok "$deadline" nodes_ready "$kubeconfig" "${names[@]}"
+  nodes_last_nudge=$SECONDS
+  wait_for "$dir" kwok "$deadline" nodes_ready_nudging "$kubeconfig" "${names[@]}"
+  if [[ "$start_outcome" != ready ]]; then
+    log "the nodes as the API server last showed them (name, Ready, taints):"
+    "${kubectl_cmd[@]}" get nodes -o jsonpath="$NODES_STATE_JSONPATH" >&2 || true
+  fi
+}
+
+# nodes_ready_nudging KUBECONFIG NODE...: nodes_ready, and every NODES_NUDGE_SECONDS while a
+# NODE is not yet Ready, annotates the NODEs (NODES_NUDGE_ANNOTATION, the time) to hand KWOK a
+# fresh event. KWOK 0.7 can drop a node's first events for good: it plays a node's stages only
+# while its lease cache shows the lease it holds, and when it has just created that lease and
+# its node cache lags (a loaded machine), it re-reads the node once, may find the lease not yet
+# cached, and is never told of the node again (it renews the lease without re-reading the node).
+nodes_last_nudge=0
+nodes_ready_nudging() {
+  local kubeconfig="$1"
+  nodes_ready "$@" && return 0
+  ((SECONDS - nodes_last_nudge >= NODES_NUDGE_SECONDS)) || return 1
+  nodes_last_nudge=$SECONDS
+  shift
+  log "nodes not Ready after ${NODES_NUDGE_SECONDS}s; annotating them so KWOK sees them again"
+  "$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=10s annotate --overwrite \
+    nodes "$@" "$NODES_NUDGE_ANNOTATION=$(date -u +%Y-%m-%dT%H:%M:%SZ)" > /dev/null 2>&1 || true
+  return 1
 }
 
 # crd_established KUBECONFIG CRD DEADLINE: waits until CRD is Established (its API served).

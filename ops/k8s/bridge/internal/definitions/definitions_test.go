@@ -777,3 +777,18 @@ func TestReservingWorkloadsReadsOneClusterQueue(t *testing.T) {
 		t.Fatalf("%d lists and %d reads by name; want 0 and 2", l.lists, l.reads)
 	}
 }
+
+// A copy waits the debounce after a notification, and longer after an expensive read: the reads
+// of the ledger's items take at most 1/StatusReadShare of the time.
+func TestCopyWaitSpacesCopiesByTheirReads(t *testing.T) {
+	for _, c := range []struct{ read, since, want time.Duration }{
+		{time.Millisecond, 10 * time.Millisecond, StatusDebounce},
+		{40 * time.Millisecond, 0, StatusReadShare * 40 * time.Millisecond},
+		{40 * time.Millisecond, 600 * time.Millisecond, StatusReadShare*40*time.Millisecond - 600*time.Millisecond},
+		{40 * time.Millisecond, 5 * time.Second, StatusDebounce},
+	} {
+		if got := copyWait(c.read, c.since); got != c.want {
+			t.Errorf("copyWait(%v, %v) = %v, want %v", c.read, c.since, got, c.want)
+		}
+	}
+}

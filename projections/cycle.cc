@@ -227,7 +227,8 @@ void Engine::NominateSleepingStrictFifoHeads(int64_t now, std::vector<CycleEntry
   // Engine v11: Kueue nominates a StrictFIFO head again in every cycle, even one that found
   // no victims; such a head holds the capacity it needs in each cycle (RunCycle). Ours sleeps
   // until capacity changes, so its hold is taken here, as an entry that only holds.
-  for (auto& [cq_name, cq] : cqs_) {
+  for (const std::string& cq_name : strict_fifo_cqs_) {
+    ClusterQueueState& cq = cqs_.at(cq_name);
     if (!cq.spec || cq.spec->queueing != QueueingStrategy::kStrictFifo || cq.pending == 0 ||
         !cq.inactive_reason.empty() || cq.spec->stop_policy != StopPolicy::kNone ||
         cq.spec->preemption.reclaim_within_cohort == ReclaimPolicy::kAny) {

@@ -330,6 +330,15 @@ void Engine::Drain(const std::function<bool(const WorkloadState&)>& selected,
   }
 }
 
+void Engine::CollectStrictFifoQueues() {
+  strict_fifo_cqs_.clear();
+  for (const auto& [name, cq] : cqs_) {
+    if (cq.spec && cq.spec->queueing == QueueingStrategy::kStrictFifo) {
+      strict_fifo_cqs_.insert(strict_fifo_cqs_.end(), name);
+    }
+  }
+}
+
 void Engine::CountStoppedLocalQueues() {
   stopped_local_queues_ = static_cast<size_t>(std::count_if(
       lqs_.begin(), lqs_.end(),
@@ -356,6 +365,7 @@ void Engine::DefinitionsChanged() {
   tree_dirty_ = true;
   tas_cache_.clear();  // engine v26: nodes, flavors or topologies may have changed
   CountStoppedLocalQueues();
+  CollectStrictFifoQueues();
   // Any definition may make room or make a class fit: every class is worth another look.
   for (auto& [name, cq] : cqs_) {
     for (auto& [key, cls] : cq.classes) cls.inadmissible = false;

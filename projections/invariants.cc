@@ -56,6 +56,17 @@ Status Engine::CheckInvariants() const {
                       ") but is not a holder of ClusterQueue " + wl.cluster_queue);
     }
   }
+  // The StrictFIFO ClusterQueues a cycle looks at are exactly those whose spec says so.
+  for (const auto& [name, cq] : cqs_) {
+    const bool strict = cq.spec && cq.spec->queueing == QueueingStrategy::kStrictFifo;
+    if (strict != (strict_fifo_cqs_.count(name) == 1)) {
+      return Violated("ClusterQueue " + name + (strict ? " queues StrictFIFO but is not" : " is") +
+                      " among the StrictFIFO ClusterQueues");
+    }
+  }
+  for (const std::string& name : strict_fifo_cqs_) {
+    if (cqs_.count(name) == 0) return Violated("StrictFIFO ClusterQueue " + name + " has no state");
+  }
   // A ClusterQueue's usage is the sum of its holders' admissions, and the quota tree's node of
   // the ClusterQueue holds the same usage (unless the tree waits for a rebuild from it).
   size_t holders = 0;

@@ -1223,6 +1223,7 @@ void SnapshotCodec::LoadAfsEntries(snap::EngineState::Reader in, Engine* e) {
 //  - WorkloadState.key and .local_queue_key: namespace/name and namespace/queue_name.
 //  - lq_counts_: counted from the workloads' phases.
 //  - stopped_local_queues_: counted from the LocalQueue specs.
+//  - strict_fifo_cqs_: collected from the ClusterQueue specs.
 //  - WorkloadState::queued_class: a queued workload's class (checked below); cq_state is
 //    looked up again on first use.
 //  - The quota tree: rebuilt from the specs and the usage. A clean tree (tree_dirty_ false) is
@@ -1257,6 +1258,7 @@ Status Engine::RestoreDerivedState(const std::set<std::string>& tree_cluster_que
       cq.pending += cls.members.size();
     }
   }
+  CollectStrictFifoQueues();
   lq_counts_.clear();
   for (auto& [key, wl] : workloads_) {
     wl.key = key;

@@ -206,10 +206,12 @@ def goals(directory, rnd, per_side, classes):
             print(f"round{rnd}: class {name}: the ledger's run recorded {got} workloads, "
                   f"Kueue's {want}", file=sys.stderr)
             unfinished = True
-    faster = all(lwl.get(n, {}).get("averageTimeToAdmissionMs", 0) <=
+    # A round a side left unfinished meets no goal of the runner's figures.
+    faster = not unfinished and all(lwl.get(n, {}).get("averageTimeToAdmissionMs", 0) <=
                  kwl.get(n, {}).get("averageTimeToAdmissionMs", 0) for n in classes)
     kcq, lcq = ks.get("clusterQueueClasses", {}), ls.get("clusterQueueClasses", {})
-    fuller = all(usage_pct(lcq.get(n, {})) >= usage_pct(c) for n, c in kcq.items())
+    fuller = not unfinished and all(usage_pct(lcq.get(n, {})) >= usage_pct(c)
+                                    for n, c in kcq.items())
     kn = sum(c.get("count", 0) for c in kwl.values()) or 1
     ln = sum(c.get("count", 0) for c in lwl.values()) or 1
     cpu_ratio = (lf["cpu_s"] / ln) / (kf["cpu_s"] / kn) if kf["cpu_s"] else 0.0

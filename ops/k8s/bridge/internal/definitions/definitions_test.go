@@ -786,6 +786,7 @@ func TestCopyWaitSpacesCopiesByTheirReads(t *testing.T) {
 		{40 * time.Millisecond, 0, StatusReadShare * 40 * time.Millisecond},
 		{40 * time.Millisecond, 600 * time.Millisecond, StatusReadShare*40*time.Millisecond - 600*time.Millisecond},
 		{40 * time.Millisecond, 5 * time.Second, StatusDebounce},
+		{time.Second, 0, StatusMaxWait},
 	} {
 		if got := copyWait(c.read, c.since); got != c.want {
 			t.Errorf("copyWait(%v, %v) = %v, want %v", c.read, c.since, got, c.want)

@@ -52,10 +52,14 @@ const StatusDebounce = 200 * time.Millisecond
 // were 29 % of admitd's CPU and a tenth of the bridge's.
 const StatusReadShare = 25
 
+// StatusMaxWait bounds copyWait: on a loaded machine a read takes longer, and spacing the copies
+// by it starved the writes (Kueue's runner stopped early for want of a queue showing work).
+const StatusMaxWait = time.Second
+
 // copyWait: how long a copy notified now waits, the last copy having started since ago and
 // read for read.
 func copyWait(read, since time.Duration) time.Duration {
-	return max(StatusDebounce, StatusReadShare*read-since)
+	return max(StatusDebounce, min(StatusReadShare*read-since, StatusMaxWait))
 }
 
 // StatusKinds are the ledger's events that change a ClusterQueue's or a LocalQueue's status.

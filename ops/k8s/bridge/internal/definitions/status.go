@@ -31,9 +31,8 @@ const StatusInterval = 45 * time.Second
 
 // StatusWritesPerPass bounds the writes of one copy of a kind: the rest go at the next copy,
 // ranked again, so that a queue whose work its status does not show waits for at most this
-// many writes (the client's budget is 50 a second: a second), not for a pass over a thousand
-// queues. A second's writes at least, since copies are spaced by their reads (StatusReadShare).
-const StatusWritesPerPass = 50
+// many writes (the client's budget is 50 a second), not for a pass over a thousand queues.
+const StatusWritesPerPass = 25
 
 // StatusWriteWorkers: how many writes of one copy are under way at once. A write waits for the
 // API server, which the creations of a large-scale run slow to a second: one at a time, the

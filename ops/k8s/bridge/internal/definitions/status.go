@@ -44,15 +44,15 @@ const StatusWriteWorkers = 10
 const StatusDebounce = 200 * time.Millisecond
 
 // StatusReadShare: a copy starts at least StatusReadShare times its predecessor's read after it
-// (the read: every queue of the kind from the ledger as JSON, and decoding it), so the reads
-// take at most 1/StatusReadShare of the time, and of admitd's loop, which answers them between
-// the records. With a thousand ClusterQueues a read takes 20 to 40 ms: copies at the debounce
+// (the read: every queue of the kind from the ledger as JSON, and decoding it; up to
+// StatusMaxWait), so the reads take about 1/StatusReadShare of the time, and of admitd's loop,
+// which answers them between the records. With a thousand ClusterQueues a read takes 20 to 40 ms: copies at the debounce
 // after each decision of Kueue's large-scale run read them three times a second, and the reads
 // were 29 % of admitd's CPU and a tenth of the bridge's.
 const StatusReadShare = 25
 
-// StatusMaxWait bounds copyWait: on a loaded machine a read takes longer, and spacing the copies
-// by it starved the writes (Kueue's runner stopped early for want of a queue showing work).
+// StatusMaxWait bounds copyWait: on a loaded machine a read of a thousand queues took 100 to
+// 400 ms, which would have spaced the copies (and the queues' news) by up to ten seconds.
 const StatusMaxWait = time.Second
 
 // copyWait: how long a copy notified now waits, the last copy having started since ago and

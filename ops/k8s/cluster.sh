@@ -692,8 +692,8 @@ wait_for() {
   # The pid, not running_pid: a process launched a moment ago may not have exec'd yet, and until
   # then its command line is this script's.
   local pid
-  pid="$(<"$dir/$name.pid")"
   while ((SECONDS < deadline)); do
+    pid="$(<"$dir/$name.pid")"  # each time: CHECK may restart NAME (nodes_ready_nudging)
     if ! is_alive "$pid"; then
       if grep -qi "address already in use" "$dir/$name.log"; then
         log "$name could not bind its port: it was taken meanwhile"
@@ -979,12 +979,14 @@ kind: KwokConfiguration
 options: {}
 EOF
   local selector="$KWOK_NODE_ANNOTATION_KEY=$KWOK_NODE_ANNOTATION_VALUE"
-  launch "$dir" kwok "$version_dir/kwok" \
-    --config "$dir/kwok.yaml" --kubeconfig "$dir/kwok.kubeconfig" \
-    --manage-all-nodes=false --manage-nodes-with-annotation-selector="$selector" \
-    --enable-crds=Stage --cidr="$KWOK_POD_CIDR" \
-    --node-lease-duration-seconds="$KWOK_NODE_LEASE_SECONDS" \
-    --server-address="127.0.0.1:$port"
+  kwok_cmd=("$version_dir/kwok"
+    --config "$dir/kwok.yaml" --kubeconfig "$dir/kwok.kubeconfig"
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector="$selector"
+    --enable-crds=Stage --cidr="$KWOK_POD_CIDR"
+    --node-lease-duration-seconds="$KWOK_NODE_LEASE_SECONDS"
+    --server-address="127.0.0.1:$port")
+  kwok_run_dir="$dir"
+  launch "$dir" kwok "${kwok_cmd[@]}"
   wait_for "$dir" kwok "$deadline" kwok_healthy "$port"
 }
 
@@ -1043,7 +1045,7 @@ create_nodes() {
     return 0
   fi
   printf '%s\n' "${names[@]}" > "$dir/nodes"
-  nodes_last_nudge=$SECONDS
+  nodes_last_nudge=$SECONDS nodes_nudges=0
   wait_for "$dir" kwok "$deadline" nodes_ready_nudging "$kubeconfig" "${names[@]}"
   if [[ "$start_outcome" != ready ]]; then
     log "the nodes as the API server last showed them (name, Ready, taints):"
@@ -1051,22 +1053,33 @@ create_nodes() {
   fi
 }
 
-# nodes_ready_nudging KUBECONFIG NODE...: nodes_ready, and every NODES_NUDGE_SECONDS while a
-# NODE is not yet Ready, annotates the NODEs (NODES_NUDGE_ANNOTATION, the time) to hand KWOK a
-# fresh event. KWOK 0.7 can drop a node's first events for good: it plays a node's stages only
-# while its lease cache shows the lease it holds, and when it has just created that lease and
-# its node cache lags (a loaded machine), it re-reads the node once, may find the lease not yet
-# cached, and is never told of the node again (it renews the lease without re-reading the node).
+# nodes_ready_nudging KUBECONFIG NODE...: nodes_ready; while a NODE is not yet Ready, after
+# NODES_NUDGE_SECONDS annotates the NODEs (NODES_NUDGE_ANNOTATION, the time) to hand KWOK a
+# fresh event, and after each further NODES_NUDGE_SECONDS restarts KWOK. KWOK 0.7 can leave
+# nodes alone for good: it plays a node's stages only while its lease cache shows the lease it
+# holds, and it renews the leases without re-reading the nodes. In CI it renewed every node's
+# lease for 180 s and never made one Ready, the annotation notwithstanding; a fresh KWOK lists
+# the nodes and the leases anew.
 nodes_last_nudge=0
+nodes_nudges=0
+kwok_cmd=()
+kwok_run_dir=""
 nodes_ready_nudging() {
   local kubeconfig="$1"
   nodes_ready "$@" && return 0
   ((SECONDS - nodes_last_nudge >= NODES_NUDGE_SECONDS)) || return 1
   nodes_last_nudge=$SECONDS
   shift
-  log "nodes not Ready after ${NODES_NUDGE_SECONDS}s; annotating them so KWOK sees them again"
-  "$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=10s annotate --overwrite \
-    nodes "$@" "$NODES_NUDGE_ANNOTATION=$(date -u +%Y-%m-%dT%H:%M:%SZ)" > /dev/null 2>&1 || true
+  if ((nodes_nudges++ == 0)); then
+    log "nodes not Ready after ${NODES_NUDGE_SECONDS}s; annotating them so KWOK sees them again"
+    "$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=10s annotate \
+      --overwrite nodes "$@" "$NODES_NUDGE_ANNOTATION=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+      > /dev/null 2>&1 || true
+    return 1
+  fi
+  log "nodes still not Ready; restarting KWOK"
+  stop_process "$kwok_run_dir" kwok
+  launch "$kwok_run_dir" kwok "${kwok_cmd[@]}"
   return 1
 }
 

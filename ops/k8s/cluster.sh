@@ -122,9 +122,8 @@ readonly KILL_TIMEOUT_SECONDS=10       # after SIGKILL, only the kernel is left 
 readonly POLL_INTERVAL_SECONDS=0.2
 # Each node on a line: its name, its Ready condition's status, its taints' keys.
 readonly NODES_STATE_JSONPATH='{range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status} {.spec.taints[*].key}{"\n"}{end}'
-# How long a created node may stay not Ready before its annotation is touched (nodes_ready_nudging).
+# How long created nodes may stay not Ready before KWOK is restarted (nodes_ready_nudging).
 readonly NODES_NUDGE_SECONDS=15
-readonly NODES_NUDGE_ANNOTATION=admission-ledger/kwok-resync
 # Ports are picked at random and checked, then bound by the processes a moment later; another
 # process can take one in between, so a start that fails on a busy port is retried.
 readonly START_ATTEMPTS=3
@@ -1045,7 +1044,7 @@ create_nodes() {
     return 0
   fi
   printf '%s\n' "${names[@]}" > "$dir/nodes"
-  nodes_last_nudge=$SECONDS nodes_nudges=0
+  nodes_last_nudge=$SECONDS
   wait_for "$dir" kwok "$deadline" nodes_ready_nudging "$kubeconfig" "${names[@]}"
   if [[ "$start_outcome" != ready ]]; then
     log "the nodes as the API server last showed them (name, Ready, taints):"
@@ -1053,31 +1052,20 @@ create_nodes() {
   fi
 }
 
-# nodes_ready_nudging KUBECONFIG NODE...: nodes_ready; while a NODE is not yet Ready, after
-# NODES_NUDGE_SECONDS annotates the NODEs (NODES_NUDGE_ANNOTATION, the time) to hand KWOK a
-# fresh event, and after each further NODES_NUDGE_SECONDS restarts KWOK. KWOK 0.7 can leave
-# nodes alone for good: it plays a node's stages only while its lease cache shows the lease it
-# holds, and it renews the leases without re-reading the nodes. In CI it renewed every node's
-# lease for 180 s and never made one Ready, the annotation notwithstanding; a fresh KWOK lists
-# the nodes and the leases anew.
+# nodes_ready_nudging KUBECONFIG NODE...: nodes_ready; while a NODE is not yet Ready, restarts
+# KWOK every NODES_NUDGE_SECONDS. KWOK 0.7 can leave nodes alone for good: it plays a node's
+# stages only while its lease cache shows the lease it holds, and it renews the leases without
+# re-reading the nodes. In CI it renewed every node's lease for 180 s and never made one Ready
+# (annotating the nodes, a fresh event, did not help either); a fresh KWOK lists the nodes and
+# the leases anew.
 nodes_last_nudge=0
-nodes_nudges=0
 kwok_cmd=()
 kwok_run_dir=""
 nodes_ready_nudging() {
-  local kubeconfig="$1"
   nodes_ready "$@" && return 0
   ((SECONDS - nodes_last_nudge >= NODES_NUDGE_SECONDS)) || return 1
   nodes_last_nudge=$SECONDS
-  shift
-  if ((nodes_nudges++ == 0)); then
-    log "nodes not Ready after ${NODES_NUDGE_SECONDS}s; annotating them so KWOK sees them again"
-    "$version_dir/kubectl" --kubeconfig "$kubeconfig" --request-timeout=10s annotate \
-      --overwrite nodes "$@" "$NODES_NUDGE_ANNOTATION=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
-      > /dev/null 2>&1 || true
-    return 1
-  fi
-  log "nodes still not Ready; restarting KWOK"
+  log "nodes not Ready after ${NODES_NUDGE_SECONDS}s; restarting KWOK"
   stop_process "$kwok_run_dir" kwok
   launch "$kwok_run_dir" kwok "${kwok_cmd[@]}"
   return 1

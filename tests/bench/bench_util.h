@@ -31,6 +31,7 @@
 #include <rocksdb/write_batch.h>
 
 #include "ledger/rocksdb_log.h"
+#include "ledger/rocksdb_options.h"
 #include "schema/result.h"
 
 namespace admission::bench {
@@ -234,7 +235,8 @@ inline void PrintMachine(const std::string& dir, const std::string& work_dir, bo
 // ------------------------------------------------------------------------------------------
 // Raw RocksDB baselines.
 
-// Raw RocksDB, configured like RocksDbLog::Open so only the write path differs.
+// Raw RocksDB, configured like RocksDbLog::Open (the ledger's database and events-family
+// options: its memtable budget, pipelined writes) so only the write path differs.
 struct RawDb {
   std::unique_ptr<rocksdb::DB> db;
   std::shared_ptr<rocksdb::Statistics> stats;  // only where the tickers are reported
@@ -242,11 +244,7 @@ struct RawDb {
 };
 
 inline RawDb OpenRawDb(const std::string& dir, bool with_statistics) {
-  rocksdb::Options options;
-  options.create_if_missing = true;
-  options.paranoid_checks = true;
-  options.max_open_files = 256;
-  options.keep_log_file_num = 4;
+  rocksdb::Options options(ledger::LedgerDbOptions(true), ledger::LedgerEventsFamilyOptions());
   if (with_statistics) options.statistics = rocksdb::CreateDBStatistics();
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);

@@ -234,6 +234,18 @@ class CallTimer {
   std::chrono::steady_clock::time_point started_;
 };
 
+// A record call's results, in words, a little over: the message's first segment is allocated
+// (and zeroed) at this size, not capnp's default of 8 KiB.
+capnp::MessageSize ResultsSize(const Result<RecordOutcome>& result) {
+  uint64_t words = 32;
+  if (!result.ok()) return capnp::MessageSize{words + result.status().message().size() / 8, 0};
+  const RecordOutcome& o = result.value();
+  words += o.sequences.size() + (o.unchanged.size() + o.configured.size()) / 64 + 4;
+  for (const std::string& n : o.notes) words += n.size() / 8 + 2;
+  for (const std::string& d : o.decisions) words += d.size() / 8 + 2;
+  return capnp::MessageSize{words, 0};
+}
+
 // The capability a connection gets: every method checks the policy for the connection's
 // principal first.
 class Daemon::LedgerImpl final : public Ledger::Server {
@@ -355,7 +367,7 @@ class Daemon::LedgerImpl final : public Ledger::Server {
     d_.Enqueue(kj::mv(call));
     return paf.promise.attach(kj::mv(timer)).then([context](kj::Own<Result<RecordOutcome>> owned) mutable {
       const Result<RecordOutcome>& result = *owned;
-      auto results = context.getResults();
+      auto results = context.getResults(ResultsSize(result));
       if (!result.ok()) {
         ToError(result.status(), results.initError());
         return;

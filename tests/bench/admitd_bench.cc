@@ -55,6 +55,7 @@ struct Params {
   std::vector<size_t> clients = {1, 16, 64, 256};
   std::string contenders = "admitd,service,rocksdb,noop";  // which run (for profiling)
   std::string dir;
+  bool sync = true;  // --no-sync: the ledgers append without fsync (what the fsync costs)
 };
 
 // ------------------------------------------------------------------------------------------
@@ -87,10 +88,12 @@ std::string RequestId(uint64_t n) { return "bench-" + std::to_string(n); }
 // ------------------------------------------------------------------------------------------
 // A ledger with its Service.
 
-std::unique_ptr<ServedLedger> OpenServed(const std::string& dir) {
+std::unique_ptr<ServedLedger> OpenServed(const std::string& dir, bool sync) {
   auto served = std::make_unique<ServedLedger>();
   served->dir = dir;
-  auto log = ledger::RocksDbLog::Open(dir);
+  ledger::RocksDbLogOptions log_options;
+  log_options.sync = sync;
+  auto log = ledger::RocksDbLog::Open(dir, log_options);
   ADM_CHECK(log.ok(), "%s", log.status().ToString().c_str());
   served->log = std::move(*log);
   served->snapshots = std::make_unique<ledger::FileSnapshotStore>(dir);
@@ -408,8 +411,10 @@ void VerifyDaemonLedger(const std::string& prefix, ServedLedger& daemon_ledger, 
 
 void RunClients(const Params& p, size_t n, const std::string& work, uint64_t* next_id) {
   const std::string prefix = "clients" + Int(n);
-  std::unique_ptr<ServedLedger> daemon_ledger = OpenServed(work + "/" + prefix + "_admitd");
-  std::unique_ptr<ServedLedger> service_ledger = OpenServed(work + "/" + prefix + "_service");
+  std::unique_ptr<ServedLedger> daemon_ledger = OpenServed(work + "/" + prefix + "_admitd",
+                                                               p.sync);
+  std::unique_ptr<ServedLedger> service_ledger = OpenServed(work + "/" + prefix + "_service",
+                                                                p.sync);
   RawDb raw = OpenRawDb(work + "/" + prefix + "_raw", false);
   RawDb probe = OpenRawDb(work + "/" + prefix + "_probe", false);
   const std::string socket = work + "/" + prefix + ".sock";
@@ -431,13 +436,15 @@ void RunClients(const Params& p, size_t n, const std::string& work, uint64_t* ne
 void Usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--quick] [--seconds S] [--rounds R] [--clients N,N,...] [--contenders L]\n"
-               "          [--dir DIR]\n"
+               "          [--dir DIR] [--no-sync]\n"
                "  --quick          small counts for a CI smoke run (a few seconds)\n"
                "  --seconds S      time per contender per round (default 1.5)\n"
                "  --rounds R       rounds, contenders interleaved and rotated (default 3)\n"
                "  --clients LIST   concurrencies (default 1,16,64,256)\n"
                "  --contenders L   a subset of admitd,service,rocksdb,noop (for profiling)\n"
-               "  --dir DIR        work folder parent (default $TMPDIR or /tmp)\n",
+               "  --dir DIR        work folder parent (default $TMPDIR or /tmp)\n"
+               "  --no-sync        the ledgers append without fsync (what the fsync costs;\n"
+               "                   the raw and fsync baselines still sync)\n",
                argv0);
 }
 
@@ -456,6 +463,8 @@ std::optional<Params> ParseFlags(int argc, char** argv) {
       p.seconds = 0.2;
       p.rounds = 1;
       p.clients = {1, 16, 64};
+    } else if (flag == "--no-sync") {
+      p.sync = false;
     } else if (flag == "--seconds" || flag == "--rounds" || flag == "--clients" ||
                flag == "--dir" || flag == "--contenders") {
       std::optional<std::string> v = value();
@@ -506,6 +515,7 @@ int Main(int argc, char** argv) {
   Line("params.seconds", Fixed(p.seconds, 2), "s per contender per round");
   Line("params.rounds", Int(p.rounds), "(contenders interleaved, order rotated per round)");
   Line("params.call", "record of one nodeCapacityChanged input with a request id (one event)");
+  Line("params.sync", p.sync ? "true" : "false (--no-sync: the ledgers append without fsync)");
   const Clock::time_point start = Clock::now();
   uint64_t next_id = 0;
   for (size_t n : p.clients) RunClients(p, n, work, &next_id);

@@ -1,6 +1,7 @@
 #include "ops/rpc/stream_guard.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <kj/debug.h>
 #include <spdlog/spdlog.h>
@@ -73,50 +74,74 @@ GuardedStream::GuardedStream(kj::Own<kj::AsyncIoStream> inner, kj::Timer& timer,
 GuardedStream::~GuardedStream() noexcept(false) { budget_.bytes -= counted_; }
 
 kj::Promise<size_t> GuardedStream::tryRead(void* buffer, size_t min_bytes, size_t max_bytes) {
-  return ReadSome(static_cast<kj::byte*>(buffer), min_bytes, max_bytes, 0);
+  auto* out = static_cast<kj::byte*>(buffer);
+  const size_t got = TakeBuffered(out, max_bytes);
+  if (got >= min_bytes) return got;
+  return ReadSome(out, min_bytes, max_bytes, got);
+}
+
+size_t GuardedStream::TakeBuffered(kj::byte* out, size_t max_bytes) {
+  const size_t n = std::min(max_bytes, buffered_end_ - buffered_begin_);
+  if (n > 0) std::memcpy(out, read_buffer_.begin() + buffered_begin_, n);
+  buffered_begin_ += n;
+  return n;
 }
 
 // One read of at least a byte at a time, so that every byte that arrives counts as progress
-// (a single read of min_bytes would not say that half of them came).
+// (a single read of min_bytes would not say that half of them came). A read for less than
+// kReadBufferBytes reads up to that much into the stream's buffer: Cap'n Proto reads a
+// message's first word, then the rest, so a whole message arrives in one system call.
 kj::Promise<size_t> GuardedStream::ReadSome(kj::byte* buffer, size_t min_bytes, size_t max_bytes,
                                             size_t got) {
   if (got >= max_bytes) return got;
-  kj::Promise<size_t> read = inner_->tryRead(buffer + got, 1, max_bytes - got);
-  if (tracker_.partial()) {
-    const kj::TimePoint silence_end =
-        timer_.now() + limits_.partial_message_timeout_ms * kj::MILLISECONDS;
-    const kj::TimePoint message_end =
-        message_started_ + limits_.message_receive_max_ms * kj::MILLISECONDS;
-    const bool slow = message_end < silence_end;
-    read = read.exclusiveJoin(
-        timer_.atTime(slow ? message_end : silence_end).then([this, slow]() -> kj::Promise<size_t> {
-          std::string why;
-          if (slow) {
-            ++budget_.closed_slow;
-            why = "a message was not complete " + std::to_string(limits_.message_receive_max_ms) +
-                  " ms after its first byte";
-          } else {
-            ++budget_.closed_stalled;
-            why = "no byte for " + std::to_string(limits_.partial_message_timeout_ms) +
-                  " ms in the middle of a message (" + std::to_string(tracker_.received()) +
-                  " bytes of it in)";
-          }
-          uint64_t held_back = 0;
-          if (budget_.log.Allow(&held_back)) {
-            spdlog::warn("closed the connection of {}: {} ({} such closes not logged before)",
-                         peer_, why, held_back);
-          }
-          return KJ_EXCEPTION(DISCONNECTED, "admitd closed the connection", why);
-        }));
-  }
-  return read.then(
-      [this, buffer, min_bytes, max_bytes, got](size_t n) mutable -> kj::Promise<size_t> {
-        if (n == 0) return got;  // end of stream
-        Consumed(buffer + got, n);
-        got += n;
-        if (got >= min_bytes) return got;
-        return ReadSome(buffer, min_bytes, max_bytes, got);
-      });
+  const bool buffered = max_bytes - got < kReadBufferBytes;
+  if (buffered && read_buffer_.size() == 0) read_buffer_ = kj::heapArray<kj::byte>(kReadBufferBytes);
+  kj::Promise<size_t> read = buffered ? inner_->tryRead(read_buffer_.begin(), 1, kReadBufferBytes)
+                                      : inner_->tryRead(buffer + got, 1, max_bytes - got);
+  if (tracker_.partial()) read = GuardedRead(kj::mv(read));
+  return read.then([this, buffer, min_bytes, max_bytes, got,
+                    buffered](size_t n) mutable -> kj::Promise<size_t> {
+    if (n == 0) return got;  // end of stream
+    if (buffered) {
+      Consumed(read_buffer_.begin(), n);
+      buffered_begin_ = 0;
+      buffered_end_ = n;
+      got += TakeBuffered(buffer + got, max_bytes - got);
+    } else {
+      Consumed(buffer + got, n);
+      got += n;
+    }
+    if (got >= min_bytes) return got;
+    return ReadSome(buffer, min_bytes, max_bytes, got);
+  });
+}
+
+kj::Promise<size_t> GuardedStream::GuardedRead(kj::Promise<size_t> read) {
+  const kj::TimePoint silence_end =
+      timer_.now() + limits_.partial_message_timeout_ms * kj::MILLISECONDS;
+  const kj::TimePoint message_end =
+      message_started_ + limits_.message_receive_max_ms * kj::MILLISECONDS;
+  const bool slow = message_end < silence_end;
+  return read.exclusiveJoin(
+      timer_.atTime(slow ? message_end : silence_end).then([this, slow]() -> kj::Promise<size_t> {
+        std::string why;
+        if (slow) {
+          ++budget_.closed_slow;
+          why = "a message was not complete " + std::to_string(limits_.message_receive_max_ms) +
+                " ms after its first byte";
+        } else {
+          ++budget_.closed_stalled;
+          why = "no byte for " + std::to_string(limits_.partial_message_timeout_ms) +
+                " ms in the middle of a message (" + std::to_string(tracker_.received()) +
+                " bytes of it in)";
+        }
+        uint64_t held_back = 0;
+        if (budget_.log.Allow(&held_back)) {
+          spdlog::warn("closed the connection of {}: {} ({} such closes not logged before)",
+                       peer_, why, held_back);
+        }
+        return KJ_EXCEPTION(DISCONNECTED, "admitd closed the connection", why);
+      }));
 }
 
 void GuardedStream::Consumed(const kj::byte* bytes, size_t size) {

@@ -91,7 +91,8 @@ struct StreamGuardLimits {
 // must be complete within message_receive_max_ms of its first byte; else the read fails
 // (DISCONNECTED, naming the limit), which ends the connection's RPC system. Between messages
 // a connection may be idle for as long as it likes (the connection limits bound those).
-// A close is counted in `budget` and logged (throttled), naming `peer`.
+// A close is counted in `budget` and logged (throttled), naming `peer`. Small reads go through
+// a buffer of the stream's own, so a message that arrived whole is read with one system call.
 // REQUIRES: timer and budget outlive the stream.
 class GuardedStream final : public kj::AsyncIoStream {
  public:
@@ -125,7 +126,14 @@ class GuardedStream final : public kj::AsyncIoStream {
   kj::Maybe<int> getFd() const override { return inner_->getFd(); }
 
  private:
+  // Reads of less than this go through the stream's buffer (one system call a message).
+  static constexpr size_t kReadBufferBytes = 8192;
+
   kj::Promise<size_t> ReadSome(kj::byte* buffer, size_t min_bytes, size_t max_bytes, size_t got);
+  // `read`, failing the connection when the partial message's limits pass first.
+  kj::Promise<size_t> GuardedRead(kj::Promise<size_t> read);
+  // Copies up to max_bytes of what the buffer holds to `out`; returns how many.
+  size_t TakeBuffered(kj::byte* out, size_t max_bytes);
   void Consumed(const kj::byte* bytes, size_t size);
 
   kj::Own<kj::AsyncIoStream> inner_;
@@ -136,6 +144,10 @@ class GuardedStream final : public kj::AsyncIoStream {
   FrameTracker tracker_;
   uint64_t counted_ = 0;  // this stream's share of budget_.bytes
   kj::TimePoint message_started_ = kj::origin<kj::TimePoint>();
+  // Bytes read from `inner` and not yet delivered: read_buffer_[buffered_begin_, buffered_end_).
+  kj::Array<kj::byte> read_buffer_;
+  size_t buffered_begin_ = 0;
+  size_t buffered_end_ = 0;
 };
 
 // A socket held by more than one owner: the TLS handshake's stream (SharedStream) and the

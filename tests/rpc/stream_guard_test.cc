@@ -197,5 +197,65 @@ TEST_F(GuardedStreamTest, PartialBytesAreBoundedAcrossConnections) {
   EXPECT_EQ(budget_.bytes, 0u);
 }
 
+// Forwards to a stream and counts the reads made of it.
+class CountingStream final : public kj::AsyncIoStream {
+ public:
+  CountingStream(kj::Own<kj::AsyncIoStream> inner, size_t* reads)
+      : inner_(kj::mv(inner)), reads_(reads) {}
+  kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
+    ++*reads_;
+    return inner_->tryRead(buffer, min_bytes, max_bytes);
+  }
+  kj::Promise<void> write(const void* buffer, size_t size) override {
+    return inner_->write(buffer, size);
+  }
+  kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
+    return inner_->write(pieces);
+  }
+  kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
+  void shutdownWrite() override { inner_->shutdownWrite(); }
+
+ private:
+  kj::Own<kj::AsyncIoStream> inner_;
+  size_t* reads_;
+};
+
+TEST_F(GuardedStreamTest, MessagesThatArrivedTogetherAreReadWithOneReadInOrder) {
+  auto pipe = kj::newTwoWayPipe();
+  size_t reads = 0;
+  GuardedStream guarded(kj::heap<CountingStream>(kj::mv(pipe.ends[0]), &reads), timer_,
+                        budget_, StreamGuardLimits{100, 1000}, "test peer");
+  // Two messages of different bytes, sent at once, read as Cap'n Proto reads them: a message's
+  // first word, then the rest.
+  std::vector<kj::byte> first = Frame({3});
+  std::vector<kj::byte> second = Frame({1, 2});
+  for (size_t i = 16; i < second.size(); ++i) second[i] = static_cast<kj::byte>(i);  // its segments
+  std::vector<kj::byte> both = first;
+  both.insert(both.end(), second.begin(), second.end());
+  // An in-memory pipe's write completes once it is read.
+  auto sent = pipe.ends[1]->write(both.data(), both.size());
+  std::vector<kj::byte> got(both.size());
+  size_t at = 0;
+  for (const std::vector<kj::byte>* frame : {&first, &second}) {
+    EXPECT_EQ(guarded.tryRead(got.data() + at, 8, 8).wait(ws_), 8u);
+    const size_t rest = frame->size() - 8;
+    EXPECT_EQ(guarded.tryRead(got.data() + at + 8, rest, rest).wait(ws_), rest);
+    at += frame->size();
+  }
+  sent.wait(ws_);
+  EXPECT_EQ(got, both);
+  EXPECT_EQ(reads, 1u);
+  EXPECT_EQ(budget_.bytes, 0u);
+  // A read larger than the buffer goes to the socket directly.
+  const std::vector<kj::byte> large = Frame({2048});
+  auto sent_large = pipe.ends[1]->write(large.data(), large.size());
+  std::vector<kj::byte> large_got(large.size());
+  EXPECT_EQ(guarded.tryRead(large_got.data(), large.size(), large.size()).wait(ws_),
+            large.size());
+  sent_large.wait(ws_);
+  EXPECT_EQ(large_got, large);
+  EXPECT_EQ(reads, 2u);
+}
+
 }  // namespace
 }  // namespace admission::ops::rpc

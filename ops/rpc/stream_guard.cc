@@ -95,7 +95,9 @@ kj::Promise<size_t> GuardedStream::ReadSome(kj::byte* buffer, size_t min_bytes, 
                                             size_t got) {
   if (got >= max_bytes) return got;
   const bool buffered = max_bytes - got < kReadBufferBytes;
-  if (buffered && read_buffer_.size() == 0) read_buffer_ = kj::heapArray<kj::byte>(kReadBufferBytes);
+  if (buffered && read_buffer_.size() == 0) {
+    read_buffer_ = kj::heapArray<kj::byte>(kReadBufferBytes);
+  }
   kj::Promise<size_t> read = buffered ? inner_->tryRead(read_buffer_.begin(), 1, kReadBufferBytes)
                                       : inner_->tryRead(buffer + got, 1, max_bytes - got);
   if (tracker_.partial()) read = GuardedRead(kj::mv(read));

@@ -529,7 +529,26 @@ bool Engine::LeavePending(CycleEntry& e, int node, uint32_t resumes,
   }
   e.cls->inadmissible = true;
   SetPending(wl, e.n.reason, e.n.message, e.n.resource, e.n.flavor, e.n.shortfall, now, true);
+  // Engine v28: a member of the class that waited for its own victims to drain would find
+  // what its head found (the same requests and priority; the victims' evictions ended), and it
+  // is passed over while its class sleeps: it shows the head's reason, not an eviction that
+  // is no longer going on.
+  if (batch_version_ >= 28) {
+    for (const QueueKey& k : e.cls->members) {
+      if (k.wl != &wl && WaitsForVictims(*k.wl)) {
+        SetPending(*k.wl, e.n.reason, e.n.message, e.n.resource, e.n.flavor, e.n.shortfall, now,
+                   true);
+      }
+    }
+  }
   return true;
+}
+
+bool Engine::WaitsForVictims(const WorkloadState& wl) {
+  // PreemptForEntry's reason while its victims drain: "Preempting N workload(s)" and/or
+  // "Waiting for N workload(s) being evicted", then " to make room: ".
+  return wl.phase == Phase::kPending && wl.pending_reason == "Pending" &&
+         wl.pending_message.find(" to make room: ") != std::string::npos;
 }
 
 }  // namespace admission::projections

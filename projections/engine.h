@@ -830,6 +830,8 @@ class Engine {
   void NominateHeads(int64_t now, std::vector<CycleEntry>* entries);
   // Marks every class of an inactive or stopped ClusterQueue inadmissible, its heads told why.
   void HoldHeadsOfInactive(ClusterQueueState& cq, const std::string& cq_name, int64_t now);
+  // A pending workload whose reason says it waits for the victims it preempted (engine v28).
+  static bool WaitsForVictims(const WorkloadState& wl);
   // The queue's head, past the heads of stopped LocalQueues (each marked and told why).
   WorkloadState* HeadPastStoppedLocalQueues(ClusterQueueState& cq, EquivalenceClass** head_class,
                                             int64_t now);

@@ -179,6 +179,11 @@ constexpr const char* kEngineVersionNotes[] = {
     "the one last emitted: the reason a cycle does not emit (\"Workload no longer fits after "
     "processing another workload\") changes its condition but no longer replaces the reason "
     "shown; before, the next cycle emitted that same reason again",
+    // v28
+    "a pending workload that waited for the victims it preempted, passed over because a "
+    "workload of the same requests and priority ahead of it found it cannot fit, takes that "
+    "workload's reason (pendingReasonChanged); before, it kept saying it waited for "
+    "evictions that had ended",
 };
 static_assert(std::size(kEngineVersionNotes) == kEngineVersion,
               "every engine version has its note");

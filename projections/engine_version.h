@@ -5,7 +5,7 @@
 
 namespace admission::projections {
 
-inline constexpr uint32_t kEngineVersion = 27;
+inline constexpr uint32_t kEngineVersion = 28;
 // The oldest behaviour this build can still decide with (replay of older ledgers).
 inline constexpr uint32_t kEngineVersionOldestDecidable = 5;
 

@@ -46,9 +46,9 @@ const StatusDebounce = 200 * time.Millisecond
 // StatusReadShare: a copy starts at least StatusReadShare times its predecessor's read after it
 // (the read: every queue of the kind from the ledger as JSON, and decoding it; up to
 // StatusMaxWait), so the reads take about 1/StatusReadShare of the time, and of admitd's loop,
-// which answers them between the records. With a thousand ClusterQueues a read takes 20 to 40 ms: copies at the debounce
-// after each decision of Kueue's large-scale run read them three times a second, and the reads
-// were 29 % of admitd's CPU and a tenth of the bridge's.
+// which answers them between the records. With a thousand ClusterQueues a read takes 20 to
+// 40 ms: copies at the debounce after each decision of Kueue's large-scale run read them three
+// times a second, and the reads were 29 % of admitd's CPU and a tenth of the bridge's.
 const StatusReadShare = 25
 
 // StatusMaxWait bounds copyWait: on a loaded machine a read of a thousand queues took 100 to
